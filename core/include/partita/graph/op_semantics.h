@@ -1,0 +1,105 @@
+#pragma once
+
+// What each operator means: its iteration space (named dimensions, which are reductions, which
+// may be split), how every input and output tensor is indexed by that space (einsum notation, in
+// effect), and the forward/backward FLOPs and bytes that follow. Every op type is described once,
+// in core/src/graph/ops_*.cpp, and registered in a table; the cost model and the search read
+// only these descriptions.
+
+#include "partita/graph/graph.h"
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace partita::graph {
+
+enum class OpClass : std::uint8_t {
+  contraction,   // MatMul, Gemm, Einsum: sum over shared dims
+  convolution,   // Conv, ConvTranspose
+  elementwise,   // Add, Relu, Cast, Where, Dropout, ...
+  normalization, // BatchNorm, LayerNorm, InstanceNorm, GroupNorm
+  softmax,       // Softmax, LogSoftmax
+  pooling,       // MaxPool, AveragePool, GlobalAveragePool
+  reduction,     // ReduceMean/Sum/Max
+  recurrent,     // LSTM, GRU, RNN
+  embedding,     // Gather on a weight
+  data_movement, // Transpose, Concat, Split, Slice, Gather, Expand, Tile, Pad: copy bytes
+  shape,         // Reshape, Flatten, Squeeze, Unsqueeze, Shape, Constant, Identity: no data moved
+  opaque,        // not understood: conservative memory-bound cost, reported by name
+};
+std::string_view op_class_name(OpClass c);
+
+// One dimension of an op's iteration space.
+struct IterDim {
+  std::string name;
+  std::int64_t size = 1;
+  bool reduction = false;  // summed over: splitting it leaves partial sums
+  bool splittable = true;  // false for kernel extents, recurrences over time, softmax/norm axes
+};
+
+// How an op uses one of its inputs.
+enum class InputSlot : std::uint8_t {
+  data,   // read as values; gets a gradient when it is an activation, a weight gradient when it is a parameter
+  weight, // a trainable parameter slot (Conv W, Gemm B, LayerNorm scale)
+  state,  // a non-trainable buffer (BatchNorm running mean/var)
+  index,  // integers or shape data: no gradient (Reshape shape, Gather indices, Slice starts)
+};
+
+// For each dimension of a tensor, the iteration dimension that indexes it, or -1 when none does
+// (a broadcast dimension, or a dimension read whole such as a convolution input's channels in a
+// depthwise split, or a kernel's spatial extent).
+struct TensorAccess {
+  TensorId tensor = no_tensor;
+  std::vector<int> dims;
+};
+
+struct OpSemantics {
+  OpClass op_class = OpClass::opaque;
+  std::vector<IterDim> dims;
+  std::vector<TensorAccess> inputs;  // one per op input, in order (tensor no_tensor when omitted)
+  std::vector<TensorAccess> outputs; // one per op output
+  std::vector<InputSlot> slots;      // one per op input
+
+  // Forward multiply-accumulates (contractions, convolutions, recurrences), 0 otherwise.
+  double macs = 0;
+  double fwd_flops = 0;
+  double bwd_data_flops = 0;   // gradients with respect to activation inputs
+  double bwd_weight_flops = 0; // gradients with respect to parameters
+  double fwd_bytes_read = 0;
+  double fwd_bytes_written = 0;
+  double bwd_bytes = 0; // read + written by the backward pass
+
+  // Non-empty when the op was described conservatively (unknown type, subgraph, unsupported
+  // attribute); the text says why.
+  std::string opaque_reason;
+
+  int find_dim(std::string_view name) const; // -1 if absent
+  double iteration_points() const;          // product of all dims
+};
+
+// The declarative description of one op type: how its inputs are used, and how to lay out its
+// iteration space from the op's attributes and tensor shapes.
+struct OpDescriptor {
+  std::string_view type;
+  OpClass op_class;
+  // Slot of each input by position; the last entry repeats for variadic ops (Concat, Sum, Max).
+  std::vector<InputSlot> slots;
+  // Fills dims, inputs, outputs and the FLOP counts. May throw partita::Error naming the node.
+  void (*describe)(const Op& op, const Graph& g, OpSemantics& s);
+};
+
+// The descriptor for an ONNX op type (default domain), or nullptr when unknown.
+const OpDescriptor* find_descriptor(std::string_view type);
+std::vector<std::string_view> known_op_types();
+
+// The slot of input `i` of `op` (data for unknown ops).
+InputSlot input_slot(const Op& op, std::size_t i);
+
+// The op's semantics. Unknown types, ops the importer marked opaque and ops whose description
+// fails get an opaque description: every tensor dim unmapped, forward FLOPs = output elements,
+// backward = 2x forward, bytes = inputs + outputs, and opaque_reason set.
+OpSemantics describe(const Graph& g, OpId id);
+
+} // namespace partita::graph

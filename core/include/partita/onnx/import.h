@@ -1,0 +1,45 @@
+#pragma once
+
+// ONNX import: ModelProto (libonnx's protobufs) -> partita::graph::Graph. Reads shapes only:
+// initializer bytes are never loaded, except small integer tensors needed for shape
+// computation. Runs ONNX shape inference with data propagation, then resolves symbolic
+// dimensions from user-given values.
+
+#include "partita/graph/graph.h"
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace onnx {
+class ModelProto;
+}
+
+namespace partita::onnx_import {
+
+struct ImportOptions {
+  // Values for symbolic dimensions (dim_param), e.g. {"batch", 32}, {"seq", 512}.
+  std::map<std::string, std::int64_t> dims;
+};
+
+struct ImportResult {
+  graph::Graph graph;
+  std::vector<std::string> warnings; // opaque ops by name, folded/ignored details
+  std::int64_t opset = 0;            // default-domain opset
+  std::string producer;              // producer_name + version
+};
+
+// Throws partita::Error naming the file, node or field and the reason.
+ImportResult import_file(const std::filesystem::path& path, const ImportOptions& options = {});
+ImportResult import_bytes(std::string_view bytes, std::string_view source, const ImportOptions& options = {});
+// Takes the model by value: shape inference annotates it.
+ImportResult import_model(onnx::ModelProto model, std::string_view source, const ImportOptions& options = {});
+
+// Lowest and highest default-domain opset the importer accepts.
+inline constexpr std::int64_t min_opset = 7;
+inline constexpr std::int64_t max_opset = 21;
+
+} // namespace partita::onnx_import

@@ -1,0 +1,185 @@
+#include "partita/graph/graph.h"
+
+#include "partita/graph/error.h"
+
+#include <boost/graph/adjacency_list.hpp>
+#include <boost/graph/strong_components.hpp>
+#include <boost/graph/topological_sort.hpp>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <iterator>
+
+namespace partita::graph {
+
+std::int64_t Tensor::elements() const { return element_count(shape, name); }
+
+std::int64_t Tensor::bytes() const {
+  const std::int64_t n = elements();
+  const std::int64_t size = dtype_size(dtype);
+  if (size != 0 && n > std::numeric_limits<std::int64_t>::max() / size) {
+    throw Error(fmt::format("tensor '{}': byte size of shape {} overflows int64", name, shape_string(shape)));
+  }
+  return n * size;
+}
+
+std::int64_t Op::attr_int(const std::string& key, std::int64_t fallback) const {
+  auto it = attrs.find(key);
+  if (it == attrs.end()) {
+    return fallback;
+  }
+  if (const auto* v = std::get_if<std::int64_t>(&it->second)) {
+    return *v;
+  }
+  throw Error(fmt::format("node '{}' ({}): attribute '{}' is not an integer", name, type, key));
+}
+
+double Op::attr_float(const std::string& key, double fallback) const {
+  auto it = attrs.find(key);
+  if (it == attrs.end()) {
+    return fallback;
+  }
+  if (const auto* v = std::get_if<double>(&it->second)) {
+    return *v;
+  }
+  if (const auto* v = std::get_if<std::int64_t>(&it->second)) {
+    return static_cast<double>(*v);
+  }
+  throw Error(fmt::format("node '{}' ({}): attribute '{}' is not a float", name, type, key));
+}
+
+std::string Op::attr_string(const std::string& key, const std::string& fallback) const {
+  auto it = attrs.find(key);
+  if (it == attrs.end()) {
+    return fallback;
+  }
+  if (const auto* v = std::get_if<std::string>(&it->second)) {
+    return *v;
+  }
+  throw Error(fmt::format("node '{}' ({}): attribute '{}' is not a string", name, type, key));
+}
+
+std::vector<std::int64_t> Op::attr_ints(const std::string& key, std::vector<std::int64_t> fallback) const {
+  auto it = attrs.find(key);
+  if (it == attrs.end()) {
+    return fallback;
+  }
+  if (const auto* v = std::get_if<std::vector<std::int64_t>>(&it->second)) {
+    return *v;
+  }
+  if (const auto* v = std::get_if<std::int64_t>(&it->second)) {
+    return {*v};
+  }
+  throw Error(fmt::format("node '{}' ({}): attribute '{}' is not a list of integers", name, type, key));
+}
+
+TensorId Graph::add_tensor(Tensor t) {
+  if (m_by_name.count(t.name) != 0) {
+    throw Error(fmt::format("graph '{}': tensor '{}' is defined twice", name, t.name));
+  }
+  const auto id = static_cast<TensorId>(m_tensors.size());
+  m_by_name.emplace(t.name, id);
+  m_tensors.push_back(std::move(t));
+  return id;
+}
+
+OpId Graph::add_op(Op op) {
+  const auto id = static_cast<OpId>(m_ops.size());
+  for (TensorId t : op.inputs) {
+    if (t == no_tensor) {
+      continue;
+    }
+    if (t < 0 || static_cast<std::size_t>(t) >= m_tensors.size()) {
+      throw Error(fmt::format("node '{}' ({}): input tensor id {} does not exist", op.name, op.type, t));
+    }
+    auto& consumers = m_tensors[static_cast<std::size_t>(t)].consumers;
+    if (std::find(consumers.begin(), consumers.end(), id) == consumers.end()) {
+      consumers.push_back(id);
+    }
+  }
+  for (TensorId t : op.outputs) {
+    if (t < 0 || static_cast<std::size_t>(t) >= m_tensors.size()) {
+      throw Error(fmt::format("node '{}' ({}): output tensor id {} does not exist", op.name, op.type, t));
+    }
+    auto& out = m_tensors[static_cast<std::size_t>(t)];
+    if (out.producer != -1) {
+      throw Error(fmt::format("node '{}' ({}): output '{}' is already produced by node '{}'", op.name, op.type,
+                              out.name, m_ops[static_cast<std::size_t>(out.producer)].name));
+    }
+    out.producer = id;
+  }
+  m_ops.push_back(std::move(op));
+  return id;
+}
+
+TensorId Graph::find_tensor(const std::string& tensor_name) const {
+  auto it = m_by_name.find(tensor_name);
+  return it == m_by_name.end() ? no_tensor : it->second;
+}
+
+std::vector<OpId> Graph::topological_order() const {
+  using G = boost::adjacency_list<boost::vecS, boost::vecS, boost::directedS>;
+  G g(m_ops.size());
+  for (std::size_t i = 0; i < m_ops.size(); ++i) {
+    for (TensorId t : m_ops[i].outputs) {
+      for (OpId c : m_tensors[static_cast<std::size_t>(t)].consumers) {
+        boost::add_edge(i, static_cast<std::size_t>(c), g);
+      }
+    }
+  }
+  std::vector<std::size_t> reversed;
+  try {
+    boost::topological_sort(g, std::back_inserter(reversed));
+  } catch (const boost::not_a_dag&) {
+    // Name the ops on a cycle: strongly connected components of size > 1 (or self loops).
+    std::vector<int> component(m_ops.size());
+    const int count = boost::strong_components(g, component.data());
+    std::vector<int> size(static_cast<std::size_t>(count), 0);
+    for (int c : component) {
+      ++size[static_cast<std::size_t>(c)];
+    }
+    std::vector<std::string> names;
+    for (std::size_t i = 0; i < m_ops.size() && names.size() < 8; ++i) {
+      bool self_loop = boost::edge(i, i, g).second;
+      if (size[static_cast<std::size_t>(component[i])] > 1 || self_loop) {
+        names.push_back("'" + m_ops[i].name + "'");
+      }
+    }
+    throw Error(fmt::format("graph '{}': the ops form a cycle through {}", name, fmt::join(names, ", ")));
+  }
+  std::vector<OpId> order;
+  order.reserve(reversed.size());
+  for (auto it = reversed.rbegin(); it != reversed.rend(); ++it) {
+    order.push_back(static_cast<OpId>(*it));
+  }
+  return order;
+}
+
+void Graph::validate() const {
+  for (const Tensor& t : m_tensors) {
+    for (std::int64_t d : t.shape) {
+      if (d <= 0) {
+        std::string where = t.producer >= 0 ? fmt::format(" (output of node '{}')", m_ops[static_cast<std::size_t>(t.producer)].name)
+                                           : std::string();
+        throw Error(fmt::format("tensor '{}'{}: dimension {} in shape {} is not positive", t.name, where, d,
+                                shape_string(t.shape)));
+      }
+    }
+    (void)t.bytes(); // throws on overflow
+  }
+  for (const Op& op : m_ops) {
+    for (TensorId id : op.inputs) {
+      if (id == no_tensor) {
+        continue;
+      }
+      const Tensor& t = m_tensors[static_cast<std::size_t>(id)];
+      if (t.producer == -1 && t.role == TensorRole::activation) {
+        throw Error(fmt::format("node '{}' ({}): input '{}' is produced by no node and is not a graph input or initializer",
+                                op.name, op.type, t.name));
+      }
+    }
+  }
+  (void)topological_order();
+}
+
+} // namespace partita::graph

@@ -1,0 +1,180 @@
+#include "partita/graph/op_semantics.h"
+
+#include "graph/op_helpers.h"
+
+#include <algorithm>
+#include <map>
+
+namespace partita::graph {
+
+std::string_view op_class_name(OpClass c) {
+  switch (c) {
+  case OpClass::contraction: return "contraction";
+  case OpClass::convolution: return "convolution";
+  case OpClass::elementwise: return "elementwise";
+  case OpClass::normalization: return "normalization";
+  case OpClass::softmax: return "softmax";
+  case OpClass::pooling: return "pooling";
+  case OpClass::reduction: return "reduction";
+  case OpClass::recurrent: return "recurrent";
+  case OpClass::embedding: return "embedding";
+  case OpClass::data_movement: return "data_movement";
+  case OpClass::shape: return "shape";
+  case OpClass::opaque: return "opaque";
+  }
+  return "opaque";
+}
+
+int OpSemantics::find_dim(std::string_view dim_name) const {
+  for (std::size_t i = 0; i < dims.size(); ++i) {
+    if (dims[i].name == dim_name) {
+      return static_cast<int>(i);
+    }
+  }
+  return -1;
+}
+
+double OpSemantics::iteration_points() const {
+  double p = 1;
+  for (const IterDim& d : dims) {
+    p *= static_cast<double>(d.size);
+  }
+  return p;
+}
+
+namespace {
+
+const std::map<std::string_view, const OpDescriptor*>& registry() {
+  static const auto table = [] {
+    std::map<std::string_view, const OpDescriptor*> m;
+    for (auto family : {detail::contraction_ops(), detail::convolution_ops(), detail::elementwise_ops(),
+                        detail::normalization_ops(), detail::pooling_ops(), detail::recurrent_ops(),
+                        detail::movement_ops()}) {
+      for (const OpDescriptor& d : family) {
+        m.emplace(d.type, &d);
+      }
+    }
+    return m;
+  }();
+  return table;
+}
+
+double tensor_bytes(const Graph& g, TensorId id) {
+  return id == no_tensor ? 0.0 : static_cast<double>(g.tensor(id).bytes());
+}
+
+void fill_bytes(const Op& op, const Graph& g, OpSemantics& s) {
+  if (s.fwd_bytes_read == 0 && s.fwd_bytes_written == 0) {
+    for (TensorId t : op.inputs) {
+      s.fwd_bytes_read += tensor_bytes(g, t);
+    }
+    for (TensorId t : op.outputs) {
+      s.fwd_bytes_written += tensor_bytes(g, t);
+    }
+  }
+  if (s.bwd_bytes == 0 && s.op_class != OpClass::shape) {
+    // Backward reads the output gradient and the saved inputs, and writes input gradients.
+    double grads = 0;
+    for (TensorId t : op.inputs) {
+      if (t != no_tensor && detail::needs_grad(g.tensor(t))) {
+        grads += tensor_bytes(g, t);
+      }
+    }
+    if (grads > 0) {
+      s.bwd_bytes = s.fwd_bytes_read + s.fwd_bytes_written + grads;
+    }
+  }
+}
+
+void describe_opaque(const Op& op, const Graph& g, OpSemantics& s, std::string reason) {
+  s = OpSemantics{};
+  s.op_class = OpClass::opaque;
+  s.opaque_reason = std::move(reason);
+  for (std::size_t i = 0; i < op.inputs.size(); ++i) {
+    TensorAccess a{op.inputs[i], {}};
+    if (op.inputs[i] != no_tensor) {
+      a.dims.assign(g.tensor(op.inputs[i]).shape.size(), -1);
+    }
+    s.inputs.push_back(std::move(a));
+    s.slots.push_back(InputSlot::data);
+  }
+  double out_elems = 0;
+  for (TensorId t : op.outputs) {
+    s.outputs.push_back(TensorAccess{t, std::vector<int>(g.tensor(t).shape.size(), -1)});
+    out_elems += static_cast<double>(g.tensor(t).elements());
+  }
+  s.fwd_flops = out_elems;
+  bool any_grad = std::any_of(op.inputs.begin(), op.inputs.end(),
+                              [&](TensorId t) { return t != no_tensor && detail::needs_grad(g.tensor(t)); });
+  s.bwd_data_flops = any_grad ? 2 * out_elems : 0;
+  fill_bytes(op, g, s);
+}
+
+} // namespace
+
+const OpDescriptor* find_descriptor(std::string_view type) {
+  const auto& r = registry();
+  auto it = r.find(type);
+  return it == r.end() ? nullptr : it->second;
+}
+
+std::vector<std::string_view> known_op_types() {
+  std::vector<std::string_view> out;
+  for (const auto& [name, d] : registry()) {
+    out.push_back(name);
+  }
+  return out;
+}
+
+InputSlot input_slot(const Op& op, std::size_t i) {
+  const OpDescriptor* d = op.domain.empty() || op.domain == "ai.onnx" ? find_descriptor(op.type) : nullptr;
+  if (d == nullptr || d->slots.empty()) {
+    return InputSlot::data;
+  }
+  return i < d->slots.size() ? d->slots[i] : d->slots.back();
+}
+
+OpSemantics describe(const Graph& g, OpId id) {
+  const Op& op = g.op(id);
+  OpSemantics s;
+  if (!op.opaque_reason.empty()) {
+    describe_opaque(op, g, s, op.opaque_reason);
+    return s;
+  }
+  const OpDescriptor* d = op.domain.empty() || op.domain == "ai.onnx" ? find_descriptor(op.type) : nullptr;
+  if (d == nullptr) {
+    describe_opaque(op, g, s,
+                    op.domain.empty() ? fmt::format("unknown op type '{}'", op.type)
+                                      : fmt::format("op type '{}' of domain '{}' is not described", op.type, op.domain));
+    return s;
+  }
+  try {
+    s.op_class = d->op_class;
+    for (std::size_t i = 0; i < op.inputs.size(); ++i) {
+      s.slots.push_back(input_slot(op, i));
+    }
+    s.inputs.resize(op.inputs.size());
+    s.outputs.resize(op.outputs.size());
+    for (std::size_t i = 0; i < op.inputs.size(); ++i) {
+      s.inputs[i].tensor = op.inputs[i];
+    }
+    for (std::size_t i = 0; i < op.outputs.size(); ++i) {
+      s.outputs[i].tensor = op.outputs[i];
+    }
+    d->describe(op, g, s);
+    // Anything the description left unmapped is read whole.
+    for (auto* list : {&s.inputs, &s.outputs}) {
+      for (TensorAccess& a : *list) {
+        if (a.tensor != no_tensor && a.dims.size() != g.tensor(a.tensor).shape.size()) {
+          a.dims.assign(g.tensor(a.tensor).shape.size(), -1);
+        }
+      }
+    }
+    fill_bytes(op, g, s);
+  } catch (const Error& e) {
+    describe_opaque(op, g, s, e.what());
+  }
+  return s;
+}
+
+} // namespace partita::graph

@@ -1,0 +1,92 @@
+#include "partita/graph/error.h"
+#include "partita/graph/graph.h"
+#include "test_support.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace partita {
+namespace {
+
+using graph::TensorRole;
+using ::testing::HasSubstr;
+
+TEST(Graph, TopologicalOrderFollowsDataflow) {
+  graph::Graph g;
+  test::tensor(g, "x", {2, 3}, TensorRole::input);
+  test::tensor(g, "a", {2, 3});
+  test::tensor(g, "b", {2, 3});
+  test::tensor(g, "c", {2, 3});
+  // Added out of order on purpose.
+  const auto add = test::op(g, "Add", {"a", "b"}, {"c"});
+  const auto relu = test::op(g, "Relu", {"x"}, {"a"});
+  const auto tanh = test::op(g, "Tanh", {"a"}, {"b"});
+  EXPECT_EQ(g.topological_order(), (std::vector<graph::OpId>{relu, tanh, add}));
+  EXPECT_NO_THROW(g.validate());
+}
+
+TEST(Graph, CycleIsReportedWithOpNames) {
+  graph::Graph g;
+  g.name = "loop";
+  test::tensor(g, "a", {4});
+  test::tensor(g, "b", {4});
+  test::op(g, "Relu", {"a"}, {"b"});
+  test::op(g, "Tanh", {"b"}, {"a"});
+  try {
+    (void)g.topological_order();
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("cycle"));
+    EXPECT_THAT(e.what(), HasSubstr("'Relu_0'"));
+    EXPECT_THAT(e.what(), HasSubstr("'Tanh_1'"));
+  }
+}
+
+TEST(Graph, ValidateRejectsNonPositiveDimensions) {
+  graph::Graph g;
+  test::tensor(g, "x", {2, 0}, TensorRole::input);
+  EXPECT_THROW(g.validate(), Error);
+  graph::Graph h;
+  test::tensor(h, "x", {2, -3}, TensorRole::input);
+  try {
+    h.validate();
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("'x'"));
+  }
+}
+
+TEST(Graph, ValidateRejectsOverflowingElementCount) {
+  graph::Graph g;
+  test::tensor(g, "huge", {1LL << 32, 1LL << 32}, TensorRole::input);
+  try {
+    g.validate();
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("overflows int64"));
+    EXPECT_THAT(e.what(), HasSubstr("'huge'"));
+  }
+}
+
+TEST(Graph, ValidateRejectsMissingProducer) {
+  graph::Graph g;
+  test::tensor(g, "dangling", {4});
+  test::tensor(g, "y", {4});
+  test::op(g, "Relu", {"dangling"}, {"y"});
+  try {
+    g.validate();
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("'dangling'"));
+    EXPECT_THAT(e.what(), HasSubstr("Relu_0"));
+  }
+}
+
+TEST(Graph, TensorDefinedTwiceIsAnError) {
+  graph::Graph g;
+  test::tensor(g, "x", {1});
+  EXPECT_THROW(test::tensor(g, "x", {1}), Error);
+}
+
+} // namespace
+} // namespace partita
