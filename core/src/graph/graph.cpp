@@ -12,7 +12,7 @@
 
 namespace partita::graph {
 
-std::int64_t Tensor::elements() const { return element_count(shape, name); }
+std::int64_t Tensor::elements() const { return element_count(shape, "tensor '" + name + "'"); }
 
 std::int64_t Tensor::bytes() const {
   const std::int64_t n = elements();

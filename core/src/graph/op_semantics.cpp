@@ -64,6 +64,9 @@ double tensor_bytes(const Graph& g, TensorId id) {
 }
 
 void fill_bytes(const Op& op, const Graph& g, OpSemantics& s) {
+  if (s.op_class == OpClass::shape) {
+    return; // views and metadata: no data moves
+  }
   if (s.fwd_bytes_read == 0 && s.fwd_bytes_written == 0) {
     for (TensorId t : op.inputs) {
       s.fwd_bytes_read += tensor_bytes(g, t);
@@ -72,7 +75,7 @@ void fill_bytes(const Op& op, const Graph& g, OpSemantics& s) {
       s.fwd_bytes_written += tensor_bytes(g, t);
     }
   }
-  if (s.bwd_bytes == 0 && s.op_class != OpClass::shape) {
+  if (s.bwd_bytes == 0) {
     // Backward reads the output gradient and the saved inputs, and writes input gradients.
     double grads = 0;
     for (TensorId t : op.inputs) {
