@@ -1,1 +1,29 @@
-int main() { return 0; }
+// partita: the command line of the Partita explorer.
+
+#include "commands.h"
+
+#include "partita/graph/error.h"
+
+#include <fmt/format.h>
+
+#include <iostream>
+
+int main(int argc, char** argv) {
+  CLI::App app{"Partita: explore parallelization strategies for training deep neural networks", "partita"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "partita 0.1.0");
+  partita::cli::add_inspect_command(app);
+  partita::cli::add_zoo_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const partita::Error& e) {
+    std::cerr << "partita: error: " << e.what() << "\n";
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "partita: internal error: " << e.what() << "\n";
+    return 2;
+  }
+  return 0;
+}

@@ -98,6 +98,9 @@ OpId Graph::add_op(Op op) {
     }
   }
   for (TensorId t : op.outputs) {
+    if (t == no_tensor) {
+      continue; // an omitted optional output
+    }
     if (t < 0 || static_cast<std::size_t>(t) >= m_tensors.size()) {
       throw Error(fmt::format("node '{}' ({}): output tensor id {} does not exist", op.name, op.type, t));
     }
@@ -122,6 +125,9 @@ std::vector<OpId> Graph::topological_order() const {
   G g(m_ops.size());
   for (std::size_t i = 0; i < m_ops.size(); ++i) {
     for (TensorId t : m_ops[i].outputs) {
+      if (t == no_tensor) {
+        continue;
+      }
       for (OpId c : m_tensors[static_cast<std::size_t>(t)].consumers) {
         boost::add_edge(i, static_cast<std::size_t>(c), g);
       }
@@ -157,8 +163,11 @@ std::vector<OpId> Graph::topological_order() const {
 
 void Graph::validate() const {
   for (const Tensor& t : m_tensors) {
+    // Empty integer tensors are ordinary shape plumbing (an empty axes list, an unused roi);
+    // an empty tensor of values is not.
+    const bool may_be_empty = t.role == TensorRole::constant || !is_floating(t.dtype);
     for (std::int64_t d : t.shape) {
-      if (d <= 0) {
+      if (d < 0 || (d == 0 && !may_be_empty)) {
         std::string where = t.producer >= 0 ? fmt::format(" (output of node '{}')", m_ops[static_cast<std::size_t>(t.producer)].name)
                                            : std::string();
         throw Error(fmt::format("tensor '{}'{}: dimension {} in shape {} is not positive", t.name, where, d,

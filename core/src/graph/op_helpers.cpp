@@ -5,7 +5,9 @@
 
 namespace partita::graph::detail {
 
-bool has_input(const Op& op, std::size_t i) { return i < op.inputs.size() && op.inputs[i] != no_tensor; }
+bool has_input(const Op& op, std::size_t i) {
+  return i < op.inputs.size() && op.inputs[i] != no_tensor;
+}
 
 const Tensor& input(const Op& op, const Graph& g, std::size_t i) {
   if (!has_input(op, i)) {
@@ -14,8 +16,10 @@ const Tensor& input(const Op& op, const Graph& g, std::size_t i) {
   return g.tensor(op.inputs[i]);
 }
 
+bool has_output(const Op& op, std::size_t i) { return i < op.outputs.size() && op.outputs[i] != no_tensor; }
+
 const Tensor& output(const Op& op, const Graph& g, std::size_t i) {
-  if (i >= op.outputs.size()) {
+  if (!has_output(op, i)) {
     fail(op, fmt::format("output {} is missing", i));
   }
   return g.tensor(op.outputs[i]);
@@ -48,6 +52,9 @@ void map_input(const Op& op, const Graph& g, OpSemantics& s, std::size_t i, std:
 }
 
 void map_output(const Op& op, const Graph& g, OpSemantics& s, std::size_t i, std::vector<int> dims) {
+  if (!has_output(op, i)) {
+    return;
+  }
   check_map(op, output(op, g, i), s, dims);
   s.outputs.at(i).dims = std::move(dims);
 }
@@ -61,7 +68,7 @@ void broadcast_space(const Op& op, const Graph& g, OpSemantics& s, std::span<con
     out_dims.push_back(add_dim(s, std::move(name), out.shape[i]));
   }
   for (std::size_t k = 0; k < op.outputs.size(); ++k) {
-    if (output(op, g, k).shape.size() == rank) {
+    if (has_output(op, k) && output(op, g, k).shape.size() == rank) {
       map_output(op, g, s, k, out_dims);
     }
   }
@@ -71,7 +78,8 @@ void broadcast_space(const Op& op, const Graph& g, OpSemantics& s, std::span<con
     }
     const Tensor& t = g.tensor(op.inputs[i]);
     if (t.shape.size() > rank) {
-      fail(op, fmt::format("input '{}' of rank {} does not broadcast to the output's rank {}", t.name, t.shape.size(), rank));
+      fail(op, fmt::format("input '{}' of rank {} does not broadcast to the output's rank {}", t.name, t.shape.size(),
+                           rank));
     }
     std::vector<int> dims(t.shape.size(), -1);
     const std::size_t offset = rank - t.shape.size();
@@ -93,8 +101,7 @@ bool needs_grad(const Tensor& t) {
 }
 
 namespace {
-void split_grad_costs(const Op& op, const Graph& g, OpSemantics& s, double per_input,
-                      std::size_t operands = SIZE_MAX) {
+void split_grad_costs(const Op& op, const Graph& g, OpSemantics& s, double per_input, std::size_t operands = SIZE_MAX) {
   for (std::size_t i = 0; i < std::min(op.inputs.size(), operands); ++i) {
     if (!has_input(op, i)) {
       continue;
@@ -125,6 +132,29 @@ void pointwise_costs(const Op& op, const Graph& g, OpSemantics& s, double fwd_pe
   split_grad_costs(op, g, s, bwd_per_point * points);
 }
 
+void add_grad_flops(const Op& op, const Graph& g, OpSemantics& s, std::size_t i, double flops) {
+  if (!has_input(op, i)) {
+    return;
+  }
+  const InputSlot slot = i < s.slots.size() ? s.slots[i] : InputSlot::data;
+  const Tensor& t = g.tensor(op.inputs[i]);
+  if (slot == InputSlot::index || slot == InputSlot::state || !needs_grad(t)) {
+    return;
+  }
+  (t.role == TensorRole::parameter ? s.bwd_weight_flops : s.bwd_data_flops) += flops;
+}
+
+std::string spatial_name(std::string_view prefix, std::size_t i, std::size_t count) {
+  static constexpr std::string_view dhw = "dhw";
+  if (count == 1) {
+    return fmt::format("{}l", prefix);
+  }
+  if (count <= 3) {
+    return fmt::format("{}{}", prefix, dhw[3 - count + i]);
+  }
+  return fmt::format("{}{}", prefix, i);
+}
+
 int normalize_axis(const Op& op, std::int64_t axis, std::size_t rank) {
   const auto r = static_cast<std::int64_t>(rank);
   if (axis < -r || axis >= std::max<std::int64_t>(r, 1)) {
@@ -152,7 +182,8 @@ void einsum_space(const Op& op, const Graph& g, OpSemantics& s, std::string_view
     start = comma + 1;
   }
   if (terms.size() != op.inputs.size()) {
-    fail(op, fmt::format("equation '{}' has {} operands but the node has {} inputs", equation, terms.size(), op.inputs.size()));
+    fail(op, fmt::format("equation '{}' has {} operands but the node has {} inputs", equation, terms.size(),
+                         op.inputs.size()));
   }
   // Expand "..." into upper-case-free placeholder letters, right-aligned per operand.
   const std::string ellipsis_letters = "0123456789"; // never valid einsum letters
@@ -206,7 +237,8 @@ void einsum_space(const Op& op, const Graph& g, OpSemantics& s, std::string_view
   for (std::size_t i = 0; i < terms.size(); ++i) {
     const Tensor& t = input(op, g, i);
     if (terms[i].size() != t.shape.size()) {
-      fail(op, fmt::format("operand {} '{}' has rank {} but '{}' names {} dims", i, t.name, t.shape.size(), terms[i], terms[i].size()));
+      fail(op, fmt::format("operand {} '{}' has rank {} but '{}' names {} dims", i, t.name, t.shape.size(), terms[i],
+                           terms[i].size()));
     }
     for (std::size_t j = 0; j < terms[i].size(); ++j) {
       auto& sz = size_of[terms[i][j]];

@@ -47,9 +47,9 @@ namespace {
 const std::map<std::string_view, const OpDescriptor*>& registry() {
   static const auto table = [] {
     std::map<std::string_view, const OpDescriptor*> m;
-    for (auto family : {detail::contraction_ops(), detail::convolution_ops(), detail::elementwise_ops(),
-                        detail::normalization_ops(), detail::pooling_ops(), detail::recurrent_ops(),
-                        detail::movement_ops()}) {
+    for (auto family :
+         {detail::contraction_ops(), detail::convolution_ops(), detail::elementwise_ops(), detail::normalization_ops(),
+          detail::pooling_ops(), detail::recurrent_ops(), detail::movement_ops(), detail::shape_ops()}) {
       for (const OpDescriptor& d : family) {
         m.emplace(d.type, &d);
       }
@@ -103,6 +103,10 @@ void describe_opaque(const Op& op, const Graph& g, OpSemantics& s, std::string r
   }
   double out_elems = 0;
   for (TensorId t : op.outputs) {
+    if (t == no_tensor) {
+      s.outputs.push_back(TensorAccess{});
+      continue;
+    }
     s.outputs.push_back(TensorAccess{t, std::vector<int>(g.tensor(t).shape.size(), -1)});
     out_elems += static_cast<double>(g.tensor(t).elements());
   }
@@ -147,8 +151,9 @@ OpSemantics describe(const Graph& g, OpId id) {
   const OpDescriptor* d = op.domain.empty() || op.domain == "ai.onnx" ? find_descriptor(op.type) : nullptr;
   if (d == nullptr) {
     describe_opaque(op, g, s,
-                    op.domain.empty() ? fmt::format("unknown op type '{}'", op.type)
-                                      : fmt::format("op type '{}' of domain '{}' is not described", op.type, op.domain));
+                    op.domain.empty()
+                        ? fmt::format("unknown op type '{}'", op.type)
+                        : fmt::format("op type '{}' of domain '{}' is not described", op.type, op.domain));
     return s;
   }
   try {

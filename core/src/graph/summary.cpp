@@ -18,8 +18,11 @@ ModelSummary summarize(const Graph& g) {
     row.name = op.name;
     row.type = op.type;
     row.op_class = s.op_class;
-    if (!op.outputs.empty()) {
-      row.output_shape = g.tensor(op.outputs.front()).shape;
+    for (TensorId t : op.outputs) {
+      if (t != no_tensor) {
+        row.output_shape = g.tensor(t).shape;
+        break;
+      }
     }
     for (TensorId t : op.inputs) {
       if (t != no_tensor && g.tensor(t).role == TensorRole::parameter && counted.insert(t).second) {
@@ -31,7 +34,9 @@ ModelSummary summarize(const Graph& g) {
     row.fwd_flops = s.fwd_flops;
     row.bwd_flops = s.bwd_data_flops + s.bwd_weight_flops;
     for (TensorId t : op.outputs) {
-      row.activation_bytes += g.tensor(t).bytes();
+      if (t != no_tensor) {
+        row.activation_bytes += g.tensor(t).bytes();
+      }
     }
     row.opaque_reason = s.opaque_reason;
     if (s.op_class == OpClass::opaque) {

@@ -37,8 +37,8 @@ struct Op {
   std::string name;
   std::string type;   // ONNX op type, e.g. "Conv"
   std::string domain; // "" for the default ONNX domain
-  std::vector<TensorId> inputs;
-  std::vector<TensorId> outputs;
+  std::vector<TensorId> inputs;  // no_tensor for an omitted optional input
+  std::vector<TensorId> outputs; // no_tensor for an omitted optional output
   std::map<std::string, Attribute> attrs;
   // Set when the importer kept the op without understanding it (unknown type, nested subgraph).
   std::string opaque_reason;
@@ -73,7 +73,7 @@ public:
   std::vector<OpId> topological_order() const;
 
   // Checks links, that every op input is produced or is an input/parameter/constant, and
-  // shapes (no zero or negative dims, no int64 overflow). Throws partita::Error naming the
+  // shapes (no negative dims, no zero dims in float tensors, no int64 overflow). Throws partita::Error naming the
   // node and tensor.
   void validate() const;
 

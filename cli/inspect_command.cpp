@@ -1,0 +1,145 @@
+// partita inspect MODEL: the per-layer table of a model (an ONNX file or a zoo spec).
+
+#include "commands.h"
+#include "table.h"
+
+#include "partita/graph/summary.h"
+#include "partita/zoo/zoo.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <iostream>
+#include <memory>
+
+namespace partita::cli {
+namespace {
+
+struct InspectOptions {
+  std::string model;
+  std::vector<std::string> dims;
+  bool json = false;
+};
+
+onnx_import::ImportOptions parse_dims(const std::vector<std::string>& dims) {
+  onnx_import::ImportOptions o;
+  for (const auto& d : dims) {
+    const auto eq = d.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      throw CLI::ValidationError("--dim", fmt::format("'{}' is not NAME=VALUE", d));
+    }
+    const std::string value = d.substr(eq + 1);
+    std::size_t used = 0;
+    long long v = 0;
+    try {
+      v = std::stoll(value, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != value.size() || value.empty() || v <= 0) {
+      throw CLI::ValidationError("--dim", fmt::format("'{}': the value must be a positive integer", d));
+    }
+    o.dims[d.substr(0, eq)] = v;
+  }
+  return o;
+}
+
+nlohmann::json to_json(const onnx_import::ImportResult& r, const graph::ModelSummary& s, const std::string& model) {
+  nlohmann::json layers = nlohmann::json::array();
+  for (const auto& row : s.rows) {
+    nlohmann::json l = {{"op", row.type},
+                        {"name", row.name},
+                        {"class", graph::op_class_name(row.op_class)},
+                        {"output_shape", row.output_shape},
+                        {"params", row.params},
+                        {"macs", row.macs},
+                        {"fwd_flops", row.fwd_flops},
+                        {"bwd_flops", row.bwd_flops},
+                        {"activation_bytes", row.activation_bytes}};
+    if (!row.opaque_reason.empty()) {
+      l["opaque_reason"] = row.opaque_reason;
+    }
+    layers.push_back(std::move(l));
+  }
+  return {{"model", model},
+          {"opset", r.opset},
+          {"producer", r.producer},
+          {"layers", layers},
+          {"totals",
+           {{"ops", s.rows.size()},
+            {"params", s.params},
+            {"param_bytes", s.param_bytes},
+            {"macs", s.macs},
+            {"fwd_flops", s.fwd_flops},
+            {"bwd_flops", s.bwd_flops},
+            {"activation_bytes", s.activation_bytes}}},
+          {"opaque_ops", s.opaque_ops},
+          {"warnings", r.warnings}};
+}
+
+std::string to_text(const onnx_import::ImportResult& r, const graph::ModelSummary& s, const std::string& model) {
+  Table t({{"#"},
+           {"op", Table::Align::left},
+           {"name", Table::Align::left},
+           {"output shape", Table::Align::left},
+           {"params"},
+           {"fwd GFLOP"},
+           {"bwd GFLOP"},
+           {"act MiB"}});
+  for (std::size_t i = 0; i < s.rows.size(); ++i) {
+    const auto& row = s.rows[i];
+    std::string name = row.name.size() > 48 ? row.name.substr(0, 22) + "..." + row.name.substr(row.name.size() - 23)
+                                            : row.name;
+    t.add_row({std::to_string(i), row.type + (row.opaque_reason.empty() ? "" : "*"), name,
+               graph::shape_string(row.output_shape), with_thousands(row.params), gflop(row.fwd_flops),
+               gflop(row.bwd_flops), mib(static_cast<double>(row.activation_bytes))});
+  }
+  t.add_rule();
+  t.add_row({"", "total", fmt::format("{} ops", s.rows.size()), "", with_thousands(s.params), gflop(s.fwd_flops),
+             gflop(s.bwd_flops), mib(static_cast<double>(s.activation_bytes))});
+  std::string out = fmt::format("model {}  (opset {}{})\n\n", model, r.opset,
+                                r.producer.empty() ? "" : ", produced by " + r.producer);
+  out += t.render();
+  out += fmt::format("\nparameters {} ({:.2f} M, {} MiB)   forward {} GMAC   forward {} GFLOP   backward {} GFLOP\n",
+                     with_thousands(s.params), static_cast<double>(s.params) / 1e6,
+                     mib(static_cast<double>(s.param_bytes)), gflop(s.macs), gflop(s.fwd_flops), gflop(s.bwd_flops));
+  if (!s.opaque_ops.empty()) {
+    out += fmt::format("\n{} opaque op(s) (*), costed as memory-bound:\n", s.opaque_ops.size());
+    for (const auto& o : s.opaque_ops) {
+      out += "  " + o + "\n";
+    }
+  }
+  bool header = false;
+  for (const auto& w : r.warnings) {
+    if (w.rfind("opaque op", 0) == 0) {
+      continue; // listed above
+    }
+    if (!header) {
+      out += "\nwarnings:\n";
+      header = true;
+    }
+    out += "  " + w + "\n";
+  }
+  return out;
+}
+
+} // namespace
+
+void add_inspect_command(CLI::App& app) {
+  auto opts = std::make_shared<InspectOptions>();
+  auto* cmd = app.add_subcommand("inspect", "Print the per-layer table of a model: shapes, parameters, FLOPs, activations");
+  cmd->add_option("model", opts->model, "an ONNX file, or a built-in model such as zoo:resnet50?batch=64")->required();
+  cmd->add_option("--dim", opts->dims, "value of a symbolic dimension, NAME=VALUE (repeatable)");
+  cmd->add_flag("--json", opts->json, "print JSON instead of a table");
+  cmd->callback([opts] {
+    const auto result = zoo::load(opts->model, parse_dims(opts->dims));
+    const auto summary = graph::summarize(result.graph);
+    if (opts->json) {
+      std::cout << to_json(result, summary, opts->model).dump(2) << "\n";
+    } else {
+      std::cout << to_text(result, summary, opts->model);
+    }
+  });
+}
+
+} // namespace partita::cli

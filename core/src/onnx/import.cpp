@@ -1,0 +1,423 @@
+#include "partita/onnx/import.h"
+
+#include "onnx/proto_reader.h"
+#include "onnx/shape_resolution.h"
+#include "partita/graph/error.h"
+#include "partita/graph/op_semantics.h"
+
+#include <fmt/format.h>
+#include <onnx/onnx_pb.h>
+
+#include <cstring>
+#include <set>
+#include <unordered_map>
+
+namespace partita::onnx_import {
+namespace {
+
+using graph::DType;
+using graph::TensorRole;
+
+DType to_dtype(int t) {
+  switch (t) {
+  case onnx::TensorProto::FLOAT: return DType::f32;
+  case onnx::TensorProto::DOUBLE: return DType::f64;
+  case onnx::TensorProto::FLOAT16: return DType::f16;
+  case onnx::TensorProto::BFLOAT16: return DType::bf16;
+  case onnx::TensorProto::INT64:
+  case onnx::TensorProto::UINT64: return DType::i64;
+  case onnx::TensorProto::INT32:
+  case onnx::TensorProto::UINT32: return DType::i32;
+  case onnx::TensorProto::INT16:
+  case onnx::TensorProto::UINT16: return DType::i16;
+  case onnx::TensorProto::INT8: return DType::i8;
+  case onnx::TensorProto::UINT8: return DType::u8;
+  case onnx::TensorProto::BOOL: return DType::boolean;
+  case onnx::TensorProto::STRING: return DType::string;
+  default: return DType::unknown;
+  }
+}
+
+bool is_integer(int t) {
+  return t == onnx::TensorProto::INT64 || t == onnx::TensorProto::INT32 || t == onnx::TensorProto::INT16 ||
+         t == onnx::TensorProto::INT8 || t == onnx::TensorProto::UINT8 || t == onnx::TensorProto::UINT16 ||
+         t == onnx::TensorProto::UINT32 || t == onnx::TensorProto::UINT64;
+}
+
+// Integer contents of a small tensor, when they are stored inline.
+std::optional<std::vector<std::int64_t>> int_values(const onnx::TensorProto& t, std::int64_t elements) {
+  if (!is_integer(t.data_type()) || elements > 4096 ||
+      t.data_location() == onnx::TensorProto::EXTERNAL) {
+    return std::nullopt;
+  }
+  std::vector<std::int64_t> v;
+  if (t.int64_data_size() > 0) {
+    v.assign(t.int64_data().begin(), t.int64_data().end());
+  } else if (t.int32_data_size() > 0) {
+    v.assign(t.int32_data().begin(), t.int32_data().end());
+  } else if (t.has_raw_data()) {
+    const std::string& raw = t.raw_data();
+    const auto width = static_cast<std::size_t>(graph::dtype_size(to_dtype(t.data_type())));
+    if (width == 0 || raw.size() != width * static_cast<std::size_t>(elements)) {
+      return std::nullopt;
+    }
+    const bool is_signed = t.data_type() != onnx::TensorProto::UINT8 && t.data_type() != onnx::TensorProto::UINT16 &&
+                           t.data_type() != onnx::TensorProto::UINT32;
+    for (std::size_t i = 0; i < raw.size(); i += width) {
+      std::int64_t x = 0;
+      if (width == 8) {
+        std::memcpy(&x, raw.data() + i, 8);
+      } else if (width == 4) {
+        std::int32_t y = 0;
+        std::uint32_t u = 0;
+        std::memcpy(&y, raw.data() + i, 4);
+        std::memcpy(&u, raw.data() + i, 4);
+        x = is_signed ? y : static_cast<std::int64_t>(u);
+      } else if (width == 2) {
+        std::int16_t y = 0;
+        std::uint16_t u = 0;
+        std::memcpy(&y, raw.data() + i, 2);
+        std::memcpy(&u, raw.data() + i, 2);
+        x = is_signed ? y : u;
+      } else {
+        x = is_signed ? static_cast<std::int8_t>(raw[i]) : static_cast<std::uint8_t>(raw[i]);
+      }
+      v.push_back(x);
+    }
+  } else {
+    return std::nullopt;
+  }
+  if (static_cast<std::int64_t>(v.size()) != elements) {
+    return std::nullopt;
+  }
+  return v;
+}
+
+graph::Attribute to_attribute(const onnx::AttributeProto& a) {
+  switch (a.type()) {
+  case onnx::AttributeProto::INT: return a.i();
+  case onnx::AttributeProto::FLOAT: return static_cast<double>(a.f());
+  case onnx::AttributeProto::STRING: return a.s();
+  case onnx::AttributeProto::INTS: return std::vector<std::int64_t>(a.ints().begin(), a.ints().end());
+  case onnx::AttributeProto::FLOATS: return std::vector<double>(a.floats().begin(), a.floats().end());
+  case onnx::AttributeProto::STRINGS: return std::vector<std::string>(a.strings().begin(), a.strings().end());
+  default: return std::string("<") + onnx::AttributeProto::AttributeType_Name(a.type()) + ">";
+  }
+}
+
+class Importer {
+public:
+  Importer(onnx::ModelProto& model, std::string_view source, const ImportOptions& options)
+      : m_model(model), m_source(source), m_options(options) {}
+
+  ImportResult run() {
+    ImportResult result;
+    result.opset = default_opset();
+    result.producer = m_model.producer_name() + (m_model.producer_version().empty() ? "" : " " + m_model.producer_version());
+    check_references();
+    detail::ShapeResolution shapes = detail::resolve_shapes(m_model, m_source, m_options, result.warnings);
+    result.graph = build_graph(shapes);
+    for (std::size_t i = 0; i < result.graph.ops().size(); ++i) {
+      const auto s = graph::describe(result.graph, static_cast<graph::OpId>(i));
+      if (s.op_class == graph::OpClass::opaque) {
+        const auto& op = result.graph.op(static_cast<graph::OpId>(i));
+        result.warnings.push_back(fmt::format("opaque op '{}' ({}): {}", op.name, op.type, s.opaque_reason));
+      }
+    }
+    return result;
+  }
+
+private:
+  [[noreturn]] void fail(const std::string& reason) const { throw Error(fmt::format("{}: {}", m_source, reason)); }
+
+  // Every node input names a graph input, an initializer or some node's output (in any order:
+  // validation later reports cycles by name).
+  void check_references() const {
+    const onnx::GraphProto& gp = m_model.graph();
+    std::set<std::string> known;
+    for (const auto& i : gp.input()) {
+      known.insert(i.name());
+    }
+    for (const auto& i : gp.initializer()) {
+      known.insert(i.name());
+    }
+    for (const auto& n : gp.node()) {
+      known.insert(n.output().begin(), n.output().end());
+    }
+    const auto names = node_names(gp);
+    // A shapeless skeleton of the dataflow, so that a cycle is reported before shape inference
+    // trips over it.
+    graph::Graph skeleton;
+    skeleton.name = gp.name();
+    for (const auto& name : known) {
+      skeleton.add_tensor(graph::Tensor{name, {}, DType::f32, TensorRole::input, -1, {}, std::nullopt});
+    }
+    for (int i = 0; i < gp.node_size(); ++i) {
+      graph::Op op;
+      op.name = names[static_cast<std::size_t>(i)];
+      op.type = gp.node(i).op_type();
+      for (const auto& in : gp.node(i).input()) {
+        if (!in.empty() && known.count(in) == 0) {
+          fail(fmt::format("node '{}' ({}): input '{}' is produced by no node and is not a graph input or initializer",
+                           op.name, op.type, in));
+        }
+        op.inputs.push_back(in.empty() ? graph::no_tensor : skeleton.find_tensor(in));
+      }
+      for (const auto& out : gp.node(i).output()) {
+        if (!out.empty()) {
+          op.outputs.push_back(skeleton.find_tensor(out));
+        }
+      }
+      try {
+        skeleton.add_op(std::move(op));
+      } catch (const Error& e) {
+        fail(e.what());
+      }
+    }
+    try {
+      (void)skeleton.topological_order();
+    } catch (const Error& e) {
+      fail(e.what());
+    }
+  }
+
+  std::int64_t default_opset() const {
+    for (const auto& o : m_model.opset_import()) {
+      if (o.domain().empty() || o.domain() == "ai.onnx") {
+        if (o.version() < min_opset || o.version() > max_opset) {
+          fail(fmt::format("opset {} is not supported (Partita reads opsets {} to {})", o.version(), min_opset, max_opset));
+        }
+        return o.version();
+      }
+    }
+    fail("opset_import names no opset for the default ONNX domain");
+  }
+
+  graph::Shape shape_of(const onnx::TypeProto& type, const std::string& name, const std::string& where) const {
+    if (!type.has_tensor_type()) {
+      fail(fmt::format("{}: '{}' is not a tensor (sequences and maps are not supported)", where, name));
+    }
+    if (!type.tensor_type().has_shape()) {
+      fail(fmt::format("{}: the shape of '{}' is unknown after shape inference", where, name));
+    }
+    graph::Shape s;
+    for (const auto& d : type.tensor_type().shape().dim()) {
+      if (!d.has_dim_value()) {
+        fail(fmt::format("{}: dimension {} of '{}' is unknown{} after shape inference", where, s.size(), name,
+                         d.has_dim_param() ? fmt::format(" ('{}')", d.dim_param()) : std::string()));
+      }
+      s.push_back(d.dim_value());
+    }
+    return s;
+  }
+
+  graph::Graph build_graph(const detail::ShapeResolution& shapes) {
+    const onnx::GraphProto& gp = m_model.graph();
+    graph::Graph g;
+    g.name = gp.name().empty() ? std::string(m_source) : gp.name();
+    std::set<std::string> initializer_names;
+    for (const auto& init : gp.initializer()) {
+      graph::Tensor t;
+      t.name = init.name();
+      if (t.name.empty()) {
+        fail("an initializer has no name");
+      }
+      for (auto d : init.dims()) {
+        if (d < 0) {
+          fail(fmt::format("initializer '{}': dimension {} is negative", t.name, d));
+        }
+        t.shape.push_back(d);
+      }
+      t.dtype = to_dtype(init.data_type());
+      t.role = TensorRole::parameter; // settled below from how ops use it
+      const std::int64_t elements = graph::element_count(t.shape, fmt::format("initializer '{}'", t.name));
+      t.int_values = int_values(init, elements);
+      add_tensor(g, std::move(t), "initializer");
+      initializer_names.insert(init.name());
+    }
+    for (const auto& in : gp.input()) {
+      if (initializer_names.count(in.name()) != 0) {
+        continue; // IR < 4 lists initializers as inputs too
+      }
+      graph::Tensor t;
+      t.name = in.name();
+      t.shape = shape_of(in.type(), in.name(), "graph input");
+      t.dtype = to_dtype(in.type().tensor_type().elem_type());
+      t.role = TensorRole::input;
+      g.graph_inputs.push_back(add_tensor(g, std::move(t), "graph input"));
+    }
+    // Outputs of every node first, so that a node may name a tensor produced later (a cycle,
+    // which validation then reports by name, or a file whose nodes are out of order).
+    std::vector<std::string> names = node_names(gp);
+    for (int i = 0; i < gp.node_size(); ++i) {
+      const auto& node = gp.node(i);
+      const std::string where = fmt::format("node '{}' ({})", names[static_cast<std::size_t>(i)], node.op_type());
+      for (const auto& out : node.output()) {
+        if (out.empty()) {
+          continue;
+        }
+        auto it = shapes.types.find(out);
+        if (it == shapes.types.end()) {
+          fail(fmt::format("{}: the shape of output '{}' is unknown after shape inference", where, out));
+        }
+        graph::Tensor t;
+        t.name = out;
+        t.shape = shape_of(it->second, out, where);
+        t.dtype = to_dtype(it->second.tensor_type().elem_type());
+        auto known = shapes.values.find(out);
+        if (known != shapes.values.end()) {
+          t.int_values = known->second;
+        }
+        if (node.op_type() == "Constant") {
+          t.role = TensorRole::constant;
+        }
+        if (g.find_tensor(out) != graph::no_tensor) {
+          fail(fmt::format("{}: output '{}' is also {}", where, out,
+                           initializer_names.count(out) != 0 ? "an initializer" : "produced by another node or a graph input"));
+        }
+        add_tensor(g, std::move(t), where);
+      }
+    }
+    for (int i = 0; i < gp.node_size(); ++i) {
+      g.add_op(convert_node(g, gp.node(i), names[static_cast<std::size_t>(i)]));
+    }
+    settle_initializer_roles(g, initializer_names);
+    for (const auto& out : gp.output()) {
+      const graph::TensorId id = g.find_tensor(out.name());
+      if (id == graph::no_tensor) {
+        fail(fmt::format("graph output '{}' is produced by no node", out.name()));
+      }
+      g.graph_outputs.push_back(id);
+    }
+    try {
+      g.validate();
+    } catch (const Error& e) {
+      fail(e.what());
+    }
+    return g;
+  }
+
+  graph::TensorId add_tensor(graph::Graph& g, graph::Tensor t, const std::string& where) {
+    try {
+      return g.add_tensor(std::move(t));
+    } catch (const Error& e) {
+      fail(fmt::format("{}: {}", where, e.what()));
+    }
+  }
+
+  static std::vector<std::string> node_names(const onnx::GraphProto& gp) {
+    std::vector<std::string> names;
+    std::set<std::string> used;
+    for (int i = 0; i < gp.node_size(); ++i) {
+      std::string name = gp.node(i).name().empty() ? fmt::format("{}_{}", gp.node(i).op_type(), i) : gp.node(i).name();
+      if (!used.insert(name).second) {
+        name = fmt::format("{}#{}", name, i);
+        used.insert(name);
+      }
+      names.push_back(std::move(name));
+    }
+    return names;
+  }
+
+  graph::Op convert_node(graph::Graph& g, const onnx::NodeProto& node, const std::string& name) {
+    graph::Op op;
+    op.name = name;
+    op.type = node.op_type();
+    op.domain = node.domain() == "ai.onnx" ? "" : node.domain();
+    const std::string where = fmt::format("node '{}' ({})", name, node.op_type());
+    if (op.type.empty()) {
+      fail(fmt::format("{}: the node has no op_type", where));
+    }
+    for (const auto& in : node.input()) {
+      if (in.empty()) {
+        op.inputs.push_back(graph::no_tensor);
+        continue;
+      }
+      const graph::TensorId id = g.find_tensor(in);
+      if (id == graph::no_tensor) {
+        fail(fmt::format("{}: input '{}' is produced by no node and is not a graph input or initializer", where, in));
+      }
+      op.inputs.push_back(id);
+    }
+    for (const auto& out : node.output()) {
+      op.outputs.push_back(out.empty() ? graph::no_tensor : g.find_tensor(out));
+    }
+    std::vector<std::string> subgraphs;
+    for (const auto& a : node.attribute()) {
+      if (a.type() == onnx::AttributeProto::GRAPH || a.type() == onnx::AttributeProto::GRAPHS) {
+        subgraphs.push_back(a.name());
+        continue;
+      }
+      if (a.type() == onnx::AttributeProto::TENSOR && op.type == "Constant" && !op.outputs.empty() &&
+          op.outputs.front() != graph::no_tensor) {
+        graph::Tensor& out = g.tensor(op.outputs.front());
+        if (!out.int_values) {
+          out.int_values = int_values(a.t(), out.elements());
+        }
+      }
+      op.attrs.emplace(a.name(), to_attribute(a));
+    }
+    if (!subgraphs.empty()) {
+      op.opaque_reason = fmt::format("holds nested subgraph(s) {}: kept whole, not analysed", fmt::join(subgraphs, ", "));
+    }
+    return op;
+  }
+
+  // A float initializer read as data or weight is a trainable parameter; one read only as
+  // state (BatchNorm running statistics) is a buffer; the rest are constants.
+  static void settle_initializer_roles(graph::Graph& g, const std::set<std::string>& initializer_names) {
+    for (const auto& name : initializer_names) {
+      graph::Tensor& t = g.tensor(g.find_tensor(name));
+      bool trainable = false;
+      bool state = false;
+      for (graph::OpId c : t.consumers) {
+        const graph::Op& op = g.op(c);
+        for (std::size_t i = 0; i < op.inputs.size(); ++i) {
+          if (op.inputs[i] != g.find_tensor(name)) {
+            continue;
+          }
+          switch (graph::input_slot(op, i)) {
+          case graph::InputSlot::data:
+          case graph::InputSlot::weight: trainable = true; break;
+          case graph::InputSlot::state: state = true; break;
+          case graph::InputSlot::index: break;
+          }
+        }
+      }
+      if (!graph::is_floating(t.dtype) || (!trainable && !state)) {
+        t.role = TensorRole::constant;
+      } else {
+        t.role = trainable ? TensorRole::parameter : TensorRole::state;
+      }
+    }
+  }
+
+  onnx::ModelProto& m_model;
+  std::string_view m_source;
+  const ImportOptions& m_options;
+};
+
+} // namespace
+
+ImportResult import_model(onnx::ModelProto model, std::string_view source, const ImportOptions& options) {
+  try {
+    return Importer(model, source, options).run();
+  } catch (const Error& e) {
+    if (std::string_view(e.what()).substr(0, source.size()) == source) {
+      throw;
+    }
+    throw Error(fmt::format("{}: {}", source, e.what()));
+  } catch (const std::exception& e) {
+    throw Error(fmt::format("{}: {}", source, e.what()));
+  }
+}
+
+ImportResult import_file(const std::filesystem::path& path, const ImportOptions& options) {
+  return import_model(detail::read_model_file(path), path.string(), options);
+}
+
+ImportResult import_bytes(std::string_view bytes, std::string_view source, const ImportOptions& options) {
+  return import_model(detail::read_model_bytes(bytes, source), source, options);
+}
+
+} // namespace partita::onnx_import

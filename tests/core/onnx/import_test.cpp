@@ -1,0 +1,258 @@
+#include "onnx_models.h"
+#include "partita/graph/error.h"
+#include "partita/graph/summary.h"
+#include "partita/onnx/import.h"
+#include "test_support.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+namespace partita {
+namespace {
+
+using graph::TensorRole;
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+
+std::string write_file(const std::string& name, const std::string& bytes) {
+  const std::string path = test::scratch_dir() + "/" + name;
+  std::ofstream(path, std::ios::binary) << bytes;
+  return path;
+}
+
+// Runs `f`, expecting a partita::Error whose message contains every one of `parts`.
+template <typename F>
+void expect_error(F&& f, std::vector<std::string> parts) {
+  try {
+    f();
+    ADD_FAILURE() << "no error was raised";
+  } catch (const Error& e) {
+    for (const auto& p : parts) {
+      EXPECT_THAT(e.what(), HasSubstr(p));
+    }
+  }
+}
+
+TEST(OnnxImport, MlpWithSymbolicBatch) {
+  auto r = onnx_import::import_model(test::mlp().model(), "mlp.onnx", {{{"batch", 8}}});
+  const auto& g = r.graph;
+  ASSERT_EQ(g.ops().size(), 4u);
+  EXPECT_EQ(g.tensor(g.find_tensor("x")).shape, (graph::Shape{8, 16}));
+  EXPECT_EQ(g.tensor(g.find_tensor("x")).role, TensorRole::input);
+  EXPECT_EQ(g.tensor(g.find_tensor("W1")).role, TensorRole::parameter);
+  EXPECT_EQ(g.tensor(g.find_tensor("h2")).shape, (graph::Shape{8, 32}));
+  EXPECT_EQ(g.tensor(g.find_tensor("y")).shape, (graph::Shape{8, 10}));
+  EXPECT_EQ(g.op(0).name, "fc1");
+  EXPECT_EQ(r.opset, 17);
+  const auto s = graph::summarize(g);
+  EXPECT_EQ(s.params, 16 * 32 + 32 + 32 * 10 + 10);
+  EXPECT_DOUBLE_EQ(s.macs, 8.0 * 16 * 32 + 8.0 * 32 * 10);
+}
+
+TEST(OnnxImport, EveryUnresolvedSymbolicDimensionIsNamed) {
+  auto b = test::mlp({"batch", "features"});
+  expect_error([&] { onnx_import::import_model(b.model(), "m.onnx"); },
+               {"m.onnx", "batch (input 'x' dim 0)", "features (input 'x' dim 1)", "--dim"});
+}
+
+TEST(OnnxImport, NonPositiveDimensionValuesAreRejected) {
+  expect_error([&] { onnx_import::import_model(test::mlp().model(), "m.onnx", {{{"batch", 0}}}); },
+               {"m.onnx", "batch", "not positive"});
+  auto b = test::mlp({std::int64_t{0}, 16});
+  expect_error([&] { onnx_import::import_model(b.model(), "zero.onnx"); }, {"zero.onnx", "'x'", "dimension 0"});
+}
+
+TEST(OnnxImport, ReadsFromFileAndNamesIt) {
+  const auto path = write_file("mlp.onnx", test::mlp().bytes());
+  auto r = onnx_import::import_file(path, {{{"batch", 2}}});
+  EXPECT_EQ(r.graph.ops().size(), 4u);
+  expect_error([&] { onnx_import::import_file(path + ".missing"); }, {"mlp.onnx.missing", "no such file"});
+  expect_error([&] { onnx_import::import_file(test::scratch_dir()); }, {"directory"});
+}
+
+TEST(OnnxImport, TruncatedFileIsAClearError) {
+  auto b = test::mlp({4, 16});
+  b.inline_weight("unused", {64, 64});
+  const std::string bytes = b.bytes();
+  for (std::size_t cut : {bytes.size() / 2, bytes.size() - 3, std::size_t{5}}) {
+    const auto path = write_file("cut.onnx", bytes.substr(0, cut));
+    expect_error([&] { onnx_import::import_file(path); }, {"cut.onnx", "not a valid ONNX model"});
+  }
+}
+
+TEST(OnnxImport, GarbageAndEmptyFilesAreClearErrors) {
+  expect_error([&] { onnx_import::import_file(write_file("text.onnx", "hello, this is not a model\n")); },
+               {"text.onnx", "not a valid ONNX model"});
+  expect_error([&] { onnx_import::import_file(write_file("empty.onnx", "")); }, {"empty.onnx", "empty"});
+  std::string noise;
+  for (int i = 0; i < 4096; ++i) {
+    noise.push_back(static_cast<char>((i * 7919) % 251));
+  }
+  expect_error([&] { onnx_import::import_file(write_file("noise.onnx", noise)); }, {"noise.onnx"});
+}
+
+TEST(OnnxImport, CycleIsReportedWithNodeNames) {
+  test::ModelBuilder b;
+  b.input("x", {4});
+  b.node("Add", {"x", "b"}, {"a"}, "first");
+  b.node("Relu", {"a"}, {"b"}, "second");
+  b.output("b");
+  expect_error([&] { onnx_import::import_model(b.model(), "cycle.onnx"); },
+               {"cycle.onnx", "cycle", "'first'", "'second'"});
+}
+
+TEST(OnnxImport, MissingInputNamesNodeAndTensor) {
+  test::ModelBuilder b;
+  b.input("x", {4});
+  b.node("Add", {"x", "ghost"}, {"y"}, "adder");
+  b.output("y");
+  expect_error([&] { onnx_import::import_model(b.model(), "missing.onnx"); },
+               {"missing.onnx", "'adder'", "'ghost'"});
+}
+
+TEST(OnnxImport, OverflowingElementCountIsRejected) {
+  test::ModelBuilder b;
+  b.input("x", {4});
+  b.weight("huge", {1LL << 32, 1LL << 32});
+  b.node("Add", {"x", "x"}, {"y"}, "add");
+  b.output("y");
+  expect_error([&] { onnx_import::import_model(b.model(), "big.onnx"); }, {"big.onnx", "'huge'", "overflows int64"});
+}
+
+TEST(OnnxImport, NegativeInitializerDimensionIsRejected) {
+  test::ModelBuilder b;
+  b.input("x", {4});
+  b.weight("w", {-4});
+  b.node("Add", {"x", "w"}, {"y"}, "add");
+  b.output("y");
+  expect_error([&] { onnx_import::import_model(b.model(), "neg.onnx"); }, {"neg.onnx", "'w'", "negative"});
+}
+
+TEST(OnnxImport, UnsupportedOpsetIsRejected) {
+  test::ModelBuilder b(6);
+  b.input("x", {4});
+  b.node("Relu", {"x"}, {"y"});
+  b.output("y");
+  expect_error([&] { onnx_import::import_model(b.model(), "old.onnx"); }, {"old.onnx", "opset 6"});
+}
+
+TEST(OnnxImport, UnknownOpIsKeptOpaqueAndNamed) {
+  test::ModelBuilder b;
+  b.model().add_opset_import()->set_domain("com.example");
+  b.model().mutable_opset_import(1)->set_version(1);
+  b.input("x", {2, 8});
+  b.node("FancyActivation", {"x"}, {"h"}, "fancy").set_domain("com.example");
+  b.node("Relu", {"h"}, {"y"}, "after");
+  b.output("y");
+  auto r = onnx_import::import_model(b.model(), "custom.onnx");
+  ASSERT_EQ(r.graph.ops().size(), 2u);
+  EXPECT_EQ(r.graph.tensor(r.graph.find_tensor("y")).shape, (graph::Shape{2, 8}));
+  const auto s = graph::summarize(r.graph);
+  ASSERT_EQ(s.opaque_ops.size(), 1u);
+  EXPECT_THAT(s.opaque_ops[0], HasSubstr("fancy"));
+  bool warned = false;
+  for (const auto& w : r.warnings) {
+    warned = warned || w.find("'fancy'") != std::string::npos;
+  }
+  EXPECT_TRUE(warned);
+}
+
+TEST(OnnxImport, SubgraphNodesAreKeptOpaque) {
+  test::ModelBuilder b;
+  b.input("x", {3});
+  b.input("cond", {1}, onnx::TensorProto::BOOL);
+  auto& n = b.node("If", {"cond"}, {"y"}, "branch");
+  for (const char* key : {"then_branch", "else_branch"}) {
+    auto* a = n.add_attribute();
+    a->set_name(key);
+    a->set_type(onnx::AttributeProto::GRAPH);
+    auto* g = a->mutable_g();
+    g->set_name(key);
+    auto* node = g->add_node();
+    node->set_op_type("Relu");
+    node->add_input("x");
+    node->add_output(std::string(key) + "_out");
+    auto* out = g->add_output();
+    out->set_name(std::string(key) + "_out");
+    out->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+    out->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(3);
+  }
+  b.output("y");
+  auto r = onnx_import::import_model(b.model(), "if.onnx");
+  ASSERT_EQ(r.graph.ops().size(), 1u);
+  EXPECT_THAT(r.graph.op(0).opaque_reason, AllOf(HasSubstr("then_branch"), HasSubstr("else_branch")));
+}
+
+TEST(OnnxImport, ReshapeThroughShapeArithmeticIsFolded) {
+  // PyTorch-style: Reshape(x, Concat(Gather(Shape(x), 0), [-1])) flattens x[batch,4,5] to [batch,20].
+  test::ModelBuilder b;
+  b.input("x", {"batch", 4, 5});
+  b.ints("zero", {0});
+  b.ints("minus_one", {-1});
+  b.node("Shape", {"x"}, {"shape"}, "shape");
+  auto& gather = b.node("Gather", {"shape", "zero"}, {"n"}, "gather");
+  test::ModelBuilder::attr(gather, "axis", std::int64_t{0});
+  auto& concat = b.node("Concat", {"n", "minus_one"}, {"target"}, "concat");
+  test::ModelBuilder::attr(concat, "axis", std::int64_t{0});
+  b.node("Reshape", {"x", "target"}, {"y"}, "flatten");
+  b.output("y");
+  auto r = onnx_import::import_model(b.model(), "reshape.onnx", {{{"batch", 3}}});
+  EXPECT_EQ(r.graph.tensor(r.graph.find_tensor("y")).shape, (graph::Shape{3, 20}));
+  EXPECT_EQ(r.graph.tensor(r.graph.find_tensor("zero")).role, TensorRole::constant);
+  ASSERT_TRUE(r.graph.tensor(r.graph.find_tensor("target")).int_values.has_value());
+  EXPECT_EQ(*r.graph.tensor(r.graph.find_tensor("target")).int_values, (std::vector<std::int64_t>{3, -1}));
+}
+
+TEST(OnnxImport, BatchNormStatisticsAreStateNotParameters) {
+  test::ModelBuilder b;
+  b.input("x", {2, 8, 4, 4});
+  b.weight("scale", {8}).weight("bias", {8}).weight("mean", {8}).weight("var", {8});
+  b.node("BatchNormalization", {"x", "scale", "bias", "mean", "var"}, {"y"}, "bn");
+  b.output("y");
+  auto r = onnx_import::import_model(b.model(), "bn.onnx");
+  EXPECT_EQ(r.graph.tensor(r.graph.find_tensor("scale")).role, TensorRole::parameter);
+  EXPECT_EQ(r.graph.tensor(r.graph.find_tensor("mean")).role, TensorRole::state);
+  EXPECT_EQ(r.graph.tensor(r.graph.find_tensor("var")).role, TensorRole::state);
+  EXPECT_EQ(graph::summarize(r.graph).params, 16);
+}
+
+TEST(OnnxImport, ModelOverTwoGigabytesOfExternalWeightsImports) {
+  test::ModelBuilder b;
+  b.input("x", {1, 32768});
+  b.weight("w", {32768, 32768}); // 4 GiB of fp32 weights, never read
+  b.node("MatMul", {"x", "w"}, {"y"}, "fc");
+  b.output("y");
+  const auto path = write_file("big.onnx", b.bytes());
+  auto r = onnx_import::import_file(path);
+  const auto s = graph::summarize(r.graph);
+  EXPECT_EQ(s.params, 32768LL * 32768);
+  EXPECT_EQ(s.param_bytes, 4LL * 32768 * 32768);
+}
+
+TEST(OnnxImport, InlineWeightBytesAreNotKept) {
+  // 1 MiB of inline weights: the importer reads shapes only.
+  auto b = test::mlp({2, 16});
+  b.inline_weight("table", {512, 512});
+  b.node("Gather", {"table", "idx"}, {"emb"}, "lookup");
+  b.input("idx", {2}, onnx::TensorProto::INT64);
+  b.output("emb");
+  const auto path = write_file("inline.onnx", b.bytes());
+  auto r = onnx_import::import_file(path);
+  EXPECT_EQ(r.graph.tensor(r.graph.find_tensor("emb")).shape, (graph::Shape{2, 512}));
+  EXPECT_EQ(r.graph.tensor(r.graph.find_tensor("table")).role, TensorRole::parameter);
+}
+
+TEST(OnnxImport, DuplicateProducerIsRejected) {
+  test::ModelBuilder b;
+  b.input("x", {4});
+  b.node("Relu", {"x"}, {"y"}, "one");
+  b.node("Tanh", {"x"}, {"y"}, "two");
+  b.output("y");
+  expect_error([&] { onnx_import::import_model(b.model(), "dup.onnx"); }, {"dup.onnx", "'y'"});
+}
+
+} // namespace
+} // namespace partita
