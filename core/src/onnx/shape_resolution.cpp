@@ -1,10 +1,10 @@
 #include "onnx/shape_resolution.h"
 
+#include "onnx/node_inference.h"
+
 #include "partita/graph/error.h"
 
 #include <fmt/format.h>
-#include <onnx/defs/schema.h>
-#include <onnx/shape_inference/implementation.h>
 
 #include <map>
 #include <set>
@@ -40,17 +40,6 @@ bool is_float(int elem) {
          elem == onnx::TensorProto::BFLOAT16;
 }
 
-bool fully_known(const onnx::TypeProto& t) {
-  if (!t.has_tensor_type() || !t.tensor_type().has_shape()) {
-    return false;
-  }
-  for (const auto& d : t.tensor_type().shape().dim()) {
-    if (!d.has_dim_value()) {
-      return false;
-    }
-  }
-  return true;
-}
 
 } // namespace
 
@@ -60,6 +49,11 @@ ShapeResolution resolve_shapes(onnx::ModelProto& model, std::string_view source,
   std::set<std::string> initializers;
   for (const auto& i : g.initializer()) {
     initializers.insert(i.name());
+    for (auto d : i.dims()) {
+      if (d < 0) {
+        throw Error(fmt::format("{}: initializer '{}': dimension {} is negative", source, i.name(), d));
+      }
+    }
   }
 
   // Symbolic dimensions of the graph inputs must all have values.
@@ -133,81 +127,18 @@ ShapeResolution resolve_shapes(onnx::ModelProto& model, std::string_view source,
   }
 
   ShapeResolution r;
-  const auto* registry = onnx::OpSchemaRegistry::Instance();
-  // Each round infers what it can; ops ONNX has no schema for then get their first input's type
-  // and the next round continues past them.
-  for (int round = 0; round < 16; ++round) {
-    std::unordered_map<std::string, onnx::TensorShapeProto> generated;
-    try {
-      onnx::shape_inference::InferShapes(model, registry, onnx::ShapeInferenceOptions(false, 0, true), &generated);
-    } catch (const std::exception& e) {
-      throw Error(fmt::format("{}: shape inference failed: {}", source, e.what()));
+  InferredValues inferred = infer_node_by_node(g, opsets, source, warnings);
+  r.types = std::move(inferred.types);
+  for (const auto& [name, shape] : inferred.generated) {
+    std::vector<std::int64_t> values;
+    for (const auto& d : shape.dim()) {
+      if (!d.has_dim_value()) {
+        break;
+      }
+      values.push_back(d.dim_value());
     }
-    r.types.clear();
-    for (const auto* list : {&g.input(), &g.value_info(), &g.output()}) {
-      for (const auto& v : *list) {
-        if (v.has_type()) {
-          r.types[v.name()] = v.type();
-        }
-      }
-    }
-    for (const auto& init : g.initializer()) {
-      onnx::TypeProto t;
-      t.mutable_tensor_type()->set_elem_type(init.data_type());
-      auto* shape = t.mutable_tensor_type()->mutable_shape();
-      for (auto d : init.dims()) {
-        shape->add_dim()->set_dim_value(d);
-      }
-      r.types[init.name()] = t;
-    }
-    for (const auto& [name, shape] : generated) {
-      std::vector<std::int64_t> values;
-      for (const auto& d : shape.dim()) {
-        if (!d.has_dim_value()) {
-          values.clear();
-          break;
-        }
-        values.push_back(d.dim_value());
-      }
-      if (static_cast<int>(values.size()) == shape.dim_size()) {
-        r.values[name] = std::move(values);
-      }
-    }
-    bool progressed = false;
-    for (const auto& node : g.node()) {
-      const auto domain_it = opsets.find(node.domain() == "ai.onnx" ? "" : node.domain());
-      const int version = domain_it == opsets.end() ? 1 : domain_it->second;
-      if (registry->GetSchema(node.op_type(), version, node.domain() == "ai.onnx" ? "" : node.domain()) != nullptr) {
-        continue;
-      }
-      if (node.input_size() == 0 || node.input(0).empty()) {
-        continue;
-      }
-      auto in = r.types.find(node.input(0));
-      if (in == r.types.end() || !fully_known(in->second)) {
-        continue;
-      }
-      for (const auto& out : node.output()) {
-        if (out.empty()) {
-          continue;
-        }
-        auto known = r.types.find(out);
-        if (known != r.types.end() && fully_known(known->second)) {
-          continue;
-        }
-        auto* v = g.add_value_info();
-        v->set_name(out);
-        *v->mutable_type() = in->second;
-        r.types[out] = in->second;
-        progressed = true;
-        warnings.push_back(fmt::format("node '{}' ({}{}) is unknown to ONNX shape inference: output '{}' is assumed to "
-                                       "have the shape of input '{}'",
-                                       node.name(), node.domain().empty() ? "" : node.domain() + ".", node.op_type(),
-                                       out, node.input(0)));
-      }
-    }
-    if (!progressed) {
-      break;
+    if (static_cast<int>(values.size()) == shape.dim_size()) {
+      r.values[name] = std::move(values);
     }
   }
   return r;

@@ -1,0 +1,245 @@
+#include "onnx/node_inference.h"
+
+#include "partita/graph/error.h"
+
+#include <fmt/format.h>
+#include <onnx/defs/schema.h>
+#include <onnx/shape_inference/implementation.h>
+
+#include <deque>
+#include <memory>
+#include <set>
+
+namespace partita::onnx_import::detail {
+namespace {
+
+std::string node_label(const onnx::NodeProto& n, int index) {
+  return fmt::format("node '{}' ({})", n.name().empty() ? fmt::format("{}_{}", n.op_type(), index) : n.name(),
+                     n.op_type());
+}
+
+int rank_of(const onnx::TypeProto* t) {
+  if (t == nullptr || !t->has_tensor_type() || !t->tensor_type().has_shape()) {
+    return -1;
+  }
+  return t->tensor_type().shape().dim_size();
+}
+
+std::size_t ints_length(const onnx::NodeProto& n, const std::string& key) {
+  for (const auto& a : n.attribute()) {
+    if (a.name() == key) {
+      return static_cast<std::size_t>(a.ints_size());
+    }
+  }
+  return SIZE_MAX; // absent
+}
+
+// What libonnx 1.12's inference functions take for granted. Returns a reason, or "" if fine.
+std::string guard(const onnx::NodeProto& n, const std::vector<const onnx::TypeProto*>& inputs) {
+  for (const auto* t : inputs) {
+    if (t != nullptr && t->has_tensor_type() && t->tensor_type().has_shape()) {
+      for (const auto& d : t->tensor_type().shape().dim()) {
+        if (d.has_dim_value() && d.dim_value() < 0) {
+          return "an input has a negative dimension";
+        }
+      }
+    }
+  }
+  static const std::set<std::string> windowed = {"Conv", "ConvTranspose", "MaxPool", "AveragePool", "LpPool",
+                                                 "ConvInteger", "QLinearConv", "MaxUnpool"};
+  if (windowed.count(n.op_type()) != 0 && !inputs.empty()) {
+    const int rank = rank_of(inputs[0]);
+    if (rank >= 0 && rank < 3) {
+      return fmt::format("input 0 has rank {}, fewer than 3 (batch, channels, spatial)", rank);
+    }
+    if (rank >= 3) {
+      const auto spatial = static_cast<std::size_t>(rank - 2);
+      if ((n.op_type() == "Conv" || n.op_type() == "ConvTranspose") && inputs.size() > 1) {
+        const int wrank = rank_of(inputs[1]);
+        if (wrank >= 0 && wrank != rank) {
+          return fmt::format("the weight has rank {} but the input has rank {}", wrank, rank);
+        }
+      }
+      for (const char* key : {"kernel_shape", "strides", "dilations", "output_padding", "output_shape"}) {
+        const std::size_t len = ints_length(n, key);
+        if (len != SIZE_MAX && len != spatial) {
+          return fmt::format("attribute '{}' has {} values for {} spatial dimensions", key, len, spatial);
+        }
+      }
+      const std::size_t pads = ints_length(n, "pads");
+      if (pads != SIZE_MAX && pads != 2 * spatial) {
+        return fmt::format("attribute 'pads' has {} values for {} spatial dimensions", pads, spatial);
+      }
+    }
+  }
+  return {};
+}
+
+// Nodes in dataflow order (the file's order where it already is one).
+std::vector<int> dataflow_order(const onnx::GraphProto& g) {
+  std::unordered_map<std::string, int> producer;
+  for (int i = 0; i < g.node_size(); ++i) {
+    for (const auto& o : g.node(i).output()) {
+      if (!o.empty()) {
+        producer[o] = i;
+      }
+    }
+  }
+  std::vector<int> pending(static_cast<std::size_t>(g.node_size()), 0);
+  std::vector<std::vector<int>> users(static_cast<std::size_t>(g.node_size()));
+  for (int i = 0; i < g.node_size(); ++i) {
+    std::set<int> deps;
+    for (const auto& in : g.node(i).input()) {
+      auto it = producer.find(in);
+      if (it != producer.end()) {
+        deps.insert(it->second);
+      }
+    }
+    pending[static_cast<std::size_t>(i)] = static_cast<int>(deps.size());
+    for (int d : deps) {
+      users[static_cast<std::size_t>(d)].push_back(i);
+    }
+  }
+  std::deque<int> ready;
+  for (int i = 0; i < g.node_size(); ++i) {
+    if (pending[static_cast<std::size_t>(i)] == 0) {
+      ready.push_back(i);
+    }
+  }
+  std::vector<int> order;
+  while (!ready.empty()) {
+    const int i = ready.front();
+    ready.pop_front();
+    order.push_back(i);
+    for (int u : users[static_cast<std::size_t>(i)]) {
+      if (--pending[static_cast<std::size_t>(u)] == 0) {
+        ready.push_back(u);
+      }
+    }
+  }
+  return order; // a cycle leaves nodes out; the importer reported cycles before this runs
+}
+
+} // namespace
+
+InferredValues infer_node_by_node(onnx::GraphProto& g, const std::unordered_map<std::string, int>& opsets,
+                                  std::string_view source, std::vector<std::string>& warnings) {
+  InferredValues r;
+  std::unordered_map<std::string, const onnx::TensorProto*> data;
+  for (const auto* list : {&g.input(), &g.value_info(), &g.output()}) {
+    for (const auto& v : *list) {
+      if (v.has_type()) {
+        r.types[v.name()] = v.type();
+      }
+    }
+  }
+  for (const auto& init : g.initializer()) {
+    onnx::TypeProto t;
+    t.mutable_tensor_type()->set_elem_type(init.data_type());
+    auto* shape = t.mutable_tensor_type()->mutable_shape();
+    for (auto d : init.dims()) {
+      shape->add_dim()->set_dim_value(d);
+    }
+    r.types[init.name()] = t;
+    // Only inline data can feed inference; payloads the reader dropped look empty, so they are
+    // left out rather than read as zeros.
+    if (init.data_location() != onnx::TensorProto::EXTERNAL &&
+        (init.raw_data().size() > 0 || init.int64_data_size() > 0 || init.int32_data_size() > 0 ||
+         init.float_data_size() > 0 || init.double_data_size() > 0)) {
+      data[init.name()] = &init;
+    }
+  }
+
+  const auto* registry = onnx::OpSchemaRegistry::Instance();
+  onnx::shape_inference::SymbolTableImpl symbols;
+  std::unordered_map<std::string, onnx::TypeProto*> outer; // no outer scope at the top level
+  onnx::shape_inference::GraphInferenceContext graph_context(outer, opsets, &symbols, {}, registry, &r.generated);
+
+  for (int index : dataflow_order(g)) {
+    onnx::NodeProto& node = *g.mutable_node(index);
+    const std::string domain = node.domain() == "ai.onnx" ? "" : node.domain();
+    const auto opset = opsets.find(domain);
+    const auto* schema = opset == opsets.end() ? nullptr : registry->GetSchema(node.op_type(), opset->second, domain);
+
+    std::unordered_map<std::string, onnx::TypeProto*> types;
+    std::vector<const onnx::TypeProto*> input_types;
+    for (const auto& in : node.input()) {
+      auto it = r.types.find(in);
+      input_types.push_back(it == r.types.end() ? nullptr : &it->second);
+      if (it != r.types.end()) {
+        types[in] = &it->second;
+      }
+    }
+
+    if (schema == nullptr) {
+      // Unknown to ONNX: outputs take the first input's type, so inference goes on past it.
+      if (!input_types.empty() && input_types[0] != nullptr) {
+        for (const auto& out : node.output()) {
+          if (!out.empty() && r.types.count(out) == 0) {
+            r.types[out] = *input_types[0];
+            warnings.push_back(fmt::format("{} is unknown to ONNX shape inference: output '{}' is assumed to have "
+                                           "the shape of input '{}'",
+                                           node_label(node, index), out, node.input(0)));
+          }
+        }
+      }
+      continue;
+    }
+
+    try {
+      schema->Verify(node);
+    } catch (const std::exception& e) {
+      throw Error(fmt::format("{}: {}: {}", source, node_label(node, index), e.what()));
+    }
+    if (const std::string reason = guard(node, input_types); !reason.empty()) {
+      throw Error(fmt::format("{}: {}: {}", source, node_label(node, index), reason));
+    }
+
+    try {
+      onnx::shape_inference::InferenceContextImpl ctx(node, types, data, {}, &r.generated, &graph_context);
+      if (schema->has_type_and_shape_inference_function()) {
+        schema->GetTypeAndShapeInferenceFunction()(ctx);
+      } else if (schema->HasFunction()) {
+        onnx::shape_inference::InferShapeForFunctionNode(*schema->GetFunction(), registry, ctx);
+      }
+      for (int i = 0; i < node.output_size(); ++i) {
+        const std::string& out = node.output(i);
+        const onnx::TypeProto* inferred = ctx.getOutputType(static_cast<std::size_t>(i));
+        if (out.empty() || inferred->value_case() == onnx::TypeProto::VALUE_NOT_SET) {
+          continue;
+        }
+        auto existing = r.types.find(out);
+        if (existing == r.types.end()) {
+          r.types[out] = *inferred;
+        } else {
+          onnx::shape_inference::checkShapesAndTypes(*inferred, existing->second);
+          onnx::shape_inference::mergeShapesAndTypes(*inferred, &existing->second);
+        }
+      }
+      if (schema->has_data_propagation_function()) {
+        std::unordered_map<std::string, onnx::TypeProto*> now;
+        for (const auto& in : node.input()) {
+          auto it = r.types.find(in);
+          if (it != r.types.end()) {
+            now[in] = &it->second;
+          }
+        }
+        onnx::shape_inference::DataPropagationContextImpl dctx(node, now, data, r.generated);
+        schema->GetDataPropagationFunction()(dctx);
+      }
+    } catch (const std::exception& e) {
+      throw Error(fmt::format("{}: {}: shape inference failed: {}", source, node_label(node, index), e.what()));
+    }
+    // A Constant's value feeds the inference of its users (Reshape targets, Slice starts...).
+    if (node.op_type() == "Constant" && node.output_size() == 1) {
+      for (const auto& a : node.attribute()) {
+        if (a.name() == "value" && a.has_t()) {
+          data[node.output(0)] = &a.t();
+        }
+      }
+    }
+  }
+  return r;
+}
+
+} // namespace partita::onnx_import::detail

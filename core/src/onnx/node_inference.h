@@ -1,0 +1,28 @@
+#pragma once
+
+// ONNX shape inference run one node at a time, in dataflow order, through libonnx's own
+// per-op inference and data-propagation functions. Doing the loop ourselves lets every failure
+// name its node, lets ops unknown to ONNX pass on their first input's type, and lets a guard
+// check what libonnx 1.12's inference functions assume but do not check (they read out of
+// bounds on some inconsistent inputs, which the fuzzer found).
+
+#include <onnx/onnx_pb.h>
+
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace partita::onnx_import::detail {
+
+struct InferredValues {
+  std::unordered_map<std::string, onnx::TypeProto> types;             // every value's type
+  std::unordered_map<std::string, onnx::TensorShapeProto> generated;  // integer contents, by data propagation
+};
+
+// `graph` must have been checked for dangling references and cycles. Throws partita::Error
+// naming `source` and the node.
+InferredValues infer_node_by_node(onnx::GraphProto& graph, const std::unordered_map<std::string, int>& opsets,
+                                  std::string_view source, std::vector<std::string>& warnings);
+
+} // namespace partita::onnx_import::detail
