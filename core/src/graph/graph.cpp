@@ -85,12 +85,33 @@ TensorId Graph::add_tensor(Tensor t) {
 
 OpId Graph::add_op(Op op) {
   const auto id = static_cast<OpId>(m_ops.size());
+  // Check everything before changing anything, so that a refused op leaves the graph as it was.
+  for (TensorId t : op.inputs) {
+    if (t != no_tensor && (t < 0 || static_cast<std::size_t>(t) >= m_tensors.size())) {
+      throw Error(fmt::format("node '{}' ({}): input tensor id {} does not exist", op.name, op.type, t));
+    }
+  }
+  for (std::size_t i = 0; i < op.outputs.size(); ++i) {
+    const TensorId t = op.outputs[i];
+    if (t == no_tensor) {
+      continue; // an omitted optional output
+    }
+    if (t < 0 || static_cast<std::size_t>(t) >= m_tensors.size()) {
+      throw Error(fmt::format("node '{}' ({}): output tensor id {} does not exist", op.name, op.type, t));
+    }
+    const Tensor& out = m_tensors[static_cast<std::size_t>(t)];
+    if (std::find(op.outputs.begin(), op.outputs.begin() + static_cast<std::ptrdiff_t>(i), t) !=
+        op.outputs.begin() + static_cast<std::ptrdiff_t>(i)) {
+      throw Error(fmt::format("node '{}' ({}): output '{}' is listed twice", op.name, op.type, out.name));
+    }
+    if (out.producer != -1) {
+      throw Error(fmt::format("node '{}' ({}): output '{}' is already produced by node '{}'", op.name, op.type,
+                              out.name, m_ops[static_cast<std::size_t>(out.producer)].name));
+    }
+  }
   for (TensorId t : op.inputs) {
     if (t == no_tensor) {
       continue;
-    }
-    if (t < 0 || static_cast<std::size_t>(t) >= m_tensors.size()) {
-      throw Error(fmt::format("node '{}' ({}): input tensor id {} does not exist", op.name, op.type, t));
     }
     auto& consumers = m_tensors[static_cast<std::size_t>(t)].consumers;
     if (std::find(consumers.begin(), consumers.end(), id) == consumers.end()) {
@@ -98,18 +119,9 @@ OpId Graph::add_op(Op op) {
     }
   }
   for (TensorId t : op.outputs) {
-    if (t == no_tensor) {
-      continue; // an omitted optional output
+    if (t != no_tensor) {
+      m_tensors[static_cast<std::size_t>(t)].producer = id;
     }
-    if (t < 0 || static_cast<std::size_t>(t) >= m_tensors.size()) {
-      throw Error(fmt::format("node '{}' ({}): output tensor id {} does not exist", op.name, op.type, t));
-    }
-    auto& out = m_tensors[static_cast<std::size_t>(t)];
-    if (out.producer != -1) {
-      throw Error(fmt::format("node '{}' ({}): output '{}' is already produced by node '{}'", op.name, op.type,
-                              out.name, m_ops[static_cast<std::size_t>(out.producer)].name));
-    }
-    out.producer = id;
   }
   m_ops.push_back(std::move(op));
   return id;

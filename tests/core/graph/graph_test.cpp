@@ -90,3 +90,19 @@ TEST(Graph, TensorDefinedTwiceIsAnError) {
 
 } // namespace
 } // namespace partita
+
+namespace partita {
+namespace {
+
+TEST(Graph, OutputListedTwiceIsRefusedAndLeavesTheGraphUnchanged) {
+  graph::Graph g;
+  test::tensor(g, "x", {2}, graph::TensorRole::input);
+  test::tensor(g, "y", {2});
+  EXPECT_THROW(test::op(g, "Split", {"x"}, {"y", "y"}), Error);
+  EXPECT_TRUE(g.ops().empty());
+  EXPECT_EQ(g.tensor(g.find_tensor("y")).producer, -1);
+  EXPECT_TRUE(g.tensor(g.find_tensor("x")).consumers.empty());
+}
+
+} // namespace
+} // namespace partita
