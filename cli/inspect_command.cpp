@@ -3,6 +3,7 @@
 #include "commands.h"
 #include "table.h"
 
+#include "partita/graph/error.h"
 #include "partita/graph/summary.h"
 #include "partita/zoo/zoo.h"
 
@@ -26,7 +27,7 @@ onnx_import::ImportOptions parse_dims(const std::vector<std::string>& dims) {
   for (const auto& d : dims) {
     const auto eq = d.find('=');
     if (eq == std::string::npos || eq == 0) {
-      throw CLI::ValidationError("--dim", fmt::format("'{}' is not NAME=VALUE", d));
+      throw Error(fmt::format("--dim '{}': expected NAME=VALUE", d));
     }
     const std::string value = d.substr(eq + 1);
     std::size_t used = 0;
@@ -37,7 +38,7 @@ onnx_import::ImportOptions parse_dims(const std::vector<std::string>& dims) {
       used = 0;
     }
     if (used != value.size() || value.empty() || v <= 0) {
-      throw CLI::ValidationError("--dim", fmt::format("'{}': the value must be a positive integer", d));
+      throw Error(fmt::format("--dim '{}': the value must be a positive integer", d));
     }
     o.dims[d.substr(0, eq)] = v;
   }

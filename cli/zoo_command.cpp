@@ -22,7 +22,7 @@ void add_zoo_command(CLI::App& app) {
     for (const auto& m : zoo::models()) {
       std::string params;
       for (const auto& p : m.params) {
-        params += (params.empty() ? "" : " ") + p.name + "=" + p.default_value;
+        params += (params.empty() ? "" : " ") + p.name + "=" + (p.default_value.empty() ? "(size)" : p.default_value);
       }
       t.add_row({"zoo:" + m.name, params, m.description});
     }

@@ -4,11 +4,12 @@
 
 #include <boost/graph/adjacency_list.hpp>
 #include <boost/graph/strong_components.hpp>
-#include <boost/graph/topological_sort.hpp>
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <functional>
 #include <iterator>
+#include <queue>
 
 namespace partita::graph {
 
@@ -133,7 +134,7 @@ TensorId Graph::find_tensor(const std::string& tensor_name) const {
 }
 
 std::vector<OpId> Graph::topological_order() const {
-  using G = boost::adjacency_list<boost::vecS, boost::vecS, boost::directedS>;
+  using G = boost::adjacency_list<boost::setS, boost::vecS, boost::bidirectionalS>;
   G g(m_ops.size());
   for (std::size_t i = 0; i < m_ops.size(); ++i) {
     for (TensorId t : m_ops[i].outputs) {
@@ -145,32 +146,49 @@ std::vector<OpId> Graph::topological_order() const {
       }
     }
   }
-  std::vector<std::size_t> reversed;
-  try {
-    boost::topological_sort(g, std::back_inserter(reversed));
-  } catch (const boost::not_a_dag&) {
-    // Name the ops on a cycle: strongly connected components of size > 1 (or self loops).
-    std::vector<int> component(m_ops.size());
-    const int count = boost::strong_components(g, component.data());
-    std::vector<int> size(static_cast<std::size_t>(count), 0);
-    for (int c : component) {
-      ++size[static_cast<std::size_t>(c)];
+  // Kahn's algorithm, always taking the lowest-numbered ready op: the order stays as close to
+  // the file's (or builder's) order as the dataflow allows, which is how people read a model.
+  std::vector<std::size_t> pending(m_ops.size(), 0);
+  for (std::size_t i = 0; i < m_ops.size(); ++i) {
+    pending[i] = boost::in_degree(i, g);
+  }
+  std::priority_queue<std::size_t, std::vector<std::size_t>, std::greater<>> ready;
+  for (std::size_t i = 0; i < m_ops.size(); ++i) {
+    if (pending[i] == 0) {
+      ready.push(i);
     }
-    std::vector<std::string> names;
-    for (std::size_t i = 0; i < m_ops.size() && names.size() < 8; ++i) {
-      bool self_loop = boost::edge(i, i, g).second;
-      if (size[static_cast<std::size_t>(component[i])] > 1 || self_loop) {
-        names.push_back("'" + m_ops[i].name + "'");
-      }
-    }
-    throw Error(fmt::format("graph '{}': the ops form a cycle through {}", name, fmt::join(names, ", ")));
   }
   std::vector<OpId> order;
-  order.reserve(reversed.size());
-  for (auto it = reversed.rbegin(); it != reversed.rend(); ++it) {
-    order.push_back(static_cast<OpId>(*it));
+  order.reserve(m_ops.size());
+  while (!ready.empty()) {
+    const std::size_t i = ready.top();
+    ready.pop();
+    order.push_back(static_cast<OpId>(i));
+    for (auto [e, end] = boost::out_edges(i, g); e != end; ++e) {
+      const std::size_t j = boost::target(*e, g);
+      if (--pending[j] == 0) {
+        ready.push(j);
+      }
+    }
   }
-  return order;
+  if (order.size() == m_ops.size()) {
+    return order;
+  }
+  // Name the ops on a cycle: strongly connected components of size > 1, or self loops.
+  std::vector<int> component(m_ops.size());
+  const int count = boost::strong_components(g, component.data());
+  std::vector<int> size(static_cast<std::size_t>(count), 0);
+  for (int c : component) {
+    ++size[static_cast<std::size_t>(c)];
+  }
+  std::vector<std::string> names;
+  for (std::size_t i = 0; i < m_ops.size() && names.size() < 8; ++i) {
+    const bool self_loop = boost::edge(i, i, g).second;
+    if (size[static_cast<std::size_t>(component[i])] > 1 || self_loop) {
+      names.push_back("'" + m_ops[i].name + "'");
+    }
+  }
+  throw Error(fmt::format("graph '{}': the ops form a cycle through {}", name, fmt::join(names, ", ")));
 }
 
 void Graph::validate() const {

@@ -1,0 +1,25 @@
+# Runs a command and compares its output (stdout, then stderr) with a checked-in golden file.
+# Re-bless every golden file: PARTITA_BLESS=1 ctest --preset dev -L cli
+#   -DCOMMAND=<program|arg|arg...> -DGOLDEN=<file> -DWORKDIR=<dir> -DEXPECT_EXIT=<code>
+string(REPLACE "|" ";" cmd "${COMMAND}")
+file(MAKE_DIRECTORY "${WORKDIR}")
+execute_process(COMMAND ${cmd} WORKING_DIRECTORY "${WORKDIR}" RESULT_VARIABLE code
+                OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 300)
+set(actual "${out}${err}")
+if(NOT "${code}" STREQUAL "${EXPECT_EXIT}")
+  message(FATAL_ERROR "exit code ${code}, expected ${EXPECT_EXIT}\n${actual}")
+endif()
+if(DEFINED ENV{PARTITA_BLESS})
+  file(WRITE "${GOLDEN}" "${actual}")
+  message(STATUS "blessed ${GOLDEN}")
+  return()
+endif()
+if(NOT EXISTS "${GOLDEN}")
+  message(FATAL_ERROR "no golden file ${GOLDEN}; create it with PARTITA_BLESS=1\n${actual}")
+endif()
+file(READ "${GOLDEN}" expected)
+if(NOT actual STREQUAL expected)
+  file(WRITE "${WORKDIR}/actual.txt" "${actual}")
+  execute_process(COMMAND diff -u "${GOLDEN}" "${WORKDIR}/actual.txt")
+  message(FATAL_ERROR "output differs from ${GOLDEN} (re-bless with PARTITA_BLESS=1 if intended)")
+endif()
