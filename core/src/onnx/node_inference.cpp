@@ -1,9 +1,12 @@
 #include "onnx/node_inference.h"
 
+#include "onnx/opset_adapter.h"
+
 #include "partita/graph/error.h"
 
 #include <fmt/format.h>
 #include <onnx/defs/schema.h>
+#include <onnx/defs/tensor_proto_util.h>
 #include <onnx/shape_inference/implementation.h>
 
 #include <deque>
@@ -175,7 +178,8 @@ InferredValues infer_node_by_node(onnx::GraphProto& g, const std::unordered_map<
       // Unknown to ONNX: outputs take the first input's type, so inference goes on past it.
       if (!input_types.empty() && input_types[0] != nullptr) {
         for (const auto& out : node.output()) {
-          if (!out.empty() && r.types.count(out) == 0) {
+          auto known = r.types.find(out);
+          if (!out.empty() && (known == r.types.end() || rank_of(&known->second) < 0)) {
             r.types[out] = *input_types[0];
             warnings.push_back(fmt::format("{} is unknown to ONNX shape inference: output '{}' is assumed to have "
                                            "the shape of input '{}'",
@@ -186,6 +190,35 @@ InferredValues infer_node_by_node(onnx::GraphProto& g, const std::unordered_map<
       continue;
     }
 
+    if (opset->second > libonnx_max_opset && domain.empty()) {
+      auto constant_ints = [&](const std::string& name) -> std::optional<std::vector<std::int64_t>> {
+        if (auto it = data.find(name); it != data.end() && (it->second->data_type() == onnx::TensorProto::INT64 ||
+                                                            it->second->data_type() == onnx::TensorProto::INT32)) {
+          const auto* t = it->second;
+          return t->data_type() == onnx::TensorProto::INT64
+                     ? onnx::ParseData<std::int64_t>(t)
+                     : [&] {
+                         auto v = onnx::ParseData<std::int32_t>(t);
+                         return std::vector<std::int64_t>(v.begin(), v.end());
+                       }();
+        }
+        if (auto it = r.generated.find(name); it != r.generated.end()) {
+          std::vector<std::int64_t> v;
+          for (const auto& d : it->second.dim()) {
+            if (!d.has_dim_value()) {
+              return std::nullopt;
+            }
+            v.push_back(d.dim_value());
+          }
+          return v;
+        }
+        return std::nullopt;
+      };
+      if (const std::string reason = adapt_node(node, constant_ints); !reason.empty()) {
+        throw Error(fmt::format("{}: {}: {}", source, node_label(node, index), reason));
+      }
+      input_types.resize(static_cast<std::size_t>(node.input_size()));
+    }
     try {
       schema->Verify(node);
     } catch (const std::exception& e) {

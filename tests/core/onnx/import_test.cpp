@@ -256,3 +256,67 @@ TEST(OnnxImport, DuplicateProducerIsRejected) {
 
 } // namespace
 } // namespace partita
+
+namespace partita {
+namespace {
+
+TEST(OnnxImportNewOpsets, Opset18ReduceWithAxesInputAndSplitWithNumOutputs) {
+  test::ModelBuilder b(18);
+  b.input("x", {2, 6, 4});
+  b.ints("axes", {-1});
+  auto& reduce = b.node("ReduceMean", {"x", "axes"}, {"m"}, "mean");
+  test::ModelBuilder::attr(reduce, "keepdims", std::int64_t{0});
+  auto& split = b.node("Split", {"m"}, {"a", "b", "c"}, "split");
+  test::ModelBuilder::attr(split, "axis", std::int64_t{1});
+  test::ModelBuilder::attr(split, "num_outputs", std::int64_t{3});
+  b.output("a").output("b").output("c");
+  auto r = onnx_import::import_model(b.model(), "opset18.onnx");
+  const auto& g = r.graph;
+  EXPECT_EQ(r.opset, 18);
+  EXPECT_EQ(g.tensor(g.find_tensor("m")).shape, (graph::Shape{2, 6}));
+  EXPECT_EQ(g.tensor(g.find_tensor("c")).shape, (graph::Shape{2, 2}));
+  const auto mean = graph::describe(g, 0);
+  EXPECT_EQ(mean.op_class, graph::OpClass::reduction);
+  bool warned = false;
+  for (const auto& w : r.warnings) {
+    warned = warned || w.find("opset 18") != std::string::npos;
+  }
+  EXPECT_TRUE(warned) << "the opset newer than libonnx's is reported";
+}
+
+TEST(OnnxImportNewOpsets, Opset20GeluIsDescribedNotOpaque) {
+  test::ModelBuilder b(20);
+  b.input("x", {3, 5});
+  b.node("Gelu", {"x"}, {"y"}, "gelu");
+  b.output("y");
+  auto r = onnx_import::import_model(b.model(), "gelu.onnx");
+  EXPECT_EQ(r.graph.tensor(r.graph.find_tensor("y")).shape, (graph::Shape{3, 5}));
+  const auto s = graph::describe(r.graph, 0);
+  EXPECT_EQ(s.op_class, graph::OpClass::elementwise);
+  EXPECT_GT(s.fwd_flops, 0);
+}
+
+TEST(OnnxImportNewOpsets, RuntimeReduceAxesAreNamed) {
+  test::ModelBuilder b(18);
+  b.input("x", {2, 6});
+  b.input("axes", {1}, onnx::TensorProto::INT64);
+  b.node("ReduceMax", {"x", "axes"}, {"m"}, "max");
+  b.output("m");
+  expect_error([&] { onnx_import::import_model(b.model(), "dyn.onnx"); }, {"dyn.onnx", "'max'", "'axes'", "run time"});
+}
+
+TEST(OnnxImportNewOpsets, Opset21IsTheNewestAccepted) {
+  test::ModelBuilder b(21);
+  b.input("x", {2, 3});
+  b.node("Relu", {"x"}, {"y"}, "relu");
+  b.output("y");
+  EXPECT_EQ(onnx_import::import_model(b.model(), "o21.onnx").opset, 21);
+  test::ModelBuilder c(22);
+  c.input("x", {2, 3});
+  c.node("Relu", {"x"}, {"y"}, "relu");
+  c.output("y");
+  expect_error([&] { onnx_import::import_model(c.model(), "o22.onnx"); }, {"o22.onnx", "opset 22"});
+}
+
+} // namespace
+} // namespace partita
