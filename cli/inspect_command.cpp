@@ -89,8 +89,8 @@ std::string to_text(const onnx_import::ImportResult& r, const graph::ModelSummar
            {"act MiB"}});
   for (std::size_t i = 0; i < s.rows.size(); ++i) {
     const auto& row = s.rows[i];
-    std::string name = row.name.size() > 48 ? row.name.substr(0, 22) + "..." + row.name.substr(row.name.size() - 23)
-                                            : row.name;
+    std::string name =
+        row.name.size() > 48 ? row.name.substr(0, 22) + "..." + row.name.substr(row.name.size() - 23) : row.name;
     t.add_row({std::to_string(i), row.type + (row.opaque_reason.empty() ? "" : "*"), name,
                graph::shape_string(row.output_shape), with_thousands(row.params), gflop(row.fwd_flops),
                gflop(row.bwd_flops), mib(static_cast<double>(row.activation_bytes))});
@@ -128,7 +128,8 @@ std::string to_text(const onnx_import::ImportResult& r, const graph::ModelSummar
 
 void add_inspect_command(CLI::App& app) {
   auto opts = std::make_shared<InspectOptions>();
-  auto* cmd = app.add_subcommand("inspect", "Print the per-layer table of a model: shapes, parameters, FLOPs, activations");
+  auto* cmd =
+      app.add_subcommand("inspect", "Print the per-layer table of a model: shapes, parameters, FLOPs, activations");
   cmd->add_option("model", opts->model, "an ONNX file, or a built-in model such as zoo:resnet50?batch=64")->required();
   cmd->add_option("--dim", opts->dims, "value of a symbolic dimension, NAME=VALUE (repeatable)");
   cmd->add_flag("--json", opts->json, "print JSON instead of a table");

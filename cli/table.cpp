@@ -11,7 +11,9 @@ void Table::add_row(std::vector<std::string> cells) {
   m_rows.push_back(std::move(cells));
 }
 
-void Table::add_rule() { m_rows.emplace_back(); }
+void Table::add_rule() {
+  m_rows.emplace_back();
+}
 
 std::string Table::render() const {
   std::vector<std::size_t> width(m_columns.size());
@@ -81,6 +83,8 @@ std::string gflop(double flops) {
   return fmt::format("{:.2e}", g);
 }
 
-std::string mib(double bytes) { return fmt::format("{:.2f}", bytes / (1024.0 * 1024.0)); }
+std::string mib(double bytes) {
+  return fmt::format("{:.2f}", bytes / (1024.0 * 1024.0));
+}
 
 } // namespace partita::cli

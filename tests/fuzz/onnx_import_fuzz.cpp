@@ -12,8 +12,8 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   try {
-    const auto result = partita::onnx_import::import_bytes(
-        std::string_view(reinterpret_cast<const char*>(data), size), "fuzz.onnx", {{{"batch", 2}, {"seq", 4}}});
+    const auto result = partita::onnx_import::import_bytes(std::string_view(reinterpret_cast<const char*>(data), size),
+                                                           "fuzz.onnx", {{{"batch", 2}, {"seq", 4}}});
     (void)partita::graph::summarize(result.graph);
   } catch (const partita::Error&) {
   }

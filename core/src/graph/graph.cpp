@@ -13,7 +13,9 @@
 
 namespace partita::graph {
 
-std::int64_t Tensor::elements() const { return element_count(shape, "tensor '" + name + "'"); }
+std::int64_t Tensor::elements() const {
+  return element_count(shape, "tensor '" + name + "'");
+}
 
 std::int64_t Tensor::bytes() const {
   const std::int64_t n = elements();
@@ -198,8 +200,9 @@ void Graph::validate() const {
     const bool may_be_empty = t.role == TensorRole::constant || !is_floating(t.dtype);
     for (std::int64_t d : t.shape) {
       if (d < 0 || (d == 0 && !may_be_empty)) {
-        std::string where = t.producer >= 0 ? fmt::format(" (output of node '{}')", m_ops[static_cast<std::size_t>(t.producer)].name)
-                                           : std::string();
+        std::string where =
+            t.producer >= 0 ? fmt::format(" (output of node '{}')", m_ops[static_cast<std::size_t>(t.producer)].name)
+                            : std::string();
         throw Error(fmt::format("tensor '{}'{}: dimension {} in shape {} is not positive", t.name, where, d,
                                 shape_string(t.shape)));
       }
@@ -213,8 +216,9 @@ void Graph::validate() const {
       }
       const Tensor& t = m_tensors[static_cast<std::size_t>(id)];
       if (t.producer == -1 && t.role == TensorRole::activation) {
-        throw Error(fmt::format("node '{}' ({}): input '{}' is produced by no node and is not a graph input or initializer",
-                                op.name, op.type, t.name));
+        throw Error(
+            fmt::format("node '{}' ({}): input '{}' is produced by no node and is not a graph input or initializer",
+                        op.name, op.type, t.name));
       }
     }
   }

@@ -16,7 +16,9 @@ const Tensor& input(const Op& op, const Graph& g, std::size_t i) {
   return g.tensor(op.inputs[i]);
 }
 
-bool has_output(const Op& op, std::size_t i) { return i < op.outputs.size() && op.outputs[i] != no_tensor; }
+bool has_output(const Op& op, std::size_t i) {
+  return i < op.outputs.size() && op.outputs[i] != no_tensor;
+}
 
 const Tensor& output(const Op& op, const Graph& g, std::size_t i) {
   if (!has_output(op, i)) {

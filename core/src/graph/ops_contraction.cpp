@@ -85,6 +85,8 @@ const OpDescriptor table[] = {
 
 } // namespace
 
-std::span<const OpDescriptor> contraction_ops() { return table; }
+std::span<const OpDescriptor> contraction_ops() {
+  return table;
+}
 
 } // namespace partita::graph::detail

@@ -7,8 +7,7 @@
 namespace partita::graph::detail {
 namespace {
 
-template <int Fwd, int Bwd>
-void describe_pointwise(const Op& op, const Graph& g, OpSemantics& s) {
+template <int Fwd, int Bwd> void describe_pointwise(const Op& op, const Graph& g, OpSemantics& s) {
   broadcast_space(op, g, s);
   pointwise_costs(op, g, s, Fwd, Bwd);
 }
@@ -78,6 +77,8 @@ const OpDescriptor table[] = {
 
 } // namespace
 
-std::span<const OpDescriptor> elementwise_ops() { return table; }
+std::span<const OpDescriptor> elementwise_ops() {
+  return table;
+}
 
 } // namespace partita::graph::detail

@@ -11,23 +11,18 @@ namespace partita::graph {
 std::int64_t dtype_size(DType t) {
   switch (t) {
   case DType::f64:
-  case DType::i64:
-    return 8;
+  case DType::i64: return 8;
   case DType::f32:
-  case DType::i32:
-    return 4;
+  case DType::i32: return 4;
   case DType::f16:
   case DType::bf16:
-  case DType::i16:
-    return 2;
+  case DType::i16: return 2;
   case DType::f8:
   case DType::i8:
   case DType::u8:
-  case DType::boolean:
-    return 1;
+  case DType::boolean: return 1;
   case DType::string:
-  case DType::unknown:
-    return 0;
+  case DType::unknown: return 0;
   }
   return 0;
 }

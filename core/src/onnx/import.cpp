@@ -46,8 +46,7 @@ bool is_integer(int t) {
 
 // Integer contents of a small tensor, when they are stored inline.
 std::optional<std::vector<std::int64_t>> int_values(const onnx::TensorProto& t, std::int64_t elements) {
-  if (!is_integer(t.data_type()) || elements > 4096 ||
-      t.data_location() == onnx::TensorProto::EXTERNAL) {
+  if (!is_integer(t.data_type()) || elements > 4096 || t.data_location() == onnx::TensorProto::EXTERNAL) {
     return std::nullopt;
   }
   std::vector<std::int64_t> v;
@@ -113,7 +112,8 @@ public:
   ImportResult run() {
     ImportResult result;
     result.opset = default_opset();
-    result.producer = m_model.producer_name() + (m_model.producer_version().empty() ? "" : " " + m_model.producer_version());
+    result.producer =
+        m_model.producer_name() + (m_model.producer_version().empty() ? "" : " " + m_model.producer_version());
     check_references();
     detail::ShapeResolution shapes = detail::resolve_shapes(m_model, m_source, m_options, result.warnings);
     result.graph = build_graph(shapes);
@@ -185,7 +185,8 @@ private:
     for (const auto& o : m_model.opset_import()) {
       if (o.domain().empty() || o.domain() == "ai.onnx") {
         if (o.version() < min_opset || o.version() > max_opset) {
-          fail(fmt::format("opset {} is not supported (Partita reads opsets {} to {})", o.version(), min_opset, max_opset));
+          fail(fmt::format("opset {} is not supported (Partita reads opsets {} to {})", o.version(), min_opset,
+                           max_opset));
         }
         return o.version();
       }
@@ -273,7 +274,8 @@ private:
         }
         if (g.find_tensor(out) != graph::no_tensor) {
           fail(fmt::format("{}: output '{}' is also {}", where, out,
-                           initializer_names.count(out) != 0 ? "an initializer" : "produced by another node or a graph input"));
+                           initializer_names.count(out) != 0 ? "an initializer"
+                                                             : "produced by another node or a graph input"));
         }
         add_tensor(g, std::move(t), where);
       }
@@ -358,7 +360,8 @@ private:
       op.attrs.emplace(a.name(), to_attribute(a));
     }
     if (!subgraphs.empty()) {
-      op.opaque_reason = fmt::format("holds nested subgraph(s) {}: kept whole, not analysed", fmt::join(subgraphs, ", "));
+      op.opaque_reason =
+          fmt::format("holds nested subgraph(s) {}: kept whole, not analysed", fmt::join(subgraphs, ", "));
     }
     return op;
   }

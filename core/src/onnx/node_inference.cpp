@@ -48,8 +48,8 @@ std::string guard(const onnx::NodeProto& n, const std::vector<const onnx::TypePr
       }
     }
   }
-  static const std::set<std::string> windowed = {"Conv", "ConvTranspose", "MaxPool", "AveragePool", "LpPool",
-                                                 "ConvInteger", "QLinearConv", "MaxUnpool"};
+  static const std::set<std::string> windowed = {"Conv",   "ConvTranspose", "MaxPool",     "AveragePool",
+                                                 "LpPool", "ConvInteger",   "QLinearConv", "MaxUnpool"};
   if (windowed.count(n.op_type()) != 0 && !inputs.empty()) {
     const int rank = rank_of(inputs[0]);
     if (rank >= 0 && rank < 3) {
@@ -195,12 +195,10 @@ InferredValues infer_node_by_node(onnx::GraphProto& g, const std::unordered_map<
         if (auto it = data.find(name); it != data.end() && (it->second->data_type() == onnx::TensorProto::INT64 ||
                                                             it->second->data_type() == onnx::TensorProto::INT32)) {
           const auto* t = it->second;
-          return t->data_type() == onnx::TensorProto::INT64
-                     ? onnx::ParseData<std::int64_t>(t)
-                     : [&] {
-                         auto v = onnx::ParseData<std::int32_t>(t);
-                         return std::vector<std::int64_t>(v.begin(), v.end());
-                       }();
+          return t->data_type() == onnx::TensorProto::INT64 ? onnx::ParseData<std::int64_t>(t) : [&] {
+            auto v = onnx::ParseData<std::int32_t>(t);
+            return std::vector<std::int64_t>(v.begin(), v.end());
+          }();
         }
         if (auto it = r.generated.find(name); it != r.generated.end()) {
           std::vector<std::int64_t> v;

@@ -16,8 +16,8 @@
 namespace partita::onnx_import::detail {
 
 struct InferredValues {
-  std::unordered_map<std::string, onnx::TypeProto> types;             // every value's type
-  std::unordered_map<std::string, onnx::TensorShapeProto> generated;  // integer contents, by data propagation
+  std::unordered_map<std::string, onnx::TypeProto> types;            // every value's type
+  std::unordered_map<std::string, onnx::TensorShapeProto> generated; // integer contents, by data propagation
 };
 
 // `graph` must have been checked for dangling references and cycles. Throws partita::Error

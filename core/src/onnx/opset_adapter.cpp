@@ -43,14 +43,14 @@ void truncate_inputs(onnx::NodeProto& n, int count) {
   }
 }
 
-const std::set<std::string> reduce_ops = {"ReduceMean", "ReduceMax",       "ReduceMin",      "ReduceProd",
-                                          "ReduceL1",   "ReduceL2",        "ReduceLogSum",   "ReduceLogSumExp",
-                                          "ReduceSumSquare"};
+const std::set<std::string> reduce_ops = {"ReduceMean", "ReduceMax",    "ReduceMin",       "ReduceProd",     "ReduceL1",
+                                          "ReduceL2",   "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare"};
 
 } // namespace
 
-std::string adapt_node(onnx::NodeProto& node,
-                       const std::function<std::optional<std::vector<std::int64_t>>(const std::string&)>& constant_ints) {
+std::string
+adapt_node(onnx::NodeProto& node,
+           const std::function<std::optional<std::vector<std::int64_t>>(const std::string&)>& constant_ints) {
   const std::string& type = node.op_type();
   if (reduce_ops.count(type) != 0 && node.input_size() >= 2) {
     // Reduce-18: axes is an optional input; Reduce-13 had it as an attribute.

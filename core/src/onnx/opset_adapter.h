@@ -21,7 +21,8 @@ inline constexpr int libonnx_max_opset = 17;
 
 // Returns "" when the node is fine (rewritten or untouched), else the reason it cannot be read
 // with opset-17 rules. `constant_ints(name)` gives an input's integer contents when known.
-std::string adapt_node(onnx::NodeProto& node,
-                       const std::function<std::optional<std::vector<std::int64_t>>(const std::string&)>& constant_ints);
+std::string
+adapt_node(onnx::NodeProto& node,
+           const std::function<std::optional<std::vector<std::int64_t>>(const std::string&)>& constant_ints);
 
 } // namespace partita::onnx_import::detail

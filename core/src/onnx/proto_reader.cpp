@@ -27,26 +27,33 @@ constexpr int max_depth = 64;
 Kind child_kind(Kind parent, std::uint32_t field) {
   switch (parent) {
   case Kind::model:
-    if (field == 7) return Kind::graph;       // graph
-    if (field == 25) return Kind::function;   // functions
+    if (field == 7)
+      return Kind::graph; // graph
+    if (field == 25)
+      return Kind::function; // functions
     return Kind::other;
   case Kind::graph:
-    if (field == 1) return Kind::node;        // node
-    if (field == 5) return Kind::tensor;      // initializer
+    if (field == 1)
+      return Kind::node; // node
+    if (field == 5)
+      return Kind::tensor; // initializer
     return Kind::other;
   case Kind::function:
-    if (field == 7) return Kind::node;        // node
+    if (field == 7)
+      return Kind::node; // node
     return Kind::other;
   case Kind::node:
-    if (field == 5) return Kind::attribute;   // attribute
+    if (field == 5)
+      return Kind::attribute; // attribute
     return Kind::other;
   case Kind::attribute:
-    if (field == 5 || field == 10) return Kind::tensor; // t, tensors
-    if (field == 6 || field == 11) return Kind::graph;  // g, graphs
+    if (field == 5 || field == 10)
+      return Kind::tensor; // t, tensors
+    if (field == 6 || field == 11)
+      return Kind::graph; // g, graphs
     return Kind::other;
   case Kind::tensor:
-  case Kind::other:
-    return Kind::other;
+  case Kind::other: return Kind::other;
   }
   return Kind::other;
 }
@@ -90,44 +97,53 @@ public:
       switch (wire) {
       case 0: { // varint
         std::uint64_t v = 0;
-        if (!m_in.ReadVarint64(&v)) fail("truncated varint");
+        if (!m_in.ReadVarint64(&v))
+          fail("truncated varint");
         put_varint(out, tag);
         put_varint(out, v);
         break;
       }
       case 1: { // 64-bit
         std::uint64_t v = 0;
-        if (!m_in.ReadLittleEndian64(&v)) fail("truncated 64-bit field");
+        if (!m_in.ReadLittleEndian64(&v))
+          fail("truncated 64-bit field");
         put_varint(out, tag);
-        for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+        for (int i = 0; i < 8; ++i)
+          out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
         break;
       }
       case 5: { // 32-bit
         std::uint32_t v = 0;
-        if (!m_in.ReadLittleEndian32(&v)) fail("truncated 32-bit field");
+        if (!m_in.ReadLittleEndian32(&v))
+          fail("truncated 32-bit field");
         put_varint(out, tag);
-        for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+        for (int i = 0; i < 4; ++i)
+          out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
         break;
       }
       case 2: { // length-delimited
         std::uint32_t length = 0;
-        if (!m_in.ReadVarint32(&length) || length > static_cast<std::uint32_t>(INT_MAX)) fail("bad length");
+        if (!m_in.ReadVarint32(&length) || length > static_cast<std::uint32_t>(INT_MAX))
+          fail("bad length");
         if (m_in.BytesUntilLimit() >= 0 && static_cast<std::int64_t>(length) > m_in.BytesUntilLimit()) {
           fail("a field is longer than the data that remains (truncated file?)");
         }
         if (kind == Kind::tensor && is_payload(field) && length > static_cast<std::uint32_t>(kept_payload_bytes)) {
-          if (!m_in.Skip(static_cast<int>(length))) fail("truncated tensor data");
+          if (!m_in.Skip(static_cast<int>(length)))
+            fail("truncated tensor data");
           ++skipped_payloads;
           break;
         }
         const Kind child = child_kind(kind, field);
         std::string body;
         if (child == Kind::other) {
-          if (!m_in.ReadString(&body, static_cast<int>(length))) fail("truncated field");
+          if (!m_in.ReadString(&body, static_cast<int>(length)))
+            fail("truncated field");
         } else {
           const auto limit = m_in.PushLimit(static_cast<int>(length));
           message(child, body, depth + 1);
-          if (m_in.BytesUntilLimit() != 0) fail("truncated nested message");
+          if (m_in.BytesUntilLimit() != 0)
+            fail("truncated nested message");
           m_in.PopLimit(limit);
         }
         put_varint(out, tag);
@@ -135,8 +151,7 @@ public:
         out += body;
         break;
       }
-      default:
-        fail(fmt::format("unsupported wire type {} in field {}", wire, field));
+      default: fail(fmt::format("unsupported wire type {} in field {}", wire, field));
       }
     }
   }

@@ -40,7 +40,6 @@ bool is_float(int elem) {
          elem == onnx::TensorProto::BFLOAT16;
 }
 
-
 } // namespace
 
 ShapeResolution resolve_shapes(onnx::ModelProto& model, std::string_view source, const ImportOptions& options,
@@ -64,7 +63,8 @@ ShapeResolution resolve_shapes(onnx::ModelProto& model, std::string_view source,
       continue;
     }
     if (!in.type().has_tensor_type()) {
-      throw Error(fmt::format("{}: graph input '{}' is not a tensor (sequences and maps are not supported)", source, in.name()));
+      throw Error(fmt::format("{}: graph input '{}' is not a tensor (sequences and maps are not supported)", source,
+                              in.name()));
     }
     if (!in.type().tensor_type().has_shape()) {
       throw Error(fmt::format("{}: graph input '{}' has no shape", source, in.name()));

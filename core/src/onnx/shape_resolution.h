@@ -17,7 +17,7 @@
 namespace partita::onnx_import::detail {
 
 struct ShapeResolution {
-  std::unordered_map<std::string, onnx::TypeProto> types;              // every value's type
+  std::unordered_map<std::string, onnx::TypeProto> types;            // every value's type
   std::unordered_map<std::string, std::vector<std::int64_t>> values; // integer contents folded by inference
 };
 

@@ -24,8 +24,7 @@ std::string write_file(const std::string& name, const std::string& bytes) {
 }
 
 // Runs `f`, expecting a partita::Error whose message contains every one of `parts`.
-template <typename F>
-void expect_error(F&& f, std::vector<std::string> parts) {
+template <typename F> void expect_error(F&& f, std::vector<std::string> parts) {
   try {
     f();
     ADD_FAILURE() << "no error was raised";
@@ -59,8 +58,11 @@ TEST(OnnxImport, EveryUnresolvedSymbolicDimensionIsNamed) {
 }
 
 TEST(OnnxImport, NonPositiveDimensionValuesAreRejected) {
-  expect_error([&] { onnx_import::import_model(test::mlp().model(), "m.onnx", {{{"batch", 0}}}); },
-               {"m.onnx", "batch", "not positive"});
+  expect_error(
+      [&] {
+        onnx_import::import_model(test::mlp().model(), "m.onnx", {{{"batch", 0}}});
+      },
+      {"m.onnx", "batch", "not positive"});
   auto b = test::mlp({std::int64_t{0}, 16});
   expect_error([&] { onnx_import::import_model(b.model(), "zero.onnx"); }, {"zero.onnx", "'x'", "dimension 0"});
 }
@@ -109,8 +111,7 @@ TEST(OnnxImport, MissingInputNamesNodeAndTensor) {
   b.input("x", {4});
   b.node("Add", {"x", "ghost"}, {"y"}, "adder");
   b.output("y");
-  expect_error([&] { onnx_import::import_model(b.model(), "missing.onnx"); },
-               {"missing.onnx", "'adder'", "'ghost'"});
+  expect_error([&] { onnx_import::import_model(b.model(), "missing.onnx"); }, {"missing.onnx", "'adder'", "'ghost'"});
 }
 
 TEST(OnnxImport, OverflowingElementCountIsRejected) {

@@ -12,7 +12,7 @@ namespace partita::test {
 
 struct Dim {
   std::int64_t value = 0;
-  std::string param; // symbolic when non-empty
+  std::string param;                // symbolic when non-empty
   Dim(std::int64_t v) : value(v) {} // NOLINT(google-explicit-constructor): shapes read as {2, 3}
   Dim(const char* p) : param(p) {}  // NOLINT(google-explicit-constructor)
 };
@@ -28,8 +28,7 @@ public:
     m_model.mutable_graph()->set_name("test");
   }
 
-  ModelBuilder& input(const std::string& name, const std::vector<Dim>& shape,
-                      int elem = onnx::TensorProto::FLOAT) {
+  ModelBuilder& input(const std::string& name, const std::vector<Dim>& shape, int elem = onnx::TensorProto::FLOAT) {
     value_info(m_model.mutable_graph()->add_input(), name, shape, elem);
     return *this;
   }

@@ -30,13 +30,13 @@ struct Tensor {
   std::int64_t bytes() const;
 };
 
-using Attribute = std::variant<std::int64_t, double, std::string, std::vector<std::int64_t>,
-                               std::vector<double>, std::vector<std::string>>;
+using Attribute = std::variant<std::int64_t, double, std::string, std::vector<std::int64_t>, std::vector<double>,
+                               std::vector<std::string>>;
 
 struct Op {
   std::string name;
-  std::string type;   // ONNX op type, e.g. "Conv"
-  std::string domain; // "" for the default ONNX domain
+  std::string type;              // ONNX op type, e.g. "Conv"
+  std::string domain;            // "" for the default ONNX domain
   std::vector<TensorId> inputs;  // no_tensor for an omitted optional input
   std::vector<TensorId> outputs; // no_tensor for an omitted optional output
   std::map<std::string, Attribute> attrs;
@@ -56,7 +56,7 @@ public:
   std::string name;
 
   TensorId add_tensor(Tensor t);
-  OpId add_op(Op op); // wires producer/consumer links of the op's tensors
+  OpId add_op(Op op);                                  // wires producer/consumer links of the op's tensors
   TensorId find_tensor(const std::string& name) const; // no_tensor if absent
 
   const std::vector<Tensor>& tensors() const { return m_tensors; }
@@ -66,7 +66,7 @@ public:
   Op& op(OpId id) { return m_ops.at(static_cast<std::size_t>(id)); }
   const Op& op(OpId id) const { return m_ops.at(static_cast<std::size_t>(id)); }
 
-  std::vector<TensorId> graph_inputs;  // data inputs (role input)
+  std::vector<TensorId> graph_inputs; // data inputs (role input)
   std::vector<TensorId> graph_outputs;
 
   // Ops in a topological order (Boost.Graph). Throws partita::Error naming ops on a cycle.

@@ -35,8 +35,8 @@ std::string_view op_class_name(OpClass c);
 struct IterDim {
   std::string name;
   std::int64_t size = 1;
-  bool reduction = false;  // summed over: splitting it leaves partial sums
-  bool splittable = true;  // false for kernel extents, recurrences over time, softmax/norm axes
+  bool reduction = false; // summed over: splitting it leaves partial sums
+  bool splittable = true; // false for kernel extents, recurrences over time, softmax/norm axes
 };
 
 // How an op uses one of its inputs.
@@ -76,7 +76,7 @@ struct OpSemantics {
   std::string opaque_reason;
 
   int find_dim(std::string_view name) const; // -1 if absent
-  double iteration_points() const;          // product of all dims
+  double iteration_points() const;           // product of all dims
 };
 
 // The declarative description of one op type: how its inputs are used, and how to lay out its

@@ -21,7 +21,7 @@ struct LayerRow {
   std::int64_t params = 0; // parameters first read by this op (a shared weight counts once)
   double macs = 0;
   double fwd_flops = 0;
-  double bwd_flops = 0; // data + weight gradients
+  double bwd_flops = 0;              // data + weight gradients
   std::int64_t activation_bytes = 0; // outputs of this op
   std::string opaque_reason;
 };
