@@ -1,0 +1,85 @@
+#pragma once
+
+// A cluster: nodes x devices per node, the device's peaks, the links inside a node and the
+// network between nodes (DESIGN.md 3.3). Read from partita.proto's Cluster (JSON files and the
+// presets in resources/clusters/), validated with errors that name the field.
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace partita::proto {
+class Cluster;
+}
+
+namespace partita::cluster {
+
+enum class Precision : std::uint8_t { fp32, tf32, fp16, bf16, fp8 };
+std::string_view precision_name(Precision p);
+
+enum class LinkKind : std::uint8_t { shared_memory, nvlink, nvswitch, pcie, infiniband, ethernet };
+std::string_view link_kind_name(LinkKind k);
+
+struct Link {
+  LinkKind kind = LinkKind::pcie;
+  double bandwidth = 0; // bytes/s per direction
+  double latency = 0;   // seconds
+};
+
+// Fraction of peak against work size (FLOPs or bytes), linear in log(work) between points,
+// constant beyond the ends; 1.0 when empty.
+struct EfficiencyCurve {
+  std::vector<std::pair<double, double>> points; // (work, fraction), work ascending
+  double at(double work) const;
+};
+
+struct Device {
+  std::string name;
+  double peak_fp32 = 0, peak_tf32 = 0, peak_fp16 = 0, peak_bf16 = 0, peak_fp8 = 0; // FLOP/s
+  double memory_bandwidth = 0;                                                    // bytes/s
+  double memory_capacity = 0;                                                     // bytes
+  double kernel_launch_overhead = 0;                                              // seconds
+  EfficiencyCurve compute_efficiency;
+  EfficiencyCurve memory_efficiency;
+
+  // Peak for a precision; falls back to the nearest wider supported type (tf32 -> fp32, ...).
+  double peak(Precision p) const;
+};
+
+struct DirectLink {
+  int a = 0, b = 0; // device indices within a node
+  int lanes = 1;
+};
+
+struct Cluster {
+  std::string name;
+  std::string description;
+  int nodes = 1;
+  int devices_per_node = 1;
+  Device device;
+  Link intra_link;                 // one lane / switch port
+  bool intra_switched = true;      // all pairs at intra_link bandwidth
+  std::vector<DirectLink> intra_pairs; // when not switched
+  Link intra_fallback;             // pairs without a direct link
+  Link nic;                        // one NIC
+  int nics_per_node = 1;
+
+  int device_count() const { return nodes * devices_per_node; }
+  int node_of(int device) const { return device / devices_per_node; }
+  // The link two distinct devices talk over: a direct link (bandwidth x lanes), the switch, the
+  // fallback, or (different nodes) one NIC.
+  Link link_between(int a, int b) const;
+};
+
+// Validates and converts; errors are "<source>: field '<path>': <reason>".
+Cluster from_proto(const proto::Cluster& p, std::string_view source);
+proto::Cluster to_proto(const Cluster& c);
+
+// "dgx-a100", "dgx-a100?nodes=64", or a path to a JSON file. Throws partita::Error naming an
+// unknown preset (listing the known ones), a bad parameter, the file or the field.
+Cluster load_cluster(std::string_view spec);
+std::vector<std::string> preset_names(); // dgx1, dgx-a100, dgx-h100, pcie-8gpu, localhost-cpu
+
+} // namespace partita::cluster

@@ -1,0 +1,47 @@
+#pragma once
+
+// Time of a collective on any group of devices: the alpha-beta model of the algorithm (ring, tree,
+// hierarchical two-level), bottlenecked by the slowest link class the group spans and by NIC
+// sharing when several groups cross nodes at once. Bandwidth figures follow nccl-tests'
+// definitions (doc/PERFORMANCE.md): algbw = bytes / time, busbw = algbw x bus factor.
+
+#include "partita/cluster/cluster.h"
+
+#include <span>
+#include <string>
+
+namespace partita::cluster {
+
+enum class Collective : std::uint8_t { all_reduce, all_gather, reduce_scatter, all_to_all, broadcast, send_recv };
+std::string_view collective_name(Collective c);
+
+enum class Algorithm : std::uint8_t { automatic, ring, tree, hierarchical };
+std::string_view algorithm_name(Algorithm a);
+
+// nccl-tests' bus factor: all-reduce 2(p-1)/p; all-gather, reduce-scatter, all-to-all (p-1)/p;
+// broadcast and send/recv 1.
+double bus_factor(Collective c, int p);
+
+struct CollectiveCost {
+  double seconds = 0;
+  double latency_seconds = 0;   // the alpha terms
+  double bandwidth_seconds = 0; // the beta terms
+  Algorithm algorithm = Algorithm::ring; // the one used (automatic picks the fastest)
+  LinkKind bottleneck = LinkKind::shared_memory;
+  double algbw = 0; // bytes / seconds
+  double busbw = 0; // algbw x bus_factor
+  std::string formula; // one sentence with the numbers, for the GUI's inspector
+
+  auto operator<=>(const CollectiveCost&) const = default;
+};
+
+// `bytes` as nccl-tests counts it: the buffer for all-reduce, broadcast and send/recv; the whole
+// gathered buffer (p x per-device part) for all-gather and reduce-scatter; the per-device send
+// buffer for all-to-all. `devices` are distinct device ids; a group of one costs nothing.
+// `concurrent_groups` groups of this shape run at the same time on the same nodes and share
+// their NICs (e.g. the 8 data-parallel gradient all-reduces of a 8-way model-parallel layer).
+// Throws partita::Error on a device id outside the cluster or a repeated id.
+CollectiveCost collective_cost(const Cluster& cluster, Collective collective, std::span<const int> devices,
+                               double bytes, Algorithm algorithm = Algorithm::automatic, int concurrent_groups = 1);
+
+} // namespace partita::cluster

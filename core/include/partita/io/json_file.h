@@ -1,0 +1,27 @@
+#pragma once
+
+// Files are protobuf's JSON mapping of partita.proto messages, parsed by protobuf, never by hand.
+// Writers replace files atomically; readers name the file and the field that does not parse.
+
+#include <google/protobuf/message.h>
+
+#include <filesystem>
+#include <string>
+#include <string_view>
+
+namespace partita::io {
+
+// Parses `json` into `message`; throws partita::Error "<source>: <protobuf's reason, naming the
+// field>". Unknown fields are errors (a misspelt field must not be silently ignored).
+void parse_json(std::string_view json, std::string_view source, google::protobuf::Message& message);
+void read_json_file(const std::filesystem::path& path, google::protobuf::Message& message);
+
+// Pretty-printed JSON with every field present (defaults included), so files are diffable.
+std::string to_json(const google::protobuf::Message& message);
+// Writes `path` atomically (temporary file in the same folder, then rename); throws
+// partita::Error naming the path on failure, leaving any previous file intact.
+void write_json_file(const std::filesystem::path& path, const google::protobuf::Message& message);
+// Writes any text atomically, same guarantees.
+void write_file_atomically(const std::filesystem::path& path, std::string_view contents);
+
+} // namespace partita::io

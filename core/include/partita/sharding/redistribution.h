@@ -1,0 +1,38 @@
+#pragma once
+
+// What must move when a producer's output layout differs from its consumer's input layout,
+// computed in general from the two layouts: every consumer device needs a block; what it does
+// not already hold (as a producer device) it receives. No special cases per op pair.
+
+#include "partita/sharding/config.h"
+
+#include <span>
+#include <vector>
+
+namespace partita::sharding {
+
+enum class Pattern : std::uint8_t {
+  none,       // every device already holds what it needs
+  all_gather, // consumers need more of a dim the producer partitioned
+  all_to_all, // the partitioned dim changes
+  slice,      // consumers need less: a local slice, nothing moves
+  send_recv,  // the two ops sit on different devices (e.g. pipeline stages)
+  mixed,
+};
+std::string_view pattern_name(Pattern p);
+
+struct Redistribution {
+  Pattern pattern = Pattern::none;
+  double max_bytes_in = 0; // the most any one device receives
+  double total_bytes = 0;  // received over all devices
+  // Devices that exchange data with each other, as groups (for the alpha term and link class).
+  std::vector<std::vector<int>> groups;
+};
+
+// `from` is the producer's output layout under `from_config` on `from_devices`; `to` the
+// consumer's input layout under `to_config` on `to_devices` (device ids of the cluster).
+// A device that holds any copy of an element counts as holding it.
+Redistribution redistribute(const TensorLayout& from, const Config& from_config, std::span<const int> from_devices,
+                            const TensorLayout& to, const Config& to_config, std::span<const int> to_devices);
+
+} // namespace partita::sharding
