@@ -8,5 +8,7 @@ namespace partita::cli {
 
 void add_inspect_command(CLI::App& app);
 void add_zoo_command(CLI::App& app);
+void add_plan_command(CLI::App& app);
+void add_compare_command(CLI::App& app);
 
 } // namespace partita::cli

@@ -1,6 +1,7 @@
 // partita inspect MODEL: the per-layer table of a model (an ONNX file or a zoo spec).
 
 #include "commands.h"
+#include "model_options.h"
 #include "table.h"
 
 #include "partita/graph/error.h"
@@ -21,29 +22,6 @@ struct InspectOptions {
   std::vector<std::string> dims;
   bool json = false;
 };
-
-onnx_import::ImportOptions parse_dims(const std::vector<std::string>& dims) {
-  onnx_import::ImportOptions o;
-  for (const auto& d : dims) {
-    const auto eq = d.find('=');
-    if (eq == std::string::npos || eq == 0) {
-      throw Error(fmt::format("--dim '{}': expected NAME=VALUE", d));
-    }
-    const std::string value = d.substr(eq + 1);
-    std::size_t used = 0;
-    long long v = 0;
-    try {
-      v = std::stoll(value, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used != value.size() || value.empty() || v <= 0) {
-      throw Error(fmt::format("--dim '{}': the value must be a positive integer", d));
-    }
-    o.dims[d.substr(0, eq)] = v;
-  }
-  return o;
-}
 
 nlohmann::json to_json(const onnx_import::ImportResult& r, const graph::ModelSummary& s, const std::string& model) {
   nlohmann::json layers = nlohmann::json::array();

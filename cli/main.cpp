@@ -14,6 +14,8 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "partita 0.1.0");
   partita::cli::add_inspect_command(app);
   partita::cli::add_zoo_command(app);
+  partita::cli::add_plan_command(app);
+  partita::cli::add_compare_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -11,4 +11,10 @@ public:
   using std::runtime_error::runtime_error;
 };
 
+// Long work (a search, a layout) stopped because its caller asked it to.
+class Cancelled : public Error {
+public:
+  Cancelled() : Error("cancelled") {}
+};
+
 } // namespace partita

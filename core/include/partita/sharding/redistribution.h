@@ -29,9 +29,14 @@ struct Redistribution {
   std::vector<std::vector<int>> groups;
 };
 
+// A device list may hold several copies of its grid (a multiple of the config's devices; device
+// i sits at grid position i % config.devices()): every copy holds the same blocks.
 // `from` is the producer's output layout under `from_config` on `from_devices`; `to` the
 // consumer's input layout under `to_config` on `to_devices` (device ids of the cluster).
-// A device that holds any copy of an element counts as holding it.
+// A device that holds any copy of an element counts as holding it. A producer layout with
+// partial_axes is taken as already reduced over them (the producing op's forward reduction).
+// Throws partita::Error when shapes differ, a device list does not fit its config, or a device
+// is listed twice on one side.
 Redistribution redistribute(const TensorLayout& from, const Config& from_config, std::span<const int> from_devices,
                             const TensorLayout& to, const Config& to_config, std::span<const int> to_devices);
 

@@ -1,0 +1,165 @@
+// partita compare MODEL --strategies dp,owt,... --devices 8 | --devices 1,2,4,...: families side
+// by side, and a scaling sweep when several device counts are given.
+
+#include "commands.h"
+#include "model_options.h"
+#include "table.h"
+
+#include "partita/graph/error.h"
+#include "partita/search/optimizer.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <iostream>
+#include <memory>
+
+namespace partita::cli {
+
+cluster::Cluster cluster_for(const std::string& spec, int devices);
+
+namespace {
+
+struct CompareOptions {
+  ModelOptions model;
+  SetupOptions setup;
+  std::vector<int> devices{8};
+  std::vector<std::string> families;
+  bool json = false;
+};
+
+struct Cell {
+  std::string family;
+  int devices = 0;
+  strategy::Prediction prediction;
+  std::string error;
+};
+
+} // namespace
+
+void add_compare_command(CLI::App& app) {
+  auto o = std::make_shared<CompareOptions>();
+  std::string known;
+  for (const auto& f : search::optimizers()) {
+    known += fmt::format("\n  {:9} {}: {}", f->name(), f->title(), f->description());
+  }
+  auto* cmd = app.add_subcommand("compare", "Compare strategy families side by side, and their scaling" + known);
+  o->model.add_to(*cmd);
+  o->setup.add_to(*cmd);
+  cmd->add_option("--devices", o->devices, "device count, or a list for a scaling sweep: 1,2,4,8")
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--strategies", o->families, "families to compare (default: all)")->delimiter(',');
+  cmd->add_flag("--json", o->json, "print JSON instead of tables");
+  cmd->callback([o] {
+    const auto model = o->model.load();
+    const auto& g = model.graph;
+    const auto setup = o->setup.setup();
+    std::vector<std::string> families = o->families;
+    if (families.empty()) {
+      for (const auto& f : search::optimizers()) {
+        families.emplace_back(f->name());
+      }
+    }
+    for (const auto& f : families) {
+      (void)search::find_optimizer(f); // unknown names fail before any work
+    }
+    std::vector<Cell> cells;
+    for (int devices : o->devices) {
+      const auto cl = cluster_for(o->setup.cluster, devices);
+      for (const auto& f : families) {
+        Cell cell{f, devices, {}, {}};
+        try {
+          search::Request r;
+          r.graph = &g;
+          r.cluster = &cl;
+          r.devices = devices;
+          r.setup = setup;
+          r.tensor_parallel = o->setup.tensor_parallel;
+          const auto st = search::find_optimizer(f).optimize(r);
+          cell.prediction = strategy::evaluate(g, cl, st, setup);
+        } catch (const Error& e) {
+          cell.error = e.what();
+        }
+        cells.push_back(std::move(cell));
+      }
+    }
+    if (o->json) {
+      nlohmann::json out = nlohmann::json::array();
+      for (const auto& c : cells) {
+        nlohmann::json j = {{"family", c.family}, {"devices", c.devices}};
+        if (!c.error.empty()) {
+          j["error"] = c.error;
+        } else {
+          j["iteration_seconds"] = c.prediction.iteration_time;
+          j["samples_per_second"] = c.prediction.samples_per_second;
+          j["peak_memory_bytes"] = c.prediction.peak_memory;
+          j["fits"] = c.prediction.fits;
+        }
+        out.push_back(std::move(j));
+      }
+      std::cout << out.dump(2) << "\n";
+      return;
+    }
+    const auto first = cluster_for(o->setup.cluster, o->devices.front());
+    std::cout << fmt::format("compare {} on {} (batch {}, {}, {} optimizer{})\n\n", o->model.model, first.name,
+                             strategy::batch_size(g), cluster::precision_name(setup.precision),
+                             cost::optimizer_name(setup.optimizer),
+                             setup.zero_stage > 0 ? fmt::format(", ZeRO-{}", setup.zero_stage) : "");
+    Table t({{"devices"},
+             {"family", Table::Align::left},
+             {"iteration ms"},
+             {"samples/s"},
+             {"compute ms"},
+             {"comm ms"},
+             {"peak GiB"},
+             {"fits", Table::Align::left}});
+    for (const auto& c : cells) {
+      if (!c.error.empty()) {
+        t.add_row({std::to_string(c.devices), c.family, "-", "-", "-", "-", "-", "error: " + c.error});
+        continue;
+      }
+      const auto& p = c.prediction;
+      const double compute = p.iteration.empty() ? 0 : p.iteration.front().value;
+      t.add_row({std::to_string(c.devices), c.family, fmt::format("{:.2f}", p.iteration_time * 1e3),
+                 fmt::format("{:.1f}", p.samples_per_second), fmt::format("{:.2f}", compute * 1e3),
+                 fmt::format("{:.2f}", (p.iteration_time - compute) * 1e3),
+                 fmt::format("{:.2f}", p.peak_memory / (1024.0 * 1024 * 1024)), p.fits ? "yes" : "no"});
+    }
+    std::cout << t.render();
+    if (o->devices.size() > 1) {
+      // Scaling sweep: samples/s per family and device count (the best family marked).
+      std::vector<Table::Column> cols{{"devices"}};
+      for (const auto& f : families) {
+        cols.push_back({f});
+      }
+      cols.push_back({"best", Table::Align::left});
+      Table sweep(cols);
+      for (int devices : o->devices) {
+        std::vector<std::string> row{std::to_string(devices)};
+        double best = 0;
+        std::string best_family = "-";
+        for (const auto& f : families) {
+          for (const auto& c : cells) {
+            if (c.devices == devices && c.family == f) {
+              if (!c.error.empty()) {
+                row.emplace_back("error");
+              } else {
+                row.push_back(fmt::format("{:.1f}{}", c.prediction.samples_per_second, c.prediction.fits ? "" : "*"));
+                if (c.prediction.fits && c.prediction.samples_per_second > best) {
+                  best = c.prediction.samples_per_second;
+                  best_family = f;
+                }
+              }
+            }
+          }
+        }
+        row.push_back(best_family);
+        sweep.add_row(std::move(row));
+      }
+      std::cout << "\nscaling: samples/s (* = does not fit in device memory)\n\n" << sweep.render();
+    }
+  });
+}
+
+} // namespace partita::cli

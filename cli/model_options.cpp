@@ -1,0 +1,76 @@
+#include "model_options.h"
+
+#include "partita/graph/error.h"
+#include "partita/proto/partita.pb.h"
+#include "partita/strategy/plan_file.h"
+#include "partita/zoo/zoo.h"
+
+#include <fmt/format.h>
+
+namespace partita::cli {
+
+onnx_import::ImportOptions parse_dims(const std::vector<std::string>& dims) {
+  onnx_import::ImportOptions o;
+  for (const auto& d : dims) {
+    const auto eq = d.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      throw Error(fmt::format("--dim '{}': expected NAME=VALUE", d));
+    }
+    const std::string value = d.substr(eq + 1);
+    std::size_t used = 0;
+    long long v = 0;
+    try {
+      v = std::stoll(value, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != value.size() || value.empty() || v <= 0) {
+      throw Error(fmt::format("--dim '{}': the value must be a positive integer", d));
+    }
+    o.dims[d.substr(0, eq)] = v;
+  }
+  return o;
+}
+
+void ModelOptions::add_to(CLI::App& cmd) {
+  cmd.add_option("model", model, "an ONNX file, or a built-in model such as zoo:resnet50?batch=64")->required();
+  cmd.add_option("--dim", dims, "value of a symbolic dimension, NAME=VALUE (repeatable)");
+  cmd.add_option("--batch", batch, "batch size (a zoo model's batch parameter, or the symbolic dimension 'batch')")
+      ->check(CLI::PositiveNumber);
+}
+
+onnx_import::ImportResult ModelOptions::load() const {
+  auto options = parse_dims(dims);
+  std::string spec = model;
+  if (batch > 0) {
+    if (spec.rfind("zoo:", 0) == 0) {
+      spec += (spec.find('?') == std::string::npos ? "?" : "&") + fmt::format("batch={}", batch);
+    } else {
+      options.dims["batch"] = batch;
+    }
+  }
+  return zoo::load(spec, options);
+}
+
+void SetupOptions::add_to(CLI::App& cmd) {
+  cmd.add_option("--cluster", cluster,
+                 "a cluster preset (dgx1, dgx-a100, dgx-h100, pcie-8gpu, localhost-cpu; "
+                 "?nodes=N for more nodes) or a cluster JSON file")
+      ->capture_default_str();
+  cmd.add_option("--precision", precision, "fp32, tf32, or mixed precision fp16/bf16")->capture_default_str();
+  cmd.add_option("--optimizer", optimizer, "sgd, momentum or adam")->capture_default_str();
+  cmd.add_option("--zero", zero, "ZeRO stage 0-3")->capture_default_str();
+  cmd.add_option("--recompute", recompute, "none, selective or full")->capture_default_str();
+  cmd.add_option("--tp", tensor_parallel, "tensor-parallel degree for megatron (default: devices per node)");
+}
+
+cost::TrainingSetup SetupOptions::setup() const {
+  proto::TrainingSetup p;
+  p.set_precision(precision);
+  p.set_optimizer(optimizer);
+  p.set_zero_stage(zero);
+  p.set_recompute(recompute);
+  return strategy::setup_from_proto(p, "command line");
+}
+
+} // namespace partita::cli

@@ -1,0 +1,130 @@
+// partita plan MODEL --cluster C --devices P --strategy NAME: the per-layer plan of one family.
+
+#include "commands.h"
+#include "model_options.h"
+#include "table.h"
+
+#include "partita/graph/error.h"
+#include "partita/graph/summary.h"
+#include "partita/io/json_file.h"
+#include "partita/proto/partita.pb.h"
+#include "partita/search/optimizer.h"
+#include "partita/strategy/plan_file.h"
+
+#include <fmt/format.h>
+
+#include <iostream>
+#include <memory>
+
+namespace partita::cli {
+
+namespace {
+
+struct PlanOptions {
+  ModelOptions model;
+  SetupOptions setup;
+  int devices = 8;
+  std::string family = "dp";
+  std::string output;
+  bool json = false;
+};
+
+std::string ms(double seconds) {
+  return fmt::format("{:.3f}", seconds * 1e3);
+}
+std::string gib(double bytes) {
+  return fmt::format("{:.2f}", bytes / (1024.0 * 1024.0 * 1024.0));
+}
+
+} // namespace
+
+cluster::Cluster cluster_for(const std::string& spec, int devices) {
+  auto c = cluster::load_cluster(spec);
+  if (devices > c.device_count() && spec.find('?') == std::string::npos && spec.find('/') == std::string::npos &&
+      spec.find(".json") == std::string::npos) {
+    // A preset grows by whole nodes to fit the request.
+    c = cluster::load_cluster(
+        fmt::format("{}?nodes={}", spec, (devices + c.devices_per_node - 1) / c.devices_per_node));
+  }
+  if (devices > c.device_count()) {
+    throw Error(fmt::format("{} devices requested, cluster '{}' has {}", devices, c.name, c.device_count()));
+  }
+  return c;
+}
+
+std::string config_text(const strategy::OpAssignment& a, const graph::OpSemantics& s) {
+  std::string text = sharding::to_string(a.config, s);
+  if (a.copies() > 1) {
+    text += fmt::format(" x{} copies", a.copies());
+  }
+  return text;
+}
+
+void add_plan_command(CLI::App& app) {
+  auto o = std::make_shared<PlanOptions>();
+  auto* cmd = app.add_subcommand("plan", "Plan one strategy family: per-layer split, time and memory terms");
+  o->model.add_to(*cmd);
+  o->setup.add_to(*cmd);
+  cmd->add_option("--devices", o->devices, "devices to use")->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--strategy", o->family, "strategy family (see partita compare --help)")->capture_default_str();
+  cmd->add_option("-o,--output", o->output, "write the plan as JSON (partita.proto's Plan)");
+  cmd->add_flag("--json", o->json, "print the plan as JSON instead of a table");
+  cmd->callback([o] {
+    const auto model = o->model.load();
+    const auto& g = model.graph;
+    const auto cl = cluster_for(o->setup.cluster, o->devices);
+    const auto setup = o->setup.setup();
+    search::Request request;
+    request.graph = &g;
+    request.cluster = &cl;
+    request.devices = o->devices;
+    request.setup = setup;
+    request.tensor_parallel = o->setup.tensor_parallel;
+    const auto& family = search::find_optimizer(o->family);
+    const auto st = family.optimize(request);
+    const auto p = strategy::evaluate(g, cl, st, setup);
+    const auto plan = strategy::to_plan(g, cl, st, p, setup, o->model.model);
+    if (!o->output.empty()) {
+      io::write_json_file(o->output, plan);
+    }
+    if (o->json) {
+      std::cout << io::to_json(plan);
+      return;
+    }
+    Table t({{"#"},
+             {"op", Table::Align::left},
+             {"name", Table::Align::left},
+             {"configuration", Table::Align::left},
+             {"compute ms"},
+             {"comm ms"},
+             {"redist ms"},
+             {"memory MiB"},
+             {"share"}});
+    for (graph::OpId id : g.topological_order()) {
+      const auto& op = g.op(id);
+      const auto& pred = p.ops[static_cast<std::size_t>(id)];
+      const double redist = pred.cost.get(cost::term::redistribution);
+      const double comm = pred.cost.communication_time() - redist;
+      t.add_row({std::to_string(id), op.type, op.name.size() > 40 ? op.name.substr(0, 37) + "..." : op.name,
+                 config_text(st.ops[static_cast<std::size_t>(id)], graph::describe(g, id)),
+                 ms(pred.cost.compute_time()), ms(comm), ms(redist), mib(pred.cost.memory_total()),
+                 fmt::format("{:.1f}%", p.iteration_time > 0 ? 100 * pred.time / p.iteration_time : 0.0)});
+    }
+    std::cout << fmt::format("plan {} on {} ({} of {} devices), {}: {}\n{}\n\n", o->model.model, cl.name, o->devices,
+                             cl.device_count(), family.name(), family.title(), st.explanation);
+    std::cout << t.render();
+    std::string terms;
+    for (const auto& term : p.iteration) {
+      terms += fmt::format("{}{} {} ms", terms.empty() ? "" : ", ", term.name, ms(term.value));
+    }
+    std::cout << fmt::format("\niteration {} ms ({})\nthroughput {:.1f} samples/s at batch {}\n", ms(p.iteration_time),
+                             terms, p.samples_per_second, p.batch);
+    std::cout << fmt::format("peak memory {} GiB of {} GiB per device: {}\n", gib(p.peak_memory),
+                             gib(p.memory_capacity), p.fits ? "fits" : "DOES NOT FIT");
+    if (!o->output.empty()) {
+      std::cout << fmt::format("plan written to {}\n", o->output);
+    }
+  });
+}
+
+} // namespace partita::cli

@@ -1,0 +1,71 @@
+#pragma once
+
+// Time and memory of one op under a configuration on its devices (DESIGN.md 3.4), every number
+// carried as named terms with the formula behind it, so that a front end can show why.
+
+#include "partita/cluster/cluster.h"
+#include "partita/cost/setup.h"
+#include "partita/graph/op_semantics.h"
+#include "partita/sharding/config.h"
+
+#include <span>
+#include <string>
+#include <vector>
+
+namespace partita::cost {
+
+// Term names, shared by every front end.
+namespace term {
+inline constexpr std::string_view forward_compute = "forward compute";
+inline constexpr std::string_view backward_compute = "backward compute";
+inline constexpr std::string_view recompute = "recompute";
+inline constexpr std::string_view forward_reduce = "forward partial-sum reduce";
+inline constexpr std::string_view backward_reduce = "input-gradient reduce";
+inline constexpr std::string_view gradient_sync = "weight-gradient sync";
+inline constexpr std::string_view parameter_gather = "parameter all-gather (ZeRO-3)";
+inline constexpr std::string_view redistribution = "redistribution";
+inline constexpr std::string_view parameters = "parameters";
+inline constexpr std::string_view gradients = "gradients";
+inline constexpr std::string_view optimizer_state = "optimizer state";
+inline constexpr std::string_view activations = "activations";
+} // namespace term
+
+struct Term {
+  std::string name;
+  double value = 0; // seconds or bytes
+  std::string formula;
+};
+
+enum class TimeKind : std::uint8_t { compute, communication };
+
+struct OpCost {
+  std::vector<Term> time;   // seconds, for one training iteration, on the op's slowest device
+  std::vector<Term> memory; // bytes per device
+
+  double time_total() const;
+  double memory_total() const;
+  double compute_time() const;             // forward + backward + recompute
+  double communication_time() const;       // the rest
+  double get(std::string_view name) const; // 0 when absent
+};
+
+bool is_compute_term(std::string_view name);
+
+// The op `id` under `config`, placed on `devices`: copies x config.devices() distinct cluster
+// device ids, copy c in devices[c*k .. c*k+k) in grid order. Copies are replicas of the grid
+// (same blocks, same work), so gradients of what they read are reduced across them. `keep_output`: its output is stored
+// for the backward pass (false when a recomputation scheme recomputes it; then a recompute term is added).
+OpCost op_cost(const graph::Graph& g, graph::OpId id, const graph::OpSemantics& s, const sharding::Config& config,
+               std::span<const int> devices, const cluster::Cluster& cluster, const TrainingSetup& setup,
+               bool keep_output = true);
+
+// Compute time of `flops` FLOPs touching `bytes` bytes on one device: roofline with the
+// device's efficiency curves, plus one kernel launch.
+// Groups of devices along `axes` of the grid; with `across_copies`, each group also spans the
+// same grid position in every copy (the gradient-reduction groups of replicated tensors).
+std::vector<std::vector<int>> device_groups(const sharding::Config& config, std::span<const int> devices,
+                                            std::span<const int> axes, bool across_copies);
+
+double kernel_time(double flops, double bytes, const cluster::Device& device, cluster::Precision precision);
+
+} // namespace partita::cost

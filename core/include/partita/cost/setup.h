@@ -1,0 +1,36 @@
+#pragma once
+
+// How the model is trained, as far as cost and memory depend on it.
+
+#include "partita/cluster/cluster.h"
+
+#include <string_view>
+
+namespace partita::cost {
+
+enum class Optimizer : std::uint8_t { sgd, momentum, adam };
+std::string_view optimizer_name(Optimizer o);
+
+enum class Recompute : std::uint8_t {
+  none,      // every op's output is kept for the backward pass
+  selective, // outputs of cheap pointwise ops (activations, softmax, dropout) are recomputed
+  full,      // only every k-th op's output is kept, k = sqrt(ops) (Chen et al. 2016); the rest is recomputed
+};
+std::string_view recompute_name(Recompute r);
+
+struct TrainingSetup {
+  // Arithmetic of matrix products and convolutions. fp16/bf16 means mixed precision: fp16/bf16
+  // weights, activations and gradients, with fp32 master weights in the optimizer.
+  cluster::Precision precision = cluster::Precision::fp32;
+  Optimizer optimizer = Optimizer::adam;
+  int zero_stage = 0; // 0: none; 1: optimizer state sharded; 2: + gradients; 3: + parameters
+  Recompute recompute = Recompute::none;
+
+  bool mixed() const { return precision == cluster::Precision::fp16 || precision == cluster::Precision::bf16; }
+  // Bytes per element of weights, activations and gradients as stored.
+  double value_bytes() const { return mixed() ? 2.0 : 4.0; }
+  // Optimizer bytes per parameter: state (momentum 4, Adam 8) plus fp32 master weights when mixed.
+  double optimizer_bytes() const;
+};
+
+} // namespace partita::cost

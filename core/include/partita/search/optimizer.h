@@ -1,0 +1,44 @@
+#pragma once
+
+// Every strategy family is an Optimizer with the same interface (DESIGN.md 3.5): given a model,
+// a cluster and a device count, it returns a Strategy and says why in its explanation.
+
+#include "partita/cluster/cluster.h"
+#include "partita/cost/setup.h"
+#include "partita/graph/graph.h"
+#include "partita/strategy/strategy.h"
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string_view>
+#include <vector>
+
+namespace partita::search {
+
+struct Request {
+  const graph::Graph* graph = nullptr;
+  const cluster::Cluster* cluster = nullptr;
+  int devices = 1; // use devices 0 .. devices-1 of the cluster
+  cost::TrainingSetup setup;
+  int tensor_parallel = 0;                   // Megatron's tensor-parallel degree; 0 = devices per node
+  std::function<void(double)> progress;      // fraction done, may be empty
+  const std::atomic<bool>* cancel = nullptr; // set to stop early: optimize() throws partita::Cancelled
+};
+
+class Optimizer {
+public:
+  virtual ~Optimizer() = default;
+  virtual std::string_view name() const = 0;        // "dp"
+  virtual std::string_view title() const = 0;       // "data parallel"
+  virtual std::string_view description() const = 0; // one sentence
+  // Throws partita::Error when the family cannot apply (e.g. more devices than the cluster has).
+  virtual strategy::Strategy optimize(const Request& request) const = 0;
+};
+
+// Every family, in a stable order.
+const std::vector<std::unique_ptr<Optimizer>>& optimizers();
+// Throws partita::Error naming the unknown family and listing the known ones.
+const Optimizer& find_optimizer(std::string_view name);
+
+} // namespace partita::search

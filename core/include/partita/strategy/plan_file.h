@@ -1,0 +1,31 @@
+#pragma once
+
+// A strategy bound to its model and cluster, as partita.proto's Plan: what `partita plan -o`
+// writes, what "as given" strategies and partita-run read.
+
+#include "partita/cost/setup.h"
+#include "partita/strategy/strategy.h"
+
+#include <string>
+#include <string_view>
+
+namespace partita::proto {
+class Plan;
+class TrainingSetup;
+} // namespace partita::proto
+
+namespace partita::strategy {
+
+proto::Plan to_plan(const graph::Graph& g, const cluster::Cluster& cluster, const Strategy& st,
+                    const Prediction& prediction, const cost::TrainingSetup& setup, const std::string& model);
+
+// The strategy of a plan, checked against the model: one entry per op with the same names in the
+// same order, known dim names, device lists that fit the configuration. Errors name `source`,
+// the op and the field.
+Strategy from_plan(const proto::Plan& plan, const graph::Graph& g, std::string_view source);
+
+proto::TrainingSetup setup_to_proto(const cost::TrainingSetup& setup);
+// Errors name the field and list the accepted values.
+cost::TrainingSetup setup_from_proto(const proto::TrainingSetup& p, std::string_view source);
+
+} // namespace partita::strategy

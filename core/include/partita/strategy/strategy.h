@@ -1,0 +1,85 @@
+#pragma once
+
+// A strategy: a configuration and a device list per op, optionally a pipeline (DESIGN.md 3.5),
+// and evaluate(): its predicted time and memory, per op and per device, as named terms (3.6).
+
+#include "partita/cluster/cluster.h"
+#include "partita/cost/op_cost.h"
+#include "partita/graph/graph.h"
+#include "partita/sharding/config.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace partita::strategy {
+
+// An op's configuration on its devices. `devices` holds copies x config.devices() cluster device
+// ids: copy c occupies devices[c*k .. c*k+k) in grid order (k = config.devices()). Copies are
+// replicas of the whole grid: they hold the same blocks and compute the same thing, like any
+// replica axis, so tensors they read get partial gradients that are reduced across them.
+struct OpAssignment {
+  sharding::Config config;
+  std::vector<int> devices;
+
+  int copies() const;
+  std::vector<int> copy(int c) const; // the devices of copy c
+};
+
+enum class Schedule : std::uint8_t { gpipe, one_f_one_b };
+std::string_view schedule_name(Schedule s);
+
+struct Pipeline {
+  int stages = 1;
+  int micro_batches = 1;
+  Schedule schedule = Schedule::one_f_one_b;
+  std::vector<int> stage_of_op; // per op
+};
+
+struct Strategy {
+  std::string family;            // "dp", "mp", "owt", "megatron", "hybrid", ...
+  std::string explanation;       // why this strategy: the family's reasoning, in sentences
+  int devices = 1;               // devices the strategy may use
+  std::vector<OpAssignment> ops; // one per graph op, indexed by OpId
+  std::optional<Pipeline> pipeline;
+};
+
+struct OpPrediction {
+  cost::OpCost cost; // includes the redistribution of its inputs as a time term
+  double time = 0;   // cost.time_total()
+};
+
+struct DeviceMemory {
+  double parameters = 0, gradients = 0, optimizer_state = 0, activations = 0;
+  double total() const { return parameters + gradients + optimizer_state + activations; }
+};
+
+struct Prediction {
+  std::vector<OpPrediction> ops;     // per op
+  std::vector<cost::Term> iteration; // compute, communication, redistribution, pipeline bubble
+  double iteration_time = 0;         // seconds, no overlap of communication and compute
+  double samples_per_second = 0;
+  int batch = 0;                    // samples per iteration
+  std::vector<DeviceMemory> memory; // per device of the cluster (unused devices: zeros)
+  double peak_memory = 0;           // bytes on the fullest device
+  double memory_capacity = 0;
+  bool fits = false;
+  int devices_used = 0;
+};
+
+// Throws partita::Error when the strategy does not match the graph (op count, device ids,
+// configuration sizes).
+Prediction evaluate(const graph::Graph& g, const cluster::Cluster& cluster, const Strategy& strategy,
+                    const cost::TrainingSetup& setup);
+
+// The redistribution an input of op `id` needs (forward, and its gradient backward), from its
+// producer's output layout to this op's input layout; nullopt when nothing moves or the input
+// has no producer. `ops` holds at least the assignments of `id` and of the producer.
+std::optional<cost::Term> input_redistribution(const graph::Graph& g, const std::vector<graph::OpSemantics>& sem,
+                                               const std::vector<OpAssignment>& ops, const cluster::Cluster& cluster,
+                                               graph::OpId id, std::size_t input);
+
+// The batch size of a graph: the first dimension of its first data input (1 if none).
+int batch_size(const graph::Graph& g);
+
+} // namespace partita::strategy

@@ -1,0 +1,173 @@
+#include "partita/cluster/cluster.h"
+
+#include "partita/graph/error.h"
+#include "partita/proto/partita.pb.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace partita::cluster {
+
+std::string_view precision_name(Precision p) {
+  switch (p) {
+  case Precision::fp32: return "fp32";
+  case Precision::tf32: return "tf32";
+  case Precision::fp16: return "fp16";
+  case Precision::bf16: return "bf16";
+  case Precision::fp8: return "fp8";
+  }
+  return "unknown";
+}
+
+std::string_view link_kind_name(LinkKind k) {
+  switch (k) {
+  case LinkKind::shared_memory: return "shared memory";
+  case LinkKind::nvlink: return "NVLink";
+  case LinkKind::nvswitch: return "NVSwitch";
+  case LinkKind::pcie: return "PCIe";
+  case LinkKind::infiniband: return "InfiniBand";
+  case LinkKind::ethernet: return "Ethernet";
+  }
+  return "unknown";
+}
+
+double EfficiencyCurve::at(double work) const {
+  if (points.empty()) {
+    return 1.0;
+  }
+  if (work <= points.front().first) {
+    return points.front().second;
+  }
+  if (work >= points.back().first) {
+    return points.back().second;
+  }
+  // First point with work above the query; the one before it is at or below.
+  const auto upper = std::upper_bound(points.begin(), points.end(), work,
+                                      [](double w, const std::pair<double, double>& p) { return w < p.first; });
+  const auto lower = upper - 1;
+  const double t = (std::log(work) - std::log(lower->first)) / (std::log(upper->first) - std::log(lower->first));
+  return lower->second + t * (upper->second - lower->second);
+}
+
+double Device::peak(Precision p) const {
+  // Each precision runs on the nearest wider unit the device has: a GPU without tensor cores
+  // computes tf32 and bf16 in fp32, fp8 in fp16.
+  switch (p) {
+  case Precision::fp32: return peak_fp32;
+  case Precision::tf32: return peak_tf32 > 0 ? peak_tf32 : peak_fp32;
+  case Precision::fp16: return peak_fp16 > 0 ? peak_fp16 : peak_fp32;
+  case Precision::bf16: return peak_bf16 > 0 ? peak_bf16 : peak_fp32;
+  case Precision::fp8:
+    if (peak_fp8 > 0) {
+      return peak_fp8;
+    }
+    if (peak_fp16 > 0) {
+      return peak_fp16;
+    }
+    return peak_bf16 > 0 ? peak_bf16 : peak_fp32;
+  }
+  return peak_fp32;
+}
+
+Link Cluster::link_between(int a, int b) const {
+  const int count = device_count();
+  if (a < 0 || a >= count || b < 0 || b >= count) {
+    throw Error(
+        fmt::format("cluster '{}': device {} is outside 0..{}", name, (a < 0 || a >= count) ? a : b, count - 1));
+  }
+  if (a == b) {
+    throw Error(fmt::format("cluster '{}': device {} has no link to itself", name, a));
+  }
+  if (node_of(a) != node_of(b)) {
+    return nic;
+  }
+  if (intra_switched) {
+    return intra_link;
+  }
+  const int la = a % devices_per_node;
+  const int lb = b % devices_per_node;
+  for (const auto& pair : intra_pairs) {
+    if ((pair.a == la && pair.b == lb) || (pair.a == lb && pair.b == la)) {
+      return Link{intra_link.kind, intra_link.bandwidth * pair.lanes, intra_link.latency};
+    }
+  }
+  return intra_fallback;
+}
+
+namespace {
+
+proto::LinkKind to_proto_kind(LinkKind k) {
+  switch (k) {
+  case LinkKind::shared_memory: return proto::SHARED_MEMORY;
+  case LinkKind::nvlink: return proto::NVLINK;
+  case LinkKind::nvswitch: return proto::NVSWITCH;
+  case LinkKind::pcie: return proto::PCIE;
+  case LinkKind::infiniband: return proto::INFINIBAND;
+  case LinkKind::ethernet: return proto::ETHERNET;
+  }
+  return proto::LINK_KIND_UNSPECIFIED;
+}
+
+void to_proto_link(const Link& link, proto::Link& out) {
+  out.set_kind(to_proto_kind(link.kind));
+  out.set_bandwidth(link.bandwidth);
+  out.set_latency(link.latency);
+}
+
+void to_proto_curve(const EfficiencyCurve& curve, google::protobuf::RepeatedPtrField<proto::EfficiencyPoint>& out) {
+  for (const auto& [work, fraction] : curve.points) {
+    auto* point = out.Add();
+    point->set_work(work);
+    point->set_fraction(fraction);
+  }
+}
+
+} // namespace
+
+proto::Cluster to_proto(const Cluster& c) {
+  proto::Cluster p;
+  p.set_name(c.name);
+  p.set_description(c.description);
+  p.set_nodes(c.nodes);
+  p.set_devices_per_node(c.devices_per_node);
+
+  auto& d = *p.mutable_device();
+  d.set_name(c.device.name);
+  d.set_peak_fp32(c.device.peak_fp32);
+  d.set_peak_tf32(c.device.peak_tf32);
+  d.set_peak_fp16(c.device.peak_fp16);
+  d.set_peak_bf16(c.device.peak_bf16);
+  d.set_peak_fp8(c.device.peak_fp8);
+  d.set_memory_bandwidth(c.device.memory_bandwidth);
+  d.set_memory_capacity(c.device.memory_capacity);
+  d.set_kernel_launch_overhead(c.device.kernel_launch_overhead);
+  to_proto_curve(c.device.compute_efficiency, *d.mutable_compute_efficiency());
+  to_proto_curve(c.device.memory_efficiency, *d.mutable_memory_efficiency());
+
+  // A part that was absent (one device per node, one node) stays absent, so that the file
+  // validates again when read back.
+  if (c.devices_per_node > 1 || c.intra_link.bandwidth > 0) {
+    auto& intra = *p.mutable_intra_node();
+    to_proto_link(c.intra_link, *intra.mutable_link());
+    intra.set_switched(c.intra_switched);
+    for (const auto& pair : c.intra_pairs) {
+      auto* out = intra.add_pairs();
+      out->set_a(pair.a);
+      out->set_b(pair.b);
+      out->set_lanes(pair.lanes);
+    }
+    if (c.intra_fallback.bandwidth > 0) {
+      to_proto_link(c.intra_fallback, *intra.mutable_fallback());
+    }
+  }
+  if (c.nodes > 1 || c.nic.bandwidth > 0) {
+    auto& inter = *p.mutable_inter_node();
+    to_proto_link(c.nic, *inter.mutable_nic());
+    inter.set_nics_per_node(c.nics_per_node);
+  }
+  return p;
+}
+
+} // namespace partita::cluster

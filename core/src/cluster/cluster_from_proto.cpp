@@ -1,0 +1,197 @@
+// Validation of a proto::Cluster into a Cluster: every rejection names the field by its path in
+// the JSON file ("intra_node.pairs[3].b") and says what was expected.
+
+#include "partita/cluster/cluster.h"
+#include "partita/graph/error.h"
+#include "partita/proto/partita.pb.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <set>
+
+namespace partita::cluster {
+
+namespace {
+
+class Checker {
+public:
+  explicit Checker(std::string_view source) : m_source(source) {}
+
+  [[noreturn]] void fail(std::string_view field, std::string_view reason) const {
+    throw Error(fmt::format("{}: field '{}': {}", m_source, field, reason));
+  }
+
+  double positive(double value, std::string_view field) const {
+    if (!std::isfinite(value) || value <= 0) {
+      fail(field, fmt::format("must be positive, got {}", value));
+    }
+    return value;
+  }
+  double non_negative(double value, std::string_view field) const {
+    if (!std::isfinite(value) || value < 0) {
+      fail(field, fmt::format("must be zero or positive, got {}", value));
+    }
+    return value;
+  }
+  int at_least(int value, int minimum, std::string_view field) const {
+    if (value < minimum) {
+      fail(field, fmt::format("must be at least {}, got {}", minimum, value));
+    }
+    return value;
+  }
+
+private:
+  std::string_view m_source;
+};
+
+LinkKind link_kind(proto::LinkKind k, const Checker& check, const std::string& field) {
+  switch (k) {
+  case proto::SHARED_MEMORY: return LinkKind::shared_memory;
+  case proto::NVLINK: return LinkKind::nvlink;
+  case proto::NVSWITCH: return LinkKind::nvswitch;
+  case proto::PCIE: return LinkKind::pcie;
+  case proto::INFINIBAND: return LinkKind::infiniband;
+  case proto::ETHERNET: return LinkKind::ethernet;
+  default: break;
+  }
+  check.fail(field, "must be set to one of SHARED_MEMORY, NVLINK, NVSWITCH, PCIE, INFINIBAND, ETHERNET");
+}
+
+Link link(const proto::Link& p, const Checker& check, const std::string& field) {
+  Link out;
+  out.kind = link_kind(p.kind(), check, field + ".kind");
+  out.bandwidth = check.positive(p.bandwidth(), field + ".bandwidth");
+  out.latency = check.non_negative(p.latency(), field + ".latency");
+  return out;
+}
+
+EfficiencyCurve curve(const google::protobuf::RepeatedPtrField<proto::EfficiencyPoint>& points, const Checker& check,
+                      const std::string& field) {
+  EfficiencyCurve out;
+  for (int i = 0; i < points.size(); ++i) {
+    const auto path = fmt::format("{}[{}]", field, i);
+    const double work = check.positive(points[i].work(), path + ".work");
+    const double fraction = points[i].fraction();
+    if (!std::isfinite(fraction) || fraction <= 0 || fraction > 1) {
+      check.fail(path + ".fraction", fmt::format("must be in (0, 1], got {}", fraction));
+    }
+    if (!out.points.empty() && work <= out.points.back().first) {
+      check.fail(path + ".work", fmt::format("must be larger than the previous point's work {}, got {}",
+                                             out.points.back().first, work));
+    }
+    out.points.emplace_back(work, fraction);
+  }
+  return out;
+}
+
+Device device(const proto::Device& p, const Checker& check) {
+  Device d;
+  d.name = p.name();
+  d.peak_fp32 = check.positive(p.peak_fp32(), "device.peak_fp32");
+  d.peak_tf32 = check.non_negative(p.peak_tf32(), "device.peak_tf32");
+  d.peak_fp16 = check.non_negative(p.peak_fp16(), "device.peak_fp16");
+  d.peak_bf16 = check.non_negative(p.peak_bf16(), "device.peak_bf16");
+  d.peak_fp8 = check.non_negative(p.peak_fp8(), "device.peak_fp8");
+  d.memory_bandwidth = check.positive(p.memory_bandwidth(), "device.memory_bandwidth");
+  d.memory_capacity = check.positive(p.memory_capacity(), "device.memory_capacity");
+  d.kernel_launch_overhead = check.non_negative(p.kernel_launch_overhead(), "device.kernel_launch_overhead");
+  d.compute_efficiency = curve(p.compute_efficiency(), check, "device.compute_efficiency");
+  d.memory_efficiency = curve(p.memory_efficiency(), check, "device.memory_efficiency");
+  return d;
+}
+
+void intra_node(const proto::NodeTopology& p, const Checker& check, Cluster& c) {
+  c.intra_link = link(p.link(), check, "intra_node.link");
+  c.intra_switched = p.switched();
+  const int n = c.devices_per_node;
+  if (c.intra_switched) {
+    if (p.pairs_size() > 0) {
+      check.fail("intra_node.pairs", "direct pairs describe a node that is not switched; set 'switched' to false "
+                                     "or remove the pairs");
+    }
+    if (p.has_fallback()) {
+      c.intra_fallback = link(p.fallback(), check, "intra_node.fallback");
+    }
+    return;
+  }
+
+  std::set<std::pair<int, int>> seen;
+  for (int i = 0; i < p.pairs_size(); ++i) {
+    const auto& pair = p.pairs(i);
+    const auto path = fmt::format("intra_node.pairs[{}]", i);
+    for (const auto& [value, end] : {std::pair{pair.a(), "a"}, std::pair{pair.b(), "b"}}) {
+      if (value < 0 || value >= n) {
+        check.fail(
+            fmt::format("{}.{}", path, end),
+            fmt::format("is {} but devices_per_node is {} (device indices within a node are 0..{})", value, n, n - 1));
+      }
+    }
+    if (pair.a() == pair.b()) {
+      check.fail(path + ".b", fmt::format("links device {} to itself", pair.a()));
+    }
+    if (!seen.emplace(std::min(pair.a(), pair.b()), std::max(pair.a(), pair.b())).second) {
+      check.fail(path, fmt::format("devices {} and {} are listed twice; give one pair with its lane count", pair.a(),
+                                   pair.b()));
+    }
+    c.intra_pairs.push_back(DirectLink{pair.a(), pair.b(), check.at_least(pair.lanes(), 1, path + ".lanes")});
+  }
+
+  if (p.has_fallback()) {
+    c.intra_fallback = link(p.fallback(), check, "intra_node.fallback");
+    return;
+  }
+  // Without a fallback every pair of the node must be wired directly.
+  for (int a = 0; a < n; ++a) {
+    for (int b = a + 1; b < n; ++b) {
+      if (!seen.contains({a, b})) {
+        check.fail("intra_node.fallback",
+                   fmt::format("devices {} and {} have no direct link in a node that is not switched, and no "
+                               "fallback link is given",
+                               a, b));
+      }
+    }
+  }
+}
+
+} // namespace
+
+Cluster from_proto(const proto::Cluster& p, std::string_view source) {
+  const Checker check(source);
+  Cluster c;
+  c.name = p.name();
+  c.description = p.description();
+  c.nodes = check.at_least(p.nodes(), 1, "nodes");
+  c.devices_per_node = check.at_least(p.devices_per_node(), 1, "devices_per_node");
+  if (static_cast<long long>(c.nodes) * c.devices_per_node > (1 << 24)) {
+    check.fail("nodes", fmt::format("{} nodes x {} devices is more devices than Partita models (16777216)", c.nodes,
+                                    c.devices_per_node));
+  }
+
+  if (!p.has_device()) {
+    check.fail("device", "is missing");
+  }
+  c.device = device(p.device(), check);
+
+  // Links inside a node matter only with several devices per node, the network only with several
+  // nodes; either is still checked when given, so that a preset can grow with ?nodes=.
+  if (p.has_intra_node()) {
+    intra_node(p.intra_node(), check, c);
+  } else if (c.devices_per_node > 1) {
+    check.fail("intra_node", fmt::format("is missing, but there are {} devices per node", c.devices_per_node));
+  } else {
+    c.intra_link = Link{LinkKind::shared_memory, 0, 0};
+  }
+
+  if (p.has_inter_node()) {
+    c.nic = link(p.inter_node().nic(), check, "inter_node.nic");
+    c.nics_per_node = check.at_least(p.inter_node().nics_per_node(), 1, "inter_node.nics_per_node");
+  } else if (c.nodes > 1) {
+    check.fail("inter_node", fmt::format("is missing, but there are {} nodes", c.nodes));
+  } else {
+    c.nic = Link{LinkKind::ethernet, 0, 0};
+  }
+  return c;
+}
+
+} // namespace partita::cluster

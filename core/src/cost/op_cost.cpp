@@ -1,0 +1,333 @@
+#include "partita/cost/op_cost.h"
+
+#include "partita/cluster/collectives.h"
+#include "partita/graph/error.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <set>
+
+namespace partita::cost {
+
+namespace {
+
+using cluster::Collective;
+using graph::TensorRole;
+
+bool uses_matrix_units(graph::OpClass c) {
+  return c == graph::OpClass::contraction || c == graph::OpClass::convolution || c == graph::OpClass::recurrent;
+}
+
+// Float values are stored at the training precision; integers as they are.
+double stored_bytes(const graph::Tensor& t, double shard_bytes, const TrainingSetup& setup) {
+  return graph::is_floating(t.dtype)
+             ? shard_bytes * setup.value_bytes() / static_cast<double>(graph::dtype_size(t.dtype))
+             : shard_bytes;
+}
+
+// How many groups of `groups` have a member on the node of the first group's first device:
+// they cross the network at the same time and share that node's NICs.
+int groups_sharing_a_node(const std::vector<std::vector<int>>& groups, const cluster::Cluster& c) {
+  if (groups.empty() || groups.front().empty()) {
+    return 1;
+  }
+  const int node = c.node_of(groups.front().front());
+  int n = 0;
+  for (const auto& group : groups) {
+    if (std::any_of(group.begin(), group.end(), [&](int d) { return c.node_of(d) == node; })) {
+      ++n;
+    }
+  }
+  return std::max(n, 1);
+}
+
+// The slowest group's time for one collective run by every group at once.
+cluster::CollectiveCost collective_on_groups(const cluster::Cluster& c, Collective kind,
+                                             const std::vector<std::vector<int>>& groups, double bytes) {
+  cluster::CollectiveCost worst;
+  const int sharing = groups_sharing_a_node(groups, c);
+  for (const auto& group : groups) {
+    if (group.size() < 2) {
+      continue;
+    }
+    auto cost = cluster::collective_cost(c, kind, group, bytes, cluster::Algorithm::automatic, sharing);
+    if (cost.seconds > worst.seconds) {
+      worst = cost;
+    }
+  }
+  return worst;
+}
+
+std::string axes_text(const graph::OpSemantics& s, const sharding::Config& config, const std::vector<int>& axes) {
+  std::vector<std::string> parts;
+  for (int a : axes) {
+    parts.push_back(
+        fmt::format("{}:{}", s.dims[static_cast<std::size_t>(a)].name, config.splits[static_cast<std::size_t>(a)]));
+  }
+  return fmt::format("{}", fmt::join(parts, " x "));
+}
+
+int axes_size(const sharding::Config& config, const std::vector<int>& axes) {
+  int n = 1;
+  for (int a : axes) {
+    n *= config.splits[static_cast<std::size_t>(a)];
+  }
+  return n;
+}
+
+} // namespace
+
+std::vector<std::vector<int>> device_groups(const sharding::Config& config, std::span<const int> devices,
+                                            std::span<const int> axes, bool across_copies) {
+  const int k = config.devices();
+  const int copies = static_cast<int>(devices.size()) / k;
+  std::vector<int> positions(static_cast<std::size_t>(k));
+  for (int i = 0; i < k; ++i) {
+    positions[static_cast<std::size_t>(i)] = i;
+  }
+  const auto position_groups = axes.empty() ? [&] {
+    std::vector<std::vector<int>> singles;
+    for (int i = 0; i < k; ++i) {
+      singles.push_back({i});
+    }
+    return singles;
+  }()
+                                            : sharding::groups_along(config, positions, axes);
+  std::vector<std::vector<int>> groups;
+  for (const auto& pg : position_groups) {
+    if (across_copies) {
+      std::vector<int> group;
+      for (int c = 0; c < copies; ++c) {
+        for (int p : pg) {
+          group.push_back(devices[static_cast<std::size_t>(c * k + p)]);
+        }
+      }
+      groups.push_back(std::move(group));
+    } else {
+      for (int c = 0; c < copies; ++c) {
+        std::vector<int> group;
+        for (int p : pg) {
+          group.push_back(devices[static_cast<std::size_t>(c * k + p)]);
+        }
+        groups.push_back(std::move(group));
+      }
+    }
+  }
+  return groups;
+}
+
+double OpCost::time_total() const {
+  double t = 0;
+  for (const auto& x : time) {
+    t += x.value;
+  }
+  return t;
+}
+
+double OpCost::memory_total() const {
+  double m = 0;
+  for (const auto& x : memory) {
+    m += x.value;
+  }
+  return m;
+}
+
+bool is_compute_term(std::string_view name) {
+  return name == term::forward_compute || name == term::backward_compute || name == term::recompute;
+}
+
+double OpCost::compute_time() const {
+  double t = 0;
+  for (const auto& x : time) {
+    if (is_compute_term(x.name)) {
+      t += x.value;
+    }
+  }
+  return t;
+}
+
+double OpCost::communication_time() const {
+  return time_total() - compute_time();
+}
+
+double OpCost::get(std::string_view name) const {
+  double v = 0;
+  for (const auto& x : time) {
+    if (x.name == name) {
+      v += x.value;
+    }
+  }
+  for (const auto& x : memory) {
+    if (x.name == name) {
+      v += x.value;
+    }
+  }
+  return v;
+}
+
+double kernel_time(double flops, double bytes, const cluster::Device& device, cluster::Precision precision) {
+  if (flops <= 0 && bytes <= 0) {
+    return 0;
+  }
+  const double peak = device.peak(precision);
+  const double compute = flops > 0 && peak > 0 ? flops / (peak * device.compute_efficiency.at(flops)) : 0;
+  const double memory = bytes > 0 && device.memory_bandwidth > 0
+                            ? bytes / (device.memory_bandwidth * device.memory_efficiency.at(bytes))
+                            : 0;
+  return std::max(compute, memory) + device.kernel_launch_overhead;
+}
+
+OpCost op_cost(const graph::Graph& g, graph::OpId id, const graph::OpSemantics& s, const sharding::Config& config,
+               std::span<const int> devices, const cluster::Cluster& cluster, const TrainingSetup& setup,
+               bool keep_output) {
+  const graph::Op& op = g.op(id);
+  if (config.splits.size() != s.dims.size()) {
+    throw Error(fmt::format("op '{}': the configuration has {} factors for {} iteration dimensions", op.name,
+                            config.splits.size(), s.dims.size()));
+  }
+  if (devices.empty() || devices.size() % static_cast<std::size_t>(config.devices()) != 0) {
+    throw Error(fmt::format("op '{}': configuration {} needs a multiple of {} devices, {} given", op.name,
+                            sharding::to_string(config, s), config.devices(), devices.size()));
+  }
+  const int copies = static_cast<int>(devices.size()) / config.devices();
+  OpCost cost;
+  const int parts = config.devices();
+  const cluster::Device& dev = cluster.device;
+  const cluster::Precision precision = uses_matrix_units(s.op_class) ? setup.precision : cluster::Precision::fp32;
+  const double scale = setup.value_bytes() / 4.0; // graph tensors are f32
+
+  // Compute: the iteration space divides evenly over the grid; bytes are the shards touched.
+  double shard_in = 0;
+  for (std::size_t i = 0; i < op.inputs.size(); ++i) {
+    if (op.inputs[i] != graph::no_tensor) {
+      const auto layout = sharding::input_layout(g, s, config, i);
+      shard_in += stored_bytes(g.tensor(op.inputs[i]), layout.shard_bytes(), setup);
+    }
+  }
+  double shard_out = 0;
+  for (std::size_t i = 0; i < op.outputs.size(); ++i) {
+    if (op.outputs[i] != graph::no_tensor) {
+      const auto layout = sharding::output_layout(g, s, config, i);
+      shard_out += stored_bytes(g.tensor(op.outputs[i]), layout.shard_bytes(), setup);
+    }
+  }
+  const double fwd_flops = s.fwd_flops / parts;
+  const double fwd_bytes = s.op_class == graph::OpClass::shape ? 0 : shard_in + shard_out;
+  const double fwd = s.op_class == graph::OpClass::shape ? 0 : kernel_time(fwd_flops, fwd_bytes, dev, precision);
+  cost.time.push_back({std::string(term::forward_compute), fwd,
+                       fmt::format("max({:.4g} GFLOP / {} peak, {:.4g} MB / memory bandwidth) + launch, on 1/{} of the "
+                                   "iteration space",
+                                   fwd_flops / 1e9, cluster::precision_name(precision), fwd_bytes / 1e6, parts)});
+  const double bwd_flops = (s.bwd_data_flops + s.bwd_weight_flops) / parts;
+  const double bwd_bytes =
+      s.bwd_bytes > 0 && s.fwd_bytes_read + s.fwd_bytes_written > 0 ? s.bwd_bytes * scale / parts : 0;
+  const double bwd = bwd_flops > 0 || bwd_bytes > 0 ? kernel_time(bwd_flops, bwd_bytes, dev, precision) : 0;
+  cost.time.push_back({std::string(term::backward_compute), bwd,
+                       fmt::format("data gradients {:.4g} GFLOP + weight gradients {:.4g} GFLOP on 1/{} of the space",
+                                   s.bwd_data_flops / parts / 1e9, s.bwd_weight_flops / parts / 1e9, parts)});
+  if (!keep_output && fwd > 0) {
+    cost.time.push_back({std::string(term::recompute), fwd, "the forward pass again, before the backward pass"});
+  }
+
+  // Forward: a split reduction leaves partial sums, all-reduced over that axis's groups.
+  for (std::size_t i = 0; i < op.outputs.size(); ++i) {
+    if (op.outputs[i] == graph::no_tensor) {
+      continue;
+    }
+    const auto layout = sharding::output_layout(g, s, config, i);
+    if (layout.partial_axes.empty()) {
+      continue;
+    }
+    const auto groups = device_groups(config, devices, layout.partial_axes, false);
+    const double bytes = stored_bytes(g.tensor(op.outputs[i]), layout.shard_bytes(), setup);
+    const auto c = collective_on_groups(cluster, Collective::all_reduce, groups, bytes);
+    cost.time.push_back({std::string(term::forward_reduce), c.seconds,
+                         fmt::format("'{}' is a partial sum over {}: {}", g.tensor(op.outputs[i]).name,
+                                     axes_text(s, config, layout.partial_axes), c.formula)});
+  }
+
+  // Backward and memory, per input: the one rule of DESIGN 3.2.1.
+  double params = 0, grads = 0, optimizer = 0;
+  for (std::size_t i = 0; i < op.inputs.size(); ++i) {
+    if (op.inputs[i] == graph::no_tensor) {
+      continue;
+    }
+    const graph::Tensor& t = g.tensor(op.inputs[i]);
+    const graph::InputSlot slot = i < s.slots.size() ? s.slots[i] : graph::InputSlot::data;
+    if (slot == graph::InputSlot::index || slot == graph::InputSlot::state || !graph::is_floating(t.dtype)) {
+      continue;
+    }
+    const auto layout = sharding::input_layout(g, s, config, i);
+    const double bytes = stored_bytes(t, layout.shard_bytes(), setup);
+    const int replicas = axes_size(config, layout.replica_axes) * copies;
+    const bool replicated = replicas > 1;
+    // A tensor read whole by several devices (a replica axis, or the copies) gets a partial
+    // gradient on each: activations reduce it for their producer, weights synchronize it.
+    const auto groups = device_groups(config, devices, layout.replica_axes, true);
+    if (t.role == TensorRole::activation && replicated) {
+      const auto c = collective_on_groups(cluster, Collective::all_reduce, groups, bytes);
+      cost.time.push_back(
+          {std::string(term::backward_reduce), c.seconds,
+           fmt::format("'{}' is read whole by the {} devices of {}, so its gradient is a partial sum "
+                       "reduced over them: {}",
+                       t.name, replicas,
+                       copies > 1 ? fmt::format("{} copies", copies) : axes_text(s, config, layout.replica_axes),
+                       c.formula)});
+    }
+    if (t.role != TensorRole::parameter) {
+      continue;
+    }
+    const std::string over = layout.replica_axes.empty() ? fmt::format("{} copies", copies)
+                             : copies > 1
+                                 ? fmt::format("{} x {} copies", axes_text(s, config, layout.replica_axes), copies)
+                                 : axes_text(s, config, layout.replica_axes);
+    // Weights: a replica group synchronizes gradients; ZeRO shards state over that group.
+    const double shard = setup.zero_stage >= 3 ? bytes / replicas : bytes;
+    params += shard;
+    grads += setup.zero_stage >= 2 ? bytes / replicas : bytes;
+    optimizer += (setup.zero_stage >= 1 ? bytes / replicas : bytes) / setup.value_bytes() * setup.optimizer_bytes();
+    if (!replicated) {
+      continue;
+    }
+    if (setup.zero_stage == 0) {
+      const auto c = collective_on_groups(cluster, Collective::all_reduce, groups, bytes);
+      cost.time.push_back({std::string(term::gradient_sync), c.seconds,
+                           fmt::format("'{}' is replicated over {} ({} replicas): gradient all-reduce, {}", t.name,
+                                       over, replicas, c.formula)});
+    } else {
+      const auto rs = collective_on_groups(cluster, Collective::reduce_scatter, groups, bytes);
+      const auto ag = collective_on_groups(cluster, Collective::all_gather, groups, bytes);
+      cost.time.push_back({std::string(term::gradient_sync), rs.seconds + ag.seconds,
+                           fmt::format("ZeRO-{}: gradient reduce-scatter and parameter all-gather over {} copies of "
+                                       "'{}': {}; {}",
+                                       setup.zero_stage, replicas, t.name, rs.formula, ag.formula)});
+      if (setup.zero_stage >= 3) {
+        cost.time.push_back(
+            {std::string(term::parameter_gather), 2 * ag.seconds,
+             fmt::format("ZeRO-3 gathers '{}' before the forward and the backward pass: 2 x {}", t.name, ag.formula)});
+      }
+    }
+  }
+  if (params > 0) {
+    cost.memory.push_back({std::string(term::parameters), params,
+                           fmt::format("parameter shards at {} bytes per value{}", setup.value_bytes(),
+                                       setup.zero_stage >= 3 ? ", sharded over replicas (ZeRO-3)" : "")});
+    cost.memory.push_back({std::string(term::gradients), grads,
+                           setup.zero_stage >= 2 ? "gradient shards, sharded over replicas (ZeRO-2)"
+                                                 : "one gradient per parameter value"});
+    if (optimizer > 0) {
+      cost.memory.push_back({std::string(term::optimizer_state), optimizer,
+                             fmt::format("{} state{} = {} bytes per parameter{}", optimizer_name(setup.optimizer),
+                                         setup.mixed() ? " + fp32 master weights" : "", setup.optimizer_bytes(),
+                                         setup.zero_stage >= 1 ? ", sharded over replicas (ZeRO-1)" : "")});
+    }
+  }
+  if (keep_output && s.op_class != graph::OpClass::shape && shard_out > 0) {
+    cost.memory.push_back(
+        {std::string(term::activations), shard_out, "this op's output shard, kept for the backward pass"});
+  }
+  return cost;
+}
+
+} // namespace partita::cost

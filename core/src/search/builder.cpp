@@ -1,0 +1,263 @@
+#include "search/builder.h"
+
+#include "partita/cost/op_cost.h"
+
+#include <algorithm>
+#include <limits>
+#include <set>
+
+namespace partita::search::detail {
+
+int floor_pow2(std::int64_t x) {
+  int p = 1;
+  while (static_cast<std::int64_t>(p) * 2 <= x && p < (1 << 30)) {
+    p *= 2;
+  }
+  return p;
+}
+
+bool has_weight(const graph::Graph& g, graph::OpId id) {
+  for (graph::TensorId t : g.op(id).inputs) {
+    if (t != graph::no_tensor && g.tensor(t).role == graph::TensorRole::parameter) {
+      return true;
+    }
+  }
+  return false;
+}
+
+namespace {
+
+// Iteration dims that index a parameter input of the op.
+std::set<int> weight_dims(const graph::Graph& g, const graph::OpSemantics& s, graph::OpId id) {
+  std::set<int> dims;
+  const auto& op = g.op(id);
+  for (std::size_t i = 0; i < op.inputs.size(); ++i) {
+    if (op.inputs[i] != graph::no_tensor && g.tensor(op.inputs[i]).role == graph::TensorRole::parameter) {
+      for (int d : s.inputs[i].dims) {
+        if (d >= 0) {
+          dims.insert(d);
+        }
+      }
+    }
+  }
+  return dims;
+}
+
+} // namespace
+
+int feature_dim(const graph::Graph& g, const graph::OpSemantics& s, graph::OpId id) {
+  const auto wd = weight_dims(g, s, id);
+  std::set<int> out_dims;
+  for (const auto& o : s.outputs) {
+    for (int d : o.dims) {
+      if (d >= 0) {
+        out_dims.insert(d);
+      }
+    }
+  }
+  int best = -1;
+  for (int d : wd) {
+    const auto& dim = s.dims[static_cast<std::size_t>(d)];
+    if (!dim.reduction && dim.splittable && out_dims.count(d) != 0 &&
+        (best < 0 || dim.size > s.dims[static_cast<std::size_t>(best)].size)) {
+      best = d;
+    }
+  }
+  return best;
+}
+
+int weight_reduction_dim(const graph::Graph& g, const graph::OpSemantics& s, graph::OpId id) {
+  int best = -1;
+  for (int d : weight_dims(g, s, id)) {
+    const auto& dim = s.dims[static_cast<std::size_t>(d)];
+    if (dim.reduction && dim.splittable && (best < 0 || dim.size > s.dims[static_cast<std::size_t>(best)].size)) {
+      best = d;
+    }
+  }
+  return best;
+}
+
+Builder::Builder(const Request& request, std::string family) : m_request(request), m_family(std::move(family)) {
+  if (request.graph == nullptr || request.cluster == nullptr) {
+    throw Error("search: a model and a cluster are required");
+  }
+  if (request.devices < 1 || request.devices > request.cluster->device_count()) {
+    throw Error(fmt::format("{}: {} devices requested, the cluster '{}' has {}", m_family, request.devices,
+                            request.cluster->name, request.cluster->device_count()));
+  }
+  const auto& g = *request.graph;
+  for (std::size_t i = 0; i < g.ops().size(); ++i) {
+    m_sem.push_back(graph::describe(g, static_cast<graph::OpId>(i)));
+  }
+  m_order = g.topological_order();
+  m_ops.resize(g.ops().size());
+  m_assigned.assign(g.ops().size(), false);
+  // The batch: dim 0 of every graph input, carried through the ops' tensor maps.
+  std::vector<std::set<int>> batch_dims_of_tensor(g.tensors().size());
+  for (graph::TensorId t : g.graph_inputs) {
+    if (!g.tensor(t).shape.empty()) {
+      batch_dims_of_tensor[static_cast<std::size_t>(t)].insert(0);
+    }
+  }
+  m_batch_dim.assign(g.ops().size(), -1);
+  for (graph::OpId id : m_order) {
+    const auto& op = g.op(id);
+    const auto& s = m_sem[static_cast<std::size_t>(id)];
+    std::set<int> batch;
+    for (std::size_t i = 0; i < op.inputs.size(); ++i) {
+      if (op.inputs[i] == graph::no_tensor) {
+        continue;
+      }
+      for (int j : batch_dims_of_tensor[static_cast<std::size_t>(op.inputs[i])]) {
+        const int d =
+            j < static_cast<int>(s.inputs[i].dims.size()) ? s.inputs[i].dims[static_cast<std::size_t>(j)] : -1;
+        if (d >= 0 && s.dims[static_cast<std::size_t>(d)].splittable &&
+            !s.dims[static_cast<std::size_t>(d)].reduction) {
+          batch.insert(d);
+        }
+      }
+    }
+    if (!batch.empty()) {
+      m_batch_dim[static_cast<std::size_t>(id)] = *batch.begin();
+    }
+    for (std::size_t o = 0; o < op.outputs.size(); ++o) {
+      if (op.outputs[o] == graph::no_tensor) {
+        continue;
+      }
+      const auto& dims = s.outputs[o].dims;
+      for (std::size_t j = 0; j < dims.size(); ++j) {
+        if (dims[j] >= 0 && batch.count(dims[j]) != 0) {
+          batch_dims_of_tensor[static_cast<std::size_t>(op.outputs[o])].insert(static_cast<int>(j));
+        }
+      }
+    }
+  }
+}
+
+sharding::Config Builder::split(graph::OpId id, std::initializer_list<std::pair<int, int>> dim_factors) const {
+  const auto& s = semantics(id);
+  sharding::Config c{std::vector<int>(s.dims.size(), 1)};
+  int used = 1;
+  for (auto [dim, factor] : dim_factors) {
+    if (dim < 0 || factor <= 1) {
+      continue;
+    }
+    const auto& d = s.dims[static_cast<std::size_t>(dim)];
+    if (!d.splittable) {
+      continue;
+    }
+    int f = std::min(floor_pow2(std::min<std::int64_t>(factor, d.size)), floor_pow2(devices() / used));
+    c.splits[static_cast<std::size_t>(dim)] *= f;
+    used *= f;
+  }
+  return c;
+}
+
+void Builder::assign(graph::OpId id, const sharding::Config& config) {
+  auto& a = m_ops[static_cast<std::size_t>(id)];
+  a.config = config;
+  const int k = config.devices();
+  const int usable = devices() / k * k; // whole copies only
+  a.devices.resize(static_cast<std::size_t>(usable));
+  for (int d = 0; d < usable; ++d) {
+    a.devices[static_cast<std::size_t>(d)] = d;
+  }
+  m_assigned[static_cast<std::size_t>(id)] = true;
+}
+
+std::optional<sharding::Config> Builder::carried_config(graph::OpId id, std::size_t input) const {
+  const auto& g = graph();
+  const graph::TensorId t = g.op(id).inputs[input];
+  if (t == graph::no_tensor || g.tensor(t).producer < 0 || !assigned(g.tensor(t).producer)) {
+    return std::nullopt;
+  }
+  const graph::OpId prod = g.tensor(t).producer;
+  const auto& prod_op = g.op(prod);
+  std::size_t out = 0;
+  while (out < prod_op.outputs.size() && prod_op.outputs[out] != t) {
+    ++out;
+  }
+  const auto from = sharding::output_layout(g, semantics(prod), m_ops[static_cast<std::size_t>(prod)].config, out);
+  const auto& s = semantics(id);
+  sharding::Config c{std::vector<int>(s.dims.size(), 1)};
+  int used = 1;
+  for (std::size_t j = 0; j < from.parts.size() && j < s.inputs[input].dims.size(); ++j) {
+    const int d = s.inputs[input].dims[j];
+    const int parts = from.parts[j];
+    if (d < 0 || parts <= 1 || !s.dims[static_cast<std::size_t>(d)].splittable ||
+        c.splits[static_cast<std::size_t>(d)] > 1 || parts > s.dims[static_cast<std::size_t>(d)].size ||
+        used * parts > devices()) {
+      continue;
+    }
+    c.splits[static_cast<std::size_t>(d)] = parts;
+    used *= parts;
+  }
+  return c;
+}
+
+double Builder::op_time(graph::OpId id) const {
+  const auto& a = m_ops[static_cast<std::size_t>(id)];
+  const auto c = cost::op_cost(graph(), id, semantics(id), a.config, a.devices, cluster(), m_request.setup);
+  double t = c.time_total();
+  for (std::size_t i = 0; i < graph().op(id).inputs.size(); ++i) {
+    if (auto term = strategy::input_redistribution(graph(), m_sem, m_ops, cluster(), id, i)) {
+      t += term->value;
+    }
+  }
+  return t;
+}
+
+void Builder::follow(graph::OpId id) {
+  std::vector<sharding::Config> candidates;
+  const auto& op = graph().op(id);
+  for (std::size_t i = 0; i < op.inputs.size(); ++i) {
+    if (auto c = carried_config(id, i)) {
+      candidates.push_back(*c);
+    }
+  }
+  candidates.push_back(split(id, {{batch_dim(id), devices()}}));
+  candidates.push_back(sharding::Config{std::vector<int>(semantics(id).dims.size(), 1)});
+  std::sort(candidates.begin(), candidates.end());
+  candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
+  double best_time = std::numeric_limits<double>::infinity();
+  sharding::Config best = candidates.front();
+  for (const auto& c : candidates) {
+    assign(id, c);
+    const double t = op_time(id);
+    // Prefer more parallelism on ties (more split devices, fewer redundant copies).
+    if (t < best_time * (1 - 1e-9) || (t <= best_time * (1 + 1e-9) && c.devices() > best.devices())) {
+      best_time = t;
+      best = c;
+    }
+  }
+  assign(id, best);
+}
+
+void Builder::check_cancel() const {
+  if (m_request.cancel != nullptr && m_request.cancel->load()) {
+    throw Cancelled();
+  }
+}
+
+void Builder::progress(double f) const {
+  if (m_request.progress) {
+    m_request.progress(f);
+  }
+}
+
+strategy::Strategy Builder::finish(std::string explanation) {
+  for (graph::OpId id : m_order) {
+    if (!assigned(id)) {
+      follow(id);
+    }
+  }
+  strategy::Strategy st;
+  st.family = m_family;
+  st.explanation = std::move(explanation);
+  st.devices = devices();
+  st.ops = std::move(m_ops);
+  progress(1.0);
+  return st;
+}
+
+} // namespace partita::search::detail

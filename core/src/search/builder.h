@@ -1,0 +1,76 @@
+#pragma once
+
+// What the hand-made families share: the model's semantics, which iteration dim of each op
+// carries the batch, and "follow": a weightless op takes the layout its input arrives in, or the
+// cheapest of a few alternatives, so that families only decide the ops that matter.
+
+#include "partita/cluster/cluster.h"
+#include "partita/cost/setup.h"
+#include "partita/graph/error.h"
+#include "partita/graph/op_semantics.h"
+#include "partita/search/optimizer.h"
+#include "partita/strategy/strategy.h"
+
+#include <fmt/format.h>
+
+#include <optional>
+#include <vector>
+
+namespace partita::search::detail {
+
+class Builder {
+public:
+  explicit Builder(const Request& request, std::string family);
+
+  const graph::Graph& graph() const { return *m_request.graph; }
+  const cluster::Cluster& cluster() const { return *m_request.cluster; }
+  const graph::OpSemantics& semantics(graph::OpId id) const { return m_sem[static_cast<std::size_t>(id)]; }
+  int devices() const { return m_request.devices; }
+  const std::vector<graph::OpId>& order() const { return m_order; }
+
+  // The iteration dim that carries the batch (propagated from dim 0 of the graph inputs), or -1.
+  int batch_dim(graph::OpId id) const { return m_batch_dim[static_cast<std::size_t>(id)]; }
+
+  // Splits `dim` of op `id` by the largest power of two <= min(factor, dim size); -1 leaves it whole.
+  sharding::Config split(graph::OpId id, std::initializer_list<std::pair<int, int>> dim_factors) const;
+
+  // Places `config` on all devices (copies fill what the config does not split).
+  void assign(graph::OpId id, const sharding::Config& config);
+  // Picks, for a weightless op, the cheapest of: its input's layout carried over, a batch split,
+  // and replication (time of the op plus redistribution of its inputs).
+  void follow(graph::OpId id);
+  bool assigned(graph::OpId id) const { return m_assigned[static_cast<std::size_t>(id)]; }
+
+  // The layout this op's input `i` arrives in, carried over onto this op's dims (nullopt when the
+  // input has no producer).
+  std::optional<sharding::Config> carried_config(graph::OpId id, std::size_t input) const;
+
+  // Time of op `id` under its current assignment, including input redistribution.
+  double op_time(graph::OpId id) const;
+
+  void check_cancel() const;
+  void progress(double f) const;
+
+  strategy::Strategy finish(std::string explanation);
+
+private:
+  const Request& m_request;
+  std::string m_family;
+  std::vector<graph::OpSemantics> m_sem;
+  std::vector<graph::OpId> m_order;
+  std::vector<int> m_batch_dim;
+  std::vector<strategy::OpAssignment> m_ops;
+  std::vector<bool> m_assigned;
+};
+
+// The op reads a trainable parameter (a "layer with weights").
+bool has_weight(const graph::Graph& g, graph::OpId id);
+// The non-reduction splittable dim that indexes both a parameter input and the output (Conv co,
+// Gemm/MatMul n, embedding hidden), preferring the largest; -1 if none.
+int feature_dim(const graph::Graph& g, const graph::OpSemantics& s, graph::OpId id);
+// The reduction dim that indexes a parameter input (MatMul/Gemm k), -1 if none.
+int weight_reduction_dim(const graph::Graph& g, const graph::OpSemantics& s, graph::OpId id);
+
+int floor_pow2(std::int64_t x);
+
+} // namespace partita::search::detail

@@ -1,0 +1,16 @@
+#pragma once
+
+// The families' entry points, one file each; optimizer.cpp wraps them as Optimizers.
+
+#include "search/builder.h"
+
+namespace partita::search::detail {
+
+strategy::Strategy data_parallel(const Request& r);
+strategy::Strategy model_parallel(const Request& r);
+strategy::Strategy one_weird_trick(const Request& r);
+strategy::Strategy megatron(const Request& r);
+strategy::Strategy hybrid(const Request& r);
+strategy::Strategy hybrid_with_group(const Request& r, int group, const std::string& family);
+
+} // namespace partita::search::detail

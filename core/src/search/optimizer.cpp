@@ -1,0 +1,62 @@
+#include "partita/search/optimizer.h"
+
+#include "partita/graph/error.h"
+#include "search/families.h"
+
+#include <fmt/format.h>
+
+namespace partita::search {
+namespace {
+
+class Family final : public Optimizer {
+public:
+  using Fn = strategy::Strategy (*)(const Request&);
+  Family(std::string_view name, std::string_view title, std::string_view description, Fn fn)
+      : m_name(name), m_title(title), m_description(description), m_fn(fn) {}
+  std::string_view name() const override { return m_name; }
+  std::string_view title() const override { return m_title; }
+  std::string_view description() const override { return m_description; }
+  strategy::Strategy optimize(const Request& request) const override { return m_fn(request); }
+
+private:
+  std::string_view m_name, m_title, m_description;
+  Fn m_fn;
+};
+
+} // namespace
+
+const std::vector<std::unique_ptr<Optimizer>>& optimizers() {
+  static const auto all = [] {
+    std::vector<std::unique_ptr<Optimizer>> v;
+    v.push_back(std::make_unique<Family>(
+        "dp", "data parallel", "replicate weights, split the batch, all-reduce gradients", detail::data_parallel));
+    v.push_back(std::make_unique<Family>("mp", "model parallel", "split every layer's output features over all devices",
+                                         detail::model_parallel));
+    v.push_back(std::make_unique<Family>(
+        "owt", "one weird trick", "data parallel convolutions, model parallel fully-connected layers (Krizhevsky 2014)",
+        detail::one_weird_trick));
+    v.push_back(std::make_unique<Family>(
+        "megatron", "Megatron tensor parallel",
+        "column/row-parallel matrix products inside a node, data parallel across (Shoeybi et al. 2019)",
+        detail::megatron));
+    v.push_back(std::make_unique<Family>(
+        "hybrid", "hybrid DP+MP in groups",
+        "model parallel inside groups, data parallel across, group size by predicted time (Pal et al. 2019)",
+        detail::hybrid));
+    return v;
+  }();
+  return all;
+}
+
+const Optimizer& find_optimizer(std::string_view name) {
+  std::vector<std::string_view> names;
+  for (const auto& o : optimizers()) {
+    if (o->name() == name) {
+      return *o;
+    }
+    names.push_back(o->name());
+  }
+  throw Error(fmt::format("unknown strategy family '{}' (known: {})", name, fmt::join(names, ", ")));
+}
+
+} // namespace partita::search

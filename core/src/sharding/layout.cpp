@@ -1,0 +1,123 @@
+// Tensor layouts under a config: which iteration dim cuts each tensor dim, over which grid axes a
+// tensor is replicated (and so has its gradient reduced, DESIGN.md 3.2.1) and over which it holds
+// partial sums, and the block each grid position holds.
+
+#include "partita/graph/error.h"
+#include "partita/sharding/config.h"
+#include "sharding/grid.h"
+
+#include <fmt/format.h>
+
+namespace partita::sharding {
+namespace {
+
+enum class Side { input, output };
+
+TensorLayout layout_of(const graph::Graph& g, const graph::OpSemantics& s, const Config& c, std::size_t index,
+                       Side side) {
+  const char* what = side == Side::input ? "input" : "output";
+  const auto& accesses = side == Side::input ? s.inputs : s.outputs;
+  if (index >= accesses.size()) {
+    throw Error(fmt::format("layout: the op has no {} {} (it has {})", what, index, accesses.size()));
+  }
+  if (c.splits.size() != s.dims.size()) {
+    throw Error(fmt::format("layout: config has {} splits for an op with {} dims", c.splits.size(), s.dims.size()));
+  }
+  const graph::TensorAccess& access = accesses[index];
+  if (access.tensor == graph::no_tensor) {
+    throw Error(fmt::format("layout: {} {} of the op is omitted", what, index));
+  }
+  const graph::Tensor& t = g.tensor(access.tensor);
+  if (access.dims.size() != t.shape.size()) {
+    throw Error(fmt::format("layout: {} '{}' has rank {} but its access maps {} dims", what, t.name, t.shape.size(),
+                            access.dims.size()));
+  }
+
+  TensorLayout l;
+  l.shape = t.shape;
+  // Strings and unknown types have no size; count them as 4 bytes rather than as free.
+  const std::int64_t es = graph::dtype_size(t.dtype);
+  l.element_size = es > 0 ? es : 4;
+  l.dim_axis.assign(t.shape.size(), -1);
+  l.parts.assign(t.shape.size(), 1);
+
+  std::vector<bool> indexes(s.dims.size(), false); // iteration dims that index some tensor dim
+  for (std::size_t j = 0; j < access.dims.size(); ++j) {
+    const int a = access.dims[j];
+    if (a < 0) {
+      continue;
+    }
+    if (static_cast<std::size_t>(a) >= s.dims.size()) {
+      throw Error(
+          fmt::format("layout: {} '{}' dim {} maps to iteration dim {} of {}", what, t.name, j, a, s.dims.size()));
+    }
+    // A dim indexing several tensor dims (a diagonal or broadcast pattern) can cut only one of
+    // them without splitting the tensor more ways than the grid has positions: cut the first.
+    if (!indexes[static_cast<std::size_t>(a)] && c.splits[static_cast<std::size_t>(a)] > 1) {
+      l.dim_axis[j] = a;
+      // The tensor dim may differ in size from the iteration dim (strided conv input, reshape
+      // runs, LSTM hidden vs gates): it is cut into as many parts, proportionally (block_of).
+      l.parts[j] = c.splits[static_cast<std::size_t>(a)];
+    }
+    indexes[static_cast<std::size_t>(a)] = true;
+  }
+  for (std::size_t a = 0; a < s.dims.size(); ++a) {
+    if (c.splits[a] <= 1 || indexes[a]) {
+      continue;
+    }
+    // For an output, a split reduction dim leaves partial sums, not copies.
+    const bool partial = side == Side::output && s.dims[a].reduction;
+    (partial ? l.partial_axes : l.replica_axes).push_back(static_cast<int>(a));
+  }
+  return l;
+}
+
+} // namespace
+
+double TensorLayout::shard_bytes() const {
+  double bytes = static_cast<double>(element_size);
+  for (std::size_t j = 0; j < shape.size(); ++j) {
+    const int p = j < parts.size() ? parts[j] : 1;
+    bytes *= static_cast<double>(detail::part_size(shape[j], p));
+  }
+  return bytes;
+}
+
+TensorLayout input_layout(const graph::Graph& g, const graph::OpSemantics& s, const Config& c, std::size_t input) {
+  return layout_of(g, s, c, input, Side::input);
+}
+
+TensorLayout output_layout(const graph::Graph& g, const graph::OpSemantics& s, const Config& c, std::size_t output) {
+  return layout_of(g, s, c, output, Side::output);
+}
+
+std::int64_t Block::elements() const {
+  std::int64_t n = 1;
+  for (std::size_t j = 0; j < begin.size(); ++j) {
+    n *= std::max<std::int64_t>(0, end[j] - begin[j]);
+  }
+  return n;
+}
+
+Block block_of(const TensorLayout& layout, const Config& c, int position) {
+  const std::vector<int> coords = grid_coordinates(c, position);
+  Block b;
+  b.begin.resize(layout.shape.size());
+  b.end.resize(layout.shape.size());
+  for (std::size_t j = 0; j < layout.shape.size(); ++j) {
+    const int a = layout.dim_axis[j];
+    if (a < 0) {
+      b.begin[j] = 0;
+      b.end[j] = layout.shape[j];
+      continue;
+    }
+    if (static_cast<std::size_t>(a) >= coords.size() || c.splits[static_cast<std::size_t>(a)] != layout.parts[j]) {
+      throw Error(fmt::format("block_of: the layout cuts tensor dim {} in {} parts but the config does not", j,
+                              layout.parts[j]));
+    }
+    detail::part_range(layout.shape[j], layout.parts[j], coords[static_cast<std::size_t>(a)], b.begin[j], b.end[j]);
+  }
+  return b;
+}
+
+} // namespace partita::sharding

@@ -1,0 +1,340 @@
+// Redistribution between two layouts of one tensor, computed from the geometry alone.
+//
+// The producer's layout cuts the tensor into "cells" (the product of its per-dim parts); every
+// producer device holds exactly one cell, and the devices holding the same cell are its replicas.
+// A consumer device d needs one block; it receives |block| minus what it holds itself.
+//
+// Cost: bytes and pattern take O((P_from + P_to) * r) for r tensor dims and P devices per side
+// (per-dim interval arithmetic, no pairwise device loop). Groups follow each needed cell to one
+// holder: O(sum over receiving consumers of the cells their block overlaps, times log R) for R
+// replicas per cell, bounded in practice by O(P * G) for exchange groups of G devices. Two
+// shortcuts keep the common large cases linear: with one holder per cell, consumers needing the
+// same block share one walk; once every device is in one group and every producer sends (an
+// all-to-all, a gather onto everyone), the remaining walks cannot change anything and stop.
+//
+// A producer output with partial_axes is taken as already reduced (all-reduced over those axes,
+// which the cost model charges to the producing op): its devices hold full values of their block.
+
+#include "partita/sharding/redistribution.h"
+
+#include "partita/graph/error.h"
+#include "sharding/grid.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <numeric>
+
+namespace partita::sharding {
+
+std::string_view pattern_name(Pattern p) {
+  switch (p) {
+  case Pattern::none: return "none";
+  case Pattern::all_gather: return "all_gather";
+  case Pattern::all_to_all: return "all_to_all";
+  case Pattern::slice: return "slice";
+  case Pattern::send_recv: return "send_recv";
+  case Pattern::mixed: return "mixed";
+  }
+  return "unknown";
+}
+
+namespace {
+
+void check_layout(const TensorLayout& l, const Config& c, std::span<const int> devices, const char* side) {
+  const std::size_t r = l.shape.size();
+  if (l.dim_axis.size() != r || l.parts.size() != r) {
+    throw Error(fmt::format("redistribute: {} layout has {} axes and {} parts for rank {}", side, l.dim_axis.size(),
+                            l.parts.size(), r));
+  }
+  for (std::size_t j = 0; j < r; ++j) {
+    const int a = l.dim_axis[j];
+    const bool ok =
+        a < 0 ? l.parts[j] == 1
+              : static_cast<std::size_t>(a) < c.splits.size() && c.splits[static_cast<std::size_t>(a)] == l.parts[j];
+    if (!ok) {
+      throw Error(fmt::format("redistribute: {} layout cuts tensor dim {} in {} parts, which its config does not", side,
+                              j, l.parts[j]));
+    }
+  }
+  detail::check_device_copies(c, devices, fmt::format("redistribute ({})", side));
+  for (const int d : devices) {
+    if (d < 0) {
+      throw Error(fmt::format("redistribute: {} device id {} is negative", side, d));
+    }
+  }
+}
+
+// The block grid position `coords` of a layout holds, per dim, written into begin/end.
+void block_at(const TensorLayout& l, std::span<const int> coords, std::span<std::int64_t> begin,
+              std::span<std::int64_t> end) {
+  for (std::size_t j = 0; j < l.shape.size(); ++j) {
+    const int a = l.dim_axis[j];
+    if (a < 0) {
+      begin[j] = 0;
+      end[j] = l.shape[j];
+    } else {
+      detail::part_range(l.shape[j], l.parts[j], coords[static_cast<std::size_t>(a)], begin[j], end[j]);
+    }
+  }
+}
+
+struct DisjointSets {
+  std::vector<int> parent;
+  explicit DisjointSets(std::size_t n) : parent(n) { std::iota(parent.begin(), parent.end(), 0); }
+  int find(int x) {
+    while (parent[static_cast<std::size_t>(x)] != x) {
+      int& p = parent[static_cast<std::size_t>(x)];
+      p = parent[static_cast<std::size_t>(p)]; // path halving
+      x = p;
+    }
+    return x;
+  }
+  // Returns whether two components merged.
+  bool unite(int a, int b) {
+    a = find(a);
+    b = find(b);
+    if (a == b) {
+      return false;
+    }
+    parent[static_cast<std::size_t>(std::max(a, b))] = std::min(a, b);
+    return true;
+  }
+};
+
+// The holder in `holders` (sorted device ids) closest to device d, the lower id on a tie.
+int nearest(std::span<const int> holders, int d) {
+  const auto it = std::lower_bound(holders.begin(), holders.end(), d);
+  if (it == holders.end()) {
+    return holders.back();
+  }
+  if (it == holders.begin() || *it == d) {
+    return *it;
+  }
+  const int above = *it;
+  const int below = *(it - 1);
+  return d - below <= above - d ? below : above;
+}
+
+} // namespace
+
+Redistribution redistribute(const TensorLayout& from, const Config& from_config, std::span<const int> from_devices,
+                            const TensorLayout& to, const Config& to_config, std::span<const int> to_devices) {
+  if (from.shape != to.shape) {
+    throw Error(fmt::format("redistribute: producer shape {} differs from consumer shape {}",
+                            graph::shape_string(from.shape), graph::shape_string(to.shape)));
+  }
+  check_layout(from, from_config, from_devices, "producer");
+  check_layout(to, to_config, to_devices, "consumer");
+  const std::size_t r = from.shape.size();
+
+  // Dense tables by device id: which producer position a device is, and duplicates check.
+  int max_id = 0;
+  for (const int d : from_devices) {
+    max_id = std::max(max_id, d);
+  }
+  for (const int d : to_devices) {
+    max_id = std::max(max_id, d);
+  }
+  const auto ids = static_cast<std::size_t>(max_id) + 1;
+  std::vector<int> from_pos(ids, -1);
+  for (std::size_t p = 0; p < from_devices.size(); ++p) {
+    int& slot = from_pos[static_cast<std::size_t>(from_devices[p])];
+    if (slot >= 0) {
+      throw Error(fmt::format("redistribute: producer device {} is listed twice", from_devices[p]));
+    }
+    slot = static_cast<int>(p);
+  }
+  std::size_t components = from_devices.size(); // distinct devices of both sides, as singletons
+  {
+    std::vector<bool> seen(ids, false);
+    for (const int d : to_devices) {
+      if (seen[static_cast<std::size_t>(d)]) {
+        throw Error(fmt::format("redistribute: consumer device {} is listed twice", d));
+      }
+      seen[static_cast<std::size_t>(d)] = true;
+      components += from_pos[static_cast<std::size_t>(d)] < 0 ? 1 : 0;
+    }
+  }
+
+  // Producer cells: cell id = the producer's part indices raveled, last dim fastest.
+  std::vector<std::int64_t> stride(r, 1);
+  std::int64_t cells = 1;
+  for (std::size_t j = r; j-- > 0;) {
+    stride[j] = cells;
+    cells *= from.parts[j];
+  }
+  std::vector<int> coords(std::max(from_config.splits.size(), to_config.splits.size()), 0);
+  std::vector<std::int64_t> cell_of_pos(from_devices.size());
+  std::vector<int> holder_start(static_cast<std::size_t>(cells) + 1, 0);
+  for (std::size_t p = 0; p < from_devices.size(); ++p) {
+    detail::unravel(from_config, static_cast<int>(p) % from_config.devices(), coords);
+    std::int64_t cell = 0;
+    for (std::size_t j = 0; j < r; ++j) {
+      const int a = from.dim_axis[j];
+      cell += a < 0 ? 0 : coords[static_cast<std::size_t>(a)] * stride[j];
+    }
+    cell_of_pos[p] = cell;
+    ++holder_start[static_cast<std::size_t>(cell) + 1];
+  }
+  std::partial_sum(holder_start.begin(), holder_start.end(), holder_start.begin());
+  std::vector<int> holders(from_devices.size());
+  {
+    std::vector<int> fill(holder_start.begin(), holder_start.end() - 1);
+    for (std::size_t p = 0; p < from_devices.size(); ++p) {
+      holders[static_cast<std::size_t>(fill[static_cast<std::size_t>(cell_of_pos[p])]++)] = from_devices[p];
+    }
+    for (std::int64_t c = 0; c < cells; ++c) {
+      std::sort(holders.begin() + holder_start[static_cast<std::size_t>(c)],
+                holders.begin() + holder_start[static_cast<std::size_t>(c) + 1]);
+    }
+  }
+  const bool single_holder = static_cast<std::int64_t>(from_devices.size()) == cells;
+
+  // Consumers with one holder per cell and the same needed block touch the same holders: the
+  // first walks the cells, the others join through a remembered holder (two, from distinct cells,
+  // so that one of them is not the consumer itself).
+  std::int64_t to_cells = 1;
+  for (const int p : to.parts) {
+    to_cells *= p;
+  }
+  std::vector<std::array<int, 2>> remembered(single_holder ? static_cast<std::size_t>(to_cells) : 0, {-1, -1});
+
+  DisjointSets sets(ids);
+  std::vector<bool> involved(ids, false);
+  std::size_t senders = 0; // producer devices marked involved
+  auto involve = [&](int device) {
+    if (!involved[static_cast<std::size_t>(device)]) {
+      involved[static_cast<std::size_t>(device)] = true;
+      senders += from_pos[static_cast<std::size_t>(device)] >= 0 ? 1 : 0;
+    }
+  };
+  auto link = [&](int a, int b) { components -= sets.unite(a, b) ? 1 : 0; };
+  std::vector<std::int64_t> nb(r), ne(r), hb(r), he(r);
+  std::vector<std::int64_t> lo(r), hi(r), cur(r);
+  double total = 0, max_in = 0;
+  bool any_slice = false, any_gather = false, any_a2a = false, any_fresh = false;
+
+  for (std::size_t t = 0; t < to_devices.size(); ++t) {
+    const int d = to_devices[t];
+    detail::unravel(to_config, static_cast<int>(t) % to_config.devices(), coords);
+    block_at(to, coords, nb, ne);
+    std::int64_t to_cell = 0, to_stride = 1;
+    for (std::size_t j = r; j-- > 0;) {
+      const int a = to.dim_axis[j];
+      to_cell += a < 0 ? 0 : coords[static_cast<std::size_t>(a)] * to_stride;
+      to_stride *= to.parts[j];
+    }
+    std::int64_t needed = 1;
+    for (std::size_t j = 0; j < r; ++j) {
+      needed *= ne[j] - nb[j];
+    }
+    const int p = from_pos[static_cast<std::size_t>(d)];
+    std::int64_t held = 0, common = 0, own_cell = -1;
+    if (p >= 0) {
+      own_cell = cell_of_pos[static_cast<std::size_t>(p)];
+      detail::unravel(from_config, p % from_config.devices(), coords);
+      block_at(from, coords, hb, he);
+      held = common = 1;
+      for (std::size_t j = 0; j < r; ++j) {
+        held *= he[j] - hb[j];
+        common *= std::max<std::int64_t>(0, std::min(ne[j], he[j]) - std::max(nb[j], hb[j]));
+      }
+    }
+    const std::int64_t received = needed - common;
+    if (received == 0) {
+      any_slice = any_slice || needed != held;
+      continue;
+    }
+    const double bytes = static_cast<double>(received) * static_cast<double>(from.element_size);
+    total += bytes;
+    max_in = std::max(max_in, bytes);
+    (p < 0 ? any_fresh : common == held ? any_gather : any_a2a) = true;
+
+    // Groups: link d to a holder of every other cell its block overlaps.
+    involve(d);
+    // Once every device is in one group and every producer sends, no walk can change the groups.
+    if (components == 1 && senders == from_devices.size()) {
+      continue;
+    }
+    if (single_holder) {
+      const auto& rem = remembered[static_cast<std::size_t>(to_cell)];
+      if (rem[0] >= 0) {
+        link(d, rem[0] != d ? rem[0] : rem[1]);
+        continue;
+      }
+    }
+    for (std::size_t j = 0; j < r; ++j) {
+      const std::int64_t step = detail::part_size(from.shape[j], from.parts[j]);
+      lo[j] = nb[j] / step;
+      hi[j] = (ne[j] - 1) / step;
+      cur[j] = lo[j];
+    }
+    std::array<int, 2> seen{-1, -1};
+    for (;;) {
+      std::int64_t cell = 0;
+      for (std::size_t j = 0; j < r; ++j) {
+        cell += cur[j] * stride[j];
+      }
+      if (cell != own_cell) {
+        const auto c = static_cast<std::size_t>(cell);
+        const int h = nearest(
+            std::span<const int>(holders).subspan(static_cast<std::size_t>(holder_start[c]),
+                                                  static_cast<std::size_t>(holder_start[c + 1] - holder_start[c])),
+            d);
+        involve(h);
+        link(d, h);
+        if (seen[0] < 0) {
+          seen[0] = h;
+        } else if (seen[1] < 0) {
+          seen[1] = h;
+        }
+      } else if (seen[1] < 0) {
+        // Remember d as the holder of its own cell: another consumer needing this block gets it.
+        (seen[0] < 0 ? seen[0] : seen[1]) = d;
+      }
+      std::size_t j = r;
+      while (j-- > 0 && ++cur[j] > hi[j]) {
+        cur[j] = lo[j];
+      }
+      if (j == static_cast<std::size_t>(-1)) {
+        break;
+      }
+    }
+    if (single_holder) {
+      remembered[static_cast<std::size_t>(to_cell)] = seen;
+    }
+  }
+
+  Redistribution out;
+  out.total_bytes = total;
+  out.max_bytes_in = max_in;
+  if (total == 0) {
+    out.pattern = any_slice ? Pattern::slice : Pattern::none;
+    return out;
+  }
+  // Consumers that hold nothing of the producer's receive whole blocks: a send/recv, as between
+  // pipeline stages on disjoint devices.
+  const int kinds = int{any_gather} + int{any_a2a} + int{any_fresh};
+  out.pattern = kinds > 1    ? Pattern::mixed
+                : any_gather ? Pattern::all_gather
+                : any_a2a    ? Pattern::all_to_all
+                             : Pattern::send_recv;
+
+  std::vector<int> group_of_root(ids, -1);
+  for (std::size_t d = 0; d < ids; ++d) {
+    if (!involved[d]) {
+      continue;
+    }
+    int& g = group_of_root[static_cast<std::size_t>(sets.find(static_cast<int>(d)))];
+    if (g < 0) {
+      g = static_cast<int>(out.groups.size());
+      out.groups.emplace_back();
+    }
+    out.groups[static_cast<std::size_t>(g)].push_back(static_cast<int>(d));
+  }
+  return out;
+}
+
+} // namespace partita::sharding

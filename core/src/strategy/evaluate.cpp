@@ -1,0 +1,252 @@
+#include "partita/cluster/collectives.h"
+#include "partita/graph/error.h"
+#include "partita/sharding/redistribution.h"
+#include "partita/strategy/strategy.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+namespace partita::strategy {
+
+int OpAssignment::copies() const {
+  const int k = config.devices();
+  return k > 0 ? static_cast<int>(devices.size()) / k : 0;
+}
+
+std::vector<int> OpAssignment::copy(int c) const {
+  const auto k = static_cast<std::size_t>(config.devices());
+  return {devices.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(c) * k),
+          devices.begin() + static_cast<std::ptrdiff_t>((static_cast<std::size_t>(c) + 1) * k)};
+}
+
+std::string_view schedule_name(Schedule s) {
+  return s == Schedule::gpipe ? "gpipe" : "1f1b";
+}
+
+int batch_size(const graph::Graph& g) {
+  for (graph::TensorId t : g.graph_inputs) {
+    const auto& shape = g.tensor(t).shape;
+    if (!shape.empty()) {
+      return static_cast<int>(shape.front());
+    }
+  }
+  return 1;
+}
+
+namespace {
+
+void check(const graph::Graph& g, const cluster::Cluster& cluster, const Strategy& st,
+           const std::vector<graph::OpSemantics>& sem) {
+  if (st.ops.size() != g.ops().size()) {
+    throw Error(
+        fmt::format("strategy '{}' assigns {} ops, the model has {}", st.family, st.ops.size(), g.ops().size()));
+  }
+  for (std::size_t i = 0; i < st.ops.size(); ++i) {
+    const auto& a = st.ops[i];
+    const auto& name = g.op(static_cast<graph::OpId>(i)).name;
+    if (a.config.splits.size() != sem[i].dims.size()) {
+      throw Error(fmt::format("strategy '{}', op '{}': {} split factors for {} iteration dimensions", st.family, name,
+                              a.config.splits.size(), sem[i].dims.size()));
+    }
+    const int k = a.config.devices();
+    if (k < 1 || a.devices.empty() || a.devices.size() % static_cast<std::size_t>(k) != 0) {
+      throw Error(fmt::format("strategy '{}', op '{}': {} devices is not a multiple of the {} its configuration needs",
+                              st.family, name, a.devices.size(), k));
+    }
+    std::set<int> seen;
+    for (int d : a.devices) {
+      if (d < 0 || d >= cluster.device_count() || !seen.insert(d).second) {
+        throw Error(fmt::format("strategy '{}', op '{}': device {} is {}", st.family, name, d,
+                                d < 0 || d >= cluster.device_count() ? "not in the cluster" : "listed twice"));
+      }
+    }
+  }
+  if (st.pipeline) {
+    if (st.pipeline->stage_of_op.size() != g.ops().size() || st.pipeline->micro_batches < 1 ||
+        st.pipeline->stages < 1) {
+      throw Error(
+          fmt::format("strategy '{}': the pipeline needs a stage per op, >= 1 stage and >= 1 micro-batch", st.family));
+    }
+  }
+}
+
+// Which output slot of `producer` is `tensor`.
+std::size_t output_index(const graph::Op& producer, graph::TensorId tensor) {
+  for (std::size_t i = 0; i < producer.outputs.size(); ++i) {
+    if (producer.outputs[i] == tensor) {
+      return i;
+    }
+  }
+  return 0;
+}
+
+// Time to move `r` (forward) and the same gradient back (backward).
+cost::Term redistribution_term(const cluster::Cluster& cluster, const sharding::Redistribution& r,
+                               const std::string& tensor, const std::string& producer) {
+  cluster::CollectiveCost worst;
+  for (const auto& group : r.groups) {
+    if (group.size() < 2) {
+      continue;
+    }
+    const auto p = static_cast<double>(group.size());
+    cluster::CollectiveCost c;
+    switch (r.pattern) {
+    case sharding::Pattern::all_gather:
+      c = cluster::collective_cost(cluster, cluster::Collective::all_gather, group, r.max_bytes_in * p / (p - 1));
+      break;
+    case sharding::Pattern::send_recv:
+      if (group.size() == 2) {
+        c = cluster::collective_cost(cluster, cluster::Collective::send_recv, group, r.max_bytes_in);
+        break;
+      }
+      [[fallthrough]]; // several senders and receivers: a many-to-many exchange
+    default:
+      c = cluster::collective_cost(cluster, cluster::Collective::all_to_all, group, r.max_bytes_in * p / (p - 1));
+      break;
+    }
+    if (c.seconds > worst.seconds) {
+      worst = c;
+    }
+  }
+  return {std::string(cost::term::redistribution), 2 * worst.seconds,
+          fmt::format("'{}' from '{}': {} of {:.4g} MB per device, forward and its gradient backward: 2 x {}", tensor,
+                      producer, sharding::pattern_name(r.pattern), r.max_bytes_in / 1e6, worst.formula)};
+}
+
+// Which ops keep their output for the backward pass under the recompute policy.
+std::vector<bool> kept_outputs(const graph::Graph& g, const std::vector<graph::OpId>& order,
+                               const std::vector<graph::OpSemantics>& sem, cost::Recompute policy) {
+  std::vector<bool> keep(g.ops().size(), true);
+  if (policy == cost::Recompute::selective) {
+    for (std::size_t i = 0; i < keep.size(); ++i) {
+      const auto c = sem[i].op_class;
+      keep[i] = !(c == graph::OpClass::elementwise || c == graph::OpClass::softmax);
+    }
+  } else if (policy == cost::Recompute::full) {
+    const auto k = static_cast<std::size_t>(std::ceil(std::sqrt(static_cast<double>(order.size()))));
+    for (std::size_t i = 0; i < order.size(); ++i) {
+      keep[static_cast<std::size_t>(order[i])] = k == 0 || (i + 1) % k == 0;
+    }
+  }
+  return keep;
+}
+
+} // namespace
+
+std::optional<cost::Term> input_redistribution(const graph::Graph& g, const std::vector<graph::OpSemantics>& sem,
+                                               const std::vector<OpAssignment>& ops, const cluster::Cluster& cluster,
+                                               graph::OpId id, std::size_t input) {
+  const auto& op = g.op(id);
+  const graph::TensorId t = op.inputs[input];
+  if (t == graph::no_tensor || g.tensor(t).producer < 0) {
+    return std::nullopt;
+  }
+  const graph::OpId prod = g.tensor(t).producer;
+  const auto& a = ops[static_cast<std::size_t>(id)];
+  const auto& pa = ops[static_cast<std::size_t>(prod)];
+  const auto from =
+      sharding::output_layout(g, sem[static_cast<std::size_t>(prod)], pa.config, output_index(g.op(prod), t));
+  const auto to = sharding::input_layout(g, sem[static_cast<std::size_t>(id)], a.config, input);
+  // Copies of a grid hold the same blocks, so every device of either side takes part.
+  const auto worst = sharding::redistribute(from, pa.config, pa.devices, to, a.config, a.devices);
+  if (worst.max_bytes_in <= 0) {
+    return std::nullopt;
+  }
+  return redistribution_term(cluster, worst, g.tensor(t).name, g.op(prod).name);
+}
+
+Prediction evaluate(const graph::Graph& g, const cluster::Cluster& cluster, const Strategy& st,
+                    const cost::TrainingSetup& setup) {
+  std::vector<graph::OpSemantics> sem;
+  sem.reserve(g.ops().size());
+  for (std::size_t i = 0; i < g.ops().size(); ++i) {
+    sem.push_back(graph::describe(g, static_cast<graph::OpId>(i)));
+  }
+  check(g, cluster, st, sem);
+  const auto order = g.topological_order();
+  const auto keep = kept_outputs(g, order, sem, setup.recompute);
+
+  Prediction p;
+  p.batch = batch_size(g);
+  p.ops.resize(g.ops().size());
+  p.memory.resize(static_cast<std::size_t>(cluster.device_count()));
+  p.memory_capacity = cluster.device.memory_capacity;
+  const int stages = st.pipeline ? st.pipeline->stages : 1;
+  const int micro = st.pipeline ? st.pipeline->micro_batches : 1;
+  std::vector<double> stage_time(static_cast<std::size_t>(stages), 0.0); // without gradient sync
+  std::vector<double> stage_sync(static_cast<std::size_t>(stages), 0.0);
+  std::set<int> used;
+  double compute = 0, communication = 0, redistribution = 0, sync = 0;
+
+  for (graph::OpId id : order) {
+    const auto& op = g.op(id);
+    const auto& a = st.ops[static_cast<std::size_t>(id)];
+    const auto& s = sem[static_cast<std::size_t>(id)];
+    auto c = cost::op_cost(g, id, s, a.config, a.devices, cluster, setup, keep[static_cast<std::size_t>(id)]);
+    // Inputs produced by another op arrive in that op's output layout.
+    for (std::size_t i = 0; i < op.inputs.size(); ++i) {
+      if (auto term = input_redistribution(g, sem, st.ops, cluster, id, i)) {
+        c.time.push_back(std::move(*term));
+      }
+    }
+    const double total = c.time_total();
+    const double sync_time = c.get(cost::term::gradient_sync);
+    for (const auto& term : c.time) {
+      if (cost::is_compute_term(term.name)) {
+        compute += term.value;
+      } else if (term.name == cost::term::redistribution) {
+        redistribution += term.value;
+      } else if (term.name == cost::term::gradient_sync) {
+        sync += term.value;
+      } else {
+        communication += term.value;
+      }
+    }
+    const int stage = st.pipeline ? st.pipeline->stage_of_op[static_cast<std::size_t>(id)] : 0;
+    stage_time[static_cast<std::size_t>(stage)] += total - sync_time;
+    stage_sync[static_cast<std::size_t>(stage)] += sync_time;
+    // Memory: activations of the micro-batches a stage holds at once (1F1B: stages - stage).
+    double in_flight = 1.0;
+    if (st.pipeline && st.pipeline->schedule == Schedule::one_f_one_b) {
+      in_flight = std::min<double>(stages - stage, micro) / micro;
+    }
+    for (int d : a.devices) {
+      used.insert(d);
+      auto& m = p.memory[static_cast<std::size_t>(d)];
+      m.parameters += c.get(cost::term::parameters);
+      m.gradients += c.get(cost::term::gradients);
+      m.optimizer_state += c.get(cost::term::optimizer_state);
+      m.activations += c.get(cost::term::activations) * in_flight;
+    }
+    p.ops[static_cast<std::size_t>(id)] = OpPrediction{std::move(c), total};
+  }
+
+  p.iteration = {{"compute", compute, "forward, backward and recomputation kernels, summed over ops"},
+                 {"communication", communication, "partial-sum and input-gradient reductions inside ops"},
+                 {"redistribution", redistribution, "moving tensors between producer and consumer layouts"},
+                 {"gradient sync", sync, "weight-gradient all-reduce over replicas"}};
+  if (st.pipeline) {
+    const double slowest = *std::max_element(stage_time.begin(), stage_time.end()) / micro;
+    const double bubble = (stages - 1) * slowest;
+    const double steady = micro * slowest;
+    const double sync_max = *std::max_element(stage_sync.begin(), stage_sync.end());
+    p.iteration.push_back({"pipeline bubble", bubble,
+                           fmt::format("({} stages - 1) x slowest stage per micro-batch {:.4g} ms ({})", stages,
+                                       slowest * 1e3, schedule_name(st.pipeline->schedule))});
+    p.iteration_time = steady + bubble + sync_max;
+  } else {
+    p.iteration_time = compute + communication + redistribution + sync;
+  }
+  p.samples_per_second = p.iteration_time > 0 ? p.batch / p.iteration_time : 0;
+  p.devices_used = static_cast<int>(used.size());
+  for (const auto& m : p.memory) {
+    p.peak_memory = std::max(p.peak_memory, m.total());
+  }
+  p.fits = p.peak_memory <= p.memory_capacity;
+  return p;
+}
+
+} // namespace partita::strategy

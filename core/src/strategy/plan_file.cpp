@@ -1,0 +1,165 @@
+#include "partita/strategy/plan_file.h"
+
+#include "partita/graph/error.h"
+#include "partita/proto/partita.pb.h"
+
+#include <fmt/format.h>
+
+#include <array>
+
+namespace partita::strategy {
+
+namespace {
+
+template <typename Enum, std::size_t N>
+Enum parse_enum(std::string_view value, const std::array<Enum, N>& values, std::string_view (*name)(Enum),
+                std::string_view source, std::string_view field) {
+  std::vector<std::string_view> names;
+  for (Enum e : values) {
+    if (name(e) == value) {
+      return e;
+    }
+    names.push_back(name(e));
+  }
+  throw Error(fmt::format("{}: field '{}': '{}' is not one of {}", source, field, value, fmt::join(names, ", ")));
+}
+
+} // namespace
+
+proto::TrainingSetup setup_to_proto(const cost::TrainingSetup& setup) {
+  proto::TrainingSetup p;
+  p.set_precision(std::string(cluster::precision_name(setup.precision)));
+  p.set_optimizer(std::string(cost::optimizer_name(setup.optimizer)));
+  p.set_zero_stage(setup.zero_stage);
+  p.set_recompute(std::string(cost::recompute_name(setup.recompute)));
+  return p;
+}
+
+cost::TrainingSetup setup_from_proto(const proto::TrainingSetup& p, std::string_view source) {
+  using cluster::Precision;
+  cost::TrainingSetup s;
+  s.precision =
+      parse_enum(p.precision().empty() ? "fp32" : p.precision(),
+                 std::array{Precision::fp32, Precision::tf32, Precision::fp16, Precision::bf16, Precision::fp8},
+                 cluster::precision_name, source, "setup.precision");
+  s.optimizer = parse_enum(p.optimizer().empty() ? "adam" : p.optimizer(),
+                           std::array{cost::Optimizer::sgd, cost::Optimizer::momentum, cost::Optimizer::adam},
+                           cost::optimizer_name, source, "setup.optimizer");
+  s.recompute = parse_enum(p.recompute().empty() ? "none" : p.recompute(),
+                           std::array{cost::Recompute::none, cost::Recompute::selective, cost::Recompute::full},
+                           cost::recompute_name, source, "setup.recompute");
+  if (p.zero_stage() < 0 || p.zero_stage() > 3) {
+    throw Error(fmt::format("{}: field 'setup.zero_stage': {} is not 0, 1, 2 or 3", source, p.zero_stage()));
+  }
+  s.zero_stage = p.zero_stage();
+  return s;
+}
+
+proto::Plan to_plan(const graph::Graph& g, const cluster::Cluster& cluster, const Strategy& st,
+                    const Prediction& prediction, const cost::TrainingSetup& setup, const std::string& model) {
+  proto::Plan plan;
+  plan.set_model(model);
+  plan.set_batch(prediction.batch);
+  plan.set_family(st.family);
+  plan.set_explanation(st.explanation);
+  plan.set_devices(st.devices);
+  *plan.mutable_cluster() = cluster::to_proto(cluster);
+  *plan.mutable_setup() = setup_to_proto(setup);
+  for (std::size_t i = 0; i < st.ops.size(); ++i) {
+    const auto id = static_cast<graph::OpId>(i);
+    const auto s = graph::describe(g, id);
+    auto* op = plan.add_ops();
+    op->set_name(g.op(id).name);
+    op->set_type(g.op(id).type);
+    for (std::size_t d = 0; d < s.dims.size(); ++d) {
+      if (st.ops[i].config.splits[d] > 1) {
+        auto* split = op->add_splits();
+        split->set_dim(s.dims[d].name);
+        split->set_factor(st.ops[i].config.splits[d]);
+      }
+    }
+    for (int dev : st.ops[i].devices) {
+      op->add_devices(dev);
+    }
+    if (i < prediction.ops.size()) {
+      op->set_time_seconds(prediction.ops[i].time);
+      op->set_memory_bytes(prediction.ops[i].cost.memory_total());
+    }
+  }
+  if (st.pipeline) {
+    auto* p = plan.mutable_pipeline();
+    p->set_stages(st.pipeline->stages);
+    p->set_micro_batches(st.pipeline->micro_batches);
+    p->set_schedule(std::string(schedule_name(st.pipeline->schedule)));
+    for (int s : st.pipeline->stage_of_op) {
+      p->add_stage_of_op(s);
+    }
+  }
+  plan.set_iteration_seconds(prediction.iteration_time);
+  plan.set_samples_per_second(prediction.samples_per_second);
+  plan.set_peak_memory_bytes(prediction.peak_memory);
+  plan.set_fits(prediction.fits);
+  return plan;
+}
+
+Strategy from_plan(const proto::Plan& plan, const graph::Graph& g, std::string_view source) {
+  if (static_cast<std::size_t>(plan.ops_size()) != g.ops().size()) {
+    throw Error(
+        fmt::format("{}: field 'ops': {} entries, the model has {} ops", source, plan.ops_size(), g.ops().size()));
+  }
+  Strategy st;
+  st.family = plan.family().empty() ? "given" : plan.family();
+  st.explanation = plan.explanation();
+  st.devices = plan.devices();
+  for (int i = 0; i < plan.ops_size(); ++i) {
+    const auto& p = plan.ops(i);
+    const auto id = static_cast<graph::OpId>(i);
+    const auto& op = g.op(id);
+    const std::string field = fmt::format("ops[{}]", i);
+    if (p.name() != op.name) {
+      throw Error(
+          fmt::format("{}: field '{}.name': '{}' but the model's op {} is '{}'", source, field, p.name(), i, op.name));
+    }
+    const auto s = graph::describe(g, id);
+    std::vector<std::pair<std::string, int>> splits;
+    for (const auto& sp : p.splits()) {
+      splits.emplace_back(sp.dim(), sp.factor());
+    }
+    OpAssignment a;
+    try {
+      a.config = sharding::make_config(s, splits);
+    } catch (const Error& e) {
+      throw Error(fmt::format("{}: field '{}.splits': {}", source, field, e.what()));
+    }
+    a.devices.assign(p.devices().begin(), p.devices().end());
+    if (a.devices.empty() || a.devices.size() % static_cast<std::size_t>(a.config.devices()) != 0) {
+      throw Error(fmt::format("{}: field '{}.devices': {} devices for a configuration of {}", source, field,
+                              a.devices.size(), a.config.devices()));
+    }
+    st.ops.push_back(std::move(a));
+  }
+  if (plan.has_pipeline() && plan.pipeline().stages() > 1) {
+    Pipeline pipe;
+    pipe.stages = plan.pipeline().stages();
+    pipe.micro_batches = plan.pipeline().micro_batches();
+    if (plan.pipeline().schedule() == "gpipe") {
+      pipe.schedule = Schedule::gpipe;
+    } else if (plan.pipeline().schedule() == "1f1b" || plan.pipeline().schedule().empty()) {
+      pipe.schedule = Schedule::one_f_one_b;
+    } else {
+      throw Error(
+          fmt::format("{}: field 'pipeline.schedule': '{}' is not gpipe or 1f1b", source, plan.pipeline().schedule()));
+    }
+    pipe.stage_of_op.assign(plan.pipeline().stage_of_op().begin(), plan.pipeline().stage_of_op().end());
+    for (int s : pipe.stage_of_op) {
+      if (s < 0 || s >= pipe.stages) {
+        throw Error(
+            fmt::format("{}: field 'pipeline.stage_of_op': stage {} outside 0..{}", source, s, pipe.stages - 1));
+      }
+    }
+    st.pipeline = std::move(pipe);
+  }
+  return st;
+}
+
+} // namespace partita::strategy

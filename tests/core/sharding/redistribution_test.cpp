@@ -1,0 +1,153 @@
+#include "partita/graph/error.h"
+#include "partita/sharding/redistribution.h"
+#include "sharding_test_util.h"
+
+#include <gtest/gtest.h>
+
+namespace partita {
+namespace {
+
+using sharding::Config;
+using sharding::Pattern;
+using sharding::TensorLayout;
+using Groups = std::vector<std::vector<int>>;
+
+// A layout built by hand: tensor dim j cut by grid axis axes[j] (or -1) into that axis's factor.
+TensorLayout layout(std::vector<std::int64_t> shape, const Config& c, std::vector<int> axes) {
+  TensorLayout l;
+  l.shape = std::move(shape);
+  l.element_size = 4;
+  l.dim_axis = axes;
+  for (const int a : axes) {
+    l.parts.push_back(a < 0 ? 1 : c.splits[static_cast<std::size_t>(a)]);
+  }
+  return l;
+}
+
+// DESIGN.md 3.2.1: Y split (b:2, n:2) feeding a layer that wants Y split along b only (its own
+// b:2 with a second axis not indexing Y, so Y is replicated over it): the two n halves are
+// all-gathered within each n group.
+TEST(ShardingRedistribution, WorkedExampleAllGatherWithinNGroups) {
+  const test::TwoLayers t;
+  const Config c1 = test::config(t.fc1, {{"m", 2}, {"n", 2}});
+  const Config c2 = test::config(t.fc2, {{"m", 2}, {"n", 2}});
+  const auto devices = test::iota_devices(4);
+  const TensorLayout from = output_layout(t.g, t.fc1, c1, 0);
+  const TensorLayout to = input_layout(t.g, t.fc2, c2, 0);
+  EXPECT_EQ(to.parts, (std::vector<int>{2, 1}));
+  const auto r = redistribute(from, c1, devices, to, c2, devices);
+  EXPECT_EQ(r.pattern, Pattern::all_gather);
+  // Each device receives the other half of its rows: 4 rows x 6 columns of f32.
+  EXPECT_DOUBLE_EQ(r.max_bytes_in, 4.0 * 4 * 6);
+  EXPECT_DOUBLE_EQ(r.total_bytes, 4 * 4.0 * 4 * 6);
+  const int n = t.fc1.find_dim("n");
+  EXPECT_EQ(r.groups, groups_along(c1, devices, std::vector<int>{n}));
+  EXPECT_EQ(r.groups, (Groups{{0, 1}, {2, 3}}));
+}
+
+TEST(ShardingRedistribution, IdenticalLayoutsMoveNothing) {
+  const test::TwoLayers t;
+  const Config c = test::config(t.fc1, {{"m", 2}, {"n", 2}});
+  const auto devices = test::iota_devices(4);
+  const TensorLayout y = output_layout(t.g, t.fc1, c, 0);
+  const auto r = redistribute(y, c, devices, y, c, devices);
+  EXPECT_EQ(r.pattern, Pattern::none);
+  EXPECT_DOUBLE_EQ(r.max_bytes_in, 0);
+  EXPECT_DOUBLE_EQ(r.total_bytes, 0);
+  EXPECT_TRUE(r.groups.empty());
+  EXPECT_EQ(pattern_name(r.pattern), "none");
+}
+
+TEST(ShardingRedistribution, DisjointDevicesSendWholeShards) {
+  const test::TwoLayers t;
+  const Config c = test::config(t.fc1, {{"m", 2}, {"n", 2}});
+  const TensorLayout y = output_layout(t.g, t.fc1, c, 0);
+  const auto r = redistribute(y, c, test::iota_devices(4), y, c, test::iota_devices(4, 4));
+  EXPECT_EQ(r.pattern, Pattern::send_recv);
+  EXPECT_DOUBLE_EQ(r.max_bytes_in, y.shard_bytes());
+  EXPECT_DOUBLE_EQ(r.total_bytes, 4 * y.shard_bytes());
+  EXPECT_EQ(r.groups, (Groups{{0, 4}, {1, 5}, {2, 6}, {3, 7}}));
+}
+
+// Y row-split 4 ways feeding a layer that splits its reduction dim k (Y's columns) 4 ways: the
+// partitioned dim changes. Each device holds 2 rows x 12 and needs 8 x 3, of which it has 2 x 3.
+TEST(ShardingRedistribution, TransposeOfPartitionedDimIsAllToAll) {
+  const test::TwoLayers t;
+  const Config c1 = test::config(t.fc1, {{"m", 4}});
+  const Config c2 = test::config(t.fc2, {{"k", 4}});
+  const auto devices = test::iota_devices(4);
+  const auto r =
+      redistribute(output_layout(t.g, t.fc1, c1, 0), c1, devices, input_layout(t.g, t.fc2, c2, 0), c2, devices);
+  EXPECT_EQ(r.pattern, Pattern::all_to_all);
+  EXPECT_DOUBLE_EQ(r.max_bytes_in, 4.0 * (24 - 6));
+  EXPECT_DOUBLE_EQ(r.total_bytes, 4 * 4.0 * (24 - 6));
+  EXPECT_EQ(r.groups, (Groups{{0, 1, 2, 3}}));
+}
+
+// A producer whose split k left partial sums holds, once reduced, all of Y on both devices; a
+// consumer splitting the rows takes a local slice.
+TEST(ShardingRedistribution, NeedingLessIsASlice) {
+  const test::TwoLayers t;
+  const Config c1 = test::config(t.fc1, {{"k", 2}});
+  const Config c2 = test::config(t.fc2, {{"m", 2}});
+  const auto devices = test::iota_devices(2);
+  const TensorLayout from = output_layout(t.g, t.fc1, c1, 0);
+  ASSERT_EQ(from.partial_axes.size(), 1u);
+  const auto r = redistribute(from, c1, devices, input_layout(t.g, t.fc2, c2, 0), c2, devices);
+  EXPECT_EQ(r.pattern, Pattern::slice);
+  EXPECT_DOUBLE_EQ(r.total_bytes, 0);
+  EXPECT_TRUE(r.groups.empty());
+}
+
+// From 2 row blocks on devices {0, 1} to 4 on {0, 1, 2, 3}: device 0 slices, device 1 needs rows
+// device 0 holds, devices 2 and 3 hold nothing yet and take rows from device 1.
+TEST(ShardingRedistribution, DifferentKindsAtOnceAreMixed) {
+  Config c2{{2}}, c4{{4}};
+  const auto r = redistribute(layout({8, 4}, c2, {0, -1}), c2, test::iota_devices(2), layout({8, 4}, c4, {0, -1}), c4,
+                              test::iota_devices(4));
+  EXPECT_EQ(r.pattern, Pattern::mixed);
+  EXPECT_DOUBLE_EQ(r.max_bytes_in, 4.0 * 2 * 4);
+  EXPECT_DOUBLE_EQ(r.total_bytes, 3 * 4.0 * 2 * 4);
+  EXPECT_EQ(r.groups, (Groups{{0, 1, 2, 3}}));
+}
+
+// Each needed block comes from its closest holder: the producer has block 0 on {0, 1} and block 1
+// on {2, 3}; consumers 1 and 2 want everything, so 1 takes block 1 from 2 and 2 takes block 0
+// from 1, and devices 0 and 3 stay out of it.
+TEST(ShardingRedistribution, NeededBlocksComeFromTheClosestReplica) {
+  const Config from_c{{2, 2}}, to_c{{2}};
+  const auto r = redistribute(layout({8}, from_c, {0}), from_c, test::iota_devices(4), layout({8}, to_c, {-1}), to_c,
+                              std::vector<int>{1, 2});
+  EXPECT_EQ(r.pattern, Pattern::all_gather);
+  EXPECT_DOUBLE_EQ(r.max_bytes_in, 4.0 * 4);
+  EXPECT_EQ(r.groups, (Groups{{1, 2}}));
+}
+
+// 1024 devices, one row block each, gathered onto a replicated consumer: one group of everyone.
+TEST(ShardingRedistribution, LargeGatherAndAllToAll) {
+  const Config c{{1024, 1}};
+  const Config cols{{1, 1024}};
+  const auto devices = test::iota_devices(1024);
+  const TensorLayout rows = layout({1024, 2048}, c, {0, -1});
+  const auto gather = redistribute(rows, c, devices, layout({1024, 2048}, c, {-1, -1}), c, devices);
+  EXPECT_EQ(gather.pattern, Pattern::all_gather);
+  EXPECT_DOUBLE_EQ(gather.max_bytes_in, 4.0 * 1023 * 2048);
+  ASSERT_EQ(gather.groups.size(), 1u);
+  EXPECT_EQ(gather.groups[0].size(), 1024u);
+  const auto a2a = redistribute(rows, c, devices, layout({1024, 2048}, cols, {-1, 1}), cols, devices);
+  EXPECT_EQ(a2a.pattern, Pattern::all_to_all);
+  EXPECT_DOUBLE_EQ(a2a.max_bytes_in, 4.0 * 1023 * 2);
+  ASSERT_EQ(a2a.groups.size(), 1u);
+}
+
+TEST(ShardingRedistribution, RejectsMismatchedInputs) {
+  const Config c{{2}};
+  const TensorLayout l = layout({8}, c, {0});
+  EXPECT_THROW(redistribute(l, c, test::iota_devices(3), l, c, test::iota_devices(2)), Error);
+  EXPECT_THROW(redistribute(l, c, std::vector<int>{1, 1}, l, c, test::iota_devices(2)), Error);
+  EXPECT_THROW(redistribute(l, c, test::iota_devices(2), layout({9}, c, {0}), c, test::iota_devices(2)), Error);
+  EXPECT_THROW(redistribute(l, Config{{4}}, test::iota_devices(4), l, c, test::iota_devices(2)), Error);
+}
+
+} // namespace
+} // namespace partita

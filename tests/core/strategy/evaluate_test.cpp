@@ -1,0 +1,145 @@
+// evaluate() against hand-derived figures on a cluster whose formulas are exact.
+
+#include "partita/cost/op_cost.h"
+#include "partita/graph/error.h"
+#include "partita/search/optimizer.h"
+#include "partita/strategy/strategy.h"
+#include "partita/zoo/zoo.h"
+#include "simple_cluster.h"
+#include "test_support.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace partita {
+namespace {
+
+using graph::TensorRole;
+
+strategy::Strategy run_family(const std::string& family, const graph::Graph& g, const cluster::Cluster& c, int devices,
+                              cost::TrainingSetup setup = {}) {
+  search::Request r;
+  r.graph = &g;
+  r.cluster = &c;
+  r.devices = devices;
+  r.setup = setup;
+  return search::find_optimizer(family).optimize(r);
+}
+
+TEST(Evaluate, DataParallelOnOneDeviceIsExactlyTheSingleDeviceCompute) {
+  const auto model = zoo::load("zoo:mlp?batch=8&input=16&hidden=32&layers=2&classes=4");
+  const auto& g = model.graph;
+  const auto c = test::simple_cluster(4);
+  const auto p = strategy::evaluate(g, c, run_family("dp", g, c, 1), {});
+  double expected = 0;
+  for (std::size_t i = 0; i < g.ops().size(); ++i) {
+    const auto s = graph::describe(g, static_cast<graph::OpId>(i));
+    expected +=
+        cost::kernel_time(s.fwd_flops, s.fwd_bytes_read + s.fwd_bytes_written, c.device, cluster::Precision::fp32);
+    if (s.bwd_data_flops + s.bwd_weight_flops > 0 || s.bwd_bytes > 0) {
+      expected +=
+          cost::kernel_time(s.bwd_data_flops + s.bwd_weight_flops, s.bwd_bytes, c.device, cluster::Precision::fp32);
+    }
+  }
+  EXPECT_NEAR(p.iteration_time, expected, 1e-12 * expected);
+  for (const auto& term : p.iteration) {
+    if (term.name != "compute") {
+      EXPECT_EQ(term.value, 0) << term.name;
+    }
+  }
+  EXPECT_EQ(p.devices_used, 1);
+  EXPECT_DOUBLE_EQ(p.samples_per_second, 8 / p.iteration_time);
+}
+
+// DESIGN 3.2.1's worked example: Y[b,n] = X[b,k] W[k,n] with b:2 n:2 on 4 devices.
+struct FullyConnected {
+  graph::Graph g;
+  FullyConnected() {
+    test::tensor(g, "input", {8, 16}, TensorRole::input);
+    test::tensor(g, "x", {8, 16});
+    test::tensor(g, "w", {16, 32}, TensorRole::parameter);
+    test::tensor(g, "y", {8, 32});
+    test::op(g, "Relu", {"input"}, {"x"});
+    test::op(g, "MatMul", {"x", "w"}, {"y"});
+  }
+  strategy::Strategy strategy(std::vector<std::pair<std::string, int>> splits) const {
+    strategy::Strategy st;
+    st.family = "given";
+    st.devices = 4;
+    const auto relu = graph::describe(g, 0);
+    st.ops.push_back({sharding::make_config(relu, std::vector<std::pair<std::string, int>>{{"d0", 2}}), {0, 1, 2, 3}});
+    const auto mm = graph::describe(g, 1);
+    st.ops.push_back({sharding::make_config(mm, splits), {0, 1, 2, 3}});
+    return st;
+  }
+};
+
+TEST(Evaluate, WorkedExampleGradientTermsFollowTheOneRule) {
+  FullyConnected fc;
+  const double bandwidth = 1e10;
+  const auto c = test::simple_cluster(4, bandwidth);
+  const auto p = strategy::evaluate(fc.g, c, fc.strategy({{"m", 2}, {"n", 2}}), {});
+  const auto& mm = p.ops[1].cost;
+  // W[16,32] split along n: a 16x16 fp32 shard of 1024 bytes, replicated over the b (m) axis:
+  // a 2-device ring all-reduce moves 2(p-1)/p x 1024 bytes.
+  EXPECT_DOUBLE_EQ(mm.get(cost::term::gradient_sync), 2.0 * 1 / 2 * 1024 / bandwidth);
+  // X[8,16] split along b: 4x16 fp32 = 256 bytes per device, read whole by the 2 devices of the
+  // n axis, so dX is reduced over them.
+  EXPECT_DOUBLE_EQ(mm.get(cost::term::backward_reduce), 2.0 * 1 / 2 * 256 / bandwidth);
+  EXPECT_EQ(mm.get(cost::term::forward_reduce), 0);
+  // Adam in fp32: 1024 bytes of weights, as many of gradients, 8 bytes of state per 4-byte value.
+  EXPECT_DOUBLE_EQ(mm.get(cost::term::parameters), 1024);
+  EXPECT_DOUBLE_EQ(mm.get(cost::term::gradients), 1024);
+  EXPECT_DOUBLE_EQ(mm.get(cost::term::optimizer_state), 2048);
+  EXPECT_DOUBLE_EQ(mm.get(cost::term::activations), 8 * 32 * 4 / 4);
+}
+
+TEST(Evaluate, SplitReductionIsAForwardPartialSumReduce) {
+  FullyConnected fc;
+  const double bandwidth = 1e10;
+  const auto c = test::simple_cluster(4, bandwidth);
+  const auto p = strategy::evaluate(fc.g, c, fc.strategy({{"m", 2}, {"k", 2}}), {});
+  // Y[8,32] split along b only: 4x32 fp32 = 512 bytes, partial over k: all-reduced over 2.
+  EXPECT_DOUBLE_EQ(p.ops[1].cost.get(cost::term::forward_reduce), 2.0 * 1 / 2 * 512 / bandwidth);
+}
+
+TEST(Evaluate, ZeroShardsOptimizerStateOverReplicas) {
+  FullyConnected fc;
+  const auto c = test::simple_cluster(4);
+  cost::TrainingSetup zero1;
+  zero1.zero_stage = 1;
+  const auto p = strategy::evaluate(fc.g, c, fc.strategy({{"m", 2}, {"n", 2}}), zero1);
+  EXPECT_DOUBLE_EQ(p.ops[1].cost.get(cost::term::optimizer_state), 1024); // 2048 over 2 replicas
+  EXPECT_DOUBLE_EQ(p.ops[1].cost.get(cost::term::gradients), 1024);
+  cost::TrainingSetup zero3;
+  zero3.zero_stage = 3;
+  const auto q = strategy::evaluate(fc.g, c, fc.strategy({{"m", 2}, {"n", 2}}), zero3);
+  EXPECT_DOUBLE_EQ(q.ops[1].cost.get(cost::term::parameters), 512);
+  EXPECT_GT(q.ops[1].cost.get(cost::term::parameter_gather), 0);
+}
+
+TEST(Evaluate, MixedPrecisionHalvesValuesAndAddsMasterWeights) {
+  FullyConnected fc;
+  const auto c = test::simple_cluster(4);
+  cost::TrainingSetup mixed;
+  mixed.precision = cluster::Precision::fp16;
+  const auto p = strategy::evaluate(fc.g, c, fc.strategy({{"m", 2}, {"n", 2}}), mixed);
+  // 256 fp16 values: 512 bytes of weights; Adam state + fp32 master = 12 bytes per value.
+  EXPECT_DOUBLE_EQ(p.ops[1].cost.get(cost::term::parameters), 512);
+  EXPECT_DOUBLE_EQ(p.ops[1].cost.get(cost::term::optimizer_state), 256 * 12);
+}
+
+TEST(Evaluate, RejectsAStrategyThatDoesNotMatch) {
+  FullyConnected fc;
+  const auto c = test::simple_cluster(4);
+  auto st = fc.strategy({{"m", 2}, {"n", 2}});
+  st.ops[1].devices = {0, 1, 2};
+  EXPECT_THROW(strategy::evaluate(fc.g, c, st, {}), Error);
+  st.ops[1].devices = {0, 1, 2, 9};
+  EXPECT_THROW(strategy::evaluate(fc.g, c, st, {}), Error);
+  st.ops.pop_back();
+  EXPECT_THROW(strategy::evaluate(fc.g, c, st, {}), Error);
+}
+
+} // namespace
+} // namespace partita
