@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <iostream>
 #include <memory>
 
@@ -104,7 +105,7 @@ void add_plan_command(CLI::App& app) {
       const auto& op = g.op(id);
       const auto& pred = p.ops[static_cast<std::size_t>(id)];
       const double redist = pred.cost.get(cost::term::redistribution);
-      const double comm = pred.cost.communication_time() - redist;
+      const double comm = std::max(0.0, pred.cost.communication_time() - redist);
       t.add_row({std::to_string(id), op.type, op.name.size() > 40 ? op.name.substr(0, 37) + "..." : op.name,
                  config_text(st.ops[static_cast<std::size_t>(id)], graph::describe(g, id)),
                  ms(pred.cost.compute_time()), ms(comm), ms(redist), mib(pred.cost.memory_total()),

@@ -22,27 +22,26 @@
 //   intra_node_all_to_all (a: the slowest pair's), across nodes k_i n (p-k_i)/p bytes leave node i at
 //   nic.bandwidth * min(k_i, nics_per_node / concurrent_groups); the slower part counts, plus
 //   (p-1) a. On one switched node this is (p-1)/p n/B + (p-1)a.
-//   hierarchical (all nodes holding the same k >= 2 devices of the group): the k "same local
-//   rank" sub-groups cross the network at once, each at B_s = nic.bandwidth * min(1,
-//   nics_per_node / (k concurrent_groups)) (together B_net again):
-//     all-reduce = reduce-scatter in the node + all-reduce of the n/k shard across m nodes +
-//                  all-gather in the node = 2(k-1)/k n/B_in + 2(m-1)/m (n/k)/B_s
-//                  + 2(k-1) a_in + 2(m-1) a_net;
-//     all-gather, reduce-scatter = (k-1)/k n/B_in + (m-1)/m (n/k)/B_s + (k-1) a_in + (m-1) a_net.
-// Automatic takes the fastest applicable algorithm; an algorithm that does not apply (tree for
-// anything but all-reduce, hierarchical inside one node) falls back to ring, and says so.
+//   hierarchical (collective_hierarchical.cpp): m blocks of k devices, one level inside the
+//   blocks and one among the k same-position sub-groups carrying a 1/k shard each:
+//     all-reduce = 2(k-1)/k n/B_in + 2(m-1)/m (n/k)/B_across + 2(k-1) a_in + 2(m-1) a_across;
+//     all-gather, reduce-scatter = (k-1)/k n/B_in + (m-1)/m (n/k)/B_across + (k-1) a_in + (m-1) a_across.
+//   Across nodes the blocks are the nodes (all holding the same k >= 2 devices of the group) and
+//   B_across = nic.bandwidth * min(1, nics_per_node / (k concurrent_groups)), the k shard rings
+//   together B_net again; inside one node any p = k x m with k, m >= 2 is a 2D ring.
+// Automatic takes the fastest applicable algorithm; one that does not apply (tree for anything but
+// all-reduce; hierarchical for other collectives, a group with no k x m blocks, or nodes holding
+// different numbers of the group's devices) falls back to ring, and the formula says so.
 
 #include "partita/cluster/collectives.h"
 
-#include "cluster/ring_topology.h"
+#include "cluster/collective_model.h"
 #include "partita/graph/error.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
-#include <map>
 #include <vector>
 
 namespace partita::cluster {
@@ -87,223 +86,6 @@ double bus_factor(Collective c, int p) {
 
 namespace {
 
-struct Rate {
-  double bandwidth = std::numeric_limits<double>::infinity();
-  double latency = 0;
-  LinkKind kind = LinkKind::shared_memory;
-};
-
-// The bottleneck of two link classes: the lower bandwidth, the higher latency.
-Rate slower(const Rate& x, const Rate& y) {
-  Rate r = x.bandwidth <= y.bandwidth ? x : y;
-  r.latency = std::max(x.latency, y.latency);
-  return r;
-}
-
-// What collective_cost knows about the group's placement.
-struct Shape {
-  int p = 0;
-  std::map<int, std::vector<int>> by_node; // node -> its devices of the group, ascending
-  int m = 0;                               // nodes spanned
-  int k_min = 0, k_max = 0;                // devices per node
-  bool has_intra = false;                  // some node holds two or more
-  Rate intra;                              // slowest node's part
-  Rate net_flat;                           // B_net for the whole group (m >= 2)
-  double nic_share = 0;                    // nics_per_node / concurrent_groups
-};
-
-Shape shape_of(const Cluster& c, std::span<const int> devices, int concurrent_groups) {
-  Shape s;
-  s.p = static_cast<int>(devices.size());
-  for (const int d : devices) {
-    s.by_node[c.node_of(d)].push_back(d);
-  }
-  s.m = static_cast<int>(s.by_node.size());
-  s.k_min = std::numeric_limits<int>::max();
-  for (auto& [node, members] : s.by_node) {
-    std::sort(members.begin(), members.end());
-    const int k = static_cast<int>(members.size());
-    s.k_min = std::min(s.k_min, k);
-    s.k_max = std::max(s.k_max, k);
-    if (k >= 2) {
-      const auto r = detail::intra_node_ring(c, members);
-      const Rate part{r.bandwidth, r.latency, r.kind};
-      s.intra = s.has_intra ? slower(s.intra, part) : part;
-      s.has_intra = true;
-    }
-  }
-  s.nic_share = static_cast<double>(c.nics_per_node) / concurrent_groups;
-  if (s.m >= 2) {
-    s.net_flat = Rate{c.nic.bandwidth * std::min<double>(s.k_min, s.nic_share), c.nic.latency, c.nic.kind};
-  }
-  return s;
-}
-
-// The class a flat ring (or tree) over the whole group is held to.
-Rate flat_rate(const Shape& s) {
-  if (s.m >= 2) {
-    return s.has_intra ? slower(s.intra, s.net_flat) : s.net_flat;
-  }
-  return s.intra;
-}
-
-std::string human_bytes(double bytes) {
-  const char* const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int unit = 0;
-  while (bytes >= 1024 && unit < 4) {
-    bytes /= 1024;
-    ++unit;
-  }
-  return fmt::format("{:.4g} {}", bytes, units[unit]);
-}
-
-std::string human_rate(double bytes_per_second) {
-  return fmt::format("{:.4g} GB/s", bytes_per_second / 1e9);
-}
-
-std::string human_time(double seconds) {
-  if (seconds == 0) {
-    return "0 s";
-  }
-  if (seconds < 1e-3) {
-    return fmt::format("{:.4g} us", seconds * 1e6);
-  }
-  if (seconds < 1) {
-    return fmt::format("{:.4g} ms", seconds * 1e3);
-  }
-  return fmt::format("{:.4g} s", seconds);
-}
-
-// One algorithm's result before the shared fields are filled in.
-struct Estimate {
-  double bandwidth_seconds = 0;
-  double latency_seconds = 0;
-  LinkKind bottleneck = LinkKind::shared_memory;
-  std::string terms; // "<formula> = <numbers>"
-};
-
-Estimate ring_estimate(const Cluster& c, Collective coll, const Shape& s, std::span<const int> devices, double n,
-                       int concurrent_groups) {
-  const double p = s.p;
-  Estimate e;
-  if (coll == Collective::send_recv) {
-    Rate r;
-    if (s.m == 1) {
-      const Link link = c.link_between(devices[0], devices[1]);
-      r = Rate{link.bandwidth, link.latency, link.kind};
-    } else {
-      r = Rate{c.nic.bandwidth * std::min(1.0, s.nic_share), c.nic.latency, c.nic.kind};
-    }
-    e.bandwidth_seconds = n / r.bandwidth;
-    e.latency_seconds = r.latency;
-    e.bottleneck = r.kind;
-    e.terms = fmt::format("n/B + a = {} / {} + {}", human_bytes(n), human_rate(r.bandwidth), human_time(r.latency));
-    return e;
-  }
-  if (coll == Collective::all_to_all) {
-    const double per_peer = n / p;
-    double intra_seconds = 0;
-    double net_seconds = 0;
-    double latency = s.m >= 2 ? c.nic.latency : 0;
-    for (const auto& [node, members] : s.by_node) {
-      const double k = static_cast<double>(members.size());
-      if (members.size() >= 2) {
-        const auto part = detail::intra_node_all_to_all(c, members, per_peer);
-        intra_seconds = std::max(intra_seconds, part.seconds);
-        latency = std::max(latency, part.latency);
-      }
-      if (s.m >= 2) {
-        const double leaving = k * n * (p - k) / p;
-        net_seconds = std::max(net_seconds, leaving / (c.nic.bandwidth * std::min(k, s.nic_share)));
-      }
-    }
-    e.bandwidth_seconds = std::max(intra_seconds, net_seconds);
-    e.latency_seconds = (p - 1) * latency;
-    e.bottleneck = net_seconds >= intra_seconds && s.m >= 2 ? c.nic.kind : s.intra.kind;
-    e.terms =
-        fmt::format("every device sends n/p = {} to each of {} peers: {} of transfer + (p-1) a = {} x {}",
-                    human_bytes(per_peer), s.p - 1, human_time(e.bandwidth_seconds), s.p - 1, human_time(latency));
-    if (s.m >= 2) {
-      e.terms +=
-          fmt::format(" (between nodes {} NICs per node shared by {} groups)", c.nics_per_node, concurrent_groups);
-    }
-    return e;
-  }
-
-  const Rate r = flat_rate(s);
-  double bw_factor = 0;
-  double alpha_steps = 0;
-  const char* shape_text = "";
-  switch (coll) {
-  case Collective::all_reduce:
-    bw_factor = 2 * (p - 1) / p;
-    alpha_steps = 2 * (p - 1);
-    shape_text = "2(p-1)/p n/B + 2(p-1) a";
-    break;
-  case Collective::all_gather:
-  case Collective::reduce_scatter:
-    bw_factor = (p - 1) / p;
-    alpha_steps = p - 1;
-    shape_text = "(p-1)/p n/B + (p-1) a";
-    break;
-  case Collective::broadcast:
-    bw_factor = 1;
-    alpha_steps = p - 1;
-    shape_text = "n/B + (p-1) a";
-    break;
-  default: break;
-  }
-  e.bandwidth_seconds = bw_factor * n / r.bandwidth;
-  e.latency_seconds = alpha_steps * r.latency;
-  e.bottleneck = r.kind;
-  e.terms = fmt::format("{} = {:.4g} x {} / {} + {:g} x {}", shape_text, bw_factor, human_bytes(n),
-                        human_rate(r.bandwidth), alpha_steps, human_time(r.latency));
-  return e;
-}
-
-Estimate tree_estimate(const Shape& s, double n) {
-  const Rate r = flat_rate(s);
-  const double depth = std::ceil(std::log2(static_cast<double>(s.p)));
-  Estimate e;
-  e.bandwidth_seconds = 2 * n / r.bandwidth;
-  e.latency_seconds = 2 * depth * r.latency;
-  e.bottleneck = r.kind;
-  e.terms = fmt::format("2 n/B + 2 ceil(log2 p) a = 2 x {} / {} + {:g} x {}", human_bytes(n), human_rate(r.bandwidth),
-                        2 * depth, human_time(r.latency));
-  return e;
-}
-
-bool hierarchical_applies(Collective coll, const Shape& s) {
-  const bool two_level =
-      coll == Collective::all_reduce || coll == Collective::all_gather || coll == Collective::reduce_scatter;
-  return two_level && s.m >= 2 && s.k_min == s.k_max && s.k_min >= 2;
-}
-
-Estimate hierarchical_estimate(const Cluster& c, Collective coll, const Shape& s, double n) {
-  const double k = s.k_min;
-  const double m = s.m;
-  const double shard_bandwidth = c.nic.bandwidth * std::min(1.0, s.nic_share / k);
-  const double twice = coll == Collective::all_reduce ? 2.0 : 1.0;
-  const double intra_seconds = twice * (k - 1) / k * n / s.intra.bandwidth;
-  const double net_seconds = twice * (m - 1) / m * (n / k) / shard_bandwidth;
-  Estimate e;
-  e.bandwidth_seconds = intra_seconds + net_seconds;
-  e.latency_seconds = twice * ((k - 1) * s.intra.latency + (m - 1) * c.nic.latency);
-  e.bottleneck = net_seconds >= intra_seconds ? c.nic.kind : s.intra.kind;
-  const char* steps = coll == Collective::all_reduce   ? "reduce-scatter in each node, all-reduce of the 1/k shard "
-                                                         "across nodes, all-gather in each node"
-                      : coll == Collective::all_gather ? "all-gather of the 1/k shard across nodes, then in each node"
-                                                       : "reduce-scatter in each node, then of the 1/k shard across "
-                                                         "nodes";
-  const char* two = coll == Collective::all_reduce ? "2" : "";
-  e.terms = fmt::format("{} (k = {} per node, m = {} nodes): {}(k-1)/k n/B_in + {}(m-1)/m (n/k)/B_net + {}(k-1) a_in + "
-                        "{}(m-1) a_net with n = {}, B_in = {}, n/k = {}, B_net = {} per shard, latency {} + {}",
-                        steps, s.k_min, s.m, two, two, two, two, human_bytes(n), human_rate(s.intra.bandwidth),
-                        human_bytes(n / k), human_rate(shard_bandwidth), human_time(twice * (k - 1) * s.intra.latency),
-                        human_time(twice * (m - 1) * c.nic.latency));
-  return e;
-}
-
 void check_group(const Cluster& c, Collective coll, std::span<const int> devices, double bytes, int concurrent_groups) {
   const auto what = collective_name(coll);
   if (devices.empty()) {
@@ -343,45 +125,43 @@ CollectiveCost collective_cost(const Cluster& cluster, Collective collective, st
     return none;
   }
   check_group(cluster, collective, devices, bytes, concurrent_groups);
-  const Shape s = shape_of(cluster, devices, concurrent_groups);
+  const detail::Shape s = detail::shape_of(cluster, devices, concurrent_groups);
 
   struct Candidate {
     Algorithm algorithm;
-    Estimate estimate;
+    detail::Estimate estimate;
   };
   std::vector<Candidate> candidates;
+  const auto ring = [&] { return detail::ring_estimate(cluster, collective, s, devices, bytes, concurrent_groups); };
   const bool tree_applies = collective == Collective::all_reduce;
-  const bool hier_applies = hierarchical_applies(collective, s);
+  const auto hierarchical = detail::hierarchical_estimate(cluster, collective, s, bytes);
   std::string note;
-  const auto add_ring = [&] {
-    candidates.push_back({Algorithm::ring, ring_estimate(cluster, collective, s, devices, bytes, concurrent_groups)});
-  };
   switch (algorithm) {
   case Algorithm::automatic:
-    add_ring();
+    candidates.push_back({Algorithm::ring, ring()});
     if (tree_applies) {
-      candidates.push_back({Algorithm::tree, tree_estimate(s, bytes)});
+      candidates.push_back({Algorithm::tree, detail::tree_estimate(s, bytes)});
     }
-    if (hier_applies) {
-      candidates.push_back({Algorithm::hierarchical, hierarchical_estimate(cluster, collective, s, bytes)});
+    if (hierarchical) {
+      candidates.push_back({Algorithm::hierarchical, *hierarchical});
     }
     break;
-  case Algorithm::ring: add_ring(); break;
+  case Algorithm::ring: candidates.push_back({Algorithm::ring, ring()}); break;
   case Algorithm::tree:
     if (tree_applies) {
-      candidates.push_back({Algorithm::tree, tree_estimate(s, bytes)});
+      candidates.push_back({Algorithm::tree, detail::tree_estimate(s, bytes)});
     } else {
-      note = fmt::format(" (tree is for all-reduce only; ring used)");
-      add_ring();
+      note = " (tree is for all-reduce only; ring used)";
+      candidates.push_back({Algorithm::ring, ring()});
     }
     break;
   case Algorithm::hierarchical:
-    if (hier_applies) {
-      candidates.push_back({Algorithm::hierarchical, hierarchical_estimate(cluster, collective, s, bytes)});
+    if (hierarchical) {
+      candidates.push_back({Algorithm::hierarchical, *hierarchical});
     } else {
-      note = " (hierarchical needs an all-reduce, all-gather or reduce-scatter over nodes holding the same number, "
-             "at least 2, of the group's devices; ring used)";
-      add_ring();
+      note = " (hierarchical needs an all-reduce, all-gather or reduce-scatter over k x m blocks: nodes holding the "
+             "same number, at least 2, of the group's devices, or 4 or more devices inside one node; ring used)";
+      candidates.push_back({Algorithm::ring, ring()});
     }
     break;
   }
@@ -404,8 +184,8 @@ CollectiveCost collective_cost(const Cluster& cluster, Collective collective, st
       s.m == 1 ? "inside one node" : fmt::format("across {} nodes ({} to {} per node)", s.m, s.k_min, s.k_max);
   cost.formula =
       fmt::format("{} {} of {} over {} devices {}: {} = {} (bottleneck: {}){}", algorithm_name(cost.algorithm),
-                  collective_name(collective), human_bytes(bytes), s.p, where, best->estimate.terms,
-                  human_time(cost.seconds), link_kind_name(cost.bottleneck), note);
+                  collective_name(collective), detail::human_bytes(bytes), s.p, where, best->estimate.terms,
+                  detail::human_time(cost.seconds), link_kind_name(cost.bottleneck), note);
   return cost;
 }
 

@@ -134,6 +134,21 @@ std::vector<bool> kept_outputs(const graph::Graph& g, const std::vector<graph::O
   return keep;
 }
 
+// Which device holds which block of input `i`: the tensor and every device's block.
+std::vector<std::int64_t> placement_key(const graph::Graph& g, const graph::OpSemantics& s, const OpAssignment& a,
+                                        std::size_t i, graph::TensorId tensor) {
+  const auto layout = sharding::input_layout(g, s, a.config, i);
+  std::vector<std::int64_t> key{tensor};
+  const int k = a.config.devices();
+  for (std::size_t d = 0; d < a.devices.size(); ++d) {
+    const auto block = sharding::block_of(layout, a.config, static_cast<int>(d) % k);
+    key.push_back(a.devices[d]);
+    key.insert(key.end(), block.begin.begin(), block.begin.end());
+    key.insert(key.end(), block.end.begin(), block.end.end());
+  }
+  return key;
+}
+
 } // namespace
 
 std::optional<cost::Term> input_redistribution(const graph::Graph& g, const std::vector<graph::OpSemantics>& sem,
@@ -178,6 +193,7 @@ Prediction evaluate(const graph::Graph& g, const cluster::Cluster& cluster, cons
   const int micro = st.pipeline ? st.pipeline->micro_batches : 1;
   std::vector<double> stage_time(static_cast<std::size_t>(stages), 0.0); // without gradient sync
   std::vector<double> stage_sync(static_cast<std::size_t>(stages), 0.0);
+  std::set<std::vector<std::int64_t>> moved;
   std::set<int> used;
   double compute = 0, communication = 0, redistribution = 0, sync = 0;
 
@@ -186,10 +202,19 @@ Prediction evaluate(const graph::Graph& g, const cluster::Cluster& cluster, cons
     const auto& a = st.ops[static_cast<std::size_t>(id)];
     const auto& s = sem[static_cast<std::size_t>(id)];
     auto c = cost::op_cost(g, id, s, a.config, a.devices, cluster, setup, keep[static_cast<std::size_t>(id)]);
-    // Inputs produced by another op arrive in that op's output layout.
+    // Inputs produced by another op arrive in that op's output layout. A tensor moved into a
+    // layout once (say, gathered for Q, K and V) is not moved again for the next consumer.
     for (std::size_t i = 0; i < op.inputs.size(); ++i) {
+      if (op.inputs[i] == graph::no_tensor) {
+        continue;
+      }
+      auto key = placement_key(g, s, a, i, op.inputs[i]);
+      if (moved.count(key) != 0) {
+        continue;
+      }
       if (auto term = input_redistribution(g, sem, st.ops, cluster, id, i)) {
         c.time.push_back(std::move(*term));
+        moved.insert(std::move(key));
       }
     }
     const double total = c.time_total();

@@ -107,6 +107,19 @@ TEST(Collectives, HierarchicalClosedForm) {
   EXPECT_DOUBLE_EQ(gather.bandwidth_seconds, (k - 1) / k * n / Bin + (m - 1) / m * (n / k) / Bshard);
 }
 
+// Inside a switched node a k x m 2D ring moves what the flat ring moves, (p-1)/p n/B, in k+m-2
+// latency steps instead of p-1.
+TEST(Collectives, TwoLevelInsideANodeTradesLatencySteps) {
+  const Cluster c = load_cluster("dgx-a100");
+  const double n = GiB, B = c.intra_link.bandwidth, a = c.intra_link.latency;
+  const auto cost = collective_cost(c, Collective::all_gather, range(0, 8), n, Algorithm::hierarchical);
+  EXPECT_EQ(cost.algorithm, Algorithm::hierarchical);
+  EXPECT_DOUBLE_EQ(cost.bandwidth_seconds, 7.0 / 8 * n / B);
+  EXPECT_DOUBLE_EQ(cost.latency_seconds, 4 * a); // 2 x 4 or 4 x 2
+  EXPECT_THAT(cost.formula, HasSubstr("inside the node"));
+  EXPECT_EQ(collective_cost(c, Collective::all_gather, range(0, 8), 1e3).algorithm, Algorithm::hierarchical);
+}
+
 TEST(Collectives, HierarchicalWinsForSmallMessagesAcrossNodes) {
   const Cluster c = load_cluster("dgx-a100?nodes=4");
   const auto small = collective_cost(c, Collective::all_reduce, range(0, 32), 4096);
@@ -118,8 +131,10 @@ TEST(Collectives, AlgorithmsThatDoNotApplyFallBackToRing) {
   const auto tree = collective_cost(c, Collective::all_gather, range(0, 8), 1e6, Algorithm::tree);
   EXPECT_EQ(tree.algorithm, Algorithm::ring);
   EXPECT_THAT(tree.formula, HasSubstr("ring used"));
-  const auto inside = collective_cost(c, Collective::all_reduce, range(0, 8), 1e6, Algorithm::hierarchical);
-  EXPECT_EQ(inside.algorithm, Algorithm::ring);
+  const auto prime = collective_cost(c, Collective::all_reduce, range(0, 3), 1e6, Algorithm::hierarchical);
+  EXPECT_EQ(prime.algorithm, Algorithm::ring); // 3 devices: no k x m blocks
+  const auto broadcast = collective_cost(c, Collective::broadcast, range(0, 16), 1e6, Algorithm::hierarchical);
+  EXPECT_EQ(broadcast.algorithm, Algorithm::ring);
   const auto uneven = collective_cost(c, Collective::all_reduce, std::vector{0, 1, 2, 8}, 1e6, Algorithm::hierarchical);
   EXPECT_EQ(uneven.algorithm, Algorithm::ring);
 }

@@ -38,9 +38,9 @@ struct EfficiencyCurve {
 struct Device {
   std::string name;
   double peak_fp32 = 0, peak_tf32 = 0, peak_fp16 = 0, peak_bf16 = 0, peak_fp8 = 0; // FLOP/s
-  double memory_bandwidth = 0;                                                    // bytes/s
-  double memory_capacity = 0;                                                     // bytes
-  double kernel_launch_overhead = 0;                                              // seconds
+  double memory_bandwidth = 0;                                                     // bytes/s
+  double memory_capacity = 0;                                                      // bytes
+  double kernel_launch_overhead = 0;                                               // seconds
   EfficiencyCurve compute_efficiency;
   EfficiencyCurve memory_efficiency;
 
@@ -59,11 +59,11 @@ struct Cluster {
   int nodes = 1;
   int devices_per_node = 1;
   Device device;
-  Link intra_link;                 // one lane / switch port
-  bool intra_switched = true;      // all pairs at intra_link bandwidth
+  Link intra_link;                     // one lane / switch port
+  bool intra_switched = true;          // all pairs at intra_link bandwidth
   std::vector<DirectLink> intra_pairs; // when not switched
-  Link intra_fallback;             // pairs without a direct link
-  Link nic;                        // one NIC
+  Link intra_fallback;                 // pairs without a direct link
+  Link nic;                            // one NIC
   int nics_per_node = 1;
 
   int device_count() const { return nodes * devices_per_node; }

@@ -24,12 +24,12 @@ double bus_factor(Collective c, int p);
 
 struct CollectiveCost {
   double seconds = 0;
-  double latency_seconds = 0;   // the alpha terms
-  double bandwidth_seconds = 0; // the beta terms
+  double latency_seconds = 0;            // the alpha terms
+  double bandwidth_seconds = 0;          // the beta terms
   Algorithm algorithm = Algorithm::ring; // the one used (automatic picks the fastest)
   LinkKind bottleneck = LinkKind::shared_memory;
-  double algbw = 0; // bytes / seconds
-  double busbw = 0; // algbw x bus_factor
+  double algbw = 0;    // bytes / seconds
+  double busbw = 0;    // algbw x bus_factor
   std::string formula; // one sentence with the numbers, for the GUI's inspector
 
   auto operator<=>(const CollectiveCost&) const = default;

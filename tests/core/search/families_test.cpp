@@ -1,0 +1,121 @@
+// The hand-made families produce the structure their papers describe.
+
+#include "partita/graph/error.h"
+#include "partita/search/optimizer.h"
+#include "partita/strategy/strategy.h"
+#include "partita/zoo/zoo.h"
+#include "simple_cluster.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+
+namespace partita {
+namespace {
+
+using ::testing::HasSubstr;
+
+struct Fixture {
+  onnx_import::ImportResult model;
+  cluster::Cluster cluster = test::simple_cluster(8);
+  explicit Fixture(const std::string& spec) : model(zoo::load(spec)) {}
+
+  strategy::Strategy run(const std::string& family, int devices, int tensor_parallel = 0) const {
+    search::Request r;
+    r.graph = &model.graph;
+    r.cluster = &cluster;
+    r.devices = devices;
+    r.tensor_parallel = tensor_parallel;
+    return search::find_optimizer(family).optimize(r);
+  }
+  graph::OpId op(const std::string& name) const {
+    for (std::size_t i = 0; i < model.graph.ops().size(); ++i) {
+      if (model.graph.ops()[i].name == name) {
+        return static_cast<graph::OpId>(i);
+      }
+    }
+    ADD_FAILURE() << "no op " << name;
+    return 0;
+  }
+  // "n:4" style text of an op's configuration.
+  std::string config(const strategy::Strategy& st, const std::string& name) const {
+    const auto id = op(name);
+    return sharding::to_string(st.ops[static_cast<std::size_t>(id)].config, graph::describe(model.graph, id));
+  }
+};
+
+TEST(Families, DataParallelSplitsTheBatchOfEveryLayer) {
+  Fixture f("zoo:resnet50?batch=16&image=64");
+  const auto st = f.run("dp", 8);
+  EXPECT_EQ(f.config(st, "conv1"), "n:8");
+  EXPECT_EQ(f.config(st, "layer2.0.conv2"), "n:8");
+  EXPECT_EQ(f.config(st, "fc"), "m:8");
+  const auto p = strategy::evaluate(f.model.graph, f.cluster, st, {});
+  EXPECT_GT(p.iteration[3].value, 0) << "weight gradients are synchronized";
+}
+
+TEST(Families, ModelParallelSplitsOutputFeatures) {
+  Fixture f("zoo:resnet50?batch=16&image=64");
+  const auto st = f.run("mp", 8);
+  EXPECT_EQ(f.config(st, "conv1"), "co:8");
+  EXPECT_EQ(f.config(st, "fc"), "n:8");
+  const auto p = strategy::evaluate(f.model.graph, f.cluster, st, {});
+  EXPECT_EQ(p.ops[static_cast<std::size_t>(f.op("conv1"))].cost.get(cost::term::gradient_sync), 0);
+}
+
+TEST(Families, OneWeirdTrickIsDataParallelConvolutionsAndModelParallelClassifier) {
+  Fixture f("zoo:alexnet?batch=16");
+  const auto st = f.run("owt", 8);
+  EXPECT_EQ(f.config(st, "features.0"), "n:8");
+  EXPECT_EQ(f.config(st, "classifier.1"), "n:8");
+  EXPECT_THAT(st.explanation, HasSubstr("5 convolutions"));
+}
+
+TEST(Families, MegatronPairsColumnAndRowParallelProducts) {
+  Fixture f("zoo:bert?layers=1&hidden=64&heads=4&seq=16&batch=4&vocab=100&positions=32");
+  const auto st = f.run("megatron", 8, 4);
+  EXPECT_THAT(f.config(st, "encoder.layer.0.attention.q"), HasSubstr("n:4"));
+  EXPECT_THAT(f.config(st, "encoder.layer.0.attention.proj"), HasSubstr("k:4"));
+  EXPECT_THAT(f.config(st, "encoder.layer.0.intermediate.dense"), HasSubstr("n:4"));
+  EXPECT_THAT(f.config(st, "encoder.layer.0.output.dense"), HasSubstr("k:4"));
+  EXPECT_THAT(st.explanation, HasSubstr("groups of 4 devices"));
+  const auto p = strategy::evaluate(f.model.graph, f.cluster, st, {});
+  // Row-parallel products leave partial sums that are all-reduced in the forward pass.
+  EXPECT_GT(p.ops[static_cast<std::size_t>(f.op("encoder.layer.0.output.dense"))].cost.get(cost::term::forward_reduce),
+            0);
+}
+
+TEST(Families, HybridExplainsItsGroupSize) {
+  Fixture f("zoo:mlp?batch=8&input=1024&hidden=4096&layers=2&classes=16");
+  const auto st = f.run("hybrid", 8);
+  EXPECT_THAT(st.explanation, HasSubstr("g=1:"));
+  EXPECT_THAT(st.explanation, HasSubstr("g=8:"));
+  EXPECT_THAT(st.explanation, HasSubstr("fastest"));
+}
+
+TEST(Families, UnknownFamilyAndTooManyDevicesAreNamed) {
+  try {
+    (void)search::find_optimizer("dpp");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("'dpp'"));
+    EXPECT_THAT(e.what(), HasSubstr("megatron"));
+  }
+  Fixture f("zoo:mlp?batch=8");
+  EXPECT_THROW(f.run("dp", 16), Error);
+}
+
+TEST(Families, CancellationStopsTheSearch) {
+  Fixture f("zoo:mlp?batch=8");
+  std::atomic<bool> cancel{true};
+  search::Request r;
+  r.graph = &f.model.graph;
+  r.cluster = &f.cluster;
+  r.devices = 8;
+  r.cancel = &cancel;
+  EXPECT_THROW(search::find_optimizer("dp").optimize(r), Cancelled);
+}
+
+} // namespace
+} // namespace partita
