@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 
 namespace partita::cost {
@@ -74,6 +75,61 @@ int axes_size(const sharding::Config& config, const std::vector<int>& axes) {
     n *= config.splits[static_cast<std::size_t>(a)];
   }
   return n;
+}
+
+// A window op (convolution, pooling) whose output spatial dim "o<x>" is split reads, beyond its
+// own block of the input, the rows its kernel "k<x>" reaches into the neighbours' blocks: a halo
+// of (k-1) x dilation + 1 - stride rows, exchanged with the neighbour along that axis in the
+// forward pass and again (as gradients) in the backward pass.
+void halo_terms(const graph::Graph& g, const graph::OpSemantics& s, const sharding::Config& config,
+                std::span<const int> devices, const cluster::Cluster& cluster, const TrainingSetup& setup,
+                std::vector<Term>& out) {
+  if (s.op_class != graph::OpClass::convolution && s.op_class != graph::OpClass::pooling) {
+    return;
+  }
+  if (s.inputs.empty() || s.inputs[0].tensor == graph::no_tensor) {
+    return;
+  }
+  const auto& x = g.tensor(s.inputs[0].tensor);
+  const auto layout = sharding::input_layout(g, s, config, 0);
+  const auto& access = s.inputs[0].dims;
+  for (std::size_t j = 2; j < access.size(); ++j) {
+    const int d = access[j];
+    if (d < 0 || config.splits[static_cast<std::size_t>(d)] <= 1) {
+      continue;
+    }
+    const std::string& name = s.dims[static_cast<std::size_t>(d)].name;
+    if (name.empty() || name[0] != 'o') {
+      continue;
+    }
+    const int k = s.find_dim("k" + name.substr(1));
+    if (k < 0) {
+      continue;
+    }
+    const std::int64_t kernel = s.dims[static_cast<std::size_t>(k)].size;
+    const std::int64_t extent = x.shape[j];
+    const std::int64_t out_extent = s.dims[static_cast<std::size_t>(d)].size;
+    const std::int64_t stride = out_extent > 0 ? std::max<std::int64_t>(1, extent / out_extent) : 1;
+    const std::int64_t rows = kernel - stride; // dilation 1; padding does not change what neighbours hold
+    if (rows <= 0) {
+      continue;
+    }
+    const double row_bytes = stored_bytes(x, layout.shard_bytes(), setup) /
+                             std::max<double>(1.0, std::ceil(static_cast<double>(extent) / layout.parts[j]));
+    const double bytes = static_cast<double>(rows) * row_bytes;
+    // The neighbour: the next device along this axis.
+    const auto groups = device_groups(config, devices, std::vector<int>{d}, false);
+    if (groups.empty() || groups.front().size() < 2) {
+      continue;
+    }
+    const std::vector<int> pair{groups.front()[0], groups.front()[1]};
+    const auto c = cluster::collective_cost(cluster, Collective::send_recv, pair, bytes);
+    out.push_back({std::string(term::halo_exchange), 2 * c.seconds,
+                   fmt::format("'{}' split {} ways along {}: a {}x kernel reads {} rows of {:.4g} KB from its "
+                               "neighbour, forward and backward: 2 x {}",
+                               x.name, config.splits[static_cast<std::size_t>(d)], name, kernel, rows, row_bytes / 1e3,
+                               c.formula)});
+  }
 }
 
 } // namespace
@@ -229,6 +285,8 @@ OpCost op_cost(const graph::Graph& g, graph::OpId id, const graph::OpSemantics& 
   if (!keep_output && fwd > 0) {
     cost.time.push_back({std::string(term::recompute), fwd, "the forward pass again, before the backward pass"});
   }
+
+  halo_terms(g, s, config, devices, cluster, setup, cost.time);
 
   // Forward: a split reduction leaves partial sums, all-reduced over that axis's groups.
   for (std::size_t i = 0; i < op.outputs.size(); ++i) {

@@ -84,8 +84,8 @@ std::size_t output_index(const graph::Op& producer, graph::TensorId tensor) {
 }
 
 // Time to move `r` (forward) and the same gradient back (backward).
-cost::Term redistribution_term(const cluster::Cluster& cluster, const sharding::Redistribution& r,
-                               const std::string& tensor, const std::string& producer) {
+// The slowest group's time to carry out one redistribution.
+cluster::CollectiveCost move_cost(const cluster::Cluster& cluster, const sharding::Redistribution& r) {
   cluster::CollectiveCost worst;
   for (const auto& group : r.groups) {
     if (group.size() < 2) {
@@ -111,9 +111,7 @@ cost::Term redistribution_term(const cluster::Cluster& cluster, const sharding::
       worst = c;
     }
   }
-  return {std::string(cost::term::redistribution), 2 * worst.seconds,
-          fmt::format("'{}' from '{}': {} of {:.4g} MB per device, forward and its gradient backward: 2 x {}", tensor,
-                      producer, sharding::pattern_name(r.pattern), r.max_bytes_in / 1e6, worst.formula)};
+  return worst;
 }
 
 // Which ops keep their output for the backward pass under the recompute policy.
@@ -165,12 +163,22 @@ std::optional<cost::Term> input_redistribution(const graph::Graph& g, const std:
   const auto from =
       sharding::output_layout(g, sem[static_cast<std::size_t>(prod)], pa.config, output_index(g.op(prod), t));
   const auto to = sharding::input_layout(g, sem[static_cast<std::size_t>(id)], a.config, input);
-  // Copies of a grid hold the same blocks, so every device of either side takes part.
-  const auto worst = sharding::redistribute(from, pa.config, pa.devices, to, a.config, a.devices);
-  if (worst.max_bytes_in <= 0) {
+  // Copies of a grid hold the same blocks, so every device of either side takes part. The
+  // gradient goes back the other way: from this op's input layout (reduced over its replicas by
+  // the op's own input-gradient reduce) to the producer's output layout, often a mere slice.
+  const auto forward = sharding::redistribute(from, pa.config, pa.devices, to, a.config, a.devices);
+  const auto backward = sharding::redistribute(to, a.config, a.devices, from, pa.config, pa.devices);
+  if (forward.max_bytes_in <= 0 && backward.max_bytes_in <= 0) {
     return std::nullopt;
   }
-  return redistribution_term(cluster, worst, g.tensor(t).name, g.op(prod).name);
+  const auto f = move_cost(cluster, forward);
+  const auto b = move_cost(cluster, backward);
+  return cost::Term{std::string(cost::term::redistribution), f.seconds + b.seconds,
+                    fmt::format("'{}' from '{}': forward {} of {:.4g} MB per device{}; backward {} of {:.4g} MB{}",
+                                g.tensor(t).name, g.op(prod).name, sharding::pattern_name(forward.pattern),
+                                forward.max_bytes_in / 1e6, f.formula.empty() ? "" : " (" + f.formula + ")",
+                                sharding::pattern_name(backward.pattern), backward.max_bytes_in / 1e6,
+                                b.formula.empty() ? "" : " (" + b.formula + ")")};
 }
 
 Prediction evaluate(const graph::Graph& g, const cluster::Cluster& cluster, const Strategy& st,
