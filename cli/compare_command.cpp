@@ -58,7 +58,9 @@ void add_compare_command(CLI::App& app) {
     std::vector<std::string> families = o->families;
     if (families.empty()) {
       for (const auto& f : search::optimizers()) {
-        families.emplace_back(f->name());
+        if (f->name() != "given" || !o->setup.plan.empty()) {
+          families.emplace_back(f->name());
+        }
       }
     }
     for (const auto& f : families) {
@@ -74,8 +76,7 @@ void add_compare_command(CLI::App& app) {
           r.graph = &g;
           r.cluster = &cl;
           r.devices = devices;
-          r.setup = setup;
-          r.tensor_parallel = o->setup.tensor_parallel;
+          o->setup.fill(r);
           const auto st = search::find_optimizer(f).optimize(r);
           cell.prediction = strategy::evaluate(g, cl, st, setup);
         } catch (const Error& e) {
@@ -120,10 +121,9 @@ void add_compare_command(CLI::App& app) {
         continue;
       }
       const auto& p = c.prediction;
-      const double compute = p.iteration.empty() ? 0 : p.iteration.front().value;
       t.add_row({std::to_string(c.devices), c.family, fmt::format("{:.2f}", p.iteration_time * 1e3),
-                 fmt::format("{:.1f}", p.samples_per_second), fmt::format("{:.2f}", compute * 1e3),
-                 fmt::format("{:.2f}", (p.iteration_time - compute) * 1e3),
+                 fmt::format("{:.1f}", p.samples_per_second), fmt::format("{:.2f}", p.compute_time * 1e3),
+                 fmt::format("{:.2f}", p.communication_time * 1e3),
                  fmt::format("{:.2f}", p.peak_memory / (1024.0 * 1024 * 1024)), p.fits ? "yes" : "no"});
     }
     std::cout << t.render();

@@ -62,6 +62,30 @@ void SetupOptions::add_to(CLI::App& cmd) {
   cmd.add_option("--zero", zero, "ZeRO stage 0-3")->capture_default_str();
   cmd.add_option("--recompute", recompute, "none, selective or full")->capture_default_str();
   cmd.add_option("--tp", tensor_parallel, "tensor-parallel degree for megatron (default: devices per node)");
+  cmd.add_option("--stages", stages, "pipeline stages (default: one per node, at least 2)");
+  cmd.add_option("--micro-batches", micro_batches, "pipeline micro-batches (default: 4 x stages)");
+  cmd.add_option("--schedule", schedule, "pipeline schedule: gpipe or 1f1b")->capture_default_str();
+  cmd.add_option("--balance", balance, "pipeline cuts: time (balanced) or even (by op count)")->capture_default_str();
+  cmd.add_option("--cuts", cuts, "pipeline cut points: op indices (in the plan's order) that start a stage")
+      ->delimiter(',');
+  cmd.add_option("--plan", plan, "a plan file (partita plan -o) to evaluate as the 'given' strategy");
+}
+
+void SetupOptions::fill(search::Request& request) const {
+  request.setup = setup();
+  request.tensor_parallel = tensor_parallel;
+  request.stages = stages;
+  request.micro_batches = micro_batches;
+  if (schedule == "gpipe") {
+    request.schedule = strategy::Schedule::gpipe;
+  } else if (schedule == "1f1b") {
+    request.schedule = strategy::Schedule::one_f_one_b;
+  } else {
+    throw Error(fmt::format("--schedule '{}': expected gpipe or 1f1b", schedule));
+  }
+  request.balance = balance;
+  request.cuts = cuts;
+  request.plan_file = plan;
 }
 
 cost::TrainingSetup SetupOptions::setup() const {

@@ -5,6 +5,7 @@
 #include "partita/cluster/cluster.h"
 #include "partita/cost/setup.h"
 #include "partita/onnx/import.h"
+#include "partita/search/optimizer.h"
 
 #include <CLI/CLI.hpp>
 
@@ -31,9 +32,17 @@ struct SetupOptions {
   int zero = 0;
   std::string recompute = "none";
   int tensor_parallel = 0;
+  int stages = 0;
+  int micro_batches = 0;
+  std::string schedule = "1f1b";
+  std::string balance = "time";
+  std::vector<int> cuts;
+  std::string plan; // a plan file: the "given" strategy
 
   void add_to(CLI::App& cmd);
   cost::TrainingSetup setup() const;
+  // Everything but the model, cluster and device count.
+  void fill(search::Request& request) const;
 };
 
 onnx_import::ImportOptions parse_dims(const std::vector<std::string>& dims);

@@ -79,9 +79,8 @@ void add_plan_command(CLI::App& app) {
     request.graph = &g;
     request.cluster = &cl;
     request.devices = o->devices;
-    request.setup = setup;
-    request.tensor_parallel = o->setup.tensor_parallel;
-    const auto& family = search::find_optimizer(o->family);
+    o->setup.fill(request);
+    const auto& family = search::find_optimizer(o->setup.plan.empty() ? o->family : "given");
     const auto st = family.optimize(request);
     const auto p = strategy::evaluate(g, cl, st, setup);
     const auto plan = strategy::to_plan(g, cl, st, p, setup, o->model.model);

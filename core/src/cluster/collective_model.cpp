@@ -99,11 +99,15 @@ Estimate ring_estimate(const Cluster& c, Collective coll, const Shape& s, std::s
     double intra_seconds = 0;
     double net_seconds = 0;
     double latency = s.m >= 2 ? c.nic.latency : 0;
+    LinkKind intra_kind = c.intra_link.kind;
     for (const auto& [node, members] : s.by_node) {
       const double k = static_cast<double>(members.size());
       if (members.size() >= 2) {
         const auto part = intra_node_all_to_all(c, members, per_peer);
-        intra_seconds = std::max(intra_seconds, part.seconds);
+        if (part.seconds >= intra_seconds) {
+          intra_seconds = part.seconds;
+          intra_kind = part.kind;
+        }
         latency = std::max(latency, part.latency);
       }
       if (s.m >= 2) {
@@ -113,7 +117,7 @@ Estimate ring_estimate(const Cluster& c, Collective coll, const Shape& s, std::s
     }
     e.bandwidth_seconds = std::max(intra_seconds, net_seconds);
     e.latency_seconds = (p - 1) * latency;
-    e.bottleneck = net_seconds >= intra_seconds && s.m >= 2 ? c.nic.kind : s.intra.kind;
+    e.bottleneck = net_seconds >= intra_seconds && s.m >= 2 ? c.nic.kind : intra_kind;
     e.terms =
         fmt::format("every device sends n/p = {} to each of {} peers: {} of transfer + (p-1) a = {} x {}",
                     human_bytes(per_peer), s.p - 1, human_time(e.bandwidth_seconds), s.p - 1, human_time(latency));

@@ -166,10 +166,15 @@ CollectiveCost collective_cost(const Cluster& cluster, Collective collective, st
     break;
   }
 
-  const auto best = std::min_element(candidates.begin(), candidates.end(), [](const Candidate& x, const Candidate& y) {
-    return x.estimate.bandwidth_seconds + x.estimate.latency_seconds <
-           y.estimate.bandwidth_seconds + y.estimate.latency_seconds;
-  });
+  // Ring, listed first, keeps ties: a 2D ring on a switch with no latency equals the flat ring in
+  // exact arithmetic and must not win by a rounding difference.
+  const auto total = [](const Candidate& x) { return x.estimate.bandwidth_seconds + x.estimate.latency_seconds; };
+  auto best = candidates.begin();
+  for (auto it = candidates.begin() + 1; it != candidates.end(); ++it) {
+    if (total(*it) < total(*best) * (1 - 1e-12)) {
+      best = it;
+    }
+  }
   CollectiveCost cost;
   cost.algorithm = best->algorithm;
   cost.bandwidth_seconds = best->estimate.bandwidth_seconds;
@@ -180,12 +185,17 @@ CollectiveCost collective_cost(const Cluster& cluster, Collective collective, st
     cost.algbw = bytes / cost.seconds;
     cost.busbw = cost.algbw * bus_factor(collective, s.p);
   }
-  const std::string where =
-      s.m == 1 ? "inside one node" : fmt::format("across {} nodes ({} to {} per node)", s.m, s.k_min, s.k_max);
-  cost.formula =
-      fmt::format("{} {} of {} over {} devices {}: {} = {} (bottleneck: {}){}", algorithm_name(cost.algorithm),
-                  collective_name(collective), detail::human_bytes(bytes), s.p, where, best->estimate.terms,
-                  detail::human_time(cost.seconds), link_kind_name(cost.bottleneck), note);
+  std::string where = "inside one node";
+  if (s.m >= 2) {
+    where = s.k_min == s.k_max ? fmt::format("across {} nodes ({} per node)", s.m, s.k_min)
+                               : fmt::format("across {} nodes ({} to {} per node)", s.m, s.k_min, s.k_max);
+  }
+  // All-to-all and send/recv are point-to-point exchanges whatever the algorithm label says.
+  const bool direct = collective == Collective::all_to_all || collective == Collective::send_recv;
+  cost.formula = fmt::format("{} {} of {} over {} devices {}: {} = {} (bottleneck: {}){}",
+                             direct ? "direct" : algorithm_name(cost.algorithm), collective_name(collective),
+                             detail::human_bytes(bytes), s.p, where, best->estimate.terms,
+                             detail::human_time(cost.seconds), link_kind_name(cost.bottleneck), note);
   return cost;
 }
 

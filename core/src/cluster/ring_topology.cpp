@@ -139,7 +139,7 @@ RingRate intra_node_ring(const Cluster& c, std::span<const int> devices) {
 AllToAll intra_node_all_to_all(const Cluster& c, std::span<const int> devices, double bytes_per_peer) {
   const double peers = static_cast<double>(devices.size()) - 1;
   if (c.intra_switched) {
-    return AllToAll{peers * bytes_per_peer / c.intra_link.bandwidth, c.intra_link.latency};
+    return AllToAll{peers * bytes_per_peer / c.intra_link.bandwidth, c.intra_link.latency, c.intra_link.kind};
   }
   AllToAll out;
   for (const int a : devices) {
@@ -149,14 +149,20 @@ AllToAll intra_node_all_to_all(const Cluster& c, std::span<const int> devices, d
         continue;
       }
       if (const int lanes = direct_lanes(c, a, b); lanes > 0) {
-        out.seconds = std::max(out.seconds, bytes_per_peer / (lanes * c.intra_link.bandwidth));
+        if (const double t = bytes_per_peer / (lanes * c.intra_link.bandwidth); t > out.seconds) {
+          out.seconds = t;
+          out.kind = c.intra_link.kind;
+        }
         out.latency = std::max(out.latency, c.intra_link.latency);
       } else {
         ++through_fallback;
       }
     }
     if (through_fallback > 0) {
-      out.seconds = std::max(out.seconds, through_fallback * bytes_per_peer / c.intra_fallback.bandwidth);
+      if (const double t = through_fallback * bytes_per_peer / c.intra_fallback.bandwidth; t > out.seconds) {
+        out.seconds = t;
+        out.kind = c.intra_fallback.kind;
+      }
       out.latency = std::max(out.latency, c.intra_fallback.latency);
     }
   }

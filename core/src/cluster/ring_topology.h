@@ -23,8 +23,9 @@ RingRate intra_node_ring(const Cluster& cluster, std::span<const int> devices);
 // of the others at once: a switch port carries all of a device's sends; direct lanes run in
 // parallel; peers without a direct link share the fallback link.
 struct AllToAll {
-  double seconds = 0; // the transfer, without latency
-  double latency = 0; // the slowest pair's alpha
+  double seconds = 0;                      // the transfer, without latency
+  double latency = 0;                      // the slowest pair's alpha
+  LinkKind kind = LinkKind::shared_memory; // the link class of the slowest transfer
 };
 AllToAll intra_node_all_to_all(const Cluster& cluster, std::span<const int> devices, double bytes_per_peer);
 

@@ -154,14 +154,23 @@ sharding::Config Builder::split(graph::OpId id, std::initializer_list<std::pair<
 }
 
 void Builder::assign(graph::OpId id, const sharding::Config& config) {
+  std::vector<int> all(static_cast<std::size_t>(devices()));
+  for (int d = 0; d < devices(); ++d) {
+    all[static_cast<std::size_t>(d)] = d;
+  }
+  assign_on(id, config, all);
+}
+
+void Builder::assign_on(graph::OpId id, const sharding::Config& config, std::span<const int> devices) {
   auto& a = m_ops[static_cast<std::size_t>(id)];
   a.config = config;
-  const int k = config.devices();
-  const int usable = devices() / k * k; // whole copies only
-  a.devices.resize(static_cast<std::size_t>(usable));
-  for (int d = 0; d < usable; ++d) {
-    a.devices[static_cast<std::size_t>(d)] = d;
+  const auto k = static_cast<std::size_t>(config.devices());
+  const std::size_t usable = devices.size() / k * k; // whole copies only
+  if (usable == 0) {
+    throw Error(
+        fmt::format("{}: op '{}' needs {} devices, {} available", m_family, graph().op(id).name, k, devices.size()));
   }
+  a.devices.assign(devices.begin(), devices.begin() + static_cast<std::ptrdiff_t>(usable));
   m_assigned[static_cast<std::size_t>(id)] = true;
 }
 

@@ -36,6 +36,8 @@ public:
 
   // Places `config` on all devices (copies fill what the config does not split).
   void assign(graph::OpId id, const sharding::Config& config);
+  // Places `config` on `devices` (whole copies of the grid; the rest of the list is left out).
+  void assign_on(graph::OpId id, const sharding::Config& config, std::span<const int> devices);
   // Picks, for a weightless op, the cheapest of: its input's layout carried over, a batch split,
   // and replication (time of the op plus redistribution of its inputs).
   void follow(graph::OpId id);
@@ -52,6 +54,7 @@ public:
   void progress(double f) const;
 
   strategy::Strategy finish(std::string explanation);
+  const Request& request() const { return m_request; }
 
 private:
   const Request& m_request;

@@ -43,9 +43,15 @@ const std::vector<std::unique_ptr<Optimizer>>& optimizers() {
         "hybrid", "hybrid DP+MP in groups",
         "model parallel inside groups, data parallel across, group size by predicted time (Pal et al. 2019)",
         detail::hybrid));
-    v.push_back(std::make_unique<Family>("gholami", "Gholami Pr x Pc grid",
-                                         "model or spatial-domain parallel along Pr, batch along Pc, grid by communication volume (Gholami et al. 2018)",
-                                         detail::gholami));
+    v.push_back(std::make_unique<Family>(
+        "gholami", "Gholami Pr x Pc grid",
+        "model or spatial-domain parallel along Pr, batch along Pc, grid by communication volume (Gholami et al. 2018)",
+        detail::gholami));
+    v.push_back(std::make_unique<Family>(
+        "pipeline", "pipeline (GPipe / 1F1B)",
+        "contiguous stages with data parallelism inside, micro-batches, bubble by schedule", detail::pipeline));
+    v.push_back(
+        std::make_unique<Family>("given", "as given", "a strategy read from a plan file (--plan FILE)", detail::given));
     return v;
   }();
   return all;

@@ -201,6 +201,7 @@ Prediction evaluate(const graph::Graph& g, const cluster::Cluster& cluster, cons
   const int micro = st.pipeline ? st.pipeline->micro_batches : 1;
   std::vector<double> stage_time(static_cast<std::size_t>(stages), 0.0); // without gradient sync
   std::vector<double> stage_sync(static_cast<std::size_t>(stages), 0.0);
+  std::vector<double> stage_compute(static_cast<std::size_t>(stages), 0.0);
   std::set<std::vector<std::int64_t>> moved;
   std::set<int> used;
   double compute = 0, communication = 0, redistribution = 0, sync = 0;
@@ -240,6 +241,7 @@ Prediction evaluate(const graph::Graph& g, const cluster::Cluster& cluster, cons
     }
     const int stage = st.pipeline ? st.pipeline->stage_of_op[static_cast<std::size_t>(id)] : 0;
     stage_time[static_cast<std::size_t>(stage)] += total - sync_time;
+    stage_compute[static_cast<std::size_t>(stage)] += c.compute_time();
     stage_sync[static_cast<std::size_t>(stage)] += sync_time;
     // Memory: activations of the micro-batches a stage holds at once (1F1B: stages - stage).
     double in_flight = 1.0;
@@ -270,9 +272,13 @@ Prediction evaluate(const graph::Graph& g, const cluster::Cluster& cluster, cons
                            fmt::format("({} stages - 1) x slowest stage per micro-batch {:.4g} ms ({})", stages,
                                        slowest * 1e3, schedule_name(st.pipeline->schedule))});
     p.iteration_time = steady + bubble + sync_max;
+    const auto slowest_stage = std::max_element(stage_time.begin(), stage_time.end()) - stage_time.begin();
+    p.compute_time = stage_compute[static_cast<std::size_t>(slowest_stage)] * (micro + stages - 1) / micro;
   } else {
     p.iteration_time = compute + communication + redistribution + sync;
+    p.compute_time = compute;
   }
+  p.communication_time = p.iteration_time - p.compute_time;
   p.samples_per_second = p.iteration_time > 0 ? p.batch / p.iteration_time : 0;
   p.devices_used = static_cast<int>(used.size());
   for (const auto& m : p.memory) {

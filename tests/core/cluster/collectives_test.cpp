@@ -74,6 +74,14 @@ TEST(Collectives, BusBandwidthOfRingAllReduceIsTheLinkWithoutLatency) {
   EXPECT_DOUBLE_EQ(gather.busbw, c.intra_link.bandwidth);
 }
 
+TEST(Collectives, RingKeepsTiesWithoutLatency) {
+  Cluster c = load_cluster("dgx-a100");
+  c.intra_link.latency = 0;
+  for (const auto coll : {Collective::all_reduce, Collective::all_gather, Collective::reduce_scatter}) {
+    EXPECT_EQ(collective_cost(c, coll, range(0, 8), 3e7).algorithm, Algorithm::ring) << collective_name(coll);
+  }
+}
+
 TEST(Collectives, BusFactors) {
   EXPECT_DOUBLE_EQ(bus_factor(Collective::all_reduce, 8), 1.75);
   EXPECT_DOUBLE_EQ(bus_factor(Collective::all_gather, 4), 0.75);
@@ -215,6 +223,8 @@ TEST(Collectives, Dgx1GroupWithoutNvlinkRingUsesPcie) {
   const auto cost = collective_cost(c, Collective::all_reduce, std::vector{0, 5, 6}, GiB, Algorithm::ring);
   EXPECT_EQ(cost.bottleneck, LinkKind::pcie);
   EXPECT_DOUBLE_EQ(cost.bandwidth_seconds, 2.0 * 2 / 3 * GiB / c.intra_fallback.bandwidth);
+  // Every GPU has 3 peers without NVLink: its all-to-all waits on PCIe.
+  EXPECT_EQ(collective_cost(c, Collective::all_to_all, range(0, 8), GiB).bottleneck, LinkKind::pcie);
   const auto pair = collective_cost(c, Collective::send_recv, std::vector{0, 3}, GiB);
   EXPECT_DOUBLE_EQ(pair.bandwidth_seconds, GiB / 50e9); // two lanes
 }

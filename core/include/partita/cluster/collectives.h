@@ -26,7 +26,8 @@ struct CollectiveCost {
   double seconds = 0;
   double latency_seconds = 0;            // the alpha terms
   double bandwidth_seconds = 0;          // the beta terms
-  Algorithm algorithm = Algorithm::ring; // the one used (automatic picks the fastest)
+  Algorithm algorithm = Algorithm::ring; // the one used (automatic picks the fastest); all-to-all and
+                                         // send/recv are direct exchanges, reported as ring
   LinkKind bottleneck = LinkKind::shared_memory;
   double algbw = 0;    // bytes / seconds
   double busbw = 0;    // algbw x bus_factor

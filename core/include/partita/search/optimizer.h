@@ -11,6 +11,7 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -21,7 +22,18 @@ struct Request {
   const cluster::Cluster* cluster = nullptr;
   int devices = 1; // use devices 0 .. devices-1 of the cluster
   cost::TrainingSetup setup;
-  int tensor_parallel = 0;                   // Megatron's tensor-parallel degree; 0 = devices per node
+  int tensor_parallel = 0; // Megatron's tensor-parallel degree; 0 = devices per node
+  // Pipeline: stages (0 = one per node, at least 2), micro-batches (0 = 4 x stages, at most the
+  // batch per replica), schedule, and how to cut: "time" (balanced by forward+backward time),
+  // "even" (by op count) or explicit cut points (indices into the topological order where a new
+  // stage starts).
+  int stages = 0;
+  int micro_batches = 0;
+  strategy::Schedule schedule = strategy::Schedule::one_f_one_b;
+  std::string balance = "time";
+  std::vector<int> cuts;
+  // "given": the plan file to read (partita.proto Plan as JSON).
+  std::string plan_file;
   std::function<void(double)> progress;      // fraction done, may be empty
   const std::atomic<bool>* cancel = nullptr; // set to stop early: optimize() throws partita::Cancelled
 };

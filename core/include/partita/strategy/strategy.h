@@ -58,6 +58,8 @@ struct Prediction {
   std::vector<OpPrediction> ops;     // per op
   std::vector<cost::Term> iteration; // compute, communication, redistribution, pipeline bubble
   double iteration_time = 0;         // seconds, no overlap of communication and compute
+  double compute_time = 0;           // of iteration_time: kernels on the critical path
+  double communication_time = 0;     // of iteration_time: the rest (collectives, moves, bubble)
   double samples_per_second = 0;
   int batch = 0;                    // samples per iteration
   std::vector<DeviceMemory> memory; // per device of the cluster (unused devices: zeros)

@@ -1,0 +1,140 @@
+// Pipeline parallelism (GPipe, Huang et al. 2019; 1F1B, Narayanan et al. 2019): the op sequence
+// cut into contiguous stages, each on its own devices with data parallelism inside, the batch
+// split into micro-batches. Cuts are even by op count, at given points, or balanced by
+// forward+backward time (the balancing BaPipe automates further). The bubble and the in-flight
+// activations of each schedule are evaluate()'s part.
+
+#include "search/families.h"
+
+#include "partita/cost/op_cost.h"
+
+#include <algorithm>
+#include <numeric>
+
+namespace partita::search::detail {
+
+namespace {
+
+// Contiguous partition of `times` into at most `parts` runs minimizing the largest run: binary
+// search on the bound with a greedy fill. Returns the start index of every stage after the first.
+std::vector<int> balanced_cuts(const std::vector<double>& times, int parts) {
+  double lo = *std::max_element(times.begin(), times.end());
+  double hi = std::accumulate(times.begin(), times.end(), 0.0);
+  auto fill = [&](double bound) {
+    std::vector<int> cuts;
+    double run = 0;
+    for (std::size_t i = 0; i < times.size(); ++i) {
+      if (run + times[i] > bound && run > 0) {
+        cuts.push_back(static_cast<int>(i));
+        run = 0;
+      }
+      run += times[i];
+    }
+    return cuts;
+  };
+  for (int iter = 0; iter < 100 && hi - lo > 1e-12 * hi; ++iter) {
+    const double mid = (lo + hi) / 2;
+    (static_cast<int>(fill(mid).size()) + 1 <= parts ? hi : lo) = mid;
+  }
+  auto cuts = fill(hi);
+  // Use every stage: split the longest runs further if the greedy fill needed fewer.
+  while (static_cast<int>(cuts.size()) + 1 < parts) {
+    std::vector<int> bounds{0};
+    bounds.insert(bounds.end(), cuts.begin(), cuts.end());
+    bounds.push_back(static_cast<int>(times.size()));
+    int widest = 0;
+    for (std::size_t s = 0; s + 1 < bounds.size(); ++s) {
+      if (bounds[s + 1] - bounds[s] >
+          bounds[static_cast<std::size_t>(widest) + 1] - bounds[static_cast<std::size_t>(widest)]) {
+        widest = static_cast<int>(s);
+      }
+    }
+    const int a = bounds[static_cast<std::size_t>(widest)], b = bounds[static_cast<std::size_t>(widest) + 1];
+    if (b - a < 2) {
+      break;
+    }
+    cuts.push_back((a + b) / 2);
+    std::sort(cuts.begin(), cuts.end());
+  }
+  return cuts;
+}
+
+} // namespace
+
+strategy::Strategy pipeline(const Request& r) {
+  Builder b(r, "pipeline");
+  const int n = static_cast<int>(b.order().size());
+  int stages = r.stages > 0 ? r.stages : std::max(2, r.cluster->nodes);
+  if (!r.cuts.empty()) {
+    stages = static_cast<int>(r.cuts.size()) + 1;
+  }
+  if (stages > r.devices || r.devices % stages != 0) {
+    throw Error(fmt::format("pipeline: {} stages do not divide {} devices", stages, r.devices));
+  }
+  if (stages > n) {
+    throw Error(fmt::format("pipeline: {} stages for {} ops", stages, n));
+  }
+  const int per_stage = r.devices / stages;
+  const int batch = strategy::batch_size(b.graph());
+  const int micro = std::max(1, std::min(r.micro_batches > 0 ? r.micro_batches : 4 * stages, batch / per_stage));
+
+  // Per-op time on one stage's devices, data parallel inside the stage.
+  std::vector<int> first_stage(static_cast<std::size_t>(per_stage));
+  std::iota(first_stage.begin(), first_stage.end(), 0);
+  auto stage_config = [&](graph::OpId id) { return b.split(id, {{b.batch_dim(id), per_stage}}); };
+  std::vector<int> cuts;
+  std::string how;
+  if (!r.cuts.empty()) {
+    cuts = r.cuts;
+    for (std::size_t i = 0; i < cuts.size(); ++i) {
+      if (cuts[i] <= (i == 0 ? 0 : cuts[i - 1]) || cuts[i] >= n) {
+        throw Error(fmt::format("pipeline: cut point {} must increase and lie in 1..{}", cuts[i], n - 1));
+      }
+    }
+    how = "at the given cut points";
+  } else if (r.balance == "even") {
+    for (int s = 1; s < stages; ++s) {
+      cuts.push_back(s * n / stages);
+    }
+    how = "evenly by op count";
+  } else if (r.balance == "time") {
+    std::vector<double> times;
+    for (graph::OpId id : b.order()) {
+      b.check_cancel();
+      const auto config = stage_config(id);
+      const auto k = static_cast<std::size_t>(config.devices());
+      std::vector<int> devices(first_stage.begin(),
+                               first_stage.begin() + static_cast<std::ptrdiff_t>(per_stage / k * k));
+      times.push_back(
+          cost::op_cost(b.graph(), id, b.semantics(id), config, devices, b.cluster(), r.setup).time_total());
+    }
+    cuts = balanced_cuts(times, stages);
+    how = "balanced by forward+backward time";
+  } else {
+    throw Error(fmt::format("pipeline: balance '{}' is not time or even", r.balance));
+  }
+  strategy::Pipeline pipe;
+  pipe.stages = stages;
+  pipe.micro_batches = micro;
+  pipe.schedule = r.schedule;
+  pipe.stage_of_op.assign(b.graph().ops().size(), 0);
+  int stage = 0;
+  for (int i = 0; i < n; ++i) {
+    b.check_cancel();
+    while (stage < static_cast<int>(cuts.size()) && i >= cuts[static_cast<std::size_t>(stage)]) {
+      ++stage;
+    }
+    const graph::OpId id = b.order()[static_cast<std::size_t>(i)];
+    pipe.stage_of_op[static_cast<std::size_t>(id)] = stage;
+    std::vector<int> devices(static_cast<std::size_t>(per_stage));
+    std::iota(devices.begin(), devices.end(), stage * per_stage);
+    b.assign_on(id, stage_config(id), devices);
+  }
+  auto st = b.finish(fmt::format("{} stages of {} devices (data parallel inside each), cut {}; {} micro-batches, {} "
+                                 "schedule.",
+                                 stages, per_stage, how, micro, strategy::schedule_name(r.schedule)));
+  st.pipeline = std::move(pipe);
+  return st;
+}
+
+} // namespace partita::search::detail

@@ -1,0 +1,139 @@
+// Pipelines: stages on their own devices, the bubble of the schedule, 1F1B's smaller activation
+// footprint, balancing by time, explicit cuts; and "given" strategies read from plan files.
+
+#include "partita/graph/error.h"
+#include "partita/io/json_file.h"
+#include "partita/proto/partita.pb.h"
+#include "partita/search/optimizer.h"
+#include "partita/strategy/plan_file.h"
+#include "partita/strategy/strategy.h"
+#include "partita/zoo/zoo.h"
+#include "simple_cluster.h"
+#include "test_support.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+namespace partita {
+namespace {
+
+using ::testing::HasSubstr;
+
+struct Bench {
+  onnx_import::ImportResult model =
+      zoo::load("zoo:gpt2?layers=4&hidden=64&heads=4&seq=16&batch=16&vocab=100&positions=32");
+  cluster::Cluster cluster = test::simple_cluster(8);
+  search::Request request(int devices, int stages) const {
+    search::Request r;
+    r.graph = &model.graph;
+    r.cluster = &cluster;
+    r.devices = devices;
+    r.stages = stages;
+    return r;
+  }
+};
+
+double cost_term(const strategy::Prediction& p, const std::string& name) {
+  for (const auto& t : p.iteration) {
+    if (t.name == name) {
+      return t.value;
+    }
+  }
+  return -1;
+}
+
+TEST(Pipeline, StagesSitOnTheirOwnDevicesAndTheBubbleFollowsTheSchedule) {
+  Bench s;
+  auto r = s.request(8, 4);
+  r.micro_batches = 8;
+  const auto st = search::find_optimizer("pipeline").optimize(r);
+  ASSERT_TRUE(st.pipeline.has_value());
+  EXPECT_EQ(st.pipeline->stages, 4);
+  EXPECT_EQ(st.pipeline->micro_batches, 8);
+  for (std::size_t i = 0; i < st.ops.size(); ++i) {
+    const int stage = st.pipeline->stage_of_op[i];
+    for (int d : st.ops[i].devices) {
+      EXPECT_EQ(d / 2, stage) << "op " << i << " of stage " << stage << " on device " << d;
+    }
+  }
+  // Stages are contiguous in the topological order.
+  const auto order = s.model.graph.topological_order();
+  for (std::size_t i = 1; i < order.size(); ++i) {
+    EXPECT_GE(st.pipeline->stage_of_op[static_cast<std::size_t>(order[i])],
+              st.pipeline->stage_of_op[static_cast<std::size_t>(order[i - 1])]);
+  }
+  const auto p = strategy::evaluate(s.model.graph, s.cluster, st, {});
+  const double bubble = cost_term(p, "pipeline bubble");
+  ASSERT_GT(bubble, 0);
+  // bubble = (S-1) x slowest stage per micro-batch; the steady state is m of those, then the
+  // slowest stage's gradient synchronization.
+  const double per_micro = bubble / 3;
+  const double sync_slack = p.iteration_time - (8 + 3) * per_micro;
+  EXPECT_GE(sync_slack, -1e-15);
+  EXPECT_LE(sync_slack, cost_term(p, "gradient sync") + 1e-15);
+}
+
+TEST(Pipeline, OneForwardOneBackwardHoldsFewerActivationsThanGPipe) {
+  Bench s;
+  auto r = s.request(8, 4);
+  r.micro_batches = 8;
+  r.schedule = strategy::Schedule::gpipe;
+  const auto gpipe = strategy::evaluate(s.model.graph, s.cluster, search::find_optimizer("pipeline").optimize(r), {});
+  r.schedule = strategy::Schedule::one_f_one_b;
+  const auto one = strategy::evaluate(s.model.graph, s.cluster, search::find_optimizer("pipeline").optimize(r), {});
+  EXPECT_DOUBLE_EQ(gpipe.iteration_time, one.iteration_time);
+  double gpipe_act = 0, one_act = 0;
+  for (std::size_t d = 0; d < 8; ++d) {
+    gpipe_act += gpipe.memory[d].activations;
+    one_act += one.memory[d].activations;
+  }
+  EXPECT_LT(one_act, gpipe_act);
+}
+
+TEST(Pipeline, BalancedCutsAreNoWorseThanEvenOnes) {
+  Bench s;
+  auto r = s.request(4, 4);
+  r.balance = "even";
+  const auto even = strategy::evaluate(s.model.graph, s.cluster, search::find_optimizer("pipeline").optimize(r), {});
+  r.balance = "time";
+  const auto timed = strategy::evaluate(s.model.graph, s.cluster, search::find_optimizer("pipeline").optimize(r), {});
+  EXPECT_LE(timed.iteration_time, even.iteration_time * (1 + 1e-9));
+}
+
+TEST(Pipeline, ExplicitCutsAreHonouredAndBadOnesNamed) {
+  Bench s;
+  auto r = s.request(2, 0);
+  r.cuts = {10};
+  const auto st = search::find_optimizer("pipeline").optimize(r);
+  const auto order = s.model.graph.topological_order();
+  EXPECT_EQ(st.pipeline->stage_of_op[static_cast<std::size_t>(order[9])], 0);
+  EXPECT_EQ(st.pipeline->stage_of_op[static_cast<std::size_t>(order[10])], 1);
+  r.cuts = {0};
+  EXPECT_THROW(search::find_optimizer("pipeline").optimize(r), Error);
+  r.cuts = {};
+  r.stages = 3; // does not divide 2 devices
+  EXPECT_THROW(search::find_optimizer("pipeline").optimize(r), Error);
+}
+
+TEST(Given, APlanFileIsEvaluatedAsWritten) {
+  Bench s;
+  auto r = s.request(8, 0);
+  const auto st = search::find_optimizer("megatron").optimize(r);
+  const auto p = strategy::evaluate(s.model.graph, s.cluster, st, {});
+  const std::string path = test::scratch_dir() + "/plan.json";
+  io::write_json_file(path, strategy::to_plan(s.model.graph, s.cluster, st, p, {}, "zoo:gpt2"));
+  r.plan_file = path;
+  const auto given = search::find_optimizer("given").optimize(r);
+  EXPECT_THAT(given.explanation, HasSubstr(path));
+  EXPECT_DOUBLE_EQ(strategy::evaluate(s.model.graph, s.cluster, given, {}).iteration_time, p.iteration_time);
+  r.plan_file.clear();
+  EXPECT_THROW(search::find_optimizer("given").optimize(r), Error);
+  r.devices = 2;
+  r.plan_file = path;
+  EXPECT_THROW(search::find_optimizer("given").optimize(r), Error) << "the plan uses devices beyond 2";
+}
+
+} // namespace
+} // namespace partita
