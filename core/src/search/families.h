@@ -13,6 +13,7 @@ strategy::Strategy megatron(const Request& r);
 strategy::Strategy hybrid(const Request& r);
 strategy::Strategy gholami(const Request& r);
 strategy::Strategy pipeline(const Request& r);
+strategy::Strategy group_hybrid(const Request& r);
 strategy::Strategy given(const Request& r);
 strategy::Strategy gholami_with_grid(const Request& r, int pr, int pc);
 strategy::Strategy hybrid_with_group(const Request& r, int group, const std::string& family);

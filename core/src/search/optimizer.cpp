@@ -43,6 +43,10 @@ const std::vector<std::unique_ptr<Optimizer>>& optimizers() {
         "hybrid", "hybrid DP+MP in groups",
         "model parallel inside groups, data parallel across, group size by predicted time (Pal et al. 2019)",
         detail::hybrid));
+    v.push_back(std::make_unique<Family>("ghp", "group hybrid parallelism",
+                                         "layer-wise model parallel inside groups, data parallel across, group size by "
+                                         "predicted time (Joo & Youn 2021)",
+                                         detail::group_hybrid));
     v.push_back(std::make_unique<Family>(
         "gholami", "Gholami Pr x Pc grid",
         "model or spatial-domain parallel along Pr, batch along Pc, grid by communication volume (Gholami et al. 2018)",

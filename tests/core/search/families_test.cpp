@@ -15,6 +15,7 @@ namespace partita {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 struct Fixture {
   onnx_import::ImportResult model;
@@ -115,6 +116,35 @@ TEST(Families, CancellationStopsTheSearch) {
   r.devices = 8;
   r.cancel = &cancel;
   EXPECT_THROW(search::find_optimizer("dp").optimize(r), Cancelled);
+}
+
+} // namespace
+} // namespace partita
+
+namespace partita {
+namespace {
+
+TEST(Families, GroupHybridPicksLayerGroupsWhenGradientsDominate) {
+  // Big weights, tiny batch, slow links: data parallelism drowns in gradient traffic, so
+  // splitting the layers over a group (each worker syncing 1/g of the weights) wins.
+  const auto model = zoo::load("zoo:mlp?batch=8&input=4096&hidden=4096&layers=4&classes=16");
+  const auto slow = test::simple_cluster(8, 1e8);
+  search::Request r;
+  r.graph = &model.graph;
+  r.cluster = &slow;
+  r.devices = 8;
+  const auto st = search::find_optimizer("ghp").optimize(r);
+  EXPECT_EQ(st.family, "ghp");
+  EXPECT_THAT(st.explanation, HasSubstr("g=1:"));
+  EXPECT_THAT(st.explanation, Not(HasSubstr("g=1 is fastest")));
+  ASSERT_TRUE(st.pipeline.has_value());
+  EXPECT_EQ(st.pipeline->micro_batches, 1) << "one batch in flight: model parallelism, not a pipeline";
+  // On fast links with a big batch, plain data parallelism wins.
+  const auto wide = zoo::load("zoo:mlp?batch=1024&input=64&hidden=64&layers=2&classes=16");
+  const auto fast = test::simple_cluster(8, 1e12);
+  r.graph = &wide.graph;
+  r.cluster = &fast;
+  EXPECT_THAT(search::find_optimizer("ghp").optimize(r).explanation, HasSubstr("g=1 is fastest"));
 }
 
 } // namespace
