@@ -62,7 +62,7 @@ void SetupOptions::add_to(CLI::App& cmd) {
   cmd.add_option("--zero", zero, "ZeRO stage 0-3")->capture_default_str();
   cmd.add_option("--recompute", recompute, "none, selective or full")->capture_default_str();
   cmd.add_option("--tp", tensor_parallel, "tensor-parallel degree for megatron (default: devices per node)");
-  cmd.add_option("--stages", stages, "pipeline stages (default: one per node, at least 2)");
+  cmd.add_option("--stages", stages, "pipeline stages (default: 4 if they divide the devices, else 2)");
   cmd.add_option("--micro-batches", micro_batches, "pipeline micro-batches (default: 4 x stages)");
   cmd.add_option("--schedule", schedule, "pipeline schedule: gpipe or 1f1b")->capture_default_str();
   cmd.add_option("--balance", balance, "pipeline cuts: time (balanced) or even (by op count)")->capture_default_str();

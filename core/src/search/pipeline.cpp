@@ -64,7 +64,8 @@ std::vector<int> balanced_cuts(const std::vector<double>& times, int parts) {
 strategy::Strategy pipeline(const Request& r) {
   Builder b(r, "pipeline");
   const int n = static_cast<int>(b.order().size());
-  int stages = r.stages > 0 ? r.stages : std::max(2, r.cluster->nodes);
+  // Default: 4 stages where the devices allow (2 otherwise); choosing the count is BaPipe's job.
+  int stages = r.stages > 0 ? r.stages : (r.devices % 4 == 0 ? 4 : 2);
   if (!r.cuts.empty()) {
     stages = static_cast<int>(r.cuts.size()) + 1;
   }

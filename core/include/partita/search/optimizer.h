@@ -23,7 +23,7 @@ struct Request {
   int devices = 1; // use devices 0 .. devices-1 of the cluster
   cost::TrainingSetup setup;
   int tensor_parallel = 0; // Megatron's tensor-parallel degree; 0 = devices per node
-  // Pipeline: stages (0 = one per node, at least 2), micro-batches (0 = 4 x stages, at most the
+  // Pipeline: stages (0 = 4 when they divide the devices, else 2), micro-batches (0 = 4 x stages, at most the
   // batch per replica), schedule, and how to cut: "time" (balanced by forward+backward time),
   // "even" (by op count) or explicit cut points (indices into the topological order where a new
   // stage starts).

@@ -1,0 +1,242 @@
+// The main window end to end, with real widgets under the offscreen platform: evaluate a zoo
+// model off the GUI thread and see it displayed; open a bad ONNX file and see the core's error
+// while the previous model stays; open a good file (also by drag and drop); cancel a long job.
+
+#include "analysis_runner.h"
+#include "candidate_model.h"
+#include "chart_adapter.h"
+#include "charts_panel.h"
+#include "compare_model.h"
+#include "compare_panel.h"
+#include "format.h"
+#include "inspector_panel.h"
+#include "layer_table_model.h"
+#include "layers_panel.h"
+#include "main_window.h"
+#include "setup_panel.h"
+
+#include "partita/zoo/zoo.h"
+
+#include <QAbstractItemModelTester>
+#include <QComboBox>
+#include <QFile>
+#include <QFileInfo>
+#include <QLabel>
+#include <QLineEdit>
+#include <QMimeData>
+#include <QPushButton>
+#include <QSettings>
+#include <QSignalSpy>
+#include <QSortFilterProxyModel>
+#include <QStandardPaths>
+#include <QTableView>
+#include <QTemporaryDir>
+#include <QTest>
+#include <QTextBrowser>
+#include <QUrl>
+
+using namespace partita;
+using namespace partita::gui;
+
+namespace {
+
+constexpr int wait_ms = 120000; // generous: debug builds on a shared machine; not a timing check
+
+AnalysisInput smallInput() {
+  AnalysisInput in;
+  in.model = "zoo:gpt2?layers=1&hidden=64&heads=2&seq=8&batch=2";
+  in.cluster = "dgx-a100";
+  in.devices = 4;
+  in.family = "hybrid";
+  return in;
+}
+
+} // namespace
+
+class TestMainWindow : public QObject {
+  Q_OBJECT
+private:
+  // Evaluates `in` in `w` and waits for it to be on screen.
+  static bool evaluated(MainWindow& w, const AnalysisInput& in) {
+    QSignalSpy shown(&w, &MainWindow::analysisShown);
+    w.setupPanel()->setInput(in);
+    w.evaluate();
+    return shown.wait(wait_ms);
+  }
+
+private Q_SLOTS:
+  void initTestCase() {
+    QStandardPaths::setTestModeEnabled(true);
+    QCoreApplication::setOrganizationName(QStringLiteral("PartitaTest"));
+    QCoreApplication::setApplicationName(QStringLiteral("tst_main_window"));
+  }
+
+  void init() { QSettings().clear(); }
+
+  void evaluateAndDisplay() {
+    MainWindow w;
+    w.show();
+    QAbstractItemModelTester layerTester(w.layersPanel()->proxy(), QAbstractItemModelTester::FailureReportingMode::QtTest);
+    QAbstractItemModelTester candidateTester(w.inspector()->proxy(),
+                                             QAbstractItemModelTester::FailureReportingMode::QtTest);
+    QCOMPARE(w.layersPanel()->model()->rowCount(), 0);
+
+    QSignalSpy shown(&w, &MainWindow::analysisShown);
+    QSignalSpy progress(w.runner(), &AnalysisRunner::progressChanged);
+    w.setupPanel()->setInput(smallInput());
+    QTest::mouseClick(w.setupPanel()->evaluateButton(), Qt::LeftButton);
+    QVERIFY(w.isBusy()); // the click returned while the work runs on another thread
+    QVERIFY(w.cancelButton()->isVisibleTo(&w));
+    QVERIFY(shown.wait(wait_ms));
+    QVERIFY(!w.isBusy());
+    QVERIFY(!w.cancelButton()->isVisibleTo(&w));
+    QVERIFY(w.errorMessage().isEmpty());
+
+    const auto a = w.analysis();
+    QVERIFY(a);
+    QCOMPARE(a->input.model, smallInput().model);
+    QCOMPARE(w.layersPanel()->model()->rowCount(), static_cast<int>(a->model.graph.ops().size()));
+    QVERIFY(w.layersPanel()->totalsLabel()->text().contains(QStringLiteral("samples/s")));
+    QVERIFY(w.windowTitle().contains(QStringLiteral("gpt2")));
+
+    // The most expensive layer is selected and inspected.
+    const graph::OpId inspected = w.inspector()->op();
+    QVERIFY(inspected >= 0);
+    QVERIFY(w.inspector()->model()->rowCount() > 0);
+    QVERIFY(w.inspector()->model()->chosenRow() >= 0);
+    QVERIFY(w.inspector()->formulas()->toPlainText().contains(QStringLiteral("forward compute")));
+
+    // Selecting another layer in the table inspects it.
+    auto* view = w.layersPanel()->view();
+    const int otherRow = view->currentIndex().row() == 0 ? 1 : 0;
+    view->setCurrentIndex(w.layersPanel()->proxy()->index(otherRow, 0));
+    const graph::OpId other = w.layersPanel()->proxy()->index(otherRow, 0).data(OpIdRole).toInt();
+    QCOMPARE(w.inspector()->op(), other);
+    QVERIFY(other != inspected);
+
+    // The filter narrows the table.
+    w.layersPanel()->filterEdit()->setText(QStringLiteral("MatMul"));
+    QVERIFY(w.layersPanel()->proxy()->rowCount() > 0);
+    QVERIFY(w.layersPanel()->proxy()->rowCount() < w.layersPanel()->model()->rowCount());
+
+    // Charts show the three time terms and the memory of each device.
+    QCOMPARE(w.chartsPanel()->layerChart()->seriesCount(), 3);
+    QVERIFY(w.chartsPanel()->memoryChart()->seriesCount() >= 4);
+    QVERIFY(w.chartsPanel()->memoryChart()->title().contains(QStringLiteral("capacity")));
+    QVERIFY(progress.count() >= 1);
+  }
+
+  void compareFamilies() {
+    MainWindow w;
+    QAbstractItemModelTester tester(w.comparePanel()->model(), QAbstractItemModelTester::FailureReportingMode::QtTest);
+    w.setupPanel()->setInput(smallInput());
+    QSignalSpy shown(&w, &MainWindow::comparisonShown);
+    QTest::mouseClick(w.comparePanel()->compareButton(), Qt::LeftButton);
+    QVERIFY(shown.wait(wait_ms));
+    QCOMPARE(w.comparePanel()->model()->rowCount(), static_cast<int>(offered_families().size()));
+    QCOMPARE(w.comparePanel()->chart()->seriesCount(), 2);
+  }
+
+  void badFileKeepsThePreviousModel() {
+    MainWindow w;
+    QVERIFY(evaluated(w, smallInput()));
+    const auto before = w.analysis();
+    const int rows = w.layersPanel()->model()->rowCount();
+    const int models = w.setupPanel()->modelCombo()->count();
+
+    QTemporaryDir dir;
+    QVERIFY(dir.isValid());
+    const QString bad = dir.filePath(QStringLiteral("garbage.onnx"));
+    {
+      QFile f(bad);
+      QVERIFY(f.open(QIODevice::WriteOnly));
+      f.write("this is not a protobuf \x01\x02\xff\xfe at all");
+    }
+    QSignalSpy error(&w, &MainWindow::errorShown);
+    QSignalSpy shown(&w, &MainWindow::analysisShown);
+    w.openFile(bad);
+    QVERIFY(error.wait(wait_ms));
+    QCOMPARE(shown.count(), 0);
+    // The core's message, naming the file, in the window.
+    QVERIFY2(w.errorMessage().contains(QStringLiteral("garbage.onnx")), qPrintable(w.errorMessage()));
+    // The previous model stays, usable.
+    QCOMPARE(w.analysis(), before);
+    QCOMPARE(w.layersPanel()->model()->rowCount(), rows);
+    QCOMPARE(w.setupPanel()->modelCombo()->count(), models);
+    QVERIFY(!w.recentFiles().contains(bad));
+    QCOMPARE(w.setupPanel()->input().model, smallInput().model);
+    QVERIFY(evaluated(w, w.setupPanel()->input()));
+    QVERIFY(w.errorMessage().isEmpty());
+    QVERIFY(w.analysis() != before);
+  }
+
+  void openAndDropGoodFiles() {
+    QTemporaryDir dir;
+    QVERIFY(dir.isValid());
+    const QString path = dir.filePath(QStringLiteral("mlp.onnx"));
+    zoo::export_onnx("zoo:mlp?batch=4&hidden=32&layers=2", path.toStdString());
+
+    MainWindow w;
+    QSignalSpy shown(&w, &MainWindow::analysisShown);
+    w.openFile(path);
+    QVERIFY(shown.wait(wait_ms));
+    QCOMPARE(w.analysis()->input.model, path.toStdString());
+    QCOMPARE(w.setupPanel()->input().model, path.toStdString()); // the file joined the model list
+    QVERIFY(w.recentFiles().contains(QFileInfo(path).absoluteFilePath()));
+
+    // Drag and drop of an .onnx file opens it too.
+    const QString copy = dir.filePath(QStringLiteral("dropped.onnx"));
+    QVERIFY(QFile::copy(path, copy));
+    QMimeData mime;
+    mime.setUrls({QUrl::fromLocalFile(copy)});
+    QDropEvent drop(QPointF(10, 10), Qt::CopyAction, &mime, Qt::LeftButton, Qt::NoModifier);
+    QCoreApplication::sendEvent(&w, &drop);
+    QVERIFY(shown.wait(wait_ms));
+    QCOMPARE(w.analysis()->input.model, copy.toStdString());
+    QCOMPARE(w.recentFiles().value(0), QFileInfo(copy).absoluteFilePath());
+  }
+
+  void cancelALongEvaluation() {
+    MainWindow w;
+    w.show();
+    QVERIFY(evaluated(w, smallInput()));
+    const auto before = w.analysis();
+    // Full-size GPT-2 on 64 devices: import and search take far longer than the click below.
+    AnalysisInput big = smallInput();
+    big.model = "zoo:gpt2";
+    big.devices = 64;
+    big.nodes = 8;
+    w.setupPanel()->setInput(big);
+    QSignalSpy cancelled(w.runner(), &AnalysisRunner::cancelled);
+    QSignalSpy shown(&w, &MainWindow::analysisShown);
+    QSignalSpy error(&w, &MainWindow::errorShown);
+    w.evaluate();
+    QVERIFY(w.isBusy());
+    QTest::mouseClick(w.cancelButton(), Qt::LeftButton);
+    QVERIFY(cancelled.wait(wait_ms));
+    QCOMPARE(shown.count(), 0);
+    QCOMPARE(error.count(), 0);
+    QVERIFY(!w.isBusy());
+    QCOMPARE(w.analysis(), before); // the previous result stays on screen
+  }
+
+  void newJobSupersedesTheRunningOne() {
+    MainWindow w;
+    AnalysisInput big = smallInput();
+    big.model = "zoo:gpt2";
+    big.devices = 64;
+    big.nodes = 8;
+    w.setupPanel()->setInput(big);
+    QSignalSpy shown(&w, &MainWindow::analysisShown);
+    w.evaluate();
+    w.setupPanel()->setInput(smallInput());
+    w.evaluate(); // cancels the first; only the second is shown
+    QVERIFY(shown.wait(wait_ms));
+    QCOMPARE(w.analysis()->input.model, smallInput().model);
+    QTest::qWait(50);
+    QCOMPARE(shown.count(), 1);
+  }
+};
+
+QTEST_MAIN(TestMainWindow)
+#include "tst_main_window.moc"
