@@ -179,7 +179,7 @@ private Q_SLOTS:
     MainWindow w;
     QSignalSpy shown(&w, &MainWindow::analysisShown);
     w.openFile(path);
-    QVERIFY(shown.wait(wait_ms));
+    QVERIFY2(shown.wait(wait_ms), qPrintable(w.errorMessage()));
     QCOMPARE(w.analysis()->input.model, path.toStdString());
     QCOMPARE(w.setupPanel()->input().model, path.toStdString()); // the file joined the model list
     QVERIFY(w.recentFiles().contains(QFileInfo(path).absoluteFilePath()));
