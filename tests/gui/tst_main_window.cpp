@@ -189,8 +189,12 @@ private Q_SLOTS:
     QVERIFY(QFile::copy(path, copy));
     QMimeData mime;
     mime.setUrls({QUrl::fromLocalFile(copy)});
+    QDragEnterEvent enter(QPoint(10, 10), Qt::CopyAction, &mime, Qt::LeftButton, Qt::NoModifier);
+    QCoreApplication::sendEvent(&w, &enter);
+    QVERIFY(enter.isAccepted());
     QDropEvent drop(QPointF(10, 10), Qt::CopyAction, &mime, Qt::LeftButton, Qt::NoModifier);
     QCoreApplication::sendEvent(&w, &drop);
+    QVERIFY(drop.isAccepted());
     QVERIFY(shown.wait(wait_ms));
     QCOMPARE(w.analysis()->input.model, copy.toStdString());
     QCOMPARE(w.recentFiles().value(0), QFileInfo(copy).absoluteFilePath());

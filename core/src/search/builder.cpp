@@ -209,7 +209,7 @@ double Builder::op_time(graph::OpId id) const {
   const auto c = cost::op_cost(graph(), id, semantics(id), a.config, a.devices, cluster(), m_request.setup);
   double t = c.time_total();
   for (std::size_t i = 0; i < graph().op(id).inputs.size(); ++i) {
-    if (auto term = strategy::input_redistribution(graph(), m_sem, m_ops, cluster(), id, i)) {
+    if (auto term = strategy::input_redistribution(graph(), m_sem, m_ops, cluster(), m_request.setup, id, i)) {
       t += term->value;
     }
   }

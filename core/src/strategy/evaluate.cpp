@@ -151,7 +151,7 @@ std::vector<std::int64_t> placement_key(const graph::Graph& g, const graph::OpSe
 
 std::optional<cost::Term> input_redistribution(const graph::Graph& g, const std::vector<graph::OpSemantics>& sem,
                                                const std::vector<OpAssignment>& ops, const cluster::Cluster& cluster,
-                                               graph::OpId id, std::size_t input) {
+                                               const cost::TrainingSetup& setup, graph::OpId id, std::size_t input) {
   const auto& op = g.op(id);
   const graph::TensorId t = op.inputs[input];
   if (t == graph::no_tensor || g.tensor(t).producer < 0) {
@@ -166,8 +166,17 @@ std::optional<cost::Term> input_redistribution(const graph::Graph& g, const std:
   // Copies of a grid hold the same blocks, so every device of either side takes part. The
   // gradient goes back the other way: from this op's input layout (reduced over its replicas by
   // the op's own input-gradient reduce) to the producer's output layout, often a mere slice.
-  const auto forward = sharding::redistribute(from, pa.config, pa.devices, to, a.config, a.devices);
-  const auto backward = sharding::redistribute(to, a.config, a.devices, from, pa.config, pa.devices);
+  auto forward = sharding::redistribute(from, pa.config, pa.devices, to, a.config, a.devices);
+  auto backward = sharding::redistribute(to, a.config, a.devices, from, pa.config, pa.devices);
+  // Layouts count the graph's element type; values travel at the training precision.
+  const auto& tensor = g.tensor(t);
+  if (graph::is_floating(tensor.dtype)) {
+    const double scale = setup.value_bytes() / static_cast<double>(graph::dtype_size(tensor.dtype));
+    for (auto* r : {&forward, &backward}) {
+      r->max_bytes_in *= scale;
+      r->total_bytes *= scale;
+    }
+  }
   if (forward.max_bytes_in <= 0 && backward.max_bytes_in <= 0) {
     return std::nullopt;
   }
@@ -221,7 +230,7 @@ Prediction evaluate(const graph::Graph& g, const cluster::Cluster& cluster, cons
       if (moved.count(key) != 0) {
         continue;
       }
-      if (auto term = input_redistribution(g, sem, st.ops, cluster, id, i)) {
+      if (auto term = input_redistribution(g, sem, st.ops, cluster, setup, id, i)) {
         c.time.push_back(std::move(*term));
         moved.insert(std::move(key));
       }

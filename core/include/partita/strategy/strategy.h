@@ -79,7 +79,7 @@ Prediction evaluate(const graph::Graph& g, const cluster::Cluster& cluster, cons
 // has no producer. `ops` holds at least the assignments of `id` and of the producer.
 std::optional<cost::Term> input_redistribution(const graph::Graph& g, const std::vector<graph::OpSemantics>& sem,
                                                const std::vector<OpAssignment>& ops, const cluster::Cluster& cluster,
-                                               graph::OpId id, std::size_t input);
+                                               const cost::TrainingSetup& setup, graph::OpId id, std::size_t input);
 
 // The batch size of a graph: the first dimension of its first data input (1 if none).
 int batch_size(const graph::Graph& g);
