@@ -76,7 +76,8 @@ private Q_SLOTS:
   void evaluateAndDisplay() {
     MainWindow w;
     w.show();
-    QAbstractItemModelTester layerTester(w.layersPanel()->proxy(), QAbstractItemModelTester::FailureReportingMode::QtTest);
+    QAbstractItemModelTester layerTester(w.layersPanel()->proxy(),
+                                         QAbstractItemModelTester::FailureReportingMode::QtTest);
     QAbstractItemModelTester candidateTester(w.inspector()->proxy(),
                                              QAbstractItemModelTester::FailureReportingMode::QtTest);
     QCOMPARE(w.layersPanel()->model()->rowCount(), 0);

@@ -381,6 +381,19 @@ OpCost op_cost(const graph::Graph& g, graph::OpId id, const graph::OpSemantics& 
                                          setup.zero_stage >= 1 ? ", sharded over replicas (ZeRO-1)" : "")});
     }
   }
+  // Backward needs the output gradient and writes the input gradients: transient buffers, held
+  // only while this op runs (a device's workspace is the largest of its ops', not their sum).
+  double gradient_buffers = s.op_class == graph::OpClass::shape ? 0 : shard_out;
+  for (std::size_t i = 0; i < op.inputs.size(); ++i) {
+    if (op.inputs[i] != graph::no_tensor && g.tensor(op.inputs[i]).role == TensorRole::activation &&
+        graph::is_floating(g.tensor(op.inputs[i]).dtype) && s.op_class != graph::OpClass::shape) {
+      gradient_buffers += stored_bytes(g.tensor(op.inputs[i]), sharding::input_layout(g, s, config, i).shard_bytes(), setup);
+    }
+  }
+  if (gradient_buffers > 0) {
+    cost.memory.push_back({std::string(term::workspace), gradient_buffers,
+                           "output gradient and input gradients of the backward pass, held while the op runs"});
+  }
   if (keep_output && s.op_class != graph::OpClass::shape && shard_out > 0) {
     cost.memory.push_back(
         {std::string(term::activations), shard_out, "this op's output shard, kept for the backward pass"});

@@ -92,6 +92,10 @@ Builder::Builder(const Request& request, std::string family) : m_request(request
   m_order = g.topological_order();
   m_ops.resize(g.ops().size());
   m_assigned.assign(g.ops().size(), false);
+  m_pool.resize(static_cast<std::size_t>(request.devices));
+  for (int d = 0; d < request.devices; ++d) {
+    m_pool[static_cast<std::size_t>(d)] = d;
+  }
   // The batch: dim 0 of every graph input, carried through the ops' tensor maps.
   std::vector<std::set<int>> batch_dims_of_tensor(g.tensors().size());
   for (graph::TensorId t : g.graph_inputs) {
@@ -153,13 +157,7 @@ sharding::Config Builder::split(graph::OpId id, std::initializer_list<std::pair<
   return c;
 }
 
-void Builder::assign(graph::OpId id, const sharding::Config& config) {
-  std::vector<int> all(static_cast<std::size_t>(devices()));
-  for (int d = 0; d < devices(); ++d) {
-    all[static_cast<std::size_t>(d)] = d;
-  }
-  assign_on(id, config, all);
-}
+void Builder::assign(graph::OpId id, const sharding::Config& config) { assign_on(id, config, m_pool); }
 
 void Builder::assign_on(graph::OpId id, const sharding::Config& config, std::span<const int> devices) {
   auto& a = m_ops[static_cast<std::size_t>(id)];
@@ -263,7 +261,7 @@ strategy::Strategy Builder::finish(std::string explanation) {
   strategy::Strategy st;
   st.family = m_family;
   st.explanation = std::move(explanation);
-  st.devices = devices();
+  st.devices = m_request.devices;
   st.ops = std::move(m_ops);
   progress(1.0);
   return st;

@@ -25,7 +25,11 @@ public:
   const graph::Graph& graph() const { return *m_request.graph; }
   const cluster::Cluster& cluster() const { return *m_request.cluster; }
   const graph::OpSemantics& semantics(graph::OpId id) const { return m_sem[static_cast<std::size_t>(id)]; }
-  int devices() const { return m_request.devices; }
+  // Devices the current decisions place ops on (all of the request's by default; a pipeline
+  // stage's while that stage is built).
+  int devices() const { return static_cast<int>(m_pool.size()); }
+  void set_pool(std::vector<int> devices) { m_pool = std::move(devices); }
+  const std::vector<int>& pool() const { return m_pool; }
   const std::vector<graph::OpId>& order() const { return m_order; }
 
   // The iteration dim that carries the batch (propagated from dim 0 of the graph inputs), or -1.
@@ -34,7 +38,7 @@ public:
   // Splits `dim` of op `id` by the largest power of two <= min(factor, dim size); -1 leaves it whole.
   sharding::Config split(graph::OpId id, std::initializer_list<std::pair<int, int>> dim_factors) const;
 
-  // Places `config` on all devices (copies fill what the config does not split).
+  // Places `config` on the pool's devices (copies fill what the config does not split).
   void assign(graph::OpId id, const sharding::Config& config);
   // Places `config` on `devices` (whole copies of the grid; the rest of the list is left out).
   void assign_on(graph::OpId id, const sharding::Config& config, std::span<const int> devices);
@@ -64,6 +68,7 @@ private:
   std::vector<int> m_batch_dim;
   std::vector<strategy::OpAssignment> m_ops;
   std::vector<bool> m_assigned;
+  std::vector<int> m_pool;
 };
 
 // The op reads a trainable parameter (a "layer with weights").

@@ -10,6 +10,10 @@ strategy::Strategy data_parallel(const Request& r);
 strategy::Strategy model_parallel(const Request& r);
 strategy::Strategy one_weird_trick(const Request& r);
 strategy::Strategy megatron(const Request& r);
+// Megatron's decision for one op on the builder's current device pool (t-way tensor parallel,
+// data parallel over the rest of the pool); counts column- and row-parallel products.
+void megatron_op(Builder& b, graph::OpId id, int t, int& column, int& row);
+int tensor_parallel_degree(const Request& r);
 strategy::Strategy hybrid(const Request& r);
 strategy::Strategy gholami(const Request& r);
 strategy::Strategy pipeline(const Request& r);

@@ -119,6 +119,9 @@ strategy::Strategy pipeline(const Request& r) {
   pipe.micro_batches = micro;
   pipe.schedule = r.schedule;
   pipe.stage_of_op.assign(b.graph().ops().size(), 0);
+  // Inside a stage: data parallel, or Megatron tensor parallel when asked (--tp).
+  const int t = r.tensor_parallel > 1 ? std::min(floor_pow2(r.tensor_parallel), floor_pow2(per_stage)) : 1;
+  int column = 0, row = 0;
   int stage = 0;
   for (int i = 0; i < n; ++i) {
     b.check_cancel();
@@ -129,11 +132,18 @@ strategy::Strategy pipeline(const Request& r) {
     pipe.stage_of_op[static_cast<std::size_t>(id)] = stage;
     std::vector<int> devices(static_cast<std::size_t>(per_stage));
     std::iota(devices.begin(), devices.end(), stage * per_stage);
-    b.assign_on(id, stage_config(id), devices);
+    b.set_pool(std::move(devices));
+    if (t > 1) {
+      megatron_op(b, id, t, column, row);
+    } else {
+      b.assign(id, stage_config(id));
+    }
   }
-  auto st = b.finish(fmt::format("{} stages of {} devices (data parallel inside each), cut {}; {} micro-batches, {} "
-                                 "schedule.",
-                                 stages, per_stage, how, micro, strategy::schedule_name(r.schedule)));
+  const std::string inside =
+      t > 1 ? fmt::format("{}-way tensor parallel x {}-way data parallel inside each", t, per_stage / t)
+            : "data parallel inside each";
+  auto st = b.finish(fmt::format("{} stages of {} devices ({}), cut {}; {} micro-batches, {} schedule.", stages,
+                                 per_stage, inside, how, micro, strategy::schedule_name(r.schedule)));
   st.pipeline = std::move(pipe);
   return st;
 }

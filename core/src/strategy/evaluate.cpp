@@ -264,6 +264,7 @@ Prediction evaluate(const graph::Graph& g, const cluster::Cluster& cluster, cons
       m.gradients += c.get(cost::term::gradients);
       m.optimizer_state += c.get(cost::term::optimizer_state);
       m.activations += c.get(cost::term::activations) * in_flight;
+      m.workspace = std::max(m.workspace, c.get(cost::term::workspace) / micro);
     }
     p.ops[static_cast<std::size_t>(id)] = OpPrediction{std::move(c), total};
   }

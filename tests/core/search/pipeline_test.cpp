@@ -137,3 +137,33 @@ TEST(Given, APlanFileIsEvaluatedAsWritten) {
 
 } // namespace
 } // namespace partita
+
+namespace partita {
+namespace {
+
+TEST(Pipeline, TensorParallelInsideStagesMakesThreeDimensionalStrategies) {
+  Bench s;
+  auto r = s.request(8, 2);
+  r.tensor_parallel = 2;
+  const auto st = search::find_optimizer("pipeline").optimize(r);
+  EXPECT_THAT(st.explanation, HasSubstr("2-way tensor parallel x 2-way data parallel"));
+  const auto& g = s.model.graph;
+  int row_parallel = 0;
+  for (std::size_t i = 0; i < st.ops.size(); ++i) {
+    const int stage = st.pipeline->stage_of_op[i];
+    for (int d : st.ops[i].devices) {
+      EXPECT_EQ(d / 4, stage);
+    }
+    if (g.ops()[i].name.find("mlp.proj") != std::string::npos && g.ops()[i].type == "MatMul") {
+      const auto sem = graph::describe(g, static_cast<graph::OpId>(i));
+      EXPECT_THAT(sharding::to_string(st.ops[i].config, sem), HasSubstr("k:2"));
+      ++row_parallel;
+    }
+  }
+  EXPECT_EQ(row_parallel, 4);
+  const auto p = strategy::evaluate(g, s.cluster, st, {});
+  EXPECT_GT(p.iteration_time, 0);
+}
+
+} // namespace
+} // namespace partita

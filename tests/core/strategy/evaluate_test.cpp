@@ -92,6 +92,10 @@ TEST(Evaluate, WorkedExampleGradientTermsFollowTheOneRule) {
   EXPECT_DOUBLE_EQ(mm.get(cost::term::gradients), 1024);
   EXPECT_DOUBLE_EQ(mm.get(cost::term::optimizer_state), 2048);
   EXPECT_DOUBLE_EQ(mm.get(cost::term::activations), 8 * 32 * 4 / 4);
+  // Backward buffers: the output gradient (a quarter of Y) and dX (a 4x16 block), held while
+  // the op runs; a device's workspace is the largest of its ops'.
+  EXPECT_DOUBLE_EQ(mm.get(cost::term::workspace), 8 * 32 * 4 / 4 + 4 * 16 * 4);
+  EXPECT_DOUBLE_EQ(p.memory[0].workspace, std::max(mm.get(cost::term::workspace), p.ops[0].cost.get(cost::term::workspace)));
 }
 
 TEST(Evaluate, SplitReductionIsAForwardPartialSumReduce) {

@@ -29,6 +29,7 @@ inline constexpr std::string_view parameters = "parameters";
 inline constexpr std::string_view gradients = "gradients";
 inline constexpr std::string_view optimizer_state = "optimizer state";
 inline constexpr std::string_view activations = "activations";
+inline constexpr std::string_view workspace = "workspace";
 } // namespace term
 
 struct Term {

@@ -51,7 +51,8 @@ struct OpPrediction {
 
 struct DeviceMemory {
   double parameters = 0, gradients = 0, optimizer_state = 0, activations = 0;
-  double total() const { return parameters + gradients + optimizer_state + activations; }
+  double workspace = 0; // the largest transient backward buffers of any op on the device
+  double total() const { return parameters + gradients + optimizer_state + activations + workspace; }
 };
 
 struct Prediction {
