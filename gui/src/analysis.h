@@ -1,0 +1,102 @@
+#pragma once
+
+// What the GUI shows is computed here, by calling the core exactly as the CLI does: load the
+// model, the cluster, run one strategy family and evaluate its strategy. The result is an
+// immutable value that the Qt models read; nothing here is a cost formula.
+
+#include "partita/cluster/cluster.h"
+#include "partita/cost/setup.h"
+#include "partita/graph/op_semantics.h"
+#include "partita/graph/summary.h"
+#include "partita/onnx/import.h"
+#include "partita/search/optimizer.h"
+#include "partita/strategy/strategy.h"
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace partita::gui {
+
+// Everything the side panel chooses.
+struct AnalysisInput {
+  std::string model = "zoo:resnet50?batch=32"; // "zoo:NAME?a=1&b=2" or an ONNX file path
+  std::string dims;                            // ONNX files: symbolic dimensions "batch=32&seq=128"
+  std::string cluster = "dgx-a100";
+  int nodes = 1;
+  int devices = 8;
+  std::string family = "hybrid";
+  std::string precision = "fp32";
+  std::string optimizer = "adam";
+  int zero_stage = 0;
+  std::string recompute = "none";
+};
+
+// One row of the layer table: one op, in topological order.
+struct LayerResult {
+  graph::OpId op = -1;
+  std::string type;
+  std::string name;
+  std::string output_shape;
+  std::string configuration; // sharding::to_string, with " x<n> copies"
+  double compute = 0;        // seconds
+  double communication = 0;  // intra-op communication and gradient sync, without redistribution
+  double redistribution = 0;
+  double time = 0;
+  double memory = 0; // bytes per device
+  double share = 0;  // of the iteration time
+};
+
+struct Analysis {
+  AnalysisInput input;
+  std::string model_label; // what the window shows as the model's name
+  onnx_import::ImportResult model;
+  cluster::Cluster cluster;
+  cost::TrainingSetup setup;
+  std::vector<graph::OpSemantics> semantics; // per op
+  graph::ModelSummary summary;
+  std::string family_title;
+  strategy::Strategy strategy;
+  strategy::Prediction prediction;
+  std::vector<LayerResult> layers;
+
+  const LayerResult* layer_of(graph::OpId id) const;
+};
+
+// One family's result in a comparison.
+struct FamilyResult {
+  std::string family;
+  std::string title;
+  strategy::Prediction prediction;
+  std::string error; // non-empty when the family could not apply
+};
+
+struct Comparison {
+  AnalysisInput input;
+  std::string model_label;
+  std::vector<FamilyResult> families; // offered_families() order
+};
+
+using ProgressFn = std::function<void(double)>;
+
+// The families the GUI offers: search::optimizers() except those needing input the GUI does not
+// collect yet ("given" reads a plan file).
+std::vector<const search::Optimizer*> offered_families();
+
+// The cluster of the input (preset or file, with its node count); throws partita::Error when it
+// has fewer devices than requested.
+cluster::Cluster load_input_cluster(const AnalysisInput& input);
+// The node count a preset needs for input.devices (at least input.nodes); input.nodes for files.
+int nodes_for(const AnalysisInput& input);
+cost::TrainingSetup input_setup(const AnalysisInput& input);
+onnx_import::ImportResult load_input_model(const AnalysisInput& input);
+
+// Throws partita::Error (partita::Cancelled when `cancel` is set).
+std::shared_ptr<const Analysis> run_analysis(const AnalysisInput& input, const std::atomic<bool>* cancel = nullptr,
+                                             const ProgressFn& progress = {});
+std::shared_ptr<const Comparison> run_comparison(const AnalysisInput& input, const std::atomic<bool>* cancel = nullptr,
+                                                 const ProgressFn& progress = {});
+
+} // namespace partita::gui

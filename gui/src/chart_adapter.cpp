@@ -1,0 +1,136 @@
+#include "chart_adapter.h"
+
+#include <QBarCategoryAxis>
+#include <QBarSeries>
+#include <QBarSet>
+#include <QChart>
+#include <QChartView>
+#include <QHorizontalBarSeries>
+#include <QHorizontalStackedBarSeries>
+#include <QLineSeries>
+#include <QPainter>
+#include <QStackedBarSeries>
+#include <QVBoxLayout>
+#include <QValueAxis>
+
+#include <algorithm>
+
+namespace partita::gui {
+
+struct ChartWidget::Impl {
+  QChartView* view = nullptr;
+  QString title;
+  int series = 0;
+};
+
+ChartWidget::ChartWidget(QWidget* parent) : QWidget(parent), m_impl(new Impl) {
+  auto* layout = new QVBoxLayout(this);
+  layout->setContentsMargins(0, 0, 0, 0);
+  m_impl->view = new QChartView(new QChart, this);
+  m_impl->view->setRenderHint(QPainter::Antialiasing);
+  layout->addWidget(m_impl->view);
+  clear({});
+}
+
+ChartWidget::~ChartWidget() {
+  delete m_impl;
+}
+
+int ChartWidget::seriesCount() const {
+  return m_impl->series;
+}
+
+QString ChartWidget::title() const {
+  return m_impl->title;
+}
+
+void ChartWidget::clear(const QString& title) {
+  auto* chart = new QChart;
+  chart->setTitle(title);
+  chart->legend()->hide();
+  auto* old = m_impl->view->chart();
+  m_impl->view->setChart(chart);
+  delete old;
+  m_impl->title = title;
+  m_impl->series = 0;
+}
+
+void ChartWidget::showBars(const QString& title, const QStringList& categories, const QList<ChartSeries>& series,
+                           const QString& valueTitle, bool stacked, Orientation orientation,
+                           std::optional<ChartLimit> limit) {
+  clear(title);
+  auto* chart = m_impl->view->chart();
+  const bool horizontal = orientation == Orientation::Horizontal;
+  QAbstractBarSeries* bars = nullptr;
+  if (horizontal) {
+    bars = stacked ? static_cast<QAbstractBarSeries*>(new QHorizontalStackedBarSeries)
+                   : static_cast<QAbstractBarSeries*>(new QHorizontalBarSeries);
+  } else {
+    bars = stacked ? static_cast<QAbstractBarSeries*>(new QStackedBarSeries)
+                   : static_cast<QAbstractBarSeries*>(new QBarSeries);
+  }
+  double top = 0;
+  QList<double> sums(categories.size(), 0.0);
+  for (const auto& s : series) {
+    auto* set = new QBarSet(s.name);
+    if (s.color.isValid()) {
+      set->setColor(s.color);
+      set->setBorderColor(s.color.darker(130));
+    }
+    for (qsizetype i = 0; i < s.values.size(); ++i) {
+      set->append(s.values[i]);
+      if (i < sums.size()) {
+        sums[i] += s.values[i];
+      }
+      top = std::max(top, s.values[i]);
+    }
+    bars->append(set);
+  }
+  if (stacked) {
+    for (double v : sums) {
+      top = std::max(top, v);
+    }
+  }
+  if (limit) {
+    top = std::max(top, limit->value);
+  }
+  chart->addSeries(bars);
+  m_impl->series = static_cast<int>(series.size());
+
+  auto* categoryAxis = new QBarCategoryAxis;
+  categoryAxis->append(categories);
+  auto* valueAxis = new QValueAxis;
+  valueAxis->setTitleText(valueTitle);
+  valueAxis->setRange(0, top > 0 ? top * 1.08 : 1.0);
+  valueAxis->applyNiceNumbers();
+  chart->addAxis(categoryAxis, horizontal ? Qt::AlignLeft : Qt::AlignBottom);
+  chart->addAxis(valueAxis, horizontal ? Qt::AlignBottom : Qt::AlignLeft);
+  bars->attachAxis(categoryAxis);
+  bars->attachAxis(valueAxis);
+
+  if (limit && !categories.isEmpty()) {
+    // Drawn across every category: category i sits at x = i on a bar category axis.
+    auto* line = new QLineSeries;
+    line->setName(limit->name);
+    QPen pen(QColor(0xc0, 0x20, 0x20));
+    pen.setWidth(2);
+    pen.setStyle(Qt::DashLine);
+    line->setPen(pen);
+    const double last = std::max<double>(0.0, static_cast<double>(categories.size() - 1));
+    if (horizontal) {
+      line->append(limit->value, 0);
+      line->append(limit->value, last);
+    } else {
+      line->append(0, limit->value);
+      line->append(last, limit->value);
+    }
+    chart->addSeries(line);
+    line->attachAxis(categoryAxis);
+    line->attachAxis(valueAxis);
+    ++m_impl->series;
+  }
+  chart->legend()->setVisible(series.size() > 1 || limit.has_value());
+  chart->legend()->setAlignment(Qt::AlignBottom);
+}
+
+} // namespace partita::gui

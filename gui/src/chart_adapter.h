@@ -1,0 +1,51 @@
+#pragma once
+
+// The only door to Qt Charts (GPL-3, deprecated from Qt 6.10 in favour of Qt Graphs): views ask
+// for bar charts of plain data here and never include a Qt Charts header, so another backend
+// can replace this file alone.
+
+#include <QColor>
+#include <QList>
+#include <QString>
+#include <QStringList>
+#include <QWidget>
+
+#include <optional>
+
+namespace partita::gui {
+
+struct ChartSeries {
+  QString name;
+  QList<double> values; // one per category
+  QColor color;
+};
+
+struct ChartLimit {
+  QString name; // "capacity"
+  double value = 0;
+};
+
+class ChartWidget : public QWidget {
+  Q_OBJECT
+public:
+  enum class Orientation { Vertical, Horizontal };
+
+  explicit ChartWidget(QWidget* parent = nullptr);
+  ~ChartWidget() override;
+
+  // Bars per category, the series stacked on one another (or side by side when !stacked), with
+  // an optional horizontal limit line (memory capacity).
+  void showBars(const QString& title, const QStringList& categories, const QList<ChartSeries>& series,
+                const QString& valueTitle, bool stacked, Orientation orientation,
+                std::optional<ChartLimit> limit = std::nullopt);
+  void clear(const QString& title);
+
+  int seriesCount() const; // for tests
+  QString title() const;
+
+private:
+  struct Impl;
+  Impl* m_impl;
+};
+
+} // namespace partita::gui

@@ -1,0 +1,48 @@
+#pragma once
+
+// One row per op of an Analysis, in topological order: what the optimizer chose for it and what
+// that costs. Display strings for reading, raw numbers under SortRole for sorting.
+
+#include "analysis.h"
+
+#include <QAbstractTableModel>
+
+#include <memory>
+
+namespace partita::gui {
+
+class LayerTableModel : public QAbstractTableModel {
+  Q_OBJECT
+public:
+  enum Column {
+    Index,
+    Op,
+    Name,
+    Shape,
+    Configuration,
+    Compute,
+    Communication,
+    Redistribution,
+    Memory,
+    Share,
+    ColumnCount
+  };
+
+  explicit LayerTableModel(QObject* parent = nullptr);
+
+  void setAnalysis(std::shared_ptr<const Analysis> analysis);
+  const Analysis* analysis() const { return m_analysis.get(); }
+
+  int rowCount(const QModelIndex& parent = {}) const override;
+  int columnCount(const QModelIndex& parent = {}) const override;
+  QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
+  QVariant headerData(int section, Qt::Orientation orientation, int role = Qt::DisplayRole) const override;
+
+  // The row of op `id`, or -1.
+  int rowOf(graph::OpId id) const;
+
+private:
+  std::shared_ptr<const Analysis> m_analysis;
+};
+
+} // namespace partita::gui

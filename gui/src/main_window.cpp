@@ -1,0 +1,206 @@
+#include "main_window.h"
+
+#include "analysis_runner.h"
+#include "charts_panel.h"
+#include "compare_panel.h"
+#include "format.h"
+#include "inspector_panel.h"
+#include "layers_panel.h"
+#include "setup_panel.h"
+
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QScrollArea>
+#include <QSplitter>
+#include <QStatusBar>
+#include <QTabWidget>
+#include <QToolButton>
+#include <QVBoxLayout>
+
+namespace partita::gui {
+
+MainWindow::MainWindow(QWidget* parent)
+    : QMainWindow(parent), m_runner(new AnalysisRunner(this)), m_setup(new SetupPanel(this)),
+      m_messageBar(new QWidget(this)), m_message(new QLabel(m_messageBar)), m_tabs(new QTabWidget(this)),
+      m_layers(new LayersPanel(this)), m_inspector(new InspectorPanel(this)), m_charts(new ChartsPanel(this)),
+      m_compare(new ComparePanel(this)), m_status(new QLabel(this)), m_progress(new QProgressBar(this)),
+      m_cancel(new QPushButton(tr("Cancel"), this)) {
+  setWindowTitle(tr("Partita"));
+  setAcceptDrops(true);
+
+  // The message bar: the core's error, verbatim, until dismissed or the next success.
+  m_messageBar->setObjectName(QStringLiteral("messageBar"));
+  m_messageBar->setAutoFillBackground(true);
+  m_messageBar->setStyleSheet(QStringLiteral("#messageBar { background: #fbe3e4; border: 1px solid #e0a0a0; }"));
+  m_message->setWordWrap(true);
+  m_message->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  auto* close = new QToolButton(m_messageBar);
+  close->setText(QStringLiteral("✕"));
+  close->setAutoRaise(true);
+  close->setToolTip(tr("Dismiss"));
+  auto* barLayout = new QHBoxLayout(m_messageBar);
+  barLayout->setContentsMargins(8, 4, 4, 4);
+  barLayout->addWidget(m_message, 1);
+  barLayout->addWidget(close, 0, Qt::AlignTop);
+  m_messageBar->hide();
+
+  auto* layersSplitter = new QSplitter(Qt::Vertical, this);
+  layersSplitter->addWidget(m_layers);
+  layersSplitter->addWidget(m_inspector);
+  layersSplitter->setStretchFactor(0, 1);
+  layersSplitter->setStretchFactor(1, 1);
+  m_tabs->addTab(layersSplitter, tr("&Layers"));
+  m_tabs->addTab(m_charts, tr("C&harts"));
+  m_tabs->addTab(m_compare, tr("Com&pare"));
+
+  auto* right = new QWidget(this);
+  auto* rightLayout = new QVBoxLayout(right);
+  rightLayout->setContentsMargins(0, 0, 0, 0);
+  rightLayout->addWidget(m_messageBar);
+  rightLayout->addWidget(m_tabs, 1);
+
+  auto* scroll = new QScrollArea(this);
+  scroll->setWidget(m_setup);
+  scroll->setWidgetResizable(true);
+  scroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  scroll->setMinimumWidth(m_setup->sizeHint().width() + 20);
+  auto* splitter = new QSplitter(Qt::Horizontal, this);
+  splitter->addWidget(scroll);
+  splitter->addWidget(right);
+  splitter->setStretchFactor(1, 1);
+  setCentralWidget(splitter);
+
+  m_progress->setRange(0, 1000);
+  m_progress->setMaximumWidth(240);
+  m_progress->setTextVisible(false);
+  m_cancel->setToolTip(tr("Stop the running job (Esc)"));
+  m_cancel->setShortcut(QKeySequence(Qt::Key_Escape));
+  statusBar()->addWidget(m_status, 1);
+  statusBar()->addPermanentWidget(m_progress);
+  statusBar()->addPermanentWidget(m_cancel);
+  setBusy(false);
+
+  buildMenus();
+
+  connect(close, &QToolButton::clicked, this, &MainWindow::hideError);
+  connect(m_setup, &SetupPanel::evaluateRequested, this, &MainWindow::evaluate);
+  connect(m_setup, &SetupPanel::openFileRequested, this, &MainWindow::openFileDialog);
+  connect(m_compare, &ComparePanel::compareRequested, this, &MainWindow::compare);
+  connect(m_cancel, &QPushButton::clicked, this, &MainWindow::cancel);
+  connect(m_layers, &LayersPanel::opSelected, m_inspector, &InspectorPanel::showOp);
+
+  connect(m_runner, &AnalysisRunner::started, this, [this](const QString& what) { setBusy(true, what); });
+  connect(m_runner, &AnalysisRunner::progressChanged, this,
+          [this](double f) { m_progress->setValue(static_cast<int>(f * 1000)); });
+  connect(m_runner, &AnalysisRunner::analysisReady, this, &MainWindow::showAnalysis);
+  connect(m_runner, &AnalysisRunner::comparisonReady, this, [this](std::shared_ptr<const Comparison> c) {
+    hideError();
+    m_compare->setComparison(c);
+    m_status->setText(tr("Compared %1 strategy families.").arg(c->families.size()));
+    Q_EMIT comparisonShown();
+  });
+  connect(m_runner, &AnalysisRunner::failed, this, &MainWindow::showError);
+  connect(m_runner, &AnalysisRunner::cancelled, this, [this] { m_status->setText(tr("Cancelled.")); });
+  connect(m_runner, &AnalysisRunner::finished, this, [this] {
+    setBusy(false);
+    m_pendingFile.clear();
+  });
+  resize(1500, 920);
+}
+
+MainWindow::~MainWindow() = default;
+
+void MainWindow::evaluate() {
+  m_pendingFile.clear();
+  m_runner->evaluate(m_setup->input());
+}
+
+void MainWindow::openFile(const QString& path) {
+  auto input = m_setup->input();
+  if (input.model != path.toStdString()) {
+    input.model = path.toStdString();
+    input.dims.clear(); // another file's dimension values would not apply
+  }
+  m_runner->evaluate(input);
+  m_pendingFile = path; // after evaluate(): a superseded job's finished() clears it
+}
+
+void MainWindow::compare() {
+  m_runner->compare(m_setup->input());
+}
+
+void MainWindow::cancel() {
+  m_runner->cancel();
+  m_status->setText(tr("Cancelling…"));
+}
+
+bool MainWindow::isBusy() const {
+  return m_runner->isRunning();
+}
+
+QString MainWindow::errorMessage() const {
+  return m_messageBar->isHidden() ? QString() : m_message->text();
+}
+
+void MainWindow::showAnalysis(std::shared_ptr<const Analysis> analysis) {
+  hideError();
+  if (!m_pendingFile.isEmpty() && analysis->input.model == m_pendingFile.toStdString()) {
+    m_setup->selectModelFile(m_pendingFile);
+    addRecentFile(m_pendingFile);
+  }
+  const bool sameModel =
+      m_analysis && m_analysis->input.model == analysis->input.model && m_analysis->input.dims == analysis->input.dims;
+  const graph::OpId previous = sameModel ? m_inspector->op() : -1;
+  m_analysis = std::move(analysis);
+  m_layers->setAnalysis(m_analysis);
+  m_inspector->setAnalysis(m_analysis);
+  m_charts->setAnalysis(m_analysis);
+  const auto& a = *m_analysis;
+  setWindowTitle(tr("Partita — %1 on %2").arg(qs(a.model_label), qs(a.cluster.name)));
+  m_status->setText(
+      tr("%1: %2 ops, %3 warnings").arg(qs(a.model_label)).arg(a.layers.size()).arg(a.model.warnings.size()));
+  // Keep the inspected op when the model is the same; else inspect the most expensive layer.
+  graph::OpId inspect = -1;
+  if (previous >= 0 && a.layer_of(previous) != nullptr) {
+    inspect = previous;
+  } else {
+    double worst = -1;
+    for (const auto& l : a.layers) {
+      if (l.time > worst) {
+        worst = l.time;
+        inspect = l.op;
+      }
+    }
+  }
+  if (inspect >= 0) {
+    m_layers->selectOp(inspect);
+    m_inspector->showOp(inspect);
+  }
+  Q_EMIT analysisShown();
+}
+
+void MainWindow::showError(const QString& message) {
+  m_message->setText(message);
+  m_messageBar->show();
+  m_status->setText(tr("Failed; the previous result stays on screen."));
+  Q_EMIT errorShown(message);
+}
+
+void MainWindow::hideError() {
+  m_messageBar->hide();
+  m_message->clear();
+}
+
+void MainWindow::setBusy(bool busy, const QString& what) {
+  m_progress->setVisible(busy);
+  m_progress->setValue(0);
+  m_cancel->setVisible(busy);
+  m_cancel->setEnabled(busy);
+  if (busy) {
+    m_status->setText(what + QStringLiteral("…"));
+  }
+}
+
+} // namespace partita::gui

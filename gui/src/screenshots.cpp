@@ -1,0 +1,83 @@
+#include "screenshots.h"
+
+#include "analysis_runner.h"
+#include "inspector_panel.h"
+#include "main_window.h"
+
+#include <QDir>
+#include <QEventLoop>
+#include <QPixmap>
+#include <QSplitter>
+#include <QTabWidget>
+#include <QTextStream>
+#include <QTimer>
+
+namespace partita::gui {
+
+namespace {
+
+// Runs the event loop until `signal` of `sender` fires or the runner fails; false on failure.
+template <typename Signal> bool waitFor(MainWindow& window, Signal signal) {
+  QEventLoop loop;
+  bool ok = false;
+  QObject::connect(&window, signal, &loop, [&] {
+    ok = true;
+    loop.quit();
+  });
+  QObject::connect(&window, &MainWindow::errorShown, &loop, [&](const QString& message) {
+    QTextStream(stderr) << "screenshots: " << message << '\n';
+    loop.quit();
+  });
+  QObject::connect(window.runner(), &AnalysisRunner::cancelled, &loop, &QEventLoop::quit);
+  loop.exec();
+  return ok;
+}
+
+void settle() {
+  // Let layouts and charts' animations-free painting settle before grabbing.
+  QEventLoop loop;
+  QTimer::singleShot(300, &loop, &QEventLoop::quit);
+  loop.exec();
+}
+
+bool save(QWidget* widget, const QString& path) {
+  const bool ok = widget->grab().save(path, "PNG");
+  QTextStream(stdout) << (ok ? "wrote " : "could not write ") << path << '\n';
+  return ok;
+}
+
+} // namespace
+
+int render_screenshots(MainWindow& window, const QString& directory) {
+  if (!QDir().mkpath(directory)) {
+    QTextStream(stderr) << "screenshots: cannot create " << directory << '\n';
+    return 1;
+  }
+  const QDir dir(directory);
+  window.resize(1440, 900);
+  window.show();
+  window.evaluate();
+  if (!waitFor(window, &MainWindow::analysisShown)) {
+    return 1;
+  }
+  settle();
+  bool ok = save(&window, dir.filePath(QStringLiteral("main-window.png")));
+  if (auto* split = qobject_cast<QSplitter*>(window.inspector()->parentWidget())) {
+    split->setSizes({300, 560}); // room for the candidates and their formulas
+    settle();
+  }
+  ok = save(window.inspector(), dir.filePath(QStringLiteral("inspector.png"))) && ok;
+  window.tabs()->setCurrentIndex(1);
+  settle();
+  ok = save(&window, dir.filePath(QStringLiteral("charts.png"))) && ok;
+  window.tabs()->setCurrentIndex(2);
+  window.compare();
+  if (!waitFor(window, &MainWindow::comparisonShown)) {
+    return 1;
+  }
+  settle();
+  ok = save(&window, dir.filePath(QStringLiteral("compare.png"))) && ok;
+  return ok ? 0 : 1;
+}
+
+} // namespace partita::gui

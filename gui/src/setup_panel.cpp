@@ -1,0 +1,226 @@
+#include "setup_panel.h"
+
+#include "format.h"
+
+#include "partita/cluster/cluster.h"
+#include "partita/graph/error.h"
+#include "partita/search/optimizer.h"
+#include "partita/zoo/zoo.h"
+
+#include <QComboBox>
+#include <QFileInfo>
+#include <QFormLayout>
+#include <QGroupBox>
+#include <QLabel>
+#include <QLineEdit>
+#include <QPushButton>
+#include <QSpinBox>
+#include <QVBoxLayout>
+
+namespace partita::gui {
+
+namespace {
+constexpr int ZooRole = Qt::UserRole + 10; // bool: a zoo model (else an ONNX file path in UserRole)
+}
+
+SetupPanel::SetupPanel(QWidget* parent)
+    : QWidget(parent), m_model(new QComboBox(this)), m_parameters(new QLineEdit(this)), m_modelHelp(new QLabel(this)),
+      m_cluster(new QComboBox(this)), m_nodes(new QSpinBox(this)), m_devices(new QSpinBox(this)),
+      m_clusterHelp(new QLabel(this)), m_family(new QComboBox(this)), m_precision(new QComboBox(this)),
+      m_optimizer(new QComboBox(this)), m_zero(new QSpinBox(this)), m_recompute(new QComboBox(this)),
+      m_evaluate(new QPushButton(tr("&Evaluate"), this)) {
+  auto* layout = new QVBoxLayout(this);
+
+  auto* modelBox = new QGroupBox(tr("Model"), this);
+  auto* modelForm = new QFormLayout(modelBox);
+  for (const auto& m : zoo::models()) {
+    m_model->addItem(qs(m.name), QString(QStringLiteral("zoo:") + qs(m.name)));
+    const int i = m_model->count() - 1;
+    m_model->setItemData(i, true, ZooRole);
+    m_model->setItemData(i, qs(m.description), Qt::ToolTipRole);
+  }
+  m_model->setObjectName(QStringLiteral("modelCombo"));
+  auto* open = new QPushButton(tr("Open ONNX…"), this);
+  open->setToolTip(tr("Open an ONNX file (or drop one on the window)"));
+  modelForm->addRow(tr("Model"), m_model);
+  modelForm->addRow(QString(), open);
+  m_parameters->setObjectName(QStringLiteral("parametersEdit"));
+  m_parameters->setClearButtonEnabled(true);
+  modelForm->addRow(tr("Parameters"), m_parameters);
+  m_modelHelp->setWordWrap(true);
+  m_modelHelp->setStyleSheet(QStringLiteral("color: palette(mid);"));
+  modelForm->addRow(m_modelHelp);
+  layout->addWidget(modelBox);
+
+  auto* clusterBox = new QGroupBox(tr("Cluster"), this);
+  auto* clusterForm = new QFormLayout(clusterBox);
+  for (const auto& name : cluster::preset_names()) {
+    m_cluster->addItem(qs(name), qs(name));
+  }
+  m_nodes->setRange(1, 4096);
+  m_devices->setRange(1, 1 << 16);
+  m_clusterHelp->setWordWrap(true);
+  clusterForm->addRow(tr("Preset"), m_cluster);
+  clusterForm->addRow(tr("Nodes"), m_nodes);
+  clusterForm->addRow(tr("Devices"), m_devices);
+  clusterForm->addRow(m_clusterHelp);
+  layout->addWidget(clusterBox);
+
+  auto* strategyBox = new QGroupBox(tr("Strategy and training"), this);
+  auto* strategyForm = new QFormLayout(strategyBox);
+  for (const auto* f : offered_families()) {
+    m_family->addItem(qs(f->name()) + QStringLiteral(" — ") + qs(f->title()), qs(f->name()));
+    m_family->setItemData(m_family->count() - 1, qs(f->description()), Qt::ToolTipRole);
+  }
+  for (auto p :
+       {cluster::Precision::fp32, cluster::Precision::tf32, cluster::Precision::fp16, cluster::Precision::bf16}) {
+    m_precision->addItem(qs(cluster::precision_name(p)), qs(cluster::precision_name(p)));
+  }
+  for (auto o : {cost::Optimizer::adam, cost::Optimizer::momentum, cost::Optimizer::sgd}) {
+    m_optimizer->addItem(qs(cost::optimizer_name(o)), qs(cost::optimizer_name(o)));
+  }
+  m_zero->setRange(0, 3);
+  m_zero->setToolTip(tr("ZeRO stage: 1 shards optimizer state, 2 also gradients, 3 also parameters"));
+  for (auto r : {cost::Recompute::none, cost::Recompute::selective, cost::Recompute::full}) {
+    m_recompute->addItem(qs(cost::recompute_name(r)), qs(cost::recompute_name(r)));
+  }
+  strategyForm->addRow(tr("Family"), m_family);
+  strategyForm->addRow(tr("Precision"), m_precision);
+  strategyForm->addRow(tr("Optimizer"), m_optimizer);
+  strategyForm->addRow(tr("ZeRO stage"), m_zero);
+  strategyForm->addRow(tr("Recompute"), m_recompute);
+  layout->addWidget(strategyBox);
+
+  m_evaluate->setDefault(true);
+  m_evaluate->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_Return));
+  m_evaluate->setToolTip(tr("Run the strategy family and evaluate its strategy (Ctrl+Enter)"));
+  layout->addWidget(m_evaluate);
+  layout->addStretch(1);
+
+  connect(open, &QPushButton::clicked, this, &SetupPanel::openFileRequested);
+  connect(m_evaluate, &QPushButton::clicked, this, &SetupPanel::evaluateRequested);
+  connect(m_parameters, &QLineEdit::returnPressed, this, &SetupPanel::evaluateRequested);
+  connect(m_model, &QComboBox::currentIndexChanged, this, &SetupPanel::onModelChanged);
+  connect(m_cluster, &QComboBox::currentIndexChanged, this, &SetupPanel::updateDeviceLimit);
+  connect(m_nodes, &QSpinBox::valueChanged, this, &SetupPanel::updateDeviceLimit);
+  connect(m_devices, &QSpinBox::valueChanged, this, &SetupPanel::updateDeviceLimit);
+
+  onModelChanged();
+  setInput(AnalysisInput{});
+}
+
+AnalysisInput SetupPanel::input() const {
+  AnalysisInput in;
+  const QString params = m_parameters->text().trimmed();
+  if (m_model->currentData(ZooRole).toBool()) {
+    in.model = m_model->currentData().toString().toStdString();
+    if (!params.isEmpty()) {
+      in.model += '?' + params.toStdString();
+    }
+  } else {
+    in.model = m_model->currentData().toString().toStdString();
+    in.dims = params.toStdString();
+  }
+  in.cluster = m_cluster->currentData().toString().toStdString();
+  in.nodes = m_nodes->value();
+  in.devices = m_devices->value();
+  in.family = m_family->currentData().toString().toStdString();
+  in.precision = m_precision->currentData().toString().toStdString();
+  in.optimizer = m_optimizer->currentData().toString().toStdString();
+  in.zero_stage = m_zero->value();
+  in.recompute = m_recompute->currentData().toString().toStdString();
+  return in;
+}
+
+void SetupPanel::setInput(const AnalysisInput& in) {
+  auto select = [](QComboBox* combo, const std::string& value) {
+    const int i = combo->findData(qs(value));
+    if (i >= 0) {
+      combo->setCurrentIndex(i);
+    }
+  };
+  const QString model = qs(in.model);
+  if (model.startsWith(QStringLiteral("zoo:"))) {
+    const auto q = model.indexOf(QLatin1Char('?'));
+    select(m_model, model.left(q).toStdString());
+    m_parameters->setText(q < 0 ? QString() : model.mid(q + 1));
+  } else {
+    selectModelFile(model);
+    m_parameters->setText(qs(in.dims));
+  }
+  select(m_cluster, in.cluster);
+  m_nodes->setValue(in.nodes);
+  m_devices->setValue(in.devices);
+  select(m_family, in.family);
+  select(m_precision, in.precision);
+  select(m_optimizer, in.optimizer);
+  m_zero->setValue(in.zero_stage);
+  select(m_recompute, in.recompute);
+  updateDeviceLimit();
+}
+
+void SetupPanel::selectModelFile(const QString& path) {
+  int i = m_model->findData(path);
+  if (i < 0) {
+    m_model->addItem(QFileInfo(path).fileName(), path);
+    i = m_model->count() - 1;
+    m_model->setItemData(i, false, ZooRole);
+    m_model->setItemData(i, path, Qt::ToolTipRole);
+  }
+  m_model->setCurrentIndex(i);
+}
+
+void SetupPanel::onModelChanged() {
+  m_parameters->clear();
+  if (m_model->currentData(ZooRole).toBool()) {
+    const auto name = m_model->currentText().toStdString();
+    QStringList params;
+    for (const auto& m : zoo::models()) {
+      if (m.name == name) {
+        for (const auto& p : m.params) {
+          params << qs(p.name) + QLatin1Char('=') + qs(p.default_value);
+        }
+        m_modelHelp->setText(qs(m.description));
+      }
+    }
+    m_parameters->setPlaceholderText(params.join(QLatin1Char('&')));
+    m_parameters->setToolTip(
+        tr("Zoo parameters, NAME=VALUE joined by '&'; defaults: %1").arg(params.join(QLatin1Char(' '))));
+  } else {
+    m_parameters->setPlaceholderText(tr("batch=32&seq=128"));
+    m_parameters->setToolTip(tr("Values of the file's symbolic dimensions, NAME=VALUE joined by '&'"));
+    m_modelHelp->setText(tr("ONNX file %1").arg(m_model->currentData().toString()));
+  }
+}
+
+void SetupPanel::updateDeviceLimit() {
+  // Validates as you type: the cluster's size is the core's, loaded from the preset; a preset
+  // grows by whole nodes to hold the devices asked for, as the CLI's does.
+  try {
+    AnalysisInput in;
+    in.cluster = m_cluster->currentData().toString().toStdString();
+    in.nodes = m_nodes->value();
+    in.devices = m_devices->value();
+    const int nodes = nodes_for(in);
+    if (nodes != m_nodes->value()) {
+      m_nodes->setValue(nodes); // re-enters through valueChanged
+      return;
+    }
+    in.devices = 1;
+    const auto c = load_input_cluster(in);
+    const bool ok = m_devices->value() <= c.device_count();
+    m_clusterHelp->setText(
+        tr("%1: %2 × %3 devices, %4 each%5")
+            .arg(qs(c.name))
+            .arg(c.nodes)
+            .arg(c.devices_per_node)
+            .arg(formatBytes(c.device.memory_capacity))
+            .arg(ok ? QString() : tr(" — too few for %1 devices: add nodes").arg(m_devices->value())));
+    m_clusterHelp->setStyleSheet(ok ? QString() : QStringLiteral("color: #c02020;"));
+  } catch (const Error& e) {
+    m_clusterHelp->setText(QString::fromUtf8(e.what()));
+    m_clusterHelp->setStyleSheet(QStringLiteral("color: #c02020;"));
+  }
+}
+
+} // namespace partita::gui

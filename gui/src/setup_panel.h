@@ -1,0 +1,62 @@
+#pragma once
+
+// The side panel: which model (a zoo model with its parameters, or an ONNX file with values for
+// its symbolic dimensions), which cluster and how many devices, which strategy family and
+// training set-up. Every list comes from the core (zoo::models(), cluster::preset_names(),
+// search::optimizers()).
+
+#include "analysis.h"
+
+#include <QWidget>
+
+class QComboBox;
+class QLabel;
+class QLineEdit;
+class QPushButton;
+class QSpinBox;
+
+namespace partita::gui {
+
+class SetupPanel : public QWidget {
+  Q_OBJECT
+public:
+  explicit SetupPanel(QWidget* parent = nullptr);
+
+  AnalysisInput input() const;
+  // Selects what `input` names (a file model is added to the list).
+  void setInput(const AnalysisInput& input);
+  // Adds an ONNX file to the model list (once) and selects it.
+  void selectModelFile(const QString& path);
+
+  QComboBox* modelCombo() const { return m_model; }
+  QLineEdit* parametersEdit() const { return m_parameters; }
+  QComboBox* clusterCombo() const { return m_cluster; }
+  QSpinBox* nodesSpin() const { return m_nodes; }
+  QSpinBox* devicesSpin() const { return m_devices; }
+  QComboBox* familyCombo() const { return m_family; }
+  QPushButton* evaluateButton() const { return m_evaluate; }
+
+Q_SIGNALS:
+  void evaluateRequested();
+  void openFileRequested();
+
+private:
+  void onModelChanged();
+  void updateDeviceLimit();
+
+  QComboBox* m_model;
+  QLineEdit* m_parameters;
+  QLabel* m_modelHelp;
+  QComboBox* m_cluster;
+  QSpinBox* m_nodes;
+  QSpinBox* m_devices;
+  QLabel* m_clusterHelp;
+  QComboBox* m_family;
+  QComboBox* m_precision;
+  QComboBox* m_optimizer;
+  QSpinBox* m_zero;
+  QComboBox* m_recompute;
+  QPushButton* m_evaluate;
+};
+
+} // namespace partita::gui
