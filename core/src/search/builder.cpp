@@ -16,6 +16,28 @@ int floor_pow2(std::int64_t x) {
   return p;
 }
 
+GroupChoice fastest_group(const Request& r, int max_group, const std::function<strategy::Strategy(int)>& make) {
+  GroupChoice best;
+  double best_time = std::numeric_limits<double>::infinity();
+  for (int g = 1; g <= max_group; g *= 2) {
+    if (r.devices % g != 0) {
+      continue;
+    }
+    auto st = make(g);
+    const auto p = strategy::evaluate(*r.graph, *r.cluster, st, r.setup);
+    best.table += fmt::format("{}g={}: {:.4g} ms", best.table.empty() ? "" : ", ", g, p.iteration_time * 1e3);
+    if (p.iteration_time < best_time) {
+      best_time = p.iteration_time;
+      best.strategy = std::move(st);
+      best.group = g;
+    }
+    if (r.progress) {
+      r.progress(static_cast<double>(g) / max_group);
+    }
+  }
+  return best;
+}
+
 bool has_weight(const graph::Graph& g, graph::OpId id) {
   for (graph::TensorId t : g.op(id).inputs) {
     if (t != graph::no_tensor && g.tensor(t).role == graph::TensorRole::parameter) {
@@ -157,7 +179,9 @@ sharding::Config Builder::split(graph::OpId id, std::initializer_list<std::pair<
   return c;
 }
 
-void Builder::assign(graph::OpId id, const sharding::Config& config) { assign_on(id, config, m_pool); }
+void Builder::assign(graph::OpId id, const sharding::Config& config) {
+  assign_on(id, config, m_pool);
+}
 
 void Builder::assign_on(graph::OpId id, const sharding::Config& config, std::span<const int> devices) {
   auto& a = m_ops[static_cast<std::size_t>(id)];

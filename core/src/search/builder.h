@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -80,5 +81,15 @@ int feature_dim(const graph::Graph& g, const graph::OpSemantics& s, graph::OpId 
 int weight_reduction_dim(const graph::Graph& g, const graph::OpSemantics& s, graph::OpId id);
 
 int floor_pow2(std::int64_t x);
+
+// The group-size families (hybrid, ghp): builds a strategy for every group size g = 1, 2, 4, ...
+// up to `max_group` that divides the devices, predicts each, and keeps the fastest. `table`
+// lists the predicted iteration times ("g=1: 12.3 ms, g=2: ...") for the explanation.
+struct GroupChoice {
+  strategy::Strategy strategy;
+  int group = 1;
+  std::string table;
+};
+GroupChoice fastest_group(const Request& r, int max_group, const std::function<strategy::Strategy(int)>& make);
 
 } // namespace partita::search::detail

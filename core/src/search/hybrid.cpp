@@ -7,8 +7,6 @@
 
 #include "partita/strategy/strategy.h"
 
-#include <limits>
-
 namespace partita::search::detail {
 
 strategy::Strategy hybrid_with_group(const Request& r, int g, const std::string& family) {
@@ -30,29 +28,14 @@ strategy::Strategy hybrid_with_group(const Request& r, int g, const std::string&
 }
 
 strategy::Strategy hybrid(const Request& r) {
-  std::string table;
-  double best_time = std::numeric_limits<double>::infinity();
-  strategy::Strategy best;
-  int best_g = 1;
-  const int max_g = std::min(r.devices, r.cluster->devices_per_node);
-  for (int g = 1; g <= max_g; g *= 2) {
-    auto st = hybrid_with_group(r, g, "hybrid");
-    const auto p = strategy::evaluate(*r.graph, *r.cluster, st, r.setup);
-    table += fmt::format("{}g={}: {:.4g} ms", table.empty() ? "" : ", ", g, p.iteration_time * 1e3);
-    if (p.iteration_time < best_time) {
-      best_time = p.iteration_time;
-      best = std::move(st);
-      best_g = g;
-    }
-    if (r.progress) {
-      r.progress(static_cast<double>(g) / max_g);
-    }
-  }
-  best.explanation =
+  auto choice = fastest_group(r, std::min(r.devices, r.cluster->devices_per_node),
+                              [&](int g) { return hybrid_with_group(r, g, "hybrid"); });
+  const int g = choice.group;
+  choice.strategy.explanation =
       fmt::format("Model parallelism inside groups of {} devices and data parallelism across {} groups. "
                   "Predicted iteration time by group size: {}; g={} is fastest{}.",
-                  best_g, r.devices / best_g, table, best_g, best_g == 1 ? " (plain data parallelism wins here)" : "");
-  return best;
+                  g, r.devices / g, choice.table, g, g == 1 ? " (plain data parallelism wins here)" : "");
+  return std::move(choice.strategy);
 }
 
 } // namespace partita::search::detail
