@@ -1,0 +1,323 @@
+#include "executor.h"
+
+#include "op_kernels.h"
+
+#include "partita/cost/op_cost.h"
+#include "partita/graph/error.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+
+namespace partita::runtime {
+namespace {
+
+constexpr float value_scale = 0.5F; // inputs, weights and the loss gradient: uniform in [-0.5, 0.5)
+
+bool needs_gradient(const graph::Graph& g, const graph::Tensor& t, graph::InputSlot slot) {
+  if (slot == graph::InputSlot::index || slot == graph::InputSlot::state || t.dtype != graph::DType::f32) {
+    return false;
+  }
+  (void)g;
+  return t.role == graph::TensorRole::parameter || (t.role == graph::TensorRole::activation && t.producer >= 0);
+}
+
+std::size_t output_index(const graph::Op& op, graph::TensorId t) {
+  const auto it = std::find(op.outputs.begin(), op.outputs.end(), t);
+  return static_cast<std::size_t>(it - op.outputs.begin());
+}
+
+void scale(Shard& s, float factor) {
+  for (auto& v : s.data) {
+    v *= factor;
+  }
+}
+
+} // namespace
+
+Group Executor::my_group(const Partition& groups) const {
+  for (const auto& g : groups) {
+    if (std::find(g.begin(), g.end(), m_rank) != g.end()) {
+      return g;
+    }
+  }
+  return {};
+}
+
+Executor::Executor(const graph::Graph& g, const strategy::Strategy& st, MPI_Comm comm, Backend& backend,
+                   Recorder& recorder)
+    : m_graph(g), m_strategy(st), m_comm(comm), m_backend(backend), m_recorder(recorder), m_comms(comm) {
+  check_mpi(MPI_Comm_rank(comm, &m_rank), "MPI_Comm_rank");
+  check_mpi(MPI_Comm_size(comm, &m_size), "MPI_Comm_size");
+  if (st.ops.size() != g.ops().size()) {
+    throw Error(fmt::format("the strategy has {} ops, the model {}", st.ops.size(), g.ops().size()));
+  }
+  // A weight read by several ops would need its gradients summed across two layouts.
+  std::map<graph::TensorId, graph::OpId> reader;
+  for (std::size_t id = 0; id < g.ops().size(); ++id) {
+    for (const auto t : g.op(static_cast<graph::OpId>(id)).inputs) {
+      if (t == graph::no_tensor || g.tensor(t).role != graph::TensorRole::parameter) {
+        continue;
+      }
+      const auto [it, fresh] = reader.emplace(t, static_cast<graph::OpId>(id));
+      if (!fresh && it->second != static_cast<graph::OpId>(id)) {
+        throw Error(fmt::format("weight '{}' is read by ops '{}' and '{}': shared weights are not executed yet",
+                                g.tensor(t).name, g.op(it->second).name, g.op(static_cast<graph::OpId>(id)).name));
+      }
+    }
+  }
+
+  m_order = g.topological_order();
+  std::vector<graph::OpSemantics> sem;
+  sem.reserve(g.ops().size());
+  for (std::size_t id = 0; id < g.ops().size(); ++id) {
+    sem.push_back(graph::describe(g, static_cast<graph::OpId>(id)));
+  }
+  m_ops.resize(g.ops().size());
+  for (const auto id : m_order) {
+    const graph::Op& op = g.op(id);
+    const auto& a = st.ops[static_cast<std::size_t>(id)];
+    const auto& s = sem[static_cast<std::size_t>(id)];
+    OpState& state = m_ops[static_cast<std::size_t>(id)];
+    const int k = a.config.devices();
+    const auto me = std::find(a.devices.begin(), a.devices.end(), m_rank);
+    state.active = me != a.devices.end();
+    const int position = state.active ? static_cast<int>(me - a.devices.begin()) % k : 0;
+    const auto reason = missing_kernel(g, id);
+    state.has_kernel = reason.empty();
+    if (!state.has_kernel) {
+      m_stand_ins.emplace_back(id, reason);
+    }
+
+    state.outputs.resize(op.outputs.size());
+    for (std::size_t j = 0; j < op.outputs.size(); ++j) {
+      if (op.outputs[j] == graph::no_tensor) {
+        continue;
+      }
+      const auto layout = sharding::output_layout(g, s, a.config, j);
+      if (!layout.partial_axes.empty()) {
+        const auto groups = cost::device_groups(a.config, a.devices, layout.partial_axes, false);
+        m_comms.add(groups);
+        state.outputs[j].partial_group = my_group(groups);
+      }
+      if (state.active) {
+        const auto block = sharding::block_of(layout, a.config, position);
+        state.outputs[j].value = make_shard(block);
+        state.outputs[j].gradient = make_shard(block);
+      }
+    }
+
+    state.inputs.resize(op.inputs.size());
+    for (std::size_t i = 0; i < op.inputs.size(); ++i) {
+      const graph::TensorId tid = op.inputs[i];
+      if (tid == graph::no_tensor) {
+        continue;
+      }
+      const graph::Tensor& t = g.tensor(tid);
+      Input& in = state.inputs[i];
+      const auto layout = sharding::input_layout(g, s, a.config, i);
+      in.needs_gradient = needs_gradient(g, t, graph::input_slot(op, i));
+      in.parameter = t.role == graph::TensorRole::parameter;
+      in.copies = a.copies();
+      if (in.needs_gradient) {
+        const auto groups = cost::device_groups(a.config, a.devices, layout.replica_axes, true);
+        m_comms.add(groups);
+        in.reduce_group = my_group(groups);
+      }
+      if (t.producer >= 0) {
+        in.producer = t.producer;
+        const auto& pa = st.ops[static_cast<std::size_t>(t.producer)];
+        in.producer_output = output_index(g.op(t.producer), tid);
+        const Placement from{
+            sharding::output_layout(g, sem[static_cast<std::size_t>(t.producer)], pa.config, in.producer_output),
+            pa.config, pa.devices};
+        const Placement to{layout, a.config, a.devices};
+        in.forward_exchange = plan_exchange(from, to, m_rank, m_size);
+        if (in.needs_gradient) {
+          in.backward_exchange = plan_exchange(to, from, m_rank, m_size);
+        }
+      }
+      if (!state.active) {
+        continue;
+      }
+      in.value = make_shard(sharding::block_of(layout, a.config, position));
+      if (t.producer < 0) {
+        // Weights, data inputs and buffers: generated, identical on every rank for every block.
+        const std::string seed = fmt::format("{}:{}", graph::role_name(t.role), t.name);
+        fill_deterministic(*in.value, t.shape, seed, value_scale);
+      }
+      if (in.needs_gradient) {
+        in.gradient = make_shard(in.value->block);
+      }
+    }
+  }
+}
+
+void Executor::forward() {
+  for (const auto id : m_order) {
+    OpState& state = m_ops[static_cast<std::size_t>(id)];
+    for (auto& in : state.inputs) {
+      if (in.producer < 0) {
+        continue;
+      }
+      const auto& src = m_ops[static_cast<std::size_t>(in.producer)].outputs[in.producer_output].value;
+      const double t0 = MPI_Wtime();
+      run_exchange(in.forward_exchange, src ? &*src : nullptr, in.value ? &*in.value : nullptr, false, m_comm);
+      if (in.value) {
+        m_recorder.add(m_rank, id, Phase::forward_redistribution, t0, MPI_Wtime(), in.forward_exchange.bytes_in);
+      }
+    }
+    if (!state.active) {
+      continue;
+    }
+    OpBuffers buffers;
+    for (const auto& in : state.inputs) {
+      buffers.inputs.push_back(in.value ? &*in.value : nullptr);
+    }
+    for (auto& out : state.outputs) {
+      buffers.outputs.push_back(out.value ? &*out.value : nullptr);
+    }
+    const double t0 = MPI_Wtime();
+    run_forward(m_backend, m_graph, id, buffers);
+    m_recorder.add(m_rank, id, Phase::forward, t0, MPI_Wtime(), 0, !state.has_kernel);
+    for (auto& out : state.outputs) {
+      if (out.partial_group.size() > 1) {
+        const double r0 = MPI_Wtime();
+        all_reduce_sum(m_comms.get(out.partial_group), out.value->data.data(), out.value->elements());
+        m_recorder.add(m_rank, id, Phase::forward_reduce, r0, MPI_Wtime(),
+                       static_cast<double>(out.value->elements()) * 4);
+      }
+    }
+  }
+}
+
+void Executor::backward() {
+  // Output gradients: the loss gradient on graph outputs, zero elsewhere (consumers add theirs).
+  for (std::size_t id = 0; id < m_ops.size(); ++id) {
+    const auto& op = m_graph.op(static_cast<graph::OpId>(id));
+    for (std::size_t j = 0; j < m_ops[id].outputs.size(); ++j) {
+      auto& grad = m_ops[id].outputs[j].gradient;
+      if (!grad) {
+        continue;
+      }
+      std::fill(grad->data.begin(), grad->data.end(), 0.F);
+      const auto& t = m_graph.tensor(op.outputs[j]);
+      if (std::find(m_graph.graph_outputs.begin(), m_graph.graph_outputs.end(), op.outputs[j]) !=
+          m_graph.graph_outputs.end()) {
+        fill_deterministic(*grad, t.shape, "loss-gradient:" + t.name, value_scale);
+      }
+    }
+  }
+  for (auto it = m_order.rbegin(); it != m_order.rend(); ++it) {
+    const auto id = *it;
+    OpState& state = m_ops[static_cast<std::size_t>(id)];
+    if (state.active) {
+      OpBuffers buffers;
+      std::vector<const Shard*> d_out;
+      std::vector<Shard*> d_in;
+      for (auto& in : state.inputs) {
+        buffers.inputs.push_back(in.value ? &*in.value : nullptr);
+        d_in.push_back(in.gradient ? &*in.gradient : nullptr);
+      }
+      for (auto& out : state.outputs) {
+        buffers.outputs.push_back(out.value ? &*out.value : nullptr);
+        d_out.push_back(out.gradient ? &*out.gradient : nullptr);
+      }
+      const double t0 = MPI_Wtime();
+      run_backward(m_backend, m_graph, id, buffers, d_out, d_in);
+      m_recorder.add(m_rank, id, Phase::backward, t0, MPI_Wtime(), 0, !state.has_kernel);
+      // Activations read whole by several devices: their partial gradients are summed now;
+      // copies computed the same thing, so the sum is divided by their number.
+      for (auto& in : state.inputs) {
+        if (in.gradient && !in.parameter && in.reduce_group.size() > 1) {
+          const double r0 = MPI_Wtime();
+          all_reduce_sum(m_comms.get(in.reduce_group), in.gradient->data.data(), in.gradient->elements());
+          if (in.copies > 1) {
+            scale(*in.gradient, 1.F / static_cast<float>(in.copies));
+          }
+          m_recorder.add(m_rank, id, Phase::backward_reduce, r0, MPI_Wtime(),
+                         static_cast<double>(in.gradient->elements()) * 4);
+        }
+      }
+    }
+    for (auto& in : state.inputs) {
+      if (in.producer < 0 || !in.needs_gradient) {
+        continue;
+      }
+      auto& dst = m_ops[static_cast<std::size_t>(in.producer)].outputs[in.producer_output].gradient;
+      const double t0 = MPI_Wtime();
+      run_exchange(in.backward_exchange, in.gradient ? &*in.gradient : nullptr, dst ? &*dst : nullptr, true, m_comm);
+      if (dst) {
+        m_recorder.add(m_rank, in.producer, Phase::backward_redistribution, t0, MPI_Wtime(),
+                       in.backward_exchange.bytes_in);
+      }
+    }
+  }
+}
+
+void Executor::synchronize_gradients() {
+  for (const auto id : m_order) {
+    for (auto& in : m_ops[static_cast<std::size_t>(id)].inputs) {
+      if (!in.gradient || !in.parameter || in.reduce_group.size() <= 1) {
+        continue;
+      }
+      const double t0 = MPI_Wtime();
+      all_reduce_sum(m_comms.get(in.reduce_group), in.gradient->data.data(), in.gradient->elements());
+      if (in.copies > 1) {
+        scale(*in.gradient, 1.F / static_cast<float>(in.copies));
+      }
+      m_recorder.add(m_rank, id, Phase::gradient_sync, t0, MPI_Wtime(),
+                     static_cast<double>(in.gradient->elements()) * 4);
+    }
+  }
+}
+
+void Executor::step(float learning_rate) {
+  for (const auto id : m_order) {
+    const double t0 = MPI_Wtime();
+    bool any = false;
+    for (auto& in : m_ops[static_cast<std::size_t>(id)].inputs) {
+      if (!in.gradient || !in.parameter) {
+        continue;
+      }
+      m_backend.sgd_update(in.value->elements(), learning_rate, in.gradient->data.data(), in.value->data.data());
+      any = true;
+    }
+    if (any) {
+      m_recorder.add(m_rank, id, Phase::optimizer, t0, MPI_Wtime());
+    }
+  }
+}
+
+std::vector<Snapshot> Executor::snapshot() const {
+  std::vector<Snapshot> out;
+  for (std::size_t id = 0; id < m_ops.size(); ++id) {
+    const auto& state = m_ops[id];
+    if (!state.active) {
+      continue;
+    }
+    for (std::size_t j = 0; j < state.outputs.size(); ++j) {
+      if (state.outputs[j].value) {
+        out.push_back({static_cast<graph::OpId>(id), Held::output, static_cast<int>(j), *state.outputs[j].value});
+      }
+    }
+    for (std::size_t i = 0; i < state.inputs.size(); ++i) {
+      const auto& in = state.inputs[i];
+      if (in.gradient) {
+        out.push_back({static_cast<graph::OpId>(id), in.parameter ? Held::weight_gradient : Held::input_gradient,
+                       static_cast<int>(i), *in.gradient});
+      }
+    }
+  }
+  return out;
+}
+
+const Shard* Executor::held(graph::OpId op, Held kind, int index) const {
+  const auto& state = m_ops.at(static_cast<std::size_t>(op));
+  const auto i = static_cast<std::size_t>(index);
+  const auto& slot = kind == Held::output ? state.outputs.at(i).value : state.inputs.at(i).gradient;
+  return slot ? &*slot : nullptr;
+}
+
+} // namespace partita::runtime

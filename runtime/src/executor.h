@@ -1,0 +1,91 @@
+#pragma once
+
+// One rank's share of a training iteration under a strategy: its shards of every op it runs
+// (sharding::block_of on its grid position), forward in topological order with the partial-sum
+// reductions and redistributions the layouts call for, backward in reverse with input-gradient
+// reductions, then weight-gradient synchronization and an SGD step (DESIGN.md 3.2.1). The
+// reduction groups are cost::device_groups, the ones the cost model prices.
+
+#include "backend.h"
+#include "collectives.h"
+#include "redistribution.h"
+#include "shard.h"
+#include "trace.h"
+
+#include "partita/graph/op_semantics.h"
+#include "partita/strategy/strategy.h"
+
+#include <mpi.h>
+
+#include <optional>
+#include <vector>
+
+namespace partita::runtime {
+
+// What a rank holds after an iteration, for --verify.
+enum class Held : std::uint8_t { output, input_gradient, weight_gradient };
+struct Snapshot {
+  graph::OpId op = -1;
+  Held kind = Held::output;
+  int index = 0; // output or input index of the op
+  Shard shard;
+};
+
+class Executor {
+public:
+  // Device d of the strategy is rank d of `comm`. Throws partita::Error for what it cannot run
+  // (a weight read by several ops). Collective over `comm` (creates the sub-communicators).
+  Executor(const graph::Graph& g, const strategy::Strategy& st, MPI_Comm comm, Backend& backend, Recorder& recorder);
+
+  void forward();
+  void backward();
+  void synchronize_gradients();
+  void step(float learning_rate);
+
+  std::vector<Snapshot> snapshot() const;
+  // The whole-tensor shards of a single-device run (the reference), by op and index.
+  const Shard* held(graph::OpId op, Held kind, int index) const;
+
+  int communicators() const { return m_comms.created(); }
+  // Ops running a memory-bound stand-in, with the reason.
+  const std::vector<std::pair<graph::OpId, std::string>>& stand_ins() const { return m_stand_ins; }
+
+private:
+  struct Input {
+    std::optional<Shard> value;    // the block this rank reads
+    std::optional<Shard> gradient; // its (reduced) gradient, when one is needed
+    bool needs_gradient = false;
+    bool parameter = false;
+    Group reduce_group; // this rank's replica group for the gradient (size 1: none)
+    int copies = 1;
+    // Activations: from the producer's output placement.
+    graph::OpId producer = -1;
+    std::size_t producer_output = 0;
+    Exchange forward_exchange, backward_exchange;
+  };
+  struct Output {
+    std::optional<Shard> value, gradient;
+    Group partial_group; // this rank's group for a split reduction dim (size 1: none)
+  };
+  struct OpState {
+    bool active = false; // this rank is in the op's device list
+    bool has_kernel = true;
+    std::vector<Input> inputs;
+    std::vector<Output> outputs;
+  };
+
+  Group my_group(const Partition& groups) const;
+
+  const graph::Graph& m_graph;
+  const strategy::Strategy& m_strategy;
+  MPI_Comm m_comm;
+  int m_rank = 0, m_size = 1;
+  Backend& m_backend;
+  Recorder& m_recorder;
+  Communicators m_comms;
+  std::vector<graph::OpId> m_order;
+  std::vector<OpState> m_ops;
+  std::vector<std::pair<graph::OpId, std::string>> m_stand_ins;
+};
+
+} // namespace partita::runtime

@@ -1,0 +1,75 @@
+#include "plan_loading.h"
+
+#include "partita/graph/error.h"
+#include "partita/io/json_file.h"
+#include "partita/proto/partita.pb.h"
+#include "partita/strategy/plan_file.h"
+#include "partita/zoo/zoo.h"
+
+#include <fmt/format.h>
+
+namespace partita::runtime {
+
+LoadedPlan load_plan(const std::filesystem::path& path, int ranks) {
+  const std::string source = path.string();
+  proto::Plan plan;
+  io::read_json_file(path, plan);
+  LoadedPlan out;
+  out.model = plan.model();
+  out.family = plan.family();
+  out.devices = plan.devices();
+  out.predicted_iteration_seconds = plan.iteration_seconds();
+  if (plan.devices() != ranks) {
+    throw Error(fmt::format("{}: the plan is for {} devices but the job has {} ranks (start it with mpirun -np {})",
+                            source, plan.devices(), ranks, plan.devices()));
+  }
+  try {
+    out.imported = zoo::load(plan.model());
+  } catch (const Error& e) {
+    throw Error(fmt::format("{}: field 'model': {}", source, e.what()));
+  }
+  out.strategy = strategy::from_plan(plan, out.imported.graph, source);
+  out.setup = strategy::setup_from_proto(plan.setup(), source);
+  if (out.strategy.pipeline && out.strategy.pipeline->stages > 1) {
+    throw Error(fmt::format("{}: a pipeline plan ({} stages): partita-run does not execute pipelines yet (stages, "
+                            "micro-batches and their schedule are the next part of issue 5)",
+                            source, out.strategy.pipeline->stages));
+  }
+  if (out.setup.zero_stage > 0) {
+    throw Error(fmt::format("{}: field 'setup.zero_stage': ZeRO stage {} is not executed yet; plan with stage 0",
+                            source, out.setup.zero_stage));
+  }
+  for (std::size_t i = 0; i < out.strategy.ops.size(); ++i) {
+    for (const int d : out.strategy.ops[i].devices) {
+      if (d < 0 || d >= ranks) {
+        throw Error(
+            fmt::format("{}: field 'ops[{}].devices': device {} is not one of the {} ranks", source, i, d, ranks));
+      }
+    }
+  }
+  if (out.setup.precision != cluster::Precision::fp32) {
+    out.notes.push_back(fmt::format("the plan's precision is {}; partita-run computes in fp32",
+                                    cluster::precision_name(out.setup.precision)));
+  }
+  if (out.setup.optimizer != cost::Optimizer::sgd) {
+    out.notes.push_back(fmt::format("the plan's optimizer is {}; partita-run steps with plain SGD",
+                                    cost::optimizer_name(out.setup.optimizer)));
+  }
+  if (out.setup.recompute != cost::Recompute::none) {
+    out.notes.push_back("the plan recomputes activations; partita-run keeps them all");
+  }
+  return out;
+}
+
+strategy::Strategy single_device(const graph::Graph& g) {
+  strategy::Strategy st;
+  st.family = "reference";
+  st.devices = 1;
+  for (std::size_t id = 0; id < g.ops().size(); ++id) {
+    const auto s = graph::describe(g, static_cast<graph::OpId>(id));
+    st.ops.push_back({sharding::Config{std::vector<int>(s.dims.size(), 1)}, {0}});
+  }
+  return st;
+}
+
+} // namespace partita::runtime

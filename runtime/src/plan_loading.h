@@ -1,0 +1,34 @@
+#pragma once
+
+// Reading a plan on every rank and checking, before anything starts, that it can run here: the
+// model it names loads, the plan matches it (strategy::from_plan), its devices are this job's
+// ranks, and it uses nothing partita-run does not execute yet.
+
+#include "partita/cost/setup.h"
+#include "partita/onnx/import.h"
+#include "partita/strategy/strategy.h"
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace partita::runtime {
+
+struct LoadedPlan {
+  std::string model; // the spec or path the plan names
+  std::string family;
+  int devices = 0;
+  onnx_import::ImportResult imported;
+  strategy::Strategy strategy;
+  cost::TrainingSetup setup;
+  double predicted_iteration_seconds = 0;
+  std::vector<std::string> notes; // what runs differently from the plan's setup (fp32, SGD)
+};
+
+// Throws partita::Error naming the file and the reason.
+LoadedPlan load_plan(const std::filesystem::path& path, int ranks);
+
+// The same model on one device, every op unsplit: the reference of --verify.
+strategy::Strategy single_device(const graph::Graph& g);
+
+} // namespace partita::runtime

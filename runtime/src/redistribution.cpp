@@ -1,0 +1,135 @@
+#include "redistribution.h"
+
+#include "collectives.h"
+
+#include "partita/graph/error.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+
+namespace partita::runtime {
+namespace {
+
+int position_in(const std::vector<int>& devices, int d) {
+  const auto it = std::find(devices.begin(), devices.end(), d);
+  return it == devices.end() ? -1 : static_cast<int>(it - devices.begin());
+}
+
+} // namespace
+
+Exchange plan_exchange(const Placement& from, const Placement& to, int me, int ranks) {
+  const int kf = from.config.devices();
+  const int kt = to.config.devices();
+  // Distinct source blocks and who holds each.
+  std::vector<sharding::Block> blocks;
+  std::vector<std::vector<int>> holders;
+  for (std::size_t i = 0; i < from.devices.size(); ++i) {
+    const auto b = sharding::block_of(from.layout, from.config, static_cast<int>(i) % kf);
+    std::size_t j = 0;
+    while (j < blocks.size() && (blocks[j].begin != b.begin || blocks[j].end != b.end)) {
+      ++j;
+    }
+    if (j == blocks.size()) {
+      blocks.push_back(b);
+      holders.emplace_back();
+    }
+    holders[j].push_back(from.devices[i]);
+  }
+
+  Exchange ex;
+  std::map<int, std::vector<sharding::Block>> sends, receives;
+  for (std::size_t c = 0; c < to.devices.size(); ++c) {
+    const int consumer = to.devices[c];
+    if (consumer < 0 || consumer >= ranks) {
+      throw Error(fmt::format("device {} is not a rank (there are {} ranks)", consumer, ranks));
+    }
+    const auto need = sharding::block_of(to.layout, to.config, static_cast<int>(c) % kt);
+    for (std::size_t j = 0; j < blocks.size(); ++j) {
+      auto region = intersect(need, blocks[j]);
+      if (is_empty(region)) {
+        continue;
+      }
+      const auto& h = holders[j];
+      // Itself when it holds the block; otherwise spread consumers over the holders.
+      const int holder = position_in(h, consumer) >= 0 ? consumer : h[c % h.size()];
+      if (holder != consumer) {
+        ex.remote = true;
+      }
+      if (holder == me && consumer == me) {
+        ex.local.push_back(region);
+      } else if (holder == me) {
+        sends[consumer].push_back(region);
+      } else if (consumer == me) {
+        receives[holder].push_back(std::move(region));
+      }
+    }
+  }
+  ex.send_counts.assign(static_cast<std::size_t>(ranks), 0);
+  ex.recv_counts.assign(static_cast<std::size_t>(ranks), 0);
+  ex.send_displs.assign(static_cast<std::size_t>(ranks), 0);
+  ex.recv_displs.assign(static_cast<std::size_t>(ranks), 0);
+  for (auto& [peer, regions] : sends) {
+    for (auto& r : regions) {
+      ex.send_counts[static_cast<std::size_t>(peer)] += static_cast<int>(r.elements());
+      ex.sends.push_back({peer, std::move(r)});
+    }
+  }
+  for (auto& [peer, regions] : receives) {
+    for (auto& r : regions) {
+      ex.recv_counts[static_cast<std::size_t>(peer)] += static_cast<int>(r.elements());
+      ex.bytes_in += static_cast<double>(r.elements()) * 4;
+      ex.receives.push_back({peer, std::move(r)});
+    }
+  }
+  for (std::size_t r = 1; r < static_cast<std::size_t>(ranks); ++r) {
+    ex.send_displs[r] = ex.send_displs[r - 1] + ex.send_counts[r - 1];
+    ex.recv_displs[r] = ex.recv_displs[r - 1] + ex.recv_counts[r - 1];
+  }
+  return ex;
+}
+
+void run_exchange(const Exchange& ex, const Shard* source, Shard* target, bool accumulate, MPI_Comm comm) {
+  if (!ex.local.empty() || !ex.sends.empty()) {
+    if (source == nullptr) {
+      throw Error("redistribution: this rank must send a block it does not hold");
+    }
+  }
+  if ((!ex.local.empty() || !ex.receives.empty()) && target == nullptr) {
+    throw Error("redistribution: this rank receives a block it has no room for");
+  }
+  std::vector<float> scratch;
+  for (const auto& region : ex.local) {
+    scratch.resize(static_cast<std::size_t>(region.elements()));
+    pack(*source, region, scratch.data());
+    unpack(*target, region, scratch.data(), accumulate);
+  }
+  if (!ex.remote) {
+    return;
+  }
+  const auto total = [](const std::vector<int>& counts) {
+    std::size_t n = 0;
+    for (const int c : counts) {
+      n += static_cast<std::size_t>(c);
+    }
+    return n;
+  };
+  std::vector<float> out(std::max<std::size_t>(total(ex.send_counts), 1));
+  std::vector<float> in(std::max<std::size_t>(total(ex.recv_counts), 1));
+  std::size_t offset = 0;
+  for (const auto& piece : ex.sends) {
+    pack(*source, piece.region, out.data() + offset);
+    offset += static_cast<std::size_t>(piece.region.elements());
+  }
+  check_mpi(MPI_Alltoallv(out.data(), ex.send_counts.data(), ex.send_displs.data(), MPI_FLOAT, in.data(),
+                          ex.recv_counts.data(), ex.recv_displs.data(), MPI_FLOAT, comm),
+            "MPI_Alltoallv");
+  offset = 0;
+  for (const auto& piece : ex.receives) {
+    unpack(*target, piece.region, in.data() + offset, accumulate);
+    offset += static_cast<std::size_t>(piece.region.elements());
+  }
+}
+
+} // namespace partita::runtime

@@ -1,0 +1,46 @@
+#pragma once
+
+// Moving a tensor between two placements (a producer's output layout on its devices, a
+// consumer's input layout on its devices): every rank computes, from the two layouts and
+// sharding::block_of, which region each consumer needs and which holder sends it, so that all
+// ranks agree without talking. The data then moves in one MPI_Alltoallv. Backward, the same
+// machinery moves gradients from the consumer's layout back to the producer's, adding them up.
+
+#include "shard.h"
+
+#include "partita/sharding/config.h"
+
+#include <mpi.h>
+
+#include <vector>
+
+namespace partita::runtime {
+
+struct Placement {
+  sharding::TensorLayout layout;
+  sharding::Config config;
+  std::vector<int> devices; // copies x config.devices() ranks, copy-major (strategy::OpAssignment)
+};
+
+struct Exchange {
+  struct Piece {
+    int peer = 0;
+    sharding::Block region;
+  };
+  std::vector<Piece> sends;           // ordered by peer, then by region
+  std::vector<Piece> receives;        // ordered by peer, then by region
+  std::vector<sharding::Block> local; // regions this rank copies from its own source shard
+  std::vector<int> send_counts, send_displs, recv_counts, recv_displs; // elements, per rank
+  bool remote = false; // some rank receives something (the same answer on every rank)
+  double bytes_in = 0; // what this rank receives
+};
+
+// The exchange seen from rank `me` of a communicator of `ranks` ranks. Distinct blocks of the
+// source are disjoint (a layout partitions its tensor); replicas of a block are interchangeable.
+Exchange plan_exchange(const Placement& from, const Placement& to, int me, int ranks);
+
+// Runs it: `source` is this rank's block under `from` (nullptr when it holds none), `target`
+// its block under `to` (nullptr when it needs none). Collective over `comm` when ex.remote.
+void run_exchange(const Exchange& ex, const Shard* source, Shard* target, bool accumulate, MPI_Comm comm);
+
+} // namespace partita::runtime

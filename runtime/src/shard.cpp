@@ -1,0 +1,151 @@
+#include "shard.h"
+
+#include "partita/graph/error.h"
+
+#include <algorithm>
+#include <functional>
+
+namespace partita::runtime {
+namespace {
+
+std::uint64_t splitmix64(std::uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30U)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27U)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31U);
+}
+
+std::uint64_t fnv1a(std::string_view s) {
+  std::uint64_t h = 0xcbf29ce484222325ULL;
+  for (const char c : s) {
+    h ^= static_cast<unsigned char>(c);
+    h *= 0x100000001b3ULL;
+  }
+  return h;
+}
+
+// Calls visit(offset_in_a, offset_in_b, run_length) for every contiguous row of `region`, with
+// offsets into row-major arrays holding blocks `a` and `b`.
+void for_each_row(const sharding::Block& region, const sharding::Block& a, const sharding::Block& b,
+                  const std::function<void(std::int64_t, std::int64_t, std::int64_t)>& visit) {
+  const std::size_t rank = region.begin.size();
+  if (rank == 0) {
+    visit(0, 0, 1);
+    return;
+  }
+  const auto extent = [](const sharding::Block& blk, std::size_t d) { return blk.end[d] - blk.begin[d]; };
+  for (std::size_t d = 0; d < rank; ++d) {
+    if (extent(region, d) <= 0) {
+      return;
+    }
+  }
+  std::vector<std::int64_t> idx(region.begin.begin(), region.begin.end());
+  const std::int64_t run = extent(region, rank - 1);
+  while (true) {
+    std::int64_t oa = 0, ob = 0;
+    for (std::size_t d = 0; d < rank; ++d) {
+      oa = oa * extent(a, d) + (idx[d] - a.begin[d]);
+      ob = ob * extent(b, d) + (idx[d] - b.begin[d]);
+    }
+    visit(oa, ob, run);
+    // Advance the odometer over every dim but the last (the contiguous run).
+    int d = static_cast<int>(rank) - 2;
+    for (; d >= 0; --d) {
+      const auto u = static_cast<std::size_t>(d);
+      if (++idx[u] < region.end[u]) {
+        break;
+      }
+      idx[u] = region.begin[u];
+    }
+    if (d < 0) {
+      return;
+    }
+  }
+}
+
+} // namespace
+
+Extents Shard::extents() const {
+  Extents e(block.begin.size());
+  for (std::size_t d = 0; d < e.size(); ++d) {
+    e[d] = block.end[d] - block.begin[d];
+  }
+  return e;
+}
+
+Shard make_shard(const sharding::Block& block) {
+  Shard s;
+  s.block = block;
+  std::int64_t n = 1;
+  for (std::size_t d = 0; d < block.begin.size(); ++d) {
+    n *= std::max<std::int64_t>(0, block.end[d] - block.begin[d]);
+  }
+  s.data.assign(static_cast<std::size_t>(n), 0.0F);
+  return s;
+}
+
+sharding::Block whole(const graph::Shape& shape) {
+  sharding::Block b;
+  b.begin.assign(shape.size(), 0);
+  b.end.assign(shape.begin(), shape.end());
+  return b;
+}
+
+void fill_deterministic(Shard& shard, const graph::Shape& shape, std::string_view seed, float scale) {
+  const std::uint64_t h = fnv1a(seed);
+  const sharding::Block all = whole(shape);
+  // The global flat index of a row start is its offset in the whole tensor.
+  for_each_row(shard.block, all, shard.block, [&](std::int64_t global, std::int64_t local, std::int64_t run) {
+    for (std::int64_t i = 0; i < run; ++i) {
+      const std::uint64_t r = splitmix64(h ^ splitmix64(static_cast<std::uint64_t>(global + i)));
+      const double unit = static_cast<double>(r >> 11U) * 0x1.0p-53; // [0, 1)
+      shard.data[static_cast<std::size_t>(local + i)] = static_cast<float>((2.0 * unit - 1.0) * scale);
+    }
+  });
+}
+
+sharding::Block intersect(const sharding::Block& a, const sharding::Block& b) {
+  if (a.begin.size() != b.begin.size()) {
+    throw Error("intersect: blocks of different rank");
+  }
+  sharding::Block r;
+  for (std::size_t d = 0; d < a.begin.size(); ++d) {
+    r.begin.push_back(std::max(a.begin[d], b.begin[d]));
+    r.end.push_back(std::min(a.end[d], b.end[d]));
+  }
+  return r;
+}
+
+bool is_empty(const sharding::Block& b) {
+  for (std::size_t d = 0; d < b.begin.size(); ++d) {
+    if (b.end[d] <= b.begin[d]) {
+      return true;
+    }
+  }
+  return false;
+}
+
+void pack(const Shard& from, const sharding::Block& region, float* out) {
+  std::int64_t written = 0;
+  for_each_row(region, from.block, from.block, [&](std::int64_t offset, std::int64_t, std::int64_t run) {
+    std::copy_n(from.data.data() + offset, run, out + written);
+    written += run;
+  });
+}
+
+void unpack(Shard& to, const sharding::Block& region, const float* in, bool accumulate) {
+  std::int64_t read = 0;
+  for_each_row(region, to.block, to.block, [&](std::int64_t offset, std::int64_t, std::int64_t run) {
+    float* dst = to.data.data() + offset;
+    if (accumulate) {
+      for (std::int64_t i = 0; i < run; ++i) {
+        dst[i] += in[read + i];
+      }
+    } else {
+      std::copy_n(in + read, run, dst);
+    }
+    read += run;
+  });
+}
+
+} // namespace partita::runtime

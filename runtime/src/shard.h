@@ -1,0 +1,45 @@
+#pragma once
+
+// A shard: the block of a tensor one rank holds (sharding::block_of decides which), stored
+// densely in row-major order over the block's extents. Values are generated from the tensor's
+// name and each element's global index, so that any rank can generate any block and the
+// unsharded reference sees exactly the same numbers.
+
+#include "partita/graph/types.h"
+#include "partita/sharding/config.h"
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+namespace partita::runtime {
+
+using Extents = std::vector<std::int64_t>;
+
+struct Shard {
+  sharding::Block block;   // global [begin, end) per tensor dim
+  std::vector<float> data; // row-major over extents()
+
+  Extents extents() const;
+  std::int64_t elements() const { return static_cast<std::int64_t>(data.size()); }
+};
+
+// A zero-filled shard holding `block`.
+Shard make_shard(const sharding::Block& block);
+// The whole tensor as one block.
+sharding::Block whole(const graph::Shape& shape);
+
+// Fills `shard` with values in [-scale, scale) that depend only on `seed` and the global flat
+// index of each element in a tensor of `shape`.
+void fill_deterministic(Shard& shard, const graph::Shape& shape, std::string_view seed, float scale);
+
+// The overlap of two blocks of the same tensor (empty() when they do not meet).
+sharding::Block intersect(const sharding::Block& a, const sharding::Block& b);
+bool is_empty(const sharding::Block& b);
+
+// Copies `region` (global coordinates, inside the shard's block) into `out`, row-major.
+void pack(const Shard& from, const sharding::Block& region, float* out);
+// Writes (or adds, with `accumulate`) a packed `region` into the shard.
+void unpack(Shard& to, const sharding::Block& region, const float* in, bool accumulate);
+
+} // namespace partita::runtime

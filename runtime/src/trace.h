@@ -1,0 +1,67 @@
+#pragma once
+
+// What a run measured: per rank, per op, per phase, an interval of MPI_Wtime (relative to the
+// rank's start of timed iterations). Rank 0 gathers every rank's records and writes a Chrome
+// Trace Event JSON (Perfetto, chrome://tracing) and a text summary.
+
+#include "partita/graph/graph.h"
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace partita::runtime {
+
+enum class Phase : std::uint8_t {
+  forward,
+  forward_reduce,         // partial sums of a split reduction dim
+  forward_redistribution, // producer layout -> consumer layout
+  backward,
+  backward_reduce,         // partial input gradients of a replicated input
+  backward_redistribution, // consumer layout -> producer layout, gradients added
+  gradient_sync,           // weight gradients over their replica groups
+  optimizer,
+  iteration,
+};
+inline constexpr int phase_count = 9;
+std::string_view phase_name(Phase p);
+
+struct Record {
+  int rank = 0;
+  int iteration = 0;
+  graph::OpId op = -1; // -1 for a whole iteration
+  Phase phase = Phase::forward;
+  double start = 0, end = 0; // seconds since the rank's time origin
+  double bytes = 0;          // moved by a collective or redistribution (received by this rank)
+  bool stand_in = false;     // a memory-bound stand-in ran instead of a kernel
+};
+
+class Recorder {
+public:
+  void set_origin(double t) { m_origin = t; }
+  void set_iteration(int i) { m_iteration = i; }
+  void enable(bool on) { m_on = on; }
+  void add(int rank, graph::OpId op, Phase phase, double t0, double t1, double bytes = 0, bool stand_in = false);
+  const std::vector<Record>& records() const { return m_records; }
+
+private:
+  std::vector<Record> m_records;
+  double m_origin = 0;
+  int m_iteration = 0;
+  bool m_on = false;
+};
+
+// Every rank's records, on rank 0 (empty elsewhere). Collective.
+std::vector<Record> gather_records(const std::vector<Record>& mine, MPI_Comm comm);
+
+std::string chrome_trace_json(const graph::Graph& g, const std::vector<Record>& all);
+
+// Per op and phase the mean over iterations of the slowest rank, and the iteration time
+// mean/min/max over timed iterations.
+std::string text_summary(const graph::Graph& g, const std::vector<Record>& all, int iterations);
+
+} // namespace partita::runtime
