@@ -44,12 +44,45 @@ int groups_sharing_a_node(const std::vector<std::vector<int>>& groups, const clu
 }
 
 // The slowest group's time for one collective run by every group at once.
+// What a group's collective cost depends on: on a switched node, how many of its devices sit on
+// each node it spans; on a direct-link node (DGX-1), also which devices inside the node.
+std::vector<int> group_signature(const std::vector<int>& group, const cluster::Cluster& c) {
+  std::vector<int> sig;
+  sig.reserve(group.size() + 1);
+  if (!c.intra_switched) {
+    for (int d : group) {
+      sig.push_back(d % c.devices_per_node);
+    }
+  }
+  std::vector<int> per_node;
+  int node = -1;
+  for (int d : group) { // groups list devices in ascending order
+    if (c.node_of(d) != node) {
+      node = c.node_of(d);
+      per_node.push_back(0);
+    }
+    ++per_node.back();
+  }
+  std::sort(per_node.begin(), per_node.end());
+  sig.push_back(-1);
+  sig.insert(sig.end(), per_node.begin(), per_node.end());
+  return sig;
+}
+
+// The slowest group's time for one collective run by every group at once. Groups of the same
+// shape cost the same: each shape is costed once.
 cluster::CollectiveCost collective_on_groups(const cluster::Cluster& c, Collective kind,
                                              const std::vector<std::vector<int>>& groups, double bytes) {
   cluster::CollectiveCost worst;
   const int sharing = groups_sharing_a_node(groups, c);
+  std::set<std::vector<int>> seen;
   for (const auto& group : groups) {
     if (group.size() < 2) {
+      continue;
+    }
+    std::vector<int> sorted = group;
+    std::sort(sorted.begin(), sorted.end());
+    if (!seen.insert(group_signature(sorted, c)).second) {
       continue;
     }
     auto cost = cluster::collective_cost(c, kind, group, bytes, cluster::Algorithm::automatic, sharing);
@@ -387,7 +420,8 @@ OpCost op_cost(const graph::Graph& g, graph::OpId id, const graph::OpSemantics& 
   for (std::size_t i = 0; i < op.inputs.size(); ++i) {
     if (op.inputs[i] != graph::no_tensor && g.tensor(op.inputs[i]).role == TensorRole::activation &&
         graph::is_floating(g.tensor(op.inputs[i]).dtype) && s.op_class != graph::OpClass::shape) {
-      gradient_buffers += stored_bytes(g.tensor(op.inputs[i]), sharding::input_layout(g, s, config, i).shard_bytes(), setup);
+      gradient_buffers +=
+          stored_bytes(g.tensor(op.inputs[i]), sharding::input_layout(g, s, config, i).shard_bytes(), setup);
     }
   }
   if (gradient_buffers > 0) {

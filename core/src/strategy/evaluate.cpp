@@ -56,12 +56,14 @@ void check(const graph::Graph& g, const cluster::Cluster& cluster, const Strateg
       throw Error(fmt::format("strategy '{}', op '{}': {} devices is not a multiple of the {} its configuration needs",
                               st.family, name, a.devices.size(), k));
     }
-    std::set<int> seen;
+    std::vector<bool> seen(static_cast<std::size_t>(cluster.device_count()), false);
     for (int d : a.devices) {
-      if (d < 0 || d >= cluster.device_count() || !seen.insert(d).second) {
+      const bool inside = d >= 0 && d < cluster.device_count();
+      if (!inside || seen[static_cast<std::size_t>(d)]) {
         throw Error(fmt::format("strategy '{}', op '{}': device {} is {}", st.family, name, d,
-                                d < 0 || d >= cluster.device_count() ? "not in the cluster" : "listed twice"));
+                                !inside ? "not in the cluster" : "listed twice"));
       }
+      seen[static_cast<std::size_t>(d)] = true;
     }
   }
   if (st.pipeline) {
@@ -114,6 +116,27 @@ cluster::CollectiveCost move_cost(const cluster::Cluster& cluster, const shardin
   return worst;
 }
 
+// For each tensor dim: its number of parts and the stride of its grid axis in the position
+// index (last split dim fastest), and the grid size. Two layouts with equal strides on the same
+// devices hold the same blocks everywhere.
+std::vector<std::int64_t> layout_strides(const sharding::TensorLayout& layout, const sharding::Config& config) {
+  std::vector<std::int64_t> axis_stride(config.splits.size(), 0);
+  std::int64_t stride = 1;
+  for (std::size_t a = config.splits.size(); a-- > 0;) {
+    if (config.splits[a] > 1) {
+      axis_stride[a] = stride;
+      stride *= config.splits[a];
+    }
+  }
+  std::vector<std::int64_t> out{stride};
+  for (std::size_t j = 0; j < layout.parts.size(); ++j) {
+    const int axis = layout.dim_axis[j];
+    out.push_back(layout.parts[j]);
+    out.push_back(axis >= 0 && layout.parts[j] > 1 ? axis_stride[static_cast<std::size_t>(axis)] : 0);
+  }
+  return out;
+}
+
 // Which ops keep their output for the backward pass under the recompute policy.
 std::vector<bool> kept_outputs(const graph::Graph& g, const std::vector<graph::OpId>& order,
                                const std::vector<graph::OpSemantics>& sem, cost::Recompute policy) {
@@ -132,18 +155,16 @@ std::vector<bool> kept_outputs(const graph::Graph& g, const std::vector<graph::O
   return keep;
 }
 
-// Which device holds which block of input `i`: the tensor and every device's block.
+// Which device holds which block of input `i`: the blocks follow from the tensor, how its dims
+// are split, the grid (split factors, last split dim fastest) and the device list.
 std::vector<std::int64_t> placement_key(const graph::Graph& g, const graph::OpSemantics& s, const OpAssignment& a,
                                         std::size_t i, graph::TensorId tensor) {
   const auto layout = sharding::input_layout(g, s, a.config, i);
-  std::vector<std::int64_t> key{tensor};
-  const int k = a.config.devices();
-  for (std::size_t d = 0; d < a.devices.size(); ++d) {
-    const auto block = sharding::block_of(layout, a.config, static_cast<int>(d) % k);
-    key.push_back(a.devices[d]);
-    key.insert(key.end(), block.begin.begin(), block.begin.end());
-    key.insert(key.end(), block.end.begin(), block.end.end());
-  }
+  std::vector<std::int64_t> key{tensor, -1};
+  const auto grid = layout_strides(layout, a.config);
+  key.insert(key.end(), grid.begin(), grid.end());
+  key.push_back(-1);
+  key.insert(key.end(), a.devices.begin(), a.devices.end());
   return key;
 }
 
@@ -166,6 +187,9 @@ std::optional<cost::Term> input_redistribution(const graph::Graph& g, const std:
   // Copies of a grid hold the same blocks, so every device of either side takes part. The
   // gradient goes back the other way: from this op's input layout (reduced over its replicas by
   // the op's own input-gradient reduce) to the producer's output layout, often a mere slice.
+  if (pa.devices == a.devices && layout_strides(from, pa.config) == layout_strides(to, a.config)) {
+    return std::nullopt; // the same blocks on the same devices: nothing moves either way
+  }
   auto forward = sharding::redistribute(from, pa.config, pa.devices, to, a.config, a.devices);
   auto backward = sharding::redistribute(to, a.config, a.devices, from, pa.config, pa.devices);
   // Layouts count the graph's element type; values travel at the training precision.
