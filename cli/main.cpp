@@ -6,7 +6,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <iostream>
+#include <string>
+#include <vector>
 
 int main(int argc, char** argv) {
   CLI::App app{"Partita: explore parallelization strategies for training deep neural networks", "partita"};
@@ -16,8 +19,17 @@ int main(int argc, char** argv) {
   partita::cli::add_zoo_command(app);
   partita::cli::add_plan_command(app);
   partita::cli::add_compare_command(app);
+  partita::cli::add_run_command(app);
+  // `partita run ... -np P`, as mpirun spells it: CLI11 would read "-np" as -n with the value "p".
+  std::vector<std::string> args(argv + 1, argv + argc);
+  for (auto& a : args) {
+    if (a == "-np") {
+      a = "--np";
+    }
+  }
+  std::reverse(args.begin(), args.end()); // CLI11's vector form takes the arguments last to first
   try {
-    app.parse(argc, argv);
+    app.parse(args);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   } catch (const partita::Error& e) {

@@ -14,7 +14,7 @@ namespace partita::runtime {
 
 using Dims = std::vector<std::int64_t>;
 
-enum class Eltwise : std::uint8_t { relu, tanh, sigmoid, gelu };
+enum class Eltwise : std::uint8_t { relu, tanh, sigmoid, gelu, erf, exp, sin, cos };
 enum class Binary : std::uint8_t { add, sub, mul, div };
 
 struct MatmulShape {
@@ -44,6 +44,15 @@ public:
   virtual void softmax_forward(const Dims& dims, int axis, const float* x, float* y) = 0;
   // dx from the forward output y.
   virtual void softmax_backward(const Dims& dims, int axis, const float* y, const float* dy, float* dx) = 0;
+
+  // Layer normalization over the last `norm` elements of every row of x ([rows, norm]):
+  // y = (x - mean) / sqrt(var + epsilon) * scale + shift; scale and shift have `norm` elements.
+  // mean and inv_std (rows elements each) are written when not nullptr.
+  virtual void layer_norm_forward(std::int64_t rows, std::int64_t norm, float epsilon, const float* x,
+                                  const float* scale, const float* shift, float* y, float* mean, float* inv_std) = 0;
+  // dx, and d_scale / d_shift (summed over this shard's rows) when not nullptr.
+  virtual void layer_norm_backward(std::int64_t rows, std::int64_t norm, float epsilon, const float* x,
+                                   const float* scale, const float* dy, float* dx, float* d_scale, float* d_shift) = 0;
 
   // Plain SGD: weights -= learning_rate * gradient, over n elements.
   virtual void sgd_update(std::int64_t n, float learning_rate, const float* gradient, float* weights) = 0;

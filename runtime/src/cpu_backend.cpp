@@ -10,6 +10,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <numeric>
 
@@ -39,6 +40,10 @@ dnnl::algorithm eltwise_algorithm(Eltwise kind) {
   case Eltwise::tanh: return dnnl::algorithm::eltwise_tanh;
   case Eltwise::sigmoid: return dnnl::algorithm::eltwise_logistic;
   case Eltwise::gelu: return dnnl::algorithm::eltwise_gelu_erf;
+  case Eltwise::exp: return dnnl::algorithm::eltwise_exp;
+  case Eltwise::erf:
+  case Eltwise::sin:
+  case Eltwise::cos: break; // oneDNN 2.x has none of these: loops (CpuBackend::eltwise_*)
   }
   throw Error("unknown eltwise kind");
 }
@@ -80,6 +85,13 @@ public:
   }
 
   void eltwise_forward(Eltwise kind, std::int64_t n, const float* x, float* y) override {
+    if (kind == Eltwise::erf || kind == Eltwise::sin || kind == Eltwise::cos) {
+#pragma omp parallel for simd
+      for (std::int64_t i = 0; i < n; ++i) {
+        y[i] = kind == Eltwise::erf ? std::erf(x[i]) : kind == Eltwise::sin ? std::sin(x[i]) : std::cos(x[i]);
+      }
+      return;
+    }
     const auto md = dense({n});
     const dnnl::eltwise_forward::primitive_desc pd(
         dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_training, eltwise_algorithm(kind), md, 0.F, 0.F),
@@ -90,6 +102,21 @@ public:
   }
 
   void eltwise_backward(Eltwise kind, std::int64_t n, const float* x, const float* dy, float* dx) override {
+    if (kind == Eltwise::erf) { // d erf(x) / dx = 2 / sqrt(pi) * exp(-x^2)
+      constexpr float two_over_sqrt_pi = 1.1283791670955126F;
+#pragma omp parallel for simd
+      for (std::int64_t i = 0; i < n; ++i) {
+        dx[i] = dy[i] * two_over_sqrt_pi * std::exp(-x[i] * x[i]);
+      }
+      return;
+    }
+    if (kind == Eltwise::sin || kind == Eltwise::cos) { // sin' = cos, cos' = -sin
+#pragma omp parallel for simd
+      for (std::int64_t i = 0; i < n; ++i) {
+        dx[i] = dy[i] * (kind == Eltwise::sin ? std::cos(x[i]) : -std::sin(x[i]));
+      }
+      return;
+    }
     const auto md = dense({n});
     const auto alg = eltwise_algorithm(kind);
     const dnnl::eltwise_forward::primitive_desc hint(
@@ -156,6 +183,79 @@ public:
     m_stream.wait();
   }
 
+  void layer_norm_forward(std::int64_t rows, std::int64_t norm, float epsilon, const float* x, const float* scale,
+                          const float* shift, float* y, float* mean, float* inv_std) override {
+    const auto md = dense({rows, norm});
+    const auto stat = dense({rows});
+    const dnnl::layer_normalization_forward::primitive_desc pd(
+        dnnl::layer_normalization_forward::desc(dnnl::prop_kind::forward_training, md, stat, epsilon, norm_flags),
+        m_engine);
+    std::vector<float> mean_buf(static_cast<std::size_t>(rows)), var_buf(static_cast<std::size_t>(rows));
+    dnnl::memory xm(md, m_engine, mut(x)), ym(md, m_engine, y);
+    dnnl::memory sm(dense({norm}), m_engine, mut(scale)), bm(dense({norm}), m_engine, mut(shift));
+    dnnl::memory mm(stat, m_engine, mean_buf.data()), vm(stat, m_engine, var_buf.data());
+    dnnl::layer_normalization_forward(pd).execute(m_stream, {{DNNL_ARG_SRC, xm},
+                                                             {DNNL_ARG_DST, ym},
+                                                             {DNNL_ARG_SCALE, sm},
+                                                             {DNNL_ARG_SHIFT, bm},
+                                                             {DNNL_ARG_MEAN, mm},
+                                                             {DNNL_ARG_VARIANCE, vm}});
+    m_stream.wait();
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const auto u = static_cast<std::size_t>(r);
+      if (mean != nullptr) {
+        mean[r] = mean_buf[u];
+      }
+      if (inv_std != nullptr) {
+        inv_std[r] = 1.F / std::sqrt(var_buf[u] + epsilon);
+      }
+    }
+  }
+
+  void layer_norm_backward(std::int64_t rows, std::int64_t norm, float epsilon, const float* x, const float* scale,
+                           const float* dy, float* dx, float* d_scale, float* d_shift) override {
+    const auto md = dense({rows, norm});
+    const auto stat = dense({rows});
+    // The statistics of the forward pass, recomputed (cheap next to keeping them per op).
+    const dnnl::layer_normalization_forward::primitive_desc hint(
+        dnnl::layer_normalization_forward::desc(dnnl::prop_kind::forward_training, md, stat, epsilon, norm_flags),
+        m_engine);
+    std::vector<float> mean(static_cast<std::size_t>(rows)), var(static_cast<std::size_t>(rows));
+    std::vector<float> y(static_cast<std::size_t>(rows * norm)), zeros(static_cast<std::size_t>(norm), 0.F);
+    std::vector<float> ds(static_cast<std::size_t>(norm)), db(static_cast<std::size_t>(norm));
+    dnnl::memory xm(md, m_engine, mut(x)), ym(md, m_engine, y.data());
+    dnnl::memory sm(dense({norm}), m_engine, mut(scale)), bm(dense({norm}), m_engine, zeros.data());
+    dnnl::memory mm(stat, m_engine, mean.data()), vm(stat, m_engine, var.data());
+    dnnl::layer_normalization_forward(hint).execute(m_stream, {{DNNL_ARG_SRC, xm},
+                                                               {DNNL_ARG_DST, ym},
+                                                               {DNNL_ARG_SCALE, sm},
+                                                               {DNNL_ARG_SHIFT, bm},
+                                                               {DNNL_ARG_MEAN, mm},
+                                                               {DNNL_ARG_VARIANCE, vm}});
+    const dnnl::layer_normalization_backward::primitive_desc pd(
+        dnnl::layer_normalization_backward::desc(dnnl::prop_kind::backward, md, md, stat, epsilon, norm_flags),
+        m_engine, hint);
+    dnnl::memory dym(md, m_engine, mut(dy)), dxm(md, m_engine, dx);
+    dnnl::memory dsm(dense({norm}), m_engine, ds.data()), dbm(dense({norm}), m_engine, db.data());
+    // oneDNN 2.6 wants the shift as an argument of the backward pass too (it does not read it).
+    dnnl::layer_normalization_backward(pd).execute(m_stream, {{DNNL_ARG_SRC, xm},
+                                                              {DNNL_ARG_DIFF_DST, dym},
+                                                              {DNNL_ARG_SCALE, sm},
+                                                              {DNNL_ARG_SHIFT, bm},
+                                                              {DNNL_ARG_MEAN, mm},
+                                                              {DNNL_ARG_VARIANCE, vm},
+                                                              {DNNL_ARG_DIFF_SRC, dxm},
+                                                              {DNNL_ARG_DIFF_SCALE, dsm},
+                                                              {DNNL_ARG_DIFF_SHIFT, dbm}});
+    m_stream.wait();
+    if (d_scale != nullptr) {
+      std::copy(ds.begin(), ds.end(), d_scale);
+    }
+    if (d_shift != nullptr) {
+      std::copy(db.begin(), db.end(), d_shift);
+    }
+  }
+
   void sgd_update(std::int64_t n, float learning_rate, const float* gradient, float* weights) override {
 #pragma omp parallel for simd
     for (std::int64_t i = 0; i < n; ++i) {
@@ -174,6 +274,8 @@ public:
   }
 
 private:
+  static inline const auto norm_flags = dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift;
+
   static std::int64_t product(const Dims& d) {
     return std::accumulate(d.begin(), d.end(), std::int64_t{1}, std::multiplies<>());
   }

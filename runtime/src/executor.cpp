@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 
 namespace partita::runtime {
@@ -28,6 +29,54 @@ std::size_t output_index(const graph::Op& op, graph::TensorId t) {
   return static_cast<std::size_t>(it - op.outputs.begin());
 }
 
+// A Constant op's output block: a float Constant's value (read from the model), or the integer
+// contents the graph carries.
+void fill_constant(Shard& out, const graph::Tensor& t, const Executor::ConstantValues& constants,
+                   const std::string& op_name) {
+  Shard whole_tensor = make_shard(whole(t.shape));
+  if (const auto it = constants.find(t.name); it != constants.end()) {
+    if (it->second.size() != whole_tensor.data.size()) {
+      throw Error(fmt::format("Constant '{}': {} values for a tensor of {} elements", op_name, it->second.size(),
+                              whole_tensor.data.size()));
+    }
+    whole_tensor.data = it->second;
+  } else if (t.int_values && t.int_values->size() == whole_tensor.data.size()) {
+    std::transform(t.int_values->begin(), t.int_values->end(), whole_tensor.data.begin(),
+                   [](std::int64_t v) { return static_cast<float>(v); });
+  } else {
+    throw Error(fmt::format("Constant '{}': the value of '{}' is not known to partita-run", op_name, t.name));
+  }
+  pack(whole_tensor, out.block, out.data.data());
+}
+
+// Integer inputs (token ids, indices): their known contents, else values generated in
+// [0, bound) where bound is the size of the axis a Gather reads with them (2 when none does),
+// identical on every rank.
+void fill_integers(Shard& s, const graph::Graph& g, graph::TensorId tid, const std::string& seed) {
+  const graph::Tensor& t = g.tensor(tid);
+  if (t.int_values && static_cast<std::int64_t>(t.int_values->size()) == t.elements()) {
+    Shard whole_tensor = make_shard(whole(t.shape));
+    std::transform(t.int_values->begin(), t.int_values->end(), whole_tensor.data.begin(),
+                   [](std::int64_t v) { return static_cast<float>(v); });
+    pack(whole_tensor, s.block, s.data.data());
+    return;
+  }
+  std::int64_t bound = 2;
+  for (const auto c : t.consumers) {
+    const auto& op = g.op(c);
+    if (op.type == "Gather" && op.inputs.size() > 1 && op.inputs[1] == tid) {
+      const auto& data = g.tensor(op.inputs[0]).shape;
+      auto axis = op.attr_int("axis", 0);
+      axis = axis < 0 ? axis + static_cast<std::int64_t>(data.size()) : axis;
+      bound = data[static_cast<std::size_t>(axis)];
+    }
+  }
+  fill_deterministic(s, t.shape, seed, 0.5F);
+  for (auto& v : s.data) { // [-0.5, 0.5) -> {0, ..., bound - 1}
+    v = std::min(static_cast<float>(bound - 1), std::floor((v + 0.5F) * static_cast<float>(bound)));
+  }
+}
+
 void scale(Shard& s, float factor) {
   for (auto& v : s.data) {
     v *= factor;
@@ -46,28 +95,13 @@ Group Executor::my_group(const Partition& groups) const {
 }
 
 Executor::Executor(const graph::Graph& g, const strategy::Strategy& st, MPI_Comm comm, Backend& backend,
-                   Recorder& recorder)
+                   Recorder& recorder, const ConstantValues& constants)
     : m_graph(g), m_strategy(st), m_comm(comm), m_backend(backend), m_recorder(recorder), m_comms(comm) {
   check_mpi(MPI_Comm_rank(comm, &m_rank), "MPI_Comm_rank");
   check_mpi(MPI_Comm_size(comm, &m_size), "MPI_Comm_size");
   if (st.ops.size() != g.ops().size()) {
     throw Error(fmt::format("the strategy has {} ops, the model {}", st.ops.size(), g.ops().size()));
   }
-  // A weight read by several ops would need its gradients summed across two layouts.
-  std::map<graph::TensorId, graph::OpId> reader;
-  for (std::size_t id = 0; id < g.ops().size(); ++id) {
-    for (const auto t : g.op(static_cast<graph::OpId>(id)).inputs) {
-      if (t == graph::no_tensor || g.tensor(t).role != graph::TensorRole::parameter) {
-        continue;
-      }
-      const auto [it, fresh] = reader.emplace(t, static_cast<graph::OpId>(id));
-      if (!fresh && it->second != static_cast<graph::OpId>(id)) {
-        throw Error(fmt::format("weight '{}' is read by ops '{}' and '{}': shared weights are not executed yet",
-                                g.tensor(t).name, g.op(it->second).name, g.op(static_cast<graph::OpId>(id)).name));
-      }
-    }
-  }
-
   m_order = g.topological_order();
   std::vector<graph::OpSemantics> sem;
   sem.reserve(g.ops().size());
@@ -105,6 +139,9 @@ Executor::Executor(const graph::Graph& g, const strategy::Strategy& st, MPI_Comm
         const auto block = sharding::block_of(layout, a.config, position);
         state.outputs[j].value = make_shard(block);
         state.outputs[j].gradient = make_shard(block);
+        if (op.type == "Constant") {
+          fill_constant(*state.outputs[j].value, g.tensor(op.outputs[j]), constants, op.name);
+        }
       }
     }
 
@@ -145,12 +182,82 @@ Executor::Executor(const graph::Graph& g, const strategy::Strategy& st, MPI_Comm
       if (t.producer < 0) {
         // Weights, data inputs and buffers: generated, identical on every rank for every block.
         const std::string seed = fmt::format("{}:{}", graph::role_name(t.role), t.name);
-        fill_deterministic(*in.value, t.shape, seed, value_scale);
+        if (t.dtype == graph::DType::f32) {
+          fill_deterministic(*in.value, t.shape, seed, value_scale);
+        } else {
+          fill_integers(*in.value, g, tid, seed);
+        }
       }
       if (in.needs_gradient) {
         in.gradient = make_shard(in.value->block);
       }
     }
+  }
+
+  // Weights read by several ops: exchanges between every pair of readers' layouts.
+  std::map<graph::TensorId, std::vector<std::pair<graph::OpId, std::size_t>>> readers;
+  for (const auto id : m_order) {
+    const auto& op = g.op(id);
+    for (std::size_t i = 0; i < op.inputs.size(); ++i) {
+      const auto& in = m_ops[static_cast<std::size_t>(id)].inputs[i];
+      if (op.inputs[i] != graph::no_tensor && in.parameter && in.needs_gradient) {
+        readers[op.inputs[i]].emplace_back(id, i);
+      }
+    }
+  }
+  for (auto& [tensor, list] : readers) {
+    if (list.size() < 2) {
+      continue;
+    }
+    Tie tie;
+    tie.readers = list;
+    std::vector<Placement> placements;
+    for (const auto& [id, i] : list) {
+      const auto& a = st.ops[static_cast<std::size_t>(id)];
+      placements.push_back(
+          {sharding::input_layout(g, sem[static_cast<std::size_t>(id)], a.config, i), a.config, a.devices});
+    }
+    tie.exchanges.resize(list.size(), std::vector<Exchange>(list.size()));
+    for (std::size_t to = 0; to < list.size(); ++to) {
+      for (std::size_t from = 0; from < list.size(); ++from) {
+        if (from != to) {
+          tie.exchanges[to][from] = plan_exchange(placements[from], placements[to], m_rank, m_size);
+        }
+      }
+    }
+    m_ties.push_back(std::move(tie));
+  }
+}
+
+void Executor::sum_tied_gradients() {
+  for (auto& tie : m_ties) {
+    const auto gradient = [&](std::size_t r) -> std::optional<Shard>& {
+      const auto [op, i] = tie.readers[r];
+      return m_ops[static_cast<std::size_t>(op)].inputs[i].gradient;
+    };
+    std::vector<std::optional<Shard>> sums(tie.readers.size());
+    for (std::size_t r = 0; r < tie.readers.size(); ++r) {
+      sums[r] = gradient(r);
+    }
+    const double t0 = MPI_Wtime();
+    double bytes = 0;
+    for (std::size_t to = 0; to < tie.readers.size(); ++to) {
+      for (std::size_t from = 0; from < tie.readers.size(); ++from) {
+        if (from == to) {
+          continue;
+        }
+        const auto& ex = tie.exchanges[to][from];
+        const auto& src = gradient(from);
+        run_exchange(ex, src ? &*src : nullptr, sums[to] ? &*sums[to] : nullptr, true, m_comm);
+        bytes += ex.bytes_in;
+      }
+    }
+    for (std::size_t r = 0; r < tie.readers.size(); ++r) {
+      if (sums[r]) {
+        gradient(r) = std::move(sums[r]);
+      }
+    }
+    m_recorder.add(m_rank, tie.readers.front().first, Phase::gradient_sync, t0, MPI_Wtime(), bytes);
   }
 }
 
@@ -179,7 +286,11 @@ void Executor::forward() {
       buffers.outputs.push_back(out.value ? &*out.value : nullptr);
     }
     const double t0 = MPI_Wtime();
-    run_forward(m_backend, m_graph, id, buffers);
+    try {
+      run_forward(m_backend, m_graph, id, buffers);
+    } catch (const std::exception& e) {
+      throw Error(fmt::format("op '{}' ({}) forward: {}", m_graph.op(id).name, m_graph.op(id).type, e.what()));
+    }
     m_recorder.add(m_rank, id, Phase::forward, t0, MPI_Wtime(), 0, !state.has_kernel);
     for (auto& out : state.outputs) {
       if (out.partial_group.size() > 1) {
@@ -225,7 +336,11 @@ void Executor::backward() {
         d_out.push_back(out.gradient ? &*out.gradient : nullptr);
       }
       const double t0 = MPI_Wtime();
-      run_backward(m_backend, m_graph, id, buffers, d_out, d_in);
+      try {
+        run_backward(m_backend, m_graph, id, buffers, d_out, d_in);
+      } catch (const std::exception& e) {
+        throw Error(fmt::format("op '{}' ({}) backward: {}", m_graph.op(id).name, m_graph.op(id).type, e.what()));
+      }
       m_recorder.add(m_rank, id, Phase::backward, t0, MPI_Wtime(), 0, !state.has_kernel);
       // Activations read whole by several devices: their partial gradients are summed now;
       // copies computed the same thing, so the sum is divided by their number.
@@ -271,6 +386,7 @@ void Executor::synchronize_gradients() {
                      static_cast<double>(in.gradient->elements()) * 4);
     }
   }
+  sum_tied_gradients();
 }
 
 void Executor::step(float learning_rate) {

@@ -17,7 +17,9 @@
 
 #include <mpi.h>
 
+#include <map>
 #include <optional>
+#include <string>
 #include <vector>
 
 namespace partita::runtime {
@@ -33,9 +35,13 @@ struct Snapshot {
 
 class Executor {
 public:
+  // The values of float Constant ops by tensor name (integer constants come with the graph).
+  using ConstantValues = std::map<std::string, std::vector<float>, std::less<>>;
+
   // Device d of the strategy is rank d of `comm`. Throws partita::Error for what it cannot run
-  // (a weight read by several ops). Collective over `comm` (creates the sub-communicators).
-  Executor(const graph::Graph& g, const strategy::Strategy& st, MPI_Comm comm, Backend& backend, Recorder& recorder);
+  // (a Constant whose value is unknown). Collective over `comm` (creates the sub-communicators).
+  Executor(const graph::Graph& g, const strategy::Strategy& st, MPI_Comm comm, Backend& backend, Recorder& recorder,
+           const ConstantValues& constants = {});
 
   void forward();
   void backward();
@@ -74,7 +80,16 @@ private:
     std::vector<Output> outputs;
   };
 
+  // A weight read by several ops (a tied embedding): each reader holds it in its own layout and
+  // computes its own gradient; after synchronization every reader adds the others' gradients,
+  // moved into its layout, so that all copies take the same step.
+  struct Tie {
+    std::vector<std::pair<graph::OpId, std::size_t>> readers; // (op, input index)
+    std::vector<std::vector<Exchange>> exchanges;             // [to][from], from != to
+  };
+
   Group my_group(const Partition& groups) const;
+  void sum_tied_gradients();
 
   const graph::Graph& m_graph;
   const strategy::Strategy& m_strategy;
@@ -86,6 +101,7 @@ private:
   std::vector<graph::OpId> m_order;
   std::vector<OpState> m_ops;
   std::vector<std::pair<graph::OpId, std::string>> m_stand_ins;
+  std::vector<Tie> m_ties;
 };
 
 } // namespace partita::runtime

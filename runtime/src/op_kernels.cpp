@@ -3,7 +3,10 @@
 #include "partita/graph/error.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
+#include <cmath>
 #include <map>
 #include <numeric>
 #include <optional>
@@ -13,7 +16,8 @@ namespace {
 
 std::optional<Eltwise> eltwise_of(const std::string& type) {
   static const std::map<std::string, Eltwise, std::less<>> table{
-      {"Relu", Eltwise::relu}, {"Tanh", Eltwise::tanh}, {"Sigmoid", Eltwise::sigmoid}, {"Gelu", Eltwise::gelu}};
+      {"Relu", Eltwise::relu}, {"Tanh", Eltwise::tanh}, {"Sigmoid", Eltwise::sigmoid}, {"Gelu", Eltwise::gelu},
+      {"Erf", Eltwise::erf},   {"Exp", Eltwise::exp},   {"Sin", Eltwise::sin},         {"Cos", Eltwise::cos}};
   const auto it = table.find(type);
   return it == table.end() ? std::nullopt : std::optional<Eltwise>(it->second);
 }
@@ -79,13 +83,256 @@ MatmulPlan matmul_plan(const graph::Op& op, const Dims& a, const Dims& b) {
   return p;
 }
 
+using Coord = std::vector<std::int64_t>;
+
+bool is_view(const std::string& type) {
+  return type == "Reshape" || type == "Flatten" || type == "Squeeze" || type == "Unsqueeze" || type == "Identity";
+}
+
+bool is_comparison(const std::string& type) {
+  return type == "Greater" || type == "Less" || type == "Equal" || type == "GreaterOrEqual" || type == "LessOrEqual";
+}
+
+// Ops whose output element is one input element, found by coordinates: views, Transpose, Split,
+// Gather (on an activation, or a weight: an embedding).
+bool is_remap(const std::string& type) {
+  return is_view(type) || type == "Transpose" || type == "Split" || type == "Gather";
+}
+
+std::int64_t flat_index(const Coord& c, const graph::Shape& shape) {
+  std::int64_t f = 0;
+  for (std::size_t d = 0; d < shape.size(); ++d) {
+    f = f * shape[d] + c[d];
+  }
+  return f;
+}
+
+void unravel(std::int64_t f, const graph::Shape& shape, Coord& c) {
+  c.resize(shape.size());
+  for (std::size_t d = shape.size(); d-- > 0;) {
+    c[d] = f % shape[d];
+    f /= shape[d];
+  }
+}
+
+std::string coord_string(const Coord& c) {
+  return fmt::format("[{}]", fmt::join(c, ","));
+}
+
+// Where an output element comes from: an input element (global coordinates), or nothing on this
+// rank (an embedding row another rank of the vocabulary split holds: a partial sum of zero).
+enum class Source : std::uint8_t { element, elsewhere };
+
+// Visits every element of `out` (its block, row-major) with the offset of its source element in
+// `in`'s block. An element that the source mapping puts outside `in`'s block means the layouts
+// do not allow the op locally: refused with the op, the element and the blocks.
+template <class Map, class Visit>
+void remap(const graph::Op& op, const Shard& in, const Shard& out, Map&& source, Visit&& visit) {
+  const auto& ob = out.block;
+  const std::size_t rank = ob.begin.size();
+  Coord o(ob.begin.begin(), ob.begin.end());
+  Coord x;
+  const std::int64_t n = out.elements();
+  for (std::int64_t i = 0; i < n; ++i) {
+    if (source(o, x) == Source::element) {
+      std::int64_t off = 0;
+      for (std::size_t d = 0; d < x.size(); ++d) {
+        if (x[d] < in.block.begin[d] || x[d] >= in.block.end[d]) {
+          throw Error(fmt::format("op '{}' ({}): output element {} needs input element {}, which this rank's input "
+                                  "block {}..{} does not hold: this layout cannot run the op locally (no data is "
+                                  "moved inside an op); plan it with another split",
+                                  op.name, op.type, coord_string(o), coord_string(x), coord_string(in.block.begin),
+                                  coord_string(in.block.end)));
+        }
+        off = off * (in.block.end[d] - in.block.begin[d]) + (x[d] - in.block.begin[d]);
+      }
+      visit(i, off);
+    }
+    for (std::size_t d = rank; d-- > 0;) {
+      if (++o[d] < ob.end[d]) {
+        break;
+      }
+      o[d] = ob.begin[d];
+    }
+  }
+}
+
+// Offsets into a broadcast input (dims aligned to the output's rank, 1 where it broadcasts) for
+// every output element, row-major.
+std::vector<std::int64_t> broadcast_offsets(const Dims& in, const Dims& out) {
+  std::vector<std::int64_t> offsets(static_cast<std::size_t>(product(out)));
+  Coord o(out.size(), 0);
+  for (auto& off : offsets) {
+    std::int64_t f = 0;
+    for (std::size_t d = 0; d < out.size(); ++d) {
+      f = f * in[d] + (in[d] == 1 ? 0 : o[d]);
+    }
+    off = f;
+    for (std::size_t d = out.size(); d-- > 0;) {
+      if (++o[d] < out[d]) {
+        break;
+      }
+      o[d] = 0;
+    }
+  }
+  return offsets;
+}
+
+// The source mapping of a remap op's output `k` (global coordinates).
+struct RemapSource {
+  const graph::Graph& g;
+  const graph::Op& op;
+  const OpBuffers& buf;
+  std::size_t k = 0;
+
+  Source operator()(const Coord& o, Coord& x) const {
+    const auto& in_shape = g.tensor(op.inputs[0]).shape;
+    const auto& out_shape = g.tensor(op.outputs[k]).shape;
+    if (is_view(op.type)) {
+      unravel(flat_index(o, out_shape), in_shape, x);
+      return Source::element;
+    }
+    if (op.type == "Transpose") {
+      x.resize(o.size());
+      for (std::size_t i = 0; i < o.size(); ++i) {
+        x[static_cast<std::size_t>(perm[i])] = o[i];
+      }
+      return Source::element;
+    }
+    if (op.type == "Split") {
+      x = o;
+      x[axis] += split_offset;
+      return Source::element;
+    }
+    // Gather: Y[o[:axis], idx[o[axis:axis+r]], o[axis+r:]] from data.
+    const Shard& idx = *buf.inputs[1];
+    const std::size_t r = idx.block.begin.size();
+    std::int64_t off = 0;
+    for (std::size_t d = 0; d < r; ++d) {
+      off = off * (idx.block.end[d] - idx.block.begin[d]) + (o[axis + d] - idx.block.begin[d]);
+    }
+    auto row = static_cast<std::int64_t>(std::llround(idx.data[static_cast<std::size_t>(off)]));
+    if (row < 0) {
+      row += in_shape[axis];
+    }
+    if (row < 0 || row >= in_shape[axis]) {
+      throw Error(
+          fmt::format("op '{}': index {} is out of range for axis {} of size {}", op.name, row, axis, in_shape[axis]));
+    }
+    x.resize(in_shape.size());
+    for (std::size_t d = 0; d < axis; ++d) {
+      x[d] = o[d];
+    }
+    x[axis] = row;
+    for (std::size_t d = axis + 1; d < in_shape.size(); ++d) {
+      x[d] = o[d - 1 + r];
+    }
+    const auto& held = buf.inputs[0]->block;
+    return embedding && (row < held.begin[axis] || row >= held.end[axis]) ? Source::elsewhere : Source::element;
+  }
+
+  std::vector<std::int64_t> perm;
+  std::size_t axis = 0;
+  std::int64_t split_offset = 0;
+  bool embedding = false;
+};
+
+RemapSource remap_source(const graph::Graph& g, const graph::Op& op, const OpBuffers& buf, std::size_t k) {
+  RemapSource src{g, op, buf, k, {}, 0, 0, false};
+  const auto& in_shape = g.tensor(op.inputs[0]).shape;
+  if (op.type == "Transpose") {
+    src.perm = op.attr_ints("perm");
+    if (src.perm.empty()) {
+      for (std::size_t i = in_shape.size(); i-- > 0;) {
+        src.perm.push_back(static_cast<std::int64_t>(i));
+      }
+    }
+    for (auto& p : src.perm) {
+      p = p < 0 ? p + static_cast<std::int64_t>(in_shape.size()) : p;
+    }
+  } else if (op.type == "Split" || op.type == "Gather") {
+    auto axis = op.attr_int("axis", 0);
+    axis = axis < 0 ? axis + static_cast<std::int64_t>(in_shape.size()) : axis;
+    src.axis = static_cast<std::size_t>(axis);
+    for (std::size_t j = 0; op.type == "Split" && j < k; ++j) {
+      src.split_offset += g.tensor(op.outputs[j]).shape[src.axis];
+    }
+    src.embedding = op.type == "Gather" && g.tensor(op.inputs[0]).role == graph::TensorRole::parameter;
+  }
+  return src;
+}
+
+float compare(const std::string& type, float a, float b) {
+  if (type == "Greater") {
+    return a > b ? 1.F : 0.F;
+  }
+  if (type == "Less") {
+    return a < b ? 1.F : 0.F;
+  }
+  if (type == "GreaterOrEqual") {
+    return a >= b ? 1.F : 0.F;
+  }
+  if (type == "LessOrEqual") {
+    return a <= b ? 1.F : 0.F;
+  }
+  return a == b ? 1.F : 0.F;
+}
+
+struct LayerNormShape {
+  std::int64_t rows = 1, norm = 1;
+  float epsilon = 1e-5F;
+};
+
+LayerNormShape layer_norm_shape(const graph::Op& op, const Dims& x) {
+  auto axis = op.attr_int("axis", -1);
+  axis = axis < 0 ? axis + static_cast<std::int64_t>(x.size()) : axis;
+  return {product(x, 0, static_cast<std::size_t>(axis)), product(x, static_cast<std::size_t>(axis)),
+          static_cast<float>(op.attr_float("epsilon", 1e-5))};
+}
+
+struct GemmAttrs {
+  bool trans_a = false, trans_b = false;
+  float alpha = 1, beta = 1;
+  MatmulShape shape;
+  bool adds_bias = false; // this rank holds the first block of k: it adds beta * C (once per partial sum)
+};
+
+GemmAttrs gemm_attrs(const graph::Op& op, const OpBuffers& buf) {
+  GemmAttrs a;
+  a.trans_a = op.attr_int("transA", 0) != 0;
+  a.trans_b = op.attr_int("transB", 0) != 0;
+  a.alpha = static_cast<float>(op.attr_float("alpha", 1.0));
+  a.beta = static_cast<float>(op.attr_float("beta", 1.0));
+  const Dims ad = buf.inputs[0]->extents(), bd = buf.inputs[1]->extents();
+  a.shape.m = a.trans_a ? ad[1] : ad[0];
+  a.shape.k = a.trans_a ? ad[0] : ad[1];
+  a.shape.n = a.trans_b ? bd[0] : bd[1];
+  if ((a.trans_b ? bd[1] : bd[0]) != a.shape.k) {
+    throw Error(fmt::format("op '{}': local shards disagree on the contracted extent", op.name));
+  }
+  a.adds_bias = buf.inputs.size() > 2 && buf.inputs[2] != nullptr && buf.inputs[0]->block.begin[a.trans_a ? 0 : 1] == 0;
+  return a;
+}
+
+void scale_in_place(float* p, std::int64_t n, float factor) {
+  if (factor != 1.F) {
+    for (std::int64_t i = 0; i < n; ++i) {
+      p[i] *= factor;
+    }
+  }
+}
+
 } // namespace
 
 std::string missing_kernel(const graph::Graph& g, graph::OpId id) {
   const graph::Op& op = g.op(id);
   for (const auto t : op.inputs) {
-    if (t != graph::no_tensor && g.tensor(t).dtype != graph::DType::f32) {
-      return fmt::format("input '{}' is {}, kernels are fp32", g.tensor(t).name, graph::dtype_name(g.tensor(t).dtype));
+    if (t == graph::no_tensor) {
+      continue;
+    }
+    const auto dt = g.tensor(t).dtype;
+    if (dt == graph::DType::string || dt == graph::DType::unknown) {
+      return fmt::format("input '{}' is {}", g.tensor(t).name, graph::dtype_name(dt));
     }
   }
   if (op.type == "MatMul") {
@@ -98,11 +345,18 @@ std::string missing_kernel(const graph::Graph& g, graph::OpId id) {
     }
     return {};
   }
-  if (eltwise_of(op.type) || binary_of(op.type)) {
+  if (eltwise_of(op.type) || binary_of(op.type) || is_comparison(op.type) || is_remap(op.type)) {
     return {};
   }
-  if (op.type == "Softmax") {
+  if (op.type == "Gemm" || op.type == "Softmax" || op.type == "LayerNormalization" || op.type == "Where") {
     return {};
+  }
+  if (op.type == "Cast") {
+    const auto to = g.tensor(op.outputs[0]).dtype;
+    return to == graph::DType::string ? "Cast to string" : std::string();
+  }
+  if (op.type == "Constant") {
+    return {}; // its value is filled once by the executor (Executor::Executor)
   }
   return fmt::format("no kernel for {} yet", op.type);
 }
@@ -123,6 +377,64 @@ void run_forward(Backend& backend, const graph::Graph& g, graph::OpId id, const 
   } else if (op.type == "Softmax") {
     const Dims d = buf.inputs[0]->extents();
     backend.softmax_forward(d, softmax_axis(op, d.size()), buf.inputs[0]->data.data(), buf.outputs[0]->data.data());
+  } else if (op.type == "Gemm") {
+    const auto a = gemm_attrs(op, buf);
+    Shard& y = *buf.outputs[0];
+    backend.matmul(a.shape, buf.inputs[0]->data.data(), a.trans_a, buf.inputs[1]->data.data(), a.trans_b,
+                   y.data.data());
+    scale_in_place(y.data.data(), y.elements(), a.alpha);
+    if (a.adds_bias) {
+      const Dims c = y.extents();
+      std::vector<float> bias(buf.inputs[2]->data);
+      scale_in_place(bias.data(), static_cast<std::int64_t>(bias.size()), a.beta);
+      backend.binary(Binary::add, c, y.data.data(), aligned(buf.inputs[2]->extents(), c.size()), bias.data(), c,
+                     y.data.data());
+    }
+  } else if (op.type == "LayerNormalization") {
+    const auto ln = layer_norm_shape(op, buf.inputs[0]->extents());
+    std::vector<float> zeros;
+    const float* shift = nullptr;
+    if (buf.inputs.size() > 2 && buf.inputs[2] != nullptr) {
+      shift = buf.inputs[2]->data.data();
+    } else {
+      zeros.assign(static_cast<std::size_t>(ln.norm), 0.F);
+      shift = zeros.data();
+    }
+    const auto stat = [&](std::size_t j) {
+      return buf.outputs.size() > j && buf.outputs[j] != nullptr ? buf.outputs[j]->data.data() : nullptr;
+    };
+    backend.layer_norm_forward(ln.rows, ln.norm, ln.epsilon, buf.inputs[0]->data.data(), buf.inputs[1]->data.data(),
+                               shift, buf.outputs[0]->data.data(), stat(1), stat(2));
+  } else if (is_remap(op.type)) {
+    for (std::size_t k = 0; k < buf.outputs.size(); ++k) {
+      if (buf.outputs[k] == nullptr) {
+        continue;
+      }
+      Shard& y = *buf.outputs[k];
+      const Shard& x = *buf.inputs[0];
+      std::fill(y.data.begin(), y.data.end(), 0.F); // embedding rows held elsewhere stay 0 (partial sums)
+      remap(op, x, y, remap_source(g, op, buf, k), [&](std::int64_t o, std::int64_t i) {
+        y.data[static_cast<std::size_t>(o)] = x.data[static_cast<std::size_t>(i)];
+      });
+    }
+  } else if (op.type == "Cast") {
+    // Every tensor is held as fp32 (integers and booleans exactly): a cast is a copy.
+    buf.outputs[0]->data = buf.inputs[0]->data;
+  } else if (is_comparison(op.type) || op.type == "Where") {
+    Shard& y = *buf.outputs[0];
+    const Dims c = y.extents();
+    std::vector<std::vector<std::int64_t>> at;
+    for (const auto* in : buf.inputs) {
+      at.push_back(broadcast_offsets(aligned(in->extents(), c.size()), c));
+    }
+    const auto v = [&](std::size_t input, std::size_t i) {
+      return buf.inputs[input]->data[static_cast<std::size_t>(at[input][i])];
+    };
+    for (std::size_t i = 0; i < y.data.size(); ++i) {
+      y.data[i] = op.type == "Where" ? (v(0, i) != 0.F ? v(1, i) : v(2, i)) : compare(op.type, v(0, i), v(1, i));
+    }
+  } else if (op.type == "Constant") {
+    // Filled once when the executor allocated it.
   } else {
     std::int64_t bytes = 0;
     for (const auto* s : buf.inputs) {
@@ -207,6 +519,82 @@ void run_backward(Backend& backend, const graph::Graph& g, graph::OpId id, const
       backend.softmax_backward(d, softmax_axis(op, d.size()), buf.outputs[0]->data.data(), d_out[0]->data.data(),
                                d_in[0]->data.data());
     }
+  } else if (op.type == "Gemm") {
+    const auto a = gemm_attrs(op, buf);
+    const auto& s = a.shape;
+    const float* A = buf.inputs[0]->data.data();
+    const float* B = buf.inputs[1]->data.data();
+    const float* dy = d_out[0]->data.data();
+    if (wants(0)) {
+      float* da = d_in[0]->data.data();
+      if (!a.trans_a) { // dA[m, k] = dY . B'^T
+        backend.matmul({1, s.m, s.k, s.n}, dy, false, B, !a.trans_b, da);
+      } else { // dA[k, m] = B' . dY^T
+        backend.matmul({1, s.k, s.m, s.n}, B, a.trans_b, dy, true, da);
+      }
+      scale_in_place(da, d_in[0]->elements(), a.alpha);
+    }
+    if (wants(1)) {
+      float* db = d_in[1]->data.data();
+      if (!a.trans_b) { // dB[k, n] = A'^T . dY
+        backend.matmul({1, s.k, s.n, s.m}, A, !a.trans_a, dy, false, db);
+      } else { // dB[n, k] = dY^T . A'
+        backend.matmul({1, s.n, s.k, s.m}, dy, true, A, a.trans_a, db);
+      }
+      scale_in_place(db, d_in[1]->elements(), a.alpha);
+    }
+    if (wants(2)) {
+      Shard& dc = *d_in[2];
+      if (a.adds_bias) { // only the rank that added C: the replica reduction over k then counts it once
+        const Dims c = d_out[0]->extents();
+        backend.reduce_sum(c, dy, aligned(dc.extents(), c.size()), dc.data.data());
+        scale_in_place(dc.data.data(), dc.elements(), a.beta);
+      } else {
+        std::fill(dc.data.begin(), dc.data.end(), 0.F);
+      }
+    }
+  } else if (op.type == "LayerNormalization") {
+    const auto ln = layer_norm_shape(op, buf.inputs[0]->extents());
+    std::vector<float> d_scale(static_cast<std::size_t>(ln.norm)), d_shift(static_cast<std::size_t>(ln.norm));
+    std::vector<float> dx(wants(0) ? 0 : static_cast<std::size_t>(ln.rows * ln.norm));
+    backend.layer_norm_backward(ln.rows, ln.norm, ln.epsilon, buf.inputs[0]->data.data(), buf.inputs[1]->data.data(),
+                                d_out[0]->data.data(), wants(0) ? d_in[0]->data.data() : dx.data(),
+                                wants(1) ? d_in[1]->data.data() : d_scale.data(),
+                                wants(2) ? d_in[2]->data.data() : d_shift.data());
+  } else if (is_remap(op.type)) {
+    if (wants(0)) { // scatter-add: an element read by several outputs (an embedding row) sums their gradients
+      Shard& dx = *d_in[0];
+      std::fill(dx.data.begin(), dx.data.end(), 0.F);
+      for (std::size_t k = 0; k < d_out.size(); ++k) {
+        if (d_out[k] == nullptr) {
+          continue;
+        }
+        const Shard& dy = *d_out[k];
+        remap(op, *buf.inputs[0], dy, remap_source(g, op, buf, k), [&](std::int64_t o, std::int64_t i) {
+          dx.data[static_cast<std::size_t>(i)] += dy.data[static_cast<std::size_t>(o)];
+        });
+      }
+    }
+  } else if (op.type == "Cast") {
+    if (wants(0)) {
+      d_in[0]->data = d_out[0]->data;
+    }
+  } else if (op.type == "Where") {
+    const Dims c = d_out[0]->extents();
+    const auto cond = broadcast_offsets(aligned(buf.inputs[0]->extents(), c.size()), c);
+    for (std::size_t i = 1; i < 3; ++i) {
+      if (!wants(i)) {
+        continue;
+      }
+      std::vector<float> full(d_out[0]->data);
+      for (std::size_t e = 0; e < full.size(); ++e) {
+        const bool picked = buf.inputs[0]->data[static_cast<std::size_t>(cond[e])] != 0.F;
+        full[e] = picked == (i == 1) ? full[e] : 0.F;
+      }
+      backend.reduce_sum(c, full.data(), aligned(d_in[i]->extents(), c.size()), d_in[i]->data.data());
+    }
+  } else if (is_comparison(op.type) || op.type == "Constant") {
+    // No gradient flows through a comparison or into a constant.
   } else {
     std::int64_t bytes = 0;
     for (const auto* s : d_out) {

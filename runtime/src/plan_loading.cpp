@@ -7,8 +7,51 @@
 #include "partita/zoo/zoo.h"
 
 #include <fmt/format.h>
+#include <onnx/onnx_pb.h>
+
+#include <cstring>
+#include <fstream>
 
 namespace partita::runtime {
+namespace {
+
+// The values of the model's float Constant nodes: the importer reads shapes only, so they come
+// from the model itself (rebuilt for a zoo spec, parsed for a file).
+std::map<std::string, std::vector<float>, std::less<>> float_constants(const std::string& model) {
+  onnx::ModelProto proto;
+  if (model.rfind("zoo:", 0) == 0) {
+    proto = zoo::build(model);
+  } else {
+    std::ifstream in(model, std::ios::binary);
+    if (!in || !proto.ParseFromIstream(&in)) {
+      throw Error(fmt::format("{}: cannot read the ONNX model for its constant values", model));
+    }
+  }
+  std::map<std::string, std::vector<float>, std::less<>> out;
+  for (const auto& node : proto.graph().node()) {
+    if (node.op_type() != "Constant" || node.output_size() != 1) {
+      continue;
+    }
+    for (const auto& a : node.attribute()) {
+      if (a.name() == "value_float") {
+        out[node.output(0)] = {a.f()};
+      } else if (a.name() == "value_floats") {
+        out[node.output(0)] = {a.floats().begin(), a.floats().end()};
+      } else if (a.name() == "value" && a.t().data_type() == onnx::TensorProto::FLOAT) {
+        const auto& t = a.t();
+        std::vector<float> v(t.float_data().begin(), t.float_data().end());
+        if (v.empty() && !t.raw_data().empty()) {
+          v.resize(t.raw_data().size() / sizeof(float));
+          std::memcpy(v.data(), t.raw_data().data(), v.size() * sizeof(float));
+        }
+        out[node.output(0)] = std::move(v);
+      }
+    }
+  }
+  return out;
+}
+
+} // namespace
 
 LoadedPlan load_plan(const std::filesystem::path& path, int ranks) {
   const std::string source = path.string();
@@ -28,6 +71,7 @@ LoadedPlan load_plan(const std::filesystem::path& path, int ranks) {
   } catch (const Error& e) {
     throw Error(fmt::format("{}: field 'model': {}", source, e.what()));
   }
+  out.constants = float_constants(plan.model());
   out.strategy = strategy::from_plan(plan, out.imported.graph, source);
   out.setup = strategy::setup_from_proto(plan.setup(), source);
   if (out.strategy.pipeline && out.strategy.pipeline->stages > 1) {

@@ -9,6 +9,7 @@
 #include "partita/strategy/strategy.h"
 
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,8 @@ struct LoadedPlan {
   cost::TrainingSetup setup;
   double predicted_iteration_seconds = 0;
   std::vector<std::string> notes; // what runs differently from the plan's setup (fp32, SGD)
+  // Float Constant values by tensor name (the graph keeps only integer contents).
+  std::map<std::string, std::vector<float>, std::less<>> constants;
 };
 
 // Throws partita::Error naming the file and the reason.

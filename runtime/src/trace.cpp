@@ -99,56 +99,107 @@ std::string chrome_trace_json(const graph::Graph& g, const std::vector<Record>& 
   return nlohmann::json{{"traceEvents", events}, {"displayTimeUnit", "ms"}}.dump(1) + "\n";
 }
 
-std::string text_summary(const graph::Graph& g, const std::vector<Record>& all, int iterations) {
+Summary summarize(const graph::Graph& g, const std::vector<Record>& all, int iterations) {
   // Per (op, phase, iteration): each rank's total, then the slowest rank; then the mean.
   std::map<std::tuple<graph::OpId, int, int, int>, double> per_rank;
-  std::map<graph::OpId, bool> stand_in;
   std::map<int, double> iteration_time; // slowest rank per iteration
+  Summary out;
+  out.ops.resize(g.ops().size());
+  out.iterations = iterations;
   for (const auto& r : all) {
     const double d = r.end - r.start;
     if (r.phase == Phase::iteration) {
       iteration_time[r.iteration] = std::max(iteration_time[r.iteration], d);
       continue;
     }
+    if (r.op < 0 || static_cast<std::size_t>(r.op) >= out.ops.size()) {
+      continue;
+    }
     per_rank[std::make_tuple(r.op, static_cast<int>(r.phase), r.iteration, r.rank)] += d;
-    stand_in[r.op] = stand_in[r.op] || r.stand_in;
+    out.ops[static_cast<std::size_t>(r.op)].stand_in = out.ops[static_cast<std::size_t>(r.op)].stand_in || r.stand_in;
   }
   std::map<std::tuple<graph::OpId, int, int>, double> slowest;
   for (const auto& [key, seconds] : per_rank) {
     auto& s = slowest[std::make_tuple(std::get<0>(key), std::get<1>(key), std::get<2>(key))];
     s = std::max(s, seconds);
   }
-  std::map<std::pair<graph::OpId, int>, double> mean;
   for (const auto& [key, seconds] : slowest) {
-    mean[{std::get<0>(key), std::get<1>(key)}] += seconds / std::max(iterations, 1);
+    out.ops[static_cast<std::size_t>(std::get<0>(key))].seconds[static_cast<std::size_t>(std::get<1>(key))] +=
+        seconds / std::max(iterations, 1);
   }
-  std::string out = fmt::format("{:<4} {:<32} {:<10} {:>11} {:>11} {:>11} {:>11} {:>11}\n", "#", "op", "type", "fwd ms",
+  if (!iteration_time.empty()) {
+    double sum = 0;
+    out.iteration_min = std::numeric_limits<double>::max();
+    for (const auto& [i, t] : iteration_time) {
+      sum += t;
+      out.iteration_min = std::min(out.iteration_min, t);
+      out.iteration_max = std::max(out.iteration_max, t);
+    }
+    out.iteration_mean = sum / static_cast<double>(iteration_time.size());
+    out.iterations = static_cast<int>(iteration_time.size());
+  }
+  return out;
+}
+
+namespace {
+
+double phase_seconds(const Summary::OpTimes& t, Phase p) {
+  return t.seconds[static_cast<std::size_t>(p)];
+}
+
+} // namespace
+
+std::string text_summary(const graph::Graph& g, const Summary& summary) {
+  std::string out = fmt::format("{:<4} {:<32} {:<18} {:>11} {:>11} {:>11} {:>11} {:>11}\n", "#", "op", "type", "fwd ms",
                                 "fwd comm", "bwd ms", "bwd comm", "grad sync");
   for (std::size_t id = 0; id < g.ops().size(); ++id) {
     const auto op = static_cast<graph::OpId>(id);
-    const auto get = [&](Phase p) {
-      const auto it = mean.find({op, static_cast<int>(p)});
-      return it == mean.end() ? 0.0 : it->second * 1e3;
-    };
-    out += fmt::format("{:<4} {:<32} {:<10} {:>11.4f} {:>11.4f} {:>11.4f} {:>11.4f} {:>11.4f}{}\n", id,
+    const auto& t = summary.ops[id];
+    const auto get = [&](Phase p) { return phase_seconds(t, p) * 1e3; };
+    out += fmt::format("{:<4} {:<32} {:<18} {:>11.4f} {:>11.4f} {:>11.4f} {:>11.4f} {:>11.4f}{}\n", id,
                        g.op(op).name.substr(0, 32), g.op(op).type, get(Phase::forward),
                        get(Phase::forward_reduce) + get(Phase::forward_redistribution), get(Phase::backward),
                        get(Phase::backward_reduce) + get(Phase::backward_redistribution), get(Phase::gradient_sync),
-                       stand_in[op] ? "  (memory-bound stand-in)" : "");
+                       t.stand_in ? "  (memory-bound stand-in)" : "");
   }
-  if (!iteration_time.empty()) {
-    double sum = 0, lo = std::numeric_limits<double>::max(), hi = 0;
-    for (const auto& [i, t] : iteration_time) {
-      sum += t;
-      lo = std::min(lo, t);
-      hi = std::max(hi, t);
-    }
-    out +=
-        fmt::format("iteration time over {} timed iterations (slowest rank): mean {:.4f} ms, min {:.4f} ms, "
-                    "max {:.4f} ms\n",
-                    iteration_time.size(), sum / static_cast<double>(iteration_time.size()) * 1e3, lo * 1e3, hi * 1e3);
+  if (summary.iteration_mean > 0) {
+    out += fmt::format("iteration time over {} timed iterations (slowest rank): mean {:.4f} ms, min {:.4f} ms, "
+                       "max {:.4f} ms\n",
+                       summary.iterations, summary.iteration_mean * 1e3, summary.iteration_min * 1e3,
+                       summary.iteration_max * 1e3);
   }
   return out;
+}
+
+std::string measurements_json(const graph::Graph& g, const Summary& summary, const std::string& model,
+                              const std::string& family, int ranks) {
+  nlohmann::json ops = nlohmann::json::array();
+  for (std::size_t id = 0; id < g.ops().size(); ++id) {
+    const auto& t = summary.ops[id];
+    const auto& op = g.op(static_cast<graph::OpId>(id));
+    ops.push_back({{"id", id},
+                   {"name", op.name},
+                   {"type", op.type},
+                   {"forward_seconds", phase_seconds(t, Phase::forward)},
+                   {"backward_seconds", phase_seconds(t, Phase::backward)},
+                   {"forward_communication_seconds",
+                    phase_seconds(t, Phase::forward_reduce) + phase_seconds(t, Phase::forward_redistribution)},
+                   {"backward_communication_seconds",
+                    phase_seconds(t, Phase::backward_reduce) + phase_seconds(t, Phase::backward_redistribution)},
+                   {"gradient_sync_seconds", phase_seconds(t, Phase::gradient_sync)},
+                   {"optimizer_seconds", phase_seconds(t, Phase::optimizer)},
+                   {"stand_in", t.stand_in}});
+  }
+  const nlohmann::json doc{
+      {"model", model},
+      {"family", family},
+      {"ranks", ranks},
+      {"timed_iterations", summary.iterations},
+      {"statistic", "per op and phase: mean over timed iterations of the slowest rank"},
+      {"iteration_seconds",
+       {{"mean", summary.iteration_mean}, {"min", summary.iteration_min}, {"max", summary.iteration_max}}},
+      {"ops", ops}};
+  return doc.dump(1) + "\n";
 }
 
 } // namespace partita::runtime

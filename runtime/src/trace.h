@@ -8,6 +8,7 @@
 
 #include <mpi.h>
 
+#include <array>
 #include <cstdint>
 #include <filesystem>
 #include <string>
@@ -60,8 +61,25 @@ std::vector<Record> gather_records(const std::vector<Record>& mine, MPI_Comm com
 
 std::string chrome_trace_json(const graph::Graph& g, const std::vector<Record>& all);
 
-// Per op and phase the mean over iterations of the slowest rank, and the iteration time
-// mean/min/max over timed iterations.
-std::string text_summary(const graph::Graph& g, const std::vector<Record>& all, int iterations);
+// What the timed iterations measured: per op and phase the mean over iterations of the slowest
+// rank's time, and the iteration time (slowest rank) mean/min/max.
+struct Summary {
+  struct OpTimes {
+    std::array<double, phase_count> seconds{}; // by Phase
+    bool stand_in = false;
+  };
+  std::vector<OpTimes> ops; // by op id
+  int iterations = 0;
+  double iteration_mean = 0, iteration_min = 0, iteration_max = 0;
+};
+Summary summarize(const graph::Graph& g, const std::vector<Record>& all, int iterations);
+
+std::string text_summary(const graph::Graph& g, const Summary& summary);
+
+// The summary as JSON, for `partita run` and other tools: per op mean forward, backward and
+// communication seconds (forward/backward collectives and redistributions, gradient sync,
+// optimizer), and the iteration mean/min/max.
+std::string measurements_json(const graph::Graph& g, const Summary& summary, const std::string& model,
+                              const std::string& family, int ranks);
 
 } // namespace partita::runtime

@@ -34,6 +34,8 @@ std::string_view kind_name(Held k) {
   return "?";
 }
 
+constexpr double magnitude_floor = 1e-3;
+
 struct Error_ {
   double abs = 0, ref_max = 0;
   int blocks = 0;
@@ -99,7 +101,9 @@ VerifyResult verify(const graph::Graph& g, const std::vector<Snapshot>& mine, co
   result.report = fmt::format("{:<4} {:<32} {:<12} {:>7} {:>12} {:>12}\n", "#", "op", "held", "blocks", "max abs err",
                               "max rel err");
   for (const auto& [key, e] : errors) {
-    const double rel = e.ref_max > 0 ? e.abs / e.ref_max : e.abs;
+    // Relative to the reference's largest magnitude, floored: a gradient that is zero in exact
+    // arithmetic (a key bias under softmax) holds rounding noise in both runs.
+    const double rel = e.abs / std::max(e.ref_max, magnitude_floor);
     const bool ok = rel <= tolerance;
     result.passed = result.passed && ok;
     result.report +=

@@ -2,16 +2,17 @@
 # on NP ranks with partita-run --verify (mpirun). With EXPECT_FAILURE, the run must fail and its
 # output must match EXPECT_FAILURE (a regex).
 # -D PARTITA=... RUNTIME=... MPIEXEC=... MODEL=... CLUSTER=... DEVICES=... FAMILY=... NP=... WORKDIR=...
-#    [EXTRA_ARGS="--iterations;2"] [EXPECT_FAILURE=regex]
+#    [EXTRA_ARGS="--iterations;2"] [PLAN_ARGS="--tp|2"] [EXPECT_FAILURE=regex]
 foreach(var PARTITA RUNTIME MPIEXEC MODEL CLUSTER DEVICES FAMILY NP WORKDIR)
   if(NOT DEFINED ${var})
     message(FATAL_ERROR "run_plan.cmake: -D${var}= is required")
   endif()
 endforeach()
 file(MAKE_DIRECTORY ${WORKDIR})
+string(REPLACE "|" ";" PLAN_ARGS "${PLAN_ARGS}")
 set(plan ${WORKDIR}/plan.json)
 execute_process(
-  COMMAND ${PARTITA} plan ${MODEL} --cluster ${CLUSTER} --devices ${DEVICES} --strategy ${FAMILY} -o ${plan}
+  COMMAND ${PARTITA} plan ${MODEL} --cluster ${CLUSTER} --devices ${DEVICES} --strategy ${FAMILY} ${PLAN_ARGS} -o ${plan}
   RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 60)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "partita plan failed (${rc}):\n${out}\n${err}")
