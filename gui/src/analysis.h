@@ -32,6 +32,8 @@ struct AnalysisInput {
   std::string optimizer = "adam";
   int zero_stage = 0;
   std::string recompute = "none";
+
+  bool operator==(const AnalysisInput&) const = default;
 };
 
 // One row of the layer table: one op, in topological order.

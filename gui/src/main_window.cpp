@@ -4,6 +4,7 @@
 #include "charts_panel.h"
 #include "compare_panel.h"
 #include "format.h"
+#include "graph_view.h"
 #include "inspector_panel.h"
 #include "layers_panel.h"
 #include "setup_panel.h"
@@ -25,8 +26,8 @@ MainWindow::MainWindow(QWidget* parent)
     : QMainWindow(parent), m_runner(new AnalysisRunner(this)), m_setup(new SetupPanel(this)),
       m_messageBar(new QWidget(this)), m_message(new QLabel(m_messageBar)), m_tabs(new QTabWidget(this)),
       m_layers(new LayersPanel(this)), m_inspector(new InspectorPanel(this)), m_charts(new ChartsPanel(this)),
-      m_compare(new ComparePanel(this)), m_status(new QLabel(this)), m_progress(new QProgressBar(this)),
-      m_cancel(new QPushButton(tr("Cancel"), this)) {
+      m_graph(new GraphView(this)), m_compare(new ComparePanel(this)), m_status(new QLabel(this)),
+      m_progress(new QProgressBar(this)), m_cancel(new QPushButton(tr("Cancel"), this)) {
   setWindowTitle(tr("Partita"));
   setAcceptDrops(true);
 
@@ -52,6 +53,7 @@ MainWindow::MainWindow(QWidget* parent)
   layersSplitter->setStretchFactor(0, 1);
   layersSplitter->setStretchFactor(1, 1);
   m_tabs->addTab(layersSplitter, tr("&Layers"));
+  m_tabs->addTab(m_graph, tr("&Graph"));
   m_tabs->addTab(m_charts, tr("C&harts"));
   m_tabs->addTab(m_compare, tr("Com&pare"));
 
@@ -90,6 +92,10 @@ MainWindow::MainWindow(QWidget* parent)
   connect(m_compare, &ComparePanel::compareRequested, this, &MainWindow::compare);
   connect(m_cancel, &QPushButton::clicked, this, &MainWindow::cancel);
   connect(m_layers, &LayersPanel::opSelected, m_inspector, &InspectorPanel::showOp);
+  // Selection follows between the table and the graph both ways (each ignores its own op).
+  connect(m_layers, &LayersPanel::opSelected, m_graph, &GraphView::selectOp);
+  connect(m_graph, &GraphView::opSelected, m_layers, &LayersPanel::selectOp);
+  connect(m_graph, &GraphView::layoutShown, this, [this] { m_graph->selectOp(m_inspector->op()); });
 
   connect(m_runner, &AnalysisRunner::started, this, [this](const QString& what) { setBusy(true, what); });
   connect(m_runner, &AnalysisRunner::progressChanged, this,
@@ -133,6 +139,7 @@ void MainWindow::compare() {
 
 void MainWindow::cancel() {
   m_runner->cancel();
+  m_graph->cancelLayout();
   m_status->setText(tr("Cancelling…"));
 }
 
@@ -157,15 +164,25 @@ void MainWindow::showAnalysis(std::shared_ptr<const Analysis> analysis) {
   m_layers->setAnalysis(m_analysis);
   m_inspector->setAnalysis(m_analysis);
   m_charts->setAnalysis(m_analysis);
+  m_graph->setAnalysis(m_analysis);
   const auto& a = *m_analysis;
   setWindowTitle(tr("Partita — %1 on %2").arg(qs(a.model_label), qs(a.cluster.name)));
   m_status->setText(
       tr("%1: %2 ops, %3 warnings").arg(qs(a.model_label)).arg(a.layers.size()).arg(a.model.warnings.size()));
-  // Keep the inspected op when the model is the same; else inspect the most expensive layer.
+  // A restored session's op; else keep the inspected op when the model is the same; else inspect
+  // the most expensive layer.
   graph::OpId inspect = -1;
-  if (previous >= 0 && a.layer_of(previous) != nullptr) {
+  if (!m_pendingOp.isEmpty()) {
+    for (const auto& l : a.layers) {
+      if (qs(l.name) == m_pendingOp) {
+        inspect = l.op;
+      }
+    }
+    m_pendingOp.clear();
+  }
+  if (inspect < 0 && previous >= 0 && a.layer_of(previous) != nullptr) {
     inspect = previous;
-  } else {
+  } else if (inspect < 0) {
     double worst = -1;
     for (const auto& l : a.layers) {
       if (l.time > worst) {
@@ -175,10 +192,15 @@ void MainWindow::showAnalysis(std::shared_ptr<const Analysis> analysis) {
     }
   }
   if (inspect >= 0) {
-    m_layers->selectOp(inspect);
-    m_inspector->showOp(inspect);
+    selectOp(inspect);
   }
   Q_EMIT analysisShown();
+}
+
+void MainWindow::selectOp(graph::OpId id) {
+  m_layers->selectOp(id);
+  m_inspector->showOp(id);
+  m_graph->selectOp(id);
 }
 
 void MainWindow::showError(const QString& message) {

@@ -22,6 +22,7 @@ namespace partita::gui {
 class AnalysisRunner;
 class ChartsPanel;
 class ComparePanel;
+class GraphView;
 class InspectorPanel;
 class LayersPanel;
 class SetupPanel;
@@ -40,6 +41,14 @@ public:
   void compare();
   void cancel();
 
+  // File menu actions; each returns false after showing the error in the message bar, leaving
+  // what is on screen as it was.
+  bool saveSession(const QString& path);
+  bool openSession(const QString& path);  // sets the panel and re-runs the evaluation
+  bool exportTable(const QString& path);  // CSV
+  bool exportCharts(const QString& path); // PNG or SVG by suffix
+  bool exportGraph(const QString& path);  // PNG or SVG by suffix
+
   std::shared_ptr<const Analysis> analysis() const { return m_analysis; }
   QString errorMessage() const; // empty when the message bar is hidden
   bool isBusy() const;
@@ -49,6 +58,7 @@ public:
   LayersPanel* layersPanel() const { return m_layers; }
   InspectorPanel* inspector() const { return m_inspector; }
   ChartsPanel* chartsPanel() const { return m_charts; }
+  GraphView* graphView() const { return m_graph; }
   ComparePanel* comparePanel() const { return m_compare; }
   QTabWidget* tabs() const { return m_tabs; }
   AnalysisRunner* runner() const { return m_runner; }
@@ -72,6 +82,10 @@ private:
   void addRecentFile(const QString& path);
   void rebuildRecentMenu();
   void openFileDialog();
+  void saveSessionDialog();
+  void openSessionDialog();
+  void exportDialog(const QString& title, const QString& filter, bool (MainWindow::*action)(const QString&));
+  void selectOp(graph::OpId id); // table, graph and inspector
 
   std::shared_ptr<const Analysis> m_analysis;
   AnalysisRunner* m_runner;
@@ -82,12 +96,14 @@ private:
   LayersPanel* m_layers;
   InspectorPanel* m_inspector;
   ChartsPanel* m_charts;
+  GraphView* m_graph;
   ComparePanel* m_compare;
   QLabel* m_status;
   QProgressBar* m_progress;
   QPushButton* m_cancel;
   QMenu* m_recentMenu = nullptr;
   QString m_pendingFile; // the ONNX file being opened, until it loads
+  QString m_pendingOp;   // the op a restored session selects once evaluated
 };
 
 } // namespace partita::gui

@@ -39,6 +39,18 @@ void MainWindow::buildMenus() {
   open->setShortcut(QKeySequence::Open);
   m_recentMenu = file->addMenu(tr("Open &Recent"));
   file->addSeparator();
+  file->addAction(tr("Open &Session…"), this, &MainWindow::openSessionDialog)
+      ->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_O));
+  file->addAction(tr("Sa&ve Session…"), this, &MainWindow::saveSessionDialog)->setShortcut(QKeySequence::Save);
+  file->addSeparator();
+  const QString pictures = tr("PNG image (*.png);;SVG drawing (*.svg)");
+  file->addAction(tr("Export &Table…"), this,
+                  [this] { exportDialog(tr("Export the layer table"), tr("CSV (*.csv)"), &MainWindow::exportTable); });
+  file->addAction(tr("Export &Charts…"), this,
+                  [this, pictures] { exportDialog(tr("Export the charts"), pictures, &MainWindow::exportCharts); });
+  file->addAction(tr("Export &Graph…"), this,
+                  [this, pictures] { exportDialog(tr("Export the graph"), pictures, &MainWindow::exportGraph); });
+  file->addSeparator();
   auto* quit = file->addAction(tr("&Quit"), qApp, &QApplication::closeAllWindows);
   quit->setShortcut(QKeySequence::Quit);
 

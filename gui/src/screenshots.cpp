@@ -1,6 +1,9 @@
 #include "screenshots.h"
 
 #include "analysis_runner.h"
+#include "charts_panel.h"
+#include "compare_panel.h"
+#include "graph_view.h"
 #include "inspector_panel.h"
 #include "main_window.h"
 
@@ -67,10 +70,24 @@ int render_screenshots(MainWindow& window, const QString& directory) {
     settle();
   }
   ok = save(window.inspector(), dir.filePath(QStringLiteral("inspector.png"))) && ok;
-  window.tabs()->setCurrentIndex(1);
+  window.tabs()->setCurrentWidget(window.chartsPanel());
   settle();
   ok = save(&window, dir.filePath(QStringLiteral("charts.png"))) && ok;
-  window.tabs()->setCurrentIndex(2);
+  // The graph at a readable zoom, centred on the inspected (most expensive) op.
+  auto* graph = window.graphView();
+  window.tabs()->setCurrentWidget(graph);
+  if (graph->isLayingOut()) {
+    QEventLoop loop;
+    QObject::connect(graph, &GraphView::layoutShown, &loop, &QEventLoop::quit);
+    QObject::connect(graph, &GraphView::layoutCancelled, &loop, &QEventLoop::quit);
+    QObject::connect(graph, &GraphView::layoutFailed, &loop, &QEventLoop::quit);
+    loop.exec();
+  }
+  settle();
+  graph->zoomTo(0.85, graph->selectedOp());
+  settle();
+  ok = save(&window, dir.filePath(QStringLiteral("graph.png"))) && ok;
+  window.tabs()->setCurrentWidget(window.comparePanel());
   window.compare();
   if (!waitFor(window, &MainWindow::comparisonShown)) {
     return 1;

@@ -1,6 +1,6 @@
 #pragma once
 
-// Renders the documentation's screenshots (main window, inspector, charts, comparison) of a
+// Renders the documentation's screenshots (main window, inspector, charts, graph, comparison) of a
 // window whose set-up panel is filled in, after evaluating it; used by `partita-gui --screenshots`.
 
 #include <QString>

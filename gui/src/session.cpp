@@ -1,0 +1,97 @@
+#include "session.h"
+
+#include "partita/graph/error.h"
+#include "partita/io/json_file.h"
+#include "partita/proto/partita.pb.h"
+#include "partita/search/optimizer.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace partita::gui {
+
+namespace {
+
+[[noreturn]] void invalid(const std::filesystem::path& path, std::string_view field, std::string_view reason) {
+  throw Error(fmt::format("{}: field '{}': {}", path.string(), field, reason));
+}
+
+} // namespace
+
+void saveSession(const std::filesystem::path& path, const SessionState& state) {
+  const auto& in = state.input;
+  proto::Session s;
+  s.set_model(in.model);
+  s.set_dims(in.dims);
+  s.set_cluster(in.cluster);
+  s.set_nodes(in.nodes);
+  s.set_devices(in.devices);
+  s.set_family(in.family);
+  auto* setup = s.mutable_setup();
+  setup->set_precision(in.precision);
+  setup->set_optimizer(in.optimizer);
+  setup->set_zero_stage(in.zero_stage);
+  setup->set_recompute(in.recompute);
+  s.set_selected_op(state.selectedOp);
+  io::write_json_file(path, s);
+}
+
+SessionState loadSession(const std::filesystem::path& path) {
+  proto::Session s;
+  io::read_json_file(path, s);
+  if (s.model().empty()) {
+    invalid(path, "model", "missing: a zoo spec (zoo:NAME?...) or an ONNX file path");
+  }
+  if (s.cluster().empty()) {
+    invalid(path, "cluster", "missing: a preset name or a cluster file");
+  }
+  if (s.devices() < 1) {
+    invalid(path, "devices", fmt::format("{} is not a device count (at least 1)", s.devices()));
+  }
+  if (s.nodes() < 0) {
+    invalid(path, "nodes", fmt::format("{} is not a node count", s.nodes()));
+  }
+  if (s.family().empty()) {
+    invalid(path, "family", "missing: a strategy family such as hybrid");
+  }
+  SessionState state;
+  auto& in = state.input;
+  in.model = s.model();
+  in.dims = s.dims();
+  in.cluster = s.cluster();
+  in.nodes = std::max(1, s.nodes());
+  in.devices = s.devices();
+  in.family = s.family();
+  if (s.has_setup()) {
+    const auto& setup = s.setup();
+    if (!setup.precision().empty()) {
+      in.precision = setup.precision();
+    }
+    if (!setup.optimizer().empty()) {
+      in.optimizer = setup.optimizer();
+    }
+    in.zero_stage = setup.zero_stage();
+    if (!setup.recompute().empty()) {
+      in.recompute = setup.recompute();
+    }
+  }
+  // Checked by the core now, so that a bad session changes nothing on screen.
+  auto check = [&](std::string_view field, auto&& probe) {
+    try {
+      probe();
+    } catch (const Error& e) {
+      invalid(path, field, e.what());
+    }
+  };
+  check("setup", [&] { (void)input_setup(in); });
+  check("family", [&] { (void)search::find_optimizer(in.family); });
+  check("cluster", [&] { (void)cluster::load_cluster(in.cluster); });
+  if (in.model.rfind("zoo:", 0) != 0 && !std::filesystem::exists(in.model)) {
+    invalid(path, "model", fmt::format("ONNX file '{}' not found", in.model));
+  }
+  state.selectedOp = s.selected_op();
+  return state;
+}
+
+} // namespace partita::gui
