@@ -3,6 +3,7 @@
 #include "partita/graph/error.h"
 #include "partita/proto/partita.pb.h"
 #include "partita/strategy/plan_file.h"
+#include "partita/strategy/strategy.h"
 #include "partita/zoo/zoo.h"
 
 #include <fmt/format.h>
@@ -39,17 +40,33 @@ void ModelOptions::add_to(CLI::App& cmd) {
       ->check(CLI::PositiveNumber);
 }
 
+std::string ModelOptions::spec() const {
+  if (batch > 0 && model.rfind("zoo:", 0) == 0) {
+    return model + (model.find('?') == std::string::npos ? "?" : "&") + fmt::format("batch={}", batch);
+  }
+  return model;
+}
+
 onnx_import::ImportResult ModelOptions::load() const {
   auto options = parse_dims(dims);
-  std::string spec = model;
-  if (batch > 0) {
-    if (spec.rfind("zoo:", 0) == 0) {
-      spec += (spec.find('?') == std::string::npos ? "?" : "&") + fmt::format("batch={}", batch);
-    } else {
-      options.dims["batch"] = batch;
-    }
+  if (batch > 0 && model.rfind("zoo:", 0) != 0) {
+    options.dims["batch"] = batch;
   }
-  return zoo::load(spec, options);
+  return zoo::load(spec(), options);
+}
+
+Planned make_plan(const graph::Graph& g, const cluster::Cluster& cluster, int devices, const SetupOptions& setup,
+                  const std::string& family, const std::string& model_spec) {
+  search::Request request;
+  request.graph = &g;
+  request.cluster = &cluster;
+  request.devices = devices;
+  setup.fill(request);
+  Planned out;
+  out.strategy = search::find_optimizer(setup.plan.empty() ? family : "given").optimize(request);
+  out.prediction = strategy::evaluate(g, cluster, out.strategy, request.setup);
+  out.plan = strategy::to_plan(g, cluster, out.strategy, out.prediction, request.setup, model_spec);
+  return out;
 }
 
 void SetupOptions::add_to(CLI::App& cmd) {

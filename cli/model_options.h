@@ -5,6 +5,7 @@
 #include "partita/cluster/cluster.h"
 #include "partita/cost/setup.h"
 #include "partita/onnx/import.h"
+#include "partita/proto/partita.pb.h"
 #include "partita/search/optimizer.h"
 
 #include <CLI/CLI.hpp>
@@ -23,6 +24,8 @@ struct ModelOptions {
   void add_to(CLI::App& cmd);
   // The model with --batch applied (a zoo spec's batch parameter, or the symbolic dim "batch").
   onnx_import::ImportResult load() const;
+  // The model as a plan file names it: a zoo spec with --batch applied, or the file path.
+  std::string spec() const;
 };
 
 struct SetupOptions {
@@ -46,5 +49,15 @@ struct SetupOptions {
 };
 
 onnx_import::ImportOptions parse_dims(const std::vector<std::string>& dims);
+
+// A family's strategy for a model on `devices` devices of a cluster, its prediction and the plan
+// file (what `partita plan` prints and writes, and `partita run` executes).
+struct Planned {
+  strategy::Strategy strategy;
+  strategy::Prediction prediction;
+  proto::Plan plan;
+};
+Planned make_plan(const graph::Graph& g, const cluster::Cluster& cluster, int devices, const SetupOptions& setup,
+                  const std::string& family, const std::string& model_spec);
 
 } // namespace partita::cli

@@ -74,16 +74,11 @@ void add_plan_command(CLI::App& app) {
     const auto model = o->model.load();
     const auto& g = model.graph;
     const auto cl = cluster_for(o->setup.cluster, o->devices);
-    const auto setup = o->setup.setup();
-    search::Request request;
-    request.graph = &g;
-    request.cluster = &cl;
-    request.devices = o->devices;
-    o->setup.fill(request);
-    const auto& family = search::find_optimizer(o->setup.plan.empty() ? o->family : "given");
-    const auto st = family.optimize(request);
-    const auto p = strategy::evaluate(g, cl, st, setup);
-    const auto plan = strategy::to_plan(g, cl, st, p, setup, o->model.model);
+    const auto planned = make_plan(g, cl, o->devices, o->setup, o->family, o->model.spec());
+    const auto& st = planned.strategy;
+    const auto& p = planned.prediction;
+    const auto& plan = planned.plan;
+    const auto& family = search::find_optimizer(st.family);
     if (!o->output.empty()) {
       io::write_json_file(o->output, plan);
     }

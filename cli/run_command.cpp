@@ -202,21 +202,11 @@ void add_run_command(CLI::App& app) {
                                 e.what(), o->ranks, o->ranks));
       }
     }();
-    const auto setup = o->setup.setup();
-    search::Request request;
-    request.graph = &g;
-    request.cluster = &cl;
-    request.devices = o->ranks;
-    o->setup.fill(request);
-    const auto& family = search::find_optimizer(o->setup.plan.empty() ? o->family : "given");
-    const auto st = family.optimize(request);
-    const auto p = strategy::evaluate(g, cl, st, setup);
-    std::string spec = o->model.model;
-    if (o->model.batch > 0 && spec.rfind("zoo:", 0) == 0) {
-      spec += (spec.find('?') == std::string::npos ? "?" : "&") + fmt::format("batch={}", o->model.batch);
-    }
-    const auto plan = strategy::to_plan(g, cl, st, p, setup, spec);
-
+    const auto planned = make_plan(g, cl, o->ranks, o->setup, o->family, o->model.spec());
+    const auto& p = planned.prediction;
+    const auto& plan = planned.plan;
+    const std::string spec = o->model.spec();
+    const auto& family = search::find_optimizer(planned.strategy.family);
     // 2. Launch.
     const fs::path runner = find_partita_run();
     if (!on_path(o->mpirun)) {

@@ -95,7 +95,8 @@ TEST(Evaluate, WorkedExampleGradientTermsFollowTheOneRule) {
   // Backward buffers: the output gradient (a quarter of Y) and dX (a 4x16 block), held while
   // the op runs; a device's workspace is the largest of its ops'.
   EXPECT_DOUBLE_EQ(mm.get(cost::term::workspace), 8 * 32 * 4 / 4 + 4 * 16 * 4);
-  EXPECT_DOUBLE_EQ(p.memory[0].workspace, std::max(mm.get(cost::term::workspace), p.ops[0].cost.get(cost::term::workspace)));
+  EXPECT_DOUBLE_EQ(p.memory[0].workspace,
+                   std::max(mm.get(cost::term::workspace), p.ops[0].cost.get(cost::term::workspace)));
 }
 
 TEST(Evaluate, SplitReductionIsAForwardPartialSumReduce) {
