@@ -37,6 +37,15 @@ std::size_t ints_length(const onnx::NodeProto& n, const std::string& key) {
   return SIZE_MAX; // absent
 }
 
+std::vector<std::int64_t> ints_of(const onnx::NodeProto& n, const std::string& key) {
+  for (const auto& a : n.attribute()) {
+    if (a.name() == key) {
+      return {a.ints().begin(), a.ints().end()};
+    }
+  }
+  return {};
+}
+
 // What libonnx 1.12's inference functions take for granted. Returns a reason, or "" if fine.
 std::string guard(const onnx::NodeProto& n, const std::vector<const onnx::TypeProto*>& inputs) {
   for (const auto* t : inputs) {
@@ -57,10 +66,31 @@ std::string guard(const onnx::NodeProto& n, const std::vector<const onnx::TypePr
     }
     if (rank >= 3) {
       const auto spatial = static_cast<std::size_t>(rank - 2);
-      if ((n.op_type() == "Conv" || n.op_type() == "ConvTranspose") && inputs.size() > 1) {
-        const int wrank = rank_of(inputs[1]);
+      // The weight's input slot: its rank must match the input's.
+      const std::size_t weight =
+          n.op_type() == "QLinearConv"                                                                ? 3
+          : (n.op_type() == "Conv" || n.op_type() == "ConvTranspose" || n.op_type() == "ConvInteger") ? 1
+                                                                                                      : SIZE_MAX;
+      if (weight < inputs.size()) {
+        const int wrank = rank_of(inputs[weight]);
         if (wrank >= 0 && wrank != rank) {
           return fmt::format("the weight has rank {} but the input has rank {}", wrank, rank);
+        }
+      }
+      // Window sizes, strides and dilations must be positive, pads not negative (libonnx divides
+      // by them and indexes with them).
+      for (const char* key : {"kernel_shape", "strides", "dilations"}) {
+        for (auto v : ints_of(n, key)) {
+          if (v < 1) {
+            return fmt::format("attribute '{}' has the value {}, not positive", key, v);
+          }
+        }
+      }
+      for (const char* key : {"pads", "output_padding"}) {
+        for (auto v : ints_of(n, key)) {
+          if (v < 0) {
+            return fmt::format("attribute '{}' has the value {}, negative", key, v);
+          }
         }
       }
       for (const char* key : {"kernel_shape", "strides", "dilations", "output_padding", "output_shape"}) {
