@@ -13,7 +13,6 @@
 #include "partita/strategy/plan_file.h"
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 #include <unistd.h>
 
 #include <algorithm>
@@ -22,7 +21,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <sstream>
@@ -148,14 +146,13 @@ struct Measured {
   double total() const { return forward + backward + communication; }
 };
 
-Measured measured_op(const nlohmann::json& op) {
+Measured measured_op(const proto::MeasuredOp& op) {
   Measured m;
-  m.forward = op.at("forward_seconds").get<double>();
-  m.backward = op.at("backward_seconds").get<double>();
-  m.communication = op.at("forward_communication_seconds").get<double>() +
-                    op.at("backward_communication_seconds").get<double>() +
-                    op.at("gradient_sync_seconds").get<double>();
-  m.optimizer = op.at("optimizer_seconds").get<double>();
+  m.forward = op.forward_seconds();
+  m.backward = op.backward_seconds();
+  m.communication =
+      op.forward_communication_seconds() + op.backward_communication_seconds() + op.gradient_sync_seconds();
+  m.optimizer = op.optimizer_seconds();
   return m;
 }
 
@@ -241,16 +238,16 @@ void add_run_command(CLI::App& app) {
     }
 
     // 3. Predicted against measured.
-    std::ifstream in(measurements);
-    const auto doc = nlohmann::json::parse(in);
-    const auto& ops = doc.at("ops");
-    if (ops.size() != g.ops().size()) {
+    proto::RunResult doc;
+    io::read_json_file(measurements, doc);
+    const auto& ops = doc.ops();
+    if (static_cast<std::size_t>(ops.size()) != g.ops().size()) {
       throw Error(
           fmt::format("{}: {} ops measured, the model has {}", measurements.string(), ops.size(), g.ops().size()));
     }
     std::vector<std::pair<double, std::size_t>> order;
-    for (std::size_t i = 0; i < ops.size(); ++i) {
-      order.emplace_back(measured_op(ops[i]).total(), i);
+    for (std::size_t i = 0; i < static_cast<std::size_t>(ops.size()); ++i) {
+      order.emplace_back(measured_op(ops[static_cast<int>(i)]).total(), i);
     }
     std::sort(order.begin(), order.end(), std::greater<>());
     Table t({{"#"},
@@ -271,7 +268,7 @@ void add_run_command(CLI::App& app) {
       const std::size_t id = order[row].second;
       const auto& op = g.op(static_cast<graph::OpId>(id));
       const auto& cost = p.ops[id].cost;
-      const Measured m = measured_op(ops[id]);
+      const Measured m = measured_op(ops[static_cast<int>(id)]);
       optimizer += m.optimizer;
       const double fwd = cost.get(cost::term::forward_compute);
       const double bwd = cost.get(cost::term::backward_compute) + cost.get(cost::term::recompute);
@@ -292,18 +289,26 @@ void add_run_command(CLI::App& app) {
     t.add_rule();
     t.add_row({"", "", fmt::format("all {} ops", order.size()), "", "", "", "", "", "", ms(pred_sum), ms(meas_sum),
                error_percent(pred_sum, meas_sum)});
-    const auto& it = doc.at("iteration_seconds");
-    const double mean = it.at("mean").get<double>();
+    const auto& it = doc.iteration_seconds();
+    const double mean = it.mean();
     std::cout << fmt::format("\npredicted vs measured per op, ms per iteration (measured: mean over {} timed "
                              "iterations of the slowest rank; error = (predicted - measured) / measured)\n",
-                             doc.at("timed_iterations").get<int>());
+                             doc.timed_iterations());
     std::cout << t.render();
     std::cout << fmt::format("per-op mean absolute error {:.0f}% over {} ops\n",
                              counted > 0 ? 100 * abs_err / counted : 0.0, counted);
     std::cout << fmt::format("\niteration: predicted {} ms, measured mean {} ms (min {}, max {}, optimizer step {} "
                              "ms), error {}\n",
-                             ms(p.iteration_time), ms(mean), ms(it.at("min").get<double>()),
-                             ms(it.at("max").get<double>()), ms(optimizer), error_percent(p.iteration_time, mean));
+                             ms(p.iteration_time), ms(mean), ms(it.min()), ms(it.max()), ms(optimizer),
+                             error_percent(p.iteration_time, mean));
+    double tensors = 0, resident = 0;
+    for (const auto& m : doc.memory()) {
+      tensors = std::max(tensors, m.tensor_bytes());
+      resident = std::max(resident, m.peak_resident_bytes());
+    }
+    std::cout << fmt::format("memory on the fullest device: predicted {:.2f} MiB, held by the run {:.2f} MiB (tensors; "
+                             "the process's peak resident set {:.1f} MiB)\n",
+                             p.peak_memory / 1048576.0, tensors / 1048576.0, resident / 1048576.0);
     std::cout << fmt::format("plan, trace (Perfetto) and measurements in {}\n", dir.string());
   });
 }

@@ -406,6 +406,26 @@ void Executor::step(float learning_rate) {
   }
 }
 
+double Executor::held_bytes() const {
+  double elements = 0;
+  const auto count = [&](const std::optional<Shard>& s) {
+    if (s) {
+      elements += static_cast<double>(s->data.size());
+    }
+  };
+  for (const auto& state : m_ops) {
+    for (const auto& in : state.inputs) {
+      count(in.value);
+      count(in.gradient);
+    }
+    for (const auto& out : state.outputs) {
+      count(out.value);
+      count(out.gradient);
+    }
+  }
+  return elements * static_cast<double>(sizeof(float));
+}
+
 std::vector<Snapshot> Executor::snapshot() const {
   std::vector<Snapshot> out;
   for (std::size_t id = 0; id < m_ops.size(); ++id) {

@@ -52,6 +52,10 @@ public:
   // The whole-tensor shards of a single-device run (the reference), by op and index.
   const Shard* held(graph::OpId op, Held kind, int index) const;
 
+  // Bytes of every shard this rank holds: activations, weights and their gradients (SGD keeps no
+  // optimizer state).
+  double held_bytes() const;
+
   int communicators() const { return m_comms.created(); }
   // Ops running a memory-bound stand-in, with the reason.
   const std::vector<std::pair<graph::OpId, std::string>>& stand_ins() const { return m_stand_ins; }

@@ -1,6 +1,6 @@
 // partita-run: executes a plan for real over MPI (DESIGN.md section 5).
 //   mpirun -np P partita-run plan.json [--warmup N] [--iterations N] [--verify] [--trace FILE]
-//                                     [--measurements FILE]
+//                                     [--measurements FILE] [--timeout SECONDS]
 
 #include "backend.h"
 #include "executor.h"
@@ -8,6 +8,7 @@
 #include "plan_loading.h"
 #include "trace.h"
 #include "verify.h"
+#include "watchdog.h"
 
 #include "partita/graph/error.h"
 #include "partita/io/json_file.h"
@@ -16,8 +17,12 @@
 #include <fmt/format.h>
 #include <mpi.h>
 
+#include <sys/resource.h>
+
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
+#include <filesystem>
 #include <optional>
 
 namespace {
@@ -35,7 +40,72 @@ struct Options {
   std::string measurements;
   int threads = 1;
   float learning_rate = 0.01F;
+  double timeout = 300;
+  std::string inject_fault;
 };
+
+// What a failing rank needs to leave its partial results behind: set once the plan is loaded.
+struct FailureContext {
+  const Options* options = nullptr;
+  const graph::Graph* graph = nullptr;
+  const Recorder* recorder = nullptr;
+  RunInfo info;
+  int rank = 0;
+};
+FailureContext g_failure;
+
+// "dir/trace.json" -> "dir/trace.rank1.partial.json".
+std::filesystem::path partial_path(const std::string& file, int rank) {
+  const std::filesystem::path p(file);
+  return p.parent_path() / fmt::format("{}.rank{}.partial{}", p.stem().string(), rank, p.extension().string());
+}
+
+// Writes this rank's records (the Chrome trace and the RunResult, where asked for) and says where.
+// Never throws: it runs on the way out of a failure.
+void write_partial_results(const std::string& failure) {
+  const auto& c = g_failure;
+  if (c.options == nullptr || c.recorder == nullptr) {
+    return;
+  }
+  try {
+    const auto mine = c.recorder->copy();
+    if (!c.options->trace.empty()) {
+      const auto path = partial_path(c.options->trace, c.rank);
+      io::write_file_atomically(path, chrome_trace_json(*c.graph, mine));
+      std::fprintf(stderr, "partita-run: rank %d: partial trace written to %s\n", c.rank, path.c_str());
+    }
+    if (!c.options->measurements.empty()) {
+      const auto path = partial_path(c.options->measurements, c.rank);
+      io::write_json_file(path, partial_result(mine, c.info, c.rank, failure));
+      std::fprintf(stderr, "partita-run: rank %d: partial measurements written to %s\n", c.rank, path.c_str());
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "partita-run: rank %d: could not write partial results: %s\n", c.rank, e.what());
+  }
+  std::fflush(stderr);
+}
+
+double peak_resident_bytes() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<double>(usage.ru_maxrss) * 1024.0; // Linux reports KiB
+}
+
+// Every rank's memory, on rank 0.
+std::vector<proto::RankMemory> gather_memory(double tensor_bytes, int rank, int size) {
+  const double mine[2] = {tensor_bytes, peak_resident_bytes()};
+  std::vector<double> all(rank == 0 ? static_cast<std::size_t>(2 * size) : 0);
+  check_mpi(MPI_Gather(mine, 2, MPI_DOUBLE, all.data(), 2, MPI_DOUBLE, 0, MPI_COMM_WORLD), "MPI_Gather");
+  std::vector<proto::RankMemory> out;
+  for (int r = 0; rank == 0 && r < size; ++r) {
+    proto::RankMemory m;
+    m.set_rank(r);
+    m.set_tensor_bytes(all[static_cast<std::size_t>(2 * r)]);
+    m.set_peak_resident_bytes(all[static_cast<std::size_t>(2 * r + 1)]);
+    out.push_back(m);
+  }
+  return out;
+}
 
 // A check every rank makes before anything starts: when any rank fails it, the lowest such rank
 // prints its reason and every rank returns false, so the job ends cleanly rather than hanging.
@@ -86,78 +156,132 @@ int run(const Options& opt, int rank, int size) {
   const graph::Graph& g = loaded->imported.graph;
   auto backend = make_cpu_backend(opt.threads);
   Recorder recorder;
-  Executor ex(g, loaded->strategy, MPI_COMM_WORLD, *backend, recorder, loaded->constants);
-  if (rank == 0) {
-    fmt::print("partita-run: {} ({} strategy) on {} ranks, backend {}, {} thread(s) per rank, {} sub-communicators\n",
-               loaded->model, loaded->family, size, backend->name(), opt.threads, ex.communicators());
-    for (const auto& note : loaded->notes) {
-      fmt::print("  note: {}\n", note);
-    }
-    for (const auto& [op, why] : ex.stand_ins()) {
-      fmt::print("  op '{}' runs a memory-bound stand-in: {}\n", g.op(op).name, why);
-    }
-    std::fflush(stdout);
+  g_failure = {&opt, &g, &recorder,
+               RunInfo{loaded->model, loaded->family, std::string(backend->name()), size, opt.threads,
+                       loaded->predicted_iteration_seconds},
+               rank};
+  Watchdog watchdog(opt.timeout, [&](const Heartbeat& last) {
+    const std::string where =
+        last.op < 0 ? fmt::format("no step completed yet, during {}", last.activity)
+                    : fmt::format("last completed step: {} of op '{}' ({}{})", phase_name(last.phase),
+                                  g.op(last.op).name, last.activity,
+                                  last.activity == "timed iterations" ? fmt::format(", iteration {}", last.iteration)
+                                                                      : std::string());
+    const std::string reason = fmt::format("no progress for {:.0f} s (--timeout {:g}); {}; ending the job",
+                                           last.idle_seconds, opt.timeout, where);
+    std::fprintf(stderr, "partita-run: rank %d: %s\n", rank, reason.c_str());
+    std::fflush(stderr);
+    write_partial_results(reason);
+    std::_Exit(4); // mpirun sees a rank end without MPI_Finalize and ends the others
+  });
+  // g_failure points into this frame: cleared before the frame goes.
+  struct Clear {
+    ~Clear() { g_failure = {}; }
+  } clear_on_exit;
+  watchdog.set_activity("start-up");
+  std::optional<Fault> fault;
+  if (!opt.inject_fault.empty()) {
+    fault = parse_fault(opt.inject_fault);
   }
-
-  bool passed = true;
-  if (opt.verify) {
-    ex.forward();
-    ex.backward();
-    ex.synchronize_gradients();
-    const auto snaps = ex.snapshot();
-    std::optional<Executor> reference;
-    Recorder unused;
-    const auto single = single_device(g);
-    if (rank == 0) {
-      reference.emplace(g, single, MPI_COMM_SELF, *backend, unused, loaded->constants);
-      reference->forward();
-      reference->backward();
-      reference->synchronize_gradients();
+  recorder.set_step_hook([&](graph::OpId op, Phase phase) {
+    watchdog.beat(op, phase, recorder.iteration());
+    if (fault) {
+      inject(*fault, g, rank, op, phase, recorder.enabled() ? recorder.iteration() : -1);
     }
-    const auto result = verify(g, snaps, reference ? &*reference : nullptr, MPI_COMM_WORLD, opt.tolerance);
-    int ok = result.passed ? 1 : 0;
-    MPI_Bcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
-    passed = ok != 0;
+  });
+  // Any failure from here on leaves this rank's partial results before the job ends.
+  try {
+    Executor ex(g, loaded->strategy, MPI_COMM_WORLD, *backend, recorder, loaded->constants);
     if (rank == 0) {
-      fmt::print(
-          "verify against the single-device reference (tolerance {:g} of max(|reference|, 1e-3)):\n{}verify: {}\n",
-          opt.tolerance, result.report, passed ? "PASSED" : "FAILED");
+      fmt::print("partita-run: {} ({} strategy) on {} ranks, backend {}, {} thread(s) per rank, {} sub-communicators\n",
+                 loaded->model, loaded->family, size, backend->name(), opt.threads, ex.communicators());
+      for (const auto& note : loaded->notes) {
+        fmt::print("  note: {}\n", note);
+      }
+      for (const auto& [op, why] : ex.stand_ins()) {
+        fmt::print("  op '{}' runs a memory-bound stand-in: {}\n", g.op(op).name, why);
+      }
       std::fflush(stdout);
     }
-    ex.step(opt.learning_rate);
-  }
 
-  for (int i = 0; i < opt.warmup; ++i) {
-    one_iteration(ex, opt.learning_rate);
-  }
-  recorder.enable(true);
-  MPI_Barrier(MPI_COMM_WORLD);
-  recorder.set_origin(MPI_Wtime());
-  for (int i = 0; i < opt.iterations; ++i) {
+    bool passed = true;
+    if (opt.verify) {
+      watchdog.set_activity("verify");
+      ex.forward();
+      ex.backward();
+      ex.synchronize_gradients();
+      const auto snaps = ex.snapshot();
+      std::optional<Executor> reference;
+      Recorder unused;
+      const auto single = single_device(g);
+      if (rank == 0) {
+        reference.emplace(g, single, MPI_COMM_SELF, *backend, unused, loaded->constants);
+        reference->forward();
+        reference->backward();
+        reference->synchronize_gradients();
+      }
+      const auto result = verify(g, snaps, reference ? &*reference : nullptr, MPI_COMM_WORLD, opt.tolerance);
+      int ok = result.passed ? 1 : 0;
+      MPI_Bcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
+      passed = ok != 0;
+      if (rank == 0) {
+        fmt::print(
+            "verify against the single-device reference (tolerance {:g} of max(|reference|, 1e-3)):\n{}verify: {}\n",
+            opt.tolerance, result.report, passed ? "PASSED" : "FAILED");
+        std::fflush(stdout);
+      }
+      ex.step(opt.learning_rate);
+    }
+
+    watchdog.set_activity("warm-up");
+    for (int i = 0; i < opt.warmup; ++i) {
+      one_iteration(ex, opt.learning_rate);
+    }
+    watchdog.set_activity("timed iterations");
+    recorder.enable(true);
     MPI_Barrier(MPI_COMM_WORLD);
-    recorder.set_iteration(i);
-    const double t0 = MPI_Wtime();
-    one_iteration(ex, opt.learning_rate);
-    recorder.add(rank, -1, Phase::iteration, t0, MPI_Wtime());
+    recorder.set_origin(MPI_Wtime());
+    for (int i = 0; i < opt.iterations; ++i) {
+      MPI_Barrier(MPI_COMM_WORLD);
+      recorder.set_iteration(i);
+      const double t0 = MPI_Wtime();
+      one_iteration(ex, opt.learning_rate);
+      recorder.add(rank, -1, Phase::iteration, t0, MPI_Wtime());
+    }
+    watchdog.set_activity("gathering the records");
+    const auto all = gather_records(recorder.records(), MPI_COMM_WORLD);
+    const auto memory = gather_memory(ex.held_bytes(), rank, size);
+    if (rank == 0) {
+      const auto summary = summarize(g, all, opt.iterations);
+      fmt::print("{}", text_summary(g, summary));
+      double most_tensor = 0, most_resident = 0;
+      for (const auto& m : memory) {
+        most_tensor = std::max(most_tensor, m.tensor_bytes());
+        most_resident = std::max(most_resident, m.peak_resident_bytes());
+      }
+      fmt::print("memory (largest rank): tensors held {:.2f} MiB, peak resident {:.1f} MiB\n", most_tensor / 1048576.0,
+                 most_resident / 1048576.0);
+      if (loaded->predicted_iteration_seconds > 0) {
+        fmt::print("predicted iteration time (plan): {:.4f} ms\n", loaded->predicted_iteration_seconds * 1e3);
+      }
+      if (!opt.trace.empty()) {
+        io::write_file_atomically(opt.trace, chrome_trace_json(g, all));
+        fmt::print("trace written to {}\n", opt.trace);
+      }
+      if (!opt.measurements.empty()) {
+        io::write_json_file(opt.measurements, run_result(g, summary, all, g_failure.info, memory));
+        fmt::print("measurements written to {}\n", opt.measurements);
+      }
+      std::fflush(stdout);
+    }
+    return passed ? 0 : 3;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "partita-run: rank %d: %s\n", rank, e.what());
+    std::fflush(stderr);
+    write_partial_results(fmt::format("rank {}: {}", rank, e.what()));
+    MPI_Abort(MPI_COMM_WORLD, 1);
+    return 1;
   }
-  const auto all = gather_records(recorder.records(), MPI_COMM_WORLD);
-  if (rank == 0) {
-    const auto summary = summarize(g, all, opt.iterations);
-    fmt::print("{}", text_summary(g, summary));
-    if (loaded->predicted_iteration_seconds > 0) {
-      fmt::print("predicted iteration time (plan): {:.4f} ms\n", loaded->predicted_iteration_seconds * 1e3);
-    }
-    if (!opt.trace.empty()) {
-      io::write_file_atomically(opt.trace, chrome_trace_json(g, all));
-      fmt::print("trace written to {}\n", opt.trace);
-    }
-    if (!opt.measurements.empty()) {
-      io::write_file_atomically(opt.measurements, measurements_json(g, summary, loaded->model, loaded->family, size));
-      fmt::print("measurements written to {}\n", opt.measurements);
-    }
-    std::fflush(stdout);
-  }
-  return passed ? 0 : 3;
 }
 
 } // namespace
@@ -179,6 +303,12 @@ int main(int argc, char** argv) {
   app.add_option("--measurements", opt.measurements,
                  "per-op mean times and iteration mean/min/max as JSON, written by rank 0 (read by partita run)");
   app.add_option("--threads", opt.threads, "compute threads per rank")->check(CLI::PositiveNumber);
+  app.add_option("--timeout", opt.timeout,
+                 "seconds without progress after which a rank ends the job, writing its partial trace (0: never)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--inject-fault", opt.inject_fault,
+                 "for testing robustness: fail:RANK:OP[:ITERATION] throws, hang:RANK:OP[:ITERATION] blocks, in the "
+                 "forward of op OP in that timed iteration (default 0)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

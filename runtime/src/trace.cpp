@@ -28,8 +28,17 @@ std::string_view phase_name(Phase p) {
 
 void Recorder::add(int rank, graph::OpId op, Phase phase, double t0, double t1, double bytes, bool stand_in) {
   if (m_on) {
+    const std::lock_guard lock(m_mutex);
     m_records.push_back({rank, m_iteration, op, phase, t0 - m_origin, t1 - m_origin, bytes, stand_in});
   }
+  if (m_hook) {
+    m_hook(op, phase);
+  }
+}
+
+std::vector<Record> Recorder::copy() const {
+  const std::lock_guard lock(m_mutex);
+  return m_records;
 }
 
 std::vector<Record> gather_records(const std::vector<Record>& mine, MPI_Comm comm) {
@@ -102,7 +111,8 @@ std::string chrome_trace_json(const graph::Graph& g, const std::vector<Record>& 
 Summary summarize(const graph::Graph& g, const std::vector<Record>& all, int iterations) {
   // Per (op, phase, iteration): each rank's total, then the slowest rank; then the mean.
   std::map<std::tuple<graph::OpId, int, int, int>, double> per_rank;
-  std::map<int, double> iteration_time; // slowest rank per iteration
+  std::map<std::tuple<graph::OpId, int, int>, double> bytes_per_rank; // (op, iteration, rank)
+  std::map<int, double> iteration_time;                               // slowest rank per iteration
   Summary out;
   out.ops.resize(g.ops().size());
   out.iterations = iterations;
@@ -116,6 +126,7 @@ Summary summarize(const graph::Graph& g, const std::vector<Record>& all, int ite
       continue;
     }
     per_rank[std::make_tuple(r.op, static_cast<int>(r.phase), r.iteration, r.rank)] += d;
+    bytes_per_rank[std::make_tuple(r.op, r.iteration, r.rank)] += r.bytes;
     out.ops[static_cast<std::size_t>(r.op)].stand_in = out.ops[static_cast<std::size_t>(r.op)].stand_in || r.stand_in;
   }
   std::map<std::tuple<graph::OpId, int, int>, double> slowest;
@@ -127,11 +138,20 @@ Summary summarize(const graph::Graph& g, const std::vector<Record>& all, int ite
     out.ops[static_cast<std::size_t>(std::get<0>(key))].seconds[static_cast<std::size_t>(std::get<1>(key))] +=
         seconds / std::max(iterations, 1);
   }
+  std::map<std::pair<graph::OpId, int>, double> most_bytes; // (op, iteration): the rank receiving most
+  for (const auto& [key, bytes] : bytes_per_rank) {
+    auto& b = most_bytes[{std::get<0>(key), std::get<1>(key)}];
+    b = std::max(b, bytes);
+  }
+  for (const auto& [key, bytes] : most_bytes) {
+    out.ops[static_cast<std::size_t>(key.first)].bytes += bytes / std::max(iterations, 1);
+  }
   if (!iteration_time.empty()) {
     double sum = 0;
     out.iteration_min = std::numeric_limits<double>::max();
     for (const auto& [i, t] : iteration_time) {
       sum += t;
+      out.iteration_each.push_back(t);
       out.iteration_min = std::min(out.iteration_min, t);
       out.iteration_max = std::max(out.iteration_max, t);
     }
@@ -171,35 +191,88 @@ std::string text_summary(const graph::Graph& g, const Summary& summary) {
   return out;
 }
 
-std::string measurements_json(const graph::Graph& g, const Summary& summary, const std::string& model,
-                              const std::string& family, int ranks) {
-  nlohmann::json ops = nlohmann::json::array();
+namespace {
+
+void add_events(const std::vector<Record>& records, proto::RunResult& out) {
+  for (const auto& r : records) {
+    auto& e = *out.add_events();
+    e.set_rank(r.rank);
+    e.set_iteration(r.iteration);
+    e.set_op(r.op);
+    e.set_phase(std::string(phase_name(r.phase)));
+    e.set_start(r.start);
+    e.set_end(r.end);
+    e.set_bytes(r.bytes);
+    e.set_stand_in(r.stand_in);
+  }
+}
+
+proto::RunResult header(const RunInfo& info) {
+  proto::RunResult out;
+  out.set_model(info.model);
+  out.set_family(info.family);
+  out.set_ranks(info.ranks);
+  out.set_backend(info.backend);
+  out.set_threads_per_rank(info.threads);
+  out.set_predicted_iteration_seconds(info.predicted_iteration_seconds);
+  return out;
+}
+
+} // namespace
+
+proto::RunResult run_result(const graph::Graph& g, const Summary& summary, const std::vector<Record>& all,
+                            const RunInfo& info, const std::vector<proto::RankMemory>& memory) {
+  proto::RunResult out = header(info);
+  out.set_timed_iterations(summary.iterations);
+  out.set_statistic("per op and phase: mean over timed iterations of the slowest rank");
+  auto& it = *out.mutable_iteration_seconds();
+  it.set_mean(summary.iteration_mean);
+  it.set_min(summary.iteration_min);
+  it.set_max(summary.iteration_max);
+  for (const double t : summary.iteration_each) {
+    it.add_each(t);
+  }
   for (std::size_t id = 0; id < g.ops().size(); ++id) {
     const auto& t = summary.ops[id];
     const auto& op = g.op(static_cast<graph::OpId>(id));
-    ops.push_back({{"id", id},
-                   {"name", op.name},
-                   {"type", op.type},
-                   {"forward_seconds", phase_seconds(t, Phase::forward)},
-                   {"backward_seconds", phase_seconds(t, Phase::backward)},
-                   {"forward_communication_seconds",
-                    phase_seconds(t, Phase::forward_reduce) + phase_seconds(t, Phase::forward_redistribution)},
-                   {"backward_communication_seconds",
-                    phase_seconds(t, Phase::backward_reduce) + phase_seconds(t, Phase::backward_redistribution)},
-                   {"gradient_sync_seconds", phase_seconds(t, Phase::gradient_sync)},
-                   {"optimizer_seconds", phase_seconds(t, Phase::optimizer)},
-                   {"stand_in", t.stand_in}});
+    auto& m = *out.add_ops();
+    m.set_id(static_cast<int>(id));
+    m.set_name(op.name);
+    m.set_type(op.type);
+    m.set_forward_seconds(phase_seconds(t, Phase::forward));
+    m.set_backward_seconds(phase_seconds(t, Phase::backward));
+    m.set_forward_communication_seconds(phase_seconds(t, Phase::forward_reduce) +
+                                        phase_seconds(t, Phase::forward_redistribution));
+    m.set_backward_communication_seconds(phase_seconds(t, Phase::backward_reduce) +
+                                         phase_seconds(t, Phase::backward_redistribution));
+    m.set_gradient_sync_seconds(phase_seconds(t, Phase::gradient_sync));
+    m.set_optimizer_seconds(phase_seconds(t, Phase::optimizer));
+    m.set_stand_in(t.stand_in);
+    m.set_bytes_received(t.bytes);
   }
-  const nlohmann::json doc{
-      {"model", model},
-      {"family", family},
-      {"ranks", ranks},
-      {"timed_iterations", summary.iterations},
-      {"statistic", "per op and phase: mean over timed iterations of the slowest rank"},
-      {"iteration_seconds",
-       {{"mean", summary.iteration_mean}, {"min", summary.iteration_min}, {"max", summary.iteration_max}}},
-      {"ops", ops}};
-  return doc.dump(1) + "\n";
+  for (const auto& m : memory) {
+    *out.add_memory() = m;
+  }
+  add_events(all, out);
+  out.set_complete(true);
+  return out;
+}
+
+proto::RunResult partial_result(const std::vector<Record>& mine, const RunInfo& info, int rank,
+                                const std::string& failure) {
+  proto::RunResult out = header(info);
+  out.set_statistic(fmt::format("partial: the records of rank {} only, up to its failure", rank));
+  std::map<int, bool> iterations;
+  for (const auto& r : mine) {
+    if (r.phase == Phase::iteration) {
+      iterations[r.iteration] = true;
+    }
+  }
+  out.set_timed_iterations(static_cast<int>(iterations.size()));
+  add_events(mine, out);
+  out.set_complete(false);
+  out.set_failure(failure);
+  return out;
 }
 
 } // namespace partita::runtime

@@ -5,12 +5,15 @@
 // Trace Event JSON (Perfetto, chrome://tracing) and a text summary.
 
 #include "partita/graph/graph.h"
+#include "partita/proto/partita.pb.h"
 
 #include <mpi.h>
 
 #include <array>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -41,16 +44,27 @@ struct Record {
   bool stand_in = false;     // a memory-bound stand-in ran instead of a kernel
 };
 
+// Every step of a rank (enabled or not) is reported to the step hook: the watchdog's heartbeat
+// and fault injection (watchdog.h) hang there.
+using StepHook = std::function<void(graph::OpId op, Phase phase)>;
+
 class Recorder {
 public:
   void set_origin(double t) { m_origin = t; }
   void set_iteration(int i) { m_iteration = i; }
+  int iteration() const { return m_iteration; }
   void enable(bool on) { m_on = on; }
+  bool enabled() const { return m_on; }
+  void set_step_hook(StepHook hook) { m_hook = std::move(hook); }
   void add(int rank, graph::OpId op, Phase phase, double t0, double t1, double bytes = 0, bool stand_in = false);
   const std::vector<Record>& records() const { return m_records; }
+  // A copy taken under the recorder's lock: safe from the watchdog's thread.
+  std::vector<Record> copy() const;
 
 private:
   std::vector<Record> m_records;
+  mutable std::mutex m_mutex;
+  StepHook m_hook;
   double m_origin = 0;
   int m_iteration = 0;
   bool m_on = false;
@@ -66,20 +80,30 @@ std::string chrome_trace_json(const graph::Graph& g, const std::vector<Record>& 
 struct Summary {
   struct OpTimes {
     std::array<double, phase_count> seconds{}; // by Phase
+    double bytes = 0;                          // received per iteration by the rank receiving most
     bool stand_in = false;
   };
   std::vector<OpTimes> ops; // by op id
   int iterations = 0;
   double iteration_mean = 0, iteration_min = 0, iteration_max = 0;
+  std::vector<double> iteration_each; // slowest rank, per timed iteration
 };
 Summary summarize(const graph::Graph& g, const std::vector<Record>& all, int iterations);
 
 std::string text_summary(const graph::Graph& g, const Summary& summary);
 
-// The summary as JSON, for `partita run` and other tools: per op mean forward, backward and
-// communication seconds (forward/backward collectives and redistributions, gradient sync,
-// optimizer), and the iteration mean/min/max.
-std::string measurements_json(const graph::Graph& g, const Summary& summary, const std::string& model,
-                              const std::string& family, int ranks);
+// What the run measured, in the schema's form (partita.proto RunResult): the summary, every
+// record as a TraceEvent, and each rank's memory. `memory` is by rank.
+struct RunInfo {
+  std::string model, family, backend;
+  int ranks = 1, threads = 1;
+  double predicted_iteration_seconds = 0;
+};
+proto::RunResult run_result(const graph::Graph& g, const Summary& summary, const std::vector<Record>& all,
+                            const RunInfo& info, const std::vector<proto::RankMemory>& memory);
+
+// What one rank recorded before it failed: its own records and the reason (complete = false).
+proto::RunResult partial_result(const std::vector<Record>& mine, const RunInfo& info, int rank,
+                                const std::string& failure);
 
 } // namespace partita::runtime

@@ -2,7 +2,8 @@
 # on NP ranks with partita-run --verify (mpirun). With EXPECT_FAILURE, the run must fail and its
 # output must match EXPECT_FAILURE (a regex).
 # -D PARTITA=... RUNTIME=... MPIEXEC=... MODEL=... CLUSTER=... DEVICES=... FAMILY=... NP=... WORKDIR=...
-#    [EXTRA_ARGS="--iterations;2"] [PLAN_ARGS="--tp|2"] [EXPECT_FAILURE=regex]
+#    [EXTRA_ARGS="--iterations;2"] [PLAN_ARGS="--tp|2"] [EXPECT_FAILURE=regex] [EXPECT_FILES="a|b"]
+# EXPECT_FILES: files the run must leave behind (a failing rank's partial results).
 foreach(var PARTITA RUNTIME MPIEXEC MODEL CLUSTER DEVICES FAMILY NP WORKDIR)
   if(NOT DEFINED ${var})
     message(FATAL_ERROR "run_plan.cmake: -D${var}= is required")
@@ -29,6 +30,20 @@ if(DEFINED EXPECT_FAILURE)
   if(NOT "${out}${err}" MATCHES "${EXPECT_FAILURE}")
     message(FATAL_ERROR "partita-run failed without the expected message '${EXPECT_FAILURE}'")
   endif()
+  string(REPLACE "|" ";" EXPECT_FILES "${EXPECT_FILES}")
+  foreach(file IN LISTS EXPECT_FILES)
+    if(NOT EXISTS ${file})
+      message(FATAL_ERROR "the failed run did not leave ${file}")
+    endif()
+    file(READ ${file} text)
+    string(JSON n ERROR_VARIABLE json_error LENGTH "${text}" events)
+    if(json_error)
+      string(JSON n LENGTH "${text}" traceEvents)
+    endif()
+    if(n LESS 1)
+      message(FATAL_ERROR "${file} holds no events")
+    endif()
+  endforeach()
   return()
 endif()
 if(NOT rc EQUAL 0)
