@@ -10,6 +10,7 @@
 #include "partita/io/json_file.h"
 #include "partita/proto/partita.pb.h"
 #include "partita/search/optimizer.h"
+#include "partita/strategy/measured.h"
 #include "partita/strategy/plan_file.h"
 
 #include <fmt/format.h>
@@ -141,21 +142,6 @@ std::string error_percent(double predicted, double measured) {
   return fmt::format("{:+.0f}%", 100 * (predicted - measured) / measured);
 }
 
-struct Measured {
-  double forward = 0, backward = 0, communication = 0, optimizer = 0;
-  double total() const { return forward + backward + communication; }
-};
-
-Measured measured_op(const proto::MeasuredOp& op) {
-  Measured m;
-  m.forward = op.forward_seconds();
-  m.backward = op.backward_seconds();
-  m.communication =
-      op.forward_communication_seconds() + op.backward_communication_seconds() + op.gradient_sync_seconds();
-  m.optimizer = op.optimizer_seconds();
-  return m;
-}
-
 } // namespace
 
 void add_run_command(CLI::App& app) {
@@ -240,14 +226,16 @@ void add_run_command(CLI::App& app) {
     // 3. Predicted against measured.
     proto::RunResult doc;
     io::read_json_file(measurements, doc);
-    const auto& ops = doc.ops();
-    if (static_cast<std::size_t>(ops.size()) != g.ops().size()) {
-      throw Error(
-          fmt::format("{}: {} ops measured, the model has {}", measurements.string(), ops.size(), g.ops().size()));
-    }
+    const auto c = [&] {
+      try {
+        return strategy::compare(g, p, doc);
+      } catch (const Error& e) {
+        throw Error(fmt::format("{}: {}", measurements.string(), e.what()));
+      }
+    }();
     std::vector<std::pair<double, std::size_t>> order;
-    for (std::size_t i = 0; i < static_cast<std::size_t>(ops.size()); ++i) {
-      order.emplace_back(measured_op(ops[static_cast<int>(i)]).total(), i);
+    for (std::size_t i = 0; i < c.ops.size(); ++i) {
+      order.emplace_back(c.ops[i].measured.total(), i);
     }
     std::sort(order.begin(), order.end(), std::greater<>());
     Table t({{"#"},
@@ -262,45 +250,28 @@ void add_run_command(CLI::App& app) {
              {"total pred"},
              {"total meas"},
              {"error"}});
-    double pred_sum = 0, meas_sum = 0, abs_err = 0, optimizer = 0;
-    int counted = 0;
-    for (std::size_t row = 0; row < order.size(); ++row) {
-      const std::size_t id = order[row].second;
-      const auto& op = g.op(static_cast<graph::OpId>(id));
-      const auto& cost = p.ops[id].cost;
-      const Measured m = measured_op(ops[static_cast<int>(id)]);
-      optimizer += m.optimizer;
-      const double fwd = cost.get(cost::term::forward_compute);
-      const double bwd = cost.get(cost::term::backward_compute) + cost.get(cost::term::recompute);
-      const double comm = cost.communication_time();
-      const double total = fwd + bwd + comm;
-      pred_sum += total;
-      meas_sum += m.total();
-      if (m.total() > 0) {
-        abs_err += std::fabs(total - m.total()) / m.total();
-        ++counted;
-      }
-      if (row < static_cast<std::size_t>(o->top)) {
-        t.add_row({std::to_string(id), op.type, op.name.size() > 32 ? op.name.substr(0, 29) + "..." : op.name, ms(fwd),
-                   ms(m.forward), ms(bwd), ms(m.backward), ms(comm), ms(m.communication), ms(total), ms(m.total()),
-                   error_percent(total, m.total())});
-      }
+    for (std::size_t row = 0; row < order.size() && row < static_cast<std::size_t>(o->top); ++row) {
+      const auto& op_c = c.ops[order[row].second];
+      const auto& op = g.op(op_c.op);
+      const auto& pr = op_c.predicted;
+      const auto& m = op_c.measured;
+      t.add_row({std::to_string(op_c.op), op.type, op.name.size() > 32 ? op.name.substr(0, 29) + "..." : op.name,
+                 ms(pr.forward), ms(m.forward), ms(pr.backward), ms(m.backward), ms(pr.communication),
+                 ms(m.communication), ms(pr.total()), ms(m.total()), error_percent(pr.total(), m.total())});
     }
     t.add_rule();
-    t.add_row({"", "", fmt::format("all {} ops", order.size()), "", "", "", "", "", "", ms(pred_sum), ms(meas_sum),
-               error_percent(pred_sum, meas_sum)});
-    const auto& it = doc.iteration_seconds();
-    const double mean = it.mean();
+    t.add_row({"", "", fmt::format("all {} ops", order.size()), "", "", "", "", "", "", ms(c.predicted_ops),
+               ms(c.measured_ops), error_percent(c.predicted_ops, c.measured_ops)});
     std::cout << fmt::format("\npredicted vs measured per op, ms per iteration (measured: mean over {} timed "
                              "iterations of the slowest rank; error = (predicted - measured) / measured)\n",
                              doc.timed_iterations());
     std::cout << t.render();
-    std::cout << fmt::format("per-op mean absolute error {:.0f}% over {} ops\n",
-                             counted > 0 ? 100 * abs_err / counted : 0.0, counted);
+    std::cout << fmt::format("per-op mean absolute error {:.0f}% over {} ops\n", 100 * c.per_op_mape, c.ops_counted);
     std::cout << fmt::format("\niteration: predicted {} ms, measured mean {} ms (min {}, max {}, optimizer step {} "
                              "ms), error {}\n",
-                             ms(p.iteration_time), ms(mean), ms(it.min()), ms(it.max()), ms(optimizer),
-                             error_percent(p.iteration_time, mean));
+                             ms(c.predicted_iteration), ms(c.measured_iteration), ms(c.measured_min),
+                             ms(c.measured_max), ms(c.measured_optimizer),
+                             error_percent(c.predicted_iteration, c.measured_iteration));
     double tensors = 0, resident = 0;
     for (const auto& m : doc.memory()) {
       tensors = std::max(tensors, m.tensor_bytes());

@@ -1,0 +1,86 @@
+// Predicted against measured (strategy/measured.h): the grouping of terms, the errors and the rank
+// correlation that `partita run`, the GUI and bench/ all report.
+
+#include "partita/cost/op_cost.h"
+#include "partita/graph/error.h"
+#include "partita/search/optimizer.h"
+#include "partita/strategy/measured.h"
+#include "partita/zoo/zoo.h"
+#include "simple_cluster.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace partita {
+namespace {
+
+struct Planned {
+  onnx_import::ImportResult model = zoo::load("zoo:mlp?batch=8&input=16&hidden=32&layers=2&classes=4");
+  cluster::Cluster cluster = test::simple_cluster(4);
+  strategy::Prediction prediction;
+  Planned() {
+    search::Request r;
+    r.graph = &model.graph;
+    r.cluster = &cluster;
+    r.devices = 2;
+    prediction = strategy::evaluate(model.graph, cluster, search::find_optimizer("dp").optimize(r), {});
+  }
+  // A run that measured every op `factor` times its predicted time, split as predicted.
+  proto::RunResult run(double factor) const {
+    proto::RunResult out;
+    for (std::size_t id = 0; id < model.graph.ops().size(); ++id) {
+      const auto& cost = prediction.ops[id].cost;
+      auto& m = *out.add_ops();
+      m.set_id(static_cast<int>(id));
+      m.set_name(model.graph.op(static_cast<graph::OpId>(id)).name);
+      m.set_forward_seconds(factor * cost.get(cost::term::forward_compute));
+      m.set_backward_seconds(factor * cost.get(cost::term::backward_compute));
+      m.set_gradient_sync_seconds(factor * cost.communication_time());
+      m.set_optimizer_seconds(1e-6);
+    }
+    out.mutable_iteration_seconds()->set_mean(factor * prediction.iteration_time);
+    return out;
+  }
+};
+
+TEST(Measured, ErrorsAreRelativeToTheMeasurement) {
+  const Planned p;
+  const auto c = strategy::compare(p.model.graph, p.prediction, p.run(2.0));
+  ASSERT_EQ(c.ops.size(), p.model.graph.ops().size());
+  EXPECT_GT(c.ops_counted, 0);
+  for (const auto& op : c.ops) {
+    if (op.measured.total() > 0) {
+      EXPECT_NEAR(op.error(), -0.5, 1e-12) << p.model.graph.op(op.op).name;
+    }
+  }
+  EXPECT_NEAR(c.per_op_mape, 0.5, 1e-12);
+  EXPECT_NEAR(c.iteration_error(), -0.5, 1e-12);
+  EXPECT_NEAR(c.measured_ops, 2 * c.predicted_ops, 1e-15);
+  EXPECT_NEAR(c.measured_optimizer, 1e-6 * static_cast<double>(c.ops.size()), 1e-15);
+  EXPECT_EQ(strategy::compare(p.model.graph, p.prediction, p.run(1.0)).per_op_mape, 0.0);
+}
+
+TEST(Measured, RefusesARunOfAnotherModel) {
+  const Planned p;
+  auto fewer = p.run(1.0);
+  fewer.mutable_ops()->RemoveLast();
+  EXPECT_THAT([&] { strategy::compare(p.model.graph, p.prediction, fewer); },
+              testing::ThrowsMessage<Error>(testing::HasSubstr("the run measured 7 ops but the model has 8")));
+  auto renamed = p.run(1.0);
+  renamed.mutable_ops(3)->set_name("something_else");
+  EXPECT_THAT([&] { strategy::compare(p.model.graph, p.prediction, renamed); },
+              testing::ThrowsMessage<Error>(testing::HasSubstr("op 3 is 'something_else'")));
+}
+
+TEST(Measured, KendallTau) {
+  EXPECT_DOUBLE_EQ(strategy::kendall_tau({1, 2, 3, 4}, {10, 20, 30, 40}), 1.0);
+  EXPECT_DOUBLE_EQ(strategy::kendall_tau({1, 2, 3, 4}, {4, 3, 2, 1}), -1.0);
+  // One swapped pair of six: (5 - 1) / 6.
+  EXPECT_DOUBLE_EQ(strategy::kendall_tau({1, 2, 3, 4}, {1, 3, 2, 4}), 4.0 / 6.0);
+  // tau-b with a tie in b: concordant 2, discordant 0, one pair tied in b -> 2 / sqrt(3 * 2).
+  EXPECT_NEAR(strategy::kendall_tau({1, 2, 3}, {1, 2, 2}), 2.0 / std::sqrt(6.0), 1e-12);
+  EXPECT_THROW(strategy::kendall_tau({1}, {1}), Error);
+}
+
+} // namespace
+} // namespace partita
