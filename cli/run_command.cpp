@@ -8,13 +8,13 @@
 
 #include "partita/graph/error.h"
 #include "partita/io/json_file.h"
+#include "partita/launch/launch.h"
 #include "partita/proto/partita.pb.h"
 #include "partita/search/optimizer.h"
 #include "partita/strategy/measured.h"
 #include "partita/strategy/plan_file.h"
 
 #include <fmt/format.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -24,9 +24,7 @@
 #include <filesystem>
 #include <iostream>
 #include <memory>
-#include <sstream>
 #include <sys/wait.h>
-#include <thread>
 
 namespace partita::cli {
 
@@ -49,70 +47,6 @@ struct RunOptions {
   std::string work_dir;
   std::string mpirun = "mpirun";
 };
-
-// partita-run next to this binary: build/<preset>/runtime/partita-run for build/<preset>/cli/partita,
-// or the same directory once installed. PARTITA_RUN overrides.
-fs::path find_partita_run() {
-  if (const char* env = std::getenv("PARTITA_RUN"); env != nullptr && *env != '\0') {
-    if (!fs::exists(env)) {
-      throw Error(fmt::format("PARTITA_RUN={}: no such file", env));
-    }
-    return env;
-  }
-  std::error_code ec;
-  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
-  if (ec) {
-    throw Error(fmt::format("cannot locate the partita binary (/proc/self/exe: {}) to find partita-run next to it; "
-                            "set PARTITA_RUN",
-                            ec.message()));
-  }
-  const fs::path dir = self.parent_path();
-  const std::array candidates{dir / "partita-run", dir.parent_path() / "runtime" / "partita-run"};
-  for (const auto& c : candidates) {
-    if (fs::exists(c)) {
-      return c;
-    }
-  }
-  throw Error(fmt::format("partita-run was not found next to {} (looked for {} and {}); build it with "
-                          "`cmake --build <build dir> --target partita-run` (it needs MPI and oneDNN: "
-                          "scripts/install-deps), or set PARTITA_RUN",
-                          self.string(), candidates[0].string(), candidates[1].string()));
-}
-
-bool on_path(const std::string& program) {
-  if (program.find('/') != std::string::npos) {
-    return fs::exists(program);
-  }
-  const char* path = std::getenv("PATH");
-  std::stringstream dirs(path != nullptr ? path : "");
-  std::string d;
-  while (std::getline(dirs, d, ':')) {
-    if (!d.empty() && fs::exists(fs::path(d) / program)) {
-      return true;
-    }
-  }
-  return false;
-}
-
-std::string shell_quoted(const std::string& s) {
-  std::string out = "'";
-  for (const char c : s) {
-    out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  }
-  return out + "'";
-}
-
-fs::path make_work_dir(const std::string& requested) {
-  if (!requested.empty()) {
-    fs::create_directories(requested);
-    return requested;
-  }
-  std::string pattern = (fs::temp_directory_path() / "partita-run-XXXXXX").string();
-  if (mkdtemp(pattern.data()) == nullptr) {
-    throw Error(fmt::format("cannot create a temporary directory {}", pattern));
-  }
-  return pattern;
-}
 
 // Runs `command` through the shell, echoing each line of its output (stdout and stderr) as it
 // comes; returns the exit status and the whole output.
@@ -191,30 +125,21 @@ void add_run_command(CLI::App& app) {
     const std::string spec = o->model.spec();
     const auto& family = search::find_optimizer(planned.strategy.family);
     // 2. Launch.
-    const fs::path runner = find_partita_run();
-    if (!on_path(o->mpirun)) {
+    const fs::path runner = launch::find_runtime_program("partita-run", "PARTITA_RUN");
+    if (!launch::on_path(o->mpirun)) {
       throw Error(
           fmt::format("'{}' was not found on PATH: install Open MPI (openmpi-bin) or pass --mpirun", o->mpirun));
     }
-    const fs::path dir = make_work_dir(o->work_dir);
+    const fs::path dir = launch::make_work_dir(o->work_dir, "partita-run");
     const fs::path plan_file = dir / "plan.json", trace = dir / "trace.json", measurements = dir / "measurements.json";
     io::write_json_file(plan_file, plan);
-    std::string launch = fmt::format("{} --timeout {} -np {}", shell_quoted(o->mpirun), o->timeout, o->ranks);
-    const unsigned cores = std::max(1U, std::thread::hardware_concurrency());
-    if (static_cast<unsigned>(o->ranks) > cores) {
-      launch += " --oversubscribe";
-    }
-    if (geteuid() == 0) {
-      launch += " --allow-run-as-root";
-    }
-    launch += fmt::format(" -x OMP_NUM_THREADS={} {} {} --warmup {} --iterations {} --threads {} --trace {} "
-                          "--measurements {}",
-                          o->threads, shell_quoted(runner.string()), shell_quoted(plan_file.string()), o->warmup,
-                          o->iterations, o->threads, shell_quoted(trace.string()), shell_quoted(measurements.string()));
+    const std::string command = launch::shell_line(launch::mpirun_command(
+        {o->mpirun, o->ranks, o->threads, o->timeout, runner,
+         launch::run_arguments(plan_file, o->warmup, o->iterations, o->threads, trace, measurements)}));
     std::cout << fmt::format("plan {} on {} ({} of {} devices), {}: predicted iteration {} ms\n", spec, cl.name,
                              o->ranks, cl.device_count(), family.name(), ms(p.iteration_time));
-    std::cout << fmt::format("running: {}\n", launch) << std::flush;
-    const auto [status, output] = run_streaming(launch);
+    std::cout << fmt::format("running: {}\n", command) << std::flush;
+    const auto [status, output] = run_streaming(command);
     if (status != 0) {
       throw Error(
           fmt::format("the run failed (exit status {}); its output is above; plan in {}", status, plan_file.string()));
