@@ -13,22 +13,13 @@ namespace partita::cli {
 onnx_import::ImportOptions parse_dims(const std::vector<std::string>& dims) {
   onnx_import::ImportOptions o;
   for (const auto& d : dims) {
-    const auto eq = d.find('=');
-    if (eq == std::string::npos || eq == 0) {
-      throw Error(fmt::format("--dim '{}': expected NAME=VALUE", d));
-    }
-    const std::string value = d.substr(eq + 1);
-    std::size_t used = 0;
-    long long v = 0;
     try {
-      v = std::stoll(value, &used);
-    } catch (const std::exception&) {
-      used = 0;
+      for (const auto& [name, value] : onnx_import::parse_dims(d).dims) {
+        o.dims[name] = value;
+      }
+    } catch (const Error& e) {
+      throw Error(fmt::format("--dim: {}", e.what()));
     }
-    if (used != value.size() || value.empty() || v <= 0) {
-      throw Error(fmt::format("--dim '{}': the value must be a positive integer", d));
-    }
-    o.dims[d.substr(0, eq)] = v;
   }
   return o;
 }
@@ -47,16 +38,20 @@ std::string ModelOptions::spec() const {
   return model;
 }
 
-onnx_import::ImportResult ModelOptions::load() const {
+onnx_import::ImportOptions ModelOptions::import_options() const {
   auto options = parse_dims(dims);
   if (batch > 0 && model.rfind("zoo:", 0) != 0) {
     options.dims["batch"] = batch;
   }
-  return zoo::load(spec(), options);
+  return options;
+}
+
+onnx_import::ImportResult ModelOptions::load() const {
+  return zoo::load(spec(), import_options());
 }
 
 Planned make_plan(const graph::Graph& g, const cluster::Cluster& cluster, int devices, const SetupOptions& setup,
-                  const std::string& family, const std::string& model_spec) {
+                  const std::string& family, const ModelOptions& model) {
   search::Request request;
   request.graph = &g;
   request.cluster = &cluster;
@@ -65,7 +60,10 @@ Planned make_plan(const graph::Graph& g, const cluster::Cluster& cluster, int de
   Planned out;
   out.strategy = search::find_optimizer(setup.plan.empty() ? family : "given").optimize(request);
   out.prediction = strategy::evaluate(g, cluster, out.strategy, request.setup);
-  out.plan = strategy::to_plan(g, cluster, out.strategy, out.prediction, request.setup, model_spec);
+  out.plan = strategy::to_plan(g, cluster, out.strategy, out.prediction, request.setup, model.spec());
+  for (const auto& [name, value] : model.import_options().dims) {
+    (*out.plan.mutable_dims())[name] = value;
+  }
   return out;
 }
 

@@ -24,6 +24,8 @@ struct ModelOptions {
   void add_to(CLI::App& cmd);
   // The model with --batch applied (a zoo spec's batch parameter, or the symbolic dim "batch").
   onnx_import::ImportResult load() const;
+  // The symbolic dimension values load() uses (--dim, and --batch for a file's 'batch').
+  onnx_import::ImportOptions import_options() const;
   // The model as a plan file names it: a zoo spec with --batch applied, or the file path.
   std::string spec() const;
 };
@@ -58,6 +60,6 @@ struct Planned {
   proto::Plan plan;
 };
 Planned make_plan(const graph::Graph& g, const cluster::Cluster& cluster, int devices, const SetupOptions& setup,
-                  const std::string& family, const std::string& model_spec);
+                  const std::string& family, const ModelOptions& model);
 
 } // namespace partita::cli

@@ -74,7 +74,7 @@ void add_plan_command(CLI::App& app) {
     const auto model = o->model.load();
     const auto& g = model.graph;
     const auto cl = cluster_for(o->setup.cluster, o->devices);
-    const auto planned = make_plan(g, cl, o->devices, o->setup, o->family, o->model.spec());
+    const auto planned = make_plan(g, cl, o->devices, o->setup, o->family, o->model);
     const auto& st = planned.strategy;
     const auto& p = planned.prediction;
     const auto& plan = planned.plan;

@@ -119,7 +119,7 @@ void add_run_command(CLI::App& app) {
                                 e.what(), o->ranks, o->ranks));
       }
     }();
-    const auto planned = make_plan(g, cl, o->ranks, o->setup, o->family, o->model.spec());
+    const auto planned = make_plan(g, cl, o->ranks, o->setup, o->family, o->model);
     const auto& p = planned.prediction;
     const auto& plan = planned.plan;
     const std::string spec = o->model.spec();

@@ -20,36 +20,6 @@ bool is_preset(const std::string& spec) {
          spec.find(".json") == std::string::npos;
 }
 
-// "batch=32&seq=128" (also ',' or spaces between pairs) -> symbolic dimension values.
-onnx_import::ImportOptions parse_dims(const std::string& text) {
-  onnx_import::ImportOptions options;
-  std::string item;
-  auto flush = [&] {
-    if (item.empty()) {
-      return;
-    }
-    const auto eq = item.find('=');
-    std::int64_t value = 0;
-    const char* begin = eq == std::string::npos ? nullptr : item.data() + eq + 1;
-    const char* end = item.data() + item.size();
-    if (eq == std::string::npos || eq == 0 || begin == end || std::from_chars(begin, end, value).ptr != end ||
-        value <= 0) {
-      throw Error(fmt::format("dimension '{}': expected NAME=VALUE with a positive integer value", item));
-    }
-    options.dims[item.substr(0, eq)] = value;
-    item.clear();
-  };
-  for (char c : text) {
-    if (c == '&' || c == ',' || c == ' ') {
-      flush();
-    } else {
-      item += c;
-    }
-  }
-  flush();
-  return options;
-}
-
 std::string config_text(const strategy::OpAssignment& a, const graph::OpSemantics& s) {
   std::string text = sharding::to_string(a.config, s);
   if (a.copies() > 1) {
@@ -119,7 +89,7 @@ cost::TrainingSetup input_setup(const AnalysisInput& input) {
 }
 
 onnx_import::ImportResult load_input_model(const AnalysisInput& input) {
-  return zoo::load(input.model, parse_dims(input.dims));
+  return zoo::load(input.model, onnx_import::parse_dims(input.dims));
 }
 
 std::shared_ptr<const Analysis> run_analysis(const AnalysisInput& input, const std::atomic<bool>* cancel,

@@ -234,8 +234,16 @@ int run(const Options& opt, int rank, int size) {
     }
 
     watchdog.set_activity("warm-up");
+    // Rank 0 says where the run is, one line per iteration (the GUI's and `partita run`'s progress).
+    const auto progress = [&](const char* what, int i, int n) {
+      if (rank == 0) {
+        fmt::print("progress: {} {}/{}\n", what, i, n);
+        std::fflush(stdout);
+      }
+    };
     for (int i = 0; i < opt.warmup; ++i) {
       one_iteration(ex, opt.learning_rate);
+      progress("warm-up", i + 1, opt.warmup);
     }
     watchdog.set_activity("timed iterations");
     recorder.enable(true);
@@ -247,6 +255,7 @@ int run(const Options& opt, int rank, int size) {
       const double t0 = MPI_Wtime();
       one_iteration(ex, opt.learning_rate);
       recorder.add(rank, -1, Phase::iteration, t0, MPI_Wtime());
+      progress("timed", i + 1, opt.iterations);
     }
     watchdog.set_activity("gathering the records");
     const auto all = gather_records(recorder.records(), MPI_COMM_WORLD);

@@ -67,7 +67,11 @@ LoadedPlan load_plan(const std::filesystem::path& path, int ranks) {
                             source, plan.devices(), ranks, plan.devices()));
   }
   try {
-    out.imported = zoo::load(plan.model());
+    onnx_import::ImportOptions options;
+    for (const auto& [name, value] : plan.dims()) {
+      options.dims[name] = value;
+    }
+    out.imported = zoo::load(plan.model(), options);
   } catch (const Error& e) {
     throw Error(fmt::format("{}: field 'model': {}", source, e.what()));
   }

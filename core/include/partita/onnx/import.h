@@ -25,6 +25,12 @@ struct ImportOptions {
   std::map<std::string, std::int64_t> dims;
 };
 
+// "batch=32&seq=128" (also ',' or spaces between pairs) -> symbolic dimension values; throws
+// partita::Error naming the pair that is not NAME=VALUE with a positive integer value.
+ImportOptions parse_dims(std::string_view text);
+// The inverse: "batch=32&seq=128", names in order.
+std::string format_dims(const ImportOptions& options);
+
 struct ImportResult {
   graph::Graph graph;
   std::vector<std::string> warnings; // opaque ops by name, folded/ignored details
