@@ -5,6 +5,7 @@
 #include "backend.h"
 #include "executor.h"
 #include "op_kernels.h"
+#include "pipeline_executor.h"
 #include "plan_loading.h"
 #include "trace.h"
 #include "verify.h"
@@ -18,6 +19,7 @@
 
 #include <cstdio>
 #include <exception>
+#include <memory>
 #include <optional>
 
 namespace {
@@ -53,12 +55,32 @@ bool agree(const std::optional<std::string>& failure, int rank, const char* what
   return false;
 }
 
-void one_iteration(Executor& ex, float lr) {
-  ex.forward();
-  ex.backward();
-  ex.synchronize_gradients();
-  ex.step(lr);
-}
+// The plan's executor: one Executor over every rank, or a pipeline of stages.
+struct Runner {
+  std::optional<Executor> flat;
+  std::unique_ptr<PipelineExecutor> pipeline;
+
+  void forward_backward() {
+    if (pipeline) {
+      pipeline->forward_backward();
+    } else {
+      flat->forward();
+      flat->backward();
+    }
+  }
+  void synchronize_gradients() { pipeline ? pipeline->synchronize_gradients() : flat->synchronize_gradients(); }
+  void step(float lr) { pipeline ? pipeline->step(lr) : flat->step(lr); }
+  std::vector<Snapshot> snapshot() { return pipeline ? pipeline->snapshot() : flat->snapshot(); }
+  int communicators() const { return pipeline ? pipeline->communicators() : flat->communicators(); }
+  const std::vector<std::pair<graph::OpId, std::string>>& stand_ins() const {
+    return pipeline ? pipeline->stand_ins() : flat->stand_ins();
+  }
+  void iteration(float lr) {
+    forward_backward();
+    synchronize_gradients();
+    step(lr);
+  }
+};
 
 int run(const Options& opt, int rank, int size) {
   std::optional<LoadedPlan> loaded;
@@ -86,10 +108,23 @@ int run(const Options& opt, int rank, int size) {
   const graph::Graph& g = loaded->imported.graph;
   auto backend = make_cpu_backend(opt.threads);
   Recorder recorder;
-  Executor ex(g, loaded->strategy, MPI_COMM_WORLD, *backend, recorder, loaded->constants);
+  Runner ex;
+  if (loaded->pipelined()) {
+    const graph::Graph& micro = loaded->micro ? loaded->micro->graph : g;
+    ex.pipeline = std::make_unique<PipelineExecutor>(g, micro, loaded->strategy, MPI_COMM_WORLD, *backend, recorder,
+                                                     loaded->micro ? loaded->micro_constants : loaded->constants);
+  } else {
+    ex.flat.emplace(g, loaded->strategy, MPI_COMM_WORLD, *backend, recorder, loaded->constants);
+  }
   if (rank == 0) {
     fmt::print("partita-run: {} ({} strategy) on {} ranks, backend {}, {} thread(s) per rank, {} sub-communicators\n",
                loaded->model, loaded->family, size, backend->name(), opt.threads, ex.communicators());
+    if (loaded->pipelined()) {
+      const auto& pipe = *loaded->strategy.pipeline;
+      fmt::print("  pipeline: {} stages of {} ranks, {} micro-batches of {} samples, {} schedule\n", pipe.stages,
+                 size / pipe.stages, pipe.micro_batches, strategy::batch_size(g) / pipe.micro_batches,
+                 strategy::schedule_name(pipe.schedule));
+    }
     for (const auto& note : loaded->notes) {
       fmt::print("  note: {}\n", note);
     }
@@ -101,8 +136,7 @@ int run(const Options& opt, int rank, int size) {
 
   bool passed = true;
   if (opt.verify) {
-    ex.forward();
-    ex.backward();
+    ex.forward_backward();
     ex.synchronize_gradients();
     const auto snaps = ex.snapshot();
     std::optional<Executor> reference;
@@ -128,7 +162,7 @@ int run(const Options& opt, int rank, int size) {
   }
 
   for (int i = 0; i < opt.warmup; ++i) {
-    one_iteration(ex, opt.learning_rate);
+    ex.iteration(opt.learning_rate);
   }
   recorder.enable(true);
   MPI_Barrier(MPI_COMM_WORLD);
@@ -137,7 +171,7 @@ int run(const Options& opt, int rank, int size) {
     MPI_Barrier(MPI_COMM_WORLD);
     recorder.set_iteration(i);
     const double t0 = MPI_Wtime();
-    one_iteration(ex, opt.learning_rate);
+    ex.iteration(opt.learning_rate);
     recorder.add(rank, -1, Phase::iteration, t0, MPI_Wtime());
   }
   const auto all = gather_records(recorder.records(), MPI_COMM_WORLD);

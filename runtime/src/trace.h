@@ -27,8 +27,10 @@ enum class Phase : std::uint8_t {
   gradient_sync,           // weight gradients over their replica groups
   optimizer,
   iteration,
+  pipeline_send,    // a stage posts an activation (forward) or its gradient (backward) to another stage
+  pipeline_receive, // a stage waits for one from another stage: transfer and pipeline bubble
 };
-inline constexpr int phase_count = 9;
+inline constexpr int phase_count = 11;
 std::string_view phase_name(Phase p);
 
 struct Record {
@@ -78,7 +80,7 @@ std::string text_summary(const graph::Graph& g, const Summary& summary);
 
 // The summary as JSON, for `partita run` and other tools: per op mean forward, backward and
 // communication seconds (forward/backward collectives and redistributions, gradient sync,
-// optimizer), and the iteration mean/min/max.
+// optimizer, pipeline sends), the pipeline receive (wait) seconds, and the iteration mean/min/max.
 std::string measurements_json(const graph::Graph& g, const Summary& summary, const std::string& model,
                               const std::string& family, int ranks);
 

@@ -2,7 +2,7 @@
 # on NP ranks with partita-run --verify (mpirun). With EXPECT_FAILURE, the run must fail and its
 # output must match EXPECT_FAILURE (a regex).
 # -D PARTITA=... RUNTIME=... MPIEXEC=... MODEL=... CLUSTER=... DEVICES=... FAMILY=... NP=... WORKDIR=...
-#    [EXTRA_ARGS="--iterations;2"] [PLAN_ARGS="--tp|2"] [EXPECT_FAILURE=regex]
+#    [EXTRA_ARGS="--iterations;2"] [PLAN_ARGS="--tp|2"] [EXPECT_FAILURE=regex] [EXPECT_OUTPUT=regex]
 foreach(var PARTITA RUNTIME MPIEXEC MODEL CLUSTER DEVICES FAMILY NP WORKDIR)
   if(NOT DEFINED ${var})
     message(FATAL_ERROR "run_plan.cmake: -D${var}= is required")
@@ -36,6 +36,9 @@ if(NOT rc EQUAL 0)
 endif()
 if(NOT out MATCHES "verify: PASSED")
   message(FATAL_ERROR "partita-run did not report 'verify: PASSED'")
+endif()
+if(DEFINED EXPECT_OUTPUT AND NOT out MATCHES "${EXPECT_OUTPUT}")
+  message(FATAL_ERROR "partita-run's output does not match '${EXPECT_OUTPUT}'")
 endif()
 if(DEFINED TRACE)
   file(READ ${TRACE} trace)
