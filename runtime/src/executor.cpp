@@ -17,7 +17,6 @@ namespace {
 
 constexpr float value_scale = 0.5F; // inputs, weights and the loss gradient: uniform in [-0.5, 0.5)
 
-
 std::size_t output_index(const graph::Op& op, graph::TensorId t) {
   const auto it = std::find(op.outputs.begin(), op.outputs.end(), t);
   return static_cast<std::size_t>(it - op.outputs.begin());
@@ -147,8 +146,8 @@ Executor::Executor(const graph::Graph& g, const strategy::Strategy& st, MPI_Comm
     // Tensors of the micro-batch graph and the full one, matched through the ops that read or write them.
     const graph::Graph& full = *m_scope.full;
     if (full.ops().size() != g.ops().size()) {
-      throw Error(fmt::format("the micro-batch model has {} ops, the full-batch one {}", g.ops().size(),
-                              full.ops().size()));
+      throw Error(
+          fmt::format("the micro-batch model has {} ops, the full-batch one {}", g.ops().size(), full.ops().size()));
     }
     m_slices.resize(g.tensors().size());
     const auto match = [&](graph::TensorId t, graph::TensorId f) {

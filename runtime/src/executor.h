@@ -110,7 +110,7 @@ private:
   };
   struct Output {
     std::optional<Shard> value, gradient;
-    Group partial_group; // this rank's group for a split reduction dim (size 1: none)
+    Group partial_group;   // this rank's group for a split reduction dim (size 1: none)
     bool external = false; // read by an op out of scope
   };
   struct OpState {

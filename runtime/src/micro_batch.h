@@ -18,9 +18,9 @@
 namespace partita::runtime {
 
 struct BatchSlice {
-  int dim = -1;             // -1: not batched, the whole tensor in every micro-batch
-  std::int64_t extent = 0;  // the micro-batch's size along dim
-  graph::Shape full;        // the full-batch tensor's shape
+  int dim = -1;            // -1: not batched, the whole tensor in every micro-batch
+  std::int64_t extent = 0; // the micro-batch's size along dim
+  graph::Shape full;       // the full-batch tensor's shape
 };
 
 // Throws partita::Error naming `tensor` when the shapes differ other than in one dim of

@@ -80,32 +80,6 @@ std::vector<std::vector<int>> stage_ranks(const graph::Graph& g, const strategy:
   return out;
 }
 
-std::vector<PipelineStep> schedule(strategy::Schedule kind, int stage, int stages, int micro_batches) {
-  std::vector<PipelineStep> out;
-  if (kind == strategy::Schedule::gpipe) {
-    for (int j = 0; j < micro_batches; ++j) {
-      out.push_back({true, j});
-    }
-    for (int j = 0; j < micro_batches; ++j) {
-      out.push_back({false, j});
-    }
-    return out;
-  }
-  const int warmup = std::min(stages - stage - 1, micro_batches);
-  int next_forward = 0, next_backward = 0;
-  for (; next_forward < warmup; ++next_forward) {
-    out.push_back({true, next_forward});
-  }
-  while (next_forward < micro_batches) {
-    out.push_back({true, next_forward++});
-    out.push_back({false, next_backward++});
-  }
-  while (next_backward < micro_batches) {
-    out.push_back({false, next_backward++});
-  }
-  return out;
-}
-
 PipelineExecutor::PipelineExecutor(const graph::Graph& full, const graph::Graph& micro, const strategy::Strategy& st,
                                    MPI_Comm world, Backend& backend, Recorder& recorder,
                                    const Executor::ConstantValues& constants)
@@ -174,8 +148,9 @@ PipelineExecutor::PipelineExecutor(const graph::Graph& full, const graph::Graph&
       e.gradient = needs_gradient(micro, id, i);
       const auto& pa = st.ops[static_cast<std::size_t>(e.producer)];
       const auto& ca = st.ops[static_cast<std::size_t>(id)];
-      const Placement from{sharding::output_layout(micro, sem[static_cast<std::size_t>(e.producer)], pa.config, e.output),
-                           pa.config, pa.devices};
+      const Placement from{
+          sharding::output_layout(micro, sem[static_cast<std::size_t>(e.producer)], pa.config, e.output), pa.config,
+          pa.devices};
       const Placement to{sharding::input_layout(micro, sem[static_cast<std::size_t>(id)], ca.config, i), ca.config,
                          ca.devices};
       e.forward = plan_exchange(from, to, m_rank, m_size);

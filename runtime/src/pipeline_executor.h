@@ -10,6 +10,7 @@
 // tied across stages have their gradients summed over all readers first.
 
 #include "executor.h"
+#include "pipeline_schedule.h"
 
 #include <mpi.h>
 
@@ -22,17 +23,6 @@ namespace partita::runtime {
 // every rank is one of `ranks`, and no op reads a tensor of a later stage. Errors name `source`.
 std::vector<std::vector<int>> stage_ranks(const graph::Graph& g, const strategy::Strategy& st, int ranks,
                                           const std::string& source);
-
-// One micro-batch's step on one stage, in execution order.
-struct PipelineStep {
-  bool forward = true;
-  int micro_batch = 0;
-  friend bool operator==(const PipelineStep&, const PipelineStep&) = default;
-};
-// GPipe: every forward, then every backward. 1F1B (PipeDream-Flush): min(stages - stage - 1,
-// micro-batches) forwards to warm up, then one forward and one backward in turn, then the
-// remaining backwards: at most stages - stage micro-batches in flight, as evaluate() assumes.
-std::vector<PipelineStep> schedule(strategy::Schedule kind, int stage, int stages, int micro_batches);
 
 class PipelineExecutor {
 public:

@@ -96,8 +96,8 @@ LoadedPlan load_plan(const std::filesystem::path& path, int ranks) {
         out.micro = zoo::load(spec);
         (void)strategy::from_plan(plan, out.micro->graph, source);
       } catch (const Error& e) {
-        throw Error(fmt::format("{}: the model at the micro-batch size {} ({}): {}", source, batch / micro, spec,
-                                e.what()));
+        throw Error(
+            fmt::format("{}: the model at the micro-batch size {} ({}): {}", source, batch / micro, spec, e.what()));
       }
       // Every tensor must be a slice of its full-batch self (or the same whole tensor).
       const auto& mg = out.micro->graph;

@@ -154,7 +154,8 @@ double post_sends(const Exchange& ex, const Shard* source, int tag, MPI_Comm com
   std::size_t p = 0;
   while (p < ex.sends.size()) {
     const int peer = ex.sends[p].peer;
-    auto& buffer = pending.buffers.emplace_back(static_cast<std::size_t>(ex.send_counts[static_cast<std::size_t>(peer)]));
+    auto& buffer =
+        pending.buffers.emplace_back(static_cast<std::size_t>(ex.send_counts[static_cast<std::size_t>(peer)]));
     std::size_t offset = 0;
     for (; p < ex.sends.size() && ex.sends[p].peer == peer; ++p) {
       pack(*source, ex.sends[p].region, buffer.data() + offset);
