@@ -9,20 +9,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
 
 namespace partita::runtime {
 namespace {
 
 constexpr float value_scale = 0.5F; // inputs, weights and the loss gradient: uniform in [-0.5, 0.5)
-
-bool needs_gradient(const graph::Graph& g, const graph::Tensor& t, graph::InputSlot slot) {
-  if (slot == graph::InputSlot::index || slot == graph::InputSlot::state || t.dtype != graph::DType::f32) {
-    return false;
-  }
-  (void)g;
-  return t.role == graph::TensorRole::parameter || (t.role == graph::TensorRole::activation && t.producer >= 0);
-}
 
 std::size_t output_index(const graph::Op& op, graph::TensorId t) {
   const auto it = std::find(op.outputs.begin(), op.outputs.end(), t);
@@ -49,20 +42,11 @@ void fill_constant(Shard& out, const graph::Tensor& t, const Executor::ConstantV
   pack(whole_tensor, out.block, out.data.data());
 }
 
-// Integer inputs (token ids, indices): their known contents, else values generated in
-// [0, bound) where bound is the size of the axis a Gather reads with them (2 when none does),
-// identical on every rank.
-void fill_integers(Shard& s, const graph::Graph& g, graph::TensorId tid, const std::string& seed) {
-  const graph::Tensor& t = g.tensor(tid);
-  if (t.int_values && static_cast<std::int64_t>(t.int_values->size()) == t.elements()) {
-    Shard whole_tensor = make_shard(whole(t.shape));
-    std::transform(t.int_values->begin(), t.int_values->end(), whole_tensor.data.begin(),
-                   [](std::int64_t v) { return static_cast<float>(v); });
-    pack(whole_tensor, s.block, s.data.data());
-    return;
-  }
+// Integer inputs (token ids, indices) without known contents are generated in [0, bound) where
+// bound is the size of the axis a Gather reads with them (2 when none does).
+std::int64_t integer_bound(const graph::Graph& g, graph::TensorId tid) {
   std::int64_t bound = 2;
-  for (const auto c : t.consumers) {
+  for (const auto c : g.tensor(tid).consumers) {
     const auto& op = g.op(c);
     if (op.type == "Gather" && op.inputs.size() > 1 && op.inputs[1] == tid) {
       const auto& data = g.tensor(op.inputs[0]).shape;
@@ -71,10 +55,7 @@ void fill_integers(Shard& s, const graph::Graph& g, graph::TensorId tid, const s
       bound = data[static_cast<std::size_t>(axis)];
     }
   }
-  fill_deterministic(s, t.shape, seed, 0.5F);
-  for (auto& v : s.data) { // [-0.5, 0.5) -> {0, ..., bound - 1}
-    v = std::min(static_cast<float>(bound - 1), std::floor((v + 0.5F) * static_cast<float>(bound)));
-  }
+  return bound;
 }
 
 void scale(Shard& s, float factor) {
@@ -84,6 +65,61 @@ void scale(Shard& s, float factor) {
 }
 
 } // namespace
+
+bool needs_gradient(const graph::Graph& g, graph::OpId id, std::size_t input) {
+  const graph::Op& op = g.op(id);
+  if (input >= op.inputs.size() || op.inputs[input] == graph::no_tensor) {
+    return false;
+  }
+  const graph::Tensor& t = g.tensor(op.inputs[input]);
+  const auto slot = graph::input_slot(op, input);
+  if (slot == graph::InputSlot::index || slot == graph::InputSlot::state || t.dtype != graph::DType::f32) {
+    return false;
+  }
+  return t.role == graph::TensorRole::parameter || (t.role == graph::TensorRole::activation && t.producer >= 0);
+}
+
+std::map<graph::TensorId, std::vector<std::pair<graph::OpId, std::size_t>>> tied_parameters(const graph::Graph& g) {
+  std::map<graph::TensorId, std::vector<std::pair<graph::OpId, std::size_t>>> readers;
+  for (const auto id : g.topological_order()) {
+    const auto& op = g.op(id);
+    for (std::size_t i = 0; i < op.inputs.size(); ++i) {
+      if (op.inputs[i] != graph::no_tensor && g.tensor(op.inputs[i]).role == graph::TensorRole::parameter &&
+          needs_gradient(g, id, i)) {
+        readers[op.inputs[i]].emplace_back(id, i);
+      }
+    }
+  }
+  std::erase_if(readers, [](const auto& entry) { return entry.second.size() < 2; });
+  return readers;
+}
+
+bool Executor::in_scope(graph::OpId id) const {
+  return m_scope.ops.empty() || m_scope.ops[static_cast<std::size_t>(id)] != 0;
+}
+
+void Executor::generate(Shard& s, graph::TensorId tid) const {
+  const graph::Tensor& t = m_graph.tensor(tid);
+  const std::string seed = fmt::format("{}:{}", graph::role_name(t.role), t.name);
+  const BatchSlice whole_slice{-1, 0, t.shape};
+  const BatchSlice& slice = m_slices.empty() ? whole_slice : m_slices[static_cast<std::size_t>(tid)];
+  if (t.dtype == graph::DType::f32) {
+    fill_slice(s, slice, m_micro_batch, seed, value_scale);
+    return;
+  }
+  if (t.int_values && static_cast<std::int64_t>(t.int_values->size()) == t.elements()) {
+    Shard whole_tensor = make_shard(whole(t.shape));
+    std::transform(t.int_values->begin(), t.int_values->end(), whole_tensor.data.begin(),
+                   [](std::int64_t v) { return static_cast<float>(v); });
+    pack(whole_tensor, s.block, s.data.data());
+    return;
+  }
+  const std::int64_t bound = integer_bound(m_graph, tid);
+  fill_slice(s, slice, m_micro_batch, seed, 0.5F);
+  for (auto& v : s.data) { // [-0.5, 0.5) -> {0, ..., bound - 1}
+    v = std::min(static_cast<float>(bound - 1), std::floor((v + 0.5F) * static_cast<float>(bound)));
+  }
+}
 
 Group Executor::my_group(const Partition& groups) const {
   for (const auto& g : groups) {
@@ -95,12 +131,44 @@ Group Executor::my_group(const Partition& groups) const {
 }
 
 Executor::Executor(const graph::Graph& g, const strategy::Strategy& st, MPI_Comm comm, Backend& backend,
-                   Recorder& recorder, const ConstantValues& constants)
-    : m_graph(g), m_strategy(st), m_comm(comm), m_backend(backend), m_recorder(recorder), m_comms(comm) {
+                   Recorder& recorder, const ConstantValues& constants, Scope scope)
+    : m_graph(g), m_strategy(st), m_comm(comm), m_backend(backend), m_recorder(recorder), m_comms(comm),
+      m_scope(std::move(scope)) {
   check_mpi(MPI_Comm_rank(comm, &m_rank), "MPI_Comm_rank");
   check_mpi(MPI_Comm_size(comm, &m_size), "MPI_Comm_size");
   if (st.ops.size() != g.ops().size()) {
     throw Error(fmt::format("the strategy has {} ops, the model {}", st.ops.size(), g.ops().size()));
+  }
+  if (!m_scope.ops.empty() && m_scope.ops.size() != g.ops().size()) {
+    throw Error(fmt::format("the scope names {} ops, the model has {}", m_scope.ops.size(), g.ops().size()));
+  }
+  if (m_scope.full != nullptr) {
+    // Tensors of the micro-batch graph and the full one, matched through the ops that read or write them.
+    const graph::Graph& full = *m_scope.full;
+    if (full.ops().size() != g.ops().size()) {
+      throw Error(
+          fmt::format("the micro-batch model has {} ops, the full-batch one {}", g.ops().size(), full.ops().size()));
+    }
+    m_slices.resize(g.tensors().size());
+    const auto match = [&](graph::TensorId t, graph::TensorId f) {
+      if (t != graph::no_tensor && f != graph::no_tensor) {
+        m_slices[static_cast<std::size_t>(t)] =
+            batch_slice(g.tensor(t).shape, full.tensor(f).shape, m_scope.micro_batches, g.tensor(t).name);
+      }
+    };
+    for (std::size_t id = 0; id < g.ops().size(); ++id) {
+      const auto& a = g.op(static_cast<graph::OpId>(id));
+      const auto& b = full.op(static_cast<graph::OpId>(id));
+      if (a.name != b.name || a.inputs.size() != b.inputs.size() || a.outputs.size() != b.outputs.size()) {
+        throw Error(fmt::format("op {} ('{}'): the micro-batch model and the full-batch one differ", id, a.name));
+      }
+      for (std::size_t i = 0; i < a.inputs.size(); ++i) {
+        match(a.inputs[i], b.inputs[i]);
+      }
+      for (std::size_t j = 0; j < a.outputs.size(); ++j) {
+        match(a.outputs[j], b.outputs[j]);
+      }
+    }
   }
   m_order = g.topological_order();
   std::vector<graph::OpSemantics> sem;
@@ -114,6 +182,9 @@ Executor::Executor(const graph::Graph& g, const strategy::Strategy& st, MPI_Comm
     const auto& a = st.ops[static_cast<std::size_t>(id)];
     const auto& s = sem[static_cast<std::size_t>(id)];
     OpState& state = m_ops[static_cast<std::size_t>(id)];
+    if (!in_scope(id)) {
+      continue; // another stage's op: not active, no exchanges, no groups
+    }
     const int k = a.config.devices();
     const auto me = std::find(a.devices.begin(), a.devices.end(), m_rank);
     state.active = me != a.devices.end();
@@ -135,6 +206,9 @@ Executor::Executor(const graph::Graph& g, const strategy::Strategy& st, MPI_Comm
         m_comms.add(groups);
         state.outputs[j].partial_group = my_group(groups);
       }
+      for (const auto c : g.tensor(op.outputs[j]).consumers) {
+        state.outputs[j].external = state.outputs[j].external || !in_scope(c);
+      }
       if (state.active) {
         const auto block = sharding::block_of(layout, a.config, position);
         state.outputs[j].value = make_shard(block);
@@ -154,7 +228,7 @@ Executor::Executor(const graph::Graph& g, const strategy::Strategy& st, MPI_Comm
       const graph::Tensor& t = g.tensor(tid);
       Input& in = state.inputs[i];
       const auto layout = sharding::input_layout(g, s, a.config, i);
-      in.needs_gradient = needs_gradient(g, t, graph::input_slot(op, i));
+      in.needs_gradient = needs_gradient(g, id, i);
       in.parameter = t.role == graph::TensorRole::parameter;
       in.copies = a.copies();
       if (in.needs_gradient) {
@@ -162,7 +236,7 @@ Executor::Executor(const graph::Graph& g, const strategy::Strategy& st, MPI_Comm
         m_comms.add(groups);
         in.reduce_group = my_group(groups);
       }
-      if (t.producer >= 0) {
+      if (t.producer >= 0 && in_scope(t.producer)) {
         in.producer = t.producer;
         const auto& pa = st.ops[static_cast<std::size_t>(t.producer)];
         in.producer_output = output_index(g.op(t.producer), tid);
@@ -181,12 +255,7 @@ Executor::Executor(const graph::Graph& g, const strategy::Strategy& st, MPI_Comm
       in.value = make_shard(sharding::block_of(layout, a.config, position));
       if (t.producer < 0) {
         // Weights, data inputs and buffers: generated, identical on every rank for every block.
-        const std::string seed = fmt::format("{}:{}", graph::role_name(t.role), t.name);
-        if (t.dtype == graph::DType::f32) {
-          fill_deterministic(*in.value, t.shape, seed, value_scale);
-        } else {
-          fill_integers(*in.value, g, tid, seed);
-        }
+        generate(*in.value, tid);
       }
       if (in.needs_gradient) {
         in.gradient = make_shard(in.value->block);
@@ -194,21 +263,13 @@ Executor::Executor(const graph::Graph& g, const strategy::Strategy& st, MPI_Comm
     }
   }
 
-  // Weights read by several ops: exchanges between every pair of readers' layouts.
-  std::map<graph::TensorId, std::vector<std::pair<graph::OpId, std::size_t>>> readers;
-  for (const auto id : m_order) {
-    const auto& op = g.op(id);
-    for (std::size_t i = 0; i < op.inputs.size(); ++i) {
-      const auto& in = m_ops[static_cast<std::size_t>(id)].inputs[i];
-      if (op.inputs[i] != graph::no_tensor && in.parameter && in.needs_gradient) {
-        readers[op.inputs[i]].emplace_back(id, i);
-      }
-    }
-  }
+  // Weights read by several ops: exchanges between every pair of readers' layouts. A weight
+  // some of whose readers are out of scope is the caller's (a pipeline ties it across stages).
+  auto readers = tied_parameters(g);
+  std::erase_if(readers, [&](const auto& entry) {
+    return std::any_of(entry.second.begin(), entry.second.end(), [&](const auto& r) { return !in_scope(r.first); });
+  });
   for (auto& [tensor, list] : readers) {
-    if (list.size() < 2) {
-      continue;
-    }
     Tie tie;
     tie.readers = list;
     std::vector<Placement> placements;
@@ -308,15 +369,26 @@ void Executor::backward() {
   for (std::size_t id = 0; id < m_ops.size(); ++id) {
     const auto& op = m_graph.op(static_cast<graph::OpId>(id));
     for (std::size_t j = 0; j < m_ops[id].outputs.size(); ++j) {
-      auto& grad = m_ops[id].outputs[j].gradient;
+      auto& out = m_ops[id].outputs[j];
+      auto& grad = out.gradient;
       if (!grad) {
         continue;
       }
-      std::fill(grad->data.begin(), grad->data.end(), 0.F);
+      if (!out.external) {
+        std::fill(grad->data.begin(), grad->data.end(), 0.F);
+      }
       const auto& t = m_graph.tensor(op.outputs[j]);
       if (std::find(m_graph.graph_outputs.begin(), m_graph.graph_outputs.end(), op.outputs[j]) !=
           m_graph.graph_outputs.end()) {
-        fill_deterministic(*grad, t.shape, "loss-gradient:" + t.name, value_scale);
+        // The loss is the sum of every output element times a fixed random weight: its gradient
+        // is that weight, and over micro-batches the gradients add up to the full batch's.
+        const BatchSlice whole_slice{-1, 0, t.shape};
+        const BatchSlice& slice = m_slices.empty() ? whole_slice : m_slices[static_cast<std::size_t>(op.outputs[j])];
+        Shard seed = make_shard(grad->block);
+        fill_slice(seed, slice, m_micro_batch, "loss-gradient:" + t.name, value_scale);
+        for (std::size_t e = 0; e < seed.data.size(); ++e) {
+          grad->data[e] = (out.external ? grad->data[e] : 0.F) + seed.data[e];
+        }
       }
     }
   }
@@ -329,7 +401,14 @@ void Executor::backward() {
       std::vector<Shard*> d_in;
       for (auto& in : state.inputs) {
         buffers.inputs.push_back(in.value ? &*in.value : nullptr);
-        d_in.push_back(in.gradient ? &*in.gradient : nullptr);
+        if (m_accumulate && in.parameter && in.gradient) {
+          if (!in.scratch) {
+            in.scratch = make_shard(in.gradient->block);
+          }
+          d_in.push_back(&*in.scratch);
+        } else {
+          d_in.push_back(in.gradient ? &*in.gradient : nullptr);
+        }
       }
       for (auto& out : state.outputs) {
         buffers.outputs.push_back(out.value ? &*out.value : nullptr);
@@ -340,6 +419,12 @@ void Executor::backward() {
         run_backward(m_backend, m_graph, id, buffers, d_out, d_in);
       } catch (const std::exception& e) {
         throw Error(fmt::format("op '{}' ({}) backward: {}", m_graph.op(id).name, m_graph.op(id).type, e.what()));
+      }
+      for (auto& in : state.inputs) {
+        if (m_accumulate && in.parameter && in.gradient) {
+          std::transform(in.gradient->data.begin(), in.gradient->data.end(), in.scratch->data.begin(),
+                         in.gradient->data.begin(), std::plus<>());
+        }
       }
       m_recorder.add(m_rank, id, Phase::backward, t0, MPI_Wtime(), 0, !state.has_kernel);
       // Activations read whole by several devices: their partial gradients are summed now;
@@ -424,6 +509,83 @@ double Executor::held_bytes() const {
     }
   }
   return elements * static_cast<double>(sizeof(float));
+}
+
+void Executor::generate_inputs() {
+  for (const auto id : m_order) {
+    auto& state = m_ops[static_cast<std::size_t>(id)];
+    const auto& op = m_graph.op(id);
+    for (std::size_t i = 0; i < state.inputs.size(); ++i) {
+      auto& in = state.inputs[i];
+      if (in.value && !in.parameter && m_graph.tensor(op.inputs[i]).producer < 0) {
+        generate(*in.value, op.inputs[i]);
+      }
+    }
+  }
+}
+
+void Executor::zero_weight_gradients() {
+  for (auto& state : m_ops) {
+    for (auto& in : state.inputs) {
+      if (in.parameter && in.gradient) {
+        std::fill(in.gradient->data.begin(), in.gradient->data.end(), 0.F);
+      }
+    }
+  }
+}
+
+Executor::Activations Executor::activations() const {
+  Activations set;
+  for (const auto& state : m_ops) {
+    for (const auto& in : state.inputs) {
+      if (!in.parameter) {
+        set.push_back(in.value);
+        set.push_back(in.gradient);
+      }
+    }
+    for (const auto& out : state.outputs) {
+      set.push_back(out.value);
+      set.push_back(out.gradient);
+    }
+  }
+  return set;
+}
+
+void Executor::swap_activations(Activations& set) {
+  std::size_t k = 0;
+  const auto swap = [&](std::optional<Shard>& slot) {
+    if (k >= set.size()) {
+      throw Error("swap_activations: a set of another executor");
+    }
+    std::swap(slot, set[k++]);
+  };
+  for (auto& state : m_ops) {
+    for (auto& in : state.inputs) {
+      if (!in.parameter) {
+        swap(in.value);
+        swap(in.gradient);
+      }
+    }
+    for (auto& out : state.outputs) {
+      swap(out.value);
+      swap(out.gradient);
+    }
+  }
+  if (k != set.size()) {
+    throw Error("swap_activations: a set of another executor");
+  }
+}
+
+Shard* Executor::buffer(graph::OpId op, Buffer which, std::size_t index) {
+  auto& state = m_ops.at(static_cast<std::size_t>(op));
+  std::optional<Shard>* slot = nullptr;
+  switch (which) {
+  case Buffer::input_value: slot = index < state.inputs.size() ? &state.inputs[index].value : nullptr; break;
+  case Buffer::input_gradient: slot = index < state.inputs.size() ? &state.inputs[index].gradient : nullptr; break;
+  case Buffer::output_value: slot = index < state.outputs.size() ? &state.outputs[index].value : nullptr; break;
+  case Buffer::output_gradient: slot = index < state.outputs.size() ? &state.outputs[index].gradient : nullptr; break;
+  }
+  return slot != nullptr && *slot ? &**slot : nullptr;
 }
 
 std::vector<Snapshot> Executor::snapshot() const {

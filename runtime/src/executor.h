@@ -8,6 +8,7 @@
 
 #include "backend.h"
 #include "collectives.h"
+#include "micro_batch.h"
 #include "redistribution.h"
 #include "shard.h"
 #include "trace.h"
@@ -33,20 +34,57 @@ struct Snapshot {
   Shard shard;
 };
 
+// What one Executor runs when it is a pipeline stage (pipeline_executor.h); the default runs
+// every op of the whole batch.
+struct Scope {
+  std::vector<char> ops; // per op: nonzero when this executor runs it; empty: every op
+  // The full-batch graph when `g` is one micro-batch of it (same ops): generated data and the loss
+  // gradient are then the slices of the full tensors (micro_batch.h).
+  const graph::Graph* full = nullptr;
+  int micro_batches = 1;
+};
+
+// Whether input `input` of op `id` gets a gradient (f32 activations and parameters).
+bool needs_gradient(const graph::Graph& g, graph::OpId id, std::size_t input);
+// Parameters read by several ops (tied weights), with their readers (op, input index).
+std::map<graph::TensorId, std::vector<std::pair<graph::OpId, std::size_t>>> tied_parameters(const graph::Graph& g);
+
 class Executor {
 public:
   // The values of float Constant ops by tensor name (integer constants come with the graph).
   using ConstantValues = std::map<std::string, std::vector<float>, std::less<>>;
 
-  // Device d of the strategy is rank d of `comm`. Throws partita::Error for what it cannot run
-  // (a Constant whose value is unknown). Collective over `comm` (creates the sub-communicators).
+  // Device d of the strategy is rank d of `comm` (for the ops in scope). Throws partita::Error
+  // for what it cannot run (a Constant whose value is unknown). Collective over `comm` (creates
+  // the sub-communicators).
   Executor(const graph::Graph& g, const strategy::Strategy& st, MPI_Comm comm, Backend& backend, Recorder& recorder,
-           const ConstantValues& constants = {});
+           const ConstantValues& constants = {}, Scope scope = {});
 
+  // An input whose producer is out of scope is the caller's to fill before forward(), and its
+  // gradient the caller's to read after backward(); an output read out of scope gets no zeroed
+  // gradient in backward(): the caller writes it first (the loss gradient is added on top).
   void forward();
   void backward();
   void synchronize_gradients();
   void step(float learning_rate);
+
+  // Micro-batches: which slice of the full batch the data inputs and the loss gradient are.
+  void set_micro_batch(int index) { m_micro_batch = index; }
+  // Regenerates the data inputs for the current micro-batch.
+  void generate_inputs();
+  // Weight gradients add up over backward() calls until zero_weight_gradients().
+  void set_accumulate_weight_gradients(bool on) { m_accumulate = on; }
+  void zero_weight_gradients();
+
+  // Everything but the weights and their gradients (values and gradients of activations and
+  // data): a pipeline keeps one set per micro-batch in flight and swaps them in and out.
+  using Activations = std::vector<std::optional<Shard>>;
+  Activations activations() const;
+  void swap_activations(Activations& set);
+
+  enum class Buffer : std::uint8_t { input_value, input_gradient, output_value, output_gradient };
+  // This rank's block, nullptr when it holds none.
+  Shard* buffer(graph::OpId op, Buffer which, std::size_t index);
 
   std::vector<Snapshot> snapshot() const;
   // The whole-tensor shards of a single-device run (the reference), by op and index.
@@ -69,13 +107,15 @@ private:
     Group reduce_group; // this rank's replica group for the gradient (size 1: none)
     int copies = 1;
     // Activations: from the producer's output placement.
-    graph::OpId producer = -1;
+    graph::OpId producer = -1; // -1 also when the producer is out of scope
     std::size_t producer_output = 0;
+    std::optional<Shard> scratch; // a weight gradient's share of one backward() when accumulating
     Exchange forward_exchange, backward_exchange;
   };
   struct Output {
     std::optional<Shard> value, gradient;
-    Group partial_group; // this rank's group for a split reduction dim (size 1: none)
+    Group partial_group;   // this rank's group for a split reduction dim (size 1: none)
+    bool external = false; // read by an op out of scope
   };
   struct OpState {
     bool active = false; // this rank is in the op's device list
@@ -94,6 +134,9 @@ private:
 
   Group my_group(const Partition& groups) const;
   void sum_tied_gradients();
+  bool in_scope(graph::OpId id) const;
+  // Fills a generated (producer-less) input's block for the current micro-batch.
+  void generate(Shard& s, graph::TensorId t) const;
 
   const graph::Graph& m_graph;
   const strategy::Strategy& m_strategy;
@@ -106,6 +149,10 @@ private:
   std::vector<OpState> m_ops;
   std::vector<std::pair<graph::OpId, std::string>> m_stand_ins;
   std::vector<Tie> m_ties;
+  Scope m_scope;
+  std::vector<BatchSlice> m_slices; // per tensor, with a full-batch graph in scope
+  int m_micro_batch = 0;
+  bool m_accumulate = false;
 };
 
 } // namespace partita::runtime

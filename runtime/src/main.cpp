@@ -5,6 +5,7 @@
 #include "backend.h"
 #include "executor.h"
 #include "op_kernels.h"
+#include "pipeline_executor.h"
 #include "plan_loading.h"
 #include "trace.h"
 #include "verify.h"
@@ -23,6 +24,7 @@
 #include <cstdlib>
 #include <exception>
 #include <filesystem>
+#include <memory>
 #include <optional>
 
 namespace {
@@ -123,12 +125,33 @@ bool agree(const std::optional<std::string>& failure, int rank, const char* what
   return false;
 }
 
-void one_iteration(Executor& ex, float lr) {
-  ex.forward();
-  ex.backward();
-  ex.synchronize_gradients();
-  ex.step(lr);
-}
+// The plan's executor: one Executor over every rank, or a pipeline of stages.
+struct Runner {
+  std::optional<Executor> flat;
+  std::unique_ptr<PipelineExecutor> pipeline;
+
+  void forward_backward() {
+    if (pipeline) {
+      pipeline->forward_backward();
+    } else {
+      flat->forward();
+      flat->backward();
+    }
+  }
+  void synchronize_gradients() { pipeline ? pipeline->synchronize_gradients() : flat->synchronize_gradients(); }
+  void step(float lr) { pipeline ? pipeline->step(lr) : flat->step(lr); }
+  std::vector<Snapshot> snapshot() { return pipeline ? pipeline->snapshot() : flat->snapshot(); }
+  int communicators() const { return pipeline ? pipeline->communicators() : flat->communicators(); }
+  double held_bytes() const { return pipeline ? pipeline->held_bytes() : flat->held_bytes(); }
+  const std::vector<std::pair<graph::OpId, std::string>>& stand_ins() const {
+    return pipeline ? pipeline->stand_ins() : flat->stand_ins();
+  }
+  void iteration(float lr) {
+    forward_backward();
+    synchronize_gradients();
+    step(lr);
+  }
+};
 
 int run(const Options& opt, int rank, int size) {
   std::optional<LoadedPlan> loaded;
@@ -191,10 +214,23 @@ int run(const Options& opt, int rank, int size) {
   });
   // Any failure from here on leaves this rank's partial results before the job ends.
   try {
-    Executor ex(g, loaded->strategy, MPI_COMM_WORLD, *backend, recorder, loaded->constants);
+    Runner ex;
+    if (loaded->pipelined()) {
+      const graph::Graph& micro = loaded->micro ? loaded->micro->graph : g;
+      ex.pipeline = std::make_unique<PipelineExecutor>(g, micro, loaded->strategy, MPI_COMM_WORLD, *backend, recorder,
+                                                       loaded->micro ? loaded->micro_constants : loaded->constants);
+    } else {
+      ex.flat.emplace(g, loaded->strategy, MPI_COMM_WORLD, *backend, recorder, loaded->constants);
+    }
     if (rank == 0) {
       fmt::print("partita-run: {} ({} strategy) on {} ranks, backend {}, {} thread(s) per rank, {} sub-communicators\n",
                  loaded->model, loaded->family, size, backend->name(), opt.threads, ex.communicators());
+      if (loaded->pipelined()) {
+        const auto& pipe = *loaded->strategy.pipeline;
+        fmt::print("  pipeline: {} stages of {} ranks, {} micro-batches of {} samples, {} schedule\n", pipe.stages,
+                   size / pipe.stages, pipe.micro_batches, strategy::batch_size(g) / pipe.micro_batches,
+                   strategy::schedule_name(pipe.schedule));
+      }
       for (const auto& note : loaded->notes) {
         fmt::print("  note: {}\n", note);
       }
@@ -207,8 +243,7 @@ int run(const Options& opt, int rank, int size) {
     bool passed = true;
     if (opt.verify) {
       watchdog.set_activity("verify");
-      ex.forward();
-      ex.backward();
+      ex.forward_backward();
       ex.synchronize_gradients();
       const auto snaps = ex.snapshot();
       std::optional<Executor> reference;
@@ -242,7 +277,7 @@ int run(const Options& opt, int rank, int size) {
       }
     };
     for (int i = 0; i < opt.warmup; ++i) {
-      one_iteration(ex, opt.learning_rate);
+      ex.iteration(opt.learning_rate);
       progress("warm-up", i + 1, opt.warmup);
     }
     watchdog.set_activity("timed iterations");
@@ -253,7 +288,7 @@ int run(const Options& opt, int rank, int size) {
       MPI_Barrier(MPI_COMM_WORLD);
       recorder.set_iteration(i);
       const double t0 = MPI_Wtime();
-      one_iteration(ex, opt.learning_rate);
+      ex.iteration(opt.learning_rate);
       recorder.add(rank, -1, Phase::iteration, t0, MPI_Wtime());
       progress("timed", i + 1, opt.iterations);
     }

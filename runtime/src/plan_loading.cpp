@@ -1,5 +1,8 @@
 #include "plan_loading.h"
 
+#include "micro_batch.h"
+#include "pipeline_executor.h"
+
 #include "partita/graph/error.h"
 #include "partita/io/json_file.h"
 #include "partita/proto/partita.pb.h"
@@ -62,6 +65,11 @@ LoadedPlan load_plan(const std::filesystem::path& path, int ranks) {
   out.family = plan.family();
   out.devices = plan.devices();
   out.predicted_iteration_seconds = plan.iteration_seconds();
+  if (plan.has_pipeline() && plan.pipeline().stages() > 1 && plan.devices() != ranks) {
+    throw Error(fmt::format("{}: field 'pipeline.stages': the plan's {} stages run on {} devices but the job has {} "
+                            "ranks (start it with mpirun -np {})",
+                            source, plan.pipeline().stages(), plan.devices(), ranks, plan.devices()));
+  }
   if (plan.devices() != ranks) {
     throw Error(fmt::format("{}: the plan is for {} devices but the job has {} ranks (start it with mpirun -np {})",
                             source, plan.devices(), ranks, plan.devices()));
@@ -78,10 +86,37 @@ LoadedPlan load_plan(const std::filesystem::path& path, int ranks) {
   out.constants = float_constants(plan.model());
   out.strategy = strategy::from_plan(plan, out.imported.graph, source);
   out.setup = strategy::setup_from_proto(plan.setup(), source);
-  if (out.strategy.pipeline && out.strategy.pipeline->stages > 1) {
-    throw Error(fmt::format("{}: a pipeline plan ({} stages): partita-run does not execute pipelines yet (stages, "
-                            "micro-batches and their schedule are the next part of issue 5)",
-                            source, out.strategy.pipeline->stages));
+  if (out.pipelined()) {
+    stage_ranks(out.imported.graph, out.strategy, ranks, source);
+    const int micro = out.strategy.pipeline->micro_batches;
+    const int batch = strategy::batch_size(out.imported.graph);
+    if (micro > 1) {
+      if (batch % micro != 0) {
+        throw Error(fmt::format("{}: field 'pipeline.micro_batches': {} micro-batches do not divide the batch of {}",
+                                source, micro, batch));
+      }
+      const std::string spec = with_batch(out.model, batch / micro);
+      try {
+        out.micro = zoo::load(spec);
+        (void)strategy::from_plan(plan, out.micro->graph, source);
+      } catch (const Error& e) {
+        throw Error(
+            fmt::format("{}: the model at the micro-batch size {} ({}): {}", source, batch / micro, spec, e.what()));
+      }
+      // Every tensor must be a slice of its full-batch self (or the same whole tensor).
+      const auto& mg = out.micro->graph;
+      const auto& fg = out.imported.graph;
+      for (std::size_t id = 0; id < mg.ops().size(); ++id) {
+        const auto& a = mg.op(static_cast<graph::OpId>(id));
+        const auto& b = fg.op(static_cast<graph::OpId>(id));
+        for (std::size_t i = 0; i < std::min(a.inputs.size(), b.inputs.size()); ++i) {
+          if (a.inputs[i] != graph::no_tensor && b.inputs[i] != graph::no_tensor) {
+            batch_slice(mg.tensor(a.inputs[i]).shape, fg.tensor(b.inputs[i]).shape, micro, mg.tensor(a.inputs[i]).name);
+          }
+        }
+      }
+      out.micro_constants = float_constants(spec);
+    }
   }
   if (out.setup.zero_stage > 0) {
     throw Error(fmt::format("{}: field 'setup.zero_stage': ZeRO stage {} is not executed yet; plan with stage 0",

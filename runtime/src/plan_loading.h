@@ -10,6 +10,7 @@
 
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,11 @@ struct LoadedPlan {
   std::vector<std::string> notes; // what runs differently from the plan's setup (fp32, SGD)
   // Float Constant values by tensor name (the graph keeps only integer contents).
   std::map<std::string, std::vector<float>, std::less<>> constants;
+  // A pipeline with several micro-batches: the model at the micro-batch size (a zoo model built
+  // again with batch / micro-batches) and its constants; the strategy fits both.
+  std::optional<onnx_import::ImportResult> micro;
+  std::map<std::string, std::vector<float>, std::less<>> micro_constants;
+  bool pipelined() const { return strategy.pipeline && strategy.pipeline->stages > 1; }
 };
 
 // Throws partita::Error naming the file and the reason.

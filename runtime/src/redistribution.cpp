@@ -132,4 +132,74 @@ void run_exchange(const Exchange& ex, const Shard* source, Shard* target, bool a
   }
 }
 
+void PendingSends::wait_all() {
+  if (!requests.empty()) {
+    check_mpi(MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE), "MPI_Waitall");
+  }
+  requests.clear();
+  buffers.clear();
+}
+
+double post_sends(const Exchange& ex, const Shard* source, int tag, MPI_Comm comm, PendingSends& pending) {
+  if (!ex.local.empty()) {
+    throw Error("point-to-point exchange: holder and consumer are the same rank");
+  }
+  if (ex.sends.empty()) {
+    return 0;
+  }
+  if (source == nullptr) {
+    throw Error("point-to-point exchange: this rank must send a block it does not hold");
+  }
+  double bytes = 0;
+  std::size_t p = 0;
+  while (p < ex.sends.size()) {
+    const int peer = ex.sends[p].peer;
+    auto& buffer =
+        pending.buffers.emplace_back(static_cast<std::size_t>(ex.send_counts[static_cast<std::size_t>(peer)]));
+    std::size_t offset = 0;
+    for (; p < ex.sends.size() && ex.sends[p].peer == peer; ++p) {
+      pack(*source, ex.sends[p].region, buffer.data() + offset);
+      offset += static_cast<std::size_t>(ex.sends[p].region.elements());
+    }
+    MPI_Request request = MPI_REQUEST_NULL;
+    check_mpi(MPI_Isend(buffer.data(), static_cast<int>(buffer.size()), MPI_FLOAT, peer, tag, comm, &request),
+              "MPI_Isend");
+    pending.requests.push_back(request);
+    bytes += static_cast<double>(buffer.size()) * 4;
+  }
+  return bytes;
+}
+
+void receive_pieces(const Exchange& ex, Shard* target, bool accumulate, int tag, MPI_Comm comm) {
+  if (ex.receives.empty()) {
+    return;
+  }
+  if (target == nullptr) {
+    throw Error("point-to-point exchange: this rank receives a block it has no room for");
+  }
+  std::vector<std::vector<float>> buffers;
+  std::vector<MPI_Request> requests;
+  for (std::size_t p = 0; p < ex.receives.size();) {
+    const int peer = ex.receives[p].peer;
+    auto& buffer = buffers.emplace_back(static_cast<std::size_t>(ex.recv_counts[static_cast<std::size_t>(peer)]));
+    MPI_Request request = MPI_REQUEST_NULL;
+    check_mpi(MPI_Irecv(buffer.data(), static_cast<int>(buffer.size()), MPI_FLOAT, peer, tag, comm, &request),
+              "MPI_Irecv");
+    requests.push_back(request);
+    while (p < ex.receives.size() && ex.receives[p].peer == peer) {
+      ++p;
+    }
+  }
+  check_mpi(MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE), "MPI_Waitall");
+  std::size_t b = 0;
+  for (std::size_t p = 0; p < ex.receives.size(); ++b) {
+    const int peer = ex.receives[p].peer;
+    std::size_t offset = 0;
+    for (; p < ex.receives.size() && ex.receives[p].peer == peer; ++p) {
+      unpack(*target, ex.receives[p].region, buffers[b].data() + offset, accumulate);
+      offset += static_cast<std::size_t>(ex.receives[p].region.elements());
+    }
+  }
+}
+
 } // namespace partita::runtime

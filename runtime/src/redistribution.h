@@ -43,4 +43,16 @@ Exchange plan_exchange(const Placement& from, const Placement& to, int me, int r
 // its block under `to` (nullptr when it needs none). Collective over `comm` when ex.remote.
 void run_exchange(const Exchange& ex, const Shard* source, Shard* target, bool accumulate, MPI_Comm comm);
 
+// The same exchange point to point, for holders and consumers that run at different times
+// (pipeline stages): each peer's pieces travel as one message tagged `tag`.
+struct PendingSends {
+  std::vector<std::vector<float>> buffers; // alive until the requests complete
+  std::vector<MPI_Request> requests;
+  void wait_all();
+};
+// Packs and posts (MPI_Isend) what this rank sends; returns the bytes sent.
+double post_sends(const Exchange& ex, const Shard* source, int tag, MPI_Comm comm, PendingSends& pending);
+// Receives (MPI_Irecv, then waits for all) what this rank needs, written or added into `target`.
+void receive_pieces(const Exchange& ex, Shard* target, bool accumulate, int tag, MPI_Comm comm);
+
 } // namespace partita::runtime

@@ -22,6 +22,8 @@ std::string_view phase_name(Phase p) {
   case Phase::gradient_sync: return "weight-gradient sync";
   case Phase::optimizer: return "optimizer";
   case Phase::iteration: return "iteration";
+  case Phase::pipeline_send: return "pipeline send";
+  case Phase::pipeline_receive: return "pipeline receive (wait)";
   }
   return "?";
 }
@@ -170,17 +172,24 @@ double phase_seconds(const Summary::OpTimes& t, Phase p) {
 } // namespace
 
 std::string text_summary(const graph::Graph& g, const Summary& summary) {
-  std::string out = fmt::format("{:<4} {:<32} {:<18} {:>11} {:>11} {:>11} {:>11} {:>11}\n", "#", "op", "type", "fwd ms",
-                                "fwd comm", "bwd ms", "bwd comm", "grad sync");
+  bool pipeline = false;
+  for (const auto& t : summary.ops) {
+    pipeline = pipeline || phase_seconds(t, Phase::pipeline_send) + phase_seconds(t, Phase::pipeline_receive) > 0;
+  }
+  std::string out = fmt::format("{:<4} {:<32} {:<18} {:>11} {:>11} {:>11} {:>11} {:>11}{}\n", "#", "op", "type",
+                                "fwd ms", "fwd comm", "bwd ms", "bwd comm", "grad sync",
+                                pipeline ? fmt::format(" {:>11} {:>11}", "p2p send", "p2p wait") : "");
   for (std::size_t id = 0; id < g.ops().size(); ++id) {
     const auto op = static_cast<graph::OpId>(id);
     const auto& t = summary.ops[id];
     const auto get = [&](Phase p) { return phase_seconds(t, p) * 1e3; };
-    out += fmt::format("{:<4} {:<32} {:<18} {:>11.4f} {:>11.4f} {:>11.4f} {:>11.4f} {:>11.4f}{}\n", id,
-                       g.op(op).name.substr(0, 32), g.op(op).type, get(Phase::forward),
-                       get(Phase::forward_reduce) + get(Phase::forward_redistribution), get(Phase::backward),
-                       get(Phase::backward_reduce) + get(Phase::backward_redistribution), get(Phase::gradient_sync),
-                       t.stand_in ? "  (memory-bound stand-in)" : "");
+    out += fmt::format(
+        "{:<4} {:<32} {:<18} {:>11.4f} {:>11.4f} {:>11.4f} {:>11.4f} {:>11.4f}{}{}\n", id, g.op(op).name.substr(0, 32),
+        g.op(op).type, get(Phase::forward), get(Phase::forward_reduce) + get(Phase::forward_redistribution),
+        get(Phase::backward), get(Phase::backward_reduce) + get(Phase::backward_redistribution),
+        get(Phase::gradient_sync),
+        pipeline ? fmt::format(" {:>11.4f} {:>11.4f}", get(Phase::pipeline_send), get(Phase::pipeline_receive)) : "",
+        t.stand_in ? "  (memory-bound stand-in)" : "");
   }
   if (summary.iteration_mean > 0) {
     out += fmt::format("iteration time over {} timed iterations (slowest rank): mean {:.4f} ms, min {:.4f} ms, "
@@ -246,6 +255,8 @@ proto::RunResult run_result(const graph::Graph& g, const Summary& summary, const
     m.set_backward_communication_seconds(phase_seconds(t, Phase::backward_reduce) +
                                          phase_seconds(t, Phase::backward_redistribution));
     m.set_gradient_sync_seconds(phase_seconds(t, Phase::gradient_sync));
+    m.set_pipeline_send_seconds(phase_seconds(t, Phase::pipeline_send));
+    m.set_pipeline_wait_seconds(phase_seconds(t, Phase::pipeline_receive));
     m.set_optimizer_seconds(phase_seconds(t, Phase::optimizer));
     m.set_stand_in(t.stand_in);
     m.set_bytes_received(t.bytes);

@@ -30,8 +30,10 @@ enum class Phase : std::uint8_t {
   gradient_sync,           // weight gradients over their replica groups
   optimizer,
   iteration,
+  pipeline_send,    // a stage posts an activation (forward) or its gradient (backward) to another stage
+  pipeline_receive, // a stage waits for one from another stage: transfer and pipeline bubble
 };
-inline constexpr int phase_count = 9;
+inline constexpr int phase_count = 11;
 std::string_view phase_name(Phase p);
 
 struct Record {

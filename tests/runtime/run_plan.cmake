@@ -2,7 +2,8 @@
 # on NP ranks with partita-run --verify (mpirun). With EXPECT_FAILURE, the run must fail and its
 # output must match EXPECT_FAILURE (a regex).
 # -D PARTITA=... RUNTIME=... MPIEXEC=... MODEL=... CLUSTER=... DEVICES=... FAMILY=... NP=... WORKDIR=...
-#    [EXTRA_ARGS="--iterations;2"] [PLAN_ARGS="--tp|2"] [EXPECT_FAILURE=regex] [EXPECT_FILES="a|b"]
+#    [EXTRA_ARGS="--iterations;2"] [PLAN_ARGS="--tp|2"] [EXPECT_FAILURE=regex] [EXPECT_OUTPUT=regex]
+#    [EXPECT_FILES="a|b"]
 # EXPECT_FILES: files the run must leave behind (a failing rank's partial results).
 foreach(var PARTITA RUNTIME MPIEXEC MODEL CLUSTER DEVICES FAMILY NP WORKDIR)
   if(NOT DEFINED ${var})
@@ -51,6 +52,9 @@ if(NOT rc EQUAL 0)
 endif()
 if(NOT out MATCHES "verify: PASSED")
   message(FATAL_ERROR "partita-run did not report 'verify: PASSED'")
+endif()
+if(DEFINED EXPECT_OUTPUT AND NOT out MATCHES "${EXPECT_OUTPUT}")
+  message(FATAL_ERROR "partita-run's output does not match '${EXPECT_OUTPUT}'")
 endif()
 if(DEFINED TRACE)
   file(READ ${TRACE} trace)

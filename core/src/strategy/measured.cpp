@@ -29,8 +29,8 @@ double RunComparison::iteration_error() const {
 RunComparison compare(const graph::Graph& g, const Prediction& prediction, const proto::RunResult& run) {
   const auto n = g.ops().size();
   if (static_cast<std::size_t>(run.ops_size()) != n) {
-    throw Error(fmt::format("the run measured {} ops but the model has {} (a run of another model?)", run.ops_size(),
-                            n));
+    throw Error(
+        fmt::format("the run measured {} ops but the model has {} (a run of another model?)", run.ops_size(), n));
   }
   if (prediction.ops.size() != n) {
     throw Error(fmt::format("the prediction has {} ops but the model has {}", prediction.ops.size(), n));
@@ -42,8 +42,8 @@ RunComparison compare(const graph::Graph& g, const Prediction& prediction, const
     const auto& m = run.ops(static_cast<int>(id));
     const auto& op = g.op(static_cast<graph::OpId>(id));
     if (m.name() != op.name) {
-      throw Error(fmt::format("the run's op {} is '{}' but the model's is '{}' (a run of another model?)", id,
-                              m.name(), op.name));
+      throw Error(fmt::format("the run's op {} is '{}' but the model's is '{}' (a run of another model?)", id, m.name(),
+                              op.name));
     }
     const auto& cost = prediction.ops[id].cost;
     auto& c = out.ops[id];
@@ -53,9 +53,10 @@ RunComparison compare(const graph::Graph& g, const Prediction& prediction, const
     c.predicted.communication = cost.communication_time();
     c.measured.forward = m.forward_seconds();
     c.measured.backward = m.backward_seconds();
-    c.measured.communication =
-        m.forward_communication_seconds() + m.backward_communication_seconds() + m.gradient_sync_seconds();
+    c.measured.communication = m.forward_communication_seconds() + m.backward_communication_seconds() +
+                               m.gradient_sync_seconds() + m.pipeline_send_seconds();
     c.measured_optimizer = m.optimizer_seconds();
+    c.measured_wait = m.pipeline_wait_seconds();
     c.stand_in = m.stand_in();
     out.predicted_ops += c.predicted.total();
     out.measured_ops += c.measured.total();

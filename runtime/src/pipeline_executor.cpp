@@ -1,0 +1,399 @@
+#include "pipeline_executor.h"
+
+#include "partita/graph/error.h"
+#include "partita/graph/op_semantics.h"
+#include "partita/sharding/config.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+
+namespace partita::runtime {
+namespace {
+
+std::size_t output_slot(const graph::Op& op, graph::TensorId t) {
+  return static_cast<std::size_t>(std::find(op.outputs.begin(), op.outputs.end(), t) - op.outputs.begin());
+}
+
+} // namespace
+
+std::vector<std::vector<int>> stage_ranks(const graph::Graph& g, const strategy::Strategy& st, int ranks,
+                                          const std::string& source) {
+  if (!st.pipeline) {
+    throw Error(fmt::format("{}: the strategy has no pipeline", source));
+  }
+  const auto& pipe = *st.pipeline;
+  if (pipe.stages > ranks) {
+    throw Error(fmt::format("{}: field 'pipeline.stages': {} stages cannot run on {} ranks (each stage needs ranks of "
+                            "its own)",
+                            source, pipe.stages, ranks));
+  }
+  if (pipe.stage_of_op.size() != g.ops().size()) {
+    throw Error(fmt::format("{}: field 'pipeline.stage_of_op': {} entries for {} ops", source, pipe.stage_of_op.size(),
+                            g.ops().size()));
+  }
+  std::vector<std::set<int>> members(static_cast<std::size_t>(pipe.stages));
+  std::map<int, int> stage_of_rank;
+  for (std::size_t id = 0; id < g.ops().size(); ++id) {
+    const int s = pipe.stage_of_op[id];
+    for (const int d : st.ops[id].devices) {
+      if (d < 0 || d >= ranks) {
+        throw Error(fmt::format("{}: op '{}': device {} is not one of the {} ranks", source,
+                                g.op(static_cast<graph::OpId>(id)).name, d, ranks));
+      }
+      const auto [it, inserted] = stage_of_rank.emplace(d, s);
+      if (!inserted && it->second != s) {
+        throw Error(fmt::format("{}: field 'pipeline.stage_of_op': rank {} runs ops of stages {} and {} (op '{}'); "
+                                "stages need disjoint ranks",
+                                source, d, it->second, s, g.op(static_cast<graph::OpId>(id)).name));
+      }
+      members[static_cast<std::size_t>(s)].insert(d);
+    }
+  }
+  for (std::size_t s = 0; s < members.size(); ++s) {
+    if (members[s].empty()) {
+      throw Error(fmt::format("{}: field 'pipeline.stage_of_op': stage {} has no ops", source, s));
+    }
+  }
+  for (const auto id : g.topological_order()) {
+    for (const auto t : g.op(id).inputs) {
+      if (t == graph::no_tensor || g.tensor(t).producer < 0) {
+        continue;
+      }
+      const int from = pipe.stage_of_op[static_cast<std::size_t>(g.tensor(t).producer)];
+      const int to = pipe.stage_of_op[static_cast<std::size_t>(id)];
+      if (from > to) {
+        throw Error(fmt::format("{}: field 'pipeline.stage_of_op': op '{}' (stage {}) reads '{}' from stage {}: "
+                                "stages must follow the data flow",
+                                source, g.op(id).name, to, g.tensor(t).name, from));
+      }
+    }
+  }
+  std::vector<std::vector<int>> out;
+  for (const auto& m : members) {
+    out.emplace_back(m.begin(), m.end());
+  }
+  return out;
+}
+
+PipelineExecutor::PipelineExecutor(const graph::Graph& full, const graph::Graph& micro, const strategy::Strategy& st,
+                                   MPI_Comm world, Backend& backend, Recorder& recorder,
+                                   const Executor::ConstantValues& constants)
+    : m_full(full), m_micro(micro), m_strategy(st), m_world(world), m_recorder(recorder), m_local(st) {
+  check_mpi(MPI_Comm_rank(world, &m_rank), "MPI_Comm_rank");
+  check_mpi(MPI_Comm_size(world, &m_size), "MPI_Comm_size");
+  const auto stages = stage_ranks(micro, st, m_size, "pipeline");
+  const auto& pipe = *st.pipeline;
+  m_stages = pipe.stages;
+  m_micro_batches = pipe.micro_batches;
+  const auto stage_of = [&](graph::OpId id) { return pipe.stage_of_op[static_cast<std::size_t>(id)]; };
+  for (std::size_t s = 0; s < stages.size(); ++s) {
+    if (std::find(stages[s].begin(), stages[s].end(), m_rank) != stages[s].end()) {
+      m_stage = static_cast<int>(s);
+    }
+  }
+  // Stage communicators: ranks keep their order, so a stage's local rank is its index in stages[s].
+  check_mpi(MPI_Comm_split(world, m_stage >= 0 ? m_stage : MPI_UNDEFINED, m_rank, &m_stage_comm), "MPI_Comm_split");
+
+  if (m_stage >= 0) {
+    const auto& mine = stages[static_cast<std::size_t>(m_stage)];
+    Scope scope;
+    scope.ops.assign(micro.ops().size(), 0);
+    scope.full = &full;
+    scope.micro_batches = m_micro_batches;
+    for (std::size_t id = 0; id < micro.ops().size(); ++id) {
+      if (stage_of(static_cast<graph::OpId>(id)) != m_stage) {
+        continue;
+      }
+      scope.ops[id] = 1;
+      for (int& d : m_local.ops[id].devices) {
+        d = static_cast<int>(std::find(mine.begin(), mine.end(), d) - mine.begin());
+      }
+    }
+    m_executor = std::make_unique<Executor>(micro, m_local, m_stage_comm, backend, recorder, constants, scope);
+    m_executor->set_accumulate_weight_gradients(true);
+    for (int j = 0; j < m_micro_batches; ++j) {
+      m_sets.push_back(m_executor->activations());
+      m_executor->swap_activations(m_sets.back());
+      m_executor->set_micro_batch(j);
+      m_executor->generate_inputs();
+      m_executor->swap_activations(m_sets.back());
+    }
+    m_schedule = schedule(pipe.schedule, m_stage, m_stages, m_micro_batches);
+  }
+
+  // Tensors crossing stages, from the producer's output layout to the consumer's input layout.
+  std::vector<graph::OpSemantics> sem;
+  for (std::size_t id = 0; id < micro.ops().size(); ++id) {
+    sem.push_back(graph::describe(micro, static_cast<graph::OpId>(id)));
+  }
+  for (const auto id : micro.topological_order()) {
+    const auto& op = micro.op(id);
+    for (std::size_t i = 0; i < op.inputs.size(); ++i) {
+      const auto t = op.inputs[i];
+      if (t == graph::no_tensor || micro.tensor(t).producer < 0 || stage_of(micro.tensor(t).producer) == stage_of(id)) {
+        continue;
+      }
+      Edge e;
+      e.consumer = id;
+      e.input = i;
+      e.producer = micro.tensor(t).producer;
+      e.output = output_slot(micro.op(e.producer), t);
+      e.from_stage = stage_of(e.producer);
+      e.to_stage = stage_of(id);
+      e.gradient = needs_gradient(micro, id, i);
+      const auto& pa = st.ops[static_cast<std::size_t>(e.producer)];
+      const auto& ca = st.ops[static_cast<std::size_t>(id)];
+      const Placement from{
+          sharding::output_layout(micro, sem[static_cast<std::size_t>(e.producer)], pa.config, e.output), pa.config,
+          pa.devices};
+      const Placement to{sharding::input_layout(micro, sem[static_cast<std::size_t>(id)], ca.config, i), ca.config,
+                         ca.devices};
+      e.forward = plan_exchange(from, to, m_rank, m_size);
+      if (e.gradient) {
+        e.backward = plan_exchange(to, from, m_rank, m_size);
+      }
+      m_edges.push_back(std::move(e));
+    }
+  }
+  if (!m_edges.empty()) {
+    int* upper = nullptr;
+    int found = 0;
+    MPI_Comm_get_attr(world, MPI_TAG_UB, static_cast<void*>(&upper), &found);
+    if (found != 0 && upper != nullptr && tag(m_edges.size() - 1, m_micro_batches - 1, true) > *upper) {
+      throw Error(fmt::format("pipeline: {} boundary tensors x {} micro-batches need more MPI tags than the {} this "
+                              "MPI offers",
+                              m_edges.size(), m_micro_batches, *upper));
+    }
+  }
+
+  // Weights read in several stages: every reader's gradient is added to every other's.
+  for (auto& [tensor, readers] : tied_parameters(micro)) {
+    std::set<int> in;
+    for (const auto& r : readers) {
+      in.insert(stage_of(r.first));
+    }
+    if (in.size() < 2) {
+      continue; // the stage's executor ties it
+    }
+    Tie tie;
+    tie.readers = readers;
+    std::vector<Placement> placements;
+    for (const auto& [id, i] : readers) {
+      const auto& a = st.ops[static_cast<std::size_t>(id)];
+      placements.push_back(
+          {sharding::input_layout(micro, sem[static_cast<std::size_t>(id)], a.config, i), a.config, a.devices});
+    }
+    tie.exchanges.assign(readers.size(), std::vector<Exchange>(readers.size()));
+    for (std::size_t to = 0; to < readers.size(); ++to) {
+      for (std::size_t from = 0; from < readers.size(); ++from) {
+        if (from != to) {
+          tie.exchanges[to][from] = plan_exchange(placements[from], placements[to], m_rank, m_size);
+        }
+      }
+    }
+    m_ties.push_back(std::move(tie));
+  }
+}
+
+PipelineExecutor::~PipelineExecutor() {
+  m_executor.reset();
+  if (m_stage_comm != MPI_COMM_NULL) {
+    MPI_Comm_free(&m_stage_comm);
+  }
+}
+
+int PipelineExecutor::tag(std::size_t edge, int micro_batch, bool backward) const {
+  return ((static_cast<int>(edge) * m_micro_batches + micro_batch) * 2) + (backward ? 1 : 0);
+}
+
+const std::vector<std::pair<graph::OpId, std::string>>& PipelineExecutor::stand_ins() const {
+  static const std::vector<std::pair<graph::OpId, std::string>> none;
+  return m_executor ? m_executor->stand_ins() : none;
+}
+
+void PipelineExecutor::run_forward(int micro_batch) {
+  Executor& ex = *m_executor;
+  auto& set = m_sets[static_cast<std::size_t>(micro_batch)];
+  ex.swap_activations(set);
+  for (std::size_t e = 0; e < m_edges.size(); ++e) {
+    const auto& edge = m_edges[e];
+    if (edge.to_stage == m_stage && !edge.forward.receives.empty()) {
+      const double t0 = MPI_Wtime();
+      receive_pieces(edge.forward, ex.buffer(edge.consumer, Executor::Buffer::input_value, edge.input), false,
+                     tag(e, micro_batch, false), m_world);
+      m_recorder.add(m_rank, edge.consumer, Phase::pipeline_receive, t0, MPI_Wtime(), edge.forward.bytes_in);
+    }
+  }
+  ex.set_micro_batch(micro_batch);
+  ex.forward();
+  for (std::size_t e = 0; e < m_edges.size(); ++e) {
+    const auto& edge = m_edges[e];
+    if (edge.from_stage == m_stage && !edge.forward.sends.empty()) {
+      const double t0 = MPI_Wtime();
+      post_sends(edge.forward, ex.buffer(edge.producer, Executor::Buffer::output_value, edge.output),
+                 tag(e, micro_batch, false), m_world, m_pending);
+      m_recorder.add(m_rank, edge.producer, Phase::pipeline_send, t0, MPI_Wtime());
+    }
+  }
+  ex.swap_activations(set);
+}
+
+void PipelineExecutor::run_backward(int micro_batch) {
+  Executor& ex = *m_executor;
+  auto& set = m_sets[static_cast<std::size_t>(micro_batch)];
+  ex.swap_activations(set);
+  // Outputs read by later stages: their gradient is the sum of what every reader sends back.
+  for (const auto& edge : m_edges) {
+    if (edge.from_stage == m_stage) {
+      if (Shard* g = ex.buffer(edge.producer, Executor::Buffer::output_gradient, edge.output)) {
+        std::fill(g->data.begin(), g->data.end(), 0.F);
+      }
+    }
+  }
+  for (std::size_t e = 0; e < m_edges.size(); ++e) {
+    const auto& edge = m_edges[e];
+    if (edge.from_stage == m_stage && edge.gradient && !edge.backward.receives.empty()) {
+      const double t0 = MPI_Wtime();
+      receive_pieces(edge.backward, ex.buffer(edge.producer, Executor::Buffer::output_gradient, edge.output), true,
+                     tag(e, micro_batch, true), m_world);
+      m_recorder.add(m_rank, edge.producer, Phase::pipeline_receive, t0, MPI_Wtime(), edge.backward.bytes_in);
+    }
+  }
+  ex.set_micro_batch(micro_batch);
+  ex.backward();
+  for (std::size_t e = 0; e < m_edges.size(); ++e) {
+    const auto& edge = m_edges[e];
+    if (edge.to_stage == m_stage && edge.gradient && !edge.backward.sends.empty()) {
+      const double t0 = MPI_Wtime();
+      post_sends(edge.backward, ex.buffer(edge.consumer, Executor::Buffer::input_gradient, edge.input),
+                 tag(e, micro_batch, true), m_world, m_pending);
+      m_recorder.add(m_rank, edge.consumer, Phase::pipeline_send, t0, MPI_Wtime());
+    }
+  }
+  ex.swap_activations(set);
+}
+
+void PipelineExecutor::forward_backward() {
+  if (!m_executor) {
+    return;
+  }
+  m_executor->zero_weight_gradients();
+  for (const auto& s : m_schedule) {
+    if (s.forward) {
+      run_forward(s.micro_batch);
+    } else {
+      run_backward(s.micro_batch);
+    }
+  }
+  m_pending.wait_all();
+}
+
+void PipelineExecutor::synchronize_gradients() {
+  if (m_executor) {
+    m_executor->synchronize_gradients();
+  }
+  for (auto& tie : m_ties) {
+    const auto gradient = [&](std::size_t r) -> Shard* {
+      const auto [op, i] = tie.readers[r];
+      return m_executor && m_strategy.pipeline->stage_of_op[static_cast<std::size_t>(op)] == m_stage
+                 ? m_executor->buffer(op, Executor::Buffer::input_gradient, i)
+                 : nullptr;
+    };
+    std::vector<std::optional<Shard>> sums(tie.readers.size());
+    for (std::size_t r = 0; r < tie.readers.size(); ++r) {
+      if (const Shard* g = gradient(r)) {
+        sums[r] = *g;
+      }
+    }
+    const double t0 = MPI_Wtime();
+    double bytes = 0;
+    for (std::size_t to = 0; to < tie.readers.size(); ++to) {
+      for (std::size_t from = 0; from < tie.readers.size(); ++from) {
+        if (from != to) {
+          run_exchange(tie.exchanges[to][from], gradient(from), sums[to] ? &*sums[to] : nullptr, true, m_world);
+          bytes += tie.exchanges[to][from].bytes_in;
+        }
+      }
+    }
+    for (std::size_t r = 0; r < tie.readers.size(); ++r) {
+      if (Shard* g = gradient(r)) {
+        *g = std::move(*sums[r]);
+      }
+    }
+    m_recorder.add(m_rank, tie.readers.front().first, Phase::gradient_sync, t0, MPI_Wtime(), bytes);
+  }
+}
+
+void PipelineExecutor::step(float learning_rate) {
+  if (m_executor) {
+    m_executor->step(learning_rate);
+  }
+}
+
+std::vector<Snapshot> PipelineExecutor::snapshot() {
+  std::vector<Snapshot> out;
+  if (!m_executor) {
+    return out;
+  }
+  std::map<std::pair<graph::OpId, int>, Snapshot> summed; // input gradients of unbatched tensors
+  for (int j = 0; j < m_micro_batches; ++j) {
+    auto& set = m_sets[static_cast<std::size_t>(j)];
+    m_executor->swap_activations(set);
+    auto snaps = m_executor->snapshot();
+    m_executor->swap_activations(set);
+    for (auto& s : snaps) {
+      if (s.kind == Held::weight_gradient) {
+        if (j == 0) {
+          out.push_back(std::move(s));
+        }
+        continue;
+      }
+      const auto& mop = m_micro.op(s.op);
+      const auto& fop = m_full.op(s.op);
+      const auto index = static_cast<std::size_t>(s.index);
+      const auto mt = s.kind == Held::output ? mop.outputs[index] : mop.inputs[index];
+      const auto ft = s.kind == Held::output ? fop.outputs[index] : fop.inputs[index];
+      const auto slice =
+          batch_slice(m_micro.tensor(mt).shape, m_full.tensor(ft).shape, m_micro_batches, m_micro.tensor(mt).name);
+      if (slice.dim >= 0) {
+        s.shard.block = to_full(s.shard.block, slice, j);
+        out.push_back(std::move(s));
+      } else if (s.kind == Held::output) {
+        if (j == 0) {
+          out.push_back(std::move(s));
+        }
+      } else {
+        const auto key = std::make_pair(s.op, s.index);
+        if (const auto it = summed.find(key); it != summed.end()) {
+          std::transform(it->second.shard.data.begin(), it->second.shard.data.end(), s.shard.data.begin(),
+                         it->second.shard.data.begin(), std::plus<>());
+        } else {
+          summed.emplace(key, std::move(s));
+        }
+      }
+    }
+  }
+  for (auto& [key, s] : summed) {
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+double PipelineExecutor::held_bytes() const {
+  double bytes = m_executor ? m_executor->held_bytes() : 0.0;
+  for (const auto& set : m_sets) {
+    for (const auto& shard : set) {
+      if (shard) {
+        bytes += static_cast<double>(shard->data.size() * sizeof(float));
+      }
+    }
+  }
+  return bytes;
+}
+
+} // namespace partita::runtime

@@ -1,0 +1,92 @@
+#pragma once
+
+// A pipeline plan (strategy::Pipeline: stages on disjoint ranks, micro-batches, GPipe or 1F1B)
+// executed for real. Each rank finds its stage and runs that stage's ops with an Executor over
+// the stage's communicator, on the model built at the micro-batch size; one set of activations
+// per micro-batch is swapped in and out of it. Tensors crossing a stage boundary move point to
+// point (MPI_Isend/Irecv), shaped by the producer's and consumer's layouts (plan_exchange), and
+// their gradients come back the same way. Micro-batches run in the schedule's order, weight
+// gradients add up over them, then each stage synchronizes its gradients and steps; weights
+// tied across stages have their gradients summed over all readers first.
+
+#include "executor.h"
+#include "pipeline_schedule.h"
+
+#include <mpi.h>
+
+#include <memory>
+#include <vector>
+
+namespace partita::runtime {
+
+// The ranks of every stage (sorted), checked: each stage has ops, stages do not share ranks,
+// every rank is one of `ranks`, and no op reads a tensor of a later stage. Errors name `source`.
+std::vector<std::vector<int>> stage_ranks(const graph::Graph& g, const strategy::Strategy& st, int ranks,
+                                          const std::string& source);
+
+class PipelineExecutor {
+public:
+  // `micro` is the model at the micro-batch size (the same graph as `full` with one micro-batch)
+  // and `st` the plan's strategy (devices are ranks of `world`). Collective over `world`.
+  PipelineExecutor(const graph::Graph& full, const graph::Graph& micro, const strategy::Strategy& st, MPI_Comm world,
+                   Backend& backend, Recorder& recorder, const Executor::ConstantValues& constants);
+  ~PipelineExecutor();
+  PipelineExecutor(const PipelineExecutor&) = delete;
+  PipelineExecutor& operator=(const PipelineExecutor&) = delete;
+
+  // Every micro-batch's forward and backward in the schedule's order; the weight gradients are
+  // then their sums over the micro-batches.
+  void forward_backward();
+  // Gradient sync inside each stage, then weights tied across stages. Collective over `world`.
+  void synchronize_gradients();
+  void step(float learning_rate);
+
+  // What this rank holds, in coordinates of the full-batch model: outputs and input gradients of
+  // every micro-batch placed at its slice (summed over micro-batches for unbatched tensors), and
+  // the accumulated weight gradients.
+  std::vector<Snapshot> snapshot();
+
+  int stage() const { return m_stage; }
+  int communicators() const { return m_executor ? m_executor->communicators() : 0; }
+  // Bytes of every shard this rank holds: the stage's weights and gradients and every micro-batch's
+  // activations.
+  double held_bytes() const;
+  const std::vector<std::pair<graph::OpId, std::string>>& stand_ins() const;
+
+private:
+  // A tensor read by an op of a later stage: (consumer op, input) <- (producer op, output).
+  struct Edge {
+    graph::OpId consumer = -1, producer = -1;
+    std::size_t input = 0, output = 0;
+    int from_stage = 0, to_stage = 0;
+    bool gradient = false;
+    Exchange forward, backward; // world ranks
+  };
+  // A weight read by ops of several stages.
+  struct Tie {
+    std::vector<std::pair<graph::OpId, std::size_t>> readers;
+    std::vector<std::vector<Exchange>> exchanges; // [to][from]
+  };
+
+  void run_forward(int micro_batch);
+  void run_backward(int micro_batch);
+  int tag(std::size_t edge, int micro_batch, bool backward) const;
+
+  const graph::Graph& m_full;
+  const graph::Graph& m_micro;
+  const strategy::Strategy& m_strategy;
+  MPI_Comm m_world;
+  int m_rank = 0, m_size = 1;
+  int m_stage = -1, m_stages = 1, m_micro_batches = 1;
+  Recorder& m_recorder;
+  MPI_Comm m_stage_comm = MPI_COMM_NULL;
+  strategy::Strategy m_local; // the stage's ops on ranks of m_stage_comm
+  std::unique_ptr<Executor> m_executor;
+  std::vector<Executor::Activations> m_sets; // per micro-batch
+  std::vector<Edge> m_edges;
+  std::vector<Tie> m_ties;
+  std::vector<PipelineStep> m_schedule;
+  PendingSends m_pending;
+};
+
+} // namespace partita::runtime
