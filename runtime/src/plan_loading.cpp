@@ -67,7 +67,13 @@ LoadedPlan load_plan(const std::filesystem::path& path, int ranks) {
                             source, plan.devices(), ranks, plan.devices()));
   }
   try {
-    out.imported = zoo::load(plan.model());
+    // An ONNX file's symbolic 'batch' dim takes the plan's batch (partita plan --batch); a zoo
+    // spec carries its batch in the spec.
+    onnx_import::ImportOptions options;
+    if (plan.model().rfind("zoo:", 0) != 0 && plan.batch() > 0) {
+      options.dims["batch"] = plan.batch();
+    }
+    out.imported = zoo::load(plan.model(), options);
   } catch (const Error& e) {
     throw Error(fmt::format("{}: field 'model': {}", source, e.what()));
   }

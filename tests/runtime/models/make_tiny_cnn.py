@@ -3,7 +3,7 @@
 handle: a biased Conv, BatchNormalization, MaxPool with pads and with ceil_mode, a basic residual
 block (Conv-BN-Relu-Conv-BN, Add, Relu), a grouped strided Conv (group 4), a depthwise dilated Conv,
 an AveragePool counting its pads, GlobalAveragePool, Flatten and a Gemm classifier.
-Run with Debian's python3 (python3-onnx); the file is checked in."""
+The batch is the symbolic dimension 'batch' (partita plan --batch). Run with Debian's python3 (python3-onnx); the file is checked in."""
 import random
 
 import onnx
@@ -61,11 +61,9 @@ nodes = [
     helper.make_node("Gemm", ["flat", weight("fc.weight", [5, 16]), weight("fc.bias", [5])], ["y"], name="fc",
                      transB=1),
 ]
-graph = helper.make_graph(nodes, "tiny_cnn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 3, 12, 12])],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 5])], initializers)
+graph = helper.make_graph(nodes, "tiny_cnn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3, 32, 32])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 5])], initializers)
 model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], producer_name="partita-tests")
 model = onnx.shape_inference.infer_shapes(model)
 onnx.checker.check_model(model)
 onnx.save(model, __file__.replace("make_tiny_cnn.py", "tiny_cnn.onnx"))
-for v in model.graph.value_info:
-    print(v.name, [d.dim_value for d in v.type.tensor_type.shape.dim])
