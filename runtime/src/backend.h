@@ -21,6 +21,37 @@ struct MatmulShape {
   std::int64_t batch = 1, m = 1, n = 1, k = 1;
 };
 
+// A 2-D window (convolution or pooling) as ONNX states it: dilation 1 is a dense window; pads
+// may differ per side (the bottom/right pads of a ceil_mode pool are extended to reach the output).
+struct Window2d {
+  std::int64_t kh = 1, kw = 1;
+  std::int64_t stride_h = 1, stride_w = 1;
+  std::int64_t dilation_h = 1, dilation_w = 1;
+  std::int64_t pad_top = 0, pad_left = 0, pad_bottom = 0, pad_right = 0;
+};
+
+// X [n, c_in, h, w], W [c_out, c_in / groups, kh, kw], bias [c_out], Y [n, c_out, oh, ow].
+struct ConvShape {
+  std::int64_t n = 1, c_in = 1, c_out = 1, groups = 1;
+  std::int64_t h = 1, w = 1, oh = 1, ow = 1;
+  Window2d window;
+};
+
+// X [n, c, h, w], Y [n, c, oh, ow].
+struct PoolShape {
+  std::int64_t n = 1, c = 1, h = 1, w = 1, oh = 1, ow = 1;
+  Window2d window;
+};
+
+// Average pools divide by the whole window (padding counted) or by the input elements it covers.
+enum class Pool : std::uint8_t { max, average_include_padding, average_exclude_padding };
+
+// X [n, c, spatial]: statistics per channel over n and spatial.
+struct BatchNormShape {
+  std::int64_t n = 1, c = 1, spatial = 1;
+  float epsilon = 1e-5F;
+};
+
 class Backend {
 public:
   virtual ~Backend() = default;
@@ -53,6 +84,36 @@ public:
   // dx, and d_scale / d_shift (summed over this shard's rows) when not nullptr.
   virtual void layer_norm_backward(std::int64_t rows, std::int64_t norm, float epsilon, const float* x,
                                    const float* scale, const float* dy, float* dx, float* d_scale, float* d_shift) = 0;
+
+  // Y = conv(X, W) (+ bias when not nullptr).
+  virtual void conv_forward(const ConvShape& s, const float* x, const float* w, const float* bias, float* y) = 0;
+  virtual void conv_backward_data(const ConvShape& s, const float* w, const float* dy, float* dx) = 0;
+  // dW, and d_bias (dY summed over n and the spatial dims) when not nullptr.
+  virtual void conv_backward_weights(const ConvShape& s, const float* x, const float* dy, float* dw,
+                                     float* d_bias) = 0;
+
+  virtual void pool_forward(Pool kind, const PoolShape& s, const float* x, float* y) = 0;
+  // dx from the forward input x (a max pool finds its arg-max again).
+  virtual void pool_backward(Pool kind, const PoolShape& s, const float* x, const float* dy, float* dx) = 0;
+
+  // Training-mode batch normalization, y = (x - mean) / sqrt(variance + epsilon) * scale + shift
+  // with scale, shift, mean and variance over c. The statistics (population variance) of this
+  // buffer are computed and written to mean and variance, or, with `given_statistics`, read from
+  // them: the statistics of a larger batch this buffer is a part of (sync-BN).
+  virtual void batch_norm_forward(const BatchNormShape& s, const float* x, const float* scale, const float* shift,
+                                  float* mean, float* variance, bool given_statistics, float* y) = 0;
+  // With the forward pass's statistics: d_scale = sum(dy * xhat) and d_shift = sum(dy) over this
+  // buffer, and dx. Without `given_statistics` the statistics are this buffer's own and dx is
+  // the whole gradient; with it they are constants here (dx = dy * scale / sigma) and the caller
+  // adds their part with batch_norm_backward_statistics once the whole batch's sums are known.
+  virtual void batch_norm_backward(const BatchNormShape& s, const float* x, const float* scale, const float* mean,
+                                   const float* variance, const float* dy, bool given_statistics, float* dx,
+                                   float* d_scale, float* d_shift) = 0;
+  // dx -= scale / sigma * (d_shift + xhat * d_scale) / count: the gradient through statistics taken
+  // over `count` elements per channel, whose sums of dy * xhat and dy are d_scale and d_shift.
+  virtual void batch_norm_backward_statistics(const BatchNormShape& s, std::int64_t count, const float* x,
+                                              const float* scale, const float* mean, const float* variance,
+                                              const float* d_scale, const float* d_shift, float* dx) = 0;
 
   // Plain SGD: weights -= learning_rate * gradient, over n elements.
   virtual void sgd_update(std::int64_t n, float learning_rate, const float* gradient, float* weights) = 0;

@@ -1,5 +1,7 @@
-// The CPU backend: oneDNN 2.x primitives (matmul, eltwise, binary, reduction, softmax). oneDNN
-// caches primitives by descriptor, so re-creating one per call costs a lookup, not a JIT.
+// The CPU backend: oneDNN 2.x primitives (matmul, eltwise, binary, reduction, softmax,
+// convolution, pooling, normalization). oneDNN caches primitives by descriptor, so re-creating one
+// per call costs a lookup, not a JIT. Convolutions let oneDNN pick its blocked layouts (format
+// `any`) and reorder the dense NCHW buffers in and out: its direct kernels need them to be fast.
 
 #include "backend.h"
 
@@ -13,6 +15,8 @@
 #include <cmath>
 #include <cstring>
 #include <numeric>
+#include <optional>
+#include <unordered_map>
 
 namespace partita::runtime {
 namespace {
@@ -61,6 +65,92 @@ dnnl::algorithm binary_algorithm(Binary kind) {
 void* mut(const float* p) {
   return const_cast<float*>(p);
 } // oneDNN takes non-const handles
+
+dnnl::memory::desc nchw(std::int64_t n, std::int64_t c, std::int64_t h, std::int64_t w) {
+  return {{n, c, h, w}, dt::f32, tag::nchw};
+}
+
+dnnl::memory::desc any(const dnnl::memory::dims& d) {
+  return {d, dt::f32, tag::any};
+}
+
+// oneDNN's conventions: dilation 0 is a dense window.
+struct WindowArgs {
+  dnnl::memory::dims strides, dilates, padding_l, padding_r, kernel;
+};
+
+WindowArgs window_args(const Window2d& w) {
+  return {{w.stride_h, w.stride_w},
+          {w.dilation_h - 1, w.dilation_w - 1},
+          {w.pad_top, w.pad_left},
+          {w.pad_bottom, w.pad_right},
+          {w.kh, w.kw}};
+}
+
+// W [c_out, c_in/groups, kh, kw] is oneDNN's goihw with g leading, the same bytes.
+dnnl::memory::desc conv_weights(const ConvShape& s, dnnl::memory::format_tag t) {
+  if (s.groups == 1) {
+    return {{s.c_out, s.c_in, s.window.kh, s.window.kw}, dt::f32, t};
+  }
+  return {{s.groups, s.c_out / s.groups, s.c_in / s.groups, s.window.kh, s.window.kw},
+          dt::f32,
+          t == tag::any ? tag::any : tag::goihw};
+}
+
+dnnl::convolution_forward::desc conv_forward_desc(const ConvShape& s, bool bias) {
+  const auto a = window_args(s.window);
+  const auto src = any({s.n, s.c_in, s.h, s.w});
+  const auto dst = any({s.n, s.c_out, s.oh, s.ow});
+  const auto wei = conv_weights(s, tag::any);
+  if (bias) {
+    return {dnnl::prop_kind::forward_training,
+            dnnl::algorithm::convolution_direct,
+            src,
+            wei,
+            any({s.c_out}),
+            dst,
+            a.strides,
+            a.dilates,
+            a.padding_l,
+            a.padding_r};
+  }
+  return {dnnl::prop_kind::forward_training,
+          dnnl::algorithm::convolution_direct,
+          src,
+          wei,
+          dst,
+          a.strides,
+          a.dilates,
+          a.padding_l,
+          a.padding_r};
+}
+
+dnnl::algorithm pool_algorithm(Pool kind) {
+  switch (kind) {
+  case Pool::max: return dnnl::algorithm::pooling_max;
+  case Pool::average_include_padding: return dnnl::algorithm::pooling_avg_include_padding;
+  case Pool::average_exclude_padding: return dnnl::algorithm::pooling_avg_exclude_padding;
+  }
+  throw Error("unknown pooling kind");
+}
+
+dnnl::pooling_v2_forward::desc pool_forward_desc(Pool kind, const PoolShape& s) {
+  const auto a = window_args(s.window);
+  return {dnnl::prop_kind::forward_training,
+          pool_algorithm(kind),
+          nchw(s.n, s.c, s.h, s.w),
+          nchw(s.n, s.c, s.oh, s.ow),
+          a.strides,
+          a.kernel,
+          a.dilates,
+          a.padding_l,
+          a.padding_r};
+}
+
+// BatchNorm's [n, c, spatial] as a 4-D NCHW tensor (every oneDNN implementation takes that).
+dnnl::memory::desc bn_data(const BatchNormShape& s) {
+  return nchw(s.n, s.c, s.spatial, 1);
+}
 
 class CpuBackend final : public Backend {
 public:
@@ -256,6 +346,172 @@ public:
     }
   }
 
+  void conv_forward(const ConvShape& s, const float* x, const float* w, const float* bias, float* y) override {
+    const dnnl::convolution_forward::primitive_desc pd(conv_forward_desc(s, bias != nullptr), m_engine);
+    dnnl::memory xm(nchw(s.n, s.c_in, s.h, s.w), m_engine, mut(x));
+    dnnl::memory wm(conv_weights(s, tag::oihw), m_engine, mut(w));
+    dnnl::memory ym(nchw(s.n, s.c_out, s.oh, s.ow), m_engine, y);
+    std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, input(pd.src_desc(), xm)},
+                                               {DNNL_ARG_WEIGHTS, input(pd.weights_desc(), wm)}};
+    if (bias != nullptr) {
+      args.emplace(DNNL_ARG_BIAS, dnnl::memory(dense({s.c_out}), m_engine, mut(bias)));
+    }
+    auto out = output(pd.dst_desc(), ym);
+    args.emplace(DNNL_ARG_DST, out);
+    dnnl::convolution_forward(pd).execute(m_stream, args);
+    finish(out, ym);
+  }
+
+  void conv_backward_data(const ConvShape& s, const float* w, const float* dy, float* dx) override {
+    const auto a = window_args(s.window);
+    const dnnl::convolution_forward::primitive_desc hint(conv_forward_desc(s, false), m_engine);
+    const dnnl::convolution_backward_data::primitive_desc pd(
+        dnnl::convolution_backward_data::desc(dnnl::algorithm::convolution_direct, any({s.n, s.c_in, s.h, s.w}),
+                                              conv_weights(s, tag::any), any({s.n, s.c_out, s.oh, s.ow}), a.strides,
+                                              a.dilates, a.padding_l, a.padding_r),
+        m_engine, hint);
+    dnnl::memory wm(conv_weights(s, tag::oihw), m_engine, mut(w));
+    dnnl::memory dym(nchw(s.n, s.c_out, s.oh, s.ow), m_engine, mut(dy));
+    dnnl::memory dxm(nchw(s.n, s.c_in, s.h, s.w), m_engine, dx);
+    auto out = output(pd.diff_src_desc(), dxm);
+    dnnl::convolution_backward_data(pd).execute(m_stream, {{DNNL_ARG_DIFF_DST, input(pd.diff_dst_desc(), dym)},
+                                                           {DNNL_ARG_WEIGHTS, input(pd.weights_desc(), wm)},
+                                                           {DNNL_ARG_DIFF_SRC, out}});
+    finish(out, dxm);
+  }
+
+  void conv_backward_weights(const ConvShape& s, const float* x, const float* dy, float* dw, float* d_bias) override {
+    const auto a = window_args(s.window);
+    const bool bias = d_bias != nullptr;
+    const dnnl::convolution_forward::primitive_desc hint(conv_forward_desc(s, bias), m_engine);
+    const auto src = any({s.n, s.c_in, s.h, s.w});
+    const auto dst = any({s.n, s.c_out, s.oh, s.ow});
+    const auto wei = conv_weights(s, tag::any);
+    const auto desc = bias ? dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, src, wei,
+                                                                      any({s.c_out}), dst, a.strides, a.dilates,
+                                                                      a.padding_l, a.padding_r)
+                           : dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, src, wei,
+                                                                      dst, a.strides, a.dilates, a.padding_l,
+                                                                      a.padding_r);
+    const dnnl::convolution_backward_weights::primitive_desc pd(desc, m_engine, hint);
+    dnnl::memory xm(nchw(s.n, s.c_in, s.h, s.w), m_engine, mut(x));
+    dnnl::memory dym(nchw(s.n, s.c_out, s.oh, s.ow), m_engine, mut(dy));
+    dnnl::memory dwm(conv_weights(s, tag::oihw), m_engine, dw);
+    auto out = output(pd.diff_weights_desc(), dwm);
+    std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, input(pd.src_desc(), xm)},
+                                               {DNNL_ARG_DIFF_DST, input(pd.diff_dst_desc(), dym)},
+                                               {DNNL_ARG_DIFF_WEIGHTS, out}};
+    std::optional<dnnl::memory> dbm, dbout;
+    if (bias) {
+      dbm.emplace(dense({s.c_out}), m_engine, d_bias);
+      dbout = output(pd.diff_bias_desc(), *dbm);
+      args.emplace(DNNL_ARG_DIFF_BIAS, *dbout);
+    }
+    dnnl::convolution_backward_weights(pd).execute(m_stream, args);
+    finish(out, dwm);
+    if (bias) {
+      finish(*dbout, *dbm);
+    }
+  }
+
+  void pool_forward(Pool kind, const PoolShape& s, const float* x, float* y) override {
+    const dnnl::pooling_v2_forward::primitive_desc pd(pool_forward_desc(kind, s), m_engine);
+    dnnl::memory xm(pd.src_desc(), m_engine, mut(x)), ym(pd.dst_desc(), m_engine, y);
+    std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, xm}, {DNNL_ARG_DST, ym}};
+    if (pd.workspace_desc().get_size() > 0) {
+      args.emplace(DNNL_ARG_WORKSPACE, dnnl::memory(pd.workspace_desc(), m_engine));
+    }
+    dnnl::pooling_v2_forward(pd).execute(m_stream, args);
+    m_stream.wait();
+  }
+
+  void pool_backward(Pool kind, const PoolShape& s, const float* x, const float* dy, float* dx) override {
+    const auto a = window_args(s.window);
+    const dnnl::pooling_v2_forward::primitive_desc hint(pool_forward_desc(kind, s), m_engine);
+    const dnnl::pooling_v2_backward::primitive_desc pd(
+        dnnl::pooling_v2_backward::desc(pool_algorithm(kind), nchw(s.n, s.c, s.h, s.w), nchw(s.n, s.c, s.oh, s.ow),
+                                        a.strides, a.kernel, a.dilates, a.padding_l, a.padding_r),
+        m_engine, hint);
+    dnnl::memory dym(pd.diff_dst_desc(), m_engine, mut(dy)), dxm(pd.diff_src_desc(), m_engine, dx);
+    std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_DIFF_DST, dym}, {DNNL_ARG_DIFF_SRC, dxm}};
+    if (kind == Pool::max) { // the arg-max positions: the forward pass again, keeping its workspace
+      std::vector<float> y(static_cast<std::size_t>(s.n * s.c * s.oh * s.ow));
+      dnnl::memory xm(hint.src_desc(), m_engine, mut(x)), ym(hint.dst_desc(), m_engine, y.data());
+      dnnl::memory ws(hint.workspace_desc(), m_engine);
+      dnnl::pooling_v2_forward(hint).execute(m_stream, {{DNNL_ARG_SRC, xm}, {DNNL_ARG_DST, ym}, {DNNL_ARG_WORKSPACE, ws}});
+      args.emplace(DNNL_ARG_WORKSPACE, ws);
+    }
+    dnnl::pooling_v2_backward(pd).execute(m_stream, args);
+    m_stream.wait();
+  }
+
+  void batch_norm_forward(const BatchNormShape& s, const float* x, const float* scale, const float* shift, float* mean,
+                          float* variance, bool given_statistics, float* y) override {
+    const auto md = bn_data(s);
+    const dnnl::batch_normalization_forward::primitive_desc pd(
+        dnnl::batch_normalization_forward::desc(dnnl::prop_kind::forward_training, md, s.epsilon,
+                                                bn_flags(given_statistics)),
+        m_engine);
+    const auto ch = dense({s.c});
+    dnnl::memory xm(md, m_engine, mut(x)), ym(md, m_engine, y);
+    dnnl::memory sm(ch, m_engine, mut(scale)), bm(ch, m_engine, mut(shift));
+    dnnl::memory mm(ch, m_engine, mean), vm(ch, m_engine, variance);
+    dnnl::batch_normalization_forward(pd).execute(m_stream, {{DNNL_ARG_SRC, xm},
+                                                             {DNNL_ARG_DST, ym},
+                                                             {DNNL_ARG_SCALE, sm},
+                                                             {DNNL_ARG_SHIFT, bm},
+                                                             {DNNL_ARG_MEAN, mm},
+                                                             {DNNL_ARG_VARIANCE, vm}});
+    m_stream.wait();
+  }
+
+  void batch_norm_backward(const BatchNormShape& s, const float* x, const float* scale, const float* mean,
+                           const float* variance, const float* dy, bool given_statistics, float* dx, float* d_scale,
+                           float* d_shift) override {
+    const auto md = bn_data(s);
+    const auto flags = bn_flags(given_statistics);
+    const dnnl::batch_normalization_forward::primitive_desc hint(
+        dnnl::batch_normalization_forward::desc(dnnl::prop_kind::forward_training, md, s.epsilon, flags), m_engine);
+    const dnnl::batch_normalization_backward::primitive_desc pd(
+        dnnl::batch_normalization_backward::desc(dnnl::prop_kind::backward, md, md, s.epsilon, flags), m_engine,
+        hint);
+    const auto ch = dense({s.c});
+    std::vector<float> zeros(static_cast<std::size_t>(s.c), 0.F);
+    dnnl::memory xm(md, m_engine, mut(x)), dym(md, m_engine, mut(dy)), dxm(md, m_engine, dx);
+    dnnl::memory sm(ch, m_engine, mut(scale)), bm(ch, m_engine, zeros.data());
+    dnnl::memory mm(ch, m_engine, mut(mean)), vm(ch, m_engine, mut(variance));
+    dnnl::memory dsm(ch, m_engine, d_scale), dbm(ch, m_engine, d_shift);
+    // oneDNN 2.6 wants the shift as an argument of the backward pass too (it does not read it).
+    dnnl::batch_normalization_backward(pd).execute(m_stream, {{DNNL_ARG_SRC, xm},
+                                                              {DNNL_ARG_DIFF_DST, dym},
+                                                              {DNNL_ARG_SCALE, sm},
+                                                              {DNNL_ARG_SHIFT, bm},
+                                                              {DNNL_ARG_MEAN, mm},
+                                                              {DNNL_ARG_VARIANCE, vm},
+                                                              {DNNL_ARG_DIFF_SRC, dxm},
+                                                              {DNNL_ARG_DIFF_SCALE, dsm},
+                                                              {DNNL_ARG_DIFF_SHIFT, dbm}});
+    m_stream.wait();
+  }
+
+  void batch_norm_backward_statistics(const BatchNormShape& s, std::int64_t count, const float* x, const float* scale,
+                                      const float* mean, const float* variance, const float* d_scale,
+                                      const float* d_shift, float* dx) override {
+    const auto per_count = 1.F / static_cast<float>(count);
+#pragma omp parallel for collapse(2)
+    for (std::int64_t n = 0; n < s.n; ++n) {
+      for (std::int64_t c = 0; c < s.c; ++c) {
+        const float inv_std = 1.F / std::sqrt(variance[c] + s.epsilon);
+        const float k = scale[c] * inv_std * per_count;
+        const std::int64_t base = (n * s.c + c) * s.spatial;
+        for (std::int64_t i = 0; i < s.spatial; ++i) {
+          const float xhat = (x[base + i] - mean[c]) * inv_std;
+          dx[base + i] -= k * (d_shift[c] + xhat * d_scale[c]);
+        }
+      }
+    }
+  }
+
   void sgd_update(std::int64_t n, float learning_rate, const float* gradient, float* weights) override {
 #pragma omp parallel for simd
     for (std::int64_t i = 0; i < n; ++i) {
@@ -275,6 +531,30 @@ public:
 
 private:
   static inline const auto norm_flags = dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift;
+
+  static dnnl::normalization_flags bn_flags(bool given_statistics) {
+    return given_statistics ? norm_flags | dnnl::normalization_flags::use_global_stats : norm_flags;
+  }
+
+  // `user` in the layout a primitive wants: itself, or a reordered copy.
+  dnnl::memory input(const dnnl::memory::desc& want, dnnl::memory user) {
+    if (want == user.get_desc()) {
+      return user;
+    }
+    dnnl::memory m(want, m_engine);
+    dnnl::reorder(user, m).execute(m_stream, user, m);
+    return m;
+  }
+  // Where a primitive writes a result meant for `user`: itself, or a buffer finish() reorders.
+  dnnl::memory output(const dnnl::memory::desc& want, const dnnl::memory& user) {
+    return want == user.get_desc() ? user : dnnl::memory(want, m_engine);
+  }
+  void finish(dnnl::memory produced, dnnl::memory& user) {
+    if (produced.get() != user.get()) {
+      dnnl::reorder(produced, user).execute(m_stream, produced, user);
+    }
+    m_stream.wait();
+  }
 
   static std::int64_t product(const Dims& d) {
     return std::accumulate(d.begin(), d.end(), std::int64_t{1}, std::multiplies<>());

@@ -1,7 +1,5 @@
 #include "executor.h"
 
-#include "op_kernels.h"
-
 #include "partita/cost/op_cost.h"
 #include "partita/graph/error.h"
 
@@ -195,6 +193,12 @@ Executor::Executor(const graph::Graph& g, const strategy::Strategy& st, MPI_Comm
       m_stand_ins.emplace_back(id, reason);
     }
 
+    if (const auto axes = cost::statistics_axes(s, a.config); !axes.empty()) {
+      const auto groups = cost::device_groups(a.config, a.devices, axes, false);
+      m_comms.add(groups);
+      state.statistics_group = my_group(groups);
+    }
+
     state.outputs.resize(op.outputs.size());
     for (std::size_t j = 0; j < op.outputs.size(); ++j) {
       if (op.outputs[j] == graph::no_tensor) {
@@ -253,6 +257,9 @@ Executor::Executor(const graph::Graph& g, const strategy::Strategy& st, MPI_Comm
         continue;
       }
       in.value = make_shard(sharding::block_of(layout, a.config, position));
+      if (i == 0 && !op.outputs.empty() && op.outputs[0] != graph::no_tensor) {
+        in.halo = plan_halo(g, id, layout, sharding::output_layout(g, s, a.config, 0), a.config, a.devices, m_rank);
+      }
       if (t.producer < 0) {
         // Weights, data inputs and buffers: generated, identical on every rank for every block.
         generate(*in.value, tid);
@@ -322,6 +329,22 @@ void Executor::sum_tied_gradients() {
   }
 }
 
+OpBuffers Executor::buffers(OpState& state) {
+  OpBuffers b;
+  for (const auto& in : state.inputs) {
+    b.inputs.push_back(in.halo ? &in.halo->value : in.value ? &*in.value : nullptr);
+  }
+  for (auto& out : state.outputs) {
+    b.outputs.push_back(out.value ? &*out.value : nullptr);
+  }
+  b.saved = &state.saved;
+  if (state.statistics_group.size() > 1) {
+    MPI_Comm comm = m_comms.get(state.statistics_group);
+    b.sum_statistics = [comm](float* values, std::int64_t count) { all_reduce_sum(comm, values, count); };
+  }
+  return b;
+}
+
 void Executor::forward() {
   for (const auto id : m_order) {
     OpState& state = m_ops[static_cast<std::size_t>(id)];
@@ -339,16 +362,17 @@ void Executor::forward() {
     if (!state.active) {
       continue;
     }
-    OpBuffers buffers;
-    for (const auto& in : state.inputs) {
-      buffers.inputs.push_back(in.value ? &*in.value : nullptr);
+    for (auto& in : state.inputs) {
+      if (in.halo) {
+        const double h0 = MPI_Wtime();
+        exchange_halo(*in.halo, *in.value, m_comm);
+        m_recorder.add(m_rank, id, Phase::forward_redistribution, h0, MPI_Wtime(), in.halo->bytes_in);
+      }
     }
-    for (auto& out : state.outputs) {
-      buffers.outputs.push_back(out.value ? &*out.value : nullptr);
-    }
+    const OpBuffers op_buffers = buffers(state);
     const double t0 = MPI_Wtime();
     try {
-      run_forward(m_backend, m_graph, id, buffers);
+      run_forward(m_backend, m_graph, id, op_buffers);
     } catch (const std::exception& e) {
       throw Error(fmt::format("op '{}' ({}) forward: {}", m_graph.op(id).name, m_graph.op(id).type, e.what()));
     }
@@ -396,27 +420,25 @@ void Executor::backward() {
     const auto id = *it;
     OpState& state = m_ops[static_cast<std::size_t>(id)];
     if (state.active) {
-      OpBuffers buffers;
+      const OpBuffers op_buffers = buffers(state);
       std::vector<const Shard*> d_out;
       std::vector<Shard*> d_in;
       for (auto& in : state.inputs) {
-        buffers.inputs.push_back(in.value ? &*in.value : nullptr);
         if (m_accumulate && in.parameter && in.gradient) {
           if (!in.scratch) {
             in.scratch = make_shard(in.gradient->block);
           }
           d_in.push_back(&*in.scratch);
         } else {
-          d_in.push_back(in.gradient ? &*in.gradient : nullptr);
+          d_in.push_back(in.gradient && in.halo ? &in.halo->gradient : in.gradient ? &*in.gradient : nullptr);
         }
       }
       for (auto& out : state.outputs) {
-        buffers.outputs.push_back(out.value ? &*out.value : nullptr);
         d_out.push_back(out.gradient ? &*out.gradient : nullptr);
       }
       const double t0 = MPI_Wtime();
       try {
-        run_backward(m_backend, m_graph, id, buffers, d_out, d_in);
+        run_backward(m_backend, m_graph, id, op_buffers, d_out, d_in);
       } catch (const std::exception& e) {
         throw Error(fmt::format("op '{}' ({}) backward: {}", m_graph.op(id).name, m_graph.op(id).type, e.what()));
       }
@@ -427,6 +449,13 @@ void Executor::backward() {
         }
       }
       m_recorder.add(m_rank, id, Phase::backward, t0, MPI_Wtime(), 0, !state.has_kernel);
+      for (auto& in : state.inputs) {
+        if (in.gradient && in.halo) {
+          const double h0 = MPI_Wtime();
+          return_halo_gradient(*in.halo, *in.gradient, m_comm);
+          m_recorder.add(m_rank, id, Phase::backward_redistribution, h0, MPI_Wtime(), in.halo->bytes_in);
+        }
+      }
       // Activations read whole by several devices: their partial gradients are summed now;
       // copies computed the same thing, so the sum is divided by their number.
       for (auto& in : state.inputs) {

@@ -8,7 +8,9 @@
 
 #include "backend.h"
 #include "collectives.h"
+#include "halo.h"
 #include "micro_batch.h"
+#include "op_kernels.h"
 #include "redistribution.h"
 #include "shard.h"
 #include "trace.h"
@@ -111,6 +113,7 @@ private:
     std::size_t producer_output = 0;
     std::optional<Shard> scratch; // a weight gradient's share of one backward() when accumulating
     Exchange forward_exchange, backward_exchange;
+    std::optional<Halo> halo; // a window op's input 0 under a spatial split: what its windows read
   };
   struct Output {
     std::optional<Shard> value, gradient;
@@ -122,7 +125,10 @@ private:
     bool has_kernel = true;
     std::vector<Input> inputs;
     std::vector<Output> outputs;
+    Group statistics_group;   // this rank's group for split statistics dims (sync-BN; size 1: none)
+    std::vector<float> saved; // kept from forward to backward by the op's kernel
   };
+  OpBuffers buffers(OpState& state);
 
   // A weight read by several ops (a tied embedding): each reader holds it in its own layout and
   // computes its own gradient; after synchronization every reader adds the others' gradients,

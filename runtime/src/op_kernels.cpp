@@ -1,5 +1,7 @@
 #include "op_kernels.h"
 
+#include "op_kernels_cnn.h"
+
 #include "partita/graph/error.h"
 
 #include <fmt/format.h>
@@ -358,7 +360,17 @@ std::string missing_kernel(const graph::Graph& g, graph::OpId id) {
   if (op.type == "Constant") {
     return {}; // its value is filled once by the executor (Executor::Executor)
   }
+  if (cnn::handles(op.type)) {
+    return cnn::missing_kernel(g, id);
+  }
   return fmt::format("no kernel for {} yet", op.type);
+}
+
+sharding::Block window_input_region(const graph::Graph& g, graph::OpId id, const sharding::Block& x_block,
+                                    const sharding::Block& y_block) {
+  const auto& type = g.op(id).type;
+  return type == "Conv" || type == "MaxPool" || type == "AveragePool" ? cnn::window_input_region(g, id, x_block, y_block)
+                                                                      : x_block;
 }
 
 void run_forward(Backend& backend, const graph::Graph& g, graph::OpId id, const OpBuffers& buf) {
@@ -435,6 +447,8 @@ void run_forward(Backend& backend, const graph::Graph& g, graph::OpId id, const 
     }
   } else if (op.type == "Constant") {
     // Filled once when the executor allocated it.
+  } else if (cnn::handles(op.type)) {
+    cnn::forward(backend, g, id, buf);
   } else {
     std::int64_t bytes = 0;
     for (const auto* s : buf.inputs) {
@@ -595,6 +609,8 @@ void run_backward(Backend& backend, const graph::Graph& g, graph::OpId id, const
     }
   } else if (is_comparison(op.type) || op.type == "Constant") {
     // No gradient flows through a comparison or into a constant.
+  } else if (cnn::handles(op.type)) {
+    cnn::backward(backend, g, id, buf, d_out, d_in);
   } else {
     std::int64_t bytes = 0;
     for (const auto* s : d_out) {

@@ -10,6 +10,7 @@
 
 #include "partita/graph/graph.h"
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -22,7 +23,19 @@ std::string missing_kernel(const graph::Graph& g, graph::OpId id);
 struct OpBuffers {
   std::vector<const Shard*> inputs; // nullptr for an omitted input
   std::vector<Shard*> outputs;
+  // Kept from an op's forward pass to its backward pass (BatchNorm's statistics); nullptr when
+  // the caller keeps nothing.
+  std::vector<float>* saved = nullptr;
+  // Sums values in place over the ranks that share the op's statistics (cost::statistics_axes);
+  // empty when no statistics dim is split.
+  std::function<void(float* values, std::int64_t count)> sum_statistics;
 };
+
+// Window ops (Conv, MaxPool, AveragePool): the region of input 0 (global coordinates) that the
+// output block `y_block` reads, given the input block `x_block` the layout assigns. Its rows reach
+// beyond `x_block` when a spatial dim is split: the halo (halo.h). Other ops: `x_block`.
+sharding::Block window_input_region(const graph::Graph& g, graph::OpId id, const sharding::Block& x_block,
+                                    const sharding::Block& y_block);
 
 void run_forward(Backend& backend, const graph::Graph& g, graph::OpId id, const OpBuffers& buffers);
 

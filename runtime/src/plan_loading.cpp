@@ -75,9 +75,14 @@ LoadedPlan load_plan(const std::filesystem::path& path, int ranks) {
                             source, plan.devices(), ranks, plan.devices()));
   }
   try {
+    // The symbolic dimension values the plan was made with; an older plan of an ONNX file gives
+    // its 'batch' dim the plan's batch.
     onnx_import::ImportOptions options;
     for (const auto& [name, value] : plan.dims()) {
       options.dims[name] = value;
+    }
+    if (plan.model().rfind("zoo:", 0) != 0 && plan.batch() > 0 && options.dims.count("batch") == 0) {
+      options.dims["batch"] = plan.batch();
     }
     out.imported = zoo::load(plan.model(), options);
   } catch (const Error& e) {

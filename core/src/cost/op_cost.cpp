@@ -165,7 +165,41 @@ void halo_terms(const graph::Graph& g, const graph::OpSemantics& s, const shardi
   }
 }
 
+// Statistics taken over split dims (sync-BN): the per-channel sum and sum of squares are
+// all-reduced over the split in the forward pass, the sums of dy and dy * xhat in the backward
+// pass; always fp32, two values per channel of this device's block each time.
+void statistics_terms(const graph::OpSemantics& s, const sharding::Config& config, std::span<const int> devices,
+                      const cluster::Cluster& cluster, std::vector<Term>& out) {
+  const auto axes = statistics_axes(s, config);
+  if (axes.empty()) {
+    return;
+  }
+  double channels = 1; // this device's share of the dims the statistics are kept per
+  for (std::size_t d = 0; d < s.dims.size(); ++d) {
+    if (!s.dims[d].statistics) {
+      channels *= std::ceil(static_cast<double>(s.dims[d].size) / config.splits[d]);
+    }
+  }
+  const double bytes = 2 * channels * 4;
+  const auto groups = device_groups(config, devices, axes, false);
+  const auto c = collective_on_groups(cluster, Collective::all_reduce, groups, bytes);
+  out.push_back({std::string(term::statistics_sync), 2 * c.seconds,
+                 fmt::format("statistics over {} are synchronized: 2 values x {:.0f} channels, forward and "
+                             "backward: 2 x {}",
+                             axes_text(s, config, axes), channels, c.formula)});
+}
+
 } // namespace
+
+std::vector<int> statistics_axes(const graph::OpSemantics& s, const sharding::Config& config) {
+  std::vector<int> axes;
+  for (std::size_t d = 0; d < s.dims.size() && d < config.splits.size(); ++d) {
+    if (s.dims[d].statistics && config.splits[d] > 1) {
+      axes.push_back(static_cast<int>(d));
+    }
+  }
+  return axes;
+}
 
 std::vector<std::vector<int>> device_groups(const sharding::Config& config, std::span<const int> devices,
                                             std::span<const int> axes, bool across_copies) {
@@ -320,6 +354,7 @@ OpCost op_cost(const graph::Graph& g, graph::OpId id, const graph::OpSemantics& 
   }
 
   halo_terms(g, s, config, devices, cluster, setup, cost.time);
+  statistics_terms(s, config, devices, cluster, cost.time);
 
   // Forward: a split reduction leaves partial sums, all-reduced over that axis's groups.
   for (std::size_t i = 0; i < op.outputs.size(); ++i) {

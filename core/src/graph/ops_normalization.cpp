@@ -1,7 +1,10 @@
 // Normalizations and softmax. The iteration space is the input's shape. Dims that statistics are
 // taken over are reductions and may not be split (a split would need the statistics exchanged
-// inside the op), except BatchNorm's batch and spatial dims: data-parallel training computes
-// BatchNorm statistics per device, and so does this description.
+// inside the op), except BatchNorm's batch and spatial dims: splitting those is what data (and
+// spatial) parallelism does, so they stay splittable and are marked as statistics dims. A split
+// of them synchronizes the statistics across the split (sync-BN: an all-reduce of two values per
+// channel forward and two backward, priced by cost::op_cost), so the sharded op equals the
+// unsharded one; per-device statistics would make the result depend on the split.
 //
 // FLOPs per element follow fvcore and DeepSpeed's profiler: a normalization is ~4 per element
 // (mean, variance, normalize), 5 with an affine scale and shift; its backward ~8 for the data
@@ -103,6 +106,9 @@ void describe_batch_norm(const Op& op, const Graph& g, OpSemantics& s) {
   const std::size_t spatial = x.shape.size() - 2;
   for (std::size_t i = 0; i < spatial; ++i) {
     dims.push_back(add_dim(s, spatial_name("", i, spatial), x.shape[2 + i]));
+  }
+  for (const int d : dims) {
+    s.dims[static_cast<std::size_t>(d)].statistics = d != dims[1];
   }
   map_input(op, g, s, 0, dims);
   for (std::size_t i = 1; i < 5; ++i) {

@@ -31,8 +31,11 @@ TEST(OpsNormalization, BatchNormMeanAndVarAreState) {
   EXPECT_EQ(s.slots, (std::vector<InputSlot>{InputSlot::data, InputSlot::weight, InputSlot::weight, InputSlot::state,
                                              InputSlot::state}));
   EXPECT_EQ(test::dim_names(s), (std::vector<std::string>{"n", "c", "h", "w"}));
-  expect_dim(s, "n", 8, false, true); // per-device statistics, as data parallelism computes them
+  expect_dim(s, "n", 8, false, true); // splittable: statistics synchronized over the split (sync-BN)
   expect_dim(s, "h", 28, false, true);
+  EXPECT_TRUE(s.dims[static_cast<std::size_t>(s.find_dim("n"))].statistics);
+  EXPECT_TRUE(s.dims[static_cast<std::size_t>(s.find_dim("w"))].statistics);
+  EXPECT_FALSE(s.dims[static_cast<std::size_t>(s.find_dim("c"))].statistics);
   EXPECT_EQ(s.inputs[0].dims, dims_of(s, {"n", "c", "h", "w"}));
   for (std::size_t i = 1; i < 5; ++i) {
     EXPECT_EQ(s.inputs[i].dims, dims_of(s, {"c"})) << i;

@@ -24,6 +24,7 @@ inline constexpr std::string_view backward_reduce = "input-gradient reduce";
 inline constexpr std::string_view gradient_sync = "weight-gradient sync";
 inline constexpr std::string_view parameter_gather = "parameter all-gather (ZeRO-3)";
 inline constexpr std::string_view halo_exchange = "halo exchange";
+inline constexpr std::string_view statistics_sync = "statistics all-reduce (sync-BN)";
 inline constexpr std::string_view redistribution = "redistribution";
 inline constexpr std::string_view parameters = "parameters";
 inline constexpr std::string_view gradients = "gradients";
@@ -67,6 +68,10 @@ OpCost op_cost(const graph::Graph& g, graph::OpId id, const graph::OpSemantics& 
 // same grid position in every copy (the gradient-reduction groups of replicated tensors).
 std::vector<std::vector<int>> device_groups(const sharding::Config& config, std::span<const int> devices,
                                             std::span<const int> axes, bool across_copies);
+
+// The split iteration dims that per-channel statistics are taken over (IterDim::statistics): the
+// op all-reduces its statistics over the device groups along them (device_groups, without copies).
+std::vector<int> statistics_axes(const graph::OpSemantics& s, const sharding::Config& config);
 
 double kernel_time(double flops, double bytes, const cluster::Device& device, cluster::Precision precision);
 

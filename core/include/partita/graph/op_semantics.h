@@ -37,6 +37,10 @@ struct IterDim {
   std::int64_t size = 1;
   bool reduction = false; // summed over: splitting it leaves partial sums
   bool splittable = true; // false for kernel extents, recurrences over time, softmax/norm axes
+  // Per-channel statistics are taken over it (BatchNorm's batch and spatial dims) although it
+  // indexes the output: a split of it all-reduces the statistics over that axis's group (sync-BN),
+  // forward and backward, so that the sharded op computes what the unsharded one does.
+  bool statistics = false;
 };
 
 // How an op uses one of its inputs.
