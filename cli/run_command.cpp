@@ -3,6 +3,7 @@
 // predicted, per op and per iteration (DESIGN.md section 5).
 
 #include "commands.h"
+#include "launch.h"
 #include "model_options.h"
 #include "table.h"
 
@@ -14,20 +15,13 @@
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
-#include <unistd.h>
 
 #include <algorithm>
-#include <array>
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
-#include <sstream>
-#include <sys/wait.h>
-#include <thread>
 
 namespace partita::cli {
 
@@ -49,88 +43,8 @@ struct RunOptions {
   int timeout = 600;
   std::string work_dir;
   std::string mpirun = "mpirun";
+  std::string json;
 };
-
-// partita-run next to this binary: build/<preset>/runtime/partita-run for build/<preset>/cli/partita,
-// or the same directory once installed. PARTITA_RUN overrides.
-fs::path find_partita_run() {
-  if (const char* env = std::getenv("PARTITA_RUN"); env != nullptr && *env != '\0') {
-    if (!fs::exists(env)) {
-      throw Error(fmt::format("PARTITA_RUN={}: no such file", env));
-    }
-    return env;
-  }
-  std::error_code ec;
-  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
-  if (ec) {
-    throw Error(fmt::format("cannot locate the partita binary (/proc/self/exe: {}) to find partita-run next to it; "
-                            "set PARTITA_RUN",
-                            ec.message()));
-  }
-  const fs::path dir = self.parent_path();
-  const std::array candidates{dir / "partita-run", dir.parent_path() / "runtime" / "partita-run"};
-  for (const auto& c : candidates) {
-    if (fs::exists(c)) {
-      return c;
-    }
-  }
-  throw Error(fmt::format("partita-run was not found next to {} (looked for {} and {}); build it with "
-                          "`cmake --build <build dir> --target partita-run` (it needs MPI and oneDNN: "
-                          "scripts/install-deps), or set PARTITA_RUN",
-                          self.string(), candidates[0].string(), candidates[1].string()));
-}
-
-bool on_path(const std::string& program) {
-  if (program.find('/') != std::string::npos) {
-    return fs::exists(program);
-  }
-  const char* path = std::getenv("PATH");
-  std::stringstream dirs(path != nullptr ? path : "");
-  std::string d;
-  while (std::getline(dirs, d, ':')) {
-    if (!d.empty() && fs::exists(fs::path(d) / program)) {
-      return true;
-    }
-  }
-  return false;
-}
-
-std::string shell_quoted(const std::string& s) {
-  std::string out = "'";
-  for (const char c : s) {
-    out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  }
-  return out + "'";
-}
-
-fs::path make_work_dir(const std::string& requested) {
-  if (!requested.empty()) {
-    fs::create_directories(requested);
-    return requested;
-  }
-  std::string pattern = (fs::temp_directory_path() / "partita-run-XXXXXX").string();
-  if (mkdtemp(pattern.data()) == nullptr) {
-    throw Error(fmt::format("cannot create a temporary directory {}", pattern));
-  }
-  return pattern;
-}
-
-// Runs `command` through the shell, echoing each line of its output (stdout and stderr) as it
-// comes; returns the exit status and the whole output.
-std::pair<int, std::string> run_streaming(const std::string& command) {
-  std::FILE* pipe = popen((command + " 2>&1").c_str(), "r");
-  if (pipe == nullptr) {
-    throw Error(fmt::format("cannot start: {}", command));
-  }
-  std::string all;
-  std::array<char, 4096> line{};
-  while (std::fgets(line.data(), static_cast<int>(line.size()), pipe) != nullptr) {
-    all += line.data();
-    std::cout << "  | " << line.data() << std::flush;
-  }
-  const int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0), all};
-}
 
 std::string ms(double seconds) {
   return fmt::format("{:.3f}", seconds * 1e3);
@@ -189,6 +103,8 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--work-dir", o->work_dir,
                   "where the plan, trace and measurements go (default: a new temporary directory)");
   cmd->add_option("--mpirun", o->mpirun, "the MPI launcher")->capture_default_str();
+  cmd->add_option("--json", o->json,
+                  "also write predicted against measured, per op and per iteration, as JSON to this file");
   cmd->callback([o] {
     // 1. Plan, exactly as `partita plan` does.
     const auto model = o->model.load();
@@ -208,26 +124,16 @@ void add_run_command(CLI::App& app) {
     const std::string spec = o->model.spec();
     const auto& family = search::find_optimizer(planned.strategy.family);
     // 2. Launch.
-    const fs::path runner = find_partita_run();
-    if (!on_path(o->mpirun)) {
-      throw Error(
-          fmt::format("'{}' was not found on PATH: install Open MPI (openmpi-bin) or pass --mpirun", o->mpirun));
-    }
-    const fs::path dir = make_work_dir(o->work_dir);
+    const fs::path runner = find_runtime_program("partita-run", "PARTITA_RUN");
+    require_launcher(o->mpirun);
+    const fs::path dir = make_work_dir(o->work_dir, "partita-run");
     const fs::path plan_file = dir / "plan.json", trace = dir / "trace.json", measurements = dir / "measurements.json";
     io::write_json_file(plan_file, plan);
-    std::string launch = fmt::format("{} --timeout {} -np {}", shell_quoted(o->mpirun), o->timeout, o->ranks);
-    const unsigned cores = std::max(1U, std::thread::hardware_concurrency());
-    if (static_cast<unsigned>(o->ranks) > cores) {
-      launch += " --oversubscribe";
-    }
-    if (geteuid() == 0) {
-      launch += " --allow-run-as-root";
-    }
-    launch += fmt::format(" -x OMP_NUM_THREADS={} {} {} --warmup {} --iterations {} --threads {} --trace {} "
-                          "--measurements {}",
-                          o->threads, shell_quoted(runner.string()), shell_quoted(plan_file.string()), o->warmup,
-                          o->iterations, o->threads, shell_quoted(trace.string()), shell_quoted(measurements.string()));
+    const std::string launch =
+        mpirun_prefix(o->mpirun, o->timeout, o->ranks, o->threads) +
+        fmt::format(" {} {} --warmup {} --iterations {} --threads {} --trace {} --measurements {}",
+                    shell_quoted(runner.string()), shell_quoted(plan_file.string()), o->warmup, o->iterations,
+                    o->threads, shell_quoted(trace.string()), shell_quoted(measurements.string()));
     std::cout << fmt::format("plan {} on {} ({} of {} devices), {}: predicted iteration {} ms\n", spec, cl.name,
                              o->ranks, cl.device_count(), family.name(), ms(p.iteration_time));
     std::cout << fmt::format("running: {}\n", launch) << std::flush;
@@ -267,6 +173,7 @@ void add_run_command(CLI::App& app) {
              {"error"}});
     double pred_sum = 0, meas_sum = 0, abs_err = 0, optimizer = 0;
     int counted = 0;
+    nlohmann::json json_ops = nlohmann::json::array();
     for (std::size_t row = 0; row < order.size(); ++row) {
       const std::size_t id = order[row].second;
       const auto& op = g.op(static_cast<graph::OpId>(id));
@@ -283,6 +190,17 @@ void add_run_command(CLI::App& app) {
         abs_err += std::fabs(total - m.total()) / m.total();
         ++counted;
       }
+      json_ops.push_back({{"id", id},
+                          {"name", op.name},
+                          {"type", op.type},
+                          {"predicted", {{"forward", fwd}, {"backward", bwd}, {"communication", comm}, {"total", total}}},
+                          {"measured",
+                           {{"forward", m.forward},
+                            {"backward", m.backward},
+                            {"communication", m.communication},
+                            {"optimizer", m.optimizer},
+                            {"total", m.total()}}},
+                          {"stand_in", ops[id].value("stand_in", false)}});
       if (row < static_cast<std::size_t>(o->top)) {
         t.add_row({std::to_string(id), op.type, op.name.size() > 32 ? op.name.substr(0, 29) + "..." : op.name, ms(fwd),
                    ms(m.forward), ms(bwd), ms(m.backward), ms(comm), ms(m.communication), ms(total), ms(m.total()),
@@ -305,6 +223,26 @@ void add_run_command(CLI::App& app) {
                              ms(p.iteration_time), ms(mean), ms(it.at("min").get<double>()),
                              ms(it.at("max").get<double>()), ms(optimizer), error_percent(p.iteration_time, mean));
     std::cout << fmt::format("plan, trace (Perfetto) and measurements in {}\n", dir.string());
+    if (!o->json.empty()) {
+      // Seconds throughout; ops in id order.
+      std::sort(json_ops.begin(), json_ops.end(),
+                [](const nlohmann::json& a, const nlohmann::json& b) { return a.at("id") < b.at("id"); });
+      const nlohmann::json out{{"model", spec},
+                               {"cluster", cl.name},
+                               {"strategy", planned.strategy.family},
+                               {"ranks", o->ranks},
+                               {"threads", o->threads},
+                               {"timed_iterations", doc.at("timed_iterations")},
+                               {"iteration",
+                                {{"predicted", p.iteration_time},
+                                 {"measured_mean", mean},
+                                 {"measured_min", it.at("min").get<double>()},
+                                 {"measured_max", it.at("max").get<double>()}}},
+                               {"ops", json_ops},
+                               {"work_dir", dir.string()}};
+      io::write_file_atomically(o->json, out.dump(1) + "\n");
+      std::cout << fmt::format("predicted against measured written to {}\n", o->json);
+    }
   });
 }
 
