@@ -203,7 +203,7 @@ void add_calibrate_command(CLI::App& app) {
     c.description = fmt::format(
         "Calibrated by `partita calibrate{}` on {} on host {}: {} MPI rank(s) on {} node(s), {} compute thread(s) per "
         "rank, from '{}'. peak_fp32 {:.4g} GFLOP/s is the highest GEMM rate fitted over {} GEMMs, memory_bandwidth "
-        "{:.4g} GB/s the highest memory-bound rate fitted over {} kernels (ReLU, add, copy); the efficiency curves are "
+        "{:.4g} GB/s the highest memory-bound rate fitted over {} kernels (ReLU, add); the efficiency curves are "
         "the fitted rates over them, and kernel_launch_overhead is 0 because the curves carry the per-call cost{}. "
         "Collective latency/bandwidth are least squares on core's alpha-beta formulas. Fit: {}; {}; {}. Valid for runs "
         "with the same ranks per node and threads per rank.",

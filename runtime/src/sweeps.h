@@ -36,7 +36,7 @@ struct KernelTiming {
 // about 10^lo to 10^hi FLOPs, `per_decade` sizes a decade.
 std::vector<KernelTiming> gemm_sweep(Backend& backend, MPI_Comm comm, const SweepBudget& budget, double lo, double hi,
                                      int per_decade);
-// Memory-bound kernels (ReLU, element-wise add, the copy the executor's stand-ins run) from about
+// Memory-bound kernels (ReLU and element-wise add through oneDNN) from about
 // 10^lo to 10^hi bytes read + written.
 std::vector<KernelTiming> memory_sweep(Backend& backend, MPI_Comm comm, const SweepBudget& budget, double lo,
                                        double hi, int per_decade);
