@@ -20,7 +20,8 @@ int main(int argc, char** argv) {
   partita::cli::add_plan_command(app);
   partita::cli::add_compare_command(app);
   partita::cli::add_run_command(app);
-  // `partita run ... -np P`, as mpirun spells it: CLI11 would read "-np" as -n with the value "p".
+  partita::cli::add_calibrate_command(app);
+  // `partita run|calibrate ... -np P`, as mpirun spells it: CLI11 would read "-np" as -n with the value "p".
   std::vector<std::string> args(argv + 1, argv + argc);
   for (auto& a : args) {
     if (a == "-np") {

@@ -3,6 +3,7 @@
 // predicted, per op and per iteration (DESIGN.md section 5).
 
 #include "commands.h"
+#include "launch.h"
 #include "model_options.h"
 #include "table.h"
 
@@ -15,16 +16,13 @@
 #include "partita/strategy/plan_file.h"
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <array>
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <memory>
-#include <sys/wait.h>
 
 namespace partita::cli {
 
@@ -46,24 +44,8 @@ struct RunOptions {
   int timeout = 600;
   std::string work_dir;
   std::string mpirun = "mpirun";
+  std::string json;
 };
-
-// Runs `command` through the shell, echoing each line of its output (stdout and stderr) as it
-// comes; returns the exit status and the whole output.
-std::pair<int, std::string> run_streaming(const std::string& command) {
-  std::FILE* pipe = popen((command + " 2>&1").c_str(), "r");
-  if (pipe == nullptr) {
-    throw Error(fmt::format("cannot start: {}", command));
-  }
-  std::string all;
-  std::array<char, 4096> line{};
-  while (std::fgets(line.data(), static_cast<int>(line.size()), pipe) != nullptr) {
-    all += line.data();
-    std::cout << "  | " << line.data() << std::flush;
-  }
-  const int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0), all};
-}
 
 std::string ms(double seconds) {
   return fmt::format("{:.3f}", seconds * 1e3);
@@ -106,6 +88,8 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--work-dir", o->work_dir,
                   "where the plan, trace and measurements go (default: a new temporary directory)");
   cmd->add_option("--mpirun", o->mpirun, "the MPI launcher")->capture_default_str();
+  cmd->add_option("--json", o->json,
+                  "also write predicted against measured, per op and per iteration, as JSON to this file");
   cmd->callback([o] {
     // 1. Plan, exactly as `partita plan` does.
     const auto model = o->model.load();
@@ -126,10 +110,7 @@ void add_run_command(CLI::App& app) {
     const auto& family = search::find_optimizer(planned.strategy.family);
     // 2. Launch.
     const fs::path runner = launch::find_runtime_program("partita-run", "PARTITA_RUN");
-    if (!launch::on_path(o->mpirun)) {
-      throw Error(
-          fmt::format("'{}' was not found on PATH: install Open MPI (openmpi-bin) or pass --mpirun", o->mpirun));
-    }
+    require_launcher(o->mpirun);
     const fs::path dir = launch::make_work_dir(o->work_dir, "partita-run");
     const fs::path plan_file = dir / "plan.json", trace = dir / "trace.json", measurements = dir / "measurements.json";
     io::write_json_file(plan_file, plan);
@@ -184,6 +165,28 @@ void add_run_command(CLI::App& app) {
                  ms(pr.forward), ms(m.forward), ms(pr.backward), ms(m.backward), ms(pr.communication),
                  ms(m.communication), ms(pr.total()), ms(m.total()), error_percent(pr.total(), m.total())});
     }
+    nlohmann::json json_ops = nlohmann::json::array();
+    for (const auto& op_c : c.ops) {
+      const auto& op = g.op(op_c.op);
+      const auto& pr = op_c.predicted;
+      const auto& m = op_c.measured;
+      json_ops.push_back({{"id", op_c.op},
+                          {"name", op.name},
+                          {"type", op.type},
+                          {"predicted",
+                           {{"forward", pr.forward},
+                            {"backward", pr.backward},
+                            {"communication", pr.communication},
+                            {"total", pr.total()}}},
+                          {"measured",
+                           {{"forward", m.forward},
+                            {"backward", m.backward},
+                            {"communication", m.communication},
+                            {"optimizer", op_c.measured_optimizer},
+                            {"pipeline_wait", op_c.measured_wait},
+                            {"total", m.total()}}},
+                          {"stand_in", op_c.stand_in}});
+    }
     t.add_rule();
     t.add_row({"", "", fmt::format("all {} ops", order.size()), "", "", "", "", "", "", ms(c.predicted_ops),
                ms(c.measured_ops), error_percent(c.predicted_ops, c.measured_ops)});
@@ -206,6 +209,24 @@ void add_run_command(CLI::App& app) {
                              "the process's peak resident set {:.1f} MiB)\n",
                              p.peak_memory / 1048576.0, tensors / 1048576.0, resident / 1048576.0);
     std::cout << fmt::format("plan, trace (Perfetto) and measurements in {}\n", dir.string());
+    if (!o->json.empty()) {
+      // Seconds throughout; ops in id order.
+      const nlohmann::json out{{"model", spec},
+                               {"cluster", cl.name},
+                               {"strategy", planned.strategy.family},
+                               {"ranks", o->ranks},
+                               {"threads", o->threads},
+                               {"timed_iterations", doc.timed_iterations()},
+                               {"iteration",
+                                {{"predicted", c.predicted_iteration},
+                                 {"measured_mean", c.measured_iteration},
+                                 {"measured_min", c.measured_min},
+                                 {"measured_max", c.measured_max}}},
+                               {"ops", json_ops},
+                               {"work_dir", dir.string()}};
+      io::write_file_atomically(o->json, out.dump(1) + "\n");
+      std::cout << fmt::format("predicted against measured written to {}\n", o->json);
+    }
   });
 }
 

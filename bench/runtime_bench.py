@@ -1,0 +1,213 @@
+#!/usr/bin/python3
+"""Prediction benchmark (issue 5): how well the cost model, on a calibrated cluster, predicts what
+partita-run measures on this machine.
+
+1. `partita calibrate` (or --cluster FILE).
+2. A fixed suite of (model, strategy) cases on --np ranks, each through `partita run --json`.
+3. Prints per case predicted / measured / error, then the iteration-time MAPE, the per-op MAPE,
+   the Kendall rank correlation (tau-b) of strategies per model, predicted against measured per
+   op type and term (where the model misses), the runtime's overhead (iteration time against the
+   sum of its recorded kernel and collective intervals, from the traces), and partita-run's
+   all-reduce bus bandwidth against a raw MPI_Allreduce loop (partita_bench_allreduce).
+
+Targets in the issue: iteration MAPE <= 5%, per-op MAPE <= 10%, tau >= 0.9, overhead < 3%,
+all-reduce >= 95% of raw. This prints the figures; it does not judge or tune them.
+
+  cmake --build --preset ci --target runtime_bench      (or run this file with --partita ...)
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from collections import defaultdict
+
+MODELS = {
+    # Sizes chosen so that an iteration takes tens to hundreds of ms on one core per rank.
+    "mlp": "zoo:mlp?batch=256&input=1024&hidden=2048&layers=3&classes=256",
+    "bert": "zoo:bert?layers=2&hidden=256&heads=4&seq=128&batch=8&vocab=2000&positions=128",
+    "gpt2": "zoo:gpt2?layers=2&hidden=256&heads=4&seq=128&batch=8&vocab=2000&positions=128",
+}
+FAMILIES = ["dp", "mp", "owt", "megatron", "gholami", "hybrid"]
+
+
+def run(cmd, log):
+    with open(log, "w") as out:
+        proc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, text=True)
+    return proc.returncode
+
+
+def kendall_tau_b(xs, ys):
+    n = len(xs)
+    concordant = discordant = ties_x = ties_y = 0
+    for i in range(n):
+        for j in range(i + 1, n):
+            dx = (xs[i] > xs[j]) - (xs[i] < xs[j])
+            dy = (ys[i] > ys[j]) - (ys[i] < ys[j])
+            if dx == 0 and dy == 0:
+                continue
+            if dx == 0:
+                ties_x += 1
+            elif dy == 0:
+                ties_y += 1
+            elif dx == dy:
+                concordant += 1
+            else:
+                discordant += 1
+    denominator = ((concordant + discordant + ties_x) * (concordant + discordant + ties_y)) ** 0.5
+    return (concordant - discordant) / denominator if denominator > 0 else float("nan")
+
+
+def trace_overhead(trace_path):
+    """Per rank and iteration: 1 - (sum of op intervals) / iteration interval, mean over both."""
+    with open(trace_path) as f:
+        events = json.load(f)["traceEvents"]
+    iterations = {}
+    busy = defaultdict(float)
+    for e in events:
+        if e.get("ph") != "X":
+            continue
+        key = (e["pid"], e["args"]["iteration"])
+        if e["cat"] == "iteration":
+            iterations[key] = e["dur"]
+        else:
+            busy[key] += e["dur"]
+    shares = [1 - busy[k] / d for k, d in iterations.items() if d > 0]
+    return sum(shares) / len(shares) if shares else float("nan")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--partita", required=True)
+    ap.add_argument("--allreduce-bench", help="partita_bench_allreduce (skipped when not given)")
+    ap.add_argument("--mpirun", default="mpirun")
+    ap.add_argument("--cluster", help="a calibrated cluster file (default: calibrate first)")
+    ap.add_argument("--quick-calibration", action="store_true")
+    ap.add_argument("--np", type=int, default=2)
+    ap.add_argument("--iterations", type=int, default=10)
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--models", default=",".join(MODELS))
+    ap.add_argument("--families", default=",".join(FAMILIES))
+    ap.add_argument("--out-dir", default="runtime_bench")
+    args = ap.parse_args()
+    os.makedirs(args.out_dir, exist_ok=True)
+    env_note = "OMP_NUM_THREADS=1 per rank (partita run --threads 1)"
+
+    cluster = args.cluster
+    if not cluster:
+        cluster = os.path.join(args.out_dir, "calibrated.json")
+        cmd = [args.partita, "calibrate", "--cluster", "localhost-cpu", "--np", str(args.np), "-o", cluster,
+               "--mpirun", args.mpirun, "--work-dir", os.path.join(args.out_dir, "calibration")]
+        if args.quick_calibration:
+            cmd.append("--quick")
+        print("calibrating:", " ".join(cmd), flush=True)
+        log = os.path.join(args.out_dir, "calibrate.log")
+        if run(cmd, log) != 0:
+            sys.exit(f"partita calibrate failed; see {log}")
+        with open(log) as f:
+            for line in f:
+                if line.startswith("median |error|") or line.startswith("fit:") or "calibrated cluster" in line:
+                    print("  " + line.rstrip())
+    print(f"cluster: {cluster}; {args.np} ranks, {env_note}, {args.iterations} timed iterations after "
+          f"{args.warmup} warm-up", flush=True)
+
+    results = []
+    for model in args.models.split(","):
+        for family in args.families.split(","):
+            name = f"{model}/{family}"
+            work = os.path.join(args.out_dir, f"{model}_{family}")
+            out_json = os.path.join(work, "result.json")
+            os.makedirs(work, exist_ok=True)
+            if os.path.exists(out_json):
+                os.remove(out_json)
+            cmd = [args.partita, "run", MODELS[model], "--cluster", cluster, "--strategy", family, "--np",
+                   str(args.np), "--iterations", str(args.iterations), "--warmup", str(args.warmup), "--threads", "1",
+                   "--mpirun", args.mpirun, "--work-dir", work, "--json", out_json]
+            rc = run(cmd, os.path.join(work, "run.log"))
+            if rc != 0 or not os.path.exists(out_json):
+                with open(os.path.join(work, "run.log")) as f:
+                    why = [l.strip() for l in f if "error" in l.lower()]
+                print(f"  {name}: failed (exit {rc}): {why[-1] if why else 'see ' + work + '/run.log'}", flush=True)
+                continue
+            with open(out_json) as f:
+                r = json.load(f)
+            r["case"], r["model_key"], r["family"] = name, model, family
+            r["overhead"] = trace_overhead(os.path.join(work, "trace.json"))
+            results.append(r)
+            it = r["iteration"]
+            print(f"  {name}: predicted {it['predicted'] * 1e3:.2f} ms, measured {it['measured_mean'] * 1e3:.2f} ms",
+                  flush=True)
+
+    if not results:
+        sys.exit("no case ran")
+    print(f"\n{'case':<18} {'predicted ms':>13} {'measured ms':>12} {'error':>8} {'overhead':>9}")
+    errors = []
+    for r in results:
+        p, m = r["iteration"]["predicted"], r["iteration"]["measured_mean"]
+        errors.append(abs(p - m) / m)
+        print(f"{r['case']:<18} {p * 1e3:>13.2f} {m * 1e3:>12.2f} {100 * (p - m) / m:>+7.1f}% "
+              f"{100 * r['overhead']:>8.2f}%")
+    print(f"\niteration-time MAPE: {100 * sum(errors) / len(errors):.1f}% over {len(errors)} cases "
+          f"(largest {100 * max(errors):.1f}%)")
+
+    # Per op: every op with a measured time; and those that matter (>= 1% of their iteration).
+    all_ops, big_ops = [], []
+    weighted_num = weighted_den = 0.0
+    by_term = defaultdict(lambda: [0.0, 0.0])
+    for r in results:
+        iteration = r["iteration"]["measured_mean"]
+        for op in r["ops"]:
+            m, p = op["measured"]["total"], op["predicted"]["total"]
+            for term in ("forward", "backward", "communication"):
+                acc = by_term[(op["type"], term)]
+                acc[0] += op["predicted"][term]
+                acc[1] += op["measured"][term]
+            if m <= 0:
+                continue
+            e = abs(p - m) / m
+            all_ops.append(e)
+            weighted_num += abs(p - m)
+            weighted_den += m
+            if m >= 0.01 * iteration:
+                big_ops.append(e)
+    print(f"per-op MAPE: {100 * sum(all_ops) / len(all_ops):.1f}% over all {len(all_ops)} measured ops; "
+          f"{100 * sum(big_ops) / max(len(big_ops), 1):.1f}% over the {len(big_ops)} ops taking >= 1% of their "
+          f"iteration; time-weighted {100 * weighted_num / weighted_den:.1f}%")
+
+    print("\nKendall tau-b of strategies by predicted vs measured iteration time, per model:")
+    taus = []
+    for model in args.models.split(","):
+        rs = [r for r in results if r["model_key"] == model]
+        if len(rs) < 2:
+            continue
+        tau = kendall_tau_b([r["iteration"]["predicted"] for r in rs], [r["iteration"]["measured_mean"] for r in rs])
+        taus.append(tau)
+        order_p = " < ".join(r["family"] for r in sorted(rs, key=lambda r: r["iteration"]["predicted"]))
+        order_m = " < ".join(r["family"] for r in sorted(rs, key=lambda r: r["iteration"]["measured_mean"]))
+        print(f"  {model:<6} tau {tau:+.2f} over {len(rs)} strategies; predicted {order_p}; measured {order_m}")
+
+    print("\nwhere the time goes, all cases summed (ms per iteration): predicted vs measured by op type and term")
+    print(f"  {'op type':<14} {'term':<14} {'predicted':>10} {'measured':>10} {'error':>8}")
+    rows = sorted(by_term.items(), key=lambda kv: -kv[1][1])
+    for (kind, term), (p, m) in rows:
+        if m < 1e-4 and p < 1e-4:
+            continue
+        err = f"{100 * (p - m) / m:+.0f}%" if m > 0 else "-"
+        print(f"  {kind:<14} {term:<14} {p * 1e3:>10.2f} {m * 1e3:>10.2f} {err:>8}")
+
+    overheads = [r["overhead"] for r in results if r["overhead"] == r["overhead"]]
+    print(f"\nruntime overhead (1 - recorded kernel+collective intervals / iteration time, mean over ranks and "
+          f"iterations): mean {100 * sum(overheads) / len(overheads):.2f}%, largest {100 * max(overheads):.2f}%")
+
+    if args.allreduce_bench:
+        cmd = [args.mpirun, "-np", str(args.np), "-x", "OMP_NUM_THREADS=1"]
+        if os.geteuid() == 0:
+            cmd.append("--allow-run-as-root")
+        cmd.append(args.allreduce_bench)
+        print("\n" + " ".join(cmd), flush=True)
+        subprocess.run(cmd, check=False)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,229 @@
+// partita calibrate --cluster C -np P [-o FILE] [--quick]: runs `mpirun -np P partita-calibrate`
+// (kernel and collective sweeps on this machine), fits the cluster profile on what it measured
+// (cost/calibration.h: the figures with which kernel_time and collective_cost reproduce the
+// timings), prints the fit per point, and writes the calibrated cluster file that plan, compare
+// and run read with --cluster FILE (DESIGN.md section 5).
+
+#include "commands.h"
+#include "launch.h"
+#include "table.h"
+
+#include "partita/cluster/cluster.h"
+#include "partita/cost/calibration.h"
+#include "partita/graph/error.h"
+#include "partita/io/json_file.h"
+#include "partita/launch/launch.h"
+#include "partita/proto/partita.pb.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <vector>
+
+namespace partita::cli {
+
+cluster::Cluster cluster_for(const std::string& spec, int devices); // plan_command.cpp
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct CalibrateOptions {
+  std::string cluster = "localhost-cpu";
+  int ranks = 2;
+  std::string output;
+  bool quick = false;
+  int threads = 1;
+  int timeout = 1800;
+  std::string work_dir;
+  std::string mpirun = "mpirun";
+  std::string measurements; // fit this file instead of running
+};
+
+cluster::Collective collective_named(const std::string& name, const std::string& where) {
+  using cluster::Collective;
+  for (const auto c : {Collective::all_reduce, Collective::all_gather, Collective::reduce_scatter,
+                       Collective::all_to_all, Collective::broadcast, Collective::send_recv}) {
+    if (cluster::collective_name(c) == name) {
+      return c;
+    }
+  }
+  throw Error(fmt::format("{}: unknown collective '{}'", where, name));
+}
+
+struct Measurements {
+  cost::CalibrationData data;
+  std::string date, host;
+  int ranks = 0;
+  bool quick = false;
+};
+
+// partita-calibrate's file; errors name the file and the entry.
+Measurements read_measurements(const fs::path& path) {
+  std::ifstream in(path);
+  if (!in) {
+    throw Error(fmt::format("{}: cannot open", path.string()));
+  }
+  Measurements m;
+  std::string where = path.string();
+  try {
+    const auto doc = nlohmann::json::parse(in);
+    if (doc.value("format", "") != "partita-calibrate measurements 1") {
+      throw Error(fmt::format("{}: field 'format': not a partita-calibrate measurements file", path.string()));
+    }
+    m.date = doc.at("date").get<std::string>();
+    m.host = doc.at("host").get<std::string>();
+    m.ranks = doc.at("ranks").get<int>();
+    m.quick = doc.at("quick").get<bool>();
+    m.data.nodes = doc.at("nodes").get<int>();
+    m.data.devices_per_node = doc.at("devices_per_node").get<int>();
+    m.data.threads = doc.at("threads").get<int>();
+    for (const char* field : {"compute", "memory"}) {
+      auto& into = std::string(field) == "compute" ? m.data.compute : m.data.memory;
+      const auto& rows = doc.at(field);
+      for (std::size_t i = 0; i < rows.size(); ++i) {
+        where = fmt::format("{}: field '{}[{}]'", path.string(), field, i);
+        const auto& r = rows[i];
+        into.push_back({r.at("kernel").get<std::string>(), r.at("flops").get<double>(), r.at("bytes").get<double>(),
+                        r.at("seconds").get<double>()});
+      }
+    }
+    const auto& rows = doc.at("collectives");
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      where = fmt::format("{}: field 'collectives[{}]'", path.string(), i);
+      const auto& r = rows[i];
+      m.data.collectives.push_back({collective_named(r.at("collective").get<std::string>(), where),
+                                    r.at("devices").get<std::vector<int>>(), r.at("bytes").get<double>(),
+                                    r.at("seconds").get<double>()});
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(fmt::format("{}: {}", where, e.what()));
+  }
+  return m;
+}
+
+std::string percent(double x) {
+  return fmt::format("{:+.1f}%", 100 * x);
+}
+
+std::string fit_table(const std::vector<cost::FitPoint>& points, const char* work_title, double work_unit,
+                      const char* unit_name) {
+  Table t({{"measurement", Table::Align::left},
+           {fmt::format("{} ({})", work_title, unit_name)},
+           {"measured us"},
+           {"predicted us"},
+           {"error"}});
+  for (const auto& p : points) {
+    t.add_row({p.what, fmt::format("{:.4g}", p.work / work_unit), fmt::format("{:.2f}", p.measured * 1e6),
+               fmt::format("{:.2f}", p.predicted * 1e6), percent(p.error())});
+  }
+  const auto q = cost::fit_quality(points);
+  return t.render() + fmt::format("median |error| {:.1f}%, largest {:.1f}% over {} points\n", 100 * q.median_abs,
+                                  100 * q.max_abs, points.size());
+}
+
+std::string quality_text(const char* what, const std::vector<cost::FitPoint>& points) {
+  const auto q = cost::fit_quality(points);
+  return fmt::format("{} median |error| {:.1f}% (largest {:.1f}%, {} points)", what, 100 * q.median_abs,
+                     100 * q.max_abs, points.size());
+}
+
+} // namespace
+
+void add_calibrate_command(CLI::App& app) {
+  auto o = std::make_shared<CalibrateOptions>();
+  auto* cmd = app.add_subcommand("calibrate",
+                                 "Measure this machine (mpirun + partita-calibrate: kernel and collective sweeps) and "
+                                 "write a calibrated cluster file for --cluster");
+  cmd->add_option("--cluster", o->cluster, "the cluster to calibrate (preset or file): names, capacity and link kinds")
+      ->capture_default_str();
+  cmd->add_option("-n,--np", o->ranks, "MPI ranks, one per device (-np P also works)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("-o,--output", o->output, "the calibrated cluster file (default: <cluster>-calibrated.json)");
+  cmd->add_flag("--quick", o->quick, "fewer sizes and shorter trials (collectives up to 4 MiB)");
+  cmd->add_option("--threads", o->threads, "compute threads per rank (OMP_NUM_THREADS)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--timeout", o->timeout, "seconds before mpirun ends a run that hangs")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--work-dir", o->work_dir, "where the measurements go (default: a new temporary directory)");
+  cmd->add_option("--mpirun", o->mpirun, "the MPI launcher")->capture_default_str();
+  cmd->add_option("--measurements", o->measurements,
+                  "fit a measurements file written by partita-calibrate instead of running it");
+  cmd->callback([o] {
+    fs::path measurements = o->measurements;
+    if (measurements.empty()) {
+      const fs::path program = launch::find_runtime_program("partita-calibrate", "PARTITA_CALIBRATE");
+      require_launcher(o->mpirun);
+      const fs::path dir = launch::make_work_dir(o->work_dir, "partita-calibrate");
+      measurements = dir / "measurements.json";
+      std::vector<std::string> arguments{"-o", measurements.string(), "--threads", std::to_string(o->threads)};
+      if (o->quick) {
+        arguments.emplace_back("--quick");
+      }
+      const std::string command =
+          launch::shell_line(launch::mpirun_command({o->mpirun, o->ranks, o->threads, o->timeout, program, arguments}));
+      std::cout << fmt::format("running: {}\n", command) << std::flush;
+      const auto [status, output] = run_streaming(command);
+      if (status != 0) {
+        throw Error(fmt::format("the calibration run failed (exit status {}); its output is above", status));
+      }
+      if (!fs::exists(measurements)) {
+        throw Error(fmt::format("the calibration run ended without writing {}", measurements.string()));
+      }
+    }
+    const Measurements m = read_measurements(measurements);
+    const auto& d = m.data;
+    const cluster::Cluster base = cluster_for(o->cluster, d.nodes * d.devices_per_node);
+    auto cal = cost::calibrate(base, d);
+    auto& c = cal.cluster;
+
+    std::cout << "\nfit: compute (GEMMs; kernel_time with the calibrated peak and compute efficiency curve)\n"
+              << fit_table(cal.compute, "work", 1, "FLOP");
+    std::cout << "\nfit: memory-bound kernels (kernel_time with the calibrated bandwidth and memory efficiency curve)\n"
+              << fit_table(cal.memory, "bytes", 1, "B");
+    if (!cal.collectives.empty()) {
+      std::cout << "\nfit: collectives (collective_cost with the fitted latency and bandwidth)\n"
+                << fit_table(cal.collectives, "size", 1, "B");
+    }
+
+    std::string links;
+    if (cal.intra) {
+      links += fmt::format("; inside a node alpha {:.3g} us, beta {:.3g} GB/s ({} collective timings)",
+                           cal.intra->link.latency * 1e6, cal.intra->link.bandwidth / 1e9, cal.intra->samples);
+    }
+    if (cal.inter) {
+      links += fmt::format("; between nodes alpha {:.3g} us, beta {:.3g} GB/s ({} collective timings)",
+                           cal.inter->link.latency * 1e6, cal.inter->link.bandwidth / 1e9, cal.inter->samples);
+    }
+    c.name = base.name + "-calibrated";
+    c.description = fmt::format(
+        "Calibrated by `partita calibrate{}` on {} on host {}: {} MPI rank(s) on {} node(s), {} compute thread(s) per "
+        "rank, from '{}'. peak_fp32 {:.4g} GFLOP/s is the highest GEMM rate fitted over {} GEMMs, memory_bandwidth "
+        "{:.4g} GB/s the highest memory-bound rate fitted over {} kernels (ReLU, add); the efficiency curves are "
+        "the fitted rates over them, and kernel_launch_overhead is 0 because the curves carry the per-call cost{}. "
+        "Collective latency/bandwidth are least squares on core's alpha-beta formulas. Fit: {}; {}; {}. Valid for runs "
+        "with the same ranks per node and threads per rank.",
+        m.quick ? " --quick" : "", m.date, m.host, m.ranks, d.nodes, d.threads, base.name, c.device.peak_fp32 / 1e9,
+        d.compute.size(), c.device.memory_bandwidth / 1e9, d.memory.size(), links, quality_text("compute", cal.compute),
+        quality_text("memory", cal.memory), quality_text("collectives", cal.collectives));
+
+    const fs::path output = o->output.empty() ? fs::path(base.name + "-calibrated.json") : fs::path(o->output);
+    io::write_json_file(output, cluster::to_proto(c));
+    cluster::load_cluster(output.string()); // what plan/compare/run will read: it must validate
+    std::cout << fmt::format(
+        "\ncalibrated cluster '{}' ({} x {} devices): peak_fp32 {:.4g} GFLOP/s (was {:.4g}), memory bandwidth {:.4g} "
+        "GB/s (was {:.4g}){}\nwritten to {} (use --cluster {})\n",
+        c.name, c.nodes, c.devices_per_node, c.device.peak_fp32 / 1e9, base.device.peak_fp32 / 1e9,
+        c.device.memory_bandwidth / 1e9, base.device.memory_bandwidth / 1e9, links, output.string(), output.string());
+  });
+}
+
+} // namespace partita::cli

@@ -1,0 +1,82 @@
+#pragma once
+
+// Calibration (DESIGN.md section 5): from kernel and collective timings measured on a machine
+// (partita-calibrate), the cluster profile whose figures make the cost model reproduce them.
+//
+// - Compute and memory: kernel_time(flops, bytes) = max(flops / (peak x compute_efficiency(flops)),
+//   bytes / (memory_bandwidth x memory_efficiency(bytes))) + launch. The achieved rate of each
+//   timed kernel (FLOP/s for GEMMs, bytes/s for memory-bound kernels) is fitted, by least squares
+//   on the relative error, with a curve linear in log(work) between knots (one per half decade of
+//   the measured range): the shape EfficiencyCurve interpolates. The peak is the highest fitted
+//   rate and the curve is the fitted rates over it, so every fraction lies in (0, 1]. The launch
+//   overhead is set to 0: per-call costs are measured, and the curves carry them at small sizes.
+// - Links: each collective timing is t = a x L + n x W / B where L (latency steps) and W (bytes
+//   factor) come from collective_cost itself, evaluated on a probe cluster whose link has unit
+//   latency and bandwidth; (a, 1/B) is the least-squares fit on relative error over every
+//   collective timed on that link class (intra-node groups; inter-node groups with one rank per
+//   node), so core's formulas with the fitted figures reproduce the measurements.
+
+#include "partita/cluster/cluster.h"
+#include "partita/cluster/collectives.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace partita::cost {
+
+struct KernelSample {
+  std::string kernel; // what ran, e.g. "gemm 512x512x512" or "relu"
+  double flops = 0;   // 0 for a memory-bound kernel
+  double bytes = 0;   // read + written, as op_cost counts them (shard inputs + outputs)
+  double seconds = 0; // per call
+};
+
+struct CollectiveSample {
+  cluster::Collective collective = cluster::Collective::all_reduce;
+  std::vector<int> devices; // the group, as device ids of the calibrated cluster
+  double bytes = 0;         // as nccl-tests counts them (collective_cost's convention)
+  double seconds = 0;
+};
+
+// What partita-calibrate measured. Devices are numbered node-major: devices_per_node per node.
+struct CalibrationData {
+  int nodes = 1;
+  int devices_per_node = 1;
+  int threads = 1; // compute threads per rank
+  std::vector<KernelSample> compute;
+  std::vector<KernelSample> memory;
+  std::vector<CollectiveSample> collectives;
+};
+
+// One measurement against what the calibrated cluster predicts for it.
+struct FitPoint {
+  std::string what;
+  double work = 0; // FLOPs, or bytes
+  double measured = 0, predicted = 0;
+  double error() const { return measured > 0 ? (predicted - measured) / measured : 0; }
+};
+
+struct LinkFit {
+  cluster::Link link;
+  int samples = 0;
+};
+
+struct Calibration {
+  cluster::Cluster cluster;
+  std::vector<FitPoint> compute, memory, collectives;
+  std::optional<LinkFit> intra, inter; // the link classes the data covered
+};
+
+// Fits `data` onto `base` (name, device name, capacity, link kinds and NICs per node kept; shape
+// from the data) and checks every point with kernel_time and collective_cost. Throws
+// partita::Error when a class has too few usable points (naming it) or times do not grow with size.
+Calibration calibrate(const cluster::Cluster& base, const CalibrationData& data);
+
+// Median and largest |error| of a set of points.
+struct FitQuality {
+  double median_abs = 0, max_abs = 0;
+};
+FitQuality fit_quality(const std::vector<FitPoint>& points);
+
+} // namespace partita::cost

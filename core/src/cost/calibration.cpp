@@ -1,0 +1,304 @@
+#include "partita/cost/calibration.h"
+
+#include "partita/cost/op_cost.h"
+#include "partita/graph/error.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+namespace partita::cost {
+
+namespace {
+
+using cluster::Collective;
+
+// Solves the n x n system m x = v in place (Gaussian elimination, partial pivoting); the caller
+// keeps m well conditioned (every knot has data, plus a tiny ridge).
+std::vector<double> solve(std::vector<std::vector<double>> m, std::vector<double> v) {
+  const std::size_t n = v.size();
+  for (std::size_t col = 0; col < n; ++col) {
+    std::size_t pivot = col;
+    for (std::size_t r = col + 1; r < n; ++r) {
+      if (std::fabs(m[r][col]) > std::fabs(m[pivot][col])) {
+        pivot = r;
+      }
+    }
+    std::swap(m[col], m[pivot]);
+    std::swap(v[col], v[pivot]);
+    if (m[col][col] == 0) {
+      throw Error("calibration: singular least-squares system");
+    }
+    for (std::size_t r = col + 1; r < n; ++r) {
+      const double f = m[r][col] / m[col][col];
+      for (std::size_t c = col; c < n; ++c) {
+        m[r][c] -= f * m[col][c];
+      }
+      v[r] -= f * v[col];
+    }
+  }
+  std::vector<double> x(n);
+  for (std::size_t i = n; i-- > 0;) {
+    double s = v[i];
+    for (std::size_t c = i + 1; c < n; ++c) {
+      s -= m[i][c] * x[c];
+    }
+    x[i] = s / m[i][i];
+  }
+  return x;
+}
+
+struct RateSample {
+  double work = 0; // FLOPs or bytes
+  double rate = 0; // per second
+};
+
+// The hat weights of log10(work) on `knots` (log10 values, ascending): linear between knots,
+// constant beyond the ends, as EfficiencyCurve::at interpolates.
+std::vector<double> hat_weights(const std::vector<double>& knots, double work) {
+  std::vector<double> w(knots.size(), 0.0);
+  const double x = std::log10(work);
+  if (x <= knots.front()) {
+    w.front() = 1;
+  } else if (x >= knots.back()) {
+    w.back() = 1;
+  } else {
+    const auto upper = static_cast<std::size_t>(std::upper_bound(knots.begin(), knots.end(), x) - knots.begin());
+    const double t = (x - knots[upper - 1]) / (knots[upper] - knots[upper - 1]);
+    w[upper - 1] = 1 - t;
+    w[upper] = t;
+  }
+  return w;
+}
+
+// Achieved rate against work, fitted by least squares on the relative error; returns the curve as
+// (work, rate) knots, one per half decade that holds a sample.
+std::vector<std::pair<double, double>> fit_rate_curve(const std::vector<RateSample>& samples, std::string_view what) {
+  std::set<double> knot_set;
+  for (const auto& s : samples) {
+    knot_set.insert(std::round(2 * std::log10(s.work)) / 2);
+  }
+  const std::vector<double> knots(knot_set.begin(), knot_set.end());
+  const std::size_t n = knots.size();
+  std::vector<std::vector<double>> normal(n, std::vector<double>(n, 0.0));
+  std::vector<double> rhs(n, 0.0);
+  for (const auto& s : samples) {
+    auto row = hat_weights(knots, s.work);
+    for (auto& x : row) {
+      x /= s.rate; // relative error: (sum_j c_j h_j - y) / y
+    }
+    for (std::size_t i = 0; i < n; ++i) {
+      rhs[i] += row[i];
+      for (std::size_t j = 0; j < n; ++j) {
+        normal[i][j] += row[i] * row[j];
+      }
+    }
+  }
+  double trace = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    trace += normal[i][i];
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    normal[i][i] += 1e-12 * trace / static_cast<double>(n);
+  }
+  const auto c = solve(normal, rhs);
+  std::vector<std::pair<double, double>> curve;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (!std::isfinite(c[i]) || c[i] <= 0) {
+      throw Error(fmt::format("calibration: {}: the fitted rate at {:.3g} is {} (the timings are inconsistent; "
+                              "measure again on a quieter machine)",
+                              what, std::pow(10.0, knots[i]), c[i]));
+    }
+    curve.emplace_back(std::pow(10.0, knots[i]), c[i]);
+  }
+  return curve;
+}
+
+// Peak = highest fitted rate; the curve becomes fractions of it.
+double to_efficiency(const std::vector<std::pair<double, double>>& rates, cluster::EfficiencyCurve& curve) {
+  double peak = 0;
+  for (const auto& [work, rate] : rates) {
+    peak = std::max(peak, rate);
+  }
+  curve.points.clear();
+  for (const auto& [work, rate] : rates) {
+    curve.points.emplace_back(work, std::clamp(rate / peak, 1e-9, 1.0));
+  }
+  return peak;
+}
+
+std::vector<RateSample> rates(const std::vector<KernelSample>& samples, bool flops, std::string_view what) {
+  std::vector<RateSample> out;
+  for (const auto& s : samples) {
+    const double work = flops ? s.flops : s.bytes;
+    if (!(std::isfinite(work) && work > 0 && std::isfinite(s.seconds) && s.seconds > 0)) {
+      throw Error(fmt::format("calibration: {} sample '{}': work {} and time {} s must be positive and finite", what,
+                              s.kernel, work, s.seconds));
+    }
+    out.push_back({work, work / s.seconds});
+  }
+  if (out.size() < 2) {
+    throw Error(fmt::format("calibration: {} needs at least 2 timed kernels, got {}", what, out.size()));
+  }
+  return out;
+}
+
+enum class LinkClass : std::uint8_t { intra, inter, mixed };
+
+LinkClass link_class(const cluster::Cluster& c, const std::vector<int>& devices) {
+  std::set<int> nodes;
+  for (const int d : devices) {
+    nodes.insert(c.node_of(d));
+  }
+  if (nodes.size() == 1) {
+    return LinkClass::intra;
+  }
+  return nodes.size() == devices.size() ? LinkClass::inter : LinkClass::mixed;
+}
+
+cluster::CollectiveCost cost_of(const cluster::Cluster& c, const CollectiveSample& s,
+                                cluster::Algorithm a = cluster::Algorithm::automatic) {
+  return cluster::collective_cost(c, s.collective, s.devices, s.bytes, a);
+}
+
+// t = a L + u W over the samples of one link class, L and W read off collective_cost on a probe
+// cluster whose link of that class has unit latency and bandwidth.
+LinkFit fit_link(const cluster::Cluster& nominal, const std::vector<const CollectiveSample*>& samples, LinkClass cls,
+                 cluster::LinkKind kind) {
+  cluster::Cluster probe = nominal;
+  const cluster::Link unit{kind, 1.0, 1.0};
+  (cls == LinkClass::intra ? probe.intra_link : probe.nic) = unit;
+  const char* what = cls == LinkClass::intra ? "intra-node link" : "inter-node link";
+  double sll = 0, slw = 0, sww = 0, sl = 0, sw = 0;
+  for (const auto* s : samples) {
+    if (!(std::isfinite(s->seconds) && s->seconds > 0)) {
+      throw Error(fmt::format("calibration: {} sample of {} B: time {} s must be positive and finite",
+                              cluster::collective_name(s->collective), s->bytes, s->seconds));
+    }
+    // The algorithm the cost model picks with the nominal figures, probed for its terms.
+    const auto algorithm = cost_of(nominal, *s).algorithm;
+    const auto terms = cost_of(probe, *s, algorithm);
+    const double l = terms.latency_seconds / s->seconds, w = terms.bandwidth_seconds / s->seconds;
+    sll += l * l;
+    slw += l * w;
+    sww += w * w;
+    sl += l;
+    sw += w;
+  }
+  if (samples.size() < 2) {
+    throw Error(fmt::format("calibration: the {} needs at least 2 timed collectives, got {}", what, samples.size()));
+  }
+  const double det = sll * sww - slw * slw;
+  double a = det > 0 ? (sl * sww - sw * slw) / det : -1;
+  double u = det > 0 ? (sll * sw - slw * sl) / det : 0;
+  if (a < 0) { // latency below resolution: bandwidth alone
+    a = 0;
+    u = sww > 0 ? sw / sww : 0;
+  }
+  if (!(u > 0) || !std::isfinite(u)) {
+    throw Error(fmt::format("calibration: the {}'s collective times do not grow with size (fitted 1/bandwidth {}); "
+                            "measure larger sizes",
+                            what, u));
+  }
+  return {cluster::Link{kind, 1 / u, a}, static_cast<int>(samples.size())};
+}
+
+} // namespace
+
+Calibration calibrate(const cluster::Cluster& base, const CalibrationData& data) {
+  if (data.nodes < 1 || data.devices_per_node < 1) {
+    throw Error(fmt::format("calibration: {} node(s) of {} device(s) is not a cluster", data.nodes,
+                            data.devices_per_node));
+  }
+  Calibration out;
+  cluster::Cluster& c = out.cluster;
+  c = base;
+  c.nodes = data.nodes;
+  if (data.devices_per_node != base.devices_per_node) {
+    c.devices_per_node = data.devices_per_node;
+    c.intra_switched = true; // the base's direct pairs were for another node size
+    c.intra_pairs.clear();
+  }
+
+  cluster::Device& dev = c.device;
+  dev.kernel_launch_overhead = 0; // inside the curves: they are fitted on whole calls
+  dev.memory_bandwidth = to_efficiency(fit_rate_curve(rates(data.memory, false, "memory"), "memory bandwidth"),
+                                       dev.memory_efficiency);
+  const double old_peak = dev.peak_fp32;
+  dev.peak_fp32 =
+      to_efficiency(fit_rate_curve(rates(data.compute, true, "compute"), "compute rate"), dev.compute_efficiency);
+  // Reduced-precision units keep their ratio to fp32 (there is nothing measured for them).
+  for (double* p : {&dev.peak_tf32, &dev.peak_fp16, &dev.peak_bf16, &dev.peak_fp8}) {
+    if (*p > 0 && old_peak > 0) {
+      *p *= dev.peak_fp32 / old_peak;
+    }
+  }
+
+  std::vector<const CollectiveSample*> intra, inter;
+  for (const auto& s : data.collectives) {
+    switch (link_class(c, s.devices)) {
+    case LinkClass::intra: intra.push_back(&s); break;
+    case LinkClass::inter: inter.push_back(&s); break;
+    case LinkClass::mixed: break; // checked below, fitted through neither class
+    }
+  }
+  if (data.nodes > 1 && inter.empty()) {
+    throw Error(fmt::format("calibration: the job spans {} nodes but no collective between nodes (one device per "
+                            "node) was timed",
+                            data.nodes));
+  }
+  if (data.devices_per_node > 1 && intra.empty()) {
+    throw Error(fmt::format("calibration: {} devices per node but no collective inside a node was timed",
+                            data.devices_per_node));
+  }
+  // A base without a network (or a node link) still needs figures for the cost model to pick an
+  // algorithm before the fit replaces them.
+  cluster::Cluster nominal = c;
+  if (nominal.nic.bandwidth <= 0) {
+    nominal.nic = {nominal.nic.kind, 1e9, 1e-5};
+  }
+  if (nominal.intra_link.bandwidth <= 0) {
+    nominal.intra_link = {nominal.intra_link.kind, 1e10, 1e-6};
+  }
+  if (!intra.empty()) {
+    out.intra = fit_link(nominal, intra, LinkClass::intra, base.intra_link.kind);
+    c.intra_link = out.intra->link;
+  }
+  if (!inter.empty()) {
+    out.inter = fit_link(nominal, inter, LinkClass::inter, base.nic.kind);
+    c.nic = out.inter->link;
+  }
+
+  for (const auto& s : data.compute) {
+    out.compute.push_back(
+        {s.kernel, s.flops, s.seconds, kernel_time(s.flops, s.bytes, dev, cluster::Precision::fp32)});
+  }
+  for (const auto& s : data.memory) {
+    out.memory.push_back({s.kernel, s.bytes, s.seconds, kernel_time(0, s.bytes, dev, cluster::Precision::fp32)});
+  }
+  for (const auto& s : data.collectives) {
+    out.collectives.push_back({fmt::format("{} on {} devices", cluster::collective_name(s.collective),
+                                           s.devices.size()),
+                               s.bytes, s.seconds, cost_of(c, s).seconds});
+  }
+  return out;
+}
+
+FitQuality fit_quality(const std::vector<FitPoint>& points) {
+  FitQuality q;
+  if (points.empty()) {
+    return q;
+  }
+  std::vector<double> e;
+  for (const auto& p : points) {
+    e.push_back(std::fabs(p.error()));
+  }
+  std::sort(e.begin(), e.end());
+  q.max_abs = e.back();
+  q.median_abs = e.size() % 2 == 1 ? e[e.size() / 2] : (e[e.size() / 2 - 1] + e[e.size() / 2]) / 2;
+  return q;
+}
+
+} // namespace partita::cost

@@ -1,0 +1,207 @@
+// partita-calibrate: the measurements `partita calibrate` fits a cluster profile on (DESIGN.md
+// section 5). Compute and memory sweeps of the CPU backend on every rank at once, then collective
+// sweeps inside a node and, when the job spans nodes, between nodes (one rank per node).
+//   mpirun -np P partita-calibrate -o measurements.json [--quick] [--threads N]
+
+#include "backend.h"
+#include "collectives.h"
+#include "sweeps.h"
+
+#include "partita/graph/error.h"
+#include "partita/io/json_file.h"
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <mpi.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <ctime>
+#include <exception>
+#include <numeric>
+
+namespace {
+
+using namespace partita;
+using namespace partita::runtime;
+using cluster::Collective;
+
+struct Options {
+  std::string output;
+  bool quick = false;
+  int threads = 1;
+  double max_bytes = 256.0 * 1024 * 1024;
+};
+
+// Where every rank runs: nodes are MPI's shared-memory domains. Devices of the calibrated
+// cluster are numbered node-major, so ranks must be placed node by node (mpirun's default).
+struct Placement {
+  int nodes = 1, per_node = 1;
+  int node = 0, local_rank = 0;
+  MPI_Comm local = MPI_COMM_NULL;   // this node's ranks
+  MPI_Comm leaders = MPI_COMM_NULL; // local rank 0 of every node
+};
+
+Placement place(int rank, int size) {
+  Placement p;
+  check_mpi(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &p.local),
+            "MPI_Comm_split_type");
+  MPI_Comm_rank(p.local, &p.local_rank);
+  MPI_Comm_size(p.local, &p.per_node);
+  int leader = p.local_rank == 0 ? 1 : 0, nodes = 0;
+  check_mpi(MPI_Allreduce(&leader, &nodes, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD), "MPI_Allreduce");
+  p.nodes = nodes;
+  int first = rank; // the node's lowest world rank
+  check_mpi(MPI_Bcast(&first, 1, MPI_INT, 0, p.local), "MPI_Bcast");
+  std::vector<int> sizes(static_cast<std::size_t>(size));
+  check_mpi(MPI_Allgather(&p.per_node, 1, MPI_INT, sizes.data(), 1, MPI_INT, MPI_COMM_WORLD), "MPI_Allgather");
+  const bool uniform = std::all_of(sizes.begin(), sizes.end(), [&](int s) { return s == sizes[0]; });
+  if (!uniform || size % p.nodes != 0 || first != rank - p.local_rank || first % p.per_node != 0) {
+    throw Error(fmt::format("ranks must be placed node by node with the same number on every node (rank {} is "
+                            "local rank {} of {} on a node starting at rank {}); use mpirun's default --map-by slot",
+                            rank, p.local_rank, p.per_node, first));
+  }
+  p.node = first / p.per_node;
+  check_mpi(MPI_Comm_split(MPI_COMM_WORLD, p.local_rank == 0 ? 0 : MPI_UNDEFINED, rank, &p.leaders), "MPI_Comm_split");
+  return p;
+}
+
+std::string utc_now() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%d %H:%M UTC", &tm);
+  return text;
+}
+
+nlohmann::json kernels_json(const std::vector<KernelTiming>& rows) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& r : rows) {
+    out.push_back({{"kernel", r.kernel}, {"flops", r.flops}, {"bytes", r.bytes}, {"seconds", r.seconds}});
+  }
+  return out;
+}
+
+void say(int rank, const std::string& text) {
+  if (rank == 0) {
+    std::fputs(text.c_str(), stdout);
+    std::fflush(stdout);
+  }
+}
+
+int run(const Options& opt, int rank, int size) {
+  const Placement where = place(rank, size);
+  auto backend = make_cpu_backend(opt.threads);
+  const SweepBudget budget = opt.quick ? SweepBudget{0.002, 3, 500} : SweepBudget{0.01, 5, 2000};
+  say(rank, fmt::format("partita-calibrate: {} ranks on {} node(s), backend {}, {} thread(s) per rank{}\n", size,
+                        where.nodes, backend->name(), opt.threads, opt.quick ? ", quick" : ""));
+  // The CPU backend has no convolution kernel: GEMMs and memory-bound kernels only.
+  say(rank, "\n# compute: GEMMs on every rank at once (time: slowest rank, median of trials)\n");
+  const auto gemms =
+      opt.quick ? gemm_sweep(*backend, MPI_COMM_WORLD, budget, 5, 9, 2) : gemm_sweep(*backend, MPI_COMM_WORLD, budget, 5, 10, 4);
+  say(rank, kernel_table(gemms, true));
+  say(rank, "\n# memory-bound kernels on every rank at once\n");
+  const auto memory = opt.quick ? memory_sweep(*backend, MPI_COMM_WORLD, budget, 3, 8, 2)
+                                : memory_sweep(*backend, MPI_COMM_WORLD, budget, 3, 9, 4);
+  say(rank, kernel_table(memory, false));
+
+  const Collective collectives[] = {Collective::all_reduce, Collective::all_gather, Collective::reduce_scatter,
+                                    Collective::broadcast, Collective::send_recv, Collective::all_to_all};
+  const double max_bytes = opt.quick ? std::min(opt.max_bytes, 4.0 * 1024 * 1024) : opt.max_bytes;
+  const double step = opt.quick ? 4 : 2;
+  nlohmann::json coll_json = nlohmann::json::array();
+  const auto sweep_on = [&](MPI_Comm comm, const std::vector<int>& devices, const std::string& where_text) {
+    // Every node's group runs at once (links inside a node are per node); node 0 reports.
+    for (const auto c : collectives) {
+      std::vector<CollectiveTiming> rows;
+      if (comm != MPI_COMM_NULL) {
+        rows = collective_sweep(c, comm, budget, 8, max_bytes, step);
+      }
+      say(rank, nccl_table(c, static_cast<int>(devices.size()), rows).insert(1, " " + where_text));
+      for (const auto& r : rows) {
+        if (rank == 0) {
+          coll_json.push_back({{"collective", std::string(cluster::collective_name(c))},
+                               {"devices", devices},
+                               {"bytes", r.bytes},
+                               {"seconds", r.seconds}});
+        }
+      }
+      MPI_Barrier(MPI_COMM_WORLD);
+    }
+  };
+  if (where.per_node > 1) {
+    std::vector<int> devices(static_cast<std::size_t>(where.per_node));
+    std::iota(devices.begin(), devices.end(), 0);
+    sweep_on(where.local, devices, "inside a node:");
+  }
+  if (where.nodes > 1) {
+    std::vector<int> devices;
+    for (int n = 0; n < where.nodes; ++n) {
+      devices.push_back(n * where.per_node);
+    }
+    sweep_on(where.leaders, devices, "between nodes, one rank per node:");
+  }
+
+  if (rank == 0) {
+    char host[256] = {};
+    int length = 0;
+    MPI_Get_processor_name(host, &length);
+    const nlohmann::json doc{{"format", "partita-calibrate measurements 1"},
+                             {"date", utc_now()},
+                             {"host", std::string(host, static_cast<std::size_t>(length))},
+                             {"ranks", size},
+                             {"nodes", where.nodes},
+                             {"devices_per_node", where.per_node},
+                             {"threads", opt.threads},
+                             {"quick", opt.quick},
+                             {"backend", std::string(backend->name())},
+                             {"compute", kernels_json(gemms)},
+                             {"memory", kernels_json(memory)},
+                             {"collectives", coll_json}};
+    if (!opt.output.empty()) {
+      io::write_file_atomically(opt.output, doc.dump(1) + "\n");
+      fmt::print("\nmeasurements written to {}\n", opt.output);
+    }
+  }
+  Placement copy = where;
+  MPI_Comm_free(&copy.local);
+  if (copy.leaders != MPI_COMM_NULL) {
+    MPI_Comm_free(&copy.leaders);
+  }
+  return 0;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+
+  CLI::App app{"partita-calibrate: kernel and collective sweeps for `partita calibrate` (start with mpirun -np P)"};
+  Options opt;
+  app.add_option("-o,--output", opt.output, "measurements as JSON, written by rank 0 (read by partita calibrate)");
+  app.add_flag("--quick", opt.quick, "fewer sizes, shorter trials, collectives up to 4 MiB");
+  app.add_option("--threads", opt.threads, "compute threads per rank")->check(CLI::PositiveNumber);
+  app.add_option("--max-bytes", opt.max_bytes, "largest collective size in bytes")->check(CLI::PositiveNumber);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = rank == 0 ? app.exit(e) : (e.get_exit_code() == 0 ? 0 : 1);
+    MPI_Finalize();
+    return code;
+  }
+  int code = 0;
+  try {
+    code = run(opt, rank, size);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "partita-calibrate: rank %d: %s\n", rank, e.what());
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  MPI_Finalize();
+  return code;
+}

@@ -1,0 +1,198 @@
+#include "sweeps.h"
+
+#include "collectives.h"
+
+#include "partita/graph/error.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+
+namespace partita::runtime {
+
+double time_per_call(MPI_Comm comm, const SweepBudget& budget, const std::function<void()>& f) {
+  f(); // warm-up: first-touch pages, oneDNN's primitive cache, MPI's connections
+  MPI_Barrier(comm);
+  double t0 = MPI_Wtime();
+  f();
+  double one = MPI_Wtime() - t0;
+  double slowest = 0;
+  check_mpi(MPI_Allreduce(&one, &slowest, 1, MPI_DOUBLE, MPI_MAX, comm), "MPI_Allreduce");
+  // Every rank must make the same number of calls: the count follows the agreed slowest estimate.
+  const int calls = static_cast<int>(
+      std::clamp(std::ceil(budget.target_seconds / std::max(slowest, 1e-9)), 1.0, static_cast<double>(budget.max_calls)));
+  std::vector<double> trials;
+  for (int t = 0; t < budget.trials; ++t) {
+    MPI_Barrier(comm);
+    t0 = MPI_Wtime();
+    for (int i = 0; i < calls; ++i) {
+      f();
+    }
+    const double mine = (MPI_Wtime() - t0) / calls;
+    double worst = 0;
+    check_mpi(MPI_Allreduce(&mine, &worst, 1, MPI_DOUBLE, MPI_MAX, comm), "MPI_Allreduce");
+    trials.push_back(worst);
+  }
+  std::sort(trials.begin(), trials.end());
+  return trials[trials.size() / 2];
+}
+
+namespace {
+
+std::vector<double> work_points(double lo, double hi, int per_decade) {
+  std::vector<double> out;
+  const int steps = static_cast<int>(std::lround((hi - lo) * per_decade));
+  for (int i = 0; i <= steps; ++i) {
+    out.push_back(std::pow(10.0, lo + static_cast<double>(i) / per_decade));
+  }
+  return out;
+}
+
+std::int64_t at_least_one(double x) {
+  return std::max<std::int64_t>(1, std::llround(x));
+}
+
+} // namespace
+
+std::vector<KernelTiming> gemm_sweep(Backend& backend, MPI_Comm comm, const SweepBudget& budget, double lo, double hi,
+                                     int per_decade) {
+  struct Family {
+    const char* name;
+    double m, n, k; // shape relative to a size s
+    bool trans_b;
+  };
+  // Square; tall and skinny (many rows, a small weight: a fully-connected layer on a large batch);
+  // square reading B transposed (dX = dY W^T in a backward pass).
+  const Family families[] = {{"gemm", 1, 1, 1, false}, {"gemm tall", 8, 1, 1, false}, {"gemm B^T", 1, 1, 1, true}};
+  std::vector<KernelTiming> out;
+  std::vector<float> a, b, c;
+  for (const auto& f : families) {
+    for (const double work : work_points(lo, hi, per_decade)) {
+      const double s = std::cbrt(work / (2 * f.m * f.n * f.k));
+      const MatmulShape shape{1, at_least_one(f.m * s), at_least_one(f.n * s), at_least_one(f.k * s)};
+      a.assign(static_cast<std::size_t>(shape.m * shape.k), 0.5F);
+      b.assign(static_cast<std::size_t>(shape.k * shape.n), 0.25F);
+      c.assign(static_cast<std::size_t>(shape.m * shape.n), 0.0F);
+      const double seconds = time_per_call(
+          comm, budget, [&] { backend.matmul(shape, a.data(), false, b.data(), f.trans_b, c.data()); });
+      const double flops = 2.0 * static_cast<double>(shape.m * shape.n * shape.k);
+      const double bytes = 4.0 * static_cast<double>(a.size() + b.size() + c.size());
+      out.push_back({fmt::format("{} {}x{}x{}", f.name, shape.m, shape.n, shape.k), flops, bytes, seconds});
+    }
+  }
+  return out;
+}
+
+std::vector<KernelTiming> memory_sweep(Backend& backend, MPI_Comm comm, const SweepBudget& budget, double lo,
+                                       double hi, int per_decade) {
+  std::vector<KernelTiming> out;
+  const auto sizes = work_points(lo, hi, per_decade);
+  const auto largest = static_cast<std::size_t>(sizes.back() / 8) + 1;
+  std::vector<float> x(largest, 0.5F), y(largest, 0.0F), z(largest / 3 * 2 + 1, 0.0F);
+  for (const double bytes : sizes) {
+    // ReLU reads and writes n floats; add reads two and writes one. The executor's memory-bound
+    // stand-in (a plain copy) is left out: it runs only for ops without a kernel, and without
+    // oneDNN's per-call cost it would pull the curve away from the kernels that do run.
+    const std::int64_t n_relu = at_least_one(bytes / 8), n_add = at_least_one(bytes / 12);
+    out.push_back({"relu", 0, 8.0 * static_cast<double>(n_relu),
+                   time_per_call(comm, budget,
+                                 [&] { backend.eltwise_forward(Eltwise::relu, n_relu, x.data(), y.data()); })});
+    const Dims d{n_add};
+    out.push_back({"add", 0, 12.0 * static_cast<double>(n_add),
+                   time_per_call(comm, budget,
+                                 [&] { backend.binary(Binary::add, d, x.data(), d, y.data(), d, z.data()); })});
+  }
+  return out;
+}
+
+std::vector<CollectiveTiming> collective_sweep(cluster::Collective c, MPI_Comm comm, const SweepBudget& budget,
+                                               double min_bytes, double max_bytes, double step) {
+  using cluster::Collective;
+  int rank = 0, p = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &p);
+  const auto largest = static_cast<std::size_t>(max_bytes / 4) + static_cast<std::size_t>(p);
+  std::vector<float> send(largest, 1.0F), recv(largest, 0.0F);
+  std::vector<CollectiveTiming> out;
+  for (double bytes = min_bytes; bytes <= max_bytes * (1 + 1e-9); bytes *= step) {
+    auto count = static_cast<std::int64_t>(bytes / 4);
+    // all-gather, reduce-scatter and all-to-all move count / p per rank: a whole multiple of p.
+    if (c == Collective::all_gather || c == Collective::reduce_scatter || c == Collective::all_to_all) {
+      count = std::max<std::int64_t>(p, count / p * p);
+    }
+    count = std::max<std::int64_t>(count, 1);
+    if (count > INT_MAX) {
+      throw Error(fmt::format("{}: {} elements exceed MPI's int count", cluster::collective_name(c), count));
+    }
+    const int n = static_cast<int>(count), part = n / p;
+    std::function<void()> call;
+    switch (c) {
+    case Collective::all_reduce: call = [&] { all_reduce_sum(comm, send.data(), count); }; break;
+    case Collective::all_gather:
+      call = [&] {
+        check_mpi(MPI_Allgather(send.data(), part, MPI_FLOAT, recv.data(), part, MPI_FLOAT, comm), "MPI_Allgather");
+      };
+      break;
+    case Collective::reduce_scatter:
+      call = [&] {
+        check_mpi(MPI_Reduce_scatter_block(send.data(), recv.data(), part, MPI_FLOAT, MPI_SUM, comm),
+                  "MPI_Reduce_scatter_block");
+      };
+      break;
+    case Collective::all_to_all:
+      call = [&] {
+        check_mpi(MPI_Alltoall(send.data(), part, MPI_FLOAT, recv.data(), part, MPI_FLOAT, comm), "MPI_Alltoall");
+      };
+      break;
+    case Collective::broadcast:
+      call = [&] { check_mpi(MPI_Bcast(send.data(), n, MPI_FLOAT, 0, comm), "MPI_Bcast"); };
+      break;
+    case Collective::send_recv:
+      // nccl-tests' sendrecv: every rank sends to the next and receives from the previous at once.
+      call = [&] {
+        check_mpi(MPI_Sendrecv(send.data(), n, MPI_FLOAT, (rank + 1) % p, 0, recv.data(), n, MPI_FLOAT,
+                               (rank + p - 1) % p, 0, comm, MPI_STATUS_IGNORE),
+                  "MPI_Sendrecv");
+      };
+      break;
+    }
+    // all-reduce sums in place: keep the values bounded so that timings never meet infinities.
+    if (c == Collective::all_reduce) {
+      std::fill(send.begin(), send.begin() + count, 0.0F);
+    }
+    out.push_back({c, 4.0 * static_cast<double>(count), count, time_per_call(comm, budget, call)});
+  }
+  return out;
+}
+
+std::string nccl_table(cluster::Collective c, int ranks, const std::vector<CollectiveTiming>& rows) {
+  using cluster::Collective;
+  const bool reduces = c == Collective::all_reduce || c == Collective::reduce_scatter;
+  std::string out = fmt::format("#\n# {} over {} ranks (bus factor {:.3g})\n#\n", cluster::collective_name(c), ranks,
+                                cluster::bus_factor(c, ranks));
+  out += fmt::format("# {:>12} {:>12} {:>6} {:>6} {:>5} {:>12} {:>8} {:>8}\n", "size", "count", "type", "redop", "root",
+                     "time", "algbw", "busbw");
+  out += fmt::format("# {:>12} {:>12} {:>6} {:>6} {:>5} {:>12} {:>8} {:>8}\n", "(B)", "(elements)", "", "", "", "(us)",
+                     "(GB/s)", "(GB/s)");
+  for (const auto& r : rows) {
+    const double algbw = r.bytes / r.seconds / 1e9;
+    out += fmt::format("  {:>12.0f} {:>12} {:>6} {:>6} {:>5} {:>12.2f} {:>8.2f} {:>8.2f}\n", r.bytes, r.count, "float",
+                       reduces ? "sum" : "none", c == Collective::broadcast ? "0" : "-1", r.seconds * 1e6, algbw,
+                       algbw * cluster::bus_factor(c, ranks));
+  }
+  return out;
+}
+
+std::string kernel_table(const std::vector<KernelTiming>& rows, bool flops) {
+  std::string out = fmt::format("# {:<24} {:>12} {:>12} {:>12} {:>10}\n", "kernel", "FLOP", "bytes", "time (us)",
+                                flops ? "GFLOP/s" : "GB/s");
+  for (const auto& r : rows) {
+    out += fmt::format("  {:<24} {:>12.4g} {:>12.4g} {:>12.2f} {:>10.2f}\n", r.kernel, r.flops, r.bytes,
+                       r.seconds * 1e6, (flops ? r.flops : r.bytes) / r.seconds / 1e9);
+  }
+  return out;
+}
+
+} // namespace partita::runtime

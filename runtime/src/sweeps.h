@@ -1,0 +1,60 @@
+#pragma once
+
+// The sweeps partita-calibrate runs (DESIGN.md section 5; nccl-tests and the OSU benchmarks for
+// the collectives): kernels of the CPU backend over a range of work, run on every rank at once as
+// a training step runs them, and collectives through the runtime's own code (all_reduce_sum) or
+// the MPI calls it makes. Every figure is per call, the slowest rank's, median over trials.
+
+#include "backend.h"
+
+#include "partita/cluster/collectives.h"
+
+#include <mpi.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace partita::runtime {
+
+struct SweepBudget {
+  double target_seconds = 0.01; // per trial: calls are repeated until a trial lasts about this long
+  int trials = 5;
+  int max_calls = 2000;
+};
+
+// Calls f() on every rank of `comm` together; the per-call time of the slowest rank, median over
+// trials (after one untimed warm-up call).
+double time_per_call(MPI_Comm comm, const SweepBudget& budget, const std::function<void()>& f);
+
+struct KernelTiming {
+  std::string kernel;
+  double flops = 0, bytes = 0, seconds = 0;
+};
+
+// GEMMs (square, tall-skinny, and square with B transposed as backward passes read it) from
+// about 10^lo to 10^hi FLOPs, `per_decade` sizes a decade.
+std::vector<KernelTiming> gemm_sweep(Backend& backend, MPI_Comm comm, const SweepBudget& budget, double lo, double hi,
+                                     int per_decade);
+// Memory-bound kernels (ReLU and element-wise add through oneDNN) from about
+// 10^lo to 10^hi bytes read + written.
+std::vector<KernelTiming> memory_sweep(Backend& backend, MPI_Comm comm, const SweepBudget& budget, double lo,
+                                       double hi, int per_decade);
+
+struct CollectiveTiming {
+  cluster::Collective collective = cluster::Collective::all_reduce;
+  double bytes = 0; // as nccl-tests counts them
+  std::int64_t count = 0;
+  double seconds = 0;
+};
+
+// One collective over `comm` for byte sizes min_bytes, min_bytes x step, ... up to max_bytes.
+// Every rank of comm calls it. all-reduce goes through all_reduce_sum (what partita-run runs).
+std::vector<CollectiveTiming> collective_sweep(cluster::Collective c, MPI_Comm comm, const SweepBudget& budget,
+                                               double min_bytes, double max_bytes, double step);
+
+// nccl-tests' table: size, count, type, redop, root, time (us), algbw and busbw (GB/s).
+std::string nccl_table(cluster::Collective c, int ranks, const std::vector<CollectiveTiming>& rows);
+std::string kernel_table(const std::vector<KernelTiming>& rows, bool flops);
+
+} // namespace partita::runtime

@@ -1,0 +1,82 @@
+# partita calibrate end to end: --quick sweeps on NP ranks (mpirun + partita-calibrate), the fit,
+# the calibrated cluster file; then partita plan reads that file. Asserts the file validates, its
+# figures are positive, finite and not the preset's; never how fast anything ran.
+# -D PARTITA=... CALIBRATE=... MPIEXEC=... NP=... WORKDIR=...
+foreach(var PARTITA CALIBRATE MPIEXEC NP WORKDIR)
+  if(NOT DEFINED ${var})
+    message(FATAL_ERROR "calibrate.cmake: -D${var}= is required")
+  endif()
+endforeach()
+file(REMOVE_RECURSE ${WORKDIR})
+file(MAKE_DIRECTORY ${WORKDIR})
+set(cluster ${WORKDIR}/calibrated.json)
+set(ENV{PARTITA_CALIBRATE} ${CALIBRATE})
+execute_process(
+  COMMAND ${PARTITA} calibrate --cluster localhost-cpu -np ${NP} --quick -o ${cluster} --mpirun ${MPIEXEC}
+          --work-dir ${WORKDIR} --timeout 240
+  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 280)
+message("${out}${err}")
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "partita calibrate failed (${rc})")
+endif()
+foreach(expected "# all-reduce over ${NP} ranks" "busbw" "fit: compute" "fit: collectives" "median \\|error\\|"
+                 "written to ${cluster}")
+  if(NOT out MATCHES "${expected}")
+    message(FATAL_ERROR "partita calibrate's output lacks '${expected}'")
+  endif()
+endforeach()
+
+file(READ ${cluster} json)
+# name, then (field path, the localhost-cpu preset's value)
+set(figures "device.peak_fp32|7.3e10" "device.memory_bandwidth|1.0e10" "intra_node.link.bandwidth|4.0e9"
+            "intra_node.link.latency|1e-6")
+foreach(entry ${figures})
+  string(REPLACE "|" ";" entry "${entry}")
+  list(GET entry 0 path)
+  list(GET entry 1 preset)
+  string(REPLACE "." ";" keys "${path}")
+  string(JSON value GET "${json}" ${keys})
+  if(NOT value MATCHES "^[0-9.]+(e[-+]?[0-9]+)?$")
+    message(FATAL_ERROR "${cluster}: ${path} = '${value}' is not a positive finite number")
+  endif()
+  # A latency below the timer's resolution fits as 0; every other figure must be positive.
+  if((value EQUAL 0 AND NOT path MATCHES "latency") OR value EQUAL preset)
+    message(FATAL_ERROR "${cluster}: ${path} = ${value} is zero or still the preset's ${preset}")
+  endif()
+endforeach()
+string(JSON points LENGTH "${json}" device compute_efficiency)
+if(points LESS 2)
+  message(FATAL_ERROR "${cluster}: only ${points} compute efficiency points")
+endif()
+string(JSON description GET "${json}" description)
+if(NOT description MATCHES "Calibrated by `partita calibrate --quick` on .* ${NP} MPI rank")
+  message(FATAL_ERROR "${cluster}: the description does not say how it was calibrated: ${description}")
+endif()
+
+execute_process(
+  COMMAND ${PARTITA} plan "zoo:mlp?batch=64&input=256&hidden=256&layers=2&classes=16" --cluster ${cluster}
+          --devices ${NP} --strategy dp
+  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 60)
+if(NOT rc EQUAL 0 OR NOT out MATCHES "localhost-cpu-calibrated")
+  message(FATAL_ERROR "partita plan --cluster ${cluster} failed (${rc}):\n${out}\n${err}")
+endif()
+
+# Refitting the saved measurements gives the same file; a damaged measurements file is refused
+# with its name and the field.
+execute_process(COMMAND ${PARTITA} calibrate --cluster localhost-cpu --measurements ${WORKDIR}/measurements.json
+                        -o ${WORKDIR}/refit.json RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "refitting failed (${rc}): ${err}")
+endif()
+file(READ ${WORKDIR}/refit.json refit)
+if(NOT refit STREQUAL json)
+  message(FATAL_ERROR "refitting ${WORKDIR}/measurements.json gave a different cluster file")
+endif()
+file(READ ${WORKDIR}/measurements.json measured)
+string(JSON measured REMOVE "${measured}" collectives 0 seconds)
+file(WRITE ${WORKDIR}/damaged.json "${measured}")
+execute_process(COMMAND ${PARTITA} calibrate --measurements ${WORKDIR}/damaged.json -o ${WORKDIR}/never.json
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(rc EQUAL 0 OR NOT err MATCHES "damaged.json: field 'collectives\\[0\\]'.*seconds" OR EXISTS ${WORKDIR}/never.json)
+  message(FATAL_ERROR "a damaged measurements file was not refused with its name and field (${rc}): ${err}")
+endif()
