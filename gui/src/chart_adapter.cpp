@@ -8,12 +8,16 @@
 #include <QHorizontalBarSeries>
 #include <QHorizontalStackedBarSeries>
 #include <QLineSeries>
+#include <QLogValueAxis>
 #include <QPainter>
+#include <QScatterSeries>
 #include <QStackedBarSeries>
+#include <QToolTip>
 #include <QVBoxLayout>
 #include <QValueAxis>
 
 #include <algorithm>
+#include <limits>
 
 namespace partita::gui {
 
@@ -130,6 +134,72 @@ void ChartWidget::showBars(const QString& title, const QStringList& categories, 
     ++m_impl->series;
   }
   chart->legend()->setVisible(series.size() > 1 || limit.has_value());
+  chart->legend()->setAlignment(Qt::AlignBottom);
+}
+
+void ChartWidget::showScatter(const QString& title, const QList<ScatterPoint>& points, const QString& xTitle,
+                              const QString& yTitle, const QString& diagonalName) {
+  clear(title);
+  auto* chart = m_impl->view->chart();
+  auto* scatter = new QScatterSeries;
+  scatter->setName(title);
+  scatter->setMarkerSize(8);
+  scatter->setColor(QColor(0x4c, 0x72, 0xb0));
+  double low = std::numeric_limits<double>::max(), high = 0;
+  QList<QString> labels;
+  for (const auto& p : points) {
+    if (p.x <= 0 || p.y <= 0) {
+      continue; // not on a log axis
+    }
+    scatter->append(p.x, p.y);
+    labels << p.label;
+    low = std::min({low, p.x, p.y});
+    high = std::max({high, p.x, p.y});
+  }
+  if (scatter->count() == 0) {
+    delete scatter;
+    return;
+  }
+  low /= 2;
+  high *= 2;
+  auto* diagonal = new QLineSeries;
+  diagonal->setName(diagonalName);
+  QPen pen(QColor(0x80, 0x80, 0x80));
+  pen.setStyle(Qt::DashLine);
+  diagonal->setPen(pen);
+  diagonal->append(low, low);
+  diagonal->append(high, high);
+  chart->addSeries(diagonal);
+  chart->addSeries(scatter);
+  auto* x = new QLogValueAxis;
+  x->setTitleText(xTitle);
+  x->setLabelFormat(QStringLiteral("%g"));
+  x->setRange(low, high);
+  auto* y = new QLogValueAxis;
+  y->setTitleText(yTitle);
+  y->setLabelFormat(QStringLiteral("%g"));
+  y->setRange(low, high);
+  chart->addAxis(x, Qt::AlignBottom);
+  chart->addAxis(y, Qt::AlignLeft);
+  for (auto* s : {static_cast<QXYSeries*>(diagonal), static_cast<QXYSeries*>(scatter)}) {
+    s->attachAxis(x);
+    s->attachAxis(y);
+  }
+  QObject::connect(scatter, &QScatterSeries::hovered, scatter, [scatter, labels](const QPointF& point, bool state) {
+    if (!state) {
+      QToolTip::hideText();
+      return;
+    }
+    const auto pts = scatter->points();
+    for (qsizetype i = 0; i < pts.size() && i < labels.size(); ++i) {
+      if (pts[i] == point) {
+        QToolTip::showText(QCursor::pos(), labels[i]);
+        return;
+      }
+    }
+  });
+  m_impl->series = 2;
+  chart->legend()->setVisible(true);
   chart->legend()->setAlignment(Qt::AlignBottom);
 }
 

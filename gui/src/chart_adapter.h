@@ -20,6 +20,11 @@ struct ChartSeries {
   QColor color;
 };
 
+struct ScatterPoint {
+  double x = 0, y = 0;
+  QString label; // tooltip
+};
+
 struct ChartLimit {
   QString name; // "capacity"
   double value = 0;
@@ -38,6 +43,9 @@ public:
   void showBars(const QString& title, const QStringList& categories, const QList<ChartSeries>& series,
                 const QString& valueTitle, bool stacked, Orientation orientation,
                 std::optional<ChartLimit> limit = std::nullopt);
+  // Points on log-log axes with the y = x diagonal: predicted (x) against measured (y).
+  void showScatter(const QString& title, const QList<ScatterPoint>& points, const QString& xTitle,
+                   const QString& yTitle, const QString& diagonalName);
   void clear(const QString& title);
 
   int seriesCount() const; // for tests
