@@ -20,6 +20,14 @@ struct ChartSeries {
   QColor color;
 };
 
+// A line through (x, y) points; a NaN y is a gap: the line breaks there instead of falling to 0.
+struct ChartLine {
+  QString name;
+  QList<double> x;
+  QList<double> y; // one per x
+  QColor color;
+};
+
 struct ChartLimit {
   QString name; // "capacity"
   double value = 0;
@@ -38,9 +46,13 @@ public:
   void showBars(const QString& title, const QStringList& categories, const QList<ChartSeries>& series,
                 const QString& valueTitle, bool stacked, Orientation orientation,
                 std::optional<ChartLimit> limit = std::nullopt);
+  // Lines over a numeric x axis (log base 2 when log2X: 1, 2, 4, ... evenly spaced), each point
+  // marked, one legend entry per line however many pieces its gaps cut it into.
+  void showLines(const QString& title, const QList<ChartLine>& lines, const QString& xTitle, const QString& yTitle,
+                 bool log2X);
   void clear(const QString& title);
 
-  int seriesCount() const; // for tests
+  int seriesCount() const; // for tests: bar sets, limit lines, or lines (not their pieces)
   QString title() const;
 
 private:

@@ -2,13 +2,20 @@
 
 #include "analysis_runner.h"
 #include "charts_panel.h"
+#include "cluster_editor.h"
 #include "compare_panel.h"
 #include "graph_view.h"
 #include "inspector_panel.h"
 #include "main_window.h"
+#include "setup_panel.h"
+#include "side_by_side_panel.h"
+#include "sweep_panel.h"
+
+#include "partita/proto/partita.pb.h"
 
 #include <QDir>
 #include <QEventLoop>
+#include <QLineEdit>
 #include <QPixmap>
 #include <QSplitter>
 #include <QTabWidget>
@@ -94,6 +101,39 @@ int render_screenshots(MainWindow& window, const QString& directory) {
   }
   settle();
   ok = save(&window, dir.filePath(QStringLiteral("compare.png"))) && ok;
+
+  // The scaling sweep: the default families at 1 .. 64 devices (the preset grows by nodes).
+  window.tabs()->setCurrentWidget(window.sweepPanel());
+  window.sweepPanel()->devicesEdit()->setText(QStringLiteral("1,2,4,8,16,32,64"));
+  window.sweep();
+  if (!waitFor(window, &MainWindow::sweepShown)) {
+    return 1;
+  }
+  settle();
+  ok = save(&window, dir.filePath(QStringLiteral("scaling.png"))) && ok;
+
+  // Side by side: the panel's family beside data parallel on the same devices.
+  window.tabs()->setCurrentWidget(window.sideBySidePanel());
+  SideBySideChoice b;
+  b.family = window.setupPanel()->input().family == "dp" ? "owt" : "dp";
+  window.sideBySidePanel()->setChoice(b);
+  window.sideBySide();
+  if (!waitFor(window, &MainWindow::sideBySideShown)) {
+    return 1;
+  }
+  settle();
+  ok = save(&window, dir.filePath(QStringLiteral("side-by-side.png"))) && ok;
+
+  // The cluster editor on the selected preset, with a bad value typed in: the core's message.
+  ClusterEditor editor(input_cluster_proto(window.setupPanel()->input()), &window);
+  editor.setWindowFlag(Qt::Dialog);
+  editor.show();
+  if (auto* bandwidth = qobject_cast<QLineEdit*>(editor.fieldWidget(QStringLiteral("intra_node.link.bandwidth")))) {
+    bandwidth->setText(QStringLiteral("-300"));
+  }
+  settle();
+  ok = save(&editor, dir.filePath(QStringLiteral("cluster-editor.png"))) && ok;
+  editor.close();
   return ok ? 0 : 1;
 }
 
