@@ -99,6 +99,7 @@ MainWindow::MainWindow(QWidget* parent)
   connect(m_compare, &ComparePanel::compareRequested, this, &MainWindow::compare);
   connect(m_sweep, &SweepPanel::sweepRequested, this, &MainWindow::sweep);
   connect(m_sideBySide, &SideBySidePanel::sideBySideRequested, this, &MainWindow::sideBySide);
+  connect(m_setup, &SetupPanel::customClusterChanged, m_sideBySide, &SideBySidePanel::offerCustomCluster);
   connect(m_cancel, &QPushButton::clicked, this, &MainWindow::cancel);
   connect(m_layers, &LayersPanel::opSelected, m_inspector, &InspectorPanel::showOp);
   // Selection follows between the table and the graph both ways (each ignores its own op).

@@ -229,6 +229,7 @@ void SetupPanel::setCustomCluster(const std::string& json) {
   } else {
     m_cluster->setCurrentIndex(i);
   }
+  Q_EMIT customClusterChanged(m_customCluster);
 }
 
 void SetupPanel::editCluster() {

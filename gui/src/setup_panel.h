@@ -45,6 +45,7 @@ public:
 Q_SIGNALS:
   void evaluateRequested();
   void openFileRequested();
+  void customClusterChanged(const std::string& json); // an edited cluster joined the list
 
 private:
   void onModelChanged();

@@ -90,26 +90,7 @@ void SideBySidePanel::setChoice(const SideBySideChoice& c) {
     m_family->setCurrentIndex(f);
   }
   if (!c.custom_cluster.empty()) {
-    proto::Cluster p;
-    try {
-      io::parse_json(c.custom_cluster, "edited cluster", p);
-    } catch (const Error&) {
-      p.set_name(c.cluster);
-    }
-    m_customCluster = c.custom_cluster;
-    int i = -1;
-    for (int k = 0; k < m_cluster->count(); ++k) {
-      if (m_cluster->itemData(k, EditedRole).toBool()) {
-        i = k;
-      }
-    }
-    if (i < 0) {
-      m_cluster->addItem(QString());
-      i = m_cluster->count() - 1;
-      m_cluster->setItemData(i, true, EditedRole);
-    }
-    m_cluster->setItemText(i, tr("%1 (edited)").arg(qs(p.name())));
-    m_cluster->setItemData(i, qs(p.name()), Qt::UserRole);
+    const int i = setCustomItem(c.custom_cluster, c.cluster);
     m_cluster->setCurrentIndex(i);
   } else {
     int i = 0;
@@ -123,6 +104,34 @@ void SideBySidePanel::setChoice(const SideBySideChoice& c) {
   m_nodes->setValue(c.nodes);
   m_devices->setValue(c.devices);
   m_nodes->setEnabled(!m_cluster->currentData().toString().isEmpty() && !m_cluster->currentData(EditedRole).toBool());
+}
+
+int SideBySidePanel::setCustomItem(const std::string& json, const std::string& fallbackName) {
+  proto::Cluster p;
+  try {
+    io::parse_json(json, "edited cluster", p);
+  } catch (const Error&) {
+    p.set_name(fallbackName);
+  }
+  m_customCluster = json;
+  int i = -1;
+  for (int k = 0; k < m_cluster->count(); ++k) {
+    if (m_cluster->itemData(k, EditedRole).toBool()) {
+      i = k;
+    }
+  }
+  if (i < 0) {
+    m_cluster->addItem(QString());
+    i = m_cluster->count() - 1;
+    m_cluster->setItemData(i, true, EditedRole);
+  }
+  m_cluster->setItemText(i, tr("%1 (edited)").arg(qs(p.name())));
+  m_cluster->setItemData(i, qs(p.name()), Qt::UserRole);
+  return i;
+}
+
+void SideBySidePanel::offerCustomCluster(const std::string& json) {
+  (void)setCustomItem(json, "edited");
 }
 
 void SideBySidePanel::setSideBySide(std::shared_ptr<const SideBySide> sideBySide) {

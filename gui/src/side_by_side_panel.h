@@ -26,6 +26,8 @@ public:
 
   SideBySideChoice choice() const;
   void setChoice(const SideBySideChoice& choice);
+  // Lists an edited cluster among B's clusters (replacing a previous one) without selecting it.
+  void offerCustomCluster(const std::string& json);
   void setSideBySide(std::shared_ptr<const SideBySide> sideBySide);
 
   SideBySideModel* model() const { return m_model; }
@@ -39,6 +41,8 @@ Q_SIGNALS:
   void sideBySideRequested();
 
 private:
+  int setCustomItem(const std::string& json, const std::string& fallbackName);
+
   SideBySideModel* m_model;
   QComboBox* m_family;
   QComboBox* m_cluster;

@@ -166,6 +166,12 @@ private Q_SLOTS:
     QCOMPARE(edited.cluster, std::string("slow-a100"));
     QVERIFY(w.setupPanel()->clusterCombo()->currentText().contains(QStringLiteral("slow-a100 (edited)")));
     QVERIFY(!w.setupPanel()->nodesSpin()->isEnabled()); // the edited cluster's own node count
+    // B of the side-by-side view may use it too, once chosen.
+    auto* bClusters = w.sideBySidePanel()->clusterCombo();
+    QVERIFY(bClusters->findText(QStringLiteral("slow-a100 (edited)")) >= 0);
+    QVERIFY(w.sideBySidePanel()->choice().custom_cluster.empty());
+    bClusters->setCurrentIndex(bClusters->findText(QStringLiteral("slow-a100 (edited)")));
+    QCOMPARE(w.sideBySidePanel()->choice().custom_cluster, edited.custom_cluster);
     w.evaluate();
     QVERIFY(shown.wait(wait_ms));
     const auto slow = w.analysis();
