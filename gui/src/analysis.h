@@ -29,7 +29,7 @@ namespace partita::gui {
 struct AnalysisInput {
   std::string model = "zoo:resnet50?batch=32"; // "zoo:NAME?a=1&b=2" or an ONNX file path
   std::string dims;                            // ONNX files: symbolic dimensions "batch=32&seq=128"
-  std::string cluster = "dgx-a100"; // preset or file; an edited cluster's name
+  std::string cluster = "dgx-a100";            // preset or file; an edited cluster's name
   // An edited cluster (the cluster editor): partita.proto's Cluster as JSON (io::to_json), used
   // instead of `cluster` when not empty. Its node count is its own.
   std::string custom_cluster;

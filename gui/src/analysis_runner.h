@@ -1,8 +1,8 @@
 #pragma once
 
-// Runs run_analysis(), run_comparison(), run_sweep() and run_side_by_side() off the GUI thread (QtConcurrent on a pool of its
-// own), reports progress, and cancels through the core's cancel flag. One job at a time: a new
-// job cancels the running one, whose result is then dropped.
+// Runs run_analysis(), run_comparison(), run_sweep() and run_side_by_side() off the GUI thread (QtConcurrent on a pool
+// of its own), reports progress, and cancels through the core's cancel flag. One job at a time: a new job cancels the
+// running one, whose result is then dropped.
 
 #include "analysis.h"
 

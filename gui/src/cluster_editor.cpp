@@ -42,10 +42,10 @@ constexpr double tera = 1e12, giga = 1e9, micro = 1e-6, gib = 1024.0 * 1024.0 * 
 
 const NumberField device_fields[] = {
     {"device.peak_fp32", "Peak fp32", "TFLOP/s", tera},
-    {"device.peak_tf32", "Peak tf32", "TFLOP/s (0: as fp32)", tera},
-    {"device.peak_fp16", "Peak fp16", "TFLOP/s (0: as fp32)", tera},
-    {"device.peak_bf16", "Peak bf16", "TFLOP/s (0: as fp32)", tera},
-    {"device.peak_fp8", "Peak fp8", "TFLOP/s (0: as fp16)", tera},
+    {"device.peak_tf32", "Peak tf32", "TFLOP/s", tera},
+    {"device.peak_fp16", "Peak fp16", "TFLOP/s", tera},
+    {"device.peak_bf16", "Peak bf16", "TFLOP/s", tera},
+    {"device.peak_fp8", "Peak fp8", "TFLOP/s", tera},
     {"device.memory_bandwidth", "Memory bandwidth", "GB/s", giga},
     {"device.memory_capacity", "Memory capacity", "GiB", gib},
     {"device.kernel_launch_overhead", "Kernel launch", "µs", micro},
@@ -68,9 +68,12 @@ struct Kind {
   proto::LinkKind kind;
   const char* name;
 };
-const Kind kinds[] = {{proto::NVLINK, "NVLink"},         {proto::NVSWITCH, "NVSwitch"},
-                      {proto::PCIE, "PCIe"},             {proto::SHARED_MEMORY, "shared memory"},
-                      {proto::INFINIBAND, "InfiniBand"}, {proto::ETHERNET, "Ethernet"}};
+const Kind kinds[] = {{proto::NVLINK, "NVLink"},
+                      {proto::NVSWITCH, "NVSwitch"},
+                      {proto::PCIE, "PCIe"},
+                      {proto::SHARED_MEMORY, "shared memory"},
+                      {proto::INFINIBAND, "InfiniBand"},
+                      {proto::ETHERNET, "Ethernet"}};
 
 const NumberField* find_field(const QString& path) {
   auto search = [&](const auto& fields) -> const NumberField* {
@@ -92,21 +95,36 @@ const NumberField* find_field(const QString& path) {
 double get(const proto::Cluster& c, const QString& path) {
   const auto& d = c.device();
   const std::string p = path.toStdString();
-  if (p == "device.peak_fp32") return d.peak_fp32();
-  if (p == "device.peak_tf32") return d.peak_tf32();
-  if (p == "device.peak_fp16") return d.peak_fp16();
-  if (p == "device.peak_bf16") return d.peak_bf16();
-  if (p == "device.peak_fp8") return d.peak_fp8();
-  if (p == "device.memory_bandwidth") return d.memory_bandwidth();
-  if (p == "device.memory_capacity") return d.memory_capacity();
-  if (p == "device.kernel_launch_overhead") return d.kernel_launch_overhead();
-  if (p == "nodes") return c.nodes();
-  if (p == "devices_per_node") return c.devices_per_node();
-  if (p == "intra_node.link.bandwidth") return c.intra_node().link().bandwidth();
-  if (p == "intra_node.link.latency") return c.intra_node().link().latency();
-  if (p == "inter_node.nic.bandwidth") return c.inter_node().nic().bandwidth();
-  if (p == "inter_node.nic.latency") return c.inter_node().nic().latency();
-  if (p == "inter_node.nics_per_node") return c.inter_node().nics_per_node();
+  if (p == "device.peak_fp32")
+    return d.peak_fp32();
+  if (p == "device.peak_tf32")
+    return d.peak_tf32();
+  if (p == "device.peak_fp16")
+    return d.peak_fp16();
+  if (p == "device.peak_bf16")
+    return d.peak_bf16();
+  if (p == "device.peak_fp8")
+    return d.peak_fp8();
+  if (p == "device.memory_bandwidth")
+    return d.memory_bandwidth();
+  if (p == "device.memory_capacity")
+    return d.memory_capacity();
+  if (p == "device.kernel_launch_overhead")
+    return d.kernel_launch_overhead();
+  if (p == "nodes")
+    return c.nodes();
+  if (p == "devices_per_node")
+    return c.devices_per_node();
+  if (p == "intra_node.link.bandwidth")
+    return c.intra_node().link().bandwidth();
+  if (p == "intra_node.link.latency")
+    return c.intra_node().link().latency();
+  if (p == "inter_node.nic.bandwidth")
+    return c.inter_node().nic().bandwidth();
+  if (p == "inter_node.nic.latency")
+    return c.inter_node().nic().latency();
+  if (p == "inter_node.nics_per_node")
+    return c.inter_node().nics_per_node();
   return 0;
 }
 
@@ -114,21 +132,36 @@ void set(proto::Cluster& c, const QString& path, double v) {
   const std::string p = path.toStdString();
   auto* d = c.mutable_device();
   auto whole = [v] { return static_cast<int>(std::clamp(v, -2e9, 2e9)); };
-  if (p == "device.peak_fp32") d->set_peak_fp32(v);
-  else if (p == "device.peak_tf32") d->set_peak_tf32(v);
-  else if (p == "device.peak_fp16") d->set_peak_fp16(v);
-  else if (p == "device.peak_bf16") d->set_peak_bf16(v);
-  else if (p == "device.peak_fp8") d->set_peak_fp8(v);
-  else if (p == "device.memory_bandwidth") d->set_memory_bandwidth(v);
-  else if (p == "device.memory_capacity") d->set_memory_capacity(v);
-  else if (p == "device.kernel_launch_overhead") d->set_kernel_launch_overhead(v);
-  else if (p == "nodes") c.set_nodes(whole());
-  else if (p == "devices_per_node") c.set_devices_per_node(whole());
-  else if (p == "intra_node.link.bandwidth") c.mutable_intra_node()->mutable_link()->set_bandwidth(v);
-  else if (p == "intra_node.link.latency") c.mutable_intra_node()->mutable_link()->set_latency(v);
-  else if (p == "inter_node.nic.bandwidth") c.mutable_inter_node()->mutable_nic()->set_bandwidth(v);
-  else if (p == "inter_node.nic.latency") c.mutable_inter_node()->mutable_nic()->set_latency(v);
-  else if (p == "inter_node.nics_per_node") c.mutable_inter_node()->set_nics_per_node(whole());
+  if (p == "device.peak_fp32")
+    d->set_peak_fp32(v);
+  else if (p == "device.peak_tf32")
+    d->set_peak_tf32(v);
+  else if (p == "device.peak_fp16")
+    d->set_peak_fp16(v);
+  else if (p == "device.peak_bf16")
+    d->set_peak_bf16(v);
+  else if (p == "device.peak_fp8")
+    d->set_peak_fp8(v);
+  else if (p == "device.memory_bandwidth")
+    d->set_memory_bandwidth(v);
+  else if (p == "device.memory_capacity")
+    d->set_memory_capacity(v);
+  else if (p == "device.kernel_launch_overhead")
+    d->set_kernel_launch_overhead(v);
+  else if (p == "nodes")
+    c.set_nodes(whole());
+  else if (p == "devices_per_node")
+    c.set_devices_per_node(whole());
+  else if (p == "intra_node.link.bandwidth")
+    c.mutable_intra_node()->mutable_link()->set_bandwidth(v);
+  else if (p == "intra_node.link.latency")
+    c.mutable_intra_node()->mutable_link()->set_latency(v);
+  else if (p == "inter_node.nic.bandwidth")
+    c.mutable_inter_node()->mutable_nic()->set_bandwidth(v);
+  else if (p == "inter_node.nic.latency")
+    c.mutable_inter_node()->mutable_nic()->set_latency(v);
+  else if (p == "inter_node.nics_per_node")
+    c.mutable_inter_node()->set_nics_per_node(whole());
 }
 
 // Small units divide by their inverse, a whole power of ten, so that "5" µs gives exactly 5e-6.
@@ -148,9 +181,9 @@ QString shown(double value, double scale) {
 
 // Fields the form has no widget for are marked on the widget that governs them.
 const char* const governing[][2] = {
-    {"intra_node.pairs", "intra_node.switched"},  {"intra_node.fallback", "intra_node.switched"},
-    {"intra_node", "intra_node.link.bandwidth"},   {"inter_node.nic", "inter_node.nic.bandwidth"},
-    {"inter_node", "inter_node.nic.bandwidth"},    {"device", "device.name"},
+    {"intra_node.pairs", "intra_node.switched"}, {"intra_node.fallback", "intra_node.switched"},
+    {"intra_node", "intra_node.link.bandwidth"}, {"inter_node.nic", "inter_node.nic.bandwidth"},
+    {"inter_node", "inter_node.nic.bandwidth"},  {"device", "device.name"},
 };
 
 } // namespace
@@ -188,8 +221,13 @@ ClusterEditor::ClusterEditor(const proto::Cluster& start, QWidget* parent)
   };
 
   auto [deviceBox, deviceForm] = addGroup(tr("Device"));
+  m_deviceName->setMinimumWidth(m_deviceName->fontMetrics().horizontalAdvance(QStringLiteral("A100-SXM4-80GB-xx")));
   deviceForm->addRow(tr("Name"), m_deviceName);
   addNumbers(deviceForm, device_fields);
+  auto* peakNote = new QLabel(tr("A peak of 0: the type runs at the nearest wider type's peak."), deviceBox);
+  peakNote->setWordWrap(true);
+  peakNote->setStyleSheet(QStringLiteral("color: palette(mid);"));
+  deviceForm->addRow(peakNote);
 
   auto [shapeBox, shapeForm] = addGroup(tr("Size"));
   addNumbers(shapeForm, shape_fields);
@@ -231,8 +269,9 @@ ClusterEditor::ClusterEditor(const proto::Cluster& start, QWidget* parent)
   connect(m_buttons, &QDialogButtonBox::accepted, this, &QDialog::accept);
   connect(m_buttons, &QDialogButtonBox::rejected, this, &QDialog::reject);
   connect(m_save, &QPushButton::clicked, this, [this] {
-    const QString path = QFileDialog::getSaveFileName(this, tr("Save cluster"), qs(cluster().name()) + QStringLiteral(".json"),
-                                                      tr("Cluster files (*.json);;All files (*)"));
+    const QString path =
+        QFileDialog::getSaveFileName(this, tr("Save cluster"), qs(cluster().name()) + QStringLiteral(".json"),
+                                     tr("Cluster files (*.json);;All files (*)"));
     if (!path.isEmpty()) {
       saveTo(path);
     }
@@ -256,6 +295,7 @@ ClusterEditor::~ClusterEditor() = default;
 QLineEdit* ClusterEditor::addNumber(const QString& path, const QString& tip) {
   auto* edit = new QLineEdit(this);
   edit->setObjectName(path);
+  edit->setMinimumWidth(edit->fontMetrics().horizontalAdvance(QStringLiteral("0000000000")));
   edit->setToolTip(tip.isEmpty() ? path : tip);
   m_fields.insert(path, edit);
   connect(edit, &QLineEdit::textChanged, this, &ClusterEditor::revalidate);
@@ -435,7 +475,7 @@ void ClusterEditor::mark(const QString& path) {
     m_invalidField = key;
     w->setProperty("invalid", true);
     w->setStyleSheet(qobject_cast<QCheckBox*>(w) != nullptr ? QStringLiteral("color: #c02020;")
-                                                              : QStringLiteral("border: 2px solid #c02020;"));
+                                                            : QStringLiteral("border: 2px solid #c02020;"));
   }
 }
 

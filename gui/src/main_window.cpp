@@ -30,9 +30,9 @@ MainWindow::MainWindow(QWidget* parent)
     : QMainWindow(parent), m_runner(new AnalysisRunner(this)), m_setup(new SetupPanel(this)),
       m_messageBar(new QWidget(this)), m_message(new QLabel(m_messageBar)), m_tabs(new QTabWidget(this)),
       m_layers(new LayersPanel(this)), m_inspector(new InspectorPanel(this)), m_charts(new ChartsPanel(this)),
-      m_graph(new GraphView(this)), m_compare(new ComparePanel(this)),
-      m_sweep(new SweepPanel(this)), m_sideBySide(new SideBySidePanel(this)), m_status(new QLabel(this)),
-      m_progress(new QProgressBar(this)), m_cancel(new QPushButton(tr("Cancel"), this)) {
+      m_graph(new GraphView(this)), m_compare(new ComparePanel(this)), m_sweep(new SweepPanel(this)),
+      m_sideBySide(new SideBySidePanel(this)), m_status(new QLabel(this)), m_progress(new QProgressBar(this)),
+      m_cancel(new QPushButton(tr("Cancel"), this)) {
   setWindowTitle(tr("Partita"));
   setAcceptDrops(true);
 

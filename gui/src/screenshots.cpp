@@ -19,6 +19,7 @@
 #include <QPixmap>
 #include <QSplitter>
 #include <QTabWidget>
+#include <QTableView>
 #include <QTextStream>
 #include <QTimer>
 
@@ -112,21 +113,25 @@ int render_screenshots(MainWindow& window, const QString& directory) {
   settle();
   ok = save(&window, dir.filePath(QStringLiteral("scaling.png"))) && ok;
 
-  // Side by side: the panel's family beside data parallel on the same devices.
+  // Side by side: the panel's family beside one weird trick on the same devices, scrolled to the
+  // end, where a CNN's fully-connected layers differ, and the totals line.
   window.tabs()->setCurrentWidget(window.sideBySidePanel());
   SideBySideChoice b;
-  b.family = window.setupPanel()->input().family == "dp" ? "owt" : "dp";
+  b.family = window.setupPanel()->input().family == "owt" ? "dp" : "owt";
   window.sideBySidePanel()->setChoice(b);
   window.sideBySide();
   if (!waitFor(window, &MainWindow::sideBySideShown)) {
     return 1;
   }
   settle();
+  window.sideBySidePanel()->view()->scrollToBottom();
+  settle();
   ok = save(&window, dir.filePath(QStringLiteral("side-by-side.png"))) && ok;
 
   // The cluster editor on the selected preset, with a bad value typed in: the core's message.
   ClusterEditor editor(input_cluster_proto(window.setupPanel()->input()), &window);
   editor.setWindowFlag(Qt::Dialog);
+  editor.resize(editor.sizeHint());
   editor.show();
   if (auto* bandwidth = qobject_cast<QLineEdit*>(editor.fieldWidget(QStringLiteral("intra_node.link.bandwidth")))) {
     bandwidth->setText(QStringLiteral("-300"));

@@ -30,10 +30,10 @@ constexpr int EditedRole = Qt::UserRole + 11; // bool: the edited cluster (its n
 
 SetupPanel::SetupPanel(QWidget* parent)
     : QWidget(parent), m_model(new QComboBox(this)), m_parameters(new QLineEdit(this)), m_modelHelp(new QLabel(this)),
-      m_cluster(new QComboBox(this)), m_editCluster(new QPushButton(tr("Edit cluster…"), this)), m_nodes(new QSpinBox(this)), m_devices(new QSpinBox(this)),
-      m_clusterHelp(new QLabel(this)), m_family(new QComboBox(this)), m_precision(new QComboBox(this)),
-      m_optimizer(new QComboBox(this)), m_zero(new QSpinBox(this)), m_recompute(new QComboBox(this)),
-      m_evaluate(new QPushButton(tr("&Evaluate"), this)) {
+      m_cluster(new QComboBox(this)), m_editCluster(new QPushButton(tr("Edit cluster…"), this)),
+      m_nodes(new QSpinBox(this)), m_devices(new QSpinBox(this)), m_clusterHelp(new QLabel(this)),
+      m_family(new QComboBox(this)), m_precision(new QComboBox(this)), m_optimizer(new QComboBox(this)),
+      m_zero(new QSpinBox(this)), m_recompute(new QComboBox(this)), m_evaluate(new QPushButton(tr("&Evaluate"), this)) {
   auto* layout = new QVBoxLayout(this);
 
   auto* modelBox = new QGroupBox(tr("Model"), this);

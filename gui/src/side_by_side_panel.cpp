@@ -44,8 +44,9 @@ SideBySidePanel::SideBySidePanel(QWidget* parent)
   m_view->setModel(m_model);
   m_view->verticalHeader()->hide();
   m_view->setSelectionBehavior(QAbstractItemView::SelectRows);
-  m_view->horizontalHeader()->setStretchLastSection(true);
-  m_view->setAlternatingRowColors(false);
+  m_view->horizontalHeader()->setStretchLastSection(false);
+  m_view->verticalHeader()->setDefaultSectionSize(m_view->fontMetrics().height() + 6);
+  m_view->setWordWrap(false);
 
   auto* form = new QFormLayout;
   form->addRow(tr("B: family"), m_family);
@@ -65,9 +66,9 @@ SideBySidePanel::SideBySidePanel(QWidget* parent)
   layout->addWidget(m_view, 1);
 
   connect(m_run, &QPushButton::clicked, this, &SideBySidePanel::sideBySideRequested);
-  connect(m_cluster, &QComboBox::currentIndexChanged, this,
-          [this] { m_nodes->setEnabled(!m_cluster->currentData().toString().isEmpty() &&
-                                       !m_cluster->currentData(EditedRole).toBool()); });
+  connect(m_cluster, &QComboBox::currentIndexChanged, this, [this] {
+    m_nodes->setEnabled(!m_cluster->currentData().toString().isEmpty() && !m_cluster->currentData(EditedRole).toBool());
+  });
   setChoice(SideBySideChoice{});
   setSideBySide(nullptr);
 }
@@ -157,6 +158,7 @@ void SideBySidePanel::setSideBySide(std::shared_ptr<const SideBySide> sideBySide
                         .arg(a.layers.size())
                         .arg((delta > 0 ? QStringLiteral("+") : QString()) + formatMs(delta)));
   m_view->resizeColumnsToContents();
+  m_view->horizontalHeader()->setSectionResizeMode(SideBySideModel::Layer, QHeaderView::Stretch);
 }
 
 } // namespace partita::gui

@@ -39,8 +39,8 @@ const char* const default_families[] = {"dp", "hybrid", "megatron", "gholami", "
 } // namespace
 
 SweepPanel::SweepPanel(QWidget* parent)
-    : QWidget(parent), m_families(new QListWidget(this)), m_devices(new QLineEdit(this)),
-      m_metric(new QComboBox(this)), m_run(new QPushButton(tr("Run scaling sweep"), this)), m_header(new QLabel(this)),
+    : QWidget(parent), m_families(new QListWidget(this)), m_devices(new QLineEdit(this)), m_metric(new QComboBox(this)),
+      m_run(new QPushButton(tr("Run scaling sweep"), this)), m_header(new QLabel(this)),
       m_chart(new ChartWidget(this)) {
   for (const auto* f : offered_families()) {
     auto* item = new QListWidgetItem(qs(f->name()) + QStringLiteral(" — ") + qs(f->title()), m_families);
@@ -53,7 +53,7 @@ SweepPanel::SweepPanel(QWidget* parent)
     }
     item->setCheckState(on ? Qt::Checked : Qt::Unchecked);
   }
-  m_families->setMaximumHeight(m_families->sizeHintForRow(0) * 6 + 8);
+  m_families->setFixedHeight(m_families->sizeHintForRow(0) * m_families->count() + 2 * m_families->frameWidth() + 4);
   m_devices->setObjectName(QStringLiteral("sweepDevicesEdit"));
   m_devices->setPlaceholderText(tr("1,2,4,… up to the cluster's devices"));
   m_devices->setToolTip(tr("Device counts, comma separated; empty: powers of two up to the cluster's size"));
@@ -152,8 +152,8 @@ void SweepPanel::plot() {
     lines << line;
   }
   const auto& in = s.input;
-  QString header = tr("<b>%1</b> on %2, %3, %4").arg(qs(s.model_label).toHtmlEscaped(), qs(s.cluster_name),
-                                                     qs(in.precision), qs(in.optimizer));
+  QString header = tr("<b>%1</b> on %2, %3, %4")
+                       .arg(qs(s.model_label).toHtmlEscaped(), qs(s.cluster_name), qs(in.precision), qs(in.optimizer));
   if (!gaps.isEmpty()) {
     header += tr("<br>Gaps (the family does not apply): ") + gaps.join(QStringLiteral("; "));
   }
