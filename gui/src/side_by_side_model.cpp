@@ -72,6 +72,16 @@ QVariant SideBySideModel::data(const QModelIndex& index, int role) const {
     bold.setBold(true);
     return bold;
   }
+  if (role == Qt::ForegroundRole && column == Delta) {
+    // Green where B is faster, red where it is slower.
+    const double d = totals
+                         ? b.prediction.iteration_time - a.prediction.iteration_time
+                         : b.layers[static_cast<std::size_t>(row)].time - a.layers[static_cast<std::size_t>(row)].time;
+    if (d != 0) {
+      return QBrush(d < 0 ? QColor(0x20, 0x80, 0x20) : QColor(0xc0, 0x20, 0x20));
+    }
+    return {};
+  }
   if (role == Qt::TextAlignmentRole) {
     return column == TimeA || column == TimeB || column == Delta ? QVariant(Qt::AlignRight | Qt::AlignVCenter)
                                                                  : QVariant(Qt::AlignLeft | Qt::AlignVCenter);
