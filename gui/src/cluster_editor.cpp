@@ -327,7 +327,9 @@ void ClusterEditor::setCluster(const proto::Cluster& c) {
       auto* edit = static_cast<QLineEdit*>(it.value());
       const bool absent = (it.key().startsWith(QLatin1String("intra_node.")) && !c.has_intra_node()) ||
                           (it.key().startsWith(QLatin1String("inter_node.")) && !c.has_inter_node());
-      edit->setText(absent ? QString() : shown(get(c, it.key()), f->scale));
+      // An absent network starts with one NIC per node, so that only its figures need typing.
+      const bool nics = it.key() == QLatin1String("inter_node.nics_per_node");
+      edit->setText(absent ? (nics ? QStringLiteral("1") : QString()) : shown(get(c, it.key()), f->scale));
     }
   }
   auto setKind = [&](const QString& path, proto::LinkKind kind) {

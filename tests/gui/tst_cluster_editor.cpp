@@ -86,6 +86,22 @@ private Q_SLOTS:
     QCOMPARE(io::to_json(e.cluster()), io::to_json(preset));
   }
 
+  void aSingleNodePresetNeedsNoNetworkUntilItGrows() {
+    AnalysisInput in = smallInput();
+    in.cluster = "localhost-cpu"; // one node, no network in the file
+    in.devices = 2;
+    ClusterEditor e(input_cluster_proto(in));
+    QVERIFY(e.isValid());
+    QVERIFY(!e.cluster().has_inter_node());
+    QVERIFY(edit(e, "inter_node.nic.bandwidth")->text().isEmpty());
+    type(e, "nodes", QStringLiteral("2"));
+    QVERIFY(!e.isValid());
+    QCOMPARE(e.invalidField(), QStringLiteral("inter_node.nic.bandwidth"));
+    type(e, "inter_node.nic.bandwidth", QStringLiteral("12.5"));
+    QVERIFY2(e.isValid(), qPrintable(e.errorText()));
+    QCOMPARE(cluster::from_proto(e.cluster(), "edited").device_count(), 4);
+  }
+
   void negativeBandwidthMarksTheFieldWithTheCoreMessage() {
     ClusterEditor e(input_cluster_proto(smallInput()));
     QSignalSpy validated(&e, &ClusterEditor::validated);
