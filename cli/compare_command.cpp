@@ -7,6 +7,7 @@
 
 #include "partita/graph/error.h"
 #include "partita/search/optimizer.h"
+#include "partita/search/sweep.h"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -28,12 +29,7 @@ struct CompareOptions {
   bool json = false;
 };
 
-struct Cell {
-  std::string family;
-  int devices = 0;
-  strategy::Prediction prediction;
-  std::string error;
-};
+using Cell = search::SweepCell;
 
 } // namespace
 
@@ -63,28 +59,12 @@ void add_compare_command(CLI::App& app) {
         }
       }
     }
-    for (const auto& f : families) {
-      (void)search::find_optimizer(f); // unknown names fail before any work
-    }
-    std::vector<Cell> cells;
-    for (int devices : o->devices) {
-      const auto cl = cluster_for(o->setup.cluster, devices);
-      for (const auto& f : families) {
-        Cell cell{f, devices, {}, {}};
-        try {
-          search::Request r;
-          r.graph = &g;
-          r.cluster = &cl;
-          r.devices = devices;
-          o->setup.fill(r);
-          const auto st = search::find_optimizer(f).optimize(r);
-          cell.prediction = strategy::evaluate(g, cl, st, setup);
-        } catch (const Error& e) {
-          cell.error = e.what();
-        }
-        cells.push_back(std::move(cell));
-      }
-    }
+    search::SweepRequest request;
+    request.families = families;
+    request.devices = o->devices;
+    request.cluster_for = [&](int devices) { return cluster_for(o->setup.cluster, devices); };
+    o->setup.fill(request.base);
+    const std::vector<Cell> cells = search::sweep(g, request);
     if (o->json) {
       nlohmann::json out = nlohmann::json::array();
       for (const auto& c : cells) {

@@ -1,6 +1,7 @@
 #include "analysis.h"
 
 #include "partita/graph/error.h"
+#include "partita/io/json_file.h"
 #include "partita/proto/partita.pb.h"
 #include "partita/search/optimizer.h"
 #include "partita/strategy/plan_file.h"
@@ -45,6 +46,12 @@ search::Request make_request(const graph::Graph& g, const cluster::Cluster& c, c
   return r;
 }
 
+proto::Cluster custom_proto(const AnalysisInput& input) {
+  proto::Cluster p;
+  io::parse_json(input.custom_cluster, "edited cluster", p);
+  return p;
+}
+
 std::string model_label(const AnalysisInput& input) {
   return input.dims.empty() || input.model.rfind("zoo:", 0) == 0 ? input.model : input.model + " (" + input.dims + ")";
 }
@@ -57,11 +64,17 @@ const LayerResult* Analysis::layer_of(graph::OpId id) const {
 }
 
 cluster::Cluster load_input_cluster(const AnalysisInput& input) {
-  std::string spec = input.cluster;
-  if (is_preset(spec) && input.nodes > 1) {
-    spec += fmt::format("?nodes={}", input.nodes);
+  cluster::Cluster c;
+  if (!input.custom_cluster.empty()) {
+    const auto p = custom_proto(input);
+    c = cluster::from_proto(p, fmt::format("edited cluster '{}'", p.name()));
+  } else {
+    std::string spec = input.cluster;
+    if (is_preset(spec) && input.nodes > 1) {
+      spec += fmt::format("?nodes={}", input.nodes);
+    }
+    c = cluster::load_cluster(spec);
   }
-  auto c = cluster::load_cluster(spec);
   if (input.devices < 1 || input.devices > c.device_count()) {
     throw Error(fmt::format("{} devices requested, cluster '{}' has {} ({} node{} of {}): add nodes", input.devices,
                             c.name, c.device_count(), c.nodes, c.nodes == 1 ? "" : "s", c.devices_per_node));
@@ -69,7 +82,19 @@ cluster::Cluster load_input_cluster(const AnalysisInput& input) {
   return c;
 }
 
+proto::Cluster input_cluster_proto(const AnalysisInput& input) {
+  if (!input.custom_cluster.empty()) {
+    return custom_proto(input);
+  }
+  AnalysisInput one = input;
+  one.devices = 1;
+  return cluster::to_proto(load_input_cluster(one));
+}
+
 int nodes_for(const AnalysisInput& input) {
+  if (!input.custom_cluster.empty()) {
+    return std::max(1, custom_proto(input).nodes());
+  }
   const int nodes = std::max(1, input.nodes);
   if (!is_preset(input.cluster)) {
     return nodes;
@@ -154,40 +179,161 @@ std::vector<const search::Optimizer*> offered_families() {
   return out;
 }
 
+namespace {
+
+// The input at `devices` devices: a preset grows by whole nodes, as for an evaluation.
+cluster::Cluster cluster_at(const AnalysisInput& input, int devices) {
+  AnalysisInput at = input;
+  at.devices = devices;
+  at.nodes = nodes_for(at);
+  return load_input_cluster(at);
+}
+
+std::vector<search::SweepCell> sweep_input(const graph::Graph& g, const AnalysisInput& input,
+                                           const std::vector<std::string>& families, const std::vector<int>& devices,
+                                           const std::atomic<bool>* cancel, const ProgressFn& progress) {
+  search::SweepRequest request;
+  request.families = families;
+  request.devices = devices;
+  request.cluster_for = [&input](int n) { return cluster_at(input, n); };
+  request.base.setup = input_setup(input);
+  request.base.cancel = cancel;
+  request.progress = progress;
+  return search::sweep(g, request);
+}
+
+} // namespace
+
 std::shared_ptr<const Comparison> run_comparison(const AnalysisInput& input, const std::atomic<bool>* cancel,
                                                  const ProgressFn& progress) {
   auto c = std::make_shared<Comparison>();
   c->input = input;
   c->model_label = model_label(input);
-  const auto setup = input_setup(input);
-  const auto cl = load_input_cluster(input);
+  (void)input_setup(input);
+  (void)load_input_cluster(input); // too few devices is an error here, not a row per family
   const auto model = load_input_model(input);
-  const auto& g = model.graph;
-  const auto families = offered_families();
-  for (std::size_t i = 0; i < families.size(); ++i) {
-    check_cancel(cancel);
-    const auto& f = *families[i];
-    FamilyResult r{std::string(f.name()), std::string(f.title()), {}, {}};
-    auto request = make_request(g, cl, input, setup, cancel);
-    const double n = static_cast<double>(families.size());
-    request.progress = [&](double x) {
-      if (progress) {
-        progress((static_cast<double>(i) + x) / n);
-      }
-    };
-    try {
-      r.prediction = strategy::evaluate(g, cl, f.optimize(request), setup);
-    } catch (const Cancelled&) {
-      throw;
-    } catch (const Error& e) {
-      r.error = e.what();
-    }
-    c->families.push_back(std::move(r));
+  check_cancel(cancel);
+  std::vector<std::string> names;
+  for (const auto* f : offered_families()) {
+    names.emplace_back(f->name());
   }
-  if (progress) {
-    progress(1.0);
+  auto cells = sweep_input(model.graph, input, names, {input.devices}, cancel, progress);
+  for (auto& cell : cells) {
+    const auto& f = search::find_optimizer(cell.family);
+    c->families.push_back(
+        FamilyResult{cell.family, std::string(f.title()), std::move(cell.prediction), std::move(cell.error)});
   }
   return c;
+}
+
+const search::SweepCell* Sweep::cell(const std::string& family, int n) const {
+  const auto it = std::find_if(cells.begin(), cells.end(),
+                               [&](const search::SweepCell& c) { return c.family == family && c.devices == n; });
+  return it == cells.end() ? nullptr : &*it;
+}
+
+std::vector<int> default_sweep_devices(int max) {
+  std::vector<int> out;
+  for (int n = 1; n <= max; n *= 2) {
+    out.push_back(n);
+    if (n > (1 << 29)) {
+      break;
+    }
+  }
+  if (max >= 1 && out.back() != max) {
+    out.push_back(max);
+  }
+  return out;
+}
+
+std::vector<int> parse_device_list(const std::string& text) {
+  std::vector<int> out;
+  std::string item;
+  auto flush = [&] {
+    if (item.empty()) {
+      return;
+    }
+    int value = 0;
+    const char* end = item.data() + item.size();
+    if (std::from_chars(item.data(), end, value).ptr != end || value < 1) {
+      throw Error(fmt::format("device count '{}': expected a whole number of at least 1", item));
+    }
+    out.push_back(value);
+    item.clear();
+  };
+  for (char ch : text) {
+    if (ch == ',' || ch == ' ' || ch == ';') {
+      flush();
+    } else {
+      item += ch;
+    }
+  }
+  flush();
+  if (out.empty()) {
+    throw Error("device counts: none given (e.g. 1,2,4,8)");
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+std::shared_ptr<const Sweep> run_sweep(const AnalysisInput& input, const std::vector<std::string>& families,
+                                       const std::vector<int>& devices, const std::atomic<bool>* cancel,
+                                       const ProgressFn& progress) {
+  if (families.empty()) {
+    throw Error("scaling sweep: no strategy family selected");
+  }
+  if (devices.empty()) {
+    throw Error("scaling sweep: no device counts");
+  }
+  auto s = std::make_shared<Sweep>();
+  s->input = input;
+  s->model_label = model_label(input);
+  s->families = families;
+  s->devices = devices;
+  std::sort(s->devices.begin(), s->devices.end());
+  for (const auto& f : families) {
+    s->titles.emplace_back(search::find_optimizer(f).title());
+  }
+  s->cluster_name = cluster_at(input, s->devices.back()).name; // a too-small cluster fails before any work
+  const auto model = load_input_model(input);
+  check_cancel(cancel);
+  s->cells = sweep_input(model.graph, input, families, s->devices, cancel, progress);
+  return s;
+}
+
+AnalysisInput second_input(const AnalysisInput& first, const SideBySideChoice& choice) {
+  AnalysisInput b = first;
+  b.family = choice.family;
+  if (!choice.custom_cluster.empty()) {
+    b.cluster = choice.cluster;
+    b.custom_cluster = choice.custom_cluster;
+    b.nodes = choice.nodes;
+  } else if (!choice.cluster.empty()) {
+    b.cluster = choice.cluster;
+    b.custom_cluster.clear();
+    b.nodes = choice.nodes;
+  }
+  if (choice.devices > 0) {
+    b.devices = choice.devices;
+  }
+  b.nodes = nodes_for(b);
+  return b;
+}
+
+std::shared_ptr<const SideBySide> run_side_by_side(const AnalysisInput& first, const SideBySideChoice& choice,
+                                                   const std::atomic<bool>* cancel, const ProgressFn& progress) {
+  auto half = [&](double offset) {
+    return [&progress, offset](double f) {
+      if (progress) {
+        progress(offset + 0.5 * f);
+      }
+    };
+  };
+  auto out = std::make_shared<SideBySide>();
+  out->a = run_analysis(first, cancel, half(0.0));
+  out->b = run_analysis(second_input(first, choice), cancel, half(0.5));
+  return out;
 }
 
 } // namespace partita::gui

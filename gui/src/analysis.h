@@ -10,6 +10,7 @@
 #include "partita/graph/summary.h"
 #include "partita/onnx/import.h"
 #include "partita/search/optimizer.h"
+#include "partita/search/sweep.h"
 #include "partita/strategy/strategy.h"
 
 #include <atomic>
@@ -18,13 +19,20 @@
 #include <string>
 #include <vector>
 
+namespace partita::proto {
+class Cluster;
+}
+
 namespace partita::gui {
 
 // Everything the side panel chooses.
 struct AnalysisInput {
   std::string model = "zoo:resnet50?batch=32"; // "zoo:NAME?a=1&b=2" or an ONNX file path
   std::string dims;                            // ONNX files: symbolic dimensions "batch=32&seq=128"
-  std::string cluster = "dgx-a100";
+  std::string cluster = "dgx-a100";            // preset or file; an edited cluster's name
+  // An edited cluster (the cluster editor): partita.proto's Cluster as JSON (io::to_json), used
+  // instead of `cluster` when not empty. Its node count is its own.
+  std::string custom_cluster;
   int nodes = 1;
   int devices = 8;
   std::string family = "hybrid";
@@ -81,15 +89,47 @@ struct Comparison {
   std::vector<FamilyResult> families; // offered_families() order
 };
 
+// Every selected family at every device count (search::sweep, as `partita compare --devices`).
+struct Sweep {
+  AnalysisInput input;
+  std::string model_label;
+  std::string cluster_name;
+  std::vector<int> devices;          // ascending
+  std::vector<std::string> families; // in the order asked
+  std::vector<std::string> titles;   // per family
+  std::vector<search::SweepCell> cells;
+
+  // nullptr when the family was not swept at that count.
+  const search::SweepCell* cell(const std::string& family, int devices) const;
+};
+
+// The second configuration of the side-by-side view: the first with these replaced.
+struct SideBySideChoice {
+  std::string family = "dp";
+  std::string cluster;        // preset or file; empty: the first configuration's cluster
+  std::string custom_cluster; // an edited cluster (JSON), used instead of `cluster` when set
+  int nodes = 1;
+  int devices = 0; // 0: the first configuration's count
+
+  bool operator==(const SideBySideChoice&) const = default;
+};
+
+struct SideBySide {
+  std::shared_ptr<const Analysis> a, b; // same model, same op order
+};
+
 using ProgressFn = std::function<void(double)>;
 
 // The families the GUI offers: search::optimizers() except those needing input the GUI does not
 // collect yet ("given" reads a plan file).
 std::vector<const search::Optimizer*> offered_families();
 
-// The cluster of the input (preset or file, with its node count); throws partita::Error when it
-// has fewer devices than requested.
+// The cluster of the input (edited, preset or file, with its node count); throws partita::Error
+// when it has fewer devices than requested.
 cluster::Cluster load_input_cluster(const AnalysisInput& input);
+// The input's cluster as partita.proto's Cluster (what the cluster editor starts from), with the
+// input's node count for a preset.
+proto::Cluster input_cluster_proto(const AnalysisInput& input);
 // The node count a preset needs for input.devices (at least input.nodes); input.nodes for files.
 int nodes_for(const AnalysisInput& input);
 cost::TrainingSetup input_setup(const AnalysisInput& input);
@@ -100,5 +140,19 @@ std::shared_ptr<const Analysis> run_analysis(const AnalysisInput& input, const s
                                              const ProgressFn& progress = {});
 std::shared_ptr<const Comparison> run_comparison(const AnalysisInput& input, const std::atomic<bool>* cancel = nullptr,
                                                  const ProgressFn& progress = {});
+
+// 1, 2, 4, ... up to `max` (and `max` itself when it is not a power of two).
+std::vector<int> default_sweep_devices(int max);
+// "1,2,4, 8" -> {1, 2, 4, 8}, sorted and without repeats; throws partita::Error naming the bad item.
+std::vector<int> parse_device_list(const std::string& text);
+// `input` at each count of `devices` (a preset grows by nodes as the evaluation's does).
+std::shared_ptr<const Sweep> run_sweep(const AnalysisInput& input, const std::vector<std::string>& families,
+                                       const std::vector<int>& devices, const std::atomic<bool>* cancel = nullptr,
+                                       const ProgressFn& progress = {});
+
+AnalysisInput second_input(const AnalysisInput& first, const SideBySideChoice& choice);
+std::shared_ptr<const SideBySide> run_side_by_side(const AnalysisInput& first, const SideBySideChoice& choice,
+                                                   const std::atomic<bool>* cancel = nullptr,
+                                                   const ProgressFn& progress = {});
 
 } // namespace partita::gui

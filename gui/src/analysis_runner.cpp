@@ -25,14 +25,40 @@ AnalysisRunner::~AnalysisRunner() {
 void AnalysisRunner::evaluate(const AnalysisInput& input) {
   start(tr("Evaluating %1 with %2 on %3 devices").arg(qs(input.model), qs(input.family)).arg(input.devices),
         [input](const std::atomic<bool>* cancel, const ProgressFn& progress) {
-          return JobOutcome{run_analysis(input, cancel, progress), {}, {}, false};
+          JobOutcome out;
+          out.analysis = run_analysis(input, cancel, progress);
+          return out;
         });
 }
 
 void AnalysisRunner::compare(const AnalysisInput& input) {
   start(tr("Comparing every strategy family on %1").arg(qs(input.model)),
         [input](const std::atomic<bool>* cancel, const ProgressFn& progress) {
-          return JobOutcome{{}, run_comparison(input, cancel, progress), {}, false};
+          JobOutcome out;
+          out.comparison = run_comparison(input, cancel, progress);
+          return out;
+        });
+}
+
+void AnalysisRunner::sweep(const AnalysisInput& input, const std::vector<std::string>& families,
+                           const std::vector<int>& devices) {
+  start(tr("Sweeping %1 families over %2 device counts on %3")
+            .arg(families.size())
+            .arg(devices.size())
+            .arg(qs(input.model)),
+        [input, families, devices](const std::atomic<bool>* cancel, const ProgressFn& progress) {
+          JobOutcome out;
+          out.sweep = run_sweep(input, families, devices, cancel, progress);
+          return out;
+        });
+}
+
+void AnalysisRunner::sideBySide(const AnalysisInput& first, const SideBySideChoice& choice) {
+  start(tr("Evaluating %1 beside %2").arg(qs(first.family), qs(choice.family)),
+        [first, choice](const std::atomic<bool>* cancel, const ProgressFn& progress) {
+          JobOutcome out;
+          out.sideBySide = run_side_by_side(first, choice, cancel, progress);
+          return out;
         });
 }
 
@@ -64,10 +90,14 @@ template <typename Work> void AnalysisRunner::start(const QString& what, Work wo
     try {
       promise.addResult(work(flag.get(), progress));
     } catch (const Cancelled&) {
-      promise.addResult(JobOutcome{{}, {}, {}, true});
+      JobOutcome out;
+      out.cancelled = true;
+      promise.addResult(std::move(out));
     } catch (const std::exception& e) {
       // partita::Error carries the core's message; anything else is still shown, not lost.
-      promise.addResult(JobOutcome{{}, {}, QString::fromUtf8(e.what()), false});
+      JobOutcome out;
+      out.error = QString::fromUtf8(e.what());
+      promise.addResult(std::move(out));
     }
   };
   watcher->setFuture(QtConcurrent::run(&m_pool, std::move(job)));
@@ -82,7 +112,12 @@ void AnalysisRunner::onFinished(QFutureWatcher<JobOutcome>* watcher) {
   m_watcher = nullptr;
   m_cancel.reset();
   const auto future = watcher->future();
-  const JobOutcome outcome = future.resultCount() > 0 ? future.result() : JobOutcome{{}, {}, tr("no result"), false};
+  JobOutcome outcome;
+  if (future.resultCount() > 0) {
+    outcome = future.result();
+  } else {
+    outcome.error = tr("no result");
+  }
   if (outcome.cancelled) {
     Q_EMIT cancelled();
   } else if (!outcome.error.isEmpty()) {
@@ -91,6 +126,10 @@ void AnalysisRunner::onFinished(QFutureWatcher<JobOutcome>* watcher) {
     Q_EMIT analysisReady(outcome.analysis);
   } else if (outcome.comparison) {
     Q_EMIT comparisonReady(outcome.comparison);
+  } else if (outcome.sweep) {
+    Q_EMIT sweepReady(outcome.sweep);
+  } else if (outcome.sideBySide) {
+    Q_EMIT sideBySideReady(outcome.sideBySide);
   }
   Q_EMIT finished();
 }

@@ -1,8 +1,8 @@
 #pragma once
 
-// Runs run_analysis() and run_comparison() off the GUI thread (QtConcurrent on a pool of its
-// own), reports progress, and cancels through the core's cancel flag. One job at a time: a new
-// job cancels the running one, whose result is then dropped.
+// Runs run_analysis(), run_comparison(), run_sweep() and run_side_by_side() off the GUI thread (QtConcurrent on a pool
+// of its own), reports progress, and cancels through the core's cancel flag. One job at a time: a new job cancels the
+// running one, whose result is then dropped.
 
 #include "analysis.h"
 
@@ -18,6 +18,8 @@ namespace partita::gui {
 struct JobOutcome {
   std::shared_ptr<const Analysis> analysis;
   std::shared_ptr<const Comparison> comparison;
+  std::shared_ptr<const Sweep> sweep;
+  std::shared_ptr<const SideBySide> sideBySide;
   QString error; // the core's message
   bool cancelled = false;
 };
@@ -32,6 +34,8 @@ public:
 
   void evaluate(const AnalysisInput& input);
   void compare(const AnalysisInput& input);
+  void sweep(const AnalysisInput& input, const std::vector<std::string>& families, const std::vector<int>& devices);
+  void sideBySide(const AnalysisInput& first, const SideBySideChoice& choice);
   // Sets the running job's cancel flag; it ends with cancelled() at its next check.
   void cancel();
 
@@ -40,9 +44,11 @@ Q_SIGNALS:
   void progressChanged(double fraction); // 0 .. 1
   void analysisReady(std::shared_ptr<const Analysis> analysis);
   void comparisonReady(std::shared_ptr<const Comparison> comparison);
+  void sweepReady(std::shared_ptr<const Sweep> sweep);
+  void sideBySideReady(std::shared_ptr<const SideBySide> sideBySide);
   void failed(const QString& message);
   void cancelled();
-  void finished(); // after any of the four above
+  void finished(); // after any of the above
 
 private:
   template <typename Work> void start(const QString& what, Work work);

@@ -7,6 +7,7 @@
 #include <QChartView>
 #include <QHorizontalBarSeries>
 #include <QHorizontalStackedBarSeries>
+#include <QLegendMarker>
 #include <QLineSeries>
 #include <QLogValueAxis>
 #include <QPainter>
@@ -17,6 +18,7 @@
 #include <QValueAxis>
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 namespace partita::gui {
@@ -200,6 +202,95 @@ void ChartWidget::showScatter(const QString& title, const QList<ScatterPoint>& p
   });
   m_impl->series = 2;
   chart->legend()->setVisible(true);
+  chart->legend()->setAlignment(Qt::AlignBottom);
+}
+
+} // namespace partita::gui
+
+namespace partita::gui {
+
+void ChartWidget::showLines(const QString& title, const QList<ChartLine>& lines, const QString& xTitle,
+                            const QString& yTitle, bool log2X) {
+  clear(title);
+  auto* chart = m_impl->view->chart();
+  double xMin = std::numeric_limits<double>::infinity();
+  double xMax = -xMin;
+  double yMax = 0;
+  for (const auto& line : lines) {
+    for (qsizetype i = 0; i < line.x.size() && i < line.y.size(); ++i) {
+      xMin = std::min(xMin, line.x[i]);
+      xMax = std::max(xMax, line.x[i]);
+      if (std::isfinite(line.y[i])) {
+        yMax = std::max(yMax, line.y[i]);
+      }
+    }
+  }
+  if (!std::isfinite(xMin)) {
+    xMin = 1;
+    xMax = 2;
+  }
+  QAbstractAxis* xAxis = nullptr;
+  if (log2X) {
+    auto* axis = new QLogValueAxis;
+    axis->setBase(2);
+    axis->setLabelFormat(QStringLiteral("%g"));
+    // Whole powers of two at the ends, so that each one gets a grid line and a label.
+    const double lo = std::exp2(std::floor(std::log2(std::max(xMin, 1.0))));
+    const double hi = std::exp2(std::ceil(std::log2(std::max(xMax, 2.0))));
+    axis->setRange(lo, std::max(hi, lo * 2));
+    axis->setMinorTickCount(0);
+    xAxis = axis;
+  } else {
+    auto* axis = new QValueAxis;
+    axis->setRange(xMin, xMax > xMin ? xMax : xMin + 1);
+    axis->setLabelFormat(QStringLiteral("%g"));
+    xAxis = axis;
+  }
+  xAxis->setTitleText(xTitle);
+  auto* yAxis = new QValueAxis;
+  yAxis->setTitleText(yTitle);
+  yAxis->setRange(0, yMax > 0 ? yMax * 1.08 : 1.0);
+  yAxis->applyNiceNumbers();
+  chart->addAxis(xAxis, Qt::AlignBottom);
+  chart->addAxis(yAxis, Qt::AlignLeft);
+
+  for (const auto& line : lines) {
+    // One QLineSeries per unbroken run of points; the first carries the legend entry.
+    bool first = true;
+    QLineSeries* piece = nullptr;
+    auto addPiece = [&] {
+      piece = new QLineSeries;
+      piece->setName(line.name);
+      piece->setPointsVisible(true);
+      QPen pen(line.color.isValid() ? line.color : QColor(Qt::black));
+      pen.setWidth(2);
+      piece->setPen(pen);
+      piece->setColor(pen.color());
+      chart->addSeries(piece);
+      piece->attachAxis(xAxis);
+      piece->attachAxis(yAxis);
+      const auto markers = chart->legend()->markers(piece);
+      for (auto* marker : markers) {
+        marker->setVisible(first);
+      }
+      first = false;
+    };
+    for (qsizetype i = 0; i < line.x.size() && i < line.y.size(); ++i) {
+      if (!std::isfinite(line.y[i])) {
+        piece = nullptr; // a gap: the next point starts a new piece
+        continue;
+      }
+      if (piece == nullptr) {
+        addPiece();
+      }
+      piece->append(line.x[i], line.y[i]);
+    }
+    if (first) {
+      addPiece(); // no point at all: still in the legend
+    }
+  }
+  m_impl->series = static_cast<int>(lines.size());
+  chart->legend()->setVisible(!lines.isEmpty());
   chart->legend()->setAlignment(Qt::AlignBottom);
 }
 

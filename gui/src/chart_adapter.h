@@ -25,6 +25,14 @@ struct ScatterPoint {
   QString label; // tooltip
 };
 
+// A line through (x, y) points; a NaN y is a gap: the line breaks there instead of falling to 0.
+struct ChartLine {
+  QString name;
+  QList<double> x;
+  QList<double> y; // one per x
+  QColor color;
+};
+
 struct ChartLimit {
   QString name; // "capacity"
   double value = 0;
@@ -46,9 +54,13 @@ public:
   // Points on log-log axes with the y = x diagonal: predicted (x) against measured (y).
   void showScatter(const QString& title, const QList<ScatterPoint>& points, const QString& xTitle,
                    const QString& yTitle, const QString& diagonalName);
+  // Lines over a numeric x axis (log base 2 when log2X: 1, 2, 4, ... evenly spaced), each point
+  // marked, one legend entry per line however many pieces its gaps cut it into.
+  void showLines(const QString& title, const QList<ChartLine>& lines, const QString& xTitle, const QString& yTitle,
+                 bool log2X);
   void clear(const QString& title);
 
-  int seriesCount() const; // for tests
+  int seriesCount() const; // for tests: bar sets, limit lines, or lines (not their pieces)
   QString title() const;
 
 private:

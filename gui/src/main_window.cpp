@@ -8,6 +8,10 @@
 #include "inspector_panel.h"
 #include "layers_panel.h"
 #include "setup_panel.h"
+#include "side_by_side_panel.h"
+#include "sweep_panel.h"
+
+#include "partita/graph/error.h"
 
 #include <QHBoxLayout>
 #include <QLabel>
@@ -26,8 +30,9 @@ MainWindow::MainWindow(QWidget* parent)
     : QMainWindow(parent), m_runner(new AnalysisRunner(this)), m_setup(new SetupPanel(this)),
       m_messageBar(new QWidget(this)), m_message(new QLabel(m_messageBar)), m_tabs(new QTabWidget(this)),
       m_layers(new LayersPanel(this)), m_inspector(new InspectorPanel(this)), m_charts(new ChartsPanel(this)),
-      m_graph(new GraphView(this)), m_compare(new ComparePanel(this)), m_status(new QLabel(this)),
-      m_progress(new QProgressBar(this)), m_cancel(new QPushButton(tr("Cancel"), this)) {
+      m_graph(new GraphView(this)), m_compare(new ComparePanel(this)), m_sweep(new SweepPanel(this)),
+      m_sideBySide(new SideBySidePanel(this)), m_status(new QLabel(this)), m_progress(new QProgressBar(this)),
+      m_cancel(new QPushButton(tr("Cancel"), this)) {
   setWindowTitle(tr("Partita"));
   setAcceptDrops(true);
 
@@ -56,6 +61,8 @@ MainWindow::MainWindow(QWidget* parent)
   m_tabs->addTab(m_graph, tr("&Graph"));
   m_tabs->addTab(m_charts, tr("C&harts"));
   m_tabs->addTab(m_compare, tr("Com&pare"));
+  m_tabs->addTab(m_sweep, tr("&Scaling"));
+  m_tabs->addTab(m_sideBySide, tr("Side &by side"));
 
   auto* right = new QWidget(this);
   auto* rightLayout = new QVBoxLayout(right);
@@ -90,6 +97,9 @@ MainWindow::MainWindow(QWidget* parent)
   connect(m_setup, &SetupPanel::evaluateRequested, this, &MainWindow::evaluate);
   connect(m_setup, &SetupPanel::openFileRequested, this, &MainWindow::openFileDialog);
   connect(m_compare, &ComparePanel::compareRequested, this, &MainWindow::compare);
+  connect(m_sweep, &SweepPanel::sweepRequested, this, &MainWindow::sweep);
+  connect(m_sideBySide, &SideBySidePanel::sideBySideRequested, this, &MainWindow::sideBySide);
+  connect(m_setup, &SetupPanel::customClusterChanged, m_sideBySide, &SideBySidePanel::offerCustomCluster);
   connect(m_cancel, &QPushButton::clicked, this, &MainWindow::cancel);
   connect(m_layers, &LayersPanel::opSelected, m_inspector, &InspectorPanel::showOp);
   // Selection follows between the table and the graph both ways (each ignores its own op).
@@ -106,6 +116,18 @@ MainWindow::MainWindow(QWidget* parent)
     m_compare->setComparison(c);
     m_status->setText(tr("Compared %1 strategy families.").arg(c->families.size()));
     Q_EMIT comparisonShown();
+  });
+  connect(m_runner, &AnalysisRunner::sweepReady, this, [this](std::shared_ptr<const Sweep> s) {
+    hideError();
+    m_sweep->setSweep(s);
+    m_status->setText(tr("Swept %1 families over %2 device counts.").arg(s->families.size()).arg(s->devices.size()));
+    Q_EMIT sweepShown();
+  });
+  connect(m_runner, &AnalysisRunner::sideBySideReady, this, [this](std::shared_ptr<const SideBySide> s) {
+    hideError();
+    m_sideBySide->setSideBySide(s);
+    m_status->setText(tr("A: %1, B: %2.").arg(qs(s->a->family_title), qs(s->b->family_title)));
+    Q_EMIT sideBySideShown();
   });
   connect(m_runner, &AnalysisRunner::failed, this, &MainWindow::showError);
   connect(m_runner, &AnalysisRunner::cancelled, this, [this] { m_status->setText(tr("Cancelled.")); });
@@ -135,6 +157,22 @@ void MainWindow::openFile(const QString& path) {
 
 void MainWindow::compare() {
   m_runner->compare(m_setup->input());
+}
+
+void MainWindow::sweep() {
+  const auto input = m_setup->input();
+  std::vector<int> devices;
+  try {
+    devices = m_sweep->deviceCounts(load_input_cluster(input).device_count());
+  } catch (const Error& e) {
+    showError(QString::fromUtf8(e.what()));
+    return;
+  }
+  m_runner->sweep(input, m_sweep->selectedFamilies(), devices);
+}
+
+void MainWindow::sideBySide() {
+  m_runner->sideBySide(m_setup->input(), m_sideBySide->choice());
 }
 
 void MainWindow::cancel() {

@@ -26,6 +26,8 @@ class GraphView;
 class InspectorPanel;
 class LayersPanel;
 class SetupPanel;
+class SideBySidePanel;
+class SweepPanel;
 
 class MainWindow : public QMainWindow {
   Q_OBJECT
@@ -39,6 +41,11 @@ public:
   // files only once it loaded.
   void openFile(const QString& path);
   void compare();
+  // The Scaling tab's sweep over its families and device counts (shows the error when the counts
+  // do not parse).
+  void sweep();
+  // The Side by side tab: the panel's set-up (A) beside the tab's choice (B).
+  void sideBySide();
   void cancel();
 
   // File menu actions; each returns false after showing the error in the message bar, leaving
@@ -60,6 +67,8 @@ public:
   ChartsPanel* chartsPanel() const { return m_charts; }
   GraphView* graphView() const { return m_graph; }
   ComparePanel* comparePanel() const { return m_compare; }
+  SweepPanel* sweepPanel() const { return m_sweep; }
+  SideBySidePanel* sideBySidePanel() const { return m_sideBySide; }
   QTabWidget* tabs() const { return m_tabs; }
   AnalysisRunner* runner() const { return m_runner; }
   QPushButton* cancelButton() const { return m_cancel; }
@@ -67,6 +76,8 @@ public:
 Q_SIGNALS:
   void analysisShown();   // a new analysis is on screen
   void comparisonShown(); // a new comparison is on screen
+  void sweepShown();      // a new scaling sweep is on screen
+  void sideBySideShown(); // a new side-by-side is on screen
   void errorShown(const QString& message);
 
 protected:
@@ -98,6 +109,8 @@ private:
   ChartsPanel* m_charts;
   GraphView* m_graph;
   ComparePanel* m_compare;
+  SweepPanel* m_sweep;
+  SideBySidePanel* m_sideBySide;
   QLabel* m_status;
   QProgressBar* m_progress;
   QPushButton* m_cancel;

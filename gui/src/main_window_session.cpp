@@ -9,6 +9,7 @@
 #include "main_window.h"
 #include "session.h"
 #include "setup_panel.h"
+#include "side_by_side_panel.h"
 
 #include "partita/graph/error.h"
 
@@ -26,6 +27,7 @@ std::filesystem::path fsPath(const QString& path) {
 bool MainWindow::saveSession(const QString& path) {
   SessionState state;
   state.input = m_setup->input();
+  state.sideBySide = m_sideBySide->choice();
   if (m_analysis) {
     if (const auto* layer = m_analysis->layer_of(m_inspector->op())) {
       state.selectedOp = layer->name;
@@ -51,6 +53,7 @@ bool MainWindow::openSession(const QString& path) {
   }
   hideError();
   m_setup->setInput(state.input);
+  m_sideBySide->setChoice(state.sideBySide);
   m_pendingOp = QString::fromStdString(state.selectedOp);
   m_pendingFile.clear();
   m_runner->evaluate(state.input);

@@ -2,16 +2,24 @@
 
 #include "analysis_runner.h"
 #include "charts_panel.h"
+#include "cluster_editor.h"
 #include "compare_panel.h"
 #include "graph_view.h"
 #include "inspector_panel.h"
 #include "main_window.h"
+#include "setup_panel.h"
+#include "side_by_side_panel.h"
+#include "sweep_panel.h"
+
+#include "partita/proto/partita.pb.h"
 
 #include <QDir>
 #include <QEventLoop>
+#include <QLineEdit>
 #include <QPixmap>
 #include <QSplitter>
 #include <QTabWidget>
+#include <QTableView>
 #include <QTextStream>
 #include <QTimer>
 
@@ -94,6 +102,43 @@ int render_screenshots(MainWindow& window, const QString& directory) {
   }
   settle();
   ok = save(&window, dir.filePath(QStringLiteral("compare.png"))) && ok;
+
+  // The scaling sweep: the default families at 1 .. 64 devices (the preset grows by nodes).
+  window.tabs()->setCurrentWidget(window.sweepPanel());
+  window.sweepPanel()->devicesEdit()->setText(QStringLiteral("1,2,4,8,16,32,64"));
+  window.sweep();
+  if (!waitFor(window, &MainWindow::sweepShown)) {
+    return 1;
+  }
+  settle();
+  ok = save(&window, dir.filePath(QStringLiteral("scaling.png"))) && ok;
+
+  // Side by side: the panel's family beside one weird trick on the same devices, scrolled to the
+  // end, where a CNN's fully-connected layers differ, and the totals line.
+  window.tabs()->setCurrentWidget(window.sideBySidePanel());
+  SideBySideChoice b;
+  b.family = window.setupPanel()->input().family == "owt" ? "dp" : "owt";
+  window.sideBySidePanel()->setChoice(b);
+  window.sideBySide();
+  if (!waitFor(window, &MainWindow::sideBySideShown)) {
+    return 1;
+  }
+  settle();
+  window.sideBySidePanel()->view()->scrollToBottom();
+  settle();
+  ok = save(&window, dir.filePath(QStringLiteral("side-by-side.png"))) && ok;
+
+  // The cluster editor on the selected preset, with a bad value typed in: the core's message.
+  ClusterEditor editor(input_cluster_proto(window.setupPanel()->input()), &window);
+  editor.setWindowFlag(Qt::Dialog);
+  editor.resize(editor.sizeHint());
+  editor.show();
+  if (auto* bandwidth = qobject_cast<QLineEdit*>(editor.fieldWidget(QStringLiteral("intra_node.link.bandwidth")))) {
+    bandwidth->setText(QStringLiteral("-300"));
+  }
+  settle();
+  ok = save(&editor, dir.filePath(QStringLiteral("cluster-editor.png"))) && ok;
+  editor.close();
   return ok ? 0 : 1;
 }
 

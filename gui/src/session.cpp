@@ -34,6 +34,18 @@ void saveSession(const std::filesystem::path& path, const SessionState& state) {
   setup->set_zero_stage(in.zero_stage);
   setup->set_recompute(in.recompute);
   s.set_selected_op(state.selectedOp);
+  if (!in.custom_cluster.empty()) {
+    io::parse_json(in.custom_cluster, "edited cluster", *s.mutable_custom_cluster());
+  }
+  const auto& b = state.sideBySide;
+  auto* side = s.mutable_side_by_side();
+  side->set_family(b.family);
+  side->set_cluster(b.cluster);
+  side->set_nodes(b.nodes);
+  side->set_devices(b.devices);
+  if (!b.custom_cluster.empty()) {
+    io::parse_json(b.custom_cluster, "edited cluster", *side->mutable_custom_cluster());
+  }
   io::write_json_file(path, s);
 }
 
@@ -86,7 +98,32 @@ SessionState loadSession(const std::filesystem::path& path) {
   };
   check("setup", [&] { (void)input_setup(in); });
   check("family", [&] { (void)search::find_optimizer(in.family); });
-  check("cluster", [&] { (void)cluster::load_cluster(in.cluster); });
+  // An edited cluster is checked by the core's validation, field by field.
+  auto custom = [&](std::string_view field, const proto::Cluster& c) {
+    if (const auto e = cluster::validate(c)) {
+      invalid(path, fmt::format("{}.{}", field, e->field), e->reason);
+    }
+    return io::to_json(c);
+  };
+  if (s.has_custom_cluster()) {
+    in.custom_cluster = custom("custom_cluster", s.custom_cluster());
+  } else {
+    check("cluster", [&] { (void)cluster::load_cluster(in.cluster); });
+  }
+  if (s.has_side_by_side()) {
+    const auto& side = s.side_by_side();
+    auto& b = state.sideBySide;
+    b.family = side.family().empty() ? b.family : side.family();
+    b.cluster = side.cluster();
+    b.nodes = std::max(1, side.nodes());
+    b.devices = std::max(0, side.devices());
+    check("side_by_side.family", [&] { (void)search::find_optimizer(b.family); });
+    if (side.has_custom_cluster()) {
+      b.custom_cluster = custom("side_by_side.custom_cluster", side.custom_cluster());
+    } else if (!b.cluster.empty()) {
+      check("side_by_side.cluster", [&] { (void)cluster::load_cluster(b.cluster); });
+    }
+  }
   if (in.model.rfind("zoo:", 0) != 0 && !std::filesystem::exists(in.model)) {
     invalid(path, "model", fmt::format("ONNX file '{}' not found", in.model));
   }

@@ -14,6 +14,7 @@ namespace partita::gui {
 struct SessionState {
   AnalysisInput input;
   std::string selectedOp; // op name, empty when none
+  SideBySideChoice sideBySide;
 
   bool operator==(const SessionState&) const = default;
 };

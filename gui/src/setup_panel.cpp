@@ -1,9 +1,12 @@
 #include "setup_panel.h"
 
+#include "cluster_editor.h"
 #include "format.h"
 
 #include "partita/cluster/cluster.h"
 #include "partita/graph/error.h"
+#include "partita/io/json_file.h"
+#include "partita/proto/partita.pb.h"
 #include "partita/search/optimizer.h"
 #include "partita/zoo/zoo.h"
 
@@ -14,21 +17,23 @@
 #include <QLabel>
 #include <QLineEdit>
 #include <QPushButton>
+#include <QSignalBlocker>
 #include <QSpinBox>
 #include <QVBoxLayout>
 
 namespace partita::gui {
 
 namespace {
-constexpr int ZooRole = Qt::UserRole + 10; // bool: a zoo model (else an ONNX file path in UserRole)
-}
+constexpr int ZooRole = Qt::UserRole + 10;    // bool: a zoo model (else an ONNX file path in UserRole)
+constexpr int EditedRole = Qt::UserRole + 11; // bool: the edited cluster (its name in UserRole)
+} // namespace
 
 SetupPanel::SetupPanel(QWidget* parent)
     : QWidget(parent), m_model(new QComboBox(this)), m_parameters(new QLineEdit(this)), m_modelHelp(new QLabel(this)),
-      m_cluster(new QComboBox(this)), m_nodes(new QSpinBox(this)), m_devices(new QSpinBox(this)),
-      m_clusterHelp(new QLabel(this)), m_family(new QComboBox(this)), m_precision(new QComboBox(this)),
-      m_optimizer(new QComboBox(this)), m_zero(new QSpinBox(this)), m_recompute(new QComboBox(this)),
-      m_evaluate(new QPushButton(tr("&Evaluate"), this)) {
+      m_cluster(new QComboBox(this)), m_editCluster(new QPushButton(tr("Edit cluster…"), this)),
+      m_nodes(new QSpinBox(this)), m_devices(new QSpinBox(this)), m_clusterHelp(new QLabel(this)),
+      m_family(new QComboBox(this)), m_precision(new QComboBox(this)), m_optimizer(new QComboBox(this)),
+      m_zero(new QSpinBox(this)), m_recompute(new QComboBox(this)), m_evaluate(new QPushButton(tr("&Evaluate"), this)) {
   auto* layout = new QVBoxLayout(this);
 
   auto* modelBox = new QGroupBox(tr("Model"), this);
@@ -60,7 +65,10 @@ SetupPanel::SetupPanel(QWidget* parent)
   m_nodes->setRange(1, 4096);
   m_devices->setRange(1, 1 << 16);
   m_clusterHelp->setWordWrap(true);
+  m_editCluster->setObjectName(QStringLiteral("editClusterButton"));
+  m_editCluster->setToolTip(tr("Edit the device, the node count and the links, starting from the selected cluster"));
   clusterForm->addRow(tr("Preset"), m_cluster);
+  clusterForm->addRow(QString(), m_editCluster);
   clusterForm->addRow(tr("Nodes"), m_nodes);
   clusterForm->addRow(tr("Devices"), m_devices);
   clusterForm->addRow(m_clusterHelp);
@@ -101,7 +109,8 @@ SetupPanel::SetupPanel(QWidget* parent)
   connect(m_evaluate, &QPushButton::clicked, this, &SetupPanel::evaluateRequested);
   connect(m_parameters, &QLineEdit::returnPressed, this, &SetupPanel::evaluateRequested);
   connect(m_model, &QComboBox::currentIndexChanged, this, &SetupPanel::onModelChanged);
-  connect(m_cluster, &QComboBox::currentIndexChanged, this, &SetupPanel::updateDeviceLimit);
+  connect(m_cluster, &QComboBox::currentIndexChanged, this, &SetupPanel::onClusterChanged);
+  connect(m_editCluster, &QPushButton::clicked, this, &SetupPanel::editCluster);
   connect(m_nodes, &QSpinBox::valueChanged, this, &SetupPanel::updateDeviceLimit);
   connect(m_devices, &QSpinBox::valueChanged, this, &SetupPanel::updateDeviceLimit);
 
@@ -122,6 +131,9 @@ AnalysisInput SetupPanel::input() const {
     in.dims = params.toStdString();
   }
   in.cluster = m_cluster->currentData().toString().toStdString();
+  if (m_cluster->currentData(EditedRole).toBool()) {
+    in.custom_cluster = m_customCluster;
+  }
   in.nodes = m_nodes->value();
   in.devices = m_devices->value();
   in.family = m_family->currentData().toString().toStdString();
@@ -139,6 +151,13 @@ void SetupPanel::setInput(const AnalysisInput& in) {
       combo->setCurrentIndex(i);
     }
   };
+  {
+    // The cluster, nodes and devices are checked together once all three are set: one at a time,
+    // a preset would grow by nodes for the devices of the previous input.
+    const QSignalBlocker cluster(m_cluster), nodes(m_nodes), devices(m_devices);
+    setClusterFields(in);
+  }
+  onClusterChanged();
   const QString model = qs(in.model);
   if (model.startsWith(QStringLiteral("zoo:"))) {
     const auto q = model.indexOf(QLatin1Char('?'));
@@ -148,15 +167,24 @@ void SetupPanel::setInput(const AnalysisInput& in) {
     selectModelFile(model);
     m_parameters->setText(qs(in.dims));
   }
-  select(m_cluster, in.cluster);
-  m_nodes->setValue(in.nodes);
-  m_devices->setValue(in.devices);
   select(m_family, in.family);
   select(m_precision, in.precision);
   select(m_optimizer, in.optimizer);
   m_zero->setValue(in.zero_stage);
   select(m_recompute, in.recompute);
-  updateDeviceLimit();
+}
+
+void SetupPanel::setClusterFields(const AnalysisInput& in) {
+  if (!in.custom_cluster.empty()) {
+    setCustomCluster(in.custom_cluster);
+  } else {
+    const int i = m_cluster->findData(qs(in.cluster));
+    if (i >= 0 && !m_cluster->itemData(i, EditedRole).toBool()) {
+      m_cluster->setCurrentIndex(i);
+    }
+  }
+  m_nodes->setValue(in.nodes);
+  m_devices->setValue(in.devices);
 }
 
 void SetupPanel::selectModelFile(const QString& path) {
@@ -168,6 +196,64 @@ void SetupPanel::selectModelFile(const QString& path) {
     m_model->setItemData(i, path, Qt::ToolTipRole);
   }
   m_model->setCurrentIndex(i);
+}
+
+void SetupPanel::setCustomCluster(const std::string& json) {
+  proto::Cluster p;
+  try {
+    io::parse_json(json, "edited cluster", p);
+  } catch (const Error& e) {
+    m_clusterHelp->setText(QString::fromUtf8(e.what()));
+    m_clusterHelp->setStyleSheet(QStringLiteral("color: #c02020;"));
+    return;
+  }
+  m_customCluster = json;
+  const QString name = qs(p.name());
+  int i = -1;
+  for (int k = 0; k < m_cluster->count(); ++k) {
+    if (m_cluster->itemData(k, EditedRole).toBool()) {
+      i = k;
+    }
+  }
+  if (i < 0) {
+    m_cluster->addItem(QString());
+    i = m_cluster->count() - 1;
+    m_cluster->setItemData(i, true, EditedRole);
+  }
+  m_cluster->setItemText(i, tr("%1 (edited)").arg(name));
+  m_cluster->setItemData(i, name, Qt::UserRole);
+  m_cluster->setItemData(i, tr("An edited cluster; Edit cluster… changes it, Save As… in the editor writes it"),
+                         Qt::ToolTipRole);
+  if (m_cluster->currentIndex() == i) {
+    onClusterChanged(); // same item, new contents
+  } else {
+    m_cluster->setCurrentIndex(i);
+  }
+  Q_EMIT customClusterChanged(m_customCluster);
+}
+
+void SetupPanel::editCluster() {
+  proto::Cluster start;
+  try {
+    start = input_cluster_proto(input());
+  } catch (const Error& e) {
+    m_clusterHelp->setText(QString::fromUtf8(e.what()));
+    m_clusterHelp->setStyleSheet(QStringLiteral("color: #c02020;"));
+    return;
+  }
+  ClusterEditor editor(start, this);
+  if (editor.exec() == QDialog::Accepted) {
+    setCustomCluster(io::to_json(editor.cluster()));
+  }
+}
+
+void SetupPanel::onClusterChanged() {
+  // An edited cluster has its own node count, changed in the editor only.
+  const bool edited = m_cluster->currentData(EditedRole).toBool();
+  m_nodes->setEnabled(!edited);
+  m_nodes->setToolTip(edited ? tr("The edited cluster's node count: change it with Edit cluster…")
+                             : tr("Nodes of the preset; it grows to hold the devices asked for"));
+  updateDeviceLimit();
 }
 
 void SetupPanel::onModelChanged() {
@@ -199,6 +285,9 @@ void SetupPanel::updateDeviceLimit() {
   try {
     AnalysisInput in;
     in.cluster = m_cluster->currentData().toString().toStdString();
+    if (m_cluster->currentData(EditedRole).toBool()) {
+      in.custom_cluster = m_customCluster;
+    }
     in.nodes = m_nodes->value();
     in.devices = m_devices->value();
     const int nodes = nodes_for(in);

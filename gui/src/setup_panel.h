@@ -27,10 +27,16 @@ public:
   void setInput(const AnalysisInput& input);
   // Adds an ONNX file to the model list (once) and selects it.
   void selectModelFile(const QString& path);
+  // Makes an edited cluster (partita.proto Cluster as io::to_json) the selected cluster: it joins the
+  // preset list as "name (edited)", replacing a previous edit.
+  void setCustomCluster(const std::string& json);
+  // Opens the cluster editor on the selected cluster; OK makes the result the selection.
+  void editCluster();
 
   QComboBox* modelCombo() const { return m_model; }
   QLineEdit* parametersEdit() const { return m_parameters; }
   QComboBox* clusterCombo() const { return m_cluster; }
+  QPushButton* editClusterButton() const { return m_editCluster; }
   QSpinBox* nodesSpin() const { return m_nodes; }
   QSpinBox* devicesSpin() const { return m_devices; }
   QComboBox* familyCombo() const { return m_family; }
@@ -39,15 +45,20 @@ public:
 Q_SIGNALS:
   void evaluateRequested();
   void openFileRequested();
+  void customClusterChanged(const std::string& json); // an edited cluster joined the list
 
 private:
   void onModelChanged();
+  void onClusterChanged();
+  void setClusterFields(const AnalysisInput& input);
   void updateDeviceLimit();
 
   QComboBox* m_model;
   QLineEdit* m_parameters;
   QLabel* m_modelHelp;
   QComboBox* m_cluster;
+  QPushButton* m_editCluster;
+  std::string m_customCluster; // JSON of the edited cluster in the list, if any
   QSpinBox* m_nodes;
   QSpinBox* m_devices;
   QLabel* m_clusterHelp;

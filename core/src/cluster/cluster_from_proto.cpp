@@ -1,5 +1,7 @@
 // Validation of a proto::Cluster into a Cluster: every rejection names the field by its path in
-// the JSON file ("intra_node.pairs[3].b") and says what was expected.
+// the JSON file ("intra_node.pairs[3].b") and says what was expected. validate() and from_proto()
+// run the same checks (convert() below): the GUI's cluster editor marks exactly what a file
+// loader would reject.
 
 #include "partita/cluster/cluster.h"
 #include "partita/graph/error.h"
@@ -14,12 +16,15 @@ namespace partita::cluster {
 
 namespace {
 
+// The first failed check; caught by validate() and from_proto(), never escapes this file.
+struct Invalid {
+  FieldError error;
+};
+
 class Checker {
 public:
-  explicit Checker(std::string_view source) : m_source(source) {}
-
   [[noreturn]] void fail(std::string_view field, std::string_view reason) const {
-    throw Error(fmt::format("{}: field '{}': {}", m_source, field, reason));
+    throw Invalid{FieldError{std::string(field), std::string(reason)}};
   }
 
   double positive(double value, std::string_view field) const {
@@ -40,9 +45,6 @@ public:
     }
     return value;
   }
-
-private:
-  std::string_view m_source;
 };
 
 LinkKind link_kind(proto::LinkKind k, const Checker& check, const std::string& field) {
@@ -154,10 +156,8 @@ void intra_node(const proto::NodeTopology& p, const Checker& check, Cluster& c) 
   }
 }
 
-} // namespace
-
-Cluster from_proto(const proto::Cluster& p, std::string_view source) {
-  const Checker check(source);
+Cluster convert(const proto::Cluster& p) {
+  const Checker check{};
   Cluster c;
   c.name = p.name();
   c.description = p.description();
@@ -192,6 +192,25 @@ Cluster from_proto(const proto::Cluster& p, std::string_view source) {
     c.nic = Link{LinkKind::ethernet, 0, 0};
   }
   return c;
+}
+
+} // namespace
+
+std::optional<FieldError> validate(const proto::Cluster& p) {
+  try {
+    (void)convert(p);
+  } catch (const Invalid& e) {
+    return e.error;
+  }
+  return std::nullopt;
+}
+
+Cluster from_proto(const proto::Cluster& p, std::string_view source) {
+  try {
+    return convert(p);
+  } catch (const Invalid& e) {
+    throw Error(fmt::format("{}: field '{}': {}", source, e.error.field, e.error.reason));
+  }
 }
 
 } // namespace partita::cluster

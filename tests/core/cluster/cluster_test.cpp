@@ -39,6 +39,23 @@ std::string error_of(const proto::Cluster& p) {
   return "no error";
 }
 
+TEST(Cluster, ValidateNamesTheFirstBadFieldAsTheLoaderDoes) {
+  EXPECT_EQ(validate(mesh()), std::nullopt);
+  auto p = mesh();
+  p.mutable_intra_node()->mutable_link()->set_bandwidth(-1e9);
+  p.set_devices_per_node(0); // checked first: the first error is reported
+  const auto first = validate(p);
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(first->field, "devices_per_node");
+  EXPECT_EQ(first->reason, "must be at least 1, got 0");
+  p.set_devices_per_node(4);
+  const auto link = validate(p);
+  ASSERT_TRUE(link.has_value());
+  EXPECT_EQ(link->field, "intra_node.link.bandwidth");
+  // One source of truth: the loader's message is validate()'s field and reason.
+  EXPECT_EQ(error_of(p), "test.json: field '" + link->field + "': " + link->reason);
+}
+
 TEST(Cluster, ValidMeshConverts) {
   const Cluster c = from_proto(mesh(), "mesh");
   EXPECT_EQ(c.device_count(), 8);

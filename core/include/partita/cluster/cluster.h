@@ -5,6 +5,7 @@
 // presets in resources/clusters/), validated with errors that name the field.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -73,6 +74,17 @@ struct Cluster {
   Link link_between(int a, int b) const;
 };
 
+// A field of a proto::Cluster that does not validate: its path in the JSON file
+// ("intra_node.link.bandwidth", "intra_node.pairs[3].b") and why.
+struct FieldError {
+  std::string field;
+  std::string reason;
+
+  bool operator==(const FieldError&) const = default;
+};
+
+// The first field that does not validate, or nothing: the very checks from_proto() makes.
+std::optional<FieldError> validate(const proto::Cluster& p);
 // Validates and converts; errors are "<source>: field '<path>': <reason>".
 Cluster from_proto(const proto::Cluster& p, std::string_view source);
 proto::Cluster to_proto(const Cluster& c);
