@@ -63,7 +63,7 @@ void ChartWidget::clear(const QString& title) {
 
 void ChartWidget::showBars(const QString& title, const QStringList& categories, const QList<ChartSeries>& series,
                            const QString& valueTitle, bool stacked, Orientation orientation,
-                           std::optional<ChartLimit> limit) {
+                           std::optional<ChartLimit> limit, std::optional<ChartSeries> markers) {
   clear(title);
   auto* chart = m_impl->view->chart();
   const bool horizontal = orientation == Orientation::Horizontal;
@@ -100,6 +100,11 @@ void ChartWidget::showBars(const QString& title, const QStringList& categories, 
   if (limit) {
     top = std::max(top, limit->value);
   }
+  if (markers) {
+    for (const double v : markers->values) {
+      top = std::max(top, v);
+    }
+  }
   chart->addSeries(bars);
   m_impl->series = static_cast<int>(series.size());
 
@@ -135,7 +140,25 @@ void ChartWidget::showBars(const QString& title, const QStringList& categories, 
     line->attachAxis(valueAxis);
     ++m_impl->series;
   }
-  chart->legend()->setVisible(series.size() > 1 || limit.has_value());
+  if (markers && !categories.isEmpty()) {
+    auto* points = new QScatterSeries;
+    points->setName(markers->name);
+    points->setMarkerSize(9);
+    points->setMarkerShape(QScatterSeries::MarkerShapeRectangle);
+    points->setColor(markers->color.isValid() ? markers->color : QColor(0x20, 0x20, 0x20));
+    for (qsizetype i = 0; i < markers->values.size() && i < categories.size(); ++i) {
+      if (horizontal) {
+        points->append(markers->values[i], static_cast<double>(i));
+      } else {
+        points->append(static_cast<double>(i), markers->values[i]);
+      }
+    }
+    chart->addSeries(points);
+    points->attachAxis(categoryAxis);
+    points->attachAxis(valueAxis);
+    ++m_impl->series;
+  }
+  chart->legend()->setVisible(series.size() > 1 || limit.has_value() || markers.has_value());
   chart->legend()->setAlignment(Qt::AlignBottom);
 }
 

@@ -47,10 +47,11 @@ public:
   ~ChartWidget() override;
 
   // Bars per category, the series stacked on one another (or side by side when !stacked), with
-  // an optional horizontal limit line (memory capacity).
+  // an optional horizontal limit line (memory capacity) and optional markers, one per category
+  // (measured times over predicted bars).
   void showBars(const QString& title, const QStringList& categories, const QList<ChartSeries>& series,
                 const QString& valueTitle, bool stacked, Orientation orientation,
-                std::optional<ChartLimit> limit = std::nullopt);
+                std::optional<ChartLimit> limit = std::nullopt, std::optional<ChartSeries> markers = std::nullopt);
   // Points on log-log axes with the y = x diagonal: predicted (x) against measured (y).
   void showScatter(const QString& title, const QList<ScatterPoint>& points, const QString& xTitle,
                    const QString& yTitle, const QString& diagonalName);

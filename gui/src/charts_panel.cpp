@@ -35,6 +35,21 @@ ChartsPanel::ChartsPanel(QWidget* parent)
 }
 
 void ChartsPanel::setAnalysis(const std::shared_ptr<const Analysis>& analysis) {
+  m_analysis = analysis;
+  m_measured.reset();
+  show();
+}
+
+void ChartsPanel::setMeasured(std::optional<strategy::RunComparison> measured) {
+  if (measured && (!m_analysis || measured->ops.size() != m_analysis->model.graph.ops().size())) {
+    measured.reset();
+  }
+  m_measured = std::move(measured);
+  show();
+}
+
+void ChartsPanel::show() {
+  const auto& analysis = m_analysis;
   if (!analysis) {
     m_layers->clear(tr("Per-layer time: evaluate a model"));
     m_memory->clear(tr("Memory per device: evaluate a model"));
@@ -55,18 +70,23 @@ void ChartsPanel::setAnalysis(const std::shared_ptr<const Analysis>& analysis) {
   ChartSeries compute{tr("compute"), {}, compute_color};
   ChartSeries communication{tr("communication"), {}, communication_color};
   ChartSeries redistribution{tr("redistribution"), {}, redistribution_color};
+  ChartSeries measured{tr("measured (run)"), {}, QColor(0x20, 0x20, 0x20)};
   for (const auto* l : layers) {
     categories << shortName(l->name);
     compute.values << l->compute * 1e3;
     communication.values << l->communication * 1e3;
     redistribution.values << l->redistribution * 1e3;
+    if (m_measured) {
+      measured.values << m_measured->ops[static_cast<std::size_t>(l->op)].measured.total() * 1e3;
+    }
   }
   const QString layerTitle =
       a.layers.size() > layers.size()
           ? tr("Time of the %1 most expensive of %2 layers").arg(layers.size()).arg(a.layers.size())
           : tr("Time per layer");
   m_layers->showBars(layerTitle, categories, {compute, communication, redistribution}, tr("ms per iteration"), true,
-                     ChartWidget::Orientation::Horizontal);
+                     ChartWidget::Orientation::Horizontal, std::nullopt,
+                     m_measured ? std::optional<ChartSeries>(measured) : std::nullopt);
 
   // Memory of the devices the strategy uses.
   const auto& memory = a.prediction.memory;

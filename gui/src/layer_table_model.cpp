@@ -5,6 +5,8 @@
 #include <QBrush>
 #include <QColor>
 
+#include <cmath>
+
 namespace partita::gui {
 
 LayerTableModel::LayerTableModel(QObject* parent) : QAbstractTableModel(parent) {}
@@ -12,7 +14,18 @@ LayerTableModel::LayerTableModel(QObject* parent) : QAbstractTableModel(parent) 
 void LayerTableModel::setAnalysis(std::shared_ptr<const Analysis> analysis) {
   beginResetModel();
   m_analysis = std::move(analysis);
+  m_measured.reset();
   endResetModel();
+}
+
+void LayerTableModel::setMeasured(std::optional<strategy::RunComparison> measured) {
+  if (measured && (!m_analysis || measured->ops.size() != m_analysis->model.graph.ops().size())) {
+    measured.reset(); // not of this model
+  }
+  m_measured = std::move(measured);
+  if (rowCount() > 0) {
+    Q_EMIT dataChanged(index(0, Measured), index(rowCount() - 1, Error));
+  }
 }
 
 int LayerTableModel::rowCount(const QModelIndex& parent) const {
@@ -54,6 +67,13 @@ QVariant LayerTableModel::data(const QModelIndex& index, int role) const {
   if (role == Qt::ToolTipRole && column == Name) {
     return qs(l.name);
   }
+  const strategy::OpComparison* m = m_measured && l.op >= 0 && static_cast<std::size_t>(l.op) < m_measured->ops.size()
+                                        ? &m_measured->ops[static_cast<std::size_t>(l.op)]
+                                        : nullptr;
+  if (role == Qt::BackgroundRole && column == Error && m != nullptr && std::fabs(m->error()) > 0.25) {
+    // Red: the model predicts slower than measured; blue: faster.
+    return QBrush(m->error() > 0 ? QColor(0xf6, 0xd0, 0xd0) : QColor(0xd0, 0xdc, 0xf6));
+  }
   if (role == Qt::BackgroundRole && column == Share && l.share >= 0.05) {
     // The layers worth looking at first.
     return QBrush(QColor::fromHsvF(0.08, std::min(1.0, l.share * 2.0), 1.0));
@@ -73,6 +93,16 @@ QVariant LayerTableModel::data(const QModelIndex& index, int role) const {
   case Redistribution: return sort ? QVariant(l.redistribution) : QVariant(formatMs(l.redistribution));
   case Memory: return sort ? QVariant(l.memory) : QVariant(formatMiB(l.memory));
   case Share: return sort ? QVariant(l.share) : QVariant(formatPercent(l.share));
+  case Measured:
+    if (m == nullptr) {
+      return sort ? QVariant(0.0) : QVariant(QStringLiteral("-"));
+    }
+    return sort ? QVariant(m->measured.total()) : QVariant(formatMs(m->measured.total()));
+  case Error:
+    if (m == nullptr || m->measured.total() <= 0) {
+      return sort ? QVariant(0.0) : QVariant(QStringLiteral("-"));
+    }
+    return sort ? QVariant(m->error()) : QVariant(QString::asprintf("%+.0f%%", 100 * m->error()));
   case ColumnCount: break;
   }
   return {};
@@ -89,6 +119,8 @@ QVariant LayerTableModel::headerData(int section, Qt::Orientation orientation, i
     case Redistribution: return tr("Moving inputs from the producer's layout to this op's layout");
     case Memory: return tr("Parameters, gradients, optimizer state, activations and backward workspace per device");
     case Share: return tr("Share of the iteration time");
+    case Measured: return tr("Forward, backward and communication time a run of this plan measured (Run tab)");
+    case Error: return tr("(predicted - measured) / measured of the op's total");
     default: return {};
     }
   }
@@ -106,6 +138,8 @@ QVariant LayerTableModel::headerData(int section, Qt::Orientation orientation, i
   case Redistribution: return tr("Redist. ms");
   case Memory: return tr("Memory MiB");
   case Share: return tr("Share");
+  case Measured: return tr("Measured ms");
+  case Error: return tr("Error");
   case ColumnCount: break;
   }
   return {};

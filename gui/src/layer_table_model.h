@@ -5,9 +5,12 @@
 
 #include "analysis.h"
 
+#include "partita/strategy/measured.h"
+
 #include <QAbstractTableModel>
 
 #include <memory>
+#include <optional>
 
 namespace partita::gui {
 
@@ -25,12 +28,18 @@ public:
     Redistribution,
     Memory,
     Share,
+    Measured, // of a run of this plan (Run tab), when there is one
+    Error,
     ColumnCount
   };
 
   explicit LayerTableModel(QObject* parent = nullptr);
 
   void setAnalysis(std::shared_ptr<const Analysis> analysis);
+  // Measured against this analysis' prediction (strategy::compare), or nothing: the Measured and
+  // Error columns then show "-".
+  void setMeasured(std::optional<strategy::RunComparison> measured);
+  bool hasMeasured() const { return m_measured.has_value(); }
   const Analysis* analysis() const { return m_analysis.get(); }
 
   int rowCount(const QModelIndex& parent = {}) const override;
@@ -43,6 +52,7 @@ public:
 
 private:
   std::shared_ptr<const Analysis> m_analysis;
+  std::optional<strategy::RunComparison> m_measured;
 };
 
 } // namespace partita::gui

@@ -6,7 +6,9 @@
 #include "format.h"
 #include "graph_view.h"
 #include "inspector_panel.h"
+#include "layer_table_model.h"
 #include "layers_panel.h"
+#include "run_panel.h"
 #include "setup_panel.h"
 #include "side_by_side_panel.h"
 #include "sweep_panel.h"
@@ -31,8 +33,8 @@ MainWindow::MainWindow(QWidget* parent)
       m_messageBar(new QWidget(this)), m_message(new QLabel(m_messageBar)), m_tabs(new QTabWidget(this)),
       m_layers(new LayersPanel(this)), m_inspector(new InspectorPanel(this)), m_charts(new ChartsPanel(this)),
       m_graph(new GraphView(this)), m_compare(new ComparePanel(this)), m_sweep(new SweepPanel(this)),
-      m_sideBySide(new SideBySidePanel(this)), m_status(new QLabel(this)), m_progress(new QProgressBar(this)),
-      m_cancel(new QPushButton(tr("Cancel"), this)) {
+      m_sideBySide(new SideBySidePanel(this)), m_run(new RunPanel(this)), m_status(new QLabel(this)),
+      m_progress(new QProgressBar(this)), m_cancel(new QPushButton(tr("Cancel"), this)) {
   setWindowTitle(tr("Partita"));
   setAcceptDrops(true);
 
@@ -63,6 +65,7 @@ MainWindow::MainWindow(QWidget* parent)
   m_tabs->addTab(m_compare, tr("Com&pare"));
   m_tabs->addTab(m_sweep, tr("&Scaling"));
   m_tabs->addTab(m_sideBySide, tr("Side &by side"));
+  m_tabs->addTab(m_run, tr("R&un"));
 
   auto* right = new QWidget(this);
   auto* rightLayout = new QVBoxLayout(right);
@@ -97,6 +100,7 @@ MainWindow::MainWindow(QWidget* parent)
   connect(m_setup, &SetupPanel::evaluateRequested, this, &MainWindow::evaluate);
   connect(m_setup, &SetupPanel::openFileRequested, this, &MainWindow::openFileDialog);
   connect(m_compare, &ComparePanel::compareRequested, this, &MainWindow::compare);
+  connect(m_run, &RunPanel::runsChanged, this, &MainWindow::showMeasured);
   connect(m_sweep, &SweepPanel::sweepRequested, this, &MainWindow::sweep);
   connect(m_sideBySide, &SideBySidePanel::sideBySideRequested, this, &MainWindow::sideBySide);
   connect(m_setup, &SetupPanel::customClusterChanged, m_sideBySide, &SideBySidePanel::offerCustomCluster);
@@ -203,6 +207,8 @@ void MainWindow::showAnalysis(std::shared_ptr<const Analysis> analysis) {
   m_inspector->setAnalysis(m_analysis);
   m_charts->setAnalysis(m_analysis);
   m_graph->setAnalysis(m_analysis);
+  m_run->setAnalysis(m_analysis);
+  showMeasured();
   const auto& a = *m_analysis;
   setWindowTitle(tr("Partita — %1 on %2").arg(qs(a.model_label), qs(a.cluster.name)));
   m_status->setText(
@@ -261,6 +267,25 @@ void MainWindow::setBusy(bool busy, const QString& what) {
   if (busy) {
     m_status->setText(what + QStringLiteral("…"));
   }
+}
+
+void MainWindow::showMeasured() {
+  std::optional<strategy::RunComparison> measured;
+  if (m_analysis) {
+    const auto& runs = m_run->runs();
+    for (auto it = runs.rbegin(); it != runs.rend() && !measured; ++it) {
+      if (!RunPanel::matches(**it, *m_analysis)) {
+        continue;
+      }
+      try {
+        measured = strategy::compare(m_analysis->model.graph, m_analysis->prediction, (*it)->result);
+      } catch (const Error&) {
+        // Another model under the same name (a file changed since): no overlay.
+      }
+    }
+  }
+  m_layers->model()->setMeasured(measured);
+  m_charts->setMeasured(measured);
 }
 
 } // namespace partita::gui

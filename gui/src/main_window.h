@@ -25,6 +25,7 @@ class ComparePanel;
 class GraphView;
 class InspectorPanel;
 class LayersPanel;
+class RunPanel;
 class SetupPanel;
 class SideBySidePanel;
 class SweepPanel;
@@ -68,6 +69,7 @@ public:
   GraphView* graphView() const { return m_graph; }
   ComparePanel* comparePanel() const { return m_compare; }
   SweepPanel* sweepPanel() const { return m_sweep; }
+  RunPanel* runPanel() const { return m_run; }
   SideBySidePanel* sideBySidePanel() const { return m_sideBySide; }
   QTabWidget* tabs() const { return m_tabs; }
   AnalysisRunner* runner() const { return m_runner; }
@@ -87,6 +89,9 @@ protected:
 private:
   void buildMenus();
   void showAnalysis(std::shared_ptr<const Analysis> analysis);
+  // The latest run of the plan on screen (same model, family and devices), measured against it, in
+  // the layer table and the charts.
+  void showMeasured();
   void showError(const QString& message);
   void hideError();
   void setBusy(bool busy, const QString& what = {});
@@ -111,6 +116,7 @@ private:
   ComparePanel* m_compare;
   SweepPanel* m_sweep;
   SideBySidePanel* m_sideBySide;
+  RunPanel* m_run;
   QLabel* m_status;
   QProgressBar* m_progress;
   QPushButton* m_cancel;

@@ -7,6 +7,7 @@
 #include "graph_view.h"
 #include "inspector_panel.h"
 #include "main_window.h"
+#include "run_panel.h"
 #include "session.h"
 #include "setup_panel.h"
 #include "side_by_side_panel.h"
@@ -28,6 +29,7 @@ bool MainWindow::saveSession(const QString& path) {
   SessionState state;
   state.input = m_setup->input();
   state.sideBySide = m_sideBySide->choice();
+  state.runs = m_run->runs();
   if (m_analysis) {
     if (const auto* layer = m_analysis->layer_of(m_inspector->op())) {
       state.selectedOp = layer->name;
@@ -54,6 +56,10 @@ bool MainWindow::openSession(const QString& path) {
   hideError();
   m_setup->setInput(state.input);
   m_sideBySide->setChoice(state.sideBySide);
+  m_run->clearRuns();
+  for (const auto& run : state.runs) {
+    m_run->addRun(run);
+  }
   m_pendingOp = QString::fromStdString(state.selectedOp);
   m_pendingFile.clear();
   m_runner->evaluate(state.input);

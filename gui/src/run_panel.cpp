@@ -147,8 +147,30 @@ RunSettings RunPanel::settings() const {
   return s;
 }
 
+bool RunPanel::matches(const RunRecord& run, const Analysis& analysis) {
+  const auto& r = run.result;
+  return r.model() == analysis.input.model && r.family() == analysis.strategy.family &&
+         r.ranks() == analysis.prediction.devices_used;
+}
+
 void RunPanel::setAnalysis(std::shared_ptr<const Analysis> analysis) {
   m_analysis = std::move(analysis);
+  bool changed = false;
+  for (auto& run : m_runs) {
+    if (m_analysis && !run->comparison && matches(*run, *m_analysis)) {
+      try {
+        auto compared = std::make_shared<RunRecord>(*run);
+        compared->comparison = strategy::compare(m_analysis->model.graph, m_analysis->prediction, run->result);
+        run = std::move(compared);
+        changed = true;
+      } catch (const std::exception&) {
+        // Ops that differ (the file changed since the run): shown without a prediction.
+      }
+    }
+  }
+  if (changed) {
+    showRuns(m_list->currentRow(), m_compareWith->currentIndex() - 1);
+  }
   updateButtons();
   if (!m_job->isRunning()) {
     m_status->setText(m_analysis

@@ -33,7 +33,10 @@ class RunPanel : public QWidget {
 public:
   explicit RunPanel(QWidget* parent = nullptr);
 
+  // Also lays restored runs of this plan (same model, family and ranks) against its prediction.
   void setAnalysis(std::shared_ptr<const Analysis> analysis);
+  // A run of `analysis`' plan: same model, strategy family and device count.
+  static bool matches(const RunRecord& run, const Analysis& analysis);
   // Starts a run of the current analysis; false when it could not start (the reason is shown).
   bool startRun();
   void cancelRun();

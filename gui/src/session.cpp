@@ -19,6 +19,23 @@ namespace {
 
 } // namespace
 
+bool SessionState::operator==(const SessionState& other) const {
+  if (!(input == other.input && selectedOp == other.selectedOp && sideBySide == other.sideBySide &&
+        runs.size() == other.runs.size())) {
+    return false;
+  }
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    const auto& a = *runs[i];
+    const auto& b = *other.runs[i];
+    if (a.label != b.label || a.log != b.log || a.started != b.started ||
+        a.plan.SerializeAsString() != b.plan.SerializeAsString() ||
+        a.result.SerializeAsString() != b.result.SerializeAsString()) {
+      return false;
+    }
+  }
+  return true;
+}
+
 void saveSession(const std::filesystem::path& path, const SessionState& state) {
   const auto& in = state.input;
   proto::Session s;
@@ -45,6 +62,14 @@ void saveSession(const std::filesystem::path& path, const SessionState& state) {
   side->set_devices(b.devices);
   if (!b.custom_cluster.empty()) {
     io::parse_json(b.custom_cluster, "edited cluster", *side->mutable_custom_cluster());
+  }
+  for (const auto& run : state.runs) {
+    auto& saved = *s.add_runs();
+    saved.set_label(run->label.toStdString());
+    saved.set_started(run->started.toString(Qt::ISODateWithMs).toStdString());
+    *saved.mutable_plan() = run->plan;
+    *saved.mutable_result() = run->result;
+    saved.set_log(run->log.toStdString());
   }
   io::write_json_file(path, s);
 }
@@ -128,6 +153,23 @@ SessionState loadSession(const std::filesystem::path& path) {
     invalid(path, "model", fmt::format("ONNX file '{}' not found", in.model));
   }
   state.selectedOp = s.selected_op();
+  for (int i = 0; i < s.runs_size(); ++i) {
+    const auto& saved = s.runs(i);
+    const std::string field = fmt::format("runs[{}]", i);
+    if (saved.result().ops_size() == 0) {
+      invalid(path, field + ".result.ops", "empty: a run measures every op of its model");
+    }
+    auto run = std::make_shared<RunRecord>();
+    run->label = QString::fromStdString(saved.label());
+    run->started = QDateTime::fromString(QString::fromStdString(saved.started()), Qt::ISODateWithMs);
+    if (!saved.started().empty() && !run->started.isValid()) {
+      invalid(path, field + ".started", fmt::format("'{}' is not an ISO 8601 date and time", saved.started()));
+    }
+    run->plan = saved.plan();
+    run->result = saved.result();
+    run->log = QString::fromStdString(saved.log());
+    state.runs.push_back(std::move(run));
+  }
   return state;
 }
 

@@ -4,14 +4,21 @@
 
 #include "analysis.h"
 #include "chart_adapter.h"
+#include "charts_panel.h"
 #include "format.h"
+#include "layer_table_model.h"
+#include "layers_panel.h"
+#include "main_window.h"
 #include "run_ops_model.h"
 #include "run_panel.h"
+#include "session.h"
+#include "setup_panel.h"
 #include "timeline_widget.h"
 
 #include <QAbstractItemModelTester>
 #include <QPushButton>
 #include <QSignalSpy>
+#include <QTemporaryDir>
 #include <QTest>
 
 using namespace partita;
@@ -113,6 +120,52 @@ private Q_SLOTS:
         failed.last().at(0).toString().contains(QStringLiteral("PARTITA_RUN=/nonexistent/partita-run: no such file")));
     QVERIFY(panel.runButton()->isEnabled());
     qputenv("PARTITA_RUN", saved);
+  }
+
+  // The whole flow in the window: evaluate, run, measured beside predicted in the layer table and
+  // the charts, the run kept in the session and laid against the prediction again on restore.
+  void windowOverlaysAndSessionsKeepRuns() {
+    MainWindow w;
+    QSignalSpy shown(&w, &MainWindow::analysisShown);
+    auto* setup = w.setupPanel();
+    AnalysisInput in;
+    in.model = "zoo:mlp?batch=16&input=64&hidden=64&layers=2&classes=8";
+    in.cluster = "localhost-cpu";
+    in.nodes = 1;
+    in.devices = 2;
+    in.family = "dp";
+    in.optimizer = "sgd";
+    setup->setInput(in);
+    w.evaluate();
+    QVERIFY(shown.wait(60000));
+    auto* layers = w.layersPanel()->model();
+    QVERIFY(!layers->hasMeasured());
+    QCOMPARE(layers->index(0, LayerTableModel::Measured).data().toString(), QStringLiteral("-"));
+    const int bars = w.chartsPanel()->layerChart()->seriesCount();
+
+    QSignalSpy finished(w.runPanel(), &RunPanel::runFinished);
+    QVERIFY(w.runPanel()->startRun());
+    QVERIFY2(finished.wait(120000), qPrintable(w.runPanel()->logText()));
+    QVERIFY(layers->hasMeasured());
+    QVERIFY(layers->index(0, LayerTableModel::Measured).data(SortRole).toDouble() > 0);
+    QVERIFY(layers->index(0, LayerTableModel::Error).data().toString().endsWith(QLatin1Char('%')));
+    QCOMPARE(w.chartsPanel()->layerChart()->seriesCount(), bars + 1); // the measured markers
+
+    QTemporaryDir dir;
+    const QString path = dir.filePath(QStringLiteral("session.json"));
+    QVERIFY(w.saveSession(path));
+    const auto saved = loadSession(path.toStdString());
+    QCOMPARE(saved.runs.size(), std::size_t{1});
+    QVERIFY(saved.runs.front()->result.SerializeAsString() == w.runPanel()->runs().front()->result.SerializeAsString());
+
+    MainWindow restored;
+    QSignalSpy restoredShown(&restored, &MainWindow::analysisShown);
+    QVERIFY(restored.openSession(path));
+    QVERIFY(restoredShown.wait(60000));
+    QCOMPARE(restored.runPanel()->runs().size(), std::size_t{1});
+    QVERIFY(restored.runPanel()->runs().front()->comparison.has_value());
+    QVERIFY(restored.layersPanel()->model()->hasMeasured());
+    QVERIFY(restored.runPanel()->summaryText().contains(QStringLiteral("Per-op mean absolute error")));
   }
 
   void runsOfAnotherModelAreNotSideBySide() {
