@@ -96,7 +96,8 @@ RunPanel::RunPanel(QWidget* parent)
   legend->setText(items.join(QStringLiteral("&nbsp;&nbsp;")));
   timelineLayout->addWidget(legend);
 
-  auto* tabs = new QTabWidget(this);
+  m_views = new QTabWidget(this);
+  auto* tabs = m_views;
   tabs->addTab(m_view, tr("Per op"));
   tabs->addTab(m_scatter, tr("Predicted vs measured"));
   tabs->addTab(timelinePage, tr("Timeline per rank"));

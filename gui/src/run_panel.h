@@ -20,6 +20,7 @@ class QProgressBar;
 class QPushButton;
 class QSortFilterProxyModel;
 class QSpinBox;
+class QTabWidget;
 class QTableView;
 
 namespace partita::gui {
@@ -53,6 +54,7 @@ public:
   RunOpsModel* opsModel() const { return m_model; }
   TimelineWidget* timeline() const { return m_timeline; }
   ChartWidget* scatter() const { return m_scatter; }
+  QTabWidget* views() const { return m_views; } // per op, scatter, timeline, log
   QString summaryText() const;
   QString logText() const;
   QPushButton* runButton() const { return m_run; }
@@ -87,6 +89,7 @@ private:
   TimelineWidget* m_timeline;
   QSpinBox* m_iteration;
   QPlainTextEdit* m_log;
+  QTabWidget* m_views;
 };
 
 } // namespace partita::gui

@@ -7,6 +7,7 @@
 #include "graph_view.h"
 #include "inspector_panel.h"
 #include "main_window.h"
+#include "run_panel.h"
 #include "setup_panel.h"
 #include "side_by_side_panel.h"
 #include "sweep_panel.h"
@@ -139,6 +140,49 @@ int render_screenshots(MainWindow& window, const QString& directory) {
   settle();
   ok = save(&editor, dir.filePath(QStringLiteral("cluster-editor.png"))) && ok;
   editor.close();
+
+  // A real run (mpirun + partita-run, 2 ranks of this machine) of a small transformer under
+  // Megatron tensor parallelism: measured against predicted, the scatter and the timeline.
+  AnalysisInput run;
+  run.model = "zoo:gpt2?layers=2&hidden=256&heads=4&seq=64&batch=8&vocab=2000&positions=64";
+  run.cluster = "localhost-cpu";
+  run.nodes = 1;
+  run.devices = 2;
+  run.family = "megatron";
+  run.optimizer = "sgd";
+  window.setupPanel()->setInput(run);
+  window.evaluate();
+  if (!waitFor(window, &MainWindow::analysisShown)) {
+    return 1;
+  }
+  window.tabs()->setCurrentWidget(window.runPanel());
+  {
+    QEventLoop loop;
+    bool finished = false;
+    QObject::connect(window.runPanel(), &RunPanel::runFinished, &loop, [&] {
+      finished = true;
+      loop.quit();
+    });
+    QObject::connect(window.runPanel()->job(), &RunJob::failed, &loop, [&](const QString& message) {
+      QTextStream(stderr) << "screenshots: the run failed: " << message << '\n' << window.runPanel()->logText();
+      loop.quit();
+    });
+    if (!window.runPanel()->startRun()) {
+      return 1;
+    }
+    loop.exec();
+    if (!finished) {
+      return 1;
+    }
+  }
+  settle();
+  ok = save(&window, dir.filePath(QStringLiteral("run.png"))) && ok;
+  window.runPanel()->views()->setCurrentIndex(1);
+  settle();
+  ok = save(window.runPanel(), dir.filePath(QStringLiteral("run-scatter.png"))) && ok;
+  window.runPanel()->views()->setCurrentIndex(2);
+  settle();
+  ok = save(window.runPanel(), dir.filePath(QStringLiteral("run-timeline.png"))) && ok;
   return ok ? 0 : 1;
 }
 
