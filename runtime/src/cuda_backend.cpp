@@ -211,9 +211,9 @@ public:
     // Row-major C = A B is column-major C^T = B^T A^T: B's buffer first, the m and n roles swapped.
     const int m = as_int(s.m, "matmul m"), n = as_int(s.n, "matmul n"), k = as_int(s.k, "matmul k");
     const float one = 1.F, zero = 0.F;
-    check(cublasSgemmStridedBatched(m_blas, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                    n, m, k, &one, b, trans_b ? k : n, s.k * s.n, a, trans_a ? m : k, s.m * s.k,
-                                    &zero, c, n, s.m * s.n, as_int(s.batch, "matmul batch")),
+    check(cublasSgemmStridedBatched(m_blas, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, n,
+                                    m, k, &one, b, trans_b ? k : n, s.k * s.n, a, trans_a ? m : k, s.m * s.k, &zero, c,
+                                    n, s.m * s.n, as_int(s.batch, "matmul batch")),
           "cublasSgemmStridedBatched");
   }
 
@@ -227,8 +227,8 @@ public:
   void binary(Binary kind, const Dims& a_dims, const float* a, const Dims& b_dims, const float* b, const Dims& c_dims,
               float* c) override {
     if (c_dims.size() > static_cast<std::size_t>(cuda::max_rank)) {
-      throw Error(fmt::format("binary op on rank-{} tensors (the CUDA backend takes up to {})", c_dims.size(),
-                              cuda::max_rank));
+      throw Error(
+          fmt::format("binary op on rank-{} tensors (the CUDA backend takes up to {})", c_dims.size(), cuda::max_rank));
     }
     cuda::Broadcast shape;
     shape.rank = static_cast<int>(c_dims.size());
@@ -275,7 +275,8 @@ public:
 
   void conv_forward(const ConvShape& s, const float* x, const float* w, const float* bias, float* y) override {
     const ConvSetup setup(s);
-    const Scratch padded(m_stream, setup.padded ? static_cast<std::size_t>(s.n * s.c_in * setup.shape.h * setup.shape.w) : 0);
+    const Scratch padded(m_stream,
+                         setup.padded ? static_cast<std::size_t>(s.n * s.c_in * setup.shape.h * setup.shape.w) : 0);
     const float* in = setup.padded ? pad(s, x, padded.get()) : x;
     const TensorDesc xd(s.n, s.c_in, setup.shape.h, setup.shape.w), yd(s.n, s.c_out, s.oh, s.ow);
     const FilterDesc wd(s);
@@ -302,7 +303,8 @@ public:
 
   void conv_backward_data(const ConvShape& s, const float* w, const float* dy, float* dx) override {
     const ConvSetup setup(s);
-    const Scratch padded(m_stream, setup.padded ? static_cast<std::size_t>(s.n * s.c_in * setup.shape.h * setup.shape.w) : 0);
+    const Scratch padded(m_stream,
+                         setup.padded ? static_cast<std::size_t>(s.n * s.c_in * setup.shape.h * setup.shape.w) : 0);
     const TensorDesc xd(s.n, s.c_in, setup.shape.h, setup.shape.w), yd(s.n, s.c_out, s.oh, s.ow);
     const FilterDesc wd(s);
     check_output(setup, xd, wd, s);
@@ -329,7 +331,8 @@ public:
 
   void conv_backward_weights(const ConvShape& s, const float* x, const float* dy, float* dw, float* d_bias) override {
     const ConvSetup setup(s);
-    const Scratch padded(m_stream, setup.padded ? static_cast<std::size_t>(s.n * s.c_in * setup.shape.h * setup.shape.w) : 0);
+    const Scratch padded(m_stream,
+                         setup.padded ? static_cast<std::size_t>(s.n * s.c_in * setup.shape.h * setup.shape.w) : 0);
     const float* in = setup.padded ? pad(s, x, padded.get()) : x;
     const TensorDesc xd(s.n, s.c_in, setup.shape.h, setup.shape.w), yd(s.n, s.c_out, s.oh, s.ow);
     const FilterDesc wd(s);
@@ -446,8 +449,8 @@ private:
                                                                 : CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING;
       check(cudnnCreatePoolingDescriptor(&d), "cudnnCreatePoolingDescriptor");
       check(cudnnSetPooling2dDescriptor(d, mode, CUDNN_NOT_PROPAGATE_NAN, as_int(w.kh, "kh"), as_int(w.kw, "kw"),
-                                        as_int(w.pad_top, "pad"), as_int(w.pad_left, "pad"), as_int(w.stride_h, "stride"),
-                                        as_int(w.stride_w, "stride")),
+                                        as_int(w.pad_top, "pad"), as_int(w.pad_left, "pad"),
+                                        as_int(w.stride_h, "stride"), as_int(w.stride_w, "stride")),
             "cudnnSetPooling2dDescriptor");
     }
     ~PoolDesc() { cudnnDestroyPoolingDescriptor(d); }
@@ -462,7 +465,8 @@ private:
     if (w.dilation_h != 1 || w.dilation_w != 1 || !symmetric(w) || w.pad_top >= w.kh || w.pad_left >= w.kw) {
       return false;
     }
-    return (s.h + 2 * w.pad_top - w.kh) / w.stride_h + 1 == s.oh && (s.w + 2 * w.pad_left - w.kw) / w.stride_w + 1 == s.ow;
+    return (s.h + 2 * w.pad_top - w.kh) / w.stride_h + 1 == s.oh &&
+           (s.w + 2 * w.pad_left - w.kw) / w.stride_w + 1 == s.ow;
   }
 
   // Softmax over `axis` as cuDNN's channel mode: [outer, axis, inner, 1].
@@ -495,8 +499,7 @@ private:
     }
   }
 
-  template <class Perf>
-  static const Perf& first_usable(const Perf* perf, int found, const char* what) {
+  template <class Perf> static const Perf& first_usable(const Perf* perf, int found, const char* what) {
     for (int i = 0; i < found; ++i) {
       if (perf[i].status == CUDNN_STATUS_SUCCESS) {
         return perf[i];

@@ -86,19 +86,22 @@ __device__ float eltwise_derivative(Eltwise kind, float x) {
 }
 
 __global__ void eltwise_forward_kernel(Eltwise kind, std::int64_t n, const float* x, float* y) {
-  for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < n; i += std::int64_t{gridDim.x} * blockDim.x) {
+  for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += std::int64_t{gridDim.x} * blockDim.x) {
     y[i] = eltwise_value(kind, x[i]);
   }
 }
 
 __global__ void eltwise_backward_kernel(Eltwise kind, std::int64_t n, const float* x, const float* dy, float* dx) {
-  for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < n; i += std::int64_t{gridDim.x} * blockDim.x) {
+  for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += std::int64_t{gridDim.x} * blockDim.x) {
     dx[i] = dy[i] * eltwise_derivative(kind, x[i]);
   }
 }
 
 __global__ void binary_kernel(Binary kind, Broadcast s, std::int64_t n, const float* a, const float* b, float* c) {
-  for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < n; i += std::int64_t{gridDim.x} * blockDim.x) {
+  for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += std::int64_t{gridDim.x} * blockDim.x) {
     std::int64_t rest = i, ia = 0, ib = 0;
     for (int d = s.rank - 1; d >= 0; --d) {
       const std::int64_t coord = rest % s.out[d];
@@ -126,7 +129,8 @@ struct Reduction {
 };
 
 __global__ void reduce_sum_kernel(Reduction r, std::int64_t n, const float* src, float* dst) {
-  for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < n; i += std::int64_t{gridDim.x} * blockDim.x) {
+  for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += std::int64_t{gridDim.x} * blockDim.x) {
     std::int64_t rest = i, base = 0;
     for (int d = r.rank - 1; d >= 0; --d) {
       base += (rest % r.dst_extent[d]) * r.dst_stride_in_src[d];
@@ -208,7 +212,8 @@ __global__ void layer_norm_backward_rows(std::int64_t rows, std::int64_t norm, f
 
 __global__ void layer_norm_backward_columns(std::int64_t rows, std::int64_t norm, const float* x, const float* dy,
                                             const float* stats, float* d_scale, float* d_shift) {
-  for (std::int64_t j = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; j < norm; j += std::int64_t{gridDim.x} * blockDim.x) {
+  for (std::int64_t j = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; j < norm;
+       j += std::int64_t{gridDim.x} * blockDim.x) {
     float ds = 0.F, db = 0.F;
     for (std::int64_t r = 0; r < rows; ++r) {
       const float g = dy[r * norm + j];
@@ -272,7 +277,8 @@ __global__ void batch_norm_backward_statistics_kernel(BatchNormShape s, float pe
                                                       const float* scale, const float* mean, const float* variance,
                                                       const float* d_scale, const float* d_shift, float* dx) {
   const std::int64_t n = s.n * s.c * s.spatial;
-  for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < n; i += std::int64_t{gridDim.x} * blockDim.x) {
+  for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += std::int64_t{gridDim.x} * blockDim.x) {
     const std::int64_t ch = (i / s.spatial) % s.c;
     const float inv_std = rsqrtf(variance[ch] + s.epsilon);
     const float xhat = (x[i] - mean[ch]) * inv_std;
@@ -286,7 +292,8 @@ struct Frame {
 
 __global__ void pad2d_kernel(std::int64_t planes, Frame f, float value, const float* x, float* padded) {
   const std::int64_t n = planes * f.ph * f.pw;
-  for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < n; i += std::int64_t{gridDim.x} * blockDim.x) {
+  for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += std::int64_t{gridDim.x} * blockDim.x) {
     const std::int64_t col = i % f.pw, row = (i / f.pw) % f.ph, plane = i / (f.pw * f.ph);
     const std::int64_t r = row - f.top, c = col - f.left;
     padded[i] = r >= 0 && r < f.h && c >= 0 && c < f.w ? x[(plane * f.h + r) * f.w + c] : value;
@@ -295,7 +302,8 @@ __global__ void pad2d_kernel(std::int64_t planes, Frame f, float value, const fl
 
 __global__ void crop2d_kernel(std::int64_t planes, Frame f, const float* padded, float* x) {
   const std::int64_t n = planes * f.h * f.w;
-  for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < n; i += std::int64_t{gridDim.x} * blockDim.x) {
+  for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += std::int64_t{gridDim.x} * blockDim.x) {
     const std::int64_t c = i % f.w, r = (i / f.w) % f.h, plane = i / (f.w * f.h);
     x[i] = padded[(plane * f.ph + r + f.top) * f.pw + c + f.left];
   }
@@ -321,7 +329,8 @@ __device__ void for_window(const PoolShape& s, std::int64_t plane, std::int64_t 
 
 __global__ void pool_forward_kernel(Pool kind, PoolShape s, const float* x, float* y) {
   const std::int64_t n = s.n * s.c * s.oh * s.ow;
-  for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < n; i += std::int64_t{gridDim.x} * blockDim.x) {
+  for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += std::int64_t{gridDim.x} * blockDim.x) {
     const std::int64_t ox = i % s.ow, oy = (i / s.ow) % s.oh, plane = i / (s.ow * s.oh);
     float best = -INFINITY, sum = 0.F;
     std::int64_t count = 0;
@@ -342,7 +351,8 @@ __global__ void pool_forward_kernel(Pool kind, PoolShape s, const float* x, floa
 
 __global__ void pool_backward_kernel(Pool kind, PoolShape s, const float* x, const float* dy, float* dx) {
   const std::int64_t n = s.n * s.c * s.oh * s.ow;
-  for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < n; i += std::int64_t{gridDim.x} * blockDim.x) {
+  for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += std::int64_t{gridDim.x} * blockDim.x) {
     const std::int64_t ox = i % s.ow, oy = (i / s.ow) % s.oh, plane = i / (s.ow * s.oh);
     if (kind == Pool::max) { // the first arg-max takes the gradient
       float best = -INFINITY;
@@ -360,8 +370,8 @@ __global__ void pool_backward_kernel(Pool kind, PoolShape s, const float* x, con
     }
     std::int64_t count = 0;
     for_window(s, plane, oy, ox, [&](std::int64_t) { ++count; });
-    const float divisor =
-        kind == Pool::average_include_padding ? static_cast<float>(s.window.kh * s.window.kw) : static_cast<float>(count);
+    const float divisor = kind == Pool::average_include_padding ? static_cast<float>(s.window.kh * s.window.kw)
+                                                                : static_cast<float>(count);
     if (count > 0) {
       const float g = dy[i] / divisor;
       for_window(s, plane, oy, ox, [&](std::int64_t at) { atomicAdd(dx + at, g); });
@@ -428,7 +438,7 @@ void layer_norm_forward(cudaStream_t stream, std::int64_t rows, std::int64_t nor
     return;
   }
   layer_norm_forward_kernel<<<static_cast<unsigned>(rows), block_threads, 0, stream>>>(norm, epsilon, x, scale, shift,
-                                                                                        y, mean, inv_std);
+                                                                                       y, mean, inv_std);
   check_launch("layer_norm_forward");
 }
 
@@ -438,18 +448,17 @@ void layer_norm_backward(cudaStream_t stream, std::int64_t rows, std::int64_t no
   if (rows == 0) {
     return;
   }
-  layer_norm_backward_rows<<<static_cast<unsigned>(rows), block_threads, 0, stream>>>(rows, norm, epsilon, x, scale,
-                                                                                       dy, dx, scratch);
+  layer_norm_backward_rows<<<static_cast<unsigned>(rows), block_threads, 0, stream>>>(rows, norm, epsilon, x, scale, dy,
+                                                                                      dx, scratch);
   check_launch("layer_norm_backward (rows)");
   if (d_scale != nullptr || d_shift != nullptr) {
     layer_norm_backward_columns<<<grid_for(norm), block_threads, 0, stream>>>(rows, norm, x, dy, scratch, d_scale,
-                                                                               d_shift);
+                                                                              d_shift);
     check_launch("layer_norm_backward (columns)");
   }
 }
 
-void batch_norm_statistics(cudaStream_t stream, const BatchNormShape& s, const float* x, float* mean,
-                           float* variance) {
+void batch_norm_statistics(cudaStream_t stream, const BatchNormShape& s, const float* x, float* mean, float* variance) {
   batch_norm_statistics_kernel<<<static_cast<unsigned>(s.c), block_threads, 0, stream>>>(s, x, mean, variance);
   check_launch("batch_norm_statistics");
 }
@@ -463,8 +472,8 @@ void batch_norm_backward_given(cudaStream_t stream, const BatchNormShape& s, con
 }
 
 void batch_norm_backward_statistics(cudaStream_t stream, const BatchNormShape& s, std::int64_t count, const float* x,
-                                    const float* scale, const float* mean, const float* variance,
-                                    const float* d_scale, const float* d_shift, float* dx) {
+                                    const float* scale, const float* mean, const float* variance, const float* d_scale,
+                                    const float* d_shift, float* dx) {
   batch_norm_backward_statistics_kernel<<<grid_for(s.n * s.c * s.spatial), block_threads, 0, stream>>>(
       s, 1.F / static_cast<float>(count), x, scale, mean, variance, d_scale, d_shift, dx);
   check_launch("batch_norm_backward_statistics");

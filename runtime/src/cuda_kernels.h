@@ -39,8 +39,7 @@ void layer_norm_backward(cudaStream_t stream, std::int64_t rows, std::int64_t no
                          float* scratch);
 
 // Per channel of X [n, c, spatial]: mean and population variance.
-void batch_norm_statistics(cudaStream_t stream, const BatchNormShape& s, const float* x, float* mean,
-                           float* variance);
+void batch_norm_statistics(cudaStream_t stream, const BatchNormShape& s, const float* x, float* mean, float* variance);
 // With given statistics: d_scale = sum(dy * xhat), d_shift = sum(dy) per channel, and (when dx is
 // not nullptr) dx = dy * scale / sigma.
 void batch_norm_backward_given(cudaStream_t stream, const BatchNormShape& s, const float* x, const float* scale,
@@ -48,8 +47,8 @@ void batch_norm_backward_given(cudaStream_t stream, const BatchNormShape& s, con
                                float* d_shift);
 // dx -= scale / sigma * (d_shift + xhat * d_scale) / count.
 void batch_norm_backward_statistics(cudaStream_t stream, const BatchNormShape& s, std::int64_t count, const float* x,
-                                    const float* scale, const float* mean, const float* variance,
-                                    const float* d_scale, const float* d_shift, float* dx);
+                                    const float* scale, const float* mean, const float* variance, const float* d_scale,
+                                    const float* d_shift, float* dx);
 
 // planes images [h, w] into [h + top + bottom, w + left + right], the border filled with `value`.
 void pad2d(cudaStream_t stream, std::int64_t planes, std::int64_t h, std::int64_t w, std::int64_t top,

@@ -125,8 +125,8 @@ private:
     bool has_kernel = true;
     std::vector<Input> inputs;
     std::vector<Output> outputs;
-    Group statistics_group;   // this rank's group for split statistics dims (sync-BN; size 1: none)
-    Floats saved; // kept from forward to backward by the op's kernel
+    Group statistics_group; // this rank's group for split statistics dims (sync-BN; size 1: none)
+    Floats saved;           // kept from forward to backward by the op's kernel
   };
   OpBuffers buffers(OpState& state);
 

@@ -19,8 +19,8 @@ namespace partita::runtime {
 using Extents = std::vector<std::int64_t>;
 
 struct Shard {
-  sharding::Block block;   // global [begin, end) per tensor dim
-  Floats data;             // row-major over extents(), from tensor_memory()
+  sharding::Block block; // global [begin, end) per tensor dim
+  Floats data;           // row-major over extents(), from tensor_memory()
 
   Extents extents() const;
   std::int64_t elements() const { return static_cast<std::int64_t>(data.size()); }

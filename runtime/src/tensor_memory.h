@@ -21,8 +21,7 @@ std::pmr::memory_resource* set_tensor_memory(std::pmr::memory_resource* resource
 
 // The allocator of tensor buffers: the process-wide resource at the time the container was
 // made, carried along by moves, swaps and assignments.
-template <class T>
-class TensorAllocator {
+template <class T> class TensorAllocator {
 public:
   using value_type = T;
   using propagate_on_container_copy_assignment = std::true_type;
