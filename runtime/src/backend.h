@@ -1,9 +1,18 @@
 #pragma once
 
-// The kernels partita-run needs, behind one small interface, on dense row-major fp32 buffers.
-// The CPU backend (oneDNN) is the one implementation today. A CUDA backend (cuBLAS/cuDNN
-// kernels, NCCL collectives bootstrapped over MPI, CUDA events for timing) is planned for issue 5's
-// next part: it implements this interface and is picked at run time when a GPU is present.
+// The kernels partita-run needs, behind one small interface, on dense row-major fp32 buffers that
+// come from tensor_memory() (valid on the host and, for a GPU backend, on the device), and the
+// sum all-reduce over a group of ranks. Two implementations: the CPU backend (oneDNN kernels, MPI
+// collectives), always built, and the CUDA backend (cuBLAS/cuDNN kernels, NCCL collectives
+// bootstrapped over MPI), built where the CUDA toolkit, cuDNN and NCCL are found (backends.h
+// picks one at run time).
+//
+// A GPU's kernels run asynchronously: a caller that reads a result on the host, or takes a
+// timestamp, calls synchronize() first.
+
+#include "kernel_shapes.h"
+
+#include <mpi.h>
 
 #include <cstdint>
 #include <memory>
@@ -12,50 +21,18 @@
 
 namespace partita::runtime {
 
-using Dims = std::vector<std::int64_t>;
-
-enum class Eltwise : std::uint8_t { relu, tanh, sigmoid, gelu, erf, exp, sin, cos };
-enum class Binary : std::uint8_t { add, sub, mul, div };
-
-struct MatmulShape {
-  std::int64_t batch = 1, m = 1, n = 1, k = 1;
-};
-
-// A 2-D window (convolution or pooling) as ONNX states it: dilation 1 is a dense window; pads
-// may differ per side (the bottom/right pads of a ceil_mode pool are extended to reach the output).
-struct Window2d {
-  std::int64_t kh = 1, kw = 1;
-  std::int64_t stride_h = 1, stride_w = 1;
-  std::int64_t dilation_h = 1, dilation_w = 1;
-  std::int64_t pad_top = 0, pad_left = 0, pad_bottom = 0, pad_right = 0;
-};
-
-// X [n, c_in, h, w], W [c_out, c_in / groups, kh, kw], bias [c_out], Y [n, c_out, oh, ow].
-struct ConvShape {
-  std::int64_t n = 1, c_in = 1, c_out = 1, groups = 1;
-  std::int64_t h = 1, w = 1, oh = 1, ow = 1;
-  Window2d window;
-};
-
-// X [n, c, h, w], Y [n, c, oh, ow].
-struct PoolShape {
-  std::int64_t n = 1, c = 1, h = 1, w = 1, oh = 1, ow = 1;
-  Window2d window;
-};
-
-// Average pools divide by the whole window (padding counted) or by the input elements it covers.
-enum class Pool : std::uint8_t { max, average_include_padding, average_exclude_padding };
-
-// X [n, c, spatial]: statistics per channel over n and spatial.
-struct BatchNormShape {
-  std::int64_t n = 1, c = 1, spatial = 1;
-  float epsilon = 1e-5F;
-};
-
 class Backend {
 public:
   virtual ~Backend() = default;
   virtual std::string_view name() const = 0;
+
+  // Waits until every kernel and collective started so far has finished (nothing to wait for on
+  // the CPU, whose calls return when done).
+  virtual void synchronize() {}
+
+  // Sums `count` floats in place over `comm` (nothing for MPI_COMM_NULL): every rank of `comm`
+  // calls it with the same count, in the same order.
+  virtual void all_reduce_sum(MPI_Comm comm, float* data, std::int64_t count) = 0;
 
   // C[b] = op(A[b]) * op(B[b]) for every batch b; A is [m, k] (stored [k, m] when trans_a), B is
   // [k, n] (stored [n, k] when trans_b), C is [m, n].

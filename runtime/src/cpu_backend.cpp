@@ -4,6 +4,7 @@
 // `any`) and reorder the dense NCHW buffers in and out: its direct kernels need them to be fast.
 
 #include "backend.h"
+#include "collectives.h"
 
 #include "partita/graph/error.h"
 
@@ -159,6 +160,10 @@ public:
   }
 
   std::string_view name() const override { return "cpu (oneDNN)"; }
+
+  void all_reduce_sum(MPI_Comm comm, float* data, std::int64_t count) override {
+    runtime::all_reduce_sum(comm, data, count);
+  }
 
   void matmul(const MatmulShape& s, const float* a, bool trans_a, const float* b, bool trans_b, float* c) override {
     const dnnl::memory::dims ad{s.batch, s.m, s.k}, bd{s.batch, s.k, s.n}, cd{s.batch, s.m, s.n};

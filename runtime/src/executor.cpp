@@ -30,7 +30,7 @@ void fill_constant(Shard& out, const graph::Tensor& t, const Executor::ConstantV
       throw Error(fmt::format("Constant '{}': {} values for a tensor of {} elements", op_name, it->second.size(),
                               whole_tensor.data.size()));
     }
-    whole_tensor.data = it->second;
+    whole_tensor.data.assign(it->second.begin(), it->second.end());
   } else if (t.int_values && t.int_values->size() == whole_tensor.data.size()) {
     std::transform(t.int_values->begin(), t.int_values->end(), whole_tensor.data.begin(),
                    [](std::int64_t v) { return static_cast<float>(v); });
@@ -340,9 +340,17 @@ OpBuffers Executor::buffers(OpState& state) {
   b.saved = &state.saved;
   if (state.statistics_group.size() > 1) {
     MPI_Comm comm = m_comms.get(state.statistics_group);
-    b.sum_statistics = [comm](float* values, std::int64_t count) { all_reduce_sum(comm, values, count); };
+    b.sum_statistics = [this, comm](float* values, std::int64_t count) {
+      m_backend.all_reduce_sum(comm, values, count);
+      m_backend.synchronize();
+    };
   }
   return b;
+}
+
+void Executor::reduce(const Group& group, Shard& shard) {
+  m_backend.all_reduce_sum(m_comms.get(group), shard.data.data(), shard.elements());
+  m_backend.synchronize();
 }
 
 void Executor::forward() {
@@ -373,6 +381,7 @@ void Executor::forward() {
     const double t0 = MPI_Wtime();
     try {
       run_forward(m_backend, m_graph, id, op_buffers);
+      m_backend.synchronize();
     } catch (const std::exception& e) {
       throw Error(fmt::format("op '{}' ({}) forward: {}", m_graph.op(id).name, m_graph.op(id).type, e.what()));
     }
@@ -380,7 +389,7 @@ void Executor::forward() {
     for (auto& out : state.outputs) {
       if (out.partial_group.size() > 1) {
         const double r0 = MPI_Wtime();
-        all_reduce_sum(m_comms.get(out.partial_group), out.value->data.data(), out.value->elements());
+        reduce(out.partial_group, *out.value);
         m_recorder.add(m_rank, id, Phase::forward_reduce, r0, MPI_Wtime(),
                        static_cast<double>(out.value->elements()) * 4);
       }
@@ -439,6 +448,7 @@ void Executor::backward() {
       const double t0 = MPI_Wtime();
       try {
         run_backward(m_backend, m_graph, id, op_buffers, d_out, d_in);
+        m_backend.synchronize();
       } catch (const std::exception& e) {
         throw Error(fmt::format("op '{}' ({}) backward: {}", m_graph.op(id).name, m_graph.op(id).type, e.what()));
       }
@@ -461,7 +471,7 @@ void Executor::backward() {
       for (auto& in : state.inputs) {
         if (in.gradient && !in.parameter && in.reduce_group.size() > 1) {
           const double r0 = MPI_Wtime();
-          all_reduce_sum(m_comms.get(in.reduce_group), in.gradient->data.data(), in.gradient->elements());
+          reduce(in.reduce_group, *in.gradient);
           if (in.copies > 1) {
             scale(*in.gradient, 1.F / static_cast<float>(in.copies));
           }
@@ -492,7 +502,7 @@ void Executor::synchronize_gradients() {
         continue;
       }
       const double t0 = MPI_Wtime();
-      all_reduce_sum(m_comms.get(in.reduce_group), in.gradient->data.data(), in.gradient->elements());
+      reduce(in.reduce_group, *in.gradient);
       if (in.copies > 1) {
         scale(*in.gradient, 1.F / static_cast<float>(in.copies));
       }
@@ -514,6 +524,7 @@ void Executor::step(float learning_rate) {
       m_backend.sgd_update(in.value->elements(), learning_rate, in.gradient->data.data(), in.value->data.data());
       any = true;
     }
+    m_backend.synchronize();
     if (any) {
       m_recorder.add(m_rank, id, Phase::optimizer, t0, MPI_Wtime());
     }

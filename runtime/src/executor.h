@@ -125,8 +125,8 @@ private:
     bool has_kernel = true;
     std::vector<Input> inputs;
     std::vector<Output> outputs;
-    Group statistics_group;   // this rank's group for split statistics dims (sync-BN; size 1: none)
-    std::vector<float> saved; // kept from forward to backward by the op's kernel
+    Group statistics_group; // this rank's group for split statistics dims (sync-BN; size 1: none)
+    Floats saved;           // kept from forward to backward by the op's kernel
   };
   OpBuffers buffers(OpState& state);
 
@@ -139,6 +139,8 @@ private:
   };
 
   Group my_group(const Partition& groups) const;
+  // Sums `shard` in place over this rank's `group` through the backend (MPI or NCCL), then waits.
+  void reduce(const Group& group, Shard& shard);
   void sum_tied_gradients();
   bool in_scope(graph::OpId id) const;
   // Fills a generated (producer-less) input's block for the current micro-batch.

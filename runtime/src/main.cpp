@@ -1,8 +1,8 @@
 // partita-run: executes a plan for real over MPI (DESIGN.md section 5).
 //   mpirun -np P partita-run plan.json [--warmup N] [--iterations N] [--verify] [--trace FILE]
-//                                     [--measurements FILE] [--timeout SECONDS]
+//                                     [--measurements FILE] [--timeout SECONDS] [--backend cpu|cuda]
 
-#include "backend.h"
+#include "backends.h"
 #include "executor.h"
 #include "op_kernels.h"
 #include "pipeline_executor.h"
@@ -16,6 +16,7 @@
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <mpi.h>
 
 #include <sys/resource.h>
@@ -41,6 +42,7 @@ struct Options {
   std::string trace;
   std::string measurements;
   int threads = 1;
+  std::string backend = "cpu";
   float learning_rate = 0.01F;
   double timeout = 300;
   std::string inject_fault;
@@ -154,6 +156,9 @@ struct Runner {
 };
 
 int run(const Options& opt, int rank, int size) {
+  if (!agree(backend_unavailable(opt.backend), rank, fmt::format("--backend {}", opt.backend).c_str())) {
+    return 2;
+  }
   std::optional<LoadedPlan> loaded;
   std::optional<std::string> failure;
   try {
@@ -177,7 +182,7 @@ int run(const Options& opt, int rank, int size) {
     return 2;
   }
   const graph::Graph& g = loaded->imported.graph;
-  auto backend = make_cpu_backend(opt.threads);
+  auto backend = make_backend(opt.backend, opt.threads, MPI_COMM_WORLD);
   Recorder recorder;
   g_failure = {&opt, &g, &recorder,
                RunInfo{loaded->model, loaded->family, std::string(backend->name()), size, opt.threads,
@@ -347,6 +352,10 @@ int main(int argc, char** argv) {
   app.add_option("--measurements", opt.measurements,
                  "per-op mean times and iteration mean/min/max as JSON, written by rank 0 (read by partita run)");
   app.add_option("--threads", opt.threads, "compute threads per rank")->check(CLI::PositiveNumber);
+  app.add_option("--backend", opt.backend,
+                 fmt::format("kernels and collectives: cpu (oneDNN, MPI) or cuda (cuBLAS/cuDNN, NCCL; one GPU per "
+                             "rank); this binary has: {}",
+                             fmt::join(backend_names(), ", ")));
   app.add_option("--timeout", opt.timeout,
                  "seconds without progress after which a rank ends the job, writing its partial trace (0: never)")
       ->check(CLI::NonNegativeNumber);

@@ -394,17 +394,18 @@ void run_forward(Backend& backend, const graph::Graph& g, graph::OpId id, const 
     Shard& y = *buf.outputs[0];
     backend.matmul(a.shape, buf.inputs[0]->data.data(), a.trans_a, buf.inputs[1]->data.data(), a.trans_b,
                    y.data.data());
+    backend.synchronize(); // the host scales what the kernel wrote
     scale_in_place(y.data.data(), y.elements(), a.alpha);
     if (a.adds_bias) {
       const Dims c = y.extents();
-      std::vector<float> bias(buf.inputs[2]->data);
+      Floats bias(buf.inputs[2]->data);
       scale_in_place(bias.data(), static_cast<std::int64_t>(bias.size()), a.beta);
       backend.binary(Binary::add, c, y.data.data(), aligned(buf.inputs[2]->extents(), c.size()), bias.data(), c,
                      y.data.data());
     }
   } else if (op.type == "LayerNormalization") {
     const auto ln = layer_norm_shape(op, buf.inputs[0]->extents());
-    std::vector<float> zeros;
+    Floats zeros;
     const float* shift = nullptr;
     if (buf.inputs.size() > 2 && buf.inputs[2] != nullptr) {
       shift = buf.inputs[2]->data.data();
@@ -487,7 +488,7 @@ void run_backward(Backend& backend, const graph::Graph& g, graph::OpId id, const
     const Dims ad = aligned(buf.inputs[0]->extents(), c.size());
     const Dims bd = aligned(buf.inputs[1]->extents(), c.size());
     const float* dy = d_out[0]->data.data();
-    std::vector<float> full(static_cast<std::size_t>(product(c)));
+    Floats full(static_cast<std::size_t>(product(c)));
     if (wants(0)) { // dA = reduce(dY (op) ...)
       switch (*b) {
       case Binary::add:
@@ -508,6 +509,7 @@ void run_backward(Backend& backend, const graph::Graph& g, graph::OpId id, const
       case Binary::add: backend.reduce_sum(c, dy, bd, db); break;
       case Binary::sub:
         backend.reduce_sum(c, dy, bd, db);
+        backend.synchronize(); // the host negates what the kernel wrote
         for (auto& v : d_in[1]->data) {
           v = -v;
         }
@@ -520,6 +522,7 @@ void run_backward(Backend& backend, const graph::Graph& g, graph::OpId id, const
         backend.binary(Binary::mul, c, dy, c, buf.outputs[0]->data.data(), c, full.data());
         backend.binary(Binary::div, c, full.data(), bd, buf.inputs[1]->data.data(), c, full.data());
         backend.reduce_sum(c, full.data(), bd, db);
+        backend.synchronize();
         for (auto& v : d_in[1]->data) {
           v = -v;
         }
@@ -546,6 +549,7 @@ void run_backward(Backend& backend, const graph::Graph& g, graph::OpId id, const
       } else { // dA[k, m] = B' . dY^T
         backend.matmul({1, s.k, s.m, s.n}, B, a.trans_b, dy, true, da);
       }
+      backend.synchronize();
       scale_in_place(da, d_in[0]->elements(), a.alpha);
     }
     if (wants(1)) {
@@ -555,6 +559,7 @@ void run_backward(Backend& backend, const graph::Graph& g, graph::OpId id, const
       } else { // dB[n, k] = dY^T . A'
         backend.matmul({1, s.n, s.k, s.m}, dy, true, A, a.trans_a, db);
       }
+      backend.synchronize();
       scale_in_place(db, d_in[1]->elements(), a.alpha);
     }
     if (wants(2)) {
@@ -562,6 +567,7 @@ void run_backward(Backend& backend, const graph::Graph& g, graph::OpId id, const
       if (a.adds_bias) { // only the rank that added C: the replica reduction over k then counts it once
         const Dims c = d_out[0]->extents();
         backend.reduce_sum(c, dy, aligned(dc.extents(), c.size()), dc.data.data());
+        backend.synchronize();
         scale_in_place(dc.data.data(), dc.elements(), a.beta);
       } else {
         std::fill(dc.data.begin(), dc.data.end(), 0.F);
@@ -569,8 +575,8 @@ void run_backward(Backend& backend, const graph::Graph& g, graph::OpId id, const
     }
   } else if (op.type == "LayerNormalization") {
     const auto ln = layer_norm_shape(op, buf.inputs[0]->extents());
-    std::vector<float> d_scale(static_cast<std::size_t>(ln.norm)), d_shift(static_cast<std::size_t>(ln.norm));
-    std::vector<float> dx(wants(0) ? 0 : static_cast<std::size_t>(ln.rows * ln.norm));
+    Floats d_scale(static_cast<std::size_t>(ln.norm)), d_shift(static_cast<std::size_t>(ln.norm));
+    Floats dx(wants(0) ? 0 : static_cast<std::size_t>(ln.rows * ln.norm));
     backend.layer_norm_backward(ln.rows, ln.norm, ln.epsilon, buf.inputs[0]->data.data(), buf.inputs[1]->data.data(),
                                 d_out[0]->data.data(), wants(0) ? d_in[0]->data.data() : dx.data(),
                                 wants(1) ? d_in[1]->data.data() : d_scale.data(),
@@ -600,7 +606,8 @@ void run_backward(Backend& backend, const graph::Graph& g, graph::OpId id, const
       if (!wants(i)) {
         continue;
       }
-      std::vector<float> full(d_out[0]->data);
+      backend.synchronize(); // the previous input's reduction has finished before the host writes again
+      Floats full(d_out[0]->data);
       for (std::size_t e = 0; e < full.size(); ++e) {
         const bool picked = buf.inputs[0]->data[static_cast<std::size_t>(cond[e])] != 0.F;
         full[e] = picked == (i == 1) ? full[e] : 0.F;

@@ -25,7 +25,7 @@ struct OpBuffers {
   std::vector<Shard*> outputs;
   // Kept from an op's forward pass to its backward pass (BatchNorm's statistics); nullptr when
   // the caller keeps nothing.
-  std::vector<float>* saved = nullptr;
+  Floats* saved = nullptr;
   // Sums values in place over the ranks that share the op's statistics (cost::statistics_axes);
   // empty when no statistics dim is split.
   std::function<void(float* values, std::int64_t count)> sum_statistics;

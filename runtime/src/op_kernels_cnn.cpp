@@ -156,7 +156,7 @@ std::string block_string(const sharding::Block& b) {
 // X restricted to `region`: the shard itself when it is exactly that, else a packed copy.
 struct Region {
   sharding::Block block;
-  std::vector<float> copy;
+  Floats copy;
   const float* data = nullptr;
 };
 
@@ -176,7 +176,7 @@ Region read_region(const graph::Op& op, const Shard& x, const sharding::Block& r
 }
 
 // Writes a gradient computed over `region` into `dx` (zero outside it).
-void write_region(Shard& dx, const sharding::Block& region, const std::vector<float>& values) {
+void write_region(Shard& dx, const sharding::Block& region, const Floats& values) {
   std::fill(dx.data.begin(), dx.data.end(), 0.F);
   unpack(dx, region, values.data(), false);
 }
@@ -293,10 +293,11 @@ void batch_norm_forward(Backend& backend, const graph::Graph& g, const graph::Op
   const float* shift = buf.inputs[2]->data.data();
   float* y = buf.outputs[0]->data.data();
   backend.batch_norm_forward(s, x.data.data(), scale, shift, mean, variance, false, y);
+  backend.synchronize(); // the host reads the statistics below
   if (buf.sum_statistics) {
     // This shard's count x (mean, mean of squares), summed over the group, gives the batch's.
     const auto m = static_cast<float>(local_count(s));
-    std::vector<float> sums(2 * c);
+    Floats sums(2 * c);
     for (std::size_t i = 0; i < c; ++i) {
       sums[i] = m * mean[i];
       sums[c + i] = m * (variance[i] + mean[i] * mean[i]);
@@ -308,6 +309,7 @@ void batch_norm_forward(Backend& backend, const graph::Graph& g, const graph::Op
       variance[i] = std::max(0.F, sums[c + i] / total - mean[i] * mean[i]);
     }
     backend.batch_norm_forward(s, x.data.data(), scale, shift, mean, variance, true, y);
+    backend.synchronize();
   }
   // Training mode's optional outputs: running mean and variance, updated with momentum.
   const float momentum = static_cast<float>(op.attr_float("momentum", 0.9));
@@ -337,7 +339,7 @@ void batch_norm_backward(Backend& backend, const graph::Graph& g, const graph::O
   const float* variance = saved.data() + c;
   const float* scale = buf.inputs[1]->data.data();
   const auto wants = [&](std::size_t i) { return i < d_in.size() && d_in[i] != nullptr; };
-  std::vector<float> dx_scratch, d_scale(c), d_shift(c);
+  Floats dx_scratch, d_scale(c), d_shift(c);
   if (!wants(0)) {
     dx_scratch.resize(static_cast<std::size_t>(x.elements()));
   }
@@ -345,14 +347,16 @@ void batch_norm_backward(Backend& backend, const graph::Graph& g, const graph::O
   const bool synced = static_cast<bool>(buf.sum_statistics);
   backend.batch_norm_backward(s, x.data.data(), scale, mean, variance, dy.data.data(), synced, dx, d_scale.data(),
                               d_shift.data());
+  backend.synchronize(); // the host reads d_scale and d_shift below
   if (synced) {
     // The part of dx through the batch's statistics needs the batch's sums of dy * xhat and dy;
     // the weight gradients stay this shard's partial sums (the executor reduces them).
-    std::vector<float> totals(d_scale);
+    Floats totals(d_scale);
     totals.insert(totals.end(), d_shift.begin(), d_shift.end());
     buf.sum_statistics(totals.data(), static_cast<std::int64_t>(totals.size()));
     backend.batch_norm_backward_statistics(s, statistics_count(g, op), x.data.data(), scale, mean, variance,
                                            totals.data(), totals.data() + c, dx);
+    backend.synchronize();
   }
   if (wants(1)) {
     std::copy(d_scale.begin(), d_scale.end(), d_in[1]->data.begin());
@@ -454,15 +458,17 @@ void backward(Backend& backend, const graph::Graph& g, graph::OpId id, const OpB
     const auto p = conv_plan(g, op, buf);
     const auto in = read_region(op, x, p.x_region);
     if (wants(0)) {
-      std::vector<float> dx(static_cast<std::size_t>(p.x_region.elements()));
+      Floats dx(static_cast<std::size_t>(p.x_region.elements()));
       backend.conv_backward_data(p.shape, buf.inputs[1]->data.data(), dy.data.data(), dx.data());
+      backend.synchronize(); // write_region unpacks on the host
       write_region(*d_in[0], p.x_region, dx);
     }
     if (wants(1) || wants(2)) {
-      std::vector<float> dw(wants(1) ? 0 : static_cast<std::size_t>(buf.inputs[1]->elements()));
-      std::vector<float> db(static_cast<std::size_t>(p.shape.c_out));
+      Floats dw(wants(1) ? 0 : static_cast<std::size_t>(buf.inputs[1]->elements()));
+      Floats db(static_cast<std::size_t>(p.shape.c_out));
       backend.conv_backward_weights(p.shape, in.data, dy.data.data(), wants(1) ? d_in[1]->data.data() : dw.data(),
                                     wants(2) ? db.data() : nullptr);
+      backend.synchronize();
       if (wants(2)) { // only the rank that added the bias: the replica reduction over ci then counts it once
         std::fill(d_in[2]->data.begin(), d_in[2]->data.end(), 0.F);
         if (p.adds_bias) {
@@ -475,8 +481,9 @@ void backward(Backend& backend, const graph::Graph& g, graph::OpId id, const OpB
   if (wants(0)) {
     const auto p = pool_plan(g, op, x, dy);
     const auto in = read_region(op, x, p.x_region);
-    std::vector<float> dx(static_cast<std::size_t>(p.x_region.elements()));
+    Floats dx(static_cast<std::size_t>(p.x_region.elements()));
     backend.pool_backward(pool_kind(op), p.shape, in.data, dy.data.data(), dx.data());
+    backend.synchronize();
     write_region(*d_in[0], p.x_region, dx);
   }
 }

@@ -5,6 +5,8 @@
 // name and each element's global index, so that any rank can generate any block and the
 // unsharded reference sees exactly the same numbers.
 
+#include "tensor_memory.h"
+
 #include "partita/graph/types.h"
 #include "partita/sharding/config.h"
 
@@ -17,8 +19,8 @@ namespace partita::runtime {
 using Extents = std::vector<std::int64_t>;
 
 struct Shard {
-  sharding::Block block;   // global [begin, end) per tensor dim
-  std::vector<float> data; // row-major over extents()
+  sharding::Block block; // global [begin, end) per tensor dim
+  Floats data;           // row-major over extents(), from tensor_memory()
 
   Extents extents() const;
   std::int64_t elements() const { return static_cast<std::int64_t>(data.size()); }

@@ -143,7 +143,7 @@ TEST(MicroBatch, GeneratedValuesAreTheFullTensorsSlice) {
   for (int j = 0; j < 4; ++j) {
     Shard part = make_shard({{1, 2}, {2, 5}}); // row 1 of the micro-batch, columns 2..4
     fill_slice(part, slice, j, "input:x", 0.5F);
-    std::vector<float> expected(3);
+    Floats expected(3);
     pack(whole_tensor, to_full(part.block, slice, j), expected.data());
     EXPECT_EQ(part.data, expected) << "micro-batch " << j;
   }

@@ -1,0 +1,573 @@
+// The CUDA backend: cuBLAS matrix products, cuDNN convolutions, pooling, batch normalization and
+// softmax (cuDNN 9's legacy API, still in its headers), NCCL all-reduces on communicators
+// bootstrapped over MPI, and small kernels of our own (cuda_kernels.cu) for the rest. Every call
+// is queued on one stream per rank; synchronize() waits for it. Tensors live in CUDA managed
+// memory (tensor_memory.h), so the executor packs, unpacks and sends them over MPI on the host
+// between kernels, and the kernels read them where they are.
+
+#include "backends.h"
+#include "cuda_kernels.h"
+#include "tensor_memory.h"
+
+#include "partita/graph/error.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <cudnn.h>
+#include <fmt/format.h>
+#include <nccl.h>
+
+#include <algorithm>
+#include <climits>
+#include <new>
+
+namespace partita::runtime {
+namespace {
+
+void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) {
+    throw Error(fmt::format("{} failed: {} ({})", what, cudaGetErrorString(e), static_cast<int>(e)));
+  }
+}
+void check(cublasStatus_t s, const char* what) {
+  if (s != CUBLAS_STATUS_SUCCESS) {
+    throw Error(fmt::format("{} failed: {} ({})", what, cublasGetStatusString(s), static_cast<int>(s)));
+  }
+}
+void check(cudnnStatus_t s, const char* what) {
+  if (s != CUDNN_STATUS_SUCCESS) {
+    throw Error(fmt::format("{} failed: {} ({})", what, cudnnGetErrorString(s), static_cast<int>(s)));
+  }
+}
+void check(ncclResult_t r, const char* what) {
+  if (r != ncclSuccess) {
+    throw Error(fmt::format("{} failed: {} ({})", what, ncclGetErrorString(r), static_cast<int>(r)));
+  }
+}
+
+int as_int(std::int64_t v, const char* what) {
+  if (v < 0 || v > INT_MAX) {
+    throw Error(fmt::format("{}: {} does not fit the int that cuBLAS/cuDNN take", what, v));
+  }
+  return static_cast<int>(v);
+}
+
+// CUDA managed memory: one pointer for the host (packing, MPI) and the device (kernels).
+class ManagedMemory final : public std::pmr::memory_resource {
+  void* do_allocate(std::size_t bytes, std::size_t) override {
+    void* p = nullptr;
+    if (cudaMallocManaged(&p, std::max<std::size_t>(bytes, 1), cudaMemAttachGlobal) != cudaSuccess) {
+      throw std::bad_alloc();
+    }
+    return p; // 256-byte aligned
+  }
+  void do_deallocate(void* p, std::size_t, std::size_t) override {
+    // A kernel may still read a scratch buffer that goes out of scope: wait for it first.
+    (void)cudaDeviceSynchronize();
+    (void)cudaFree(p);
+  }
+  bool do_is_equal(const std::pmr::memory_resource& other) const noexcept override { return this == &other; }
+};
+
+// Stream-ordered device scratch (workspaces, padded copies), freed on the stream.
+class Scratch {
+public:
+  Scratch(cudaStream_t stream, std::size_t floats) : m_stream(stream) {
+    if (floats > 0) {
+      check(cudaMallocAsync(reinterpret_cast<void**>(&m_data), floats * sizeof(float), stream), "cudaMallocAsync");
+    }
+  }
+  ~Scratch() {
+    if (m_data != nullptr) {
+      (void)cudaFreeAsync(m_data, m_stream);
+    }
+  }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  float* get() const { return m_data; }
+
+private:
+  cudaStream_t m_stream;
+  float* m_data = nullptr;
+};
+
+// cuDNN descriptors, destroyed with their scope.
+struct TensorDesc {
+  cudnnTensorDescriptor_t d = nullptr;
+  TensorDesc(std::int64_t n, std::int64_t c, std::int64_t h, std::int64_t w) {
+    check(cudnnCreateTensorDescriptor(&d), "cudnnCreateTensorDescriptor");
+    check(cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, as_int(n, "N"), as_int(c, "C"),
+                                     as_int(h, "H"), as_int(w, "W")),
+          "cudnnSetTensor4dDescriptor");
+  }
+  ~TensorDesc() { cudnnDestroyTensorDescriptor(d); }
+  TensorDesc(const TensorDesc&) = delete;
+  TensorDesc& operator=(const TensorDesc&) = delete;
+};
+
+struct FilterDesc {
+  cudnnFilterDescriptor_t d = nullptr;
+  explicit FilterDesc(const ConvShape& s) {
+    check(cudnnCreateFilterDescriptor(&d), "cudnnCreateFilterDescriptor");
+    check(cudnnSetFilter4dDescriptor(d, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, as_int(s.c_out, "c_out"),
+                                     as_int(s.c_in / s.groups, "c_in / groups"), as_int(s.window.kh, "kh"),
+                                     as_int(s.window.kw, "kw")),
+          "cudnnSetFilter4dDescriptor");
+  }
+  ~FilterDesc() { cudnnDestroyFilterDescriptor(d); }
+  FilterDesc(const FilterDesc&) = delete;
+  FilterDesc& operator=(const FilterDesc&) = delete;
+};
+
+bool symmetric(const Window2d& w) {
+  return w.pad_top == w.pad_bottom && w.pad_left == w.pad_right;
+}
+
+// A convolution as cuDNN sees it: symmetric pads only, so asymmetric ones (ONNX pads, halo
+// windows) are applied by padding X explicitly and convolving with none.
+struct ConvSetup {
+  ConvShape shape; // of the (possibly padded) input
+  bool padded = false;
+  cudnnConvolutionDescriptor_t conv = nullptr;
+
+  explicit ConvSetup(const ConvShape& s) : shape(s) {
+    auto& w = shape.window;
+    if (!symmetric(w)) {
+      padded = true;
+      shape.h = s.h + w.pad_top + w.pad_bottom;
+      shape.w = s.w + w.pad_left + w.pad_right;
+      w.pad_top = w.pad_bottom = w.pad_left = w.pad_right = 0;
+    }
+    check(cudnnCreateConvolutionDescriptor(&conv), "cudnnCreateConvolutionDescriptor");
+    check(cudnnSetConvolution2dDescriptor(conv, as_int(w.pad_top, "pad"), as_int(w.pad_left, "pad"),
+                                          as_int(w.stride_h, "stride"), as_int(w.stride_w, "stride"),
+                                          as_int(w.dilation_h, "dilation"), as_int(w.dilation_w, "dilation"),
+                                          CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
+          "cudnnSetConvolution2dDescriptor");
+    check(cudnnSetConvolutionGroupCount(conv, as_int(s.groups, "groups")), "cudnnSetConvolutionGroupCount");
+    check(cudnnSetConvolutionMathType(conv, CUDNN_DEFAULT_MATH), "cudnnSetConvolutionMathType"); // fp32, no TF32
+  }
+  ~ConvSetup() { cudnnDestroyConvolutionDescriptor(conv); }
+  ConvSetup(const ConvSetup&) = delete;
+  ConvSetup& operator=(const ConvSetup&) = delete;
+};
+
+// The NCCL communicator of an MPI communicator, cached on it as an MPI attribute: created on
+// first use (every member is then in the same all-reduce) from a unique id rank 0 broadcasts over
+// the MPI communicator, destroyed when MPI frees that communicator.
+int destroy_nccl(MPI_Comm, int, void* value, void*) {
+  ncclCommDestroy(static_cast<ncclComm_t>(value));
+  return MPI_SUCCESS;
+}
+
+class CudaBackend final : public Backend {
+public:
+  CudaBackend(int device, int devices) {
+    check(cudaSetDevice(device), "cudaSetDevice");
+    cudaDeviceProp prop{};
+    check(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties");
+    if (prop.managedMemory == 0) {
+      throw Error(fmt::format("CUDA device {} ({}) has no managed memory, which partita-run's tensors live in", device,
+                              prop.name));
+    }
+    m_name = fmt::format("cuda ({}, device {} of {}; cuBLAS, cuDNN {}, NCCL {})", prop.name, device, devices,
+                         cudnnGetVersion(), NCCL_VERSION_CODE);
+    check(cudaStreamCreateWithFlags(&m_stream, cudaStreamNonBlocking), "cudaStreamCreate");
+    check(cublasCreate(&m_blas), "cublasCreate");
+    check(cublasSetStream(m_blas, m_stream), "cublasSetStream");
+    check(cublasSetMathMode(m_blas, CUBLAS_PEDANTIC_MATH), "cublasSetMathMode"); // fp32 as the CPU computes it
+    check(cudnnCreate(&m_dnn), "cudnnCreate");
+    check(cudnnSetStream(m_dnn, m_stream), "cudnnSetStream");
+    if (MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, destroy_nccl, &m_keyval, nullptr) != MPI_SUCCESS) {
+      throw Error("MPI_Comm_create_keyval failed");
+    }
+  }
+  ~CudaBackend() override {
+    (void)cudaStreamSynchronize(m_stream);
+    if (m_scratch != nullptr) {
+      (void)cudaFree(m_scratch);
+    }
+    MPI_Comm_free_keyval(&m_keyval);
+    cudnnDestroy(m_dnn);
+    cublasDestroy(m_blas);
+    (void)cudaStreamDestroy(m_stream);
+  }
+  CudaBackend(const CudaBackend&) = delete;
+  CudaBackend& operator=(const CudaBackend&) = delete;
+
+  std::string_view name() const override { return m_name; }
+
+  void synchronize() override { check(cudaStreamSynchronize(m_stream), "cudaStreamSynchronize"); }
+
+  void all_reduce_sum(MPI_Comm comm, float* data, std::int64_t count) override {
+    if (comm == MPI_COMM_NULL || count == 0) {
+      return;
+    }
+    check(ncclAllReduce(data, data, static_cast<std::size_t>(count), ncclFloat, ncclSum, nccl(comm), m_stream),
+          "ncclAllReduce");
+  }
+
+  void matmul(const MatmulShape& s, const float* a, bool trans_a, const float* b, bool trans_b, float* c) override {
+    // Row-major C = A B is column-major C^T = B^T A^T: B's buffer first, the m and n roles swapped.
+    const int m = as_int(s.m, "matmul m"), n = as_int(s.n, "matmul n"), k = as_int(s.k, "matmul k");
+    const float one = 1.F, zero = 0.F;
+    check(cublasSgemmStridedBatched(m_blas, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, n,
+                                    m, k, &one, b, trans_b ? k : n, s.k * s.n, a, trans_a ? m : k, s.m * s.k, &zero, c,
+                                    n, s.m * s.n, as_int(s.batch, "matmul batch")),
+          "cublasSgemmStridedBatched");
+  }
+
+  void eltwise_forward(Eltwise kind, std::int64_t n, const float* x, float* y) override {
+    cuda::eltwise_forward(m_stream, kind, n, x, y);
+  }
+  void eltwise_backward(Eltwise kind, std::int64_t n, const float* x, const float* dy, float* dx) override {
+    cuda::eltwise_backward(m_stream, kind, n, x, dy, dx);
+  }
+
+  void binary(Binary kind, const Dims& a_dims, const float* a, const Dims& b_dims, const float* b, const Dims& c_dims,
+              float* c) override {
+    if (c_dims.size() > static_cast<std::size_t>(cuda::max_rank)) {
+      throw Error(
+          fmt::format("binary op on rank-{} tensors (the CUDA backend takes up to {})", c_dims.size(), cuda::max_rank));
+    }
+    cuda::Broadcast shape;
+    shape.rank = static_cast<int>(c_dims.size());
+    std::int64_t sa = 1, sb = 1;
+    for (std::size_t d = c_dims.size(); d-- > 0;) {
+      shape.out[d] = c_dims[d];
+      shape.a_stride[d] = a_dims[d] == 1 ? 0 : sa;
+      shape.b_stride[d] = b_dims[d] == 1 ? 0 : sb;
+      sa *= a_dims[d];
+      sb *= b_dims[d];
+    }
+    cuda::binary(m_stream, kind, shape, a, b, c);
+  }
+
+  void reduce_sum(const Dims& src_dims, const float* src, const Dims& dst_dims, float* dst) override {
+    cuda::reduce_sum(m_stream, src_dims, src, dst_dims, dst);
+  }
+
+  void softmax_forward(const Dims& dims, int axis, const float* x, float* y) override {
+    const TensorDesc d = softmax_desc(dims, axis);
+    const float one = 1.F, zero = 0.F;
+    check(cudnnSoftmaxForward(m_dnn, CUDNN_SOFTMAX_ACCURATE, CUDNN_SOFTMAX_MODE_CHANNEL, &one, d.d, x, &zero, d.d, y),
+          "cudnnSoftmaxForward");
+  }
+
+  void softmax_backward(const Dims& dims, int axis, const float* y, const float* dy, float* dx) override {
+    const TensorDesc d = softmax_desc(dims, axis);
+    const float one = 1.F, zero = 0.F;
+    check(cudnnSoftmaxBackward(m_dnn, CUDNN_SOFTMAX_ACCURATE, CUDNN_SOFTMAX_MODE_CHANNEL, &one, d.d, y, d.d, dy, &zero,
+                               d.d, dx),
+          "cudnnSoftmaxBackward");
+  }
+
+  void layer_norm_forward(std::int64_t rows, std::int64_t norm, float epsilon, const float* x, const float* scale,
+                          const float* shift, float* y, float* mean, float* inv_std) override {
+    cuda::layer_norm_forward(m_stream, rows, norm, epsilon, x, scale, shift, y, mean, inv_std);
+  }
+
+  void layer_norm_backward(std::int64_t rows, std::int64_t norm, float epsilon, const float* x, const float* scale,
+                           const float* dy, float* dx, float* d_scale, float* d_shift) override {
+    const Scratch stats(m_stream, static_cast<std::size_t>(2 * rows));
+    cuda::layer_norm_backward(m_stream, rows, norm, epsilon, x, scale, dy, dx, d_scale, d_shift, stats.get());
+  }
+
+  void conv_forward(const ConvShape& s, const float* x, const float* w, const float* bias, float* y) override {
+    const ConvSetup setup(s);
+    const Scratch padded(m_stream,
+                         setup.padded ? static_cast<std::size_t>(s.n * s.c_in * setup.shape.h * setup.shape.w) : 0);
+    const float* in = setup.padded ? pad(s, x, padded.get()) : x;
+    const TensorDesc xd(s.n, s.c_in, setup.shape.h, setup.shape.w), yd(s.n, s.c_out, s.oh, s.ow);
+    const FilterDesc wd(s);
+    check_output(setup, xd, wd, s);
+    int found = 0;
+    cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+    check(cudnnGetConvolutionForwardAlgorithm_v7(m_dnn, xd.d, wd.d, setup.conv, yd.d, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
+                                                 &found, perf),
+          "cudnnGetConvolutionForwardAlgorithm_v7");
+    const auto algo = first_usable(perf, found, "forward").algo;
+    std::size_t bytes = 0;
+    check(cudnnGetConvolutionForwardWorkspaceSize(m_dnn, xd.d, wd.d, setup.conv, yd.d, algo, &bytes),
+          "cudnnGetConvolutionForwardWorkspaceSize");
+    const Scratch workspace(m_stream, (bytes + sizeof(float) - 1) / sizeof(float));
+    const float one = 1.F, zero = 0.F;
+    check(cudnnConvolutionForward(m_dnn, &one, xd.d, in, wd.d, w, setup.conv, algo, workspace.get(), bytes, &zero, yd.d,
+                                  y),
+          "cudnnConvolutionForward");
+    if (bias != nullptr) {
+      const TensorDesc bd(1, s.c_out, 1, 1);
+      check(cudnnAddTensor(m_dnn, &one, bd.d, bias, &one, yd.d, y), "cudnnAddTensor (bias)");
+    }
+  }
+
+  void conv_backward_data(const ConvShape& s, const float* w, const float* dy, float* dx) override {
+    const ConvSetup setup(s);
+    const Scratch padded(m_stream,
+                         setup.padded ? static_cast<std::size_t>(s.n * s.c_in * setup.shape.h * setup.shape.w) : 0);
+    const TensorDesc xd(s.n, s.c_in, setup.shape.h, setup.shape.w), yd(s.n, s.c_out, s.oh, s.ow);
+    const FilterDesc wd(s);
+    check_output(setup, xd, wd, s);
+    int found = 0;
+    cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+    check(cudnnGetConvolutionBackwardDataAlgorithm_v7(m_dnn, wd.d, yd.d, setup.conv, xd.d,
+                                                      CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &found, perf),
+          "cudnnGetConvolutionBackwardDataAlgorithm_v7");
+    const auto algo = first_usable(perf, found, "backward data").algo;
+    std::size_t bytes = 0;
+    check(cudnnGetConvolutionBackwardDataWorkspaceSize(m_dnn, wd.d, yd.d, setup.conv, xd.d, algo, &bytes),
+          "cudnnGetConvolutionBackwardDataWorkspaceSize");
+    const Scratch workspace(m_stream, (bytes + sizeof(float) - 1) / sizeof(float));
+    const float one = 1.F, zero = 0.F;
+    float* out = setup.padded ? padded.get() : dx;
+    check(cudnnConvolutionBackwardData(m_dnn, &one, wd.d, w, yd.d, dy, setup.conv, algo, workspace.get(), bytes, &zero,
+                                       xd.d, out),
+          "cudnnConvolutionBackwardData");
+    if (setup.padded) { // the gradient on the padding is dropped
+      const auto& wn = s.window;
+      cuda::crop2d(m_stream, s.n * s.c_in, s.h, s.w, wn.pad_top, wn.pad_left, wn.pad_bottom, wn.pad_right, out, dx);
+    }
+  }
+
+  void conv_backward_weights(const ConvShape& s, const float* x, const float* dy, float* dw, float* d_bias) override {
+    const ConvSetup setup(s);
+    const Scratch padded(m_stream,
+                         setup.padded ? static_cast<std::size_t>(s.n * s.c_in * setup.shape.h * setup.shape.w) : 0);
+    const float* in = setup.padded ? pad(s, x, padded.get()) : x;
+    const TensorDesc xd(s.n, s.c_in, setup.shape.h, setup.shape.w), yd(s.n, s.c_out, s.oh, s.ow);
+    const FilterDesc wd(s);
+    check_output(setup, xd, wd, s);
+    int found = 0;
+    cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+    check(cudnnGetConvolutionBackwardFilterAlgorithm_v7(m_dnn, xd.d, yd.d, setup.conv, wd.d,
+                                                        CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &found, perf),
+          "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
+    const auto algo = first_usable(perf, found, "backward filter").algo;
+    std::size_t bytes = 0;
+    check(cudnnGetConvolutionBackwardFilterWorkspaceSize(m_dnn, xd.d, yd.d, setup.conv, wd.d, algo, &bytes),
+          "cudnnGetConvolutionBackwardFilterWorkspaceSize");
+    const Scratch workspace(m_stream, (bytes + sizeof(float) - 1) / sizeof(float));
+    const float one = 1.F, zero = 0.F;
+    check(cudnnConvolutionBackwardFilter(m_dnn, &one, xd.d, in, yd.d, dy, setup.conv, algo, workspace.get(), bytes,
+                                         &zero, wd.d, dw),
+          "cudnnConvolutionBackwardFilter");
+    if (d_bias != nullptr) {
+      const TensorDesc bd(1, s.c_out, 1, 1);
+      check(cudnnConvolutionBackwardBias(m_dnn, &one, yd.d, dy, &zero, bd.d, d_bias), "cudnnConvolutionBackwardBias");
+    }
+  }
+
+  void pool_forward(Pool kind, const PoolShape& s, const float* x, float* y) override {
+    if (!cudnn_pools(s)) {
+      cuda::pool_forward(m_stream, kind, s, x, y);
+      return;
+    }
+    const PoolDesc p(kind, s.window);
+    const TensorDesc xd(s.n, s.c, s.h, s.w), yd(s.n, s.c, s.oh, s.ow);
+    const float one = 1.F, zero = 0.F;
+    check(cudnnPoolingForward(m_dnn, p.d, &one, xd.d, x, &zero, yd.d, y), "cudnnPoolingForward");
+  }
+
+  void pool_backward(Pool kind, const PoolShape& s, const float* x, const float* dy, float* dx) override {
+    if (!cudnn_pools(s)) {
+      cuda::pool_backward(m_stream, kind, s, x, dy, dx);
+      return;
+    }
+    const PoolDesc p(kind, s.window);
+    const TensorDesc xd(s.n, s.c, s.h, s.w), yd(s.n, s.c, s.oh, s.ow);
+    const Scratch y(m_stream, static_cast<std::size_t>(s.n * s.c * s.oh * s.ow)); // cuDNN wants the forward output
+    const float one = 1.F, zero = 0.F;
+    check(cudnnPoolingForward(m_dnn, p.d, &one, xd.d, x, &zero, yd.d, y.get()), "cudnnPoolingForward");
+    check(cudnnPoolingBackward(m_dnn, p.d, &one, yd.d, y.get(), yd.d, dy, xd.d, x, &zero, xd.d, dx),
+          "cudnnPoolingBackward");
+  }
+
+  void batch_norm_forward(const BatchNormShape& s, const float* x, const float* scale, const float* shift, float* mean,
+                          float* variance, bool given_statistics, float* y) override {
+    if (!given_statistics) {
+      cuda::batch_norm_statistics(m_stream, s, x, mean, variance);
+    }
+    // y from the statistics: cuDNN's inference form takes them as given (population variance).
+    const TensorDesc xd(s.n, s.c, s.spatial, 1), pd(1, s.c, 1, 1);
+    const float one = 1.F, zero = 0.F;
+    check(cudnnBatchNormalizationForwardInference(m_dnn, CUDNN_BATCHNORM_SPATIAL, &one, &zero, xd.d, x, xd.d, y, pd.d,
+                                                  scale, shift, mean, variance, s.epsilon),
+          "cudnnBatchNormalizationForwardInference");
+  }
+
+  void batch_norm_backward(const BatchNormShape& s, const float* x, const float* scale, const float* mean,
+                           const float* variance, const float* dy, bool given_statistics, float* dx, float* d_scale,
+                           float* d_shift) override {
+    if (given_statistics) {
+      cuda::batch_norm_backward_given(m_stream, s, x, scale, mean, variance, dy, dx, d_scale, d_shift);
+      return;
+    }
+    // The buffer's own statistics: cuDNN recomputes them (no saved mean / inverse variance passed).
+    const TensorDesc xd(s.n, s.c, s.spatial, 1), pd(1, s.c, 1, 1);
+    const float one = 1.F, zero = 0.F;
+    check(cudnnBatchNormalizationBackward(m_dnn, CUDNN_BATCHNORM_SPATIAL, &one, &zero, &one, &zero, xd.d, x, xd.d, dy,
+                                          xd.d, dx, pd.d, scale, d_scale, d_shift, s.epsilon, nullptr, nullptr),
+          "cudnnBatchNormalizationBackward");
+  }
+
+  void batch_norm_backward_statistics(const BatchNormShape& s, std::int64_t count, const float* x, const float* scale,
+                                      const float* mean, const float* variance, const float* d_scale,
+                                      const float* d_shift, float* dx) override {
+    cuda::batch_norm_backward_statistics(m_stream, s, count, x, scale, mean, variance, d_scale, d_shift, dx);
+  }
+
+  void sgd_update(std::int64_t n, float learning_rate, const float* gradient, float* weights) override {
+    const float alpha = -learning_rate;
+    for (std::int64_t off = 0; off < n; off += INT_MAX) {
+      const int count = static_cast<int>(std::min<std::int64_t>(INT_MAX, n - off));
+      check(cublasSaxpy(m_blas, count, &alpha, gradient + off, 1, weights + off, 1), "cublasSaxpy (SGD)");
+    }
+  }
+
+  void memory_bound(std::int64_t bytes) override {
+    // Half read, half written: a device-to-device copy of bytes/2 in a buffer kept between calls.
+    const auto half = static_cast<std::size_t>(std::max<std::int64_t>(bytes / 2, 1));
+    if (m_scratch_bytes < 2 * half) {
+      if (m_scratch != nullptr) {
+        check(cudaStreamSynchronize(m_stream), "cudaStreamSynchronize");
+        check(cudaFree(m_scratch), "cudaFree");
+        m_scratch = nullptr;
+      }
+      check(cudaMalloc(&m_scratch, 2 * half), "cudaMalloc (stand-in scratch)");
+      m_scratch_bytes = 2 * half;
+    }
+    check(cudaMemcpyAsync(static_cast<char*>(m_scratch) + half, m_scratch, half, cudaMemcpyDeviceToDevice, m_stream),
+          "cudaMemcpyAsync (stand-in)");
+  }
+
+private:
+  struct PoolDesc {
+    cudnnPoolingDescriptor_t d = nullptr;
+    PoolDesc(Pool kind, const Window2d& w) {
+      const auto mode = kind == Pool::max                       ? CUDNN_POOLING_MAX_DETERMINISTIC
+                        : kind == Pool::average_include_padding ? CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING
+                                                                : CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING;
+      check(cudnnCreatePoolingDescriptor(&d), "cudnnCreatePoolingDescriptor");
+      check(cudnnSetPooling2dDescriptor(d, mode, CUDNN_NOT_PROPAGATE_NAN, as_int(w.kh, "kh"), as_int(w.kw, "kw"),
+                                        as_int(w.pad_top, "pad"), as_int(w.pad_left, "pad"),
+                                        as_int(w.stride_h, "stride"), as_int(w.stride_w, "stride")),
+            "cudnnSetPooling2dDescriptor");
+    }
+    ~PoolDesc() { cudnnDestroyPoolingDescriptor(d); }
+    PoolDesc(const PoolDesc&) = delete;
+    PoolDesc& operator=(const PoolDesc&) = delete;
+  };
+
+  // cuDNN pools dense windows with symmetric pads whose output has exactly the planned extents;
+  // the rest (dilation, the extended pads of ceil_mode, halo windows) runs the direct kernel.
+  static bool cudnn_pools(const PoolShape& s) {
+    const auto& w = s.window;
+    if (w.dilation_h != 1 || w.dilation_w != 1 || !symmetric(w) || w.pad_top >= w.kh || w.pad_left >= w.kw) {
+      return false;
+    }
+    return (s.h + 2 * w.pad_top - w.kh) / w.stride_h + 1 == s.oh &&
+           (s.w + 2 * w.pad_left - w.kw) / w.stride_w + 1 == s.ow;
+  }
+
+  // Softmax over `axis` as cuDNN's channel mode: [outer, axis, inner, 1].
+  static TensorDesc softmax_desc(const Dims& dims, int axis) {
+    const auto a = static_cast<std::size_t>(axis);
+    std::int64_t outer = 1, inner = 1;
+    for (std::size_t d = 0; d < a && d < dims.size(); ++d) {
+      outer *= dims[d];
+    }
+    for (std::size_t d = a + 1; d < dims.size(); ++d) {
+      inner *= dims[d];
+    }
+    return {outer, a < dims.size() ? dims[a] : 1, inner, 1};
+  }
+
+  const float* pad(const ConvShape& s, const float* x, float* padded) {
+    const auto& w = s.window;
+    cuda::pad2d(m_stream, s.n * s.c_in, s.h, s.w, w.pad_top, w.pad_left, w.pad_bottom, w.pad_right, 0.F, x, padded);
+    return padded;
+  }
+
+  // The planned output extents are what cuDNN computes for the window (else the shapes disagree).
+  static void check_output(const ConvSetup& setup, const TensorDesc& x, const FilterDesc& w, const ConvShape& s) {
+    int n = 0, c = 0, h = 0, wd = 0;
+    check(cudnnGetConvolution2dForwardOutputDim(setup.conv, x.d, w.d, &n, &c, &h, &wd),
+          "cudnnGetConvolution2dForwardOutputDim");
+    if (h != s.oh || wd != s.ow || c != s.c_out) {
+      throw Error(fmt::format("convolution: cuDNN computes a [{}, {}, {}, {}] output for a planned [{}, {}, {}, {}]", n,
+                              c, h, wd, s.n, s.c_out, s.oh, s.ow));
+    }
+  }
+
+  template <class Perf> static const Perf& first_usable(const Perf* perf, int found, const char* what) {
+    for (int i = 0; i < found; ++i) {
+      if (perf[i].status == CUDNN_STATUS_SUCCESS) {
+        return perf[i];
+      }
+    }
+    throw Error(fmt::format("cuDNN has no convolution {} algorithm for this shape", what));
+  }
+
+  ncclComm_t nccl(MPI_Comm comm) {
+    void* value = nullptr;
+    int found = 0;
+    if (MPI_Comm_get_attr(comm, m_keyval, &value, &found) == MPI_SUCCESS && found != 0) {
+      return static_cast<ncclComm_t>(value);
+    }
+    int rank = 0, size = 1;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &size);
+    ncclUniqueId id{};
+    if (rank == 0) {
+      check(ncclGetUniqueId(&id), "ncclGetUniqueId");
+    }
+    if (MPI_Bcast(&id, static_cast<int>(sizeof(id)), MPI_BYTE, 0, comm) != MPI_SUCCESS) {
+      throw Error("MPI_Bcast of the NCCL unique id failed");
+    }
+    ncclComm_t created = nullptr;
+    check(ncclCommInitRank(&created, size, id, rank), "ncclCommInitRank");
+    if (MPI_Comm_set_attr(comm, m_keyval, created) != MPI_SUCCESS) {
+      ncclCommDestroy(created);
+      throw Error("MPI_Comm_set_attr (NCCL communicator) failed");
+    }
+    return created;
+  }
+
+  std::string m_name;
+  cudaStream_t m_stream = nullptr;
+  cublasHandle_t m_blas = nullptr;
+  cudnnHandle_t m_dnn = nullptr;
+  int m_keyval = MPI_KEYVAL_INVALID;
+  void* m_scratch = nullptr;
+  std::size_t m_scratch_bytes = 0;
+};
+
+} // namespace
+
+std::optional<std::string> cuda_unavailable() {
+  int count = 0;
+  const cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess) {
+    return fmt::format("no CUDA device: cudaGetDeviceCount returned {} ({})", static_cast<int>(e),
+                       cudaGetErrorString(e));
+  }
+  if (count == 0) {
+    return std::string("no CUDA device: cudaGetDeviceCount found none");
+  }
+  return std::nullopt;
+}
+
+std::unique_ptr<Backend> make_cuda_backend(int local_rank) {
+  if (const auto why = cuda_unavailable()) {
+    throw Error(*why);
+  }
+  int count = 0;
+  check(cudaGetDeviceCount(&count), "cudaGetDeviceCount");
+  auto backend = std::make_unique<CudaBackend>(local_rank % count, count);
+  // Every shard from here on lives in managed memory; the resource outlives them all.
+  static ManagedMemory managed;
+  set_tensor_memory(&managed);
+  return backend;
+}
+
+} // namespace partita::runtime

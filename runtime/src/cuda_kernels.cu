@@ -1,0 +1,511 @@
+// The CUDA backend's own kernels (cuda_kernels.h). Grid-stride loops over 64-bit element counts;
+// reductions one block per row or channel, summed through shared memory.
+
+#include "cuda_kernels.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+namespace partita::runtime::cuda {
+namespace {
+
+constexpr int block_threads = 256;
+
+unsigned grid_for(std::int64_t n) {
+  const std::int64_t blocks = (n + block_threads - 1) / block_threads;
+  return static_cast<unsigned>(std::clamp<std::int64_t>(blocks, 1, 65535));
+}
+
+void check_launch(const char* what) {
+  const cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess) {
+    throw std::runtime_error(std::string("CUDA kernel ") + what + ": " + cudaGetErrorString(e));
+  }
+}
+
+void check_rank(std::size_t rank, const char* what) {
+  if (rank > static_cast<std::size_t>(max_rank)) {
+    throw std::runtime_error(std::string(what) + ": tensors of rank " + std::to_string(rank) +
+                             " (the CUDA backend's kernels take up to 8 dims)");
+  }
+}
+
+// Sum over the block's threads; every thread gets the total.
+__device__ float block_sum(float v) {
+  __shared__ float partial[block_threads];
+  __syncthreads(); // the previous call's readers are done with `partial`
+  partial[threadIdx.x] = v;
+  __syncthreads();
+  for (unsigned half = blockDim.x / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half) {
+      partial[threadIdx.x] += partial[threadIdx.x + half];
+    }
+    __syncthreads();
+  }
+  return partial[0];
+}
+
+__device__ float eltwise_value(Eltwise kind, float x) {
+  switch (kind) {
+  case Eltwise::relu: return x > 0.F ? x : 0.F;
+  case Eltwise::tanh: return tanhf(x);
+  case Eltwise::sigmoid: return 1.F / (1.F + expf(-x));
+  case Eltwise::gelu: return 0.5F * x * (1.F + erff(x * 0.70710678118654752F));
+  case Eltwise::erf: return erff(x);
+  case Eltwise::exp: return expf(x);
+  case Eltwise::sin: return sinf(x);
+  case Eltwise::cos: return cosf(x);
+  }
+  return 0.F;
+}
+
+// d f(x) / dx.
+__device__ float eltwise_derivative(Eltwise kind, float x) {
+  switch (kind) {
+  case Eltwise::relu: return x > 0.F ? 1.F : 0.F;
+  case Eltwise::tanh: {
+    const float t = tanhf(x);
+    return 1.F - t * t;
+  }
+  case Eltwise::sigmoid: {
+    const float s = 1.F / (1.F + expf(-x));
+    return s * (1.F - s);
+  }
+  case Eltwise::gelu: // Phi(x) + x * phi(x)
+    return 0.5F * (1.F + erff(x * 0.70710678118654752F)) + x * 0.39894228040143268F * expf(-0.5F * x * x);
+  case Eltwise::erf: return 1.1283791670955126F * expf(-x * x);
+  case Eltwise::exp: return expf(x);
+  case Eltwise::sin: return cosf(x);
+  case Eltwise::cos: return -sinf(x);
+  }
+  return 0.F;
+}
+
+__global__ void eltwise_forward_kernel(Eltwise kind, std::int64_t n, const float* x, float* y) {
+  for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += std::int64_t{gridDim.x} * blockDim.x) {
+    y[i] = eltwise_value(kind, x[i]);
+  }
+}
+
+__global__ void eltwise_backward_kernel(Eltwise kind, std::int64_t n, const float* x, const float* dy, float* dx) {
+  for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += std::int64_t{gridDim.x} * blockDim.x) {
+    dx[i] = dy[i] * eltwise_derivative(kind, x[i]);
+  }
+}
+
+__global__ void binary_kernel(Binary kind, Broadcast s, std::int64_t n, const float* a, const float* b, float* c) {
+  for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += std::int64_t{gridDim.x} * blockDim.x) {
+    std::int64_t rest = i, ia = 0, ib = 0;
+    for (int d = s.rank - 1; d >= 0; --d) {
+      const std::int64_t coord = rest % s.out[d];
+      rest /= s.out[d];
+      ia += coord * s.a_stride[d];
+      ib += coord * s.b_stride[d];
+    }
+    const float x = a[ia], y = b[ib];
+    switch (kind) {
+    case Binary::add: c[i] = x + y; break;
+    case Binary::sub: c[i] = x - y; break;
+    case Binary::mul: c[i] = x * y; break;
+    case Binary::div: c[i] = x / y; break;
+    }
+  }
+}
+
+// The dims of a sum: for each kept dim the source stride of a destination coordinate, and the
+// extents and source strides of the summed dims.
+struct Reduction {
+  int rank = 0, summed = 0;
+  std::int64_t dst_extent[max_rank] = {}, dst_stride_in_src[max_rank] = {};
+  std::int64_t sum_extent[max_rank] = {}, sum_stride[max_rank] = {};
+  std::int64_t count = 1; // elements summed per destination element
+};
+
+__global__ void reduce_sum_kernel(Reduction r, std::int64_t n, const float* src, float* dst) {
+  for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += std::int64_t{gridDim.x} * blockDim.x) {
+    std::int64_t rest = i, base = 0;
+    for (int d = r.rank - 1; d >= 0; --d) {
+      base += (rest % r.dst_extent[d]) * r.dst_stride_in_src[d];
+      rest /= r.dst_extent[d];
+    }
+    float sum = 0.F;
+    for (std::int64_t k = 0; k < r.count; ++k) {
+      std::int64_t krest = k, off = base;
+      for (int d = r.summed - 1; d >= 0; --d) {
+        off += (krest % r.sum_extent[d]) * r.sum_stride[d];
+        krest /= r.sum_extent[d];
+      }
+      sum += src[off];
+    }
+    dst[i] = sum;
+  }
+}
+
+// One block per row: mean and 1 / sqrt(var + epsilon) of row `row`.
+__device__ void row_statistics(const float* x, std::int64_t norm, float epsilon, float& mean, float& inv_std) {
+  float s = 0.F;
+  for (std::int64_t j = threadIdx.x; j < norm; j += blockDim.x) {
+    s += x[j];
+  }
+  mean = block_sum(s) / static_cast<float>(norm);
+  float q = 0.F;
+  for (std::int64_t j = threadIdx.x; j < norm; j += blockDim.x) {
+    const float d = x[j] - mean;
+    q += d * d;
+  }
+  inv_std = rsqrtf(block_sum(q) / static_cast<float>(norm) + epsilon);
+}
+
+__global__ void layer_norm_forward_kernel(std::int64_t norm, float epsilon, const float* x, const float* scale,
+                                          const float* shift, float* y, float* mean_out, float* inv_std_out) {
+  const std::int64_t row = blockIdx.x;
+  const float* xr = x + row * norm;
+  float mean = 0.F, inv_std = 0.F;
+  row_statistics(xr, norm, epsilon, mean, inv_std);
+  for (std::int64_t j = threadIdx.x; j < norm; j += blockDim.x) {
+    y[row * norm + j] = (xr[j] - mean) * inv_std * scale[j] + shift[j];
+  }
+  if (threadIdx.x == 0) {
+    if (mean_out != nullptr) {
+      mean_out[row] = mean;
+    }
+    if (inv_std_out != nullptr) {
+      inv_std_out[row] = inv_std;
+    }
+  }
+}
+
+__global__ void layer_norm_backward_rows(std::int64_t rows, std::int64_t norm, float epsilon, const float* x,
+                                         const float* scale, const float* dy, float* dx, float* stats) {
+  const std::int64_t row = blockIdx.x;
+  const float* xr = x + row * norm;
+  const float* dyr = dy + row * norm;
+  float mean = 0.F, inv_std = 0.F;
+  row_statistics(xr, norm, epsilon, mean, inv_std);
+  float a = 0.F, b = 0.F; // sums of g and g * xhat, g = dy * scale
+  for (std::int64_t j = threadIdx.x; j < norm; j += blockDim.x) {
+    const float g = dyr[j] * scale[j];
+    a += g;
+    b += g * (xr[j] - mean) * inv_std;
+  }
+  a = block_sum(a) / static_cast<float>(norm);
+  b = block_sum(b) / static_cast<float>(norm);
+  if (dx != nullptr) {
+    for (std::int64_t j = threadIdx.x; j < norm; j += blockDim.x) {
+      const float xhat = (xr[j] - mean) * inv_std;
+      dx[row * norm + j] = inv_std * (dyr[j] * scale[j] - a - xhat * b);
+    }
+  }
+  if (threadIdx.x == 0) {
+    stats[row] = mean;
+    stats[rows + row] = inv_std;
+  }
+}
+
+__global__ void layer_norm_backward_columns(std::int64_t rows, std::int64_t norm, const float* x, const float* dy,
+                                            const float* stats, float* d_scale, float* d_shift) {
+  for (std::int64_t j = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; j < norm;
+       j += std::int64_t{gridDim.x} * blockDim.x) {
+    float ds = 0.F, db = 0.F;
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const float g = dy[r * norm + j];
+      ds += g * (x[r * norm + j] - stats[r]) * stats[rows + r];
+      db += g;
+    }
+    if (d_scale != nullptr) {
+      d_scale[j] = ds;
+    }
+    if (d_shift != nullptr) {
+      d_shift[j] = db;
+    }
+  }
+}
+
+// One block per channel of X [n, c, spatial].
+__global__ void batch_norm_statistics_kernel(BatchNormShape s, const float* x, float* mean_out, float* variance_out) {
+  const std::int64_t ch = blockIdx.x;
+  const std::int64_t m = s.n * s.spatial;
+  float sum = 0.F;
+  for (std::int64_t k = threadIdx.x; k < m; k += blockDim.x) {
+    sum += x[((k / s.spatial) * s.c + ch) * s.spatial + k % s.spatial];
+  }
+  const float mean = block_sum(sum) / static_cast<float>(m);
+  float q = 0.F;
+  for (std::int64_t k = threadIdx.x; k < m; k += blockDim.x) {
+    const float d = x[((k / s.spatial) * s.c + ch) * s.spatial + k % s.spatial] - mean;
+    q += d * d;
+  }
+  const float variance = block_sum(q) / static_cast<float>(m);
+  if (threadIdx.x == 0) {
+    mean_out[ch] = mean;
+    variance_out[ch] = variance;
+  }
+}
+
+__global__ void batch_norm_backward_given_kernel(BatchNormShape s, const float* x, const float* scale,
+                                                 const float* mean, const float* variance, const float* dy, float* dx,
+                                                 float* d_scale, float* d_shift) {
+  const std::int64_t ch = blockIdx.x;
+  const std::int64_t m = s.n * s.spatial;
+  const float inv_std = rsqrtf(variance[ch] + s.epsilon);
+  float sx = 0.F, sd = 0.F;
+  for (std::int64_t k = threadIdx.x; k < m; k += blockDim.x) {
+    const std::int64_t i = ((k / s.spatial) * s.c + ch) * s.spatial + k % s.spatial;
+    sx += dy[i] * (x[i] - mean[ch]) * inv_std;
+    sd += dy[i];
+    if (dx != nullptr) {
+      dx[i] = dy[i] * scale[ch] * inv_std;
+    }
+  }
+  sx = block_sum(sx);
+  sd = block_sum(sd);
+  if (threadIdx.x == 0) {
+    d_scale[ch] = sx;
+    d_shift[ch] = sd;
+  }
+}
+
+__global__ void batch_norm_backward_statistics_kernel(BatchNormShape s, float per_count, const float* x,
+                                                      const float* scale, const float* mean, const float* variance,
+                                                      const float* d_scale, const float* d_shift, float* dx) {
+  const std::int64_t n = s.n * s.c * s.spatial;
+  for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += std::int64_t{gridDim.x} * blockDim.x) {
+    const std::int64_t ch = (i / s.spatial) % s.c;
+    const float inv_std = rsqrtf(variance[ch] + s.epsilon);
+    const float xhat = (x[i] - mean[ch]) * inv_std;
+    dx[i] -= scale[ch] * inv_std * per_count * (d_shift[ch] + xhat * d_scale[ch]);
+  }
+}
+
+struct Frame {
+  std::int64_t h, w, top, left, ph, pw; // interior extents, its offset, padded extents
+};
+
+__global__ void pad2d_kernel(std::int64_t planes, Frame f, float value, const float* x, float* padded) {
+  const std::int64_t n = planes * f.ph * f.pw;
+  for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += std::int64_t{gridDim.x} * blockDim.x) {
+    const std::int64_t col = i % f.pw, row = (i / f.pw) % f.ph, plane = i / (f.pw * f.ph);
+    const std::int64_t r = row - f.top, c = col - f.left;
+    padded[i] = r >= 0 && r < f.h && c >= 0 && c < f.w ? x[(plane * f.h + r) * f.w + c] : value;
+  }
+}
+
+__global__ void crop2d_kernel(std::int64_t planes, Frame f, const float* padded, float* x) {
+  const std::int64_t n = planes * f.h * f.w;
+  for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += std::int64_t{gridDim.x} * blockDim.x) {
+    const std::int64_t c = i % f.w, r = (i / f.w) % f.h, plane = i / (f.w * f.h);
+    x[i] = padded[(plane * f.ph + r + f.top) * f.pw + c + f.left];
+  }
+}
+
+// The input elements of output element (plane, oy, ox): visits (input offset) for each one in bounds.
+template <class Visit>
+__device__ void for_window(const PoolShape& s, std::int64_t plane, std::int64_t oy, std::int64_t ox, Visit visit) {
+  const Window2d& w = s.window;
+  for (std::int64_t ky = 0; ky < w.kh; ++ky) {
+    const std::int64_t iy = oy * w.stride_h - w.pad_top + ky * w.dilation_h;
+    if (iy < 0 || iy >= s.h) {
+      continue;
+    }
+    for (std::int64_t kx = 0; kx < w.kw; ++kx) {
+      const std::int64_t ix = ox * w.stride_w - w.pad_left + kx * w.dilation_w;
+      if (ix >= 0 && ix < s.w) {
+        visit((plane * s.h + iy) * s.w + ix);
+      }
+    }
+  }
+}
+
+__global__ void pool_forward_kernel(Pool kind, PoolShape s, const float* x, float* y) {
+  const std::int64_t n = s.n * s.c * s.oh * s.ow;
+  for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += std::int64_t{gridDim.x} * blockDim.x) {
+    const std::int64_t ox = i % s.ow, oy = (i / s.ow) % s.oh, plane = i / (s.ow * s.oh);
+    float best = -INFINITY, sum = 0.F;
+    std::int64_t count = 0;
+    for_window(s, plane, oy, ox, [&](std::int64_t at) {
+      best = fmaxf(best, x[at]);
+      sum += x[at];
+      ++count;
+    });
+    if (kind == Pool::max) {
+      y[i] = count > 0 ? best : 0.F;
+    } else if (kind == Pool::average_include_padding) {
+      y[i] = sum / static_cast<float>(s.window.kh * s.window.kw);
+    } else {
+      y[i] = count > 0 ? sum / static_cast<float>(count) : 0.F;
+    }
+  }
+}
+
+__global__ void pool_backward_kernel(Pool kind, PoolShape s, const float* x, const float* dy, float* dx) {
+  const std::int64_t n = s.n * s.c * s.oh * s.ow;
+  for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += std::int64_t{gridDim.x} * blockDim.x) {
+    const std::int64_t ox = i % s.ow, oy = (i / s.ow) % s.oh, plane = i / (s.ow * s.oh);
+    if (kind == Pool::max) { // the first arg-max takes the gradient
+      float best = -INFINITY;
+      std::int64_t arg = -1;
+      for_window(s, plane, oy, ox, [&](std::int64_t at) {
+        if (arg < 0 || x[at] > best) {
+          best = x[at];
+          arg = at;
+        }
+      });
+      if (arg >= 0) {
+        atomicAdd(dx + arg, dy[i]);
+      }
+      continue;
+    }
+    std::int64_t count = 0;
+    for_window(s, plane, oy, ox, [&](std::int64_t) { ++count; });
+    const float divisor = kind == Pool::average_include_padding ? static_cast<float>(s.window.kh * s.window.kw)
+                                                                : static_cast<float>(count);
+    if (count > 0) {
+      const float g = dy[i] / divisor;
+      for_window(s, plane, oy, ox, [&](std::int64_t at) { atomicAdd(dx + at, g); });
+    }
+  }
+}
+
+} // namespace
+
+void eltwise_forward(cudaStream_t stream, Eltwise kind, std::int64_t n, const float* x, float* y) {
+  eltwise_forward_kernel<<<grid_for(n), block_threads, 0, stream>>>(kind, n, x, y);
+  check_launch("eltwise_forward");
+}
+
+void eltwise_backward(cudaStream_t stream, Eltwise kind, std::int64_t n, const float* x, const float* dy, float* dx) {
+  eltwise_backward_kernel<<<grid_for(n), block_threads, 0, stream>>>(kind, n, x, dy, dx);
+  check_launch("eltwise_backward");
+}
+
+void binary(cudaStream_t stream, Binary kind, const Broadcast& shape, const float* a, const float* b, float* c) {
+  std::int64_t n = 1;
+  for (int d = 0; d < shape.rank; ++d) {
+    n *= shape.out[d];
+  }
+  binary_kernel<<<grid_for(n), block_threads, 0, stream>>>(kind, shape, n, a, b, c);
+  check_launch("binary");
+}
+
+void reduce_sum(cudaStream_t stream, const Dims& src_dims, const float* src, const Dims& dst_dims, float* dst) {
+  check_rank(src_dims.size(), "reduce_sum");
+  Reduction r;
+  r.rank = static_cast<int>(src_dims.size());
+  std::int64_t stride = 1, n = 1;
+  for (int d = r.rank - 1; d >= 0; --d) {
+    const auto u = static_cast<std::size_t>(d);
+    r.dst_extent[d] = dst_dims[u];
+    r.dst_stride_in_src[d] = stride;
+    stride *= src_dims[u];
+    n *= dst_dims[u];
+  }
+  // The summed dims, outermost first.
+  stride = 1;
+  std::int64_t strides[max_rank] = {};
+  for (int d = r.rank - 1; d >= 0; --d) {
+    strides[d] = stride;
+    stride *= src_dims[static_cast<std::size_t>(d)];
+  }
+  for (int d = 0; d < r.rank; ++d) {
+    const auto u = static_cast<std::size_t>(d);
+    if (dst_dims[u] == 1 && src_dims[u] != 1) {
+      r.sum_extent[r.summed] = src_dims[u];
+      r.sum_stride[r.summed] = strides[d];
+      r.count *= src_dims[u];
+      ++r.summed;
+    }
+  }
+  reduce_sum_kernel<<<grid_for(n), block_threads, 0, stream>>>(r, n, src, dst);
+  check_launch("reduce_sum");
+}
+
+void layer_norm_forward(cudaStream_t stream, std::int64_t rows, std::int64_t norm, float epsilon, const float* x,
+                        const float* scale, const float* shift, float* y, float* mean, float* inv_std) {
+  if (rows == 0) {
+    return;
+  }
+  layer_norm_forward_kernel<<<static_cast<unsigned>(rows), block_threads, 0, stream>>>(norm, epsilon, x, scale, shift,
+                                                                                       y, mean, inv_std);
+  check_launch("layer_norm_forward");
+}
+
+void layer_norm_backward(cudaStream_t stream, std::int64_t rows, std::int64_t norm, float epsilon, const float* x,
+                         const float* scale, const float* dy, float* dx, float* d_scale, float* d_shift,
+                         float* scratch) {
+  if (rows == 0) {
+    return;
+  }
+  layer_norm_backward_rows<<<static_cast<unsigned>(rows), block_threads, 0, stream>>>(rows, norm, epsilon, x, scale, dy,
+                                                                                      dx, scratch);
+  check_launch("layer_norm_backward (rows)");
+  if (d_scale != nullptr || d_shift != nullptr) {
+    layer_norm_backward_columns<<<grid_for(norm), block_threads, 0, stream>>>(rows, norm, x, dy, scratch, d_scale,
+                                                                              d_shift);
+    check_launch("layer_norm_backward (columns)");
+  }
+}
+
+void batch_norm_statistics(cudaStream_t stream, const BatchNormShape& s, const float* x, float* mean, float* variance) {
+  batch_norm_statistics_kernel<<<static_cast<unsigned>(s.c), block_threads, 0, stream>>>(s, x, mean, variance);
+  check_launch("batch_norm_statistics");
+}
+
+void batch_norm_backward_given(cudaStream_t stream, const BatchNormShape& s, const float* x, const float* scale,
+                               const float* mean, const float* variance, const float* dy, float* dx, float* d_scale,
+                               float* d_shift) {
+  batch_norm_backward_given_kernel<<<static_cast<unsigned>(s.c), block_threads, 0, stream>>>(
+      s, x, scale, mean, variance, dy, dx, d_scale, d_shift);
+  check_launch("batch_norm_backward (given statistics)");
+}
+
+void batch_norm_backward_statistics(cudaStream_t stream, const BatchNormShape& s, std::int64_t count, const float* x,
+                                    const float* scale, const float* mean, const float* variance, const float* d_scale,
+                                    const float* d_shift, float* dx) {
+  batch_norm_backward_statistics_kernel<<<grid_for(s.n * s.c * s.spatial), block_threads, 0, stream>>>(
+      s, 1.F / static_cast<float>(count), x, scale, mean, variance, d_scale, d_shift, dx);
+  check_launch("batch_norm_backward_statistics");
+}
+
+void pad2d(cudaStream_t stream, std::int64_t planes, std::int64_t h, std::int64_t w, std::int64_t top,
+           std::int64_t left, std::int64_t bottom, std::int64_t right, float value, const float* x, float* padded) {
+  const Frame f{h, w, top, left, h + top + bottom, w + left + right};
+  pad2d_kernel<<<grid_for(planes * f.ph * f.pw), block_threads, 0, stream>>>(planes, f, value, x, padded);
+  check_launch("pad2d");
+}
+
+void crop2d(cudaStream_t stream, std::int64_t planes, std::int64_t h, std::int64_t w, std::int64_t top,
+            std::int64_t left, std::int64_t bottom, std::int64_t right, const float* padded, float* x) {
+  const Frame f{h, w, top, left, h + top + bottom, w + left + right};
+  crop2d_kernel<<<grid_for(planes * h * w), block_threads, 0, stream>>>(planes, f, padded, x);
+  check_launch("crop2d");
+}
+
+void pool_forward(cudaStream_t stream, Pool kind, const PoolShape& s, const float* x, float* y) {
+  pool_forward_kernel<<<grid_for(s.n * s.c * s.oh * s.ow), block_threads, 0, stream>>>(kind, s, x, y);
+  check_launch("pool_forward");
+}
+
+void pool_backward(cudaStream_t stream, Pool kind, const PoolShape& s, const float* x, const float* dy, float* dx) {
+  const auto bytes = static_cast<std::size_t>(s.n * s.c * s.h * s.w) * sizeof(float);
+  const cudaError_t e = cudaMemsetAsync(dx, 0, bytes, stream);
+  if (e != cudaSuccess) {
+    throw std::runtime_error(std::string("cudaMemsetAsync (pool_backward): ") + cudaGetErrorString(e));
+  }
+  pool_backward_kernel<<<grid_for(s.n * s.c * s.oh * s.ow), block_threads, 0, stream>>>(kind, s, x, dy, dx);
+  check_launch("pool_backward");
+}
+
+} // namespace partita::runtime::cuda

@@ -1,0 +1,64 @@
+#pragma once
+
+// The CUDA backend's own kernels (cuda_kernels.cu), for what no cuBLAS or cuDNN call does as
+// ONNX means it: element-wise ops and their derivatives, broadcasting binary ops, sums over dims,
+// layer normalization, batch-norm statistics and the gradient through them, zero padding, and
+// 2-D pooling windows cuDNN cannot express (asymmetric pads, dilation). Every launch goes on
+// `stream` and returns at once; launch errors are thrown as partita::Error.
+
+#include "kernel_shapes.h"
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace partita::runtime::cuda {
+
+inline constexpr int max_rank = 8;
+
+// Row-major extents and, per input, the stride of each output dim in that input (0 where it
+// broadcasts).
+struct Broadcast {
+  int rank = 0;
+  std::int64_t out[max_rank] = {};
+  std::int64_t a_stride[max_rank] = {};
+  std::int64_t b_stride[max_rank] = {};
+};
+
+void eltwise_forward(cudaStream_t stream, Eltwise kind, std::int64_t n, const float* x, float* y);
+void eltwise_backward(cudaStream_t stream, Eltwise kind, std::int64_t n, const float* x, const float* dy, float* dx);
+void binary(cudaStream_t stream, Binary kind, const Broadcast& shape, const float* a, const float* b, float* c);
+// dst = src summed over the dims where dst_dims is 1 and src_dims is not (same rank <= max_rank).
+void reduce_sum(cudaStream_t stream, const Dims& src_dims, const float* src, const Dims& dst_dims, float* dst);
+
+void layer_norm_forward(cudaStream_t stream, std::int64_t rows, std::int64_t norm, float epsilon, const float* x,
+                        const float* scale, const float* shift, float* y, float* mean, float* inv_std);
+// dx (when not nullptr) and d_scale / d_shift (when not nullptr); `scratch` holds 2 * rows floats.
+void layer_norm_backward(cudaStream_t stream, std::int64_t rows, std::int64_t norm, float epsilon, const float* x,
+                         const float* scale, const float* dy, float* dx, float* d_scale, float* d_shift,
+                         float* scratch);
+
+// Per channel of X [n, c, spatial]: mean and population variance.
+void batch_norm_statistics(cudaStream_t stream, const BatchNormShape& s, const float* x, float* mean, float* variance);
+// With given statistics: d_scale = sum(dy * xhat), d_shift = sum(dy) per channel, and (when dx is
+// not nullptr) dx = dy * scale / sigma.
+void batch_norm_backward_given(cudaStream_t stream, const BatchNormShape& s, const float* x, const float* scale,
+                               const float* mean, const float* variance, const float* dy, float* dx, float* d_scale,
+                               float* d_shift);
+// dx -= scale / sigma * (d_shift + xhat * d_scale) / count.
+void batch_norm_backward_statistics(cudaStream_t stream, const BatchNormShape& s, std::int64_t count, const float* x,
+                                    const float* scale, const float* mean, const float* variance, const float* d_scale,
+                                    const float* d_shift, float* dx);
+
+// planes images [h, w] into [h + top + bottom, w + left + right], the border filled with `value`.
+void pad2d(cudaStream_t stream, std::int64_t planes, std::int64_t h, std::int64_t w, std::int64_t top,
+           std::int64_t left, std::int64_t bottom, std::int64_t right, float value, const float* x, float* padded);
+// The inverse: the [h, w] interior of each padded plane.
+void crop2d(cudaStream_t stream, std::int64_t planes, std::int64_t h, std::int64_t w, std::int64_t top,
+            std::int64_t left, std::int64_t bottom, std::int64_t right, const float* padded, float* x);
+
+// Direct 2-D pooling over any window (dx is zeroed and accumulated by the backward pass).
+void pool_forward(cudaStream_t stream, Pool kind, const PoolShape& s, const float* x, float* y);
+void pool_backward(cudaStream_t stream, Pool kind, const PoolShape& s, const float* x, const float* dy, float* dx);
+
+} // namespace partita::runtime::cuda

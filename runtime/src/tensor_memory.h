@@ -1,0 +1,52 @@
+#pragma once
+
+// Where tensor buffers live. Shards are packed, unpacked and sent over MPI on the host and read
+// by the backend's kernels, so their storage comes from one process-wide memory resource chosen
+// at start-up: the heap for the CPU backend, CUDA managed memory for the CUDA backend (one
+// pointer valid on the host and on the device, no copy per kernel call). A buffer keeps the
+// resource it was allocated from, so switching resources never frees through the wrong one.
+
+#include <cstddef>
+#include <memory_resource>
+#include <type_traits>
+#include <vector>
+
+namespace partita::runtime {
+
+// The resource new tensor buffers come from (std::pmr::new_delete_resource() unless set).
+std::pmr::memory_resource* tensor_memory() noexcept;
+// Makes `resource` (not nullptr, outliving every buffer allocated from it) the one new tensor
+// buffers come from; returns the previous one.
+std::pmr::memory_resource* set_tensor_memory(std::pmr::memory_resource* resource);
+
+// The allocator of tensor buffers: the process-wide resource at the time the container was
+// made, carried along by moves, swaps and assignments.
+template <class T> class TensorAllocator {
+public:
+  using value_type = T;
+  using propagate_on_container_copy_assignment = std::true_type;
+  using propagate_on_container_move_assignment = std::true_type;
+  using propagate_on_container_swap = std::true_type;
+
+  TensorAllocator() noexcept : m_resource(tensor_memory()) {}
+  template <class U>
+  TensorAllocator(const TensorAllocator<U>& other) noexcept : m_resource(other.resource()) {} // NOLINT: rebinding
+
+  T* allocate(std::size_t n) { return static_cast<T*>(m_resource->allocate(n * sizeof(T), alignof(T))); }
+  void deallocate(T* p, std::size_t n) noexcept { m_resource->deallocate(p, n * sizeof(T), alignof(T)); }
+  // A copy is a new buffer: it lives where new buffers live now.
+  TensorAllocator select_on_container_copy_construction() const noexcept { return {}; }
+
+  std::pmr::memory_resource* resource() const noexcept { return m_resource; }
+  friend bool operator==(const TensorAllocator& a, const TensorAllocator& b) noexcept {
+    return a.m_resource == b.m_resource;
+  }
+
+private:
+  std::pmr::memory_resource* m_resource;
+};
+
+// A tensor buffer: what a Shard holds, and any scratch a backend kernel reads or writes.
+using Floats = std::vector<float, TensorAllocator<float>>;
+
+} // namespace partita::runtime
