@@ -40,6 +40,7 @@ struct RunOptions {
   int iterations = 10;
   int warmup = 2;
   int threads = 1;
+  std::string backend = "cpu";
   int top = 15;
   int timeout = 600;
   std::string work_dir;
@@ -75,6 +76,9 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--iterations", o->iterations, "timed iterations")->check(CLI::PositiveNumber)->capture_default_str();
   cmd->add_option("--warmup", o->warmup, "untimed iterations first")
       ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_option("--backend", o->backend, "partita-run's backend: cpu (oneDNN + MPI) or cuda (cuBLAS/cuDNN + NCCL)")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
       ->capture_default_str();
   cmd->add_option("--threads", o->threads, "compute threads per rank")
       ->check(CLI::PositiveNumber)
@@ -116,7 +120,7 @@ void add_run_command(CLI::App& app) {
     io::write_json_file(plan_file, plan);
     const std::string command = launch::shell_line(launch::mpirun_command(
         {o->mpirun, o->ranks, o->threads, o->timeout, runner,
-         launch::run_arguments(plan_file, o->warmup, o->iterations, o->threads, trace, measurements)}));
+         launch::run_arguments(plan_file, o->warmup, o->iterations, o->threads, trace, measurements, o->backend)}));
     std::cout << fmt::format("plan {} on {} ({} of {} devices), {}: predicted iteration {} ms\n", spec, cl.name,
                              o->ranks, cl.device_count(), family.name(), ms(p.iteration_time));
     std::cout << fmt::format("running: {}\n", command) << std::flush;

@@ -72,7 +72,7 @@ bool RunJob::start(const std::shared_ptr<const Analysis>& analysis, const RunSet
     const auto command = launch::mpirun_command(
         {settings.mpirun.toStdString(), m_plan.devices(), settings.threads, settings.timeout, runner,
          launch::run_arguments(dir / "plan.json", settings.warmup, settings.iterations, settings.threads,
-                               dir / "trace.json", dir / "measurements.json")});
+                               dir / "trace.json", dir / "measurements.json", settings.backend.toStdString())});
     m_command = qs(launch::shell_line(command));
     QStringList arguments;
     for (std::size_t i = 1; i < command.size(); ++i) {

@@ -38,7 +38,8 @@ struct RunSettings {
   int iterations = 10;
   int warmup = 2;
   int threads = 1;
-  int timeout = 600; // seconds, the whole job
+  int timeout = 600;                       // seconds, the whole job
+  QString backend = QStringLiteral("cpu"); // partita-run --backend: cpu or cuda
   QString mpirun = QStringLiteral("mpirun");
 };
 

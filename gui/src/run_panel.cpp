@@ -31,15 +31,18 @@ RunPanel::RunPanel(QWidget* parent)
     : QWidget(parent), m_job(new RunJob(this)), m_model(new RunOpsModel(this)),
       m_proxy(new QSortFilterProxyModel(this)), m_run(new QPushButton(tr("&Run on this machine"), this)),
       m_cancel(new QPushButton(tr("Cancel"), this)), m_iterations(new QSpinBox(this)), m_threads(new QSpinBox(this)),
-      m_progress(new QProgressBar(this)), m_status(new QLabel(this)), m_summary(new QLabel(this)),
-      m_list(new QListWidget(this)), m_compareWith(new QComboBox(this)), m_view(new QTableView(this)),
-      m_scatter(new ChartWidget(this)), m_timeline(new TimelineWidget(this)), m_iteration(new QSpinBox(this)),
-      m_log(new QPlainTextEdit(this)) {
+      m_backend(new QComboBox(this)), m_progress(new QProgressBar(this)), m_status(new QLabel(this)),
+      m_summary(new QLabel(this)), m_list(new QListWidget(this)), m_compareWith(new QComboBox(this)),
+      m_view(new QTableView(this)), m_scatter(new ChartWidget(this)), m_timeline(new TimelineWidget(this)),
+      m_iteration(new QSpinBox(this)), m_log(new QPlainTextEdit(this)) {
   m_run->setToolTip(tr("Write the plan on screen and run it for real: mpirun -np <devices> partita-run plan.json"));
   m_iterations->setRange(1, 1000);
   m_iterations->setValue(10);
   m_threads->setRange(1, std::max(1, QThread::idealThreadCount()));
   m_threads->setValue(1);
+  m_backend->addItem(tr("CPU (oneDNN + MPI)"), QStringLiteral("cpu"));
+  m_backend->addItem(tr("CUDA (cuBLAS/cuDNN + NCCL)"), QStringLiteral("cuda"));
+  m_backend->setToolTip(tr("partita-run's backend; CUDA needs one GPU per rank"));
   m_progress->setRange(0, 1);
   m_progress->setValue(0);
   m_progress->setTextVisible(true);
@@ -70,6 +73,7 @@ RunPanel::RunPanel(QWidget* parent)
   controls->addWidget(m_iterations);
   controls->addWidget(new QLabel(tr("threads per rank"), this));
   controls->addWidget(m_threads);
+  controls->addWidget(m_backend);
   controls->addWidget(m_progress, 1);
 
   auto* left = new QWidget(this);
@@ -145,6 +149,7 @@ RunSettings RunPanel::settings() const {
   RunSettings s;
   s.iterations = m_iterations->value();
   s.threads = m_threads->value();
+  s.backend = m_backend->currentData().toString();
   return s;
 }
 

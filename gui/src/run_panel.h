@@ -79,6 +79,7 @@ private:
   QPushButton* m_cancel;
   QSpinBox* m_iterations;
   QSpinBox* m_threads;
+  QComboBox* m_backend;
   QProgressBar* m_progress;
   QLabel* m_status;
   QLabel* m_summary;

@@ -73,7 +73,8 @@ std::vector<std::string> mpirun_command(const MpiJob& job) {
 }
 
 std::vector<std::string> run_arguments(const fs::path& plan, int warmup, int iterations, int threads,
-                                       const fs::path& trace, const fs::path& measurements) {
+                                       const fs::path& trace, const fs::path& measurements,
+                                       const std::string& backend) {
   return {plan.string(),
           "--warmup",
           std::to_string(warmup),
@@ -84,7 +85,9 @@ std::vector<std::string> run_arguments(const fs::path& plan, int warmup, int ite
           "--trace",
           trace.string(),
           "--measurements",
-          measurements.string()};
+          measurements.string(),
+          "--backend",
+          backend};
 }
 
 std::string shell_line(const std::vector<std::string>& command) {

@@ -34,9 +34,11 @@ struct MpiJob {
 // --allow-run-as-root as root, OMP_NUM_THREADS exported to every rank.
 std::vector<std::string> mpirun_command(const MpiJob& job);
 
-// partita-run's arguments for a timed run of `plan` writing `trace` and `measurements`.
+// partita-run's arguments for a timed run of `plan` on `backend` (cpu, cuda) writing `trace` and
+// `measurements`.
 std::vector<std::string> run_arguments(const std::filesystem::path& plan, int warmup, int iterations, int threads,
-                                       const std::filesystem::path& trace, const std::filesystem::path& measurements);
+                                       const std::filesystem::path& trace, const std::filesystem::path& measurements,
+                                       const std::string& backend = "cpu");
 
 // One shell word per argument, quoted where needed: for showing a command and for popen.
 std::string shell_line(const std::vector<std::string>& command);
