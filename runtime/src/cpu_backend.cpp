@@ -1,9 +1,11 @@
 // The CPU backend: oneDNN 2.x primitives (matmul, eltwise, binary, reduction, softmax,
-// convolution, pooling, normalization). oneDNN caches primitives by descriptor, so re-creating one
-// per call costs a lookup, not a JIT. Convolutions let oneDNN pick its blocked layouts (format
-// `any`) and reorder the dense NCHW buffers in and out: its direct kernels need them to be fast.
+// convolution, pooling, normalization; the recurrent layers in cpu_recurrent.cpp). oneDNN caches
+// primitives by descriptor, so re-creating one per call costs a lookup, not a JIT. Convolutions let
+// oneDNN pick its blocked layouts (format `any`) and reorder the dense NCHW buffers in and out: its
+// direct kernels need them to be fast.
 
 #include "backend.h"
+#include "cpu_recurrent.h"
 
 #include "partita/graph/error.h"
 
@@ -510,6 +512,16 @@ public:
         }
       }
     }
+  }
+
+  void recurrent_forward(const RecurrentShape& s, const RecurrentInputs& in, const RecurrentOutputs& out,
+                         std::vector<float>& saved) override {
+    cpu::recurrent_forward(m_engine, m_stream, s, in, out, saved);
+  }
+
+  void recurrent_backward(const RecurrentShape& s, const RecurrentInputs& in, const std::vector<float>& saved,
+                          const RecurrentOutputGradients& d_out, const RecurrentInputGradients& d_in) override {
+    cpu::recurrent_backward(m_engine, m_stream, s, in, saved, d_out, d_in);
   }
 
   void sgd_update(std::int64_t n, float learning_rate, const float* gradient, float* weights) override {

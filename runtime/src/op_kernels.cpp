@@ -1,6 +1,7 @@
 #include "op_kernels.h"
 
 #include "op_kernels_cnn.h"
+#include "op_kernels_rnn.h"
 
 #include "partita/graph/error.h"
 
@@ -363,6 +364,9 @@ std::string missing_kernel(const graph::Graph& g, graph::OpId id) {
   if (cnn::handles(op.type)) {
     return cnn::missing_kernel(g, id);
   }
+  if (rnn::handles(op.type)) {
+    return rnn::missing_kernel(g, id);
+  }
   return fmt::format("no kernel for {} yet", op.type);
 }
 
@@ -449,6 +453,8 @@ void run_forward(Backend& backend, const graph::Graph& g, graph::OpId id, const 
     // Filled once when the executor allocated it.
   } else if (cnn::handles(op.type)) {
     cnn::forward(backend, g, id, buf);
+  } else if (rnn::handles(op.type)) {
+    rnn::forward(backend, g, id, buf);
   } else {
     std::int64_t bytes = 0;
     for (const auto* s : buf.inputs) {
@@ -611,6 +617,8 @@ void run_backward(Backend& backend, const graph::Graph& g, graph::OpId id, const
     // No gradient flows through a comparison or into a constant.
   } else if (cnn::handles(op.type)) {
     cnn::backward(backend, g, id, buf, d_out, d_in);
+  } else if (rnn::handles(op.type)) {
+    rnn::backward(backend, g, id, buf, d_out, d_in);
   } else {
     std::int64_t bytes = 0;
     for (const auto* s : d_out) {
