@@ -70,7 +70,9 @@ struct RecurrentShape {
   RecurrentDirection direction = RecurrentDirection::forward;
   std::int64_t seq = 1, batch = 1, input = 1, hidden = 1;
   std::int64_t directions() const { return direction == RecurrentDirection::bidirectional ? 2 : 1; }
-  std::int64_t gates() const { return cell == Cell::lstm ? 4 : cell == Cell::gru || cell == Cell::gru_linear_before_reset ? 3 : 1; }
+  std::int64_t gates() const {
+    return cell == Cell::lstm ? 4 : cell == Cell::gru || cell == Cell::gru_linear_before_reset ? 3 : 1;
+  }
 };
 
 // The forward pass's inputs; a nullptr B, P, initial_h or initial_c is zeros (P: no peepholes).
@@ -177,9 +179,8 @@ public:
     throw Error(fmt::format("backend '{}' has no recurrent (LSTM, GRU, RNN) kernels", name()));
   }
   // With the same inputs and the `saved` of the forward pass.
-  virtual void recurrent_backward(const RecurrentShape& s, const RecurrentInputs& in,
-                                  const std::vector<float>& saved, const RecurrentOutputGradients& d_out,
-                                  const RecurrentInputGradients& d_in) {
+  virtual void recurrent_backward(const RecurrentShape& s, const RecurrentInputs& in, const std::vector<float>& saved,
+                                  const RecurrentOutputGradients& d_out, const RecurrentInputGradients& d_in) {
     (void)s, (void)in, (void)saved, (void)d_out, (void)d_in;
     throw Error(fmt::format("backend '{}' has no recurrent (LSTM, GRU, RNN) kernels", name()));
   }

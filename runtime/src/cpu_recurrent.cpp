@@ -211,10 +211,10 @@ Pds primitive_descs(const dnnl::engine& e, const RecurrentShape& s, const Descs&
   Pds p;
   switch (s.cell) {
   case Cell::lstm: {
-    const dnnl::lstm_forward::primitive_desc f(
-        dnnl::lstm_forward::desc(fwd, dir, m.src_layer, m.src_iter, m.src_iter_c, m.weights_layer, m.weights_iter,
-                                 m.peephole, m.bias, m.dst_layer, m.dst_iter, m.dst_iter_c),
-        e);
+    const dnnl::lstm_forward::primitive_desc f(dnnl::lstm_forward::desc(fwd, dir, m.src_layer, m.src_iter, m.src_iter_c,
+                                                                        m.weights_layer, m.weights_iter, m.peephole,
+                                                                        m.bias, m.dst_layer, m.dst_iter, m.dst_iter_c),
+                                               e);
     p.forward = f;
     if (backward) {
       p.backward = dnnl::lstm_backward::primitive_desc(
@@ -261,8 +261,8 @@ Pds primitive_descs(const dnnl::engine& e, const RecurrentShape& s, const Descs&
   case Cell::rnn_sigmoid: {
     const auto act = rnn_activation(s.cell);
     const dnnl::vanilla_rnn_forward::primitive_desc f(
-        dnnl::vanilla_rnn_forward::desc(fwd, act, dir, m.src_layer, m.src_iter, m.weights_layer, m.weights_iter,
-                                        m.bias, m.dst_layer, m.dst_iter),
+        dnnl::vanilla_rnn_forward::desc(fwd, act, dir, m.src_layer, m.src_iter, m.weights_layer, m.weights_iter, m.bias,
+                                        m.dst_layer, m.dst_iter),
         e);
     p.forward = f;
     if (backward) {
@@ -443,8 +443,7 @@ void recurrent_backward(const dnnl::engine& engine, dnnl::stream& stream, const 
       {DNNL_ARG_DST_LAYER, dnnl::memory(m.dst_layer, engine, kept + layout.dst_layer)},
       {DNNL_ARG_DST_ITER, dnnl::memory(m.dst_iter, engine, kept + layout.dst_iter)},
       {DNNL_ARG_WORKSPACE, dnnl::memory(pd.workspace_desc(), engine, kept)},
-      {DNNL_ARG_DIFF_SRC_LAYER,
-       dnnl::memory(m.src_layer, engine, d_in.dx != nullptr ? d_in.dx : dx_scratch.data())},
+      {DNNL_ARG_DIFF_SRC_LAYER, dnnl::memory(m.src_layer, engine, d_in.dx != nullptr ? d_in.dx : dx_scratch.data())},
       {DNNL_ARG_DIFF_SRC_ITER,
        dnnl::memory(m.src_iter, engine, d_in.d_initial_h != nullptr ? d_in.d_initial_h : dh_scratch.data())},
       {DNNL_ARG_DIFF_WEIGHTS_LAYER, dwl},
@@ -455,9 +454,9 @@ void recurrent_backward(const dnnl::engine& engine, dnnl::stream& stream, const 
   if (g.lstm) {
     args.emplace(DNNL_ARG_SRC_ITER_C, im.src_iter_c);
     args.emplace(DNNL_ARG_DST_ITER_C, dnnl::memory(m.dst_iter_c, engine, kept + layout.dst_iter_c));
-    args.emplace(DNNL_ARG_DIFF_SRC_ITER_C, dnnl::memory(m.src_iter_c, engine,
-                                                        d_in.d_initial_c != nullptr ? d_in.d_initial_c
-                                                                                    : dc_scratch.data()));
+    args.emplace(
+        DNNL_ARG_DIFF_SRC_ITER_C,
+        dnnl::memory(m.src_iter_c, engine, d_in.d_initial_c != nullptr ? d_in.d_initial_c : dc_scratch.data()));
     args.emplace(DNNL_ARG_DIFF_DST_ITER_C, dnnl::memory(m.dst_iter_c, engine, mut(dy_c)));
   }
   std::optional<dnnl::memory> dpeep;

@@ -244,8 +244,8 @@ Dims state_dims(const RecurrentShape& s) {
 
 std::vector<float>& saved_of(const graph::Op& op, const OpBuffers& buf) {
   if (buf.saved == nullptr) {
-    throw Error(fmt::format("op '{}' ({}): no room to keep the forward pass's states for the backward pass", op.name,
-                            op.type));
+    throw Error(
+        fmt::format("op '{}' ({}): no room to keep the forward pass's states for the backward pass", op.name, op.type));
   }
   return *buf.saved;
 }
@@ -288,8 +288,7 @@ void forward(Backend& backend, const graph::Graph& g, graph::OpId id, const OpBu
   // Time-major results, then ONNX's layout 1: Y [batch, seq, dirs, hidden], states [batch, dirs, hidden].
   std::vector<float> ty(y != nullptr ? static_cast<std::size_t>(s.seq * s.directions() * s.batch * s.hidden) : 0);
   std::vector<float> th(static_cast<std::size_t>(s.directions() * s.batch * s.hidden)), tc(th.size());
-  backend.recurrent_forward(s, p.inputs, {y != nullptr ? ty.data() : nullptr, th.data(), tc.data()},
-                            saved_of(op, buf));
+  backend.recurrent_forward(s, p.inputs, {y != nullptr ? ty.data() : nullptr, th.data(), tc.data()}, saved_of(op, buf));
   if (y != nullptr) {
     y->data = permuted(ty.data(), y_dims(s), {2, 0, 1, 3});
   }

@@ -219,8 +219,7 @@ TEST_P(RecurrentKernel, ForwardMatchesOnnxFormulas) {
   const FloatTensors f(t);
   const Outputs want = reference(s, t);
   std::vector<float> y(want.y.size()), y_h(want.y_h.size()), y_c(want.y_c.size()), saved;
-  backend->recurrent_forward(s, f.inputs(), {y.data(), y_h.data(), s.cell == Cell::lstm ? y_c.data() : nullptr},
-                             saved);
+  backend->recurrent_forward(s, f.inputs(), {y.data(), y_h.data(), s.cell == Cell::lstm ? y_c.data() : nullptr}, saved);
   expect_near(y, want.y, 2e-5, "Y");
   expect_near(y_h, want.y_h, 2e-5, "Y_h");
   if (s.cell == Cell::lstm) {
@@ -256,14 +255,14 @@ TEST_P(RecurrentKernel, BackwardMatchesFiniteDifferences) {
   std::vector<float> y(shapes.y.size()), y_h(shapes.y_h.size()), y_c(shapes.y_c.size()), saved;
   backend->recurrent_forward(s, f.inputs(), {y.data(), y_h.data(), lstm ? y_c.data() : nullptr}, saved);
   const auto fy = to_float(gy), fh = to_float(gh), fc = to_float(gc);
-  std::vector<float> dx(t.x.size()), dw(t.w.size()), dr(t.r.size()), db(t.b.size()), dp(t.p.size()),
-      dh0(t.h0.size()), dc0(t.c0.size());
+  std::vector<float> dx(t.x.size()), dw(t.w.size()), dr(t.r.size()), db(t.b.size()), dp(t.p.size()), dh0(t.h0.size()),
+      dc0(t.c0.size());
   const auto out = [](std::vector<float>& v) { return v.empty() ? nullptr : v.data(); };
   backend->recurrent_backward(s, f.inputs(), saved, {fy.data(), fh.data(), lstm ? fc.data() : nullptr},
                               {out(dx), out(dw), out(dr), out(db), out(dp), out(dh0), out(dc0)});
 
   const std::pair<Vec Tensors::*, std::vector<float>*> checks[] = {
-      {&Tensors::x, &dx}, {&Tensors::w, &dw}, {&Tensors::r, &dr},   {&Tensors::b, &db},
+      {&Tensors::x, &dx}, {&Tensors::w, &dw},   {&Tensors::r, &dr},  {&Tensors::b, &db},
       {&Tensors::p, &dp}, {&Tensors::h0, &dh0}, {&Tensors::c0, &dc0}};
   const char* names[] = {"dX", "dW", "dR", "dB", "dP", "d initial_h", "d initial_c"};
   constexpr double eps = 1e-5;
@@ -433,12 +432,12 @@ TEST_P(OnnxNodeTest, ForwardMatchesOnnxExpectedOutputs) {
   EXPECT_GE(compared, 1);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    LibOnnxTestdata, OnnxNodeTest,
-    ::testing::Values("test_lstm_defaults", "test_lstm_with_initial_bias", "test_lstm_with_peepholes",
-                      "test_lstm_batchwise", "test_gru_defaults", "test_gru_with_initial_bias", "test_gru_seq_length",
-                      "test_gru_batchwise", "test_simple_rnn_defaults", "test_simple_rnn_with_initial_bias",
-                      "test_rnn_seq_length", "test_simple_rnn_batchwise"));
+INSTANTIATE_TEST_SUITE_P(LibOnnxTestdata, OnnxNodeTest,
+                         ::testing::Values("test_lstm_defaults", "test_lstm_with_initial_bias",
+                                           "test_lstm_with_peepholes", "test_lstm_batchwise", "test_gru_defaults",
+                                           "test_gru_with_initial_bias", "test_gru_seq_length", "test_gru_batchwise",
+                                           "test_simple_rnn_defaults", "test_simple_rnn_with_initial_bias",
+                                           "test_rnn_seq_length", "test_simple_rnn_batchwise"));
 
 // The op kernel's layout-1 path (transposes of X, Y, states and their gradients) against finite
 // differences of its own forward pass, on a batch-first node test.
@@ -492,7 +491,8 @@ TEST(RecurrentOpKernel, BatchFirstBackwardMatchesFiniteDifferences) {
         v[e] = keep - eps;
         const double down = loss();
         v[e] = keep;
-        EXPECT_NEAR(d_in_shards[i].data[e], (up - down) / (2 * eps), 2e-3) << name << " input " << i << " element " << e;
+        EXPECT_NEAR(d_in_shards[i].data[e], (up - down) / (2 * eps), 2e-3)
+            << name << " input " << i << " element " << e;
       }
     }
   }
