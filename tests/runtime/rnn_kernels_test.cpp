@@ -500,3 +500,42 @@ TEST(RecurrentOpKernel, BatchFirstBackwardMatchesFiniteDifferences) {
 
 } // namespace
 } // namespace partita::runtime
+
+namespace partita::runtime {
+namespace {
+
+// What oneDNN cannot compute is refused with the op and the reason, before and while running.
+TEST(RecurrentOpKernel, RefusesWhatItCannotCompute) {
+  if (!std::filesystem::exists(node_tests / "test_lstm_defaults")) {
+    GTEST_SKIP() << "libonnx-testdata is not installed";
+  }
+  const std::vector<std::pair<std::function<void(graph::Op&)>, std::string>> refused{
+      {[](graph::Op& op) { op.attrs["clip"] = 3.0; }, "clip"},
+      {[](graph::Op& op) { op.attrs["input_forget"] = std::int64_t{1}; }, "input_forget"},
+      {[](graph::Op& op) {
+         op.attrs["activations"] = std::vector<std::string>{"Sigmoid", "Relu", "Tanh"};
+       },
+       "activations [Sigmoid, Relu, Tanh]"},
+      {[](graph::Op& op) { op.attrs["activation_alpha"] = std::vector<double>{0.5}; }, "activation_alpha"}};
+  auto backend = make_cpu_backend(1);
+  for (const auto& [change, reason] : refused) {
+    NodeTest t("test_lstm_defaults");
+    EXPECT_EQ(missing_kernel(t.g, 0), "");
+    change(t.g.op(0));
+    EXPECT_NE(missing_kernel(t.g, 0).find(reason), std::string::npos) << missing_kernel(t.g, 0);
+    try {
+      run_forward(*backend, t.g, 0, t.buffers());
+      ADD_FAILURE() << "ran an LSTM with " << reason;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("op '" + t.g.op(0).name + "' (LSTM)"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(reason), std::string::npos) << e.what();
+    }
+  }
+  // Sequences shorter than the tensor's time extent: refused on the data.
+  NodeTest t("test_lstm_with_peepholes");
+  t.in_shards[4].data.assign(t.in_shards[4].data.size(), 0.F);
+  EXPECT_THROW(run_forward(*backend, t.g, 0, t.buffers()), Error);
+}
+
+} // namespace
+} // namespace partita::runtime
