@@ -417,7 +417,7 @@ void recurrent_backward(const dnnl::engine& engine, dnnl::stream& stream, const 
   }
   InputMemories im;
   prepare_inputs(engine, g, s.cell, m, in, im);
-  float* kept = const_cast<float*>(saved.data()); // oneDNN takes non-const handles; it only reads these
+  auto* kept = const_cast<float*>(saved.data()); // oneDNN takes non-const handles; it only reads these
 
   // Gradients arriving: Y's in oneDNN's layout, zeros for those not given.
   std::vector<float> dy(sz(g.y()), 0.F);

@@ -85,10 +85,8 @@ std::string unsupported(const graph::Op& op) {
   for (std::size_t d = 0; d < dirs; ++d) {
     all.insert(all.end(), want.begin(), want.end());
   }
-  std::vector<std::string> got;
-  for (const auto& a : given) {
-    got.push_back(lower(a));
-  }
+  std::vector<std::string> got(given.size());
+  std::transform(given.begin(), given.end(), got.begin(), lower);
   if (got != all) {
     return fmt::format("activations [{}] (supported: ONNX's defaults [{}])", fmt::join(given, ", "),
                        fmt::join(all, ", "));
