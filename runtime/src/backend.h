@@ -11,8 +11,13 @@
 // timestamp, calls synchronize() first.
 
 #include "kernel_shapes.h"
+#include "tensor_memory.h"
 
 #include <mpi.h>
+
+#include "partita/graph/error.h"
+
+#include <fmt/format.h>
 
 #include <cstdint>
 #include <memory>
@@ -66,8 +71,7 @@ public:
   virtual void conv_forward(const ConvShape& s, const float* x, const float* w, const float* bias, float* y) = 0;
   virtual void conv_backward_data(const ConvShape& s, const float* w, const float* dy, float* dx) = 0;
   // dW, and d_bias (dY summed over n and the spatial dims) when not nullptr.
-  virtual void conv_backward_weights(const ConvShape& s, const float* x, const float* dy, float* dw,
-                                     float* d_bias) = 0;
+  virtual void conv_backward_weights(const ConvShape& s, const float* x, const float* dy, float* dw, float* d_bias) = 0;
 
   virtual void pool_forward(Pool kind, const PoolShape& s, const float* x, float* y) = 0;
   // dx from the forward input x (a max pool finds its arg-max again).
@@ -91,6 +95,20 @@ public:
   virtual void batch_norm_backward_statistics(const BatchNormShape& s, std::int64_t count, const float* x,
                                               const float* scale, const float* mean, const float* variance,
                                               const float* d_scale, const float* d_shift, float* dx) = 0;
+
+  // A recurrent layer in training mode. `saved` receives what the backward pass needs (its contents
+  // are the backend's: oneDNN keeps its workspace and the states there).
+  virtual void recurrent_forward(const RecurrentShape& s, const RecurrentInputs& in, const RecurrentOutputs& out,
+                                 Floats& saved) {
+    (void)s, (void)in, (void)out, (void)saved;
+    throw Error(fmt::format("backend '{}' has no recurrent (LSTM, GRU, RNN) kernels", name()));
+  }
+  // With the same inputs and the `saved` of the forward pass.
+  virtual void recurrent_backward(const RecurrentShape& s, const RecurrentInputs& in, const Floats& saved,
+                                  const RecurrentOutputGradients& d_out, const RecurrentInputGradients& d_in) {
+    (void)s, (void)in, (void)saved, (void)d_out, (void)d_in;
+    throw Error(fmt::format("backend '{}' has no recurrent (LSTM, GRU, RNN) kernels", name()));
+  }
 
   // Plain SGD: weights -= learning_rate * gradient, over n elements.
   virtual void sgd_update(std::int64_t n, float learning_rate, const float* gradient, float* weights) = 0;

@@ -99,8 +99,8 @@ int run(const Options& opt, int rank, int size) {
                         where.nodes, backend->name(), opt.threads, opt.quick ? ", quick" : ""));
   // The CPU backend has no convolution kernel: GEMMs and memory-bound kernels only.
   say(rank, "\n# compute: GEMMs on every rank at once (time: slowest rank, median of trials)\n");
-  const auto gemms =
-      opt.quick ? gemm_sweep(*backend, MPI_COMM_WORLD, budget, 5, 9, 2) : gemm_sweep(*backend, MPI_COMM_WORLD, budget, 5, 10, 4);
+  const auto gemms = opt.quick ? gemm_sweep(*backend, MPI_COMM_WORLD, budget, 5, 9, 2)
+                               : gemm_sweep(*backend, MPI_COMM_WORLD, budget, 5, 10, 4);
   say(rank, kernel_table(gemms, true));
   say(rank, "\n# memory-bound kernels on every rank at once\n");
   const auto memory = opt.quick ? memory_sweep(*backend, MPI_COMM_WORLD, budget, 3, 8, 2)
@@ -108,7 +108,7 @@ int run(const Options& opt, int rank, int size) {
   say(rank, kernel_table(memory, false));
 
   const Collective collectives[] = {Collective::all_reduce, Collective::all_gather, Collective::reduce_scatter,
-                                    Collective::broadcast, Collective::send_recv, Collective::all_to_all};
+                                    Collective::broadcast,  Collective::send_recv,  Collective::all_to_all};
   const double max_bytes = opt.quick ? std::min(opt.max_bytes, 4.0 * 1024 * 1024) : opt.max_bytes;
   const double step = opt.quick ? 4 : 2;
   nlohmann::json coll_json = nlohmann::json::array();

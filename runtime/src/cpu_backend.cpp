@@ -1,10 +1,12 @@
 // The CPU backend: oneDNN 2.x primitives (matmul, eltwise, binary, reduction, softmax,
-// convolution, pooling, normalization). oneDNN caches primitives by descriptor, so re-creating one
-// per call costs a lookup, not a JIT. Convolutions let oneDNN pick its blocked layouts (format
-// `any`) and reorder the dense NCHW buffers in and out: its direct kernels need them to be fast.
+// convolution, pooling, normalization; the recurrent layers in cpu_recurrent.cpp). oneDNN caches
+// primitives by descriptor, so re-creating one per call costs a lookup, not a JIT. Convolutions let
+// oneDNN pick its blocked layouts (format `any`) and reorder the dense NCHW buffers in and out: its
+// direct kernels need them to be fast.
 
 #include "backend.h"
 #include "collectives.h"
+#include "cpu_recurrent.h"
 
 #include "partita/graph/error.h"
 
@@ -392,12 +394,11 @@ public:
     const auto src = any({s.n, s.c_in, s.h, s.w});
     const auto dst = any({s.n, s.c_out, s.oh, s.ow});
     const auto wei = conv_weights(s, tag::any);
-    const auto desc = bias ? dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, src, wei,
-                                                                      any({s.c_out}), dst, a.strides, a.dilates,
-                                                                      a.padding_l, a.padding_r)
-                           : dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, src, wei,
-                                                                      dst, a.strides, a.dilates, a.padding_l,
-                                                                      a.padding_r);
+    const auto desc =
+        bias ? dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, src, wei, any({s.c_out}),
+                                                        dst, a.strides, a.dilates, a.padding_l, a.padding_r)
+             : dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, src, wei, dst, a.strides,
+                                                        a.dilates, a.padding_l, a.padding_r);
     const dnnl::convolution_backward_weights::primitive_desc pd(desc, m_engine, hint);
     dnnl::memory xm(nchw(s.n, s.c_in, s.h, s.w), m_engine, mut(x));
     dnnl::memory dym(nchw(s.n, s.c_out, s.oh, s.ow), m_engine, mut(dy));
@@ -443,7 +444,8 @@ public:
       std::vector<float> y(static_cast<std::size_t>(s.n * s.c * s.oh * s.ow));
       dnnl::memory xm(hint.src_desc(), m_engine, mut(x)), ym(hint.dst_desc(), m_engine, y.data());
       dnnl::memory ws(hint.workspace_desc(), m_engine);
-      dnnl::pooling_v2_forward(hint).execute(m_stream, {{DNNL_ARG_SRC, xm}, {DNNL_ARG_DST, ym}, {DNNL_ARG_WORKSPACE, ws}});
+      dnnl::pooling_v2_forward(hint).execute(m_stream,
+                                             {{DNNL_ARG_SRC, xm}, {DNNL_ARG_DST, ym}, {DNNL_ARG_WORKSPACE, ws}});
       args.emplace(DNNL_ARG_WORKSPACE, ws);
     }
     dnnl::pooling_v2_backward(pd).execute(m_stream, args);
@@ -478,8 +480,7 @@ public:
     const dnnl::batch_normalization_forward::primitive_desc hint(
         dnnl::batch_normalization_forward::desc(dnnl::prop_kind::forward_training, md, s.epsilon, flags), m_engine);
     const dnnl::batch_normalization_backward::primitive_desc pd(
-        dnnl::batch_normalization_backward::desc(dnnl::prop_kind::backward, md, md, s.epsilon, flags), m_engine,
-        hint);
+        dnnl::batch_normalization_backward::desc(dnnl::prop_kind::backward, md, md, s.epsilon, flags), m_engine, hint);
     const auto ch = dense({s.c});
     std::vector<float> zeros(static_cast<std::size_t>(s.c), 0.F);
     dnnl::memory xm(md, m_engine, mut(x)), dym(md, m_engine, mut(dy)), dxm(md, m_engine, dx);
@@ -515,6 +516,16 @@ public:
         }
       }
     }
+  }
+
+  void recurrent_forward(const RecurrentShape& s, const RecurrentInputs& in, const RecurrentOutputs& out,
+                         Floats& saved) override {
+    cpu::recurrent_forward(m_engine, m_stream, s, in, out, saved);
+  }
+
+  void recurrent_backward(const RecurrentShape& s, const RecurrentInputs& in, const Floats& saved,
+                          const RecurrentOutputGradients& d_out, const RecurrentInputGradients& d_in) override {
+    cpu::recurrent_backward(m_engine, m_stream, s, in, saved, d_out, d_in);
   }
 
   void sgd_update(std::int64_t n, float learning_rate, const float* gradient, float* weights) override {

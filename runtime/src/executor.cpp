@@ -587,6 +587,11 @@ Executor::Activations Executor::activations() const {
       set.push_back(out.value);
       set.push_back(out.gradient);
     }
+    // What the op's kernel kept from its forward pass for its backward pass (an LSTM's states,
+    // BatchNorm's statistics) belongs to the micro-batch too.
+    Shard saved;
+    saved.data = state.saved;
+    set.emplace_back(std::move(saved));
   }
   return set;
 }
@@ -610,6 +615,14 @@ void Executor::swap_activations(Activations& set) {
       swap(out.value);
       swap(out.gradient);
     }
+    if (k >= set.size()) {
+      throw Error("swap_activations: a set of another executor");
+    }
+    auto& saved = set[k++];
+    if (!saved) {
+      saved.emplace();
+    }
+    std::swap(state.saved, saved->data);
   }
   if (k != set.size()) {
     throw Error("swap_activations: a set of another executor");

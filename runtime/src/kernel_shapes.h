@@ -48,4 +48,56 @@ struct BatchNormShape {
   float epsilon = 1e-5F;
 };
 
+// Recurrent layers as ONNX defines them (LSTM, GRU, RNN), time-major, in ONNX's layouts and gate
+// orders (LSTM i, o, f, c; GRU z, r, h): X [seq, batch, input], W [dirs, gates * hidden, input],
+// R [dirs, gates * hidden, hidden], B [dirs, 2 * gates * hidden] (W's biases, then R's),
+// P [dirs, 3 * hidden] (LSTM peepholes i, o, f), initial_h, initial_c, Y_h and Y_c
+// [dirs, batch, hidden], Y [seq, dirs, batch, hidden]. A reverse layer reads X from its last step.
+// Activations are ONNX's defaults (LSTM sigmoid/tanh/tanh, GRU sigmoid/tanh, RNN as named).
+enum class Cell : std::uint8_t { lstm, gru, gru_linear_before_reset, rnn_tanh, rnn_relu, rnn_sigmoid };
+enum class RecurrentDirection : std::uint8_t { forward, reverse, bidirectional };
+
+struct RecurrentShape {
+  Cell cell = Cell::lstm;
+  RecurrentDirection direction = RecurrentDirection::forward;
+  std::int64_t seq = 1, batch = 1, input = 1, hidden = 1;
+  std::int64_t directions() const { return direction == RecurrentDirection::bidirectional ? 2 : 1; }
+  std::int64_t gates() const {
+    return cell == Cell::lstm ? 4 : cell == Cell::gru || cell == Cell::gru_linear_before_reset ? 3 : 1;
+  }
+};
+
+// The forward pass's inputs; a nullptr B, P, initial_h or initial_c is zeros (P: no peepholes).
+struct RecurrentInputs {
+  const float* x = nullptr;
+  const float* w = nullptr;
+  const float* r = nullptr;
+  const float* b = nullptr;
+  const float* p = nullptr;
+  const float* initial_h = nullptr;
+  const float* initial_c = nullptr;
+};
+// Outputs (nullptr: not wanted; Y_c is LSTM's only).
+struct RecurrentOutputs {
+  float* y = nullptr;
+  float* y_h = nullptr;
+  float* y_c = nullptr;
+};
+// The gradients of Y, Y_h and Y_c (nullptr: zero).
+struct RecurrentOutputGradients {
+  const float* dy = nullptr;
+  const float* dy_h = nullptr;
+  const float* dy_c = nullptr;
+};
+// Gradients of the inputs, written whole (nullptr: not wanted; dp only with peepholes).
+struct RecurrentInputGradients {
+  float* dx = nullptr;
+  float* dw = nullptr;
+  float* dr = nullptr;
+  float* db = nullptr;
+  float* dp = nullptr;
+  float* d_initial_h = nullptr;
+  float* d_initial_c = nullptr;
+};
+
 } // namespace partita::runtime

@@ -1,6 +1,7 @@
 #include "op_kernels.h"
 
 #include "op_kernels_cnn.h"
+#include "op_kernels_rnn.h"
 
 #include "partita/graph/error.h"
 
@@ -324,6 +325,38 @@ void scale_in_place(float* p, std::int64_t n, float factor) {
   }
 }
 
+// Concat: its axis is whole on every rank (core keeps it whole), so the output block is the
+// inputs' blocks laid side by side along it. Visits (input, offset in the input, offset in the
+// output, run length) for every contiguous run.
+template <class Visit> void concat_runs(const graph::Op& op, const OpBuffers& buf, const Shard& y, Visit&& visit) {
+  const Dims ye = y.extents();
+  auto axis = op.attr_int("axis", 0);
+  axis = axis < 0 ? axis + static_cast<std::int64_t>(ye.size()) : axis;
+  const auto a = static_cast<std::size_t>(axis);
+  const std::int64_t outer = product(ye, 0, a), inner = product(ye, a + 1);
+  std::int64_t along = 0;
+  for (const auto* in : buf.inputs) {
+    const Dims xe = in->extents();
+    if (product(xe, 0, a) != outer || product(xe, a + 1) != inner) {
+      throw Error(fmt::format("op '{}' (Concat): an input block [{}] does not match the output block [{}] off axis {}",
+                              op.name, fmt::join(xe, ","), fmt::join(ye, ","), axis));
+    }
+    along += xe[a];
+  }
+  if (along != ye[a]) {
+    throw Error(fmt::format("op '{}' (Concat): the input blocks add up to {} along axis {}, the output block has {}",
+                            op.name, along, axis, ye[a]));
+  }
+  for (std::int64_t o = 0; o < outer; ++o) {
+    std::int64_t at = o * ye[a] * inner;
+    for (std::size_t j = 0; j < buf.inputs.size(); ++j) {
+      const std::int64_t run = buf.inputs[j]->extents()[a] * inner;
+      visit(j, o * run, at, run);
+      at += run;
+    }
+  }
+}
+
 } // namespace
 
 std::string missing_kernel(const graph::Graph& g, graph::OpId id) {
@@ -350,7 +383,8 @@ std::string missing_kernel(const graph::Graph& g, graph::OpId id) {
   if (eltwise_of(op.type) || binary_of(op.type) || is_comparison(op.type) || is_remap(op.type)) {
     return {};
   }
-  if (op.type == "Gemm" || op.type == "Softmax" || op.type == "LayerNormalization" || op.type == "Where") {
+  if (op.type == "Gemm" || op.type == "Softmax" || op.type == "LayerNormalization" || op.type == "Where" ||
+      op.type == "Concat") {
     return {};
   }
   if (op.type == "Cast") {
@@ -363,14 +397,18 @@ std::string missing_kernel(const graph::Graph& g, graph::OpId id) {
   if (cnn::handles(op.type)) {
     return cnn::missing_kernel(g, id);
   }
+  if (rnn::handles(op.type)) {
+    return rnn::missing_kernel(g, id);
+  }
   return fmt::format("no kernel for {} yet", op.type);
 }
 
 sharding::Block window_input_region(const graph::Graph& g, graph::OpId id, const sharding::Block& x_block,
                                     const sharding::Block& y_block) {
   const auto& type = g.op(id).type;
-  return type == "Conv" || type == "MaxPool" || type == "AveragePool" ? cnn::window_input_region(g, id, x_block, y_block)
-                                                                      : x_block;
+  return type == "Conv" || type == "MaxPool" || type == "AveragePool"
+             ? cnn::window_input_region(g, id, x_block, y_block)
+             : x_block;
 }
 
 void run_forward(Backend& backend, const graph::Graph& g, graph::OpId id, const OpBuffers& buf) {
@@ -430,6 +468,11 @@ void run_forward(Backend& backend, const graph::Graph& g, graph::OpId id, const 
         y.data[static_cast<std::size_t>(o)] = x.data[static_cast<std::size_t>(i)];
       });
     }
+  } else if (op.type == "Concat") {
+    Shard& y = *buf.outputs[0];
+    concat_runs(op, buf, y, [&](std::size_t j, std::int64_t from, std::int64_t to, std::int64_t n) {
+      std::copy_n(buf.inputs[j]->data.begin() + from, n, y.data.begin() + to);
+    });
   } else if (op.type == "Cast") {
     // Every tensor is held as fp32 (integers and booleans exactly): a cast is a copy.
     buf.outputs[0]->data = buf.inputs[0]->data;
@@ -450,6 +493,8 @@ void run_forward(Backend& backend, const graph::Graph& g, graph::OpId id, const 
     // Filled once when the executor allocated it.
   } else if (cnn::handles(op.type)) {
     cnn::forward(backend, g, id, buf);
+  } else if (rnn::handles(op.type)) {
+    rnn::forward(backend, g, id, buf);
   } else {
     std::int64_t bytes = 0;
     for (const auto* s : buf.inputs) {
@@ -595,6 +640,12 @@ void run_backward(Backend& backend, const graph::Graph& g, graph::OpId id, const
         });
       }
     }
+  } else if (op.type == "Concat") {
+    concat_runs(op, buf, *d_out[0], [&](std::size_t j, std::int64_t from, std::int64_t to, std::int64_t n) {
+      if (wants(j)) {
+        std::copy_n(d_out[0]->data.begin() + to, n, d_in[j]->data.begin() + from);
+      }
+    });
   } else if (op.type == "Cast") {
     if (wants(0)) {
       d_in[0]->data = d_out[0]->data;
@@ -618,6 +669,8 @@ void run_backward(Backend& backend, const graph::Graph& g, graph::OpId id, const
     // No gradient flows through a comparison or into a constant.
   } else if (cnn::handles(op.type)) {
     cnn::backward(backend, g, id, buf, d_out, d_in);
+  } else if (rnn::handles(op.type)) {
+    rnn::backward(backend, g, id, buf, d_out, d_in);
   } else {
     std::int64_t bytes = 0;
     for (const auto* s : d_out) {

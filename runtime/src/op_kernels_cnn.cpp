@@ -88,7 +88,9 @@ Window2d local_window(const std::array<Axis, 2>& a, const sharding::Block& in, c
   w.stride_w = a[1].stride;
   w.dilation_h = a[0].dilation;
   w.dilation_w = a[1].dilation;
-  const auto before = [&](std::size_t i) { return in.begin[2 + i] - (out.begin[2 + i] * a[i].stride - a[i].pad_begin); };
+  const auto before = [&](std::size_t i) {
+    return in.begin[2 + i] - (out.begin[2 + i] * a[i].stride - a[i].pad_begin);
+  };
   const auto after = [&](std::size_t i) {
     return (out.end[2 + i] - 1) * a[i].stride - a[i].pad_begin + a[i].extent() - in.end[2 + i];
   };
@@ -111,13 +113,11 @@ std::pair<std::int64_t, std::int64_t> conv_channels_read(const graph::Graph& g, 
   }
   const std::int64_t in_per_group = x[1] / groups, out_per_group = y[1] / groups;
   const std::int64_t co0 = w_block.begin[0], co1 = w_block.end[0];
-  if (co0 % out_per_group != 0 || co1 % out_per_group != 0 || w_block.begin[1] != 0 ||
-      w_block.end[1] != in_per_group) {
+  if (co0 % out_per_group != 0 || co1 % out_per_group != 0 || w_block.begin[1] != 0 || w_block.end[1] != in_per_group) {
     throw Error(fmt::format("op '{}' (Conv, group {}): this rank's weight block (output channels {}..{}, input "
                             "channels {}..{}) does not hold whole groups of {} output and {} input channels; plan "
                             "it with a split of the output channels by whole groups",
-                            op.name, groups, co0, co1, w_block.begin[1], w_block.end[1], out_per_group,
-                            in_per_group));
+                            op.name, groups, co0, co1, w_block.begin[1], w_block.end[1], out_per_group, in_per_group));
   }
   return {co0 / out_per_group * in_per_group, co1 / out_per_group * in_per_group};
 }
@@ -282,8 +282,8 @@ void batch_norm_forward(Backend& backend, const graph::Graph& g, const graph::Op
   const auto s = batch_norm_shape(op, x);
   const auto c = static_cast<std::size_t>(s.c);
   if (buf.saved == nullptr) {
-    throw Error(fmt::format("op '{}' (BatchNormalization): no room to keep the statistics for the backward pass",
-                            op.name));
+    throw Error(
+        fmt::format("op '{}' (BatchNormalization): no room to keep the statistics for the backward pass", op.name));
   }
   auto& saved = *buf.saved; // mean, variance
   saved.assign(2 * c, 0.F);
@@ -317,8 +317,8 @@ void batch_norm_forward(Backend& backend, const graph::Graph& g, const graph::Op
     if (buf.outputs[k] == nullptr) {
       continue;
     }
-    const float* running = buf.inputs.size() > k + 2 && buf.inputs[k + 2] != nullptr ? buf.inputs[k + 2]->data.data()
-                                                                                      : nullptr;
+    const float* running =
+        buf.inputs.size() > k + 2 && buf.inputs[k + 2] != nullptr ? buf.inputs[k + 2]->data.data() : nullptr;
     const float* current = k == 1 ? mean : variance;
     for (std::size_t i = 0; i < c; ++i) {
       buf.outputs[k]->data[i] = (running != nullptr ? momentum * running[i] : 0.F) + (1.F - momentum) * current[i];

@@ -21,8 +21,8 @@ double time_per_call(MPI_Comm comm, const SweepBudget& budget, const std::functi
   double slowest = 0;
   check_mpi(MPI_Allreduce(&one, &slowest, 1, MPI_DOUBLE, MPI_MAX, comm), "MPI_Allreduce");
   // Every rank must make the same number of calls: the count follows the agreed slowest estimate.
-  const int calls = static_cast<int>(
-      std::clamp(std::ceil(budget.target_seconds / std::max(slowest, 1e-9)), 1.0, static_cast<double>(budget.max_calls)));
+  const int calls = static_cast<int>(std::clamp(std::ceil(budget.target_seconds / std::max(slowest, 1e-9)), 1.0,
+                                                static_cast<double>(budget.max_calls)));
   std::vector<double> trials;
   for (int t = 0; t < budget.trials; ++t) {
     MPI_Barrier(comm);
@@ -75,8 +75,8 @@ std::vector<KernelTiming> gemm_sweep(Backend& backend, MPI_Comm comm, const Swee
       a.assign(static_cast<std::size_t>(shape.m * shape.k), 0.5F);
       b.assign(static_cast<std::size_t>(shape.k * shape.n), 0.25F);
       c.assign(static_cast<std::size_t>(shape.m * shape.n), 0.0F);
-      const double seconds = time_per_call(
-          comm, budget, [&] { backend.matmul(shape, a.data(), false, b.data(), f.trans_b, c.data()); });
+      const double seconds =
+          time_per_call(comm, budget, [&] { backend.matmul(shape, a.data(), false, b.data(), f.trans_b, c.data()); });
       const double flops = 2.0 * static_cast<double>(shape.m * shape.n * shape.k);
       const double bytes = 4.0 * static_cast<double>(a.size() + b.size() + c.size());
       out.push_back({fmt::format("{} {}x{}x{}", f.name, shape.m, shape.n, shape.k), flops, bytes, seconds});
@@ -85,8 +85,8 @@ std::vector<KernelTiming> gemm_sweep(Backend& backend, MPI_Comm comm, const Swee
   return out;
 }
 
-std::vector<KernelTiming> memory_sweep(Backend& backend, MPI_Comm comm, const SweepBudget& budget, double lo,
-                                       double hi, int per_decade) {
+std::vector<KernelTiming> memory_sweep(Backend& backend, MPI_Comm comm, const SweepBudget& budget, double lo, double hi,
+                                       int per_decade) {
   std::vector<KernelTiming> out;
   const auto sizes = work_points(lo, hi, per_decade);
   const auto largest = static_cast<std::size_t>(sizes.back() / 8) + 1;
@@ -96,13 +96,13 @@ std::vector<KernelTiming> memory_sweep(Backend& backend, MPI_Comm comm, const Sw
     // stand-in (a plain copy) is left out: it runs only for ops without a kernel, and without
     // oneDNN's per-call cost it would pull the curve away from the kernels that do run.
     const std::int64_t n_relu = at_least_one(bytes / 8), n_add = at_least_one(bytes / 12);
-    out.push_back({"relu", 0, 8.0 * static_cast<double>(n_relu),
-                   time_per_call(comm, budget,
-                                 [&] { backend.eltwise_forward(Eltwise::relu, n_relu, x.data(), y.data()); })});
+    out.push_back({"relu", 0, 8.0 * static_cast<double>(n_relu), time_per_call(comm, budget, [&] {
+                     backend.eltwise_forward(Eltwise::relu, n_relu, x.data(), y.data());
+                   })});
     const Dims d{n_add};
-    out.push_back({"add", 0, 12.0 * static_cast<double>(n_add),
-                   time_per_call(comm, budget,
-                                 [&] { backend.binary(Binary::add, d, x.data(), d, y.data(), d, z.data()); })});
+    out.push_back({"add", 0, 12.0 * static_cast<double>(n_add), time_per_call(comm, budget, [&] {
+                     backend.binary(Binary::add, d, x.data(), d, y.data(), d, z.data());
+                   })});
   }
   return out;
 }

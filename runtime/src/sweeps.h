@@ -38,8 +38,8 @@ std::vector<KernelTiming> gemm_sweep(Backend& backend, MPI_Comm comm, const Swee
                                      int per_decade);
 // Memory-bound kernels (ReLU and element-wise add through oneDNN) from about
 // 10^lo to 10^hi bytes read + written.
-std::vector<KernelTiming> memory_sweep(Backend& backend, MPI_Comm comm, const SweepBudget& budget, double lo,
-                                       double hi, int per_decade);
+std::vector<KernelTiming> memory_sweep(Backend& backend, MPI_Comm comm, const SweepBudget& budget, double lo, double hi,
+                                       int per_decade);
 
 struct CollectiveTiming {
   cluster::Collective collective = cluster::Collective::all_reduce;

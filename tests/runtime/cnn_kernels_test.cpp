@@ -90,7 +90,8 @@ TEST_F(CnnKernels, ConvolutionMatchesTheDefinition) {
       db_ref[i / static_cast<std::size_t>(s.oh * s.ow) % 6] += dy[i];
     }
     NaiveConv{s}.each([&](std::int64_t yi, std::int64_t xi, std::int64_t wi) {
-      const auto yu = static_cast<std::size_t>(yi), xu = static_cast<std::size_t>(xi), wu = static_cast<std::size_t>(wi);
+      const auto yu = static_cast<std::size_t>(yi), xu = static_cast<std::size_t>(xi),
+                 wu = static_cast<std::size_t>(wi);
       y_ref[yu] += x[xu] * w[wu];
       dx_ref[xu] += dy[yu] * w[wu];
       dw_ref[wu] += dy[yu] * x[xu];
@@ -115,7 +116,8 @@ TEST_F(CnnKernels, PoolingMatchesTheDefinition) {
   s.window = {3, 2, 2, 2, 1, 1, 1, 0, 2, 1}; // 3x2 window, stride 2, pads t1 l0 b2 r1
   s.oh = (s.h + 1 + 2 - 3) / 2 + 1;
   s.ow = (s.w + 0 + 1 - 2) / 2 + 1;
-  const auto nx = static_cast<std::size_t>(s.n * s.c * s.h * s.w), ny = static_cast<std::size_t>(s.n * s.c * s.oh * s.ow);
+  const auto nx = static_cast<std::size_t>(s.n * s.c * s.h * s.w),
+             ny = static_cast<std::size_t>(s.n * s.c * s.oh * s.ow);
   const auto x = random_values(nx, 5), dy = random_values(ny, 6);
   for (const Pool kind : {Pool::max, Pool::average_include_padding, Pool::average_exclude_padding}) {
     std::vector<float> y_ref(ny), dx_ref(nx, 0.F);
@@ -170,7 +172,8 @@ TEST_F(CnnKernels, PoolingMatchesTheDefinition) {
 TEST_F(CnnKernels, BatchNormOfHalvesWithSummedStatisticsIsTheWholeBatch) {
   const BatchNormShape whole{4, 3, 10, 1e-5F};
   const auto n = static_cast<std::size_t>(4 * 3 * 10), half = n / 2;
-  const auto x = random_values(n, 7), dy = random_values(n, 8), scale = random_values(3, 9), shift = random_values(3, 10);
+  const auto x = random_values(n, 7), dy = random_values(n, 8), scale = random_values(3, 9),
+             shift = random_values(3, 10);
   std::vector<float> y(n), dx(n), mean(3), var(3), ds(3), db(3);
   backend->batch_norm_forward(whole, x.data(), scale.data(), shift.data(), mean.data(), var.data(), false, y.data());
   backend->batch_norm_backward(whole, x.data(), scale.data(), mean.data(), var.data(), dy.data(), false, dx.data(),
@@ -180,9 +183,11 @@ TEST_F(CnnKernels, BatchNormOfHalvesWithSummedStatisticsIsTheWholeBatch) {
     double m = 0, v = 0, sdy = 0, sdyx = 0;
     const auto at = [&](std::size_t b, std::size_t i) { return (b * 3 + c) * 10 + i; };
     for (std::size_t b = 0; b < 4; ++b)
-      for (std::size_t i = 0; i < 10; ++i) m += x[at(b, i)] / 40.0;
+      for (std::size_t i = 0; i < 10; ++i)
+        m += x[at(b, i)] / 40.0;
     for (std::size_t b = 0; b < 4; ++b)
-      for (std::size_t i = 0; i < 10; ++i) v += (x[at(b, i)] - m) * (x[at(b, i)] - m) / 40.0;
+      for (std::size_t i = 0; i < 10; ++i)
+        v += (x[at(b, i)] - m) * (x[at(b, i)] - m) / 40.0;
     const double inv = 1.0 / std::sqrt(v + 1e-5);
     for (std::size_t b = 0; b < 4; ++b)
       for (std::size_t i = 0; i < 10; ++i) {

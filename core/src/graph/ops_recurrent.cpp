@@ -3,10 +3,15 @@
 // k (input + hidden, summed over). Time is a recurrence and is never split; k is not split either,
 // since it spans two tensors (X's features and the hidden state) that no one tensor dim indexes.
 //
-// Tensor dims sized hidden (Y, Y_h, Y_c, initial states) or a multiple of it (B, P) map to g:
-// splitting g gives each device the same share of hidden units in every gate, so such a dim is
-// partitioned in the same proportion. The all-gather of h_t that this split needs at every step
-// is not visible in the description.
+// g is not splittable either. Every step needs the whole h_{t-1} of every gate, so a split of the
+// hidden units would need an all-gather of h_t inside the op at every step, which no layout or
+// redistribution between ops can express; and a block split of W's [gates * hidden] rows would
+// give a device whole gates (LSTM's i and o on one device, f and c on the other), not a share of
+// the hidden units of every gate. Splitting b (data parallelism) and d (the two directions of a
+// bidirectional layer on different devices, X read by both) is what partita-run executes.
+//
+// Tensor dims sized hidden (Y, Y_h, Y_c, initial states) or a multiple of it (B, P) still map to
+// g, so that the layouts say that they are whole wherever g is.
 
 #include "graph/op_helpers.h"
 
@@ -45,7 +50,7 @@ template <int Gates> void describe_recurrent(const Op& op, const Graph& g, OpSem
   const int ds = add_dim(s, "s", seq, false, false);
   const int dd = add_dim(s, "d", dirs);
   const int db = add_dim(s, "b", batch);
-  const int dg = add_dim(s, "g", Gates * hidden);
+  const int dg = add_dim(s, "g", Gates * hidden, false, false);
   add_dim(s, "k", in + hidden, true, false);
 
   // [dirs, batch, hidden], or [batch, dirs, hidden] with layout 1.
