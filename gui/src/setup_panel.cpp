@@ -1,5 +1,6 @@
 #include "setup_panel.h"
 
+#include "cluster_combo.h"
 #include "cluster_editor.h"
 #include "format.h"
 
@@ -24,8 +25,7 @@
 namespace partita::gui {
 
 namespace {
-constexpr int ZooRole = Qt::UserRole + 10;    // bool: a zoo model (else an ONNX file path in UserRole)
-constexpr int EditedRole = Qt::UserRole + 11; // bool: the edited cluster (its name in UserRole)
+constexpr int ZooRole = Qt::UserRole + 10; // bool: a zoo model (else an ONNX file path in UserRole)
 } // namespace
 
 SetupPanel::SetupPanel(QWidget* parent)
@@ -131,7 +131,7 @@ AnalysisInput SetupPanel::input() const {
     in.dims = params.toStdString();
   }
   in.cluster = m_cluster->currentData().toString().toStdString();
-  if (m_cluster->currentData(EditedRole).toBool()) {
+  if (m_cluster->currentData(EditedClusterRole).toBool()) {
     in.custom_cluster = m_customCluster;
   }
   in.nodes = m_nodes->value();
@@ -179,7 +179,7 @@ void SetupPanel::setClusterFields(const AnalysisInput& in) {
     setCustomCluster(in.custom_cluster);
   } else {
     const int i = m_cluster->findData(qs(in.cluster));
-    if (i >= 0 && !m_cluster->itemData(i, EditedRole).toBool()) {
+    if (i >= 0 && !m_cluster->itemData(i, EditedClusterRole).toBool()) {
       m_cluster->setCurrentIndex(i);
     }
   }
@@ -209,19 +209,7 @@ void SetupPanel::setCustomCluster(const std::string& json) {
   }
   m_customCluster = json;
   const QString name = qs(p.name());
-  int i = -1;
-  for (int k = 0; k < m_cluster->count(); ++k) {
-    if (m_cluster->itemData(k, EditedRole).toBool()) {
-      i = k;
-    }
-  }
-  if (i < 0) {
-    m_cluster->addItem(QString());
-    i = m_cluster->count() - 1;
-    m_cluster->setItemData(i, true, EditedRole);
-  }
-  m_cluster->setItemText(i, tr("%1 (edited)").arg(name));
-  m_cluster->setItemData(i, name, Qt::UserRole);
+  const int i = setEditedClusterItem(m_cluster, name);
   m_cluster->setItemData(i, tr("An edited cluster; Edit cluster… changes it, Save As… in the editor writes it"),
                          Qt::ToolTipRole);
   if (m_cluster->currentIndex() == i) {
@@ -249,7 +237,7 @@ void SetupPanel::editCluster() {
 
 void SetupPanel::onClusterChanged() {
   // An edited cluster has its own node count, changed in the editor only.
-  const bool edited = m_cluster->currentData(EditedRole).toBool();
+  const bool edited = m_cluster->currentData(EditedClusterRole).toBool();
   m_nodes->setEnabled(!edited);
   m_nodes->setToolTip(edited ? tr("The edited cluster's node count: change it with Edit cluster…")
                              : tr("Nodes of the preset; it grows to hold the devices asked for"));
@@ -285,7 +273,7 @@ void SetupPanel::updateDeviceLimit() {
   try {
     AnalysisInput in;
     in.cluster = m_cluster->currentData().toString().toStdString();
-    if (m_cluster->currentData(EditedRole).toBool()) {
+    if (m_cluster->currentData(EditedClusterRole).toBool()) {
       in.custom_cluster = m_customCluster;
     }
     in.nodes = m_nodes->value();

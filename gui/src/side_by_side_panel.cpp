@@ -1,5 +1,6 @@
 #include "side_by_side_panel.h"
 
+#include "cluster_combo.h"
 #include "format.h"
 #include "side_by_side_model.h"
 
@@ -20,9 +21,7 @@
 
 namespace partita::gui {
 
-namespace {
-constexpr int EditedRole = Qt::UserRole + 11;
-}
+namespace {}
 
 SideBySidePanel::SideBySidePanel(QWidget* parent)
     : QWidget(parent), m_model(new SideBySideModel(this)), m_family(new QComboBox(this)),
@@ -67,7 +66,8 @@ SideBySidePanel::SideBySidePanel(QWidget* parent)
 
   connect(m_run, &QPushButton::clicked, this, &SideBySidePanel::sideBySideRequested);
   connect(m_cluster, &QComboBox::currentIndexChanged, this, [this] {
-    m_nodes->setEnabled(!m_cluster->currentData().toString().isEmpty() && !m_cluster->currentData(EditedRole).toBool());
+    m_nodes->setEnabled(!m_cluster->currentData().toString().isEmpty() &&
+                        !m_cluster->currentData(EditedClusterRole).toBool());
   });
   setChoice(SideBySideChoice{});
   setSideBySide(nullptr);
@@ -77,7 +77,7 @@ SideBySideChoice SideBySidePanel::choice() const {
   SideBySideChoice c;
   c.family = m_family->currentData().toString().toStdString();
   c.cluster = m_cluster->currentData().toString().toStdString();
-  if (m_cluster->currentData(EditedRole).toBool()) {
+  if (m_cluster->currentData(EditedClusterRole).toBool()) {
     c.custom_cluster = m_customCluster;
   }
   c.nodes = m_nodes->value();
@@ -96,7 +96,7 @@ void SideBySidePanel::setChoice(const SideBySideChoice& c) {
   } else {
     int i = 0;
     for (int k = 0; k < m_cluster->count(); ++k) {
-      if (!m_cluster->itemData(k, EditedRole).toBool() && m_cluster->itemData(k).toString() == qs(c.cluster)) {
+      if (!m_cluster->itemData(k, EditedClusterRole).toBool() && m_cluster->itemData(k).toString() == qs(c.cluster)) {
         i = k;
       }
     }
@@ -104,7 +104,8 @@ void SideBySidePanel::setChoice(const SideBySideChoice& c) {
   }
   m_nodes->setValue(c.nodes);
   m_devices->setValue(c.devices);
-  m_nodes->setEnabled(!m_cluster->currentData().toString().isEmpty() && !m_cluster->currentData(EditedRole).toBool());
+  m_nodes->setEnabled(!m_cluster->currentData().toString().isEmpty() &&
+                      !m_cluster->currentData(EditedClusterRole).toBool());
 }
 
 int SideBySidePanel::setCustomItem(const std::string& json, const std::string& fallbackName) {
@@ -115,19 +116,7 @@ int SideBySidePanel::setCustomItem(const std::string& json, const std::string& f
     p.set_name(fallbackName);
   }
   m_customCluster = json;
-  int i = -1;
-  for (int k = 0; k < m_cluster->count(); ++k) {
-    if (m_cluster->itemData(k, EditedRole).toBool()) {
-      i = k;
-    }
-  }
-  if (i < 0) {
-    m_cluster->addItem(QString());
-    i = m_cluster->count() - 1;
-    m_cluster->setItemData(i, true, EditedRole);
-  }
-  m_cluster->setItemText(i, tr("%1 (edited)").arg(qs(p.name())));
-  m_cluster->setItemData(i, qs(p.name()), Qt::UserRole);
+  const int i = setEditedClusterItem(m_cluster, qs(p.name()));
   return i;
 }
 
