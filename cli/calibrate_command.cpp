@@ -89,8 +89,17 @@ Measurements read_measurements(const fs::path& path) {
       for (std::size_t i = 0; i < rows.size(); ++i) {
         where = fmt::format("{}: field '{}[{}]'", path.string(), field, i);
         const auto& r = rows[i];
-        into.push_back({r.at("kernel").get<std::string>(), r.at("flops").get<double>(), r.at("bytes").get<double>(),
-                        r.at("seconds").get<double>()});
+        cost::KernelSample sample{r.at("kernel").get<std::string>(), r.at("flops").get<double>(),
+                                  r.at("bytes").get<double>(), r.at("seconds").get<double>()};
+        if (r.contains("class")) { // absent in measurements of earlier versions: eltwise
+          const auto name = r.at("class").get<std::string>();
+          const auto k = graph::parse_kernel_class(name);
+          if (!k) {
+            throw Error(fmt::format("{}.class: unknown kernel family '{}'", where, name));
+          }
+          sample.kernel_class = *k;
+        }
+        into.push_back(std::move(sample));
       }
     }
     const auto& rows = doc.at("collectives");
@@ -207,8 +216,8 @@ void add_calibrate_command(CLI::App& app) {
     c.description = fmt::format(
         "Calibrated by `partita calibrate{}` on {} on host {}: {} MPI rank(s) on {} node(s), {} compute thread(s) per "
         "rank, from '{}'. peak_fp32 {:.4g} GFLOP/s is the highest GEMM rate fitted over {} GEMMs, memory_bandwidth "
-        "{:.4g} GB/s the highest memory-bound rate fitted over {} kernels (ReLU, add); the efficiency curves are "
-        "the fitted rates over them, and kernel_launch_overhead is 0 because the curves carry the per-call cost{}. "
+        "{:.4g} GB/s the highest memory-bound rate fitted over {} kernels (eltwise, and per kernel family: "
+        "transcendental, reduction, normalization, gather, copy); the efficiency curves are the fitted rates over it, and kernel_launch_overhead is 0 because the curves carry the per-call cost{}. "
         "Collective latency/bandwidth are least squares on core's alpha-beta formulas. Fit: {}; {}; {}. Valid for runs "
         "with the same ranks per node and threads per rank.",
         m.quick ? " --quick" : "", m.date, m.host, m.ranks, d.nodes, d.threads, base.name, c.device.peak_fp32 / 1e9,

@@ -51,6 +51,11 @@ double EfficiencyCurve::at(double work) const {
   return lower->second + t * (upper->second - lower->second);
 }
 
+double Device::memory_efficiency_for(graph::KernelClass k, double bytes) const {
+  const auto it = memory_efficiency_by_class.find(k);
+  return it != memory_efficiency_by_class.end() ? it->second.at(bytes) : memory_efficiency.at(bytes);
+}
+
 double Device::peak(Precision p) const {
   // Each precision runs on the nearest wider unit the device has: a GPU without tensor cores
   // computes tf32 and bf16 in fp32, fp8 in fp16.
@@ -145,6 +150,11 @@ proto::Cluster to_proto(const Cluster& c) {
   d.set_kernel_launch_overhead(c.device.kernel_launch_overhead);
   to_proto_curve(c.device.compute_efficiency, *d.mutable_compute_efficiency());
   to_proto_curve(c.device.memory_efficiency, *d.mutable_memory_efficiency());
+  for (const auto& [k, curve] : c.device.memory_efficiency_by_class) {
+    auto& entry = *d.add_kernel_classes();
+    entry.set_kernel_class(std::string(graph::kernel_class_name(k)));
+    to_proto_curve(curve, *entry.mutable_memory_efficiency());
+  }
 
   // A part that was absent (one device per node, one node) stays absent, so that the file
   // validates again when read back.

@@ -98,6 +98,23 @@ Device device(const proto::Device& p, const Checker& check) {
   d.kernel_launch_overhead = check.non_negative(p.kernel_launch_overhead(), "device.kernel_launch_overhead");
   d.compute_efficiency = curve(p.compute_efficiency(), check, "device.compute_efficiency");
   d.memory_efficiency = curve(p.memory_efficiency(), check, "device.memory_efficiency");
+  for (int i = 0; i < p.kernel_classes_size(); ++i) {
+    const auto path = fmt::format("device.kernel_classes[{}]", i);
+    const auto& entry = p.kernel_classes(i);
+    const auto k = graph::parse_kernel_class(entry.kernel_class());
+    if (!k) {
+      check.fail(path + ".kernel_class",
+                 fmt::format("'{}' is not one of eltwise, transcendental, reduction, normalization, gather, copy",
+                             entry.kernel_class()));
+    }
+    if (entry.memory_efficiency_size() == 0) {
+      check.fail(path + ".memory_efficiency", "is empty");
+    }
+    if (!d.memory_efficiency_by_class.emplace(*k, curve(entry.memory_efficiency(), check, path + ".memory_efficiency"))
+             .second) {
+      check.fail(path + ".kernel_class", fmt::format("'{}' is given twice", entry.kernel_class()));
+    }
+  }
   return d;
 }
 

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <set>
 
 namespace partita::cost {
@@ -145,6 +146,50 @@ std::vector<RateSample> rates(const std::vector<KernelSample>& samples, bool flo
   return out;
 }
 
+// Memory-bound kernels, one curve per family over one bandwidth: the highest rate of any family,
+// so that every family's fractions lie in (0, 1]. Eltwise (or, without it, every sample) gives the
+// default curve; the other families with samples get their own.
+void fit_memory(const std::vector<KernelSample>& samples, cluster::Device& dev) {
+  std::map<graph::KernelClass, std::vector<KernelSample>> by_class;
+  for (const auto& s : samples) {
+    by_class[s.kernel_class].push_back(s);
+  }
+  const auto eltwise = by_class.find(graph::KernelClass::eltwise);
+  const auto default_rates = fit_rate_curve(
+      rates(eltwise != by_class.end() ? eltwise->second : samples, false, "memory (eltwise kernels)"),
+      "memory bandwidth");
+  std::map<graph::KernelClass, std::vector<std::pair<double, double>>> class_rates;
+  for (const auto& [k, list] : by_class) {
+    if (k != graph::KernelClass::eltwise) {
+      const auto what = fmt::format("memory ({} kernels)", graph::kernel_class_name(k));
+      class_rates[k] = fit_rate_curve(rates(list, false, what), what);
+    }
+  }
+  double peak = 0;
+  const auto raise_peak = [&](const std::vector<std::pair<double, double>>& r) {
+    for (const auto& [work, rate] : r) {
+      peak = std::max(peak, rate);
+    }
+  };
+  raise_peak(default_rates);
+  for (const auto& [k, r] : class_rates) {
+    raise_peak(r);
+  }
+  const auto to_curve = [&](const std::vector<std::pair<double, double>>& r) {
+    cluster::EfficiencyCurve curve;
+    for (const auto& [work, rate] : r) {
+      curve.points.emplace_back(work, std::clamp(rate / peak, 1e-9, 1.0));
+    }
+    return curve;
+  };
+  dev.memory_bandwidth = peak;
+  dev.memory_efficiency = to_curve(default_rates);
+  dev.memory_efficiency_by_class.clear();
+  for (const auto& [k, r] : class_rates) {
+    dev.memory_efficiency_by_class[k] = to_curve(r);
+  }
+}
+
 enum class LinkClass : std::uint8_t { intra, inter, mixed };
 
 LinkClass link_class(const cluster::Cluster& c, const std::vector<int>& devices) {
@@ -224,8 +269,7 @@ Calibration calibrate(const cluster::Cluster& base, const CalibrationData& data)
 
   cluster::Device& dev = c.device;
   dev.kernel_launch_overhead = 0; // inside the curves: they are fitted on whole calls
-  dev.memory_bandwidth = to_efficiency(fit_rate_curve(rates(data.memory, false, "memory"), "memory bandwidth"),
-                                       dev.memory_efficiency);
+  fit_memory(data.memory, dev);
   const double old_peak = dev.peak_fp32;
   dev.peak_fp32 =
       to_efficiency(fit_rate_curve(rates(data.compute, true, "compute"), "compute rate"), dev.compute_efficiency);
@@ -276,7 +320,8 @@ Calibration calibrate(const cluster::Cluster& base, const CalibrationData& data)
         {s.kernel, s.flops, s.seconds, kernel_time(s.flops, s.bytes, dev, cluster::Precision::fp32)});
   }
   for (const auto& s : data.memory) {
-    out.memory.push_back({s.kernel, s.bytes, s.seconds, kernel_time(0, s.bytes, dev, cluster::Precision::fp32)});
+    out.memory.push_back(
+        {s.kernel, s.bytes, s.seconds, kernel_time(0, s.bytes, dev, cluster::Precision::fp32, s.kernel_class)});
   }
   for (const auto& s : data.collectives) {
     out.collectives.push_back({fmt::format("{} on {} devices", cluster::collective_name(s.collective),

@@ -4,7 +4,10 @@
 // network between nodes (DESIGN.md 3.3). Read from partita.proto's Cluster (JSON files and the
 // presets in resources/clusters/), validated with errors that name the field.
 
+#include "partita/graph/kernel_class.h"
+
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -43,7 +46,11 @@ struct Device {
   double kernel_launch_overhead = 0;                                               // seconds
   EfficiencyCurve compute_efficiency;
   EfficiencyCurve memory_efficiency;
+  // Per kernel family (calibrated): its achieved bandwidth as a fraction of memory_bandwidth. A
+  // family without an entry uses memory_efficiency.
+  std::map<graph::KernelClass, EfficiencyCurve> memory_efficiency_by_class;
 
+  double memory_efficiency_for(graph::KernelClass k, double bytes) const;
   // Peak for a precision; falls back to the nearest wider supported type (tf32 -> fp32, ...).
   double peak(Precision p) const;
 };
