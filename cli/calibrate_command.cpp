@@ -203,14 +203,20 @@ void add_calibrate_command(CLI::App& app) {
                 << fit_table(cal.collectives, "size", 1, "B");
     }
 
+    const auto link_text = [](const cost::LinkFit& f) {
+      std::string text = fmt::format("alpha {:.3g} us, beta {:.3g} GB/s", f.link.latency * 1e6, f.link.bandwidth / 1e9);
+      for (const auto& p : f.link.protocols) {
+        text += fmt::format(", from {:.4g} B messages alpha {:.3g} us, beta {:.3g} GB/s", p.from_bytes, p.latency * 1e6,
+                            p.bandwidth / 1e9);
+      }
+      return fmt::format("{} ({} collective timings)", text, f.samples);
+    };
     std::string links;
     if (cal.intra) {
-      links += fmt::format("; inside a node alpha {:.3g} us, beta {:.3g} GB/s ({} collective timings)",
-                           cal.intra->link.latency * 1e6, cal.intra->link.bandwidth / 1e9, cal.intra->samples);
+      links += "; inside a node " + link_text(*cal.intra);
     }
     if (cal.inter) {
-      links += fmt::format("; between nodes alpha {:.3g} us, beta {:.3g} GB/s ({} collective timings)",
-                           cal.inter->link.latency * 1e6, cal.inter->link.bandwidth / 1e9, cal.inter->samples);
+      links += "; between nodes " + link_text(*cal.inter);
     }
     c.name = base.name + "-calibrated";
     c.description = fmt::format(
@@ -218,7 +224,8 @@ void add_calibrate_command(CLI::App& app) {
         "rank, from '{}'. peak_fp32 {:.4g} GFLOP/s is the highest GEMM rate fitted over {} GEMMs, memory_bandwidth "
         "{:.4g} GB/s the highest memory-bound rate fitted over {} kernels (eltwise, and per kernel family: "
         "transcendental, reduction, normalization, gather, copy); the efficiency curves are the fitted rates over it, and kernel_launch_overhead is 0 because the curves carry the per-call cost{}. "
-        "Collective latency/bandwidth are least squares on core's alpha-beta formulas. Fit: {}; {}; {}. Valid for runs "
+        "Collective latency/bandwidth are least squares on core's alpha-beta formulas, one pair per range of message "
+        "sizes where the link changes protocol. Fit: {}; {}; {}. Valid for runs "
         "with the same ranks per node and threads per rank.",
         m.quick ? " --quick" : "", m.date, m.host, m.ranks, d.nodes, d.threads, base.name, c.device.peak_fp32 / 1e9,
         d.compute.size(), c.device.memory_bandwidth / 1e9, d.memory.size(), links, quality_text("compute", cal.compute),

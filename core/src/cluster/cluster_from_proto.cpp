@@ -63,6 +63,18 @@ Link link(const proto::Link& p, const Checker& check, const std::string& field) 
   out.kind = link_kind(p.kind(), check, field + ".kind");
   out.bandwidth = check.positive(p.bandwidth(), field + ".bandwidth");
   out.latency = check.non_negative(p.latency(), field + ".latency");
+  for (int i = 0; i < p.protocols_size(); ++i) {
+    const auto path = fmt::format("{}.protocols[{}]", field, i);
+    const auto& q = p.protocols(i);
+    LinkProtocol proto_figures{check.positive(q.from_bytes(), path + ".from_bytes"),
+                               check.positive(q.bandwidth(), path + ".bandwidth"),
+                               check.non_negative(q.latency(), path + ".latency")};
+    if (!out.protocols.empty() && proto_figures.from_bytes <= out.protocols.back().from_bytes) {
+      check.fail(path + ".from_bytes", fmt::format("must be larger than the previous protocol's {}, got {}",
+                                                   out.protocols.back().from_bytes, proto_figures.from_bytes));
+    }
+    out.protocols.push_back(proto_figures);
+  }
   return out;
 }
 

@@ -25,10 +25,24 @@ std::string_view precision_name(Precision p);
 enum class LinkKind : std::uint8_t { shared_memory, nvlink, nvswitch, pcie, infiniband, ethernet };
 std::string_view link_kind_name(LinkKind k);
 
-struct Link {
-  LinkKind kind = LinkKind::pcie;
+// From `from_bytes` per message on, a link may run another protocol with figures of its own
+// (MPI's eager-to-rendezvous switch, NCCL's LL/LL128/Simple): calibration finds the switches.
+struct LinkProtocol {
+  double from_bytes = 0;
   double bandwidth = 0; // bytes/s per direction
   double latency = 0;   // seconds
+
+  auto operator<=>(const LinkProtocol&) const = default;
+};
+
+struct Link {
+  LinkKind kind = LinkKind::pcie;
+  double bandwidth = 0; // bytes/s per direction, for messages below the first protocol's from_bytes
+  double latency = 0;   // seconds
+  std::vector<LinkProtocol> protocols = {}; // ascending from_bytes; empty: one protocol at every size
+
+  // The link's figures for messages of `message_bytes` (protocols dropped).
+  Link at(double message_bytes) const;
 };
 
 // Fraction of peak against work size (FLOPs or bytes), linear in log(work) between points,
