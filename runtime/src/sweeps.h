@@ -39,7 +39,7 @@ std::vector<KernelTiming> gemm_sweep(Backend& backend, MPI_Comm comm, const Swee
                                      int per_decade);
 // Memory-bound kernels from about 10^lo to 10^hi bytes read + written, per kernel family
 // (graph::KernelClass), each through what partita-run runs for an op of that family: eltwise
-// (ReLU, add), transcendental (Erf, Tanh), reduction (a bias gradient: a sum over rows),
+// (ReLU, add), transcendental (Erf), reduction (a bias gradient: a sum over rows),
 // normalization (Softmax, LayerNormalization), gather (Gather of rows) and copy (Transpose, Split),
 // the last two through the executor's op kernels on a one-op graph.
 std::vector<KernelTiming> memory_sweep(Backend& backend, MPI_Comm comm, const SweepBudget& budget, double lo,

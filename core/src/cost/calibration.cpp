@@ -306,7 +306,8 @@ LinkFit fit_link(const cluster::Cluster& nominal, const std::vector<const Collec
       begin = end;
     }
     const double params = 2.0 + 3.0 * static_cast<double>(c.bounds.size());
-    c.score = static_cast<double>(n) * std::log(std::max(sse, 1e-300) / static_cast<double>(n)) +
+    // Timings are not more precise than one part in a million: exact data keeps one range.
+    c.score = static_cast<double>(n) * std::log(std::max(sse / static_cast<double>(n), 1e-12)) +
               params * std::log(static_cast<double>(n));
     return c;
   };
