@@ -194,6 +194,9 @@ void add_calibrate_command(CLI::App& app) {
     auto cal = cost::calibrate(base, d);
     auto& c = cal.cluster;
 
+    for (const auto& w : cal.warnings) {
+      std::cerr << "partita calibrate: warning: " << w << "\n";
+    }
     std::cout << "\nfit: compute (GEMMs; kernel_time with the calibrated peak and compute efficiency curve)\n"
               << fit_table(cal.compute, "work", 1, "FLOP");
     std::cout << "\nfit: memory-bound kernels (kernel_time with the calibrated bandwidth and memory efficiency curve)\n"

@@ -150,7 +150,7 @@ std::vector<RateSample> rates(const std::vector<KernelSample>& samples, bool flo
 // Memory-bound kernels, one curve per family over one bandwidth: the highest rate of any family,
 // so that every family's fractions lie in (0, 1]. Eltwise (or, without it, every sample) gives the
 // default curve; the other families with samples get their own.
-void fit_memory(const std::vector<KernelSample>& samples, cluster::Device& dev) {
+void fit_memory(const std::vector<KernelSample>& samples, cluster::Device& dev, std::vector<std::string>& warnings) {
   std::map<graph::KernelClass, std::vector<KernelSample>> by_class;
   for (const auto& s : samples) {
     by_class[s.kernel_class].push_back(s);
@@ -163,7 +163,11 @@ void fit_memory(const std::vector<KernelSample>& samples, cluster::Device& dev) 
   for (const auto& [k, list] : by_class) {
     if (k != graph::KernelClass::eltwise) {
       const auto what = fmt::format("memory ({} kernels)", graph::kernel_class_name(k));
-      class_rates[k] = fit_rate_curve(rates(list, false, what), what);
+      try {
+        class_rates[k] = fit_rate_curve(rates(list, false, what), what);
+      } catch (const Error& e) { // an optional family: the default curve stands in for it
+        warnings.push_back(fmt::format("{}; {} kernels use the eltwise curve", e.what(), graph::kernel_class_name(k)));
+      }
     }
   }
   double peak = 0;
@@ -357,7 +361,7 @@ Calibration calibrate(const cluster::Cluster& base, const CalibrationData& data)
 
   cluster::Device& dev = c.device;
   dev.kernel_launch_overhead = 0; // inside the curves: they are fitted on whole calls
-  fit_memory(data.memory, dev);
+  fit_memory(data.memory, dev, out.warnings);
   const double old_peak = dev.peak_fp32;
   dev.peak_fp32 =
       to_efficiency(fit_rate_curve(rates(data.compute, true, "compute"), "compute rate"), dev.compute_efficiency);
