@@ -89,8 +89,17 @@ Measurements read_measurements(const fs::path& path) {
       for (std::size_t i = 0; i < rows.size(); ++i) {
         where = fmt::format("{}: field '{}[{}]'", path.string(), field, i);
         const auto& r = rows[i];
-        into.push_back({r.at("kernel").get<std::string>(), r.at("flops").get<double>(), r.at("bytes").get<double>(),
-                        r.at("seconds").get<double>()});
+        cost::KernelSample sample{r.at("kernel").get<std::string>(), r.at("flops").get<double>(),
+                                  r.at("bytes").get<double>(), r.at("seconds").get<double>()};
+        if (r.contains("class")) { // absent in measurements of earlier versions: eltwise
+          const auto name = r.at("class").get<std::string>();
+          const auto k = graph::parse_kernel_class(name);
+          if (!k) {
+            throw Error(fmt::format("{}.class: unknown kernel family '{}'", where, name));
+          }
+          sample.kernel_class = *k;
+        }
+        into.push_back(std::move(sample));
       }
     }
     const auto& rows = doc.at("collectives");
@@ -185,6 +194,9 @@ void add_calibrate_command(CLI::App& app) {
     auto cal = cost::calibrate(base, d);
     auto& c = cal.cluster;
 
+    for (const auto& w : cal.warnings) {
+      std::cerr << "partita calibrate: warning: " << w << "\n";
+    }
     std::cout << "\nfit: compute (GEMMs; kernel_time with the calibrated peak and compute efficiency curve)\n"
               << fit_table(cal.compute, "work", 1, "FLOP");
     std::cout << "\nfit: memory-bound kernels (kernel_time with the calibrated bandwidth and memory efficiency curve)\n"
@@ -194,22 +206,29 @@ void add_calibrate_command(CLI::App& app) {
                 << fit_table(cal.collectives, "size", 1, "B");
     }
 
+    const auto link_text = [](const cost::LinkFit& f) {
+      std::string text = fmt::format("alpha {:.3g} us, beta {:.3g} GB/s", f.link.latency * 1e6, f.link.bandwidth / 1e9);
+      for (const auto& p : f.link.protocols) {
+        text += fmt::format(", from {:.4g} B messages alpha {:.3g} us, beta {:.3g} GB/s", p.from_bytes, p.latency * 1e6,
+                            p.bandwidth / 1e9);
+      }
+      return fmt::format("{} ({} collective timings)", text, f.samples);
+    };
     std::string links;
     if (cal.intra) {
-      links += fmt::format("; inside a node alpha {:.3g} us, beta {:.3g} GB/s ({} collective timings)",
-                           cal.intra->link.latency * 1e6, cal.intra->link.bandwidth / 1e9, cal.intra->samples);
+      links += "; inside a node " + link_text(*cal.intra);
     }
     if (cal.inter) {
-      links += fmt::format("; between nodes alpha {:.3g} us, beta {:.3g} GB/s ({} collective timings)",
-                           cal.inter->link.latency * 1e6, cal.inter->link.bandwidth / 1e9, cal.inter->samples);
+      links += "; between nodes " + link_text(*cal.inter);
     }
     c.name = base.name + "-calibrated";
     c.description = fmt::format(
         "Calibrated by `partita calibrate{}` on {} on host {}: {} MPI rank(s) on {} node(s), {} compute thread(s) per "
         "rank, from '{}'. peak_fp32 {:.4g} GFLOP/s is the highest GEMM rate fitted over {} GEMMs, memory_bandwidth "
-        "{:.4g} GB/s the highest memory-bound rate fitted over {} kernels (ReLU, add); the efficiency curves are "
-        "the fitted rates over them, and kernel_launch_overhead is 0 because the curves carry the per-call cost{}. "
-        "Collective latency/bandwidth are least squares on core's alpha-beta formulas. Fit: {}; {}; {}. Valid for runs "
+        "{:.4g} GB/s the highest memory-bound rate fitted over {} kernels (eltwise, and per kernel family: "
+        "transcendental, reduction, normalization, gather, copy); the efficiency curves are the fitted rates over it, and kernel_launch_overhead is 0 because the curves carry the per-call cost{}. "
+        "Collective latency/bandwidth are least squares on core's alpha-beta formulas, one pair per range of message "
+        "sizes where the link changes protocol. Fit: {}; {}; {}. Valid for runs "
         "with the same ranks per node and threads per rank.",
         m.quick ? " --quick" : "", m.date, m.host, m.ranks, d.nodes, d.threads, base.name, c.device.peak_fp32 / 1e9,
         d.compute.size(), c.device.memory_bandwidth / 1e9, d.memory.size(), links, quality_text("compute", cal.compute),

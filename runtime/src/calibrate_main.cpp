@@ -79,7 +79,11 @@ std::string utc_now() {
 nlohmann::json kernels_json(const std::vector<KernelTiming>& rows) {
   nlohmann::json out = nlohmann::json::array();
   for (const auto& r : rows) {
-    out.push_back({{"kernel", r.kernel}, {"flops", r.flops}, {"bytes", r.bytes}, {"seconds", r.seconds}});
+    out.push_back({{"kernel", r.kernel},
+                   {"class", std::string(graph::kernel_class_name(r.kernel_class))},
+                   {"flops", r.flops},
+                   {"bytes", r.bytes},
+                   {"seconds", r.seconds}});
   }
   return out;
 }

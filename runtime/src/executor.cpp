@@ -353,6 +353,16 @@ void Executor::reduce(const Group& group, Shard& shard) {
   m_backend.synchronize();
 }
 
+bool Executor::hands_buffer_over(graph::OpId id, const OpState& state) const {
+  if (state.inputs.empty() || state.outputs.size() != 1) {
+    return false;
+  }
+  const Input& in = state.inputs[0];
+  const Output& out = state.outputs[0];
+  return in.value && !in.halo && !in.parameter && out.value && !out.external && out.partial_group.size() <= 1 &&
+         is_buffer_view(m_graph, id, *in.value, *out.value);
+}
+
 void Executor::forward() {
   for (const auto id : m_order) {
     OpState& state = m_ops[static_cast<std::size_t>(id)];
@@ -380,8 +390,12 @@ void Executor::forward() {
     const OpBuffers op_buffers = buffers(state);
     const double t0 = MPI_Wtime();
     try {
-      run_forward(m_backend, m_graph, id, op_buffers);
-      m_backend.synchronize();
+      if (hands_buffer_over(id, state)) {
+        std::swap(state.inputs[0].value->data, state.outputs[0].value->data);
+      } else {
+        run_forward(m_backend, m_graph, id, op_buffers);
+        m_backend.synchronize();
+      }
     } catch (const std::exception& e) {
       throw Error(fmt::format("op '{}' ({}) forward: {}", m_graph.op(id).name, m_graph.op(id).type, e.what()));
     }
@@ -447,8 +461,14 @@ void Executor::backward() {
       }
       const double t0 = MPI_Wtime();
       try {
-        run_backward(m_backend, m_graph, id, op_buffers, d_out, d_in);
-        m_backend.synchronize();
+        const bool handed = hands_buffer_over(id, state) && state.inputs[0].gradient && state.outputs[0].gradient &&
+                            d_in[0] == &*state.inputs[0].gradient;
+        if (handed) {
+          std::swap(state.inputs[0].gradient->data, state.outputs[0].gradient->data);
+        } else {
+          run_backward(m_backend, m_graph, id, op_buffers, d_out, d_in);
+          m_backend.synchronize();
+        }
       } catch (const std::exception& e) {
         throw Error(fmt::format("op '{}' ({}) backward: {}", m_graph.op(id).name, m_graph.op(id).type, e.what()));
       }

@@ -129,6 +129,11 @@ private:
     Floats saved;           // kept from forward to backward by the op's kernel
   };
   OpBuffers buffers(OpState& state);
+  // A view whose output is its input's buffer as it is (is_buffer_view): forward and backward
+  // hand the buffer over (swap) instead of copying it. The buffer given back is overwritten
+  // before it is read again: the input by the next forward exchange, an output gradient (never one
+  // read out of scope) by the zeroing at the start of backward().
+  bool hands_buffer_over(graph::OpId id, const OpState& state) const;
 
   // A weight read by several ops (a tied embedding): each reader holds it in its own layout and
   // computes its own gradient; after synchronization every reader adds the others' gradients,

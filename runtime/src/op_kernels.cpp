@@ -403,6 +403,41 @@ std::string missing_kernel(const graph::Graph& g, graph::OpId id) {
   return fmt::format("no kernel for {} yet", op.type);
 }
 
+namespace {
+
+// The block's elements as one run [first, first + count) of the tensor's row-major order, when
+// they are one: every dim after the first split one whole, every dim before it of extent 1.
+std::optional<std::pair<std::int64_t, std::int64_t>> flat_run(const sharding::Block& b, const graph::Shape& shape) {
+  const std::size_t rank = shape.size();
+  std::size_t d = 0;
+  while (d < rank && b.end[d] - b.begin[d] == 1) {
+    ++d;
+  }
+  for (std::size_t e = d + 1; e < rank; ++e) {
+    if (b.begin[e] != 0 || b.end[e] != shape[e]) {
+      return std::nullopt;
+    }
+  }
+  Coord first(b.begin.begin(), b.begin.end());
+  std::int64_t count = 1;
+  for (std::size_t e = 0; e < rank; ++e) {
+    count *= b.end[e] - b.begin[e];
+  }
+  return std::pair{rank == 0 ? 0 : flat_index(first, shape), count};
+}
+
+} // namespace
+
+bool is_buffer_view(const graph::Graph& g, graph::OpId id, const Shard& in, const Shard& out) {
+  const graph::Op& op = g.op(id);
+  if (!is_view(op.type) || op.inputs.empty() || op.outputs.size() != 1 || in.elements() != out.elements()) {
+    return false;
+  }
+  const auto a = flat_run(in.block, g.tensor(op.inputs[0]).shape);
+  const auto b = flat_run(out.block, g.tensor(op.outputs[0]).shape);
+  return a && b && *a == *b;
+}
+
 sharding::Block window_input_region(const graph::Graph& g, graph::OpId id, const sharding::Block& x_block,
                                     const sharding::Block& y_block) {
   const auto& type = g.op(id).type;

@@ -37,6 +37,11 @@ struct OpBuffers {
 sharding::Block window_input_region(const graph::Graph& g, graph::OpId id, const sharding::Block& x_block,
                                     const sharding::Block& y_block);
 
+// A view (Reshape, Flatten, Squeeze, Unsqueeze, Identity) whose input and output blocks hold the
+// same run of the tensor's row-major elements: the output is the input's buffer as it is, so the
+// executor hands the buffer over instead of copying it (a framework's view; core prices it 0).
+bool is_buffer_view(const graph::Graph& g, graph::OpId id, const Shard& in, const Shard& out);
+
 void run_forward(Backend& backend, const graph::Graph& g, graph::OpId id, const OpBuffers& buffers);
 
 // `d_outputs` hold the gradients of the outputs (same blocks); `d_inputs[i]` receives the (local,

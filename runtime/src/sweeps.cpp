@@ -1,6 +1,7 @@
 #include "sweeps.h"
 
 #include "collectives.h"
+#include "op_kernels.h"
 
 #include "partita/graph/error.h"
 
@@ -9,6 +10,7 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <map>
 
 namespace partita::runtime {
 
@@ -85,24 +87,118 @@ std::vector<KernelTiming> gemm_sweep(Backend& backend, MPI_Comm comm, const Swee
   return out;
 }
 
+namespace {
+
+// One op of `type` on whole tensors of the given shapes, run through run_forward as partita-run
+// runs it; `fill` sets the inputs (an index tensor's values).
+struct OneOpGraph {
+  graph::Graph g;
+  std::vector<Shard> inputs, outputs;
+  OpBuffers buffers;
+
+  OneOpGraph(const std::string& type, const std::vector<graph::Shape>& in, const std::vector<graph::Shape>& out,
+             std::map<std::string, graph::Attribute> attrs) {
+    graph::Op op;
+    op.name = type;
+    op.type = type;
+    op.attrs = std::move(attrs);
+    const auto tensor = [](std::string name, graph::Shape shape) {
+      graph::Tensor t;
+      t.name = std::move(name);
+      t.shape = std::move(shape);
+      return t;
+    };
+    for (std::size_t i = 0; i < in.size(); ++i) {
+      op.inputs.push_back(g.add_tensor(tensor(fmt::format("x{}", i), in[i])));
+      inputs.push_back(make_shard(whole(in[i])));
+    }
+    for (std::size_t i = 0; i < out.size(); ++i) {
+      op.outputs.push_back(g.add_tensor(tensor(fmt::format("y{}", i), out[i])));
+      outputs.push_back(make_shard(whole(out[i])));
+    }
+    g.add_op(std::move(op));
+    for (const auto& x : inputs) {
+      buffers.inputs.push_back(&x);
+    }
+    for (auto& y : outputs) {
+      buffers.outputs.push_back(&y);
+    }
+  }
+  double bytes() const {
+    double b = 0;
+    for (const auto* list : {&inputs, &outputs}) {
+      for (const auto& x : *list) {
+        b += 4.0 * static_cast<double>(x.elements());
+      }
+    }
+    return b;
+  }
+};
+
+} // namespace
+
 std::vector<KernelTiming> memory_sweep(Backend& backend, MPI_Comm comm, const SweepBudget& budget, double lo, double hi,
                                        int per_decade) {
+  using graph::KernelClass;
   std::vector<KernelTiming> out;
   const auto sizes = work_points(lo, hi, per_decade);
-  const auto largest = static_cast<std::size_t>(sizes.back() / 8) + 1;
-  std::vector<float> x(largest, 0.5F), y(largest, 0.0F), z(largest / 3 * 2 + 1, 0.0F);
+  constexpr std::int64_t width = 256; // a transformer's hidden size, order of magnitude
+  const auto largest = static_cast<std::size_t>(sizes.back() / 4) + width + 1;
+  std::vector<float> x(largest, 0.5F), y(largest, 0.0F), z(largest / 3 + 1, 0.0F);
+  const auto time = [&](const char* kernel, KernelClass k, double bytes, const std::function<void()>& f) {
+    out.push_back({kernel, 0, bytes, time_per_call(comm, budget, f), k});
+  };
   for (const double bytes : sizes) {
     // ReLU reads and writes n floats; add reads two and writes one. The executor's memory-bound
     // stand-in (a plain copy) is left out: it runs only for ops without a kernel, and without
     // oneDNN's per-call cost it would pull the curve away from the kernels that do run.
     const std::int64_t n_relu = at_least_one(bytes / 8), n_add = at_least_one(bytes / 12);
-    out.push_back({"relu", 0, 8.0 * static_cast<double>(n_relu), time_per_call(comm, budget, [&] {
-                     backend.eltwise_forward(Eltwise::relu, n_relu, x.data(), y.data());
-                   })});
+    time("relu", KernelClass::eltwise, 8.0 * static_cast<double>(n_relu),
+         [&] { backend.eltwise_forward(Eltwise::relu, n_relu, x.data(), y.data()); });
     const Dims d{n_add};
-    out.push_back({"add", 0, 12.0 * static_cast<double>(n_add), time_per_call(comm, budget, [&] {
-                     backend.binary(Binary::add, d, x.data(), d, y.data(), d, z.data());
-                   })});
+    time("add", KernelClass::eltwise, 12.0 * static_cast<double>(n_add),
+         [&] { backend.binary(Binary::add, d, x.data(), d, y.data(), d, z.data()); });
+    // Erf, which transformers' GELU runs: a scalar loop here, several times slower than the
+    // functions oneDNN vectorizes (tanh, exp), which the family then overprices.
+    time("erf", KernelClass::transcendental, 8.0 * static_cast<double>(n_relu),
+         [&] { backend.eltwise_forward(Eltwise::erf, n_relu, x.data(), y.data()); });
+    // Rows of `width` summed over the rows: a bias gradient, the reduction training runs most. (A
+    // sum along the rows runs an order of magnitude faster through oneDNN; the family follows the
+    // common case.)
+    const std::int64_t rows = std::max<std::int64_t>(1, at_least_one(bytes / 4) / width);
+    const Dims full{rows, width}, bias{1, width};
+    if (rows >= 2) { // one row would be a copy
+      time("bias gradient", KernelClass::reduction, 4.0 * static_cast<double>(rows * width + width),
+           [&] { backend.reduce_sum(full, x.data(), bias, y.data()); });
+    }
+    const std::int64_t norm_rows = std::max<std::int64_t>(1, at_least_one(bytes / 8) / width);
+    const Dims rows_dims{norm_rows, width};
+    time("softmax", KernelClass::normalization, 8.0 * static_cast<double>(norm_rows * width),
+         [&] { backend.softmax_forward(rows_dims, 1, x.data(), y.data()); });
+    const std::vector<float> scale(width, 1.F), shift(width, 0.F);
+    time("layer norm", KernelClass::normalization, 8.0 * static_cast<double>(norm_rows * width), [&] {
+      backend.layer_norm_forward(norm_rows, width, 1e-5F, x.data(), scale.data(), shift.data(), y.data(), nullptr,
+                                 nullptr);
+    });
+    if (bytes > 3e7) {
+      continue; // the executor's element-by-element remap (Gather, Transpose, Split) is slow: no larger sizes
+    }
+    // Gather: `picked` rows of a table with as many rows, read in a scattered order.
+    const std::int64_t picked = std::max<std::int64_t>(1, at_least_one(bytes / 8) / width);
+    OneOpGraph gather("Gather", {{picked, width}, {picked}}, {{picked, width}}, {{"axis", std::int64_t{0}}});
+    for (std::int64_t i = 0; i < picked; ++i) {
+      gather.inputs[1].data[static_cast<std::size_t>(i)] = static_cast<float>((i * 7919) % picked);
+    }
+    time("gather rows", KernelClass::gather, gather.bytes(),
+         [&] { run_forward(backend, gather.g, 0, gather.buffers); });
+    // Transpose of the two inner dims of [rows / 64, 64, width] (attention heads), and a Split in two.
+    const std::int64_t blocks = std::max<std::int64_t>(1, picked / 64);
+    OneOpGraph transpose("Transpose", {{blocks, 64, width}}, {{blocks, width, 64}},
+                         {{"perm", std::vector<std::int64_t>{0, 2, 1}}});
+    time("transpose", KernelClass::copy, transpose.bytes(),
+         [&] { run_forward(backend, transpose.g, 0, transpose.buffers); });
+    OneOpGraph split("Split", {{picked, 2 * width}}, {{picked, width}, {picked, width}}, {{"axis", std::int64_t{1}}});
+    time("split", KernelClass::copy, split.bytes(), [&] { run_forward(backend, split.g, 0, split.buffers); });
   }
   return out;
 }

@@ -30,14 +30,18 @@ double time_per_call(MPI_Comm comm, const SweepBudget& budget, const std::functi
 struct KernelTiming {
   std::string kernel;
   double flops = 0, bytes = 0, seconds = 0;
+  graph::KernelClass kernel_class = graph::KernelClass::eltwise; // memory-bound kernels: their family
 };
 
 // GEMMs (square, tall-skinny, and square with B transposed as backward passes read it) from
 // about 10^lo to 10^hi FLOPs, `per_decade` sizes a decade.
 std::vector<KernelTiming> gemm_sweep(Backend& backend, MPI_Comm comm, const SweepBudget& budget, double lo, double hi,
                                      int per_decade);
-// Memory-bound kernels (ReLU and element-wise add through oneDNN) from about
-// 10^lo to 10^hi bytes read + written.
+// Memory-bound kernels from about 10^lo to 10^hi bytes read + written, per kernel family
+// (graph::KernelClass), each through what partita-run runs for an op of that family: eltwise
+// (ReLU, add), transcendental (Erf), reduction (a bias gradient: a sum over rows),
+// normalization (Softmax, LayerNormalization), gather (Gather of rows) and copy (Transpose, Split),
+// the last two through the executor's op kernels on a one-op graph.
 std::vector<KernelTiming> memory_sweep(Backend& backend, MPI_Comm comm, const SweepBudget& budget, double lo, double hi,
                                        int per_decade);
 

@@ -51,6 +51,22 @@ double EfficiencyCurve::at(double work) const {
   return lower->second + t * (upper->second - lower->second);
 }
 
+Link Link::at(double message_bytes) const {
+  Link out{kind, bandwidth, latency};
+  for (const auto& p : protocols) {
+    if (message_bytes >= p.from_bytes) {
+      out.bandwidth = p.bandwidth;
+      out.latency = p.latency;
+    }
+  }
+  return out;
+}
+
+double Device::memory_efficiency_for(graph::KernelClass k, double bytes) const {
+  const auto it = memory_efficiency_by_class.find(k);
+  return it != memory_efficiency_by_class.end() ? it->second.at(bytes) : memory_efficiency.at(bytes);
+}
+
 double Device::peak(Precision p) const {
   // Each precision runs on the nearest wider unit the device has: a GPU without tensor cores
   // computes tf32 and bf16 in fp32, fp8 in fp16.
@@ -90,7 +106,12 @@ Link Cluster::link_between(int a, int b) const {
   const int lb = b % devices_per_node;
   for (const auto& pair : intra_pairs) {
     if ((pair.a == la && pair.b == lb) || (pair.a == lb && pair.b == la)) {
-      return Link{intra_link.kind, intra_link.bandwidth * pair.lanes, intra_link.latency};
+      Link lanes = intra_link;
+      lanes.bandwidth *= pair.lanes;
+      for (auto& p : lanes.protocols) {
+        p.bandwidth *= pair.lanes;
+      }
+      return lanes;
     }
   }
   return intra_fallback;
@@ -114,6 +135,12 @@ void to_proto_link(const Link& link, proto::Link& out) {
   out.set_kind(to_proto_kind(link.kind));
   out.set_bandwidth(link.bandwidth);
   out.set_latency(link.latency);
+  for (const auto& p : link.protocols) {
+    auto& q = *out.add_protocols();
+    q.set_from_bytes(p.from_bytes);
+    q.set_bandwidth(p.bandwidth);
+    q.set_latency(p.latency);
+  }
 }
 
 void to_proto_curve(const EfficiencyCurve& curve, google::protobuf::RepeatedPtrField<proto::EfficiencyPoint>& out) {
@@ -145,6 +172,11 @@ proto::Cluster to_proto(const Cluster& c) {
   d.set_kernel_launch_overhead(c.device.kernel_launch_overhead);
   to_proto_curve(c.device.compute_efficiency, *d.mutable_compute_efficiency());
   to_proto_curve(c.device.memory_efficiency, *d.mutable_memory_efficiency());
+  for (const auto& [k, curve] : c.device.memory_efficiency_by_class) {
+    auto& entry = *d.add_kernel_classes();
+    entry.set_kernel_class(std::string(graph::kernel_class_name(k)));
+    to_proto_curve(curve, *entry.mutable_memory_efficiency());
+  }
 
   // A part that was absent (one device per node, one node) stays absent, so that the file
   // validates again when read back.

@@ -65,6 +65,18 @@ Link link(const proto::Link& p, const Checker& check, const std::string& field) 
   out.kind = link_kind(p.kind(), check, field + ".kind");
   out.bandwidth = check.positive(p.bandwidth(), field + ".bandwidth");
   out.latency = check.non_negative(p.latency(), field + ".latency");
+  for (int i = 0; i < p.protocols_size(); ++i) {
+    const auto path = fmt::format("{}.protocols[{}]", field, i);
+    const auto& q = p.protocols(i);
+    LinkProtocol proto_figures{check.positive(q.from_bytes(), path + ".from_bytes"),
+                               check.positive(q.bandwidth(), path + ".bandwidth"),
+                               check.non_negative(q.latency(), path + ".latency")};
+    if (!out.protocols.empty() && proto_figures.from_bytes <= out.protocols.back().from_bytes) {
+      check.fail(path + ".from_bytes", fmt::format("must be larger than the previous protocol's {}, got {}",
+                                                   out.protocols.back().from_bytes, proto_figures.from_bytes));
+    }
+    out.protocols.push_back(proto_figures);
+  }
   return out;
 }
 
@@ -100,6 +112,23 @@ Device device(const proto::Device& p, const Checker& check) {
   d.kernel_launch_overhead = check.non_negative(p.kernel_launch_overhead(), "device.kernel_launch_overhead");
   d.compute_efficiency = curve(p.compute_efficiency(), check, "device.compute_efficiency");
   d.memory_efficiency = curve(p.memory_efficiency(), check, "device.memory_efficiency");
+  for (int i = 0; i < p.kernel_classes_size(); ++i) {
+    const auto path = fmt::format("device.kernel_classes[{}]", i);
+    const auto& entry = p.kernel_classes(i);
+    const auto k = graph::parse_kernel_class(entry.kernel_class());
+    if (!k) {
+      check.fail(path + ".kernel_class",
+                 fmt::format("'{}' is not one of eltwise, transcendental, reduction, normalization, gather, copy",
+                             entry.kernel_class()));
+    }
+    if (entry.memory_efficiency_size() == 0) {
+      check.fail(path + ".memory_efficiency", "is empty");
+    }
+    if (!d.memory_efficiency_by_class.emplace(*k, curve(entry.memory_efficiency(), check, path + ".memory_efficiency"))
+             .second) {
+      check.fail(path + ".kernel_class", fmt::format("'{}' is given twice", entry.kernel_class()));
+    }
+  }
   return d;
 }
 

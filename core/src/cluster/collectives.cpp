@@ -29,6 +29,8 @@
 //   Across nodes the blocks are the nodes (all holding the same k >= 2 devices of the group) and
 //   B_across = nic.bandwidth * min(1, nics_per_node / (k concurrent_groups)), the k shard rings
 //   together B_net again; inside one node any p = k x m with k, m >= 2 is a 2D ring.
+// A link with several protocols (Link::protocols) is taken at the figures of the protocol that
+// the collective's messages (message_bytes) run.
 // Automatic takes the fastest applicable algorithm; one that does not apply (tree for anything but
 // all-reduce; hierarchical for other collectives, a group with no k x m blocks, or nodes holding
 // different numbers of the group's devices) falls back to ring, and the formula says so.
@@ -84,7 +86,19 @@ double bus_factor(Collective c, int p) {
   return 1.0;
 }
 
+double message_bytes(Collective c, double bytes, int p) {
+  switch (c) {
+  case Collective::broadcast:
+  case Collective::send_recv: return bytes;
+  default: return bytes / std::max(p, 1);
+  }
+}
+
 namespace {
+
+bool has_protocols(const Cluster& c) {
+  return !c.intra_link.protocols.empty() || !c.intra_fallback.protocols.empty() || !c.nic.protocols.empty();
+}
 
 void check_group(const Cluster& c, Collective coll, std::span<const int> devices, double bytes, int concurrent_groups) {
   const auto what = collective_name(coll);
@@ -125,6 +139,14 @@ CollectiveCost collective_cost(const Cluster& cluster, Collective collective, st
     return none;
   }
   check_group(cluster, collective, devices, bytes, concurrent_groups);
+  if (has_protocols(cluster)) { // every link at the figures of the protocol these messages run
+    const double m = message_bytes(collective, bytes, static_cast<int>(devices.size()));
+    Cluster at = cluster;
+    at.intra_link = cluster.intra_link.at(m);
+    at.intra_fallback = cluster.intra_fallback.at(m);
+    at.nic = cluster.nic.at(m);
+    return collective_cost(at, collective, devices, bytes, algorithm, concurrent_groups);
+  }
   const detail::Shape s = detail::shape_of(cluster, devices, concurrent_groups);
 
   struct Candidate {

@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <map>
 #include <set>
 
 namespace partita::cost {
@@ -145,6 +147,54 @@ std::vector<RateSample> rates(const std::vector<KernelSample>& samples, bool flo
   return out;
 }
 
+// Memory-bound kernels, one curve per family over one bandwidth: the highest rate of any family,
+// so that every family's fractions lie in (0, 1]. Eltwise (or, without it, every sample) gives the
+// default curve; the other families with samples get their own.
+void fit_memory(const std::vector<KernelSample>& samples, cluster::Device& dev, std::vector<std::string>& warnings) {
+  std::map<graph::KernelClass, std::vector<KernelSample>> by_class;
+  for (const auto& s : samples) {
+    by_class[s.kernel_class].push_back(s);
+  }
+  const auto eltwise = by_class.find(graph::KernelClass::eltwise);
+  const auto default_rates = fit_rate_curve(
+      rates(eltwise != by_class.end() ? eltwise->second : samples, false, "memory (eltwise kernels)"),
+      "memory bandwidth");
+  std::map<graph::KernelClass, std::vector<std::pair<double, double>>> class_rates;
+  for (const auto& [k, list] : by_class) {
+    if (k != graph::KernelClass::eltwise) {
+      const auto what = fmt::format("memory ({} kernels)", graph::kernel_class_name(k));
+      try {
+        class_rates[k] = fit_rate_curve(rates(list, false, what), what);
+      } catch (const Error& e) { // an optional family: the default curve stands in for it
+        warnings.push_back(fmt::format("{}; {} kernels use the eltwise curve", e.what(), graph::kernel_class_name(k)));
+      }
+    }
+  }
+  double peak = 0;
+  const auto raise_peak = [&](const std::vector<std::pair<double, double>>& r) {
+    for (const auto& [work, rate] : r) {
+      peak = std::max(peak, rate);
+    }
+  };
+  raise_peak(default_rates);
+  for (const auto& [k, r] : class_rates) {
+    raise_peak(r);
+  }
+  const auto to_curve = [&](const std::vector<std::pair<double, double>>& r) {
+    cluster::EfficiencyCurve curve;
+    for (const auto& [work, rate] : r) {
+      curve.points.emplace_back(work, std::clamp(rate / peak, 1e-9, 1.0));
+    }
+    return curve;
+  };
+  dev.memory_bandwidth = peak;
+  dev.memory_efficiency = to_curve(default_rates);
+  dev.memory_efficiency_by_class.clear();
+  for (const auto& [k, r] : class_rates) {
+    dev.memory_efficiency_by_class[k] = to_curve(r);
+  }
+}
+
 enum class LinkClass : std::uint8_t { intra, inter, mixed };
 
 LinkClass link_class(const cluster::Cluster& c, const std::vector<int>& devices) {
@@ -163,15 +213,60 @@ cluster::CollectiveCost cost_of(const cluster::Cluster& c, const CollectiveSampl
   return cluster::collective_cost(c, s.collective, s.devices, s.bytes, a);
 }
 
+// One timed collective as t = a L + u W, divided by t: a fit of (a, u) has relative residual
+// a l + u w - 1.
+struct LinkTerms {
+  double l = 0, w = 0;
+  double message = 0; // message_bytes: the protocol it ran
+};
+
+struct LineFit {
+  double a = 0, u = 0, sse = 0;
+  bool ok = false;
+};
+
+// Least squares of a l + u w = 1 over terms [first, last); latency below resolution (a < 0):
+// bandwidth alone.
+LineFit fit_line(const std::vector<LinkTerms>& t, std::size_t first, std::size_t last) {
+  double sll = 0, slw = 0, sww = 0, sl = 0, sw = 0;
+  for (std::size_t i = first; i < last; ++i) {
+    sll += t[i].l * t[i].l;
+    slw += t[i].l * t[i].w;
+    sww += t[i].w * t[i].w;
+    sl += t[i].l;
+    sw += t[i].w;
+  }
+  LineFit f;
+  const double det = sll * sww - slw * slw;
+  f.a = det > 0 ? (sl * sww - sw * slw) / det : -1;
+  f.u = det > 0 ? (sll * sw - slw * sl) / det : 0;
+  if (f.a < 0) {
+    f.a = 0;
+    f.u = sww > 0 ? sw / sww : 0;
+  }
+  f.ok = f.u > 0 && std::isfinite(f.u);
+  for (std::size_t i = first; i < last; ++i) {
+    const double r = f.a * t[i].l + f.u * t[i].w - 1;
+    f.sse += r * r;
+  }
+  return f;
+}
+
 // t = a L + u W over the samples of one link class, L and W read off collective_cost on a probe
-// cluster whose link of that class has unit latency and bandwidth.
+// cluster whose link of that class has unit latency and bandwidth. Where the link changes protocol
+// with message size (shared-memory MPI switches around a few KiB), one (a, u) per range of
+// message sizes: up to three ranges, split where the Bayesian information criterion of the
+// relative residuals is lowest (each range adds a, u and its boundary), at least 4 samples each.
 LinkFit fit_link(const cluster::Cluster& nominal, const std::vector<const CollectiveSample*>& samples, LinkClass cls,
                  cluster::LinkKind kind) {
   cluster::Cluster probe = nominal;
   const cluster::Link unit{kind, 1.0, 1.0};
   (cls == LinkClass::intra ? probe.intra_link : probe.nic) = unit;
   const char* what = cls == LinkClass::intra ? "intra-node link" : "inter-node link";
-  double sll = 0, slw = 0, sww = 0, sl = 0, sw = 0;
+  if (samples.size() < 2) {
+    throw Error(fmt::format("calibration: the {} needs at least 2 timed collectives, got {}", what, samples.size()));
+  }
+  std::vector<LinkTerms> terms;
   for (const auto* s : samples) {
     if (!(std::isfinite(s->seconds) && s->seconds > 0)) {
       throw Error(fmt::format("calibration: {} sample of {} B: time {} s must be positive and finite",
@@ -179,30 +274,72 @@ LinkFit fit_link(const cluster::Cluster& nominal, const std::vector<const Collec
     }
     // The algorithm the cost model picks with the nominal figures, probed for its terms.
     const auto algorithm = cost_of(nominal, *s).algorithm;
-    const auto terms = cost_of(probe, *s, algorithm);
-    const double l = terms.latency_seconds / s->seconds, w = terms.bandwidth_seconds / s->seconds;
-    sll += l * l;
-    slw += l * w;
-    sww += w * w;
-    sl += l;
-    sw += w;
+    const auto t = cost_of(probe, *s, algorithm);
+    terms.push_back({t.latency_seconds / s->seconds, t.bandwidth_seconds / s->seconds,
+                     cluster::message_bytes(s->collective, s->bytes, static_cast<int>(s->devices.size()))});
   }
-  if (samples.size() < 2) {
-    throw Error(fmt::format("calibration: the {} needs at least 2 timed collectives, got {}", what, samples.size()));
+  std::sort(terms.begin(), terms.end(), [](const LinkTerms& x, const LinkTerms& y) { return x.message < y.message; });
+  const std::size_t n = terms.size();
+  std::vector<std::size_t> cuts; // where a new message size starts
+  for (std::size_t i = 1; i < n; ++i) {
+    if (terms[i].message > terms[i - 1].message) {
+      cuts.push_back(i);
+    }
   }
-  const double det = sll * sww - slw * slw;
-  double a = det > 0 ? (sl * sww - sw * slw) / det : -1;
-  double u = det > 0 ? (sll * sw - slw * sl) / det : 0;
-  if (a < 0) { // latency below resolution: bandwidth alone
-    a = 0;
-    u = sww > 0 ? sw / sww : 0;
-  }
-  if (!(u > 0) || !std::isfinite(u)) {
+  constexpr std::size_t min_samples = 4;
+  struct Choice {
+    std::vector<std::size_t> bounds; // segment starts after the first
+    std::vector<LineFit> fits;
+    double score = std::numeric_limits<double>::infinity();
+  };
+  const auto evaluate = [&](std::vector<std::size_t> bounds) {
+    Choice c;
+    c.bounds = std::move(bounds);
+    double sse = 0;
+    std::size_t begin = 0;
+    for (std::size_t k = 0; k <= c.bounds.size(); ++k) {
+      const std::size_t end = k < c.bounds.size() ? c.bounds[k] : n;
+      if (end - begin < min_samples && !(c.bounds.empty())) {
+        return c;
+      }
+      c.fits.push_back(fit_line(terms, begin, end));
+      if (!c.fits.back().ok) {
+        return c;
+      }
+      sse += c.fits.back().sse;
+      begin = end;
+    }
+    const double params = 2.0 + 3.0 * static_cast<double>(c.bounds.size());
+    // Timings are not more precise than one part in a million: exact data keeps one range.
+    c.score = static_cast<double>(n) * std::log(std::max(sse / static_cast<double>(n), 1e-12)) +
+              params * std::log(static_cast<double>(n));
+    return c;
+  };
+  Choice best = evaluate({});
+  if (!best.fits.empty() && !best.fits.front().ok) {
     throw Error(fmt::format("calibration: the {}'s collective times do not grow with size (fitted 1/bandwidth {}); "
                             "measure larger sizes",
-                            what, u));
+                            what, best.fits.front().u));
   }
-  return {cluster::Link{kind, 1 / u, a}, static_cast<int>(samples.size())};
+  for (std::size_t i = 0; i < cuts.size(); ++i) {
+    auto one = evaluate({cuts[i]});
+    if (one.score < best.score) {
+      best = std::move(one);
+    }
+    for (std::size_t j = i + 1; j < cuts.size(); ++j) {
+      auto two = evaluate({cuts[i], cuts[j]});
+      if (two.score < best.score) {
+        best = std::move(two);
+      }
+    }
+  }
+  cluster::Link link{kind, 1 / best.fits[0].u, best.fits[0].a};
+  for (std::size_t k = 0; k < best.bounds.size(); ++k) {
+    const std::size_t b = best.bounds[k];
+    link.protocols.push_back({std::sqrt(terms[b - 1].message * terms[b].message), 1 / best.fits[k + 1].u,
+                              best.fits[k + 1].a});
+  }
+  return {link, static_cast<int>(samples.size())};
 }
 
 } // namespace
@@ -224,8 +361,7 @@ Calibration calibrate(const cluster::Cluster& base, const CalibrationData& data)
 
   cluster::Device& dev = c.device;
   dev.kernel_launch_overhead = 0; // inside the curves: they are fitted on whole calls
-  dev.memory_bandwidth = to_efficiency(fit_rate_curve(rates(data.memory, false, "memory"), "memory bandwidth"),
-                                       dev.memory_efficiency);
+  fit_memory(data.memory, dev, out.warnings);
   const double old_peak = dev.peak_fp32;
   dev.peak_fp32 =
       to_efficiency(fit_rate_curve(rates(data.compute, true, "compute"), "compute rate"), dev.compute_efficiency);
@@ -276,7 +412,8 @@ Calibration calibrate(const cluster::Cluster& base, const CalibrationData& data)
         {s.kernel, s.flops, s.seconds, kernel_time(s.flops, s.bytes, dev, cluster::Precision::fp32)});
   }
   for (const auto& s : data.memory) {
-    out.memory.push_back({s.kernel, s.bytes, s.seconds, kernel_time(0, s.bytes, dev, cluster::Precision::fp32)});
+    out.memory.push_back(
+        {s.kernel, s.bytes, s.seconds, kernel_time(0, s.bytes, dev, cluster::Precision::fp32, s.kernel_class)});
   }
   for (const auto& s : data.collectives) {
     out.collectives.push_back({fmt::format("{} on {} devices", cluster::collective_name(s.collective),

@@ -289,14 +289,15 @@ double OpCost::get(std::string_view name) const {
   return v;
 }
 
-double kernel_time(double flops, double bytes, const cluster::Device& device, cluster::Precision precision) {
+double kernel_time(double flops, double bytes, const cluster::Device& device, cluster::Precision precision,
+                   graph::KernelClass kernel) {
   if (flops <= 0 && bytes <= 0) {
     return 0;
   }
   const double peak = device.peak(precision);
   const double compute = flops > 0 && peak > 0 ? flops / (peak * device.compute_efficiency.at(flops)) : 0;
   const double memory = bytes > 0 && device.memory_bandwidth > 0
-                            ? bytes / (device.memory_bandwidth * device.memory_efficiency.at(bytes))
+                            ? bytes / (device.memory_bandwidth * device.memory_efficiency_for(kernel, bytes))
                             : 0;
   return std::max(compute, memory) + device.kernel_launch_overhead;
 }
@@ -337,18 +338,21 @@ OpCost op_cost(const graph::Graph& g, graph::OpId id, const graph::OpSemantics& 
   }
   const double fwd_flops = s.fwd_flops / parts;
   const double fwd_bytes = s.op_class == graph::OpClass::shape ? 0 : shard_in + shard_out;
-  const double fwd = s.op_class == graph::OpClass::shape ? 0 : kernel_time(fwd_flops, fwd_bytes, dev, precision);
+  const double fwd = s.op_class == graph::OpClass::shape ? 0 : kernel_time(fwd_flops, fwd_bytes, dev, precision, s.forward_kernel);
   cost.time.push_back({std::string(term::forward_compute), fwd,
-                       fmt::format("max({:.4g} GFLOP / {} peak, {:.4g} MB / memory bandwidth) + launch, on 1/{} of the "
-                                   "iteration space",
-                                   fwd_flops / 1e9, cluster::precision_name(precision), fwd_bytes / 1e6, parts)});
+                       fmt::format("max({:.4g} GFLOP / {} peak, {:.4g} MB / {} memory bandwidth) + launch, on 1/{} of "
+                                   "the iteration space",
+                                   fwd_flops / 1e9, cluster::precision_name(precision), fwd_bytes / 1e6,
+                                   graph::kernel_class_name(s.forward_kernel), parts)});
   const double bwd_flops = (s.bwd_data_flops + s.bwd_weight_flops) / parts;
   const double bwd_bytes =
       s.bwd_bytes > 0 && s.fwd_bytes_read + s.fwd_bytes_written > 0 ? s.bwd_bytes * scale / parts : 0;
-  const double bwd = bwd_flops > 0 || bwd_bytes > 0 ? kernel_time(bwd_flops, bwd_bytes, dev, precision) : 0;
+  const double bwd = bwd_flops > 0 || bwd_bytes > 0 ? kernel_time(bwd_flops, bwd_bytes, dev, precision, s.backward_kernel) : 0;
   cost.time.push_back({std::string(term::backward_compute), bwd,
-                       fmt::format("data gradients {:.4g} GFLOP + weight gradients {:.4g} GFLOP on 1/{} of the space",
-                                   s.bwd_data_flops / parts / 1e9, s.bwd_weight_flops / parts / 1e9, parts)});
+                       fmt::format("data gradients {:.4g} GFLOP + weight gradients {:.4g} GFLOP, {:.4g} MB through {} "
+                                   "kernels, on 1/{} of the space",
+                                   s.bwd_data_flops / parts / 1e9, s.bwd_weight_flops / parts / 1e9, bwd_bytes / 1e6,
+                                   graph::kernel_class_name(s.backward_kernel), parts)});
   if (!keep_output && fwd > 0) {
     cost.time.push_back({std::string(term::recompute), fwd, "the forward pass again, before the backward pass"});
   }

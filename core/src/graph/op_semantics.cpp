@@ -25,6 +25,32 @@ std::string_view op_class_name(OpClass c) {
   return "opaque";
 }
 
+std::string_view kernel_class_name(KernelClass c) {
+  switch (c) {
+  case KernelClass::eltwise: return "eltwise";
+  case KernelClass::transcendental: return "transcendental";
+  case KernelClass::reduction: return "reduction";
+  case KernelClass::normalization: return "normalization";
+  case KernelClass::gather: return "gather";
+  case KernelClass::copy: return "copy";
+  }
+  return "eltwise";
+}
+
+std::vector<KernelClass> all_kernel_classes() {
+  return {KernelClass::eltwise,       KernelClass::transcendental, KernelClass::reduction,
+          KernelClass::normalization, KernelClass::gather,         KernelClass::copy};
+}
+
+std::optional<KernelClass> parse_kernel_class(std::string_view name) {
+  for (const auto c : all_kernel_classes()) {
+    if (kernel_class_name(c) == name) {
+      return c;
+    }
+  }
+  return std::nullopt;
+}
+
 int OpSemantics::find_dim(std::string_view dim_name) const {
   for (std::size_t i = 0; i < dims.size(); ++i) {
     if (dims[i].name == dim_name) {
@@ -117,6 +143,58 @@ void describe_opaque(const Op& op, const Graph& g, OpSemantics& s, std::string r
   fill_bytes(op, g, s);
 }
 
+// Before the description runs (`defaults`): the family that follows from the op's class. After:
+// an element-wise op that broadcasts a float input (a bias) reduces its gradient over the
+// broadcast dims, so its backward pass is a reduction.
+void set_kernel_classes(const Graph& g, const Op& op, OpSemantics& s, bool defaults) {
+  if (defaults) {
+    KernelClass k = KernelClass::eltwise;
+    switch (s.op_class) {
+    case OpClass::normalization:
+    case OpClass::softmax: k = KernelClass::normalization; break;
+    case OpClass::reduction: k = KernelClass::reduction; break;
+    case OpClass::embedding: k = KernelClass::gather; break;
+    case OpClass::data_movement:
+      k = op.type.starts_with("Gather") || op.type.starts_with("Scatter") ? KernelClass::gather : KernelClass::copy;
+      break;
+    default: break;
+    }
+    s.forward_kernel = s.backward_kernel = k;
+    return;
+  }
+  if (s.op_class != OpClass::elementwise || s.backward_kernel != KernelClass::eltwise) {
+    return;
+  }
+  for (std::size_t i = 0; i < s.inputs.size(); ++i) {
+    const auto& a = s.inputs[i];
+    if (a.tensor == no_tensor || (i < s.slots.size() && s.slots[i] == InputSlot::index)) {
+      continue;
+    }
+    // Only an input that gets a gradient (a weight, or an activation computed from the data) has
+    // its broadcast summed in the backward pass; a broadcast constant (a scale, Constant's value)
+    // gets none.
+    const Tensor& t = g.tensor(a.tensor);
+    const bool gets_gradient =
+        t.role == TensorRole::parameter ||
+        (t.role == TensorRole::activation && (t.producer < 0 || g.op(t.producer).type != "Constant"));
+    if (!gets_gradient) {
+      continue;
+    }
+    std::vector<bool> indexed(s.dims.size(), false);
+    for (const int d : a.dims) {
+      if (d >= 0) {
+        indexed[static_cast<std::size_t>(d)] = true;
+      }
+    }
+    for (std::size_t d = 0; d < s.dims.size(); ++d) {
+      if (!indexed[d] && s.dims[d].size > 1) {
+        s.backward_kernel = KernelClass::reduction;
+        return;
+      }
+    }
+  }
+}
+
 } // namespace
 
 const OpDescriptor* find_descriptor(std::string_view type) {
@@ -169,6 +247,7 @@ OpSemantics describe(const Graph& g, OpId id) {
     for (std::size_t i = 0; i < op.outputs.size(); ++i) {
       s.outputs[i].tensor = op.outputs[i];
     }
+    set_kernel_classes(g, op, s, true);
     d->describe(op, g, s);
     // Anything the description left unmapped is read whole.
     for (auto* list : {&s.inputs, &s.outputs}) {
@@ -179,6 +258,7 @@ OpSemantics describe(const Graph& g, OpId id) {
       }
     }
     fill_bytes(op, g, s);
+    set_kernel_classes(g, op, s, false);
   } catch (const Error& e) {
     describe_opaque(op, g, s, e.what());
   }

@@ -12,6 +12,12 @@ template <int Fwd, int Bwd> void describe_pointwise(const Op& op, const Graph& g
   pointwise_costs(op, g, s, Fwd, Bwd);
 }
 
+// Element-wise through a transcendental function (exp, erf, tanh, ...): a family of its own.
+template <int Fwd, int Bwd> void describe_transcendental(const Op& op, const Graph& g, OpSemantics& s) {
+  describe_pointwise<Fwd, Bwd>(op, g, s);
+  s.forward_kernel = s.backward_kernel = KernelClass::transcendental;
+}
+
 constexpr InputSlot D = InputSlot::data;
 constexpr InputSlot I = InputSlot::index;
 
@@ -23,7 +29,7 @@ const OpDescriptor table[] = {
     {"Sub", OpClass::elementwise, {D}, describe_pointwise<1, 1>},
     {"Mul", OpClass::elementwise, {D}, describe_pointwise<1, 1>},
     {"Div", OpClass::elementwise, {D}, describe_pointwise<1, 2>},
-    {"Pow", OpClass::elementwise, {D}, describe_pointwise<4, 4>},
+    {"Pow", OpClass::elementwise, {D}, describe_transcendental<4, 4>},
     {"Mod", OpClass::elementwise, {D}, describe_pointwise<1, 1>},
     {"Max", OpClass::elementwise, {D}, describe_pointwise<1, 1>},
     {"Min", OpClass::elementwise, {D}, describe_pointwise<1, 1>},
@@ -42,20 +48,20 @@ const OpDescriptor table[] = {
     // unary
     {"Relu", OpClass::elementwise, {D}, describe_pointwise<1, 1>},
     {"LeakyRelu", OpClass::elementwise, {D}, describe_pointwise<2, 2>},
-    {"Elu", OpClass::elementwise, {D}, describe_pointwise<4, 2>},
-    {"Selu", OpClass::elementwise, {D}, describe_pointwise<5, 2>},
-    {"Celu", OpClass::elementwise, {D}, describe_pointwise<5, 2>},
-    {"Gelu", OpClass::elementwise, {D}, describe_pointwise<8, 10>},
-    {"Sigmoid", OpClass::elementwise, {D}, describe_pointwise<4, 2>},
+    {"Elu", OpClass::elementwise, {D}, describe_transcendental<4, 2>},
+    {"Selu", OpClass::elementwise, {D}, describe_transcendental<5, 2>},
+    {"Celu", OpClass::elementwise, {D}, describe_transcendental<5, 2>},
+    {"Gelu", OpClass::elementwise, {D}, describe_transcendental<8, 10>},
+    {"Sigmoid", OpClass::elementwise, {D}, describe_transcendental<4, 2>},
     {"HardSigmoid", OpClass::elementwise, {D}, describe_pointwise<3, 1>},
     {"HardSwish", OpClass::elementwise, {D}, describe_pointwise<4, 2>},
-    {"Tanh", OpClass::elementwise, {D}, describe_pointwise<4, 2>},
-    {"Softplus", OpClass::elementwise, {D}, describe_pointwise<4, 4>},
+    {"Tanh", OpClass::elementwise, {D}, describe_transcendental<4, 2>},
+    {"Softplus", OpClass::elementwise, {D}, describe_transcendental<4, 4>},
     {"Softsign", OpClass::elementwise, {D}, describe_pointwise<3, 3>},
-    {"Mish", OpClass::elementwise, {D}, describe_pointwise<8, 10>},
-    {"Erf", OpClass::elementwise, {D}, describe_pointwise<4, 4>},
-    {"Exp", OpClass::elementwise, {D}, describe_pointwise<4, 1>},
-    {"Log", OpClass::elementwise, {D}, describe_pointwise<4, 1>},
+    {"Mish", OpClass::elementwise, {D}, describe_transcendental<8, 10>},
+    {"Erf", OpClass::elementwise, {D}, describe_transcendental<4, 4>},
+    {"Exp", OpClass::elementwise, {D}, describe_transcendental<4, 1>},
+    {"Log", OpClass::elementwise, {D}, describe_transcendental<4, 1>},
     {"Sqrt", OpClass::elementwise, {D}, describe_pointwise<4, 2>},
     {"Reciprocal", OpClass::elementwise, {D}, describe_pointwise<1, 2>},
     {"Neg", OpClass::elementwise, {D}, describe_pointwise<1, 1>},
@@ -65,8 +71,8 @@ const OpDescriptor table[] = {
     {"Floor", OpClass::elementwise, {D}, describe_pointwise<1, 0>},
     {"Round", OpClass::elementwise, {D}, describe_pointwise<1, 0>},
     {"Not", OpClass::elementwise, {D}, describe_pointwise<1, 0>},
-    {"Sin", OpClass::elementwise, {D}, describe_pointwise<4, 4>},
-    {"Cos", OpClass::elementwise, {D}, describe_pointwise<4, 4>},
+    {"Sin", OpClass::elementwise, {D}, describe_transcendental<4, 4>},
+    {"Cos", OpClass::elementwise, {D}, describe_transcendental<4, 4>},
     {"IsNaN", OpClass::elementwise, {D}, describe_pointwise<1, 0>},
     {"IsInf", OpClass::elementwise, {D}, describe_pointwise<1, 0>},
     {"Clip", OpClass::elementwise, {D, I, I}, describe_pointwise<2, 1>},

@@ -4,7 +4,10 @@
 // network between nodes (DESIGN.md 3.3). Read from partita.proto's Cluster (JSON files and the
 // presets in resources/clusters/), validated with errors that name the field.
 
+#include "partita/graph/kernel_class.h"
+
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -23,10 +26,24 @@ std::string_view precision_name(Precision p);
 enum class LinkKind : std::uint8_t { shared_memory, nvlink, nvswitch, pcie, infiniband, ethernet };
 std::string_view link_kind_name(LinkKind k);
 
-struct Link {
-  LinkKind kind = LinkKind::pcie;
+// From `from_bytes` per message on, a link may run another protocol with figures of its own
+// (MPI's eager-to-rendezvous switch, NCCL's LL/LL128/Simple): calibration finds the switches.
+struct LinkProtocol {
+  double from_bytes = 0;
   double bandwidth = 0; // bytes/s per direction
   double latency = 0;   // seconds
+
+  auto operator<=>(const LinkProtocol&) const = default;
+};
+
+struct Link {
+  LinkKind kind = LinkKind::pcie;
+  double bandwidth = 0; // bytes/s per direction, for messages below the first protocol's from_bytes
+  double latency = 0;   // seconds
+  std::vector<LinkProtocol> protocols = {}; // ascending from_bytes; empty: one protocol at every size
+
+  // The link's figures for messages of `message_bytes` (protocols dropped).
+  Link at(double message_bytes) const;
 };
 
 // Fraction of peak against work size (FLOPs or bytes), linear in log(work) between points,
@@ -44,7 +61,11 @@ struct Device {
   double kernel_launch_overhead = 0;                                               // seconds
   EfficiencyCurve compute_efficiency;
   EfficiencyCurve memory_efficiency;
+  // Per kernel family (calibrated): its achieved bandwidth as a fraction of memory_bandwidth. A
+  // family without an entry uses memory_efficiency.
+  std::map<graph::KernelClass, EfficiencyCurve> memory_efficiency_by_class;
 
+  double memory_efficiency_for(graph::KernelClass k, double bytes) const;
   // Peak for a precision; falls back to the nearest wider supported type (tf32 -> fp32, ...).
   double peak(Precision p) const;
 };

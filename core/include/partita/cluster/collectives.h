@@ -22,6 +22,11 @@ std::string_view algorithm_name(Algorithm a);
 // broadcast and send/recv 1.
 double bus_factor(Collective c, int p);
 
+// The size of one message a collective of `bytes` over p devices sends between two of them, which
+// decides the protocol a link runs (Link::protocols): n/p for all-reduce, all-gather,
+// reduce-scatter (a ring's chunk) and all-to-all (a peer's part); n for broadcast and send/recv.
+double message_bytes(Collective c, double bytes, int p);
+
 struct CollectiveCost {
   double seconds = 0;
   double latency_seconds = 0;            // the alpha terms

@@ -10,6 +10,9 @@
 //   the measured range): the shape EfficiencyCurve interpolates. The peak is the highest fitted
 //   rate and the curve is the fitted rates over it, so every fraction lies in (0, 1]. The launch
 //   overhead is set to 0: per-call costs are measured, and the curves carry them at small sizes.
+//   Memory-bound kernels are fitted per family (graph::KernelClass): eltwise gives
+//   memory_efficiency, every other family with samples its own curve in memory_efficiency_by_class,
+//   all as fractions of one memory_bandwidth (the highest rate fitted in any family).
 // - Links: each collective timing is t = a x L + n x W / B where L (latency steps) and W (bytes
 //   factor) come from collective_cost itself, evaluated on a probe cluster whose link has unit
 //   latency and bandwidth; (a, 1/B) is the least-squares fit on relative error over every
@@ -30,6 +33,7 @@ struct KernelSample {
   double flops = 0;   // 0 for a memory-bound kernel
   double bytes = 0;   // read + written, as op_cost counts them (shard inputs + outputs)
   double seconds = 0; // per call
+  graph::KernelClass kernel_class = graph::KernelClass::eltwise; // memory-bound kernels: their family
 };
 
 struct CollectiveSample {
@@ -66,6 +70,7 @@ struct Calibration {
   cluster::Cluster cluster;
   std::vector<FitPoint> compute, memory, collectives;
   std::optional<LinkFit> intra, inter; // the link classes the data covered
+  std::vector<std::string> warnings;    // what could not be fitted and what stands in for it
 };
 
 // Fits `data` onto `base` (name, device name, capacity, link kinds and NICs per node kept; shape

@@ -62,8 +62,6 @@ OpCost op_cost(const graph::Graph& g, graph::OpId id, const graph::OpSemantics& 
                std::span<const int> devices, const cluster::Cluster& cluster, const TrainingSetup& setup,
                bool keep_output = true);
 
-// Compute time of `flops` FLOPs touching `bytes` bytes on one device: roofline with the
-// device's efficiency curves, plus one kernel launch.
 // Groups of devices along `axes` of the grid; with `across_copies`, each group also spans the
 // same grid position in every copy (the gradient-reduction groups of replicated tensors).
 std::vector<std::vector<int>> device_groups(const sharding::Config& config, std::span<const int> devices,
@@ -73,6 +71,9 @@ std::vector<std::vector<int>> device_groups(const sharding::Config& config, std:
 // op all-reduces its statistics over the device groups along them (device_groups, without copies).
 std::vector<int> statistics_axes(const graph::OpSemantics& s, const sharding::Config& config);
 
-double kernel_time(double flops, double bytes, const cluster::Device& device, cluster::Precision precision);
+// Compute time of `flops` FLOPs touching `bytes` bytes on one device: roofline with the device's
+// compute efficiency curve and the memory efficiency curve of the kernel family, plus one launch.
+double kernel_time(double flops, double bytes, const cluster::Device& device, cluster::Precision precision,
+                   graph::KernelClass kernel = graph::KernelClass::eltwise);
 
 } // namespace partita::cost

@@ -7,6 +7,7 @@
 // only these descriptions.
 
 #include "partita/graph/graph.h"
+#include "partita/graph/kernel_class.h"
 
 #include <cstdint>
 #include <string>
@@ -74,6 +75,10 @@ struct OpSemantics {
   double fwd_bytes_read = 0;
   double fwd_bytes_written = 0;
   double bwd_bytes = 0; // read + written by the backward pass
+  // The memory-bound kernel family of each pass: set from op_class, refined by the description
+  // (a transcendental function; an element-wise op whose broadcast input's gradient is a reduction).
+  KernelClass forward_kernel = KernelClass::eltwise;
+  KernelClass backward_kernel = KernelClass::eltwise;
 
   // Non-empty when the op was described conservatively (unknown type, subgraph, unsupported
   // attribute); the text says why.

@@ -1,0 +1,29 @@
+#pragma once
+
+// The family of memory-bound kernel an op runs. A reduction, a normalization, a gather or a
+// transcendental function moves its bytes at a rate of its own, far from a plain element-wise
+// pass: calibration measures each family and the cost model prices an op with its family's curve
+// (cluster::Device::memory_efficiency_for). The op's family follows from its declarative
+// description (OpSemantics::forward_kernel, backward_kernel).
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+namespace partita::graph {
+
+enum class KernelClass : std::uint8_t {
+  eltwise,        // one pass over the elements: Add, Relu, Cast, Where, ...
+  transcendental, // element-wise through exp, erf, tanh, ...: Erf, Gelu, Sigmoid, Exp, ...
+  reduction,      // sums over dims: ReduceSum, and the gradient of a broadcast input (a bias)
+  normalization,  // statistics over a row, then a pass: Softmax, LayerNormalization, BatchNorm
+  gather,         // rows picked by an index: Gather, embeddings, ScatterND
+  copy,           // bytes moved into a new layout: Transpose, Concat, Split, Slice, Pad, ...
+};
+
+std::string_view kernel_class_name(KernelClass c);
+std::optional<KernelClass> parse_kernel_class(std::string_view name);
+std::vector<KernelClass> all_kernel_classes();
+
+} // namespace partita::graph

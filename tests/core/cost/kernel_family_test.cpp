@@ -1,0 +1,145 @@
+// Kernel families: an op's family follows from its description, and op_cost prices the op's
+// memory traffic with that family's curve (the default curve when the device has none for it).
+
+#include "partita/cost/op_cost.h"
+#include "partita/graph/error.h"
+#include "partita/graph/op_semantics.h"
+#include "partita/proto/partita.pb.h"
+
+#include "test_support.h"
+
+#include <gtest/gtest.h>
+
+namespace partita::cost {
+namespace {
+
+using graph::KernelClass;
+using graph::TensorRole;
+
+struct Ops {
+  graph::Graph g;
+  graph::OpId erf, add_bias, add_same, transpose, gather, softmax, reduce, reshape, div_scale, mul_const;
+
+  Ops() {
+    test::tensor(g, "x", {64, 128, 256});
+    test::tensor(g, "x2", {64, 128, 256});
+    test::tensor(g, "b", {256}, TensorRole::parameter);
+    test::tensor(g, "e", {64, 128, 256});
+    test::tensor(g, "y", {64, 128, 256});
+    test::tensor(g, "z", {64, 128, 256});
+    test::tensor(g, "t", {64, 256, 128});
+    test::tensor(g, "table", {1000, 256}, TensorRole::parameter);
+    test::tensor(g, "ids", {64, 128}, TensorRole::activation, graph::DType::i64);
+    test::tensor(g, "rows", {64, 128, 256});
+    test::tensor(g, "p", {64, 128, 256});
+    test::tensor(g, "s", {64, 128, 1});
+    test::tensor(g, "shape", {2}, TensorRole::activation, graph::DType::i64);
+    g.tensor(g.find_tensor("shape")).int_values = std::vector<std::int64_t>{8192, 256};
+    test::tensor(g, "r", {8192, 256});
+    erf = test::op(g, "Erf", {"x"}, {"e"});
+    add_bias = test::op(g, "Add", {"x", "b"}, {"y"});
+    add_same = test::op(g, "Add", {"x", "x2"}, {"z"});
+    transpose = test::op(g, "Transpose", {"x"}, {"t"}, {{"perm", std::vector<std::int64_t>{0, 2, 1}}});
+    gather = test::op(g, "Gather", {"table", "ids"}, {"rows"}, {{"axis", std::int64_t{0}}});
+    softmax = test::op(g, "Softmax", {"x"}, {"p"}, {{"axis", std::int64_t{-1}}});
+    reduce = test::op(g, "ReduceSum", {"x"}, {"s"}, {{"axes", std::vector<std::int64_t>{-1}}});
+    reshape = test::op(g, "Reshape", {"x", "shape"}, {"r"});
+    // Broadcast constants get no gradient: attention's 1/sqrt(d) scale, a Constant op's value.
+    test::tensor(g, "scale", {1}, TensorRole::constant);
+    test::tensor(g, "q", {64, 128, 256});
+    div_scale = test::op(g, "Div", {"x", "scale"}, {"q"});
+    test::tensor(g, "half", {1});
+    test::op(g, "Constant", {}, {"half"}, {{"value_float", 0.5}});
+    test::tensor(g, "m", {64, 128, 256});
+    mul_const = test::op(g, "Mul", {"x", "half"}, {"m"});
+  }
+};
+
+TEST(KernelFamily, FollowsFromTheDescription) {
+  const Ops o;
+  const auto classes = [&](graph::OpId id) {
+    const auto s = graph::describe(o.g, id);
+    EXPECT_TRUE(s.opaque_reason.empty()) << s.opaque_reason;
+    return std::pair{s.forward_kernel, s.backward_kernel};
+  };
+  EXPECT_EQ(classes(o.erf), std::pair(KernelClass::transcendental, KernelClass::transcendental));
+  // A broadcast bias: its gradient sums dY over the rows.
+  EXPECT_EQ(classes(o.add_bias), std::pair(KernelClass::eltwise, KernelClass::reduction));
+  EXPECT_EQ(classes(o.add_same), std::pair(KernelClass::eltwise, KernelClass::eltwise));
+  EXPECT_EQ(classes(o.div_scale), std::pair(KernelClass::eltwise, KernelClass::eltwise));
+  EXPECT_EQ(classes(o.mul_const), std::pair(KernelClass::eltwise, KernelClass::eltwise));
+  EXPECT_EQ(classes(o.transpose), std::pair(KernelClass::copy, KernelClass::copy));
+  EXPECT_EQ(classes(o.gather), std::pair(KernelClass::gather, KernelClass::gather));
+  EXPECT_EQ(classes(o.softmax), std::pair(KernelClass::normalization, KernelClass::normalization));
+  EXPECT_EQ(classes(o.reduce).first, KernelClass::reduction);
+}
+
+cluster::Cluster with_families() {
+  auto c = cluster::load_cluster("localhost-cpu");
+  c.device.kernel_launch_overhead = 0;
+  c.device.memory_efficiency.points = {{1e3, 0.2}, {1e9, 0.8}};
+  c.device.memory_efficiency_by_class[KernelClass::transcendental].points = {{1e3, 0.01}, {1e9, 0.05}};
+  c.device.memory_efficiency_by_class[KernelClass::reduction].points = {{1e3, 0.002}, {1e9, 0.02}};
+  c.device.memory_efficiency_by_class[KernelClass::copy].points = {{1e3, 0.03}, {1e9, 0.1}};
+  c.device.memory_efficiency_by_class[KernelClass::gather].points = {{1e3, 0.04}, {1e9, 0.3}};
+  c.device.memory_efficiency_by_class[KernelClass::normalization].points = {{1e3, 0.1}, {1e9, 0.4}};
+  return c;
+}
+
+OpCost cost_of(const Ops& o, graph::OpId id, const cluster::Cluster& c) {
+  const auto s = graph::describe(o.g, id);
+  const std::vector<int> device{0};
+  return op_cost(o.g, id, s, sharding::Config{std::vector<int>(s.dims.size(), 1)}, device, c, {});
+}
+
+TEST(KernelFamily, EachOpIsPricedWithItsFamilysCurve) {
+  const Ops o;
+  const auto c = with_families();
+  auto plain = c; // the same device without family curves
+  plain.device.memory_efficiency_by_class.clear();
+  for (const auto id : {o.erf, o.add_bias, o.transpose, o.gather, o.softmax, o.reduce}) {
+    const auto s = graph::describe(o.g, id);
+    const auto priced = cost_of(o, id, c), flat = cost_of(o, id, plain);
+    const double fwd = priced.get(term::forward_compute), bwd = priced.get(term::backward_compute);
+    // Memory-bound on this device: bytes / (bandwidth x the family's fraction).
+    const double fwd_bytes = fwd * c.device.memory_bandwidth * c.device.memory_efficiency_for(s.forward_kernel, 1e6);
+    ASSERT_GT(fwd, 0) << o.g.op(id).type;
+    // The family's curve is several times below the default one at every size here.
+    if (s.forward_kernel != KernelClass::eltwise) {
+      EXPECT_GT(fwd, 1.9 * flat.get(term::forward_compute)) << o.g.op(id).type;
+    } else {
+      EXPECT_DOUBLE_EQ(fwd, flat.get(term::forward_compute)) << o.g.op(id).type;
+    }
+    if (s.backward_kernel != KernelClass::eltwise) {
+      EXPECT_GT(bwd, 1.9 * flat.get(term::backward_compute)) << o.g.op(id).type;
+    }
+    EXPECT_GT(fwd_bytes, 0);
+  }
+  // Same-shape Add keeps the default (eltwise) curve both ways.
+  EXPECT_DOUBLE_EQ(cost_of(o, o.add_same, c).time_total(), cost_of(o, o.add_same, plain).time_total());
+  // The forward time is exactly kernel_time with the family.
+  const auto s = graph::describe(o.g, o.erf);
+  const double bytes = 2.0 * 64 * 128 * 256 * 4;
+  EXPECT_DOUBLE_EQ(cost_of(o, o.erf, c).get(term::forward_compute),
+                   kernel_time(s.fwd_flops, bytes, c.device, cluster::Precision::fp32, KernelClass::transcendental));
+}
+
+TEST(KernelFamily, ViewsStayFree) {
+  const Ops o;
+  const auto c = with_families();
+  EXPECT_EQ(cost_of(o, o.reshape, c).compute_time(), 0);
+}
+
+TEST(KernelFamily, FamilyCurvesRoundTripThroughTheClusterFile) {
+  const auto c = with_families();
+  const auto back = cluster::from_proto(cluster::to_proto(c), "round trip");
+  ASSERT_EQ(back.device.memory_efficiency_by_class.size(), 5U);
+  EXPECT_DOUBLE_EQ(back.device.memory_efficiency_for(KernelClass::reduction, 1e9), 0.02);
+  EXPECT_DOUBLE_EQ(back.device.memory_efficiency_for(KernelClass::eltwise, 1e9), 0.8);
+  auto p = cluster::to_proto(c);
+  p.mutable_device()->mutable_kernel_classes(0)->set_kernel_class("blas");
+  EXPECT_THROW(cluster::from_proto(p, "bad"), Error);
+}
+
+} // namespace
+} // namespace partita::cost
