@@ -338,7 +338,8 @@ OpCost op_cost(const graph::Graph& g, graph::OpId id, const graph::OpSemantics& 
   }
   const double fwd_flops = s.fwd_flops / parts;
   const double fwd_bytes = s.op_class == graph::OpClass::shape ? 0 : shard_in + shard_out;
-  const double fwd = s.op_class == graph::OpClass::shape ? 0 : kernel_time(fwd_flops, fwd_bytes, dev, precision, s.forward_kernel);
+  const double fwd =
+      s.op_class == graph::OpClass::shape ? 0 : kernel_time(fwd_flops, fwd_bytes, dev, precision, s.forward_kernel);
   cost.time.push_back({std::string(term::forward_compute), fwd,
                        fmt::format("max({:.4g} GFLOP / {} peak, {:.4g} MB / {} memory bandwidth) + launch, on 1/{} of "
                                    "the iteration space",
@@ -347,12 +348,25 @@ OpCost op_cost(const graph::Graph& g, graph::OpId id, const graph::OpSemantics& 
   const double bwd_flops = (s.bwd_data_flops + s.bwd_weight_flops) / parts;
   const double bwd_bytes =
       s.bwd_bytes > 0 && s.fwd_bytes_read + s.fwd_bytes_written > 0 ? s.bwd_bytes * scale / parts : 0;
-  const double bwd = bwd_flops > 0 || bwd_bytes > 0 ? kernel_time(bwd_flops, bwd_bytes, dev, precision, s.backward_kernel) : 0;
-  cost.time.push_back({std::string(term::backward_compute), bwd,
-                       fmt::format("data gradients {:.4g} GFLOP + weight gradients {:.4g} GFLOP, {:.4g} MB through {} "
-                                   "kernels, on 1/{} of the space",
-                                   s.bwd_data_flops / parts / 1e9, s.bwd_weight_flops / parts / 1e9, bwd_bytes / 1e6,
-                                   graph::kernel_class_name(s.backward_kernel), parts)});
+  // The gradients of broadcast inputs (a bias) are reduction kernels of their own.
+  const double reduction_bytes = bwd_bytes > 0 ? std::min(s.backward_reduction_bytes * scale / parts, bwd_bytes) : 0.0;
+  const double bwd =
+      (bwd_flops > 0 || bwd_bytes > reduction_bytes
+           ? kernel_time(bwd_flops, bwd_bytes - reduction_bytes, dev, precision, s.backward_kernel)
+           : 0.0) +
+      (reduction_bytes > 0 ? kernel_time(0, reduction_bytes, dev, precision, graph::KernelClass::reduction) : 0.0);
+  cost.time.push_back(
+      {std::string(term::backward_compute), bwd,
+       reduction_bytes > 0
+           ? fmt::format("data gradients {:.4g} GFLOP + weight gradients {:.4g} GFLOP, {:.4g} MB through {} kernels "
+                         "and {:.4g} MB through reduction kernels (broadcast inputs' gradients), on 1/{} of the space",
+                         s.bwd_data_flops / parts / 1e9, s.bwd_weight_flops / parts / 1e9,
+                         (bwd_bytes - reduction_bytes) / 1e6, graph::kernel_class_name(s.backward_kernel),
+                         reduction_bytes / 1e6, parts)
+           : fmt::format("data gradients {:.4g} GFLOP + weight gradients {:.4g} GFLOP, {:.4g} MB through {} kernels, "
+                         "on 1/{} of the space",
+                         s.bwd_data_flops / parts / 1e9, s.bwd_weight_flops / parts / 1e9, bwd_bytes / 1e6,
+                         graph::kernel_class_name(s.backward_kernel), parts)});
   if (!keep_output && fwd > 0) {
     cost.time.push_back({std::string(term::recompute), fwd, "the forward pass again, before the backward pass"});
   }

@@ -165,6 +165,13 @@ void set_kernel_classes(const Graph& g, const Op& op, OpSemantics& s, bool defau
   if (s.op_class != OpClass::elementwise || s.backward_kernel != KernelClass::eltwise) {
     return;
   }
+  // Each broadcast input that gets a gradient is a reduction kernel of its own (read the output
+  // gradient, write the input's); the rest of the backward pass (the full-size input gradients)
+  // stays element-wise.
+  double output_gradient = 0;
+  for (const TensorId t : op.outputs) {
+    output_gradient += tensor_bytes(g, t);
+  }
   for (std::size_t i = 0; i < s.inputs.size(); ++i) {
     const auto& a = s.inputs[i];
     if (a.tensor == no_tensor || (i < s.slots.size() && s.slots[i] == InputSlot::index)) {
@@ -174,9 +181,7 @@ void set_kernel_classes(const Graph& g, const Op& op, OpSemantics& s, bool defau
     // its broadcast summed in the backward pass; a broadcast constant (a scale, Constant's value)
     // gets none.
     const Tensor& t = g.tensor(a.tensor);
-    const bool gets_gradient =
-        t.role == TensorRole::parameter ||
-        (t.role == TensorRole::activation && (t.producer < 0 || g.op(t.producer).type != "Constant"));
+    const bool gets_gradient = detail::needs_grad(t) && (t.producer < 0 || g.op(t.producer).type != "Constant");
     if (!gets_gradient) {
       continue;
     }
@@ -188,10 +193,15 @@ void set_kernel_classes(const Graph& g, const Op& op, OpSemantics& s, bool defau
     }
     for (std::size_t d = 0; d < s.dims.size(); ++d) {
       if (!indexed[d] && s.dims[d].size > 1) {
-        s.backward_kernel = KernelClass::reduction;
-        return;
+        s.backward_reduction_bytes += output_gradient + tensor_bytes(g, a.tensor);
+        break;
       }
     }
+  }
+  s.backward_reduction_bytes = std::min(s.backward_reduction_bytes, s.bwd_bytes);
+  if (s.backward_reduction_bytes > 0 && s.backward_reduction_bytes >= s.bwd_bytes) {
+    s.backward_kernel = KernelClass::reduction; // the whole backward pass reduces
+    s.backward_reduction_bytes = 0;
   }
 }
 

@@ -63,8 +63,15 @@ TEST(KernelFamily, FollowsFromTheDescription) {
     return std::pair{s.forward_kernel, s.backward_kernel};
   };
   EXPECT_EQ(classes(o.erf), std::pair(KernelClass::transcendental, KernelClass::transcendental));
-  // A broadcast bias: its gradient sums dY over the rows.
-  EXPECT_EQ(classes(o.add_bias), std::pair(KernelClass::eltwise, KernelClass::reduction));
+  // A broadcast bias: its gradient sums dY over the rows (a reduction kernel: read dY, write dB);
+  // the full-size input gradient is element-wise.
+  EXPECT_EQ(classes(o.add_bias), std::pair(KernelClass::eltwise, KernelClass::eltwise));
+  const auto bias = graph::describe(o.g, o.add_bias);
+  EXPECT_DOUBLE_EQ(bias.backward_reduction_bytes, 4.0 * (64 * 128 * 256 + 256));
+  EXPECT_LT(bias.backward_reduction_bytes, bias.bwd_bytes);
+  for (const auto id : {o.add_same, o.div_scale, o.mul_const, o.erf}) {
+    EXPECT_EQ(graph::describe(o.g, id).backward_reduction_bytes, 0) << o.g.op(id).type;
+  }
   EXPECT_EQ(classes(o.add_same), std::pair(KernelClass::eltwise, KernelClass::eltwise));
   EXPECT_EQ(classes(o.div_scale), std::pair(KernelClass::eltwise, KernelClass::eltwise));
   EXPECT_EQ(classes(o.mul_const), std::pair(KernelClass::eltwise, KernelClass::eltwise));
@@ -90,6 +97,18 @@ OpCost cost_of(const Ops& o, graph::OpId id, const cluster::Cluster& c) {
   const auto s = graph::describe(o.g, id);
   const std::vector<int> device{0};
   return op_cost(o.g, id, s, sharding::Config{std::vector<int>(s.dims.size(), 1)}, device, c, {});
+}
+
+TEST(KernelFamily, ABiasGradientIsAReductionBesideAnElementwiseCopy) {
+  const Ops o;
+  const auto c = with_families();
+  const auto s = graph::describe(o.g, o.add_bias);
+  const double reduction = s.backward_reduction_bytes, rest = s.bwd_bytes - reduction;
+  const double expected = kernel_time(0, rest, c.device, cluster::Precision::fp32, KernelClass::eltwise) +
+                          kernel_time(0, reduction, c.device, cluster::Precision::fp32, KernelClass::reduction);
+  EXPECT_NEAR(cost_of(o, o.add_bias, c).get(term::backward_compute), expected, 1e-12 * expected);
+  // Priced wholly as a reduction it would cost more: the reduction curve is the slowest here.
+  EXPECT_LT(expected, kernel_time(0, s.bwd_bytes, c.device, cluster::Precision::fp32, KernelClass::reduction));
 }
 
 TEST(KernelFamily, EachOpIsPricedWithItsFamilysCurve) {

@@ -79,6 +79,9 @@ struct OpSemantics {
   // (a transcendental function; an element-wise op whose broadcast input's gradient is a reduction).
   KernelClass forward_kernel = KernelClass::eltwise;
   KernelClass backward_kernel = KernelClass::eltwise;
+  // Of bwd_bytes, those moved by reduction kernels (the gradient of a broadcast input: a bias);
+  // the rest goes through backward_kernel.
+  double backward_reduction_bytes = 0;
 
   // Non-empty when the op was described conservatively (unknown type, subgraph, unsupported
   // attribute); the text says why.
