@@ -226,7 +226,8 @@ void add_calibrate_command(CLI::App& app) {
         "Calibrated by `partita calibrate{}` on {} on host {}: {} MPI rank(s) on {} node(s), {} compute thread(s) per "
         "rank, from '{}'. peak_fp32 {:.4g} GFLOP/s is the highest GEMM rate fitted over {} GEMMs, memory_bandwidth "
         "{:.4g} GB/s the highest memory-bound rate fitted over {} kernels (eltwise, and per kernel family: "
-        "transcendental, reduction, normalization, gather, copy); the efficiency curves are the fitted rates over it, and kernel_launch_overhead is 0 because the curves carry the per-call cost{}. "
+        "transcendental, reduction, normalization, gather, copy); the efficiency curves are the fitted rates over it, "
+        "and kernel_launch_overhead is 0 because the curves carry the per-call cost{}. "
         "Collective latency/bandwidth are least squares on core's alpha-beta formulas, one pair per range of message "
         "sizes where the link changes protocol. Fit: {}; {}; {}. Valid for runs "
         "with the same ranks per node and threads per rank.",

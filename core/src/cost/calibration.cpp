@@ -156,9 +156,9 @@ void fit_memory(const std::vector<KernelSample>& samples, cluster::Device& dev, 
     by_class[s.kernel_class].push_back(s);
   }
   const auto eltwise = by_class.find(graph::KernelClass::eltwise);
-  const auto default_rates = fit_rate_curve(
-      rates(eltwise != by_class.end() ? eltwise->second : samples, false, "memory (eltwise kernels)"),
-      "memory bandwidth");
+  const auto default_rates =
+      fit_rate_curve(rates(eltwise != by_class.end() ? eltwise->second : samples, false, "memory (eltwise kernels)"),
+                     "memory bandwidth");
   std::map<graph::KernelClass, std::vector<std::pair<double, double>>> class_rates;
   for (const auto& [k, list] : by_class) {
     if (k != graph::KernelClass::eltwise) {
@@ -336,8 +336,8 @@ LinkFit fit_link(const cluster::Cluster& nominal, const std::vector<const Collec
   cluster::Link link{kind, 1 / best.fits[0].u, best.fits[0].a};
   for (std::size_t k = 0; k < best.bounds.size(); ++k) {
     const std::size_t b = best.bounds[k];
-    link.protocols.push_back({std::sqrt(terms[b - 1].message * terms[b].message), 1 / best.fits[k + 1].u,
-                              best.fits[k + 1].a});
+    link.protocols.push_back(
+        {std::sqrt(terms[b - 1].message * terms[b].message), 1 / best.fits[k + 1].u, best.fits[k + 1].a});
   }
   return {link, static_cast<int>(samples.size())};
 }
@@ -346,8 +346,8 @@ LinkFit fit_link(const cluster::Cluster& nominal, const std::vector<const Collec
 
 Calibration calibrate(const cluster::Cluster& base, const CalibrationData& data) {
   if (data.nodes < 1 || data.devices_per_node < 1) {
-    throw Error(fmt::format("calibration: {} node(s) of {} device(s) is not a cluster", data.nodes,
-                            data.devices_per_node));
+    throw Error(
+        fmt::format("calibration: {} node(s) of {} device(s) is not a cluster", data.nodes, data.devices_per_node));
   }
   Calibration out;
   cluster::Cluster& c = out.cluster;
@@ -408,17 +408,16 @@ Calibration calibrate(const cluster::Cluster& base, const CalibrationData& data)
   }
 
   for (const auto& s : data.compute) {
-    out.compute.push_back(
-        {s.kernel, s.flops, s.seconds, kernel_time(s.flops, s.bytes, dev, cluster::Precision::fp32)});
+    out.compute.push_back({s.kernel, s.flops, s.seconds, kernel_time(s.flops, s.bytes, dev, cluster::Precision::fp32)});
   }
   for (const auto& s : data.memory) {
     out.memory.push_back(
         {s.kernel, s.bytes, s.seconds, kernel_time(0, s.bytes, dev, cluster::Precision::fp32, s.kernel_class)});
   }
   for (const auto& s : data.collectives) {
-    out.collectives.push_back({fmt::format("{} on {} devices", cluster::collective_name(s.collective),
-                                           s.devices.size()),
-                               s.bytes, s.seconds, cost_of(c, s).seconds});
+    out.collectives.push_back(
+        {fmt::format("{} on {} devices", cluster::collective_name(s.collective), s.devices.size()), s.bytes, s.seconds,
+         cost_of(c, s).seconds});
   }
   return out;
 }

@@ -57,6 +57,16 @@ std::string guard(const onnx::NodeProto& n, const std::vector<const onnx::TypePr
       }
     }
   }
+  // libonnx 1.12's Gemm inference reads dims 0 and 1 of A and B once their shapes are known,
+  // whatever their rank (the fuzzer found it reading past a rank-0 shape).
+  if (n.op_type() == "Gemm") {
+    for (std::size_t i = 0; i < 2 && i < inputs.size(); ++i) {
+      const int rank = rank_of(inputs[i]);
+      if (rank >= 0 && rank != 2) {
+        return fmt::format("input {} ({}) has rank {}, not 2", i, i == 0 ? "A" : "B", rank);
+      }
+    }
+  }
   static const std::set<std::string> windowed = {"Conv",   "ConvTranspose", "MaxPool",     "AveragePool",
                                                  "LpPool", "ConvInteger",   "QLinearConv", "MaxUnpool"};
   if (windowed.count(n.op_type()) != 0 && !inputs.empty()) {

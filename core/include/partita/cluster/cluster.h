@@ -38,8 +38,8 @@ struct LinkProtocol {
 
 struct Link {
   LinkKind kind = LinkKind::pcie;
-  double bandwidth = 0; // bytes/s per direction, for messages below the first protocol's from_bytes
-  double latency = 0;   // seconds
+  double bandwidth = 0;                     // bytes/s per direction, for messages below the first protocol's from_bytes
+  double latency = 0;                       // seconds
   std::vector<LinkProtocol> protocols = {}; // ascending from_bytes; empty: one protocol at every size
 
   // The link's figures for messages of `message_bytes` (protocols dropped).

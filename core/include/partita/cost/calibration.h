@@ -70,7 +70,7 @@ struct Calibration {
   cluster::Cluster cluster;
   std::vector<FitPoint> compute, memory, collectives;
   std::optional<LinkFit> intra, inter; // the link classes the data covered
-  std::vector<std::string> warnings;    // what could not be fitted and what stands in for it
+  std::vector<std::string> warnings;   // what could not be fitted and what stands in for it
 };
 
 // Fits `data` onto `base` (name, device name, capacity, link kinds and NICs per node kept; shape
