@@ -405,25 +405,33 @@ std::string missing_kernel(const graph::Graph& g, graph::OpId id) {
 
 namespace {
 
-// The block's elements as one run [first, first + count) of the tensor's row-major order, when
-// they are one: every dim after the first split one whole, every dim before it of extent 1.
-std::optional<std::pair<std::int64_t, std::int64_t>> flat_run(const sharding::Block& b, const graph::Shape& shape) {
-  const std::size_t rank = shape.size();
-  std::size_t d = 0;
-  while (d < rank && b.end[d] - b.begin[d] == 1) {
-    ++d;
-  }
-  for (std::size_t e = d + 1; e < rank; ++e) {
-    if (b.begin[e] != 0 || b.end[e] != shape[e]) {
-      return std::nullopt;
+// Where a block's elements lie in its tensor's row-major order, as the shard holds them (its own
+// row-major order over the block's extents): first + sum over dims of local index x stride, with
+// dims of extent 1 dropped and neighbours merged where they run on (stride of the outer = extent x
+// stride of the inner). Two blocks with the same walk hold the same elements in the same order.
+struct Walk {
+  std::int64_t first = 0;
+  std::vector<std::pair<std::int64_t, std::int64_t>> dims; // (extent, stride), outermost first
+  bool operator==(const Walk&) const = default;
+};
+
+Walk walk_of(const sharding::Block& b, const graph::Shape& shape) {
+  Walk w;
+  std::int64_t stride = 1;
+  for (std::size_t d = shape.size(); d-- > 0;) {
+    w.first += b.begin[d] * stride;
+    const std::int64_t extent = b.end[d] - b.begin[d];
+    if (extent != 1) {
+      if (!w.dims.empty() && w.dims.back().second * w.dims.back().first == stride) {
+        w.dims.back().first *= extent; // runs on from the inner dim: one longer dim
+      } else {
+        w.dims.emplace_back(extent, stride);
+      }
     }
+    stride *= shape[d];
   }
-  Coord first(b.begin.begin(), b.begin.end());
-  std::int64_t count = 1;
-  for (std::size_t e = 0; e < rank; ++e) {
-    count *= b.end[e] - b.begin[e];
-  }
-  return std::pair{rank == 0 ? 0 : flat_index(first, shape), count};
+  std::reverse(w.dims.begin(), w.dims.end());
+  return w;
 }
 
 } // namespace
@@ -433,9 +441,10 @@ bool is_buffer_view(const graph::Graph& g, graph::OpId id, const Shard& in, cons
   if (!is_view(op.type) || op.inputs.empty() || op.outputs.size() != 1 || in.elements() != out.elements()) {
     return false;
   }
-  const auto a = flat_run(in.block, g.tensor(op.inputs[0]).shape);
-  const auto b = flat_run(out.block, g.tensor(op.outputs[0]).shape);
-  return a && b && *a == *b;
+  // A view keeps the tensor's row-major order: the output shard is the input's buffer as it is
+  // when both blocks walk the same elements in the same order (a batch or head split of a Reshape
+  // that splits or merges dims, not only blocks that are one run of the whole tensor).
+  return walk_of(in.block, g.tensor(op.inputs[0]).shape) == walk_of(out.block, g.tensor(op.outputs[0]).shape);
 }
 
 sharding::Block window_input_region(const graph::Graph& g, graph::OpId id, const sharding::Block& x_block,
