@@ -136,7 +136,7 @@ def main():
             r["overhead"] = trace_overhead(os.path.join(work, "trace.json"))
             results.append(r)
             it = r["iteration"]
-            print(f"  {name}: predicted {it['predicted'] * 1e3:.2f} ms, measured {it['measured_mean'] * 1e3:.2f} ms",
+            print(f"  {name}: predicted {it['predicted'] * 1e3:.2f} ms, measured {it['measured'] * 1e3:.2f} ms",
                   flush=True)
 
     if not results:
@@ -144,7 +144,7 @@ def main():
     print(f"\n{'case':<18} {'predicted ms':>13} {'measured ms':>12} {'error':>8} {'overhead':>9}")
     errors = []
     for r in results:
-        p, m = r["iteration"]["predicted"], r["iteration"]["measured_mean"]
+        p, m = r["iteration"]["predicted"], r["iteration"]["measured"]
         errors.append(abs(p - m) / m)
         print(f"{r['case']:<18} {p * 1e3:>13.2f} {m * 1e3:>12.2f} {100 * (p - m) / m:>+7.1f}% "
               f"{100 * r['overhead']:>8.2f}%")
@@ -156,7 +156,7 @@ def main():
     weighted_num = weighted_den = 0.0
     by_term = defaultdict(lambda: [0.0, 0.0])
     for r in results:
-        iteration = r["iteration"]["measured_mean"]
+        iteration = r["iteration"]["measured"]
         for op in r["ops"]:
             m, p = op["measured"]["total"], op["predicted"]["total"]
             for term in ("forward", "backward", "communication"):
@@ -181,10 +181,10 @@ def main():
         rs = [r for r in results if r["model_key"] == model]
         if len(rs) < 2:
             continue
-        tau = kendall_tau_b([r["iteration"]["predicted"] for r in rs], [r["iteration"]["measured_mean"] for r in rs])
+        tau = kendall_tau_b([r["iteration"]["predicted"] for r in rs], [r["iteration"]["measured"] for r in rs])
         taus.append(tau)
         order_p = " < ".join(r["family"] for r in sorted(rs, key=lambda r: r["iteration"]["predicted"]))
-        order_m = " < ".join(r["family"] for r in sorted(rs, key=lambda r: r["iteration"]["measured_mean"]))
+        order_m = " < ".join(r["family"] for r in sorted(rs, key=lambda r: r["iteration"]["measured"]))
         print(f"  {model:<6} tau {tau:+.2f} over {len(rs)} strategies; predicted {order_p}; measured {order_m}")
 
     print("\nwhere the time goes, all cases summed (ms per iteration): predicted vs measured by op type and term")

@@ -194,12 +194,12 @@ void add_run_command(CLI::App& app) {
     t.add_rule();
     t.add_row({"", "", fmt::format("all {} ops", order.size()), "", "", "", "", "", "", ms(c.predicted_ops),
                ms(c.measured_ops), error_percent(c.predicted_ops, c.measured_ops)});
-    std::cout << fmt::format("\npredicted vs measured per op, ms per iteration (measured: mean over {} timed "
+    std::cout << fmt::format("\npredicted vs measured per op, ms per iteration (measured: median over {} timed "
                              "iterations of the slowest rank; error = (predicted - measured) / measured)\n",
                              doc.timed_iterations());
     std::cout << t.render();
     std::cout << fmt::format("per-op mean absolute error {:.0f}% over {} ops\n", 100 * c.per_op_mape, c.ops_counted);
-    std::cout << fmt::format("\niteration: predicted {} ms, measured mean {} ms (min {}, max {}, optimizer step {} "
+    std::cout << fmt::format("\niteration: predicted {} ms, measured median {} ms (min {}, max {}, optimizer step {} "
                              "ms), error {}\n",
                              ms(c.predicted_iteration), ms(c.measured_iteration), ms(c.measured_min),
                              ms(c.measured_max), ms(c.measured_optimizer),
@@ -223,7 +223,8 @@ void add_run_command(CLI::App& app) {
                                {"timed_iterations", doc.timed_iterations()},
                                {"iteration",
                                 {{"predicted", c.predicted_iteration},
-                                 {"measured_mean", c.measured_iteration},
+                                 {"measured", c.measured_iteration},
+                                 {"measured_mean", doc.iteration_seconds().mean()},
                                  {"measured_min", c.measured_min},
                                  {"measured_max", c.measured_max}}},
                                {"ops", json_ops},

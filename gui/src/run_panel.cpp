@@ -289,7 +289,7 @@ void RunPanel::showRuns(int a, int b) {
     }
   } else {
     text += tr("Iteration: measured %1 ms (no prediction of this model on screen to compare with).")
-                .arg(formatMs(r.iteration_seconds().mean()));
+                .arg(formatMs(strategy::measured_iteration_seconds(r)));
   }
   double tensors = 0;
   for (const auto& m : r.memory()) {
@@ -300,7 +300,7 @@ void RunPanel::showRuns(int a, int b) {
   }
   if (m_model->runB() != nullptr) {
     const auto& rb = m_model->runB()->result;
-    const double ta = r.iteration_seconds().mean(), tb = rb.iteration_seconds().mean();
+    const double ta = strategy::measured_iteration_seconds(r), tb = strategy::measured_iteration_seconds(rb);
     text += tr("<br>Side by side with <b>%1</b>: %2 ms, %3 against A.")
                 .arg(m_model->runB()->label.toHtmlEscaped(), formatMs(tb),
                      ta > 0 ? QString::asprintf("%+.0f%%", 100 * (tb - ta) / ta) : QStringLiteral("-"));

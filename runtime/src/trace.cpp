@@ -2,6 +2,8 @@
 
 #include "collectives.h"
 
+#include "partita/graph/statistics.h"
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -111,7 +113,8 @@ std::string chrome_trace_json(const graph::Graph& g, const std::vector<Record>& 
 }
 
 Summary summarize(const graph::Graph& g, const std::vector<Record>& all, int iterations) {
-  // Per (op, phase, iteration): each rank's total, then the slowest rank; then the mean.
+  // Per (op, phase, iteration): each rank's total, then the slowest rank; then the median over
+  // iterations (an iteration without the phase counts 0).
   std::map<std::tuple<graph::OpId, int, int, int>, double> per_rank;
   std::map<std::tuple<graph::OpId, int, int>, double> bytes_per_rank; // (op, iteration, rank)
   std::map<int, double> iteration_time;                               // slowest rank per iteration
@@ -136,9 +139,13 @@ Summary summarize(const graph::Graph& g, const std::vector<Record>& all, int ite
     auto& s = slowest[std::make_tuple(std::get<0>(key), std::get<1>(key), std::get<2>(key))];
     s = std::max(s, seconds);
   }
+  std::map<std::pair<graph::OpId, int>, std::vector<double>> by_iteration; // (op, phase): slowest per iteration
   for (const auto& [key, seconds] : slowest) {
-    out.ops[static_cast<std::size_t>(std::get<0>(key))].seconds[static_cast<std::size_t>(std::get<1>(key))] +=
-        seconds / std::max(iterations, 1);
+    by_iteration[{std::get<0>(key), std::get<1>(key)}].push_back(seconds);
+  }
+  for (auto& [key, seconds] : by_iteration) {
+    seconds.resize(static_cast<std::size_t>(std::max(iterations, static_cast<int>(seconds.size()))), 0.0);
+    out.ops[static_cast<std::size_t>(key.first)].seconds[static_cast<std::size_t>(key.second)] = median(seconds);
   }
   std::map<std::pair<graph::OpId, int>, double> most_bytes; // (op, iteration): the rank receiving most
   for (const auto& [key, bytes] : bytes_per_rank) {
@@ -158,6 +165,7 @@ Summary summarize(const graph::Graph& g, const std::vector<Record>& all, int ite
       out.iteration_max = std::max(out.iteration_max, t);
     }
     out.iteration_mean = sum / static_cast<double>(iteration_time.size());
+    out.iteration_median = median(out.iteration_each);
     out.iterations = static_cast<int>(iteration_time.size());
   }
   return out;
@@ -192,10 +200,10 @@ std::string text_summary(const graph::Graph& g, const Summary& summary) {
         t.stand_in ? "  (memory-bound stand-in)" : "");
   }
   if (summary.iteration_mean > 0) {
-    out += fmt::format("iteration time over {} timed iterations (slowest rank): mean {:.4f} ms, min {:.4f} ms, "
-                       "max {:.4f} ms\n",
-                       summary.iterations, summary.iteration_mean * 1e3, summary.iteration_min * 1e3,
-                       summary.iteration_max * 1e3);
+    out += fmt::format("iteration time over {} timed iterations (slowest rank): median {:.4f} ms, mean {:.4f} ms, "
+                       "min {:.4f} ms, max {:.4f} ms\n",
+                       summary.iterations, summary.iteration_median * 1e3, summary.iteration_mean * 1e3,
+                       summary.iteration_min * 1e3, summary.iteration_max * 1e3);
   }
   return out;
 }
@@ -233,8 +241,9 @@ proto::RunResult run_result(const graph::Graph& g, const Summary& summary, const
                             const RunInfo& info, const std::vector<proto::RankMemory>& memory) {
   proto::RunResult out = header(info);
   out.set_timed_iterations(summary.iterations);
-  out.set_statistic("per op and phase: mean over timed iterations of the slowest rank");
+  out.set_statistic("per op and phase: median over timed iterations of the slowest rank");
   auto& it = *out.mutable_iteration_seconds();
+  it.set_median(summary.iteration_median);
   it.set_mean(summary.iteration_mean);
   it.set_min(summary.iteration_min);
   it.set_max(summary.iteration_max);

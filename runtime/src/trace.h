@@ -77,8 +77,9 @@ std::vector<Record> gather_records(const std::vector<Record>& mine, MPI_Comm com
 
 std::string chrome_trace_json(const graph::Graph& g, const std::vector<Record>& all);
 
-// What the timed iterations measured: per op and phase the mean over iterations of the slowest
-// rank's time, and the iteration time (slowest rank) mean/min/max.
+// What the timed iterations measured: per op and phase the median over iterations of the slowest
+// rank's time (one iteration the OS took the core away from moves a mean, not a median), and the
+// iteration time (slowest rank) median/mean/min/max.
 struct Summary {
   struct OpTimes {
     std::array<double, phase_count> seconds{}; // by Phase
@@ -87,7 +88,7 @@ struct Summary {
   };
   std::vector<OpTimes> ops; // by op id
   int iterations = 0;
-  double iteration_mean = 0, iteration_min = 0, iteration_max = 0;
+  double iteration_median = 0, iteration_mean = 0, iteration_min = 0, iteration_max = 0;
   std::vector<double> iteration_each; // slowest rank, per timed iteration
 };
 Summary summarize(const graph::Graph& g, const std::vector<Record>& all, int iterations);

@@ -2,6 +2,7 @@
 
 #include "partita/cost/op_cost.h"
 #include "partita/graph/error.h"
+#include "partita/graph/statistics.h"
 
 #include <fmt/format.h>
 
@@ -431,9 +432,8 @@ FitQuality fit_quality(const std::vector<FitPoint>& points) {
   for (const auto& p : points) {
     e.push_back(std::fabs(p.error()));
   }
-  std::sort(e.begin(), e.end());
-  q.max_abs = e.back();
-  q.median_abs = e.size() % 2 == 1 ? e[e.size() / 2] : (e[e.size() / 2 - 1] + e[e.size() / 2]) / 2;
+  q.max_abs = *std::max_element(e.begin(), e.end());
+  q.median_abs = median(e);
   return q;
 }
 

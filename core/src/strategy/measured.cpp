@@ -26,6 +26,11 @@ double RunComparison::iteration_error() const {
   return relative_error(predicted_iteration, measured_iteration);
 }
 
+double measured_iteration_seconds(const proto::RunResult& run) {
+  const auto& it = run.iteration_seconds();
+  return it.median() > 0 ? it.median() : it.mean();
+}
+
 RunComparison compare(const graph::Graph& g, const Prediction& prediction, const proto::RunResult& run) {
   const auto n = g.ops().size();
   if (static_cast<std::size_t>(run.ops_size()) != n) {
@@ -68,7 +73,7 @@ RunComparison compare(const graph::Graph& g, const Prediction& prediction, const
   }
   out.per_op_mape = out.ops_counted > 0 ? abs_error / out.ops_counted : 0.0;
   out.predicted_iteration = prediction.iteration_time;
-  out.measured_iteration = run.iteration_seconds().mean();
+  out.measured_iteration = measured_iteration_seconds(run);
   out.measured_min = run.iteration_seconds().min();
   out.measured_max = run.iteration_seconds().max();
   return out;

@@ -3,6 +3,7 @@
 
 #include "partita/cost/op_cost.h"
 #include "partita/graph/error.h"
+#include "partita/graph/statistics.h"
 #include "partita/search/optimizer.h"
 #include "partita/strategy/measured.h"
 #include "partita/zoo/zoo.h"
@@ -58,6 +59,26 @@ TEST(Measured, ErrorsAreRelativeToTheMeasurement) {
   EXPECT_NEAR(c.measured_ops, 2 * c.predicted_ops, 1e-15);
   EXPECT_NEAR(c.measured_optimizer, 1e-6 * static_cast<double>(c.ops.size()), 1e-15);
   EXPECT_EQ(strategy::compare(p.model.graph, p.prediction, p.run(1.0)).per_op_mape, 0.0);
+}
+
+TEST(Measured, IterationIsTheMedianWhenTheRunRecordedOne) {
+  const Planned p;
+  auto run = p.run(1.0);
+  // One slow iteration (the OS took the core) moves the mean, not the median.
+  run.mutable_iteration_seconds()->set_mean(2 * p.prediction.iteration_time);
+  run.mutable_iteration_seconds()->set_median(p.prediction.iteration_time);
+  EXPECT_DOUBLE_EQ(strategy::measured_iteration_seconds(run), p.prediction.iteration_time);
+  EXPECT_NEAR(strategy::compare(p.model.graph, p.prediction, run).iteration_error(), 0.0, 1e-12);
+  // A file written before the median was recorded: the mean.
+  run.mutable_iteration_seconds()->set_median(0);
+  EXPECT_DOUBLE_EQ(strategy::measured_iteration_seconds(run), 2 * p.prediction.iteration_time);
+}
+
+TEST(Statistics, Median) {
+  EXPECT_EQ(median({}), 0.0);
+  EXPECT_EQ(median({3.0}), 3.0);
+  EXPECT_EQ(median({5.0, 1.0, 3.0}), 3.0);
+  EXPECT_EQ(median({4.0, 1.0, 100.0, 2.0}), 3.0);
 }
 
 TEST(Measured, RefusesARunOfAnotherModel) {

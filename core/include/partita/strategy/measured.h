@@ -33,12 +33,17 @@ struct RunComparison {
   std::vector<OpComparison> ops; // by op id
   double predicted_ops = 0, measured_ops = 0;
   double predicted_iteration = 0;
-  double measured_iteration = 0, measured_min = 0, measured_max = 0; // mean over timed iterations
+  double measured_iteration = 0;             // measured_iteration_seconds(run)
+  double measured_min = 0, measured_max = 0; // over timed iterations
   double measured_optimizer = 0;
   double per_op_mape = 0; // mean |error| over the ops whose measured time is > 0
   int ops_counted = 0;
   double iteration_error() const; // (predicted - measured) / measured
 };
+
+// The run's iteration time that predictions are compared with: the median over timed iterations of
+// the slowest rank (the mean in files written before the median was recorded).
+double measured_iteration_seconds(const proto::RunResult& run);
 
 // Throws partita::Error when the run is not of this graph (op count or names differ).
 RunComparison compare(const graph::Graph& g, const Prediction& prediction, const proto::RunResult& run);
