@@ -187,7 +187,7 @@ void add_run_command(CLI::App& app) {
                             {"backward", m.backward},
                             {"communication", m.communication},
                             {"optimizer", op_c.measured_optimizer},
-                            {"pipeline_wait", op_c.measured_wait},
+                            {"wait", op_c.measured_wait},
                             {"total", m.total()}}},
                           {"stand_in", op_c.stand_in}});
     }

@@ -134,18 +134,36 @@ Summary summarize(const graph::Graph& g, const std::vector<Record>& all, int ite
     bytes_per_rank[std::make_tuple(r.op, r.iteration, r.rank)] += r.bytes;
     out.ops[static_cast<std::size_t>(r.op)].stand_in = out.ops[static_cast<std::size_t>(r.op)].stand_in || r.stand_in;
   }
-  std::map<std::tuple<graph::OpId, int, int>, double> slowest;
+  // A collective every rank of its group enters (a reduce, a gradient sync) ends on all of them
+  // together: the rank that came last spent only the transfer in it, the others waited for it as
+  // well. Its time is the fastest rank's; the slowest's surplus is waiting, kept apart.
+  std::map<std::tuple<graph::OpId, int, int>, std::pair<double, double>> extremes; // slowest, fastest
   for (const auto& [key, seconds] : per_rank) {
-    auto& s = slowest[std::make_tuple(std::get<0>(key), std::get<1>(key), std::get<2>(key))];
-    s = std::max(s, seconds);
+    auto [it, fresh] = extremes.try_emplace(std::make_tuple(std::get<0>(key), std::get<1>(key), std::get<2>(key)),
+                                            seconds, seconds);
+    if (!fresh) {
+      it->second.first = std::max(it->second.first, seconds);
+      it->second.second = std::min(it->second.second, seconds);
+    }
   }
-  std::map<std::pair<graph::OpId, int>, std::vector<double>> by_iteration; // (op, phase): slowest per iteration
-  for (const auto& [key, seconds] : slowest) {
-    by_iteration[{std::get<0>(key), std::get<1>(key)}].push_back(seconds);
+  // (op, phase): per iteration the phase's time and the wait beside it.
+  std::map<std::pair<graph::OpId, int>, std::pair<std::vector<double>, std::vector<double>>> by_iteration;
+  for (const auto& [key, times] : extremes) {
+    const auto phase = static_cast<Phase>(std::get<1>(key));
+    const bool collective =
+        phase == Phase::forward_reduce || phase == Phase::backward_reduce || phase == Phase::gradient_sync;
+    auto& [seconds, waits] = by_iteration[{std::get<0>(key), std::get<1>(key)}];
+    seconds.push_back(collective ? times.second : times.first);
+    waits.push_back(collective ? times.first - times.second : 0.0);
   }
-  for (auto& [key, seconds] : by_iteration) {
-    seconds.resize(static_cast<std::size_t>(std::max(iterations, static_cast<int>(seconds.size()))), 0.0);
-    out.ops[static_cast<std::size_t>(key.first)].seconds[static_cast<std::size_t>(key.second)] = median(seconds);
+  for (auto& [key, series] : by_iteration) {
+    auto& [seconds, waits] = series;
+    const auto n = static_cast<std::size_t>(std::max(iterations, static_cast<int>(seconds.size())));
+    seconds.resize(n, 0.0);
+    waits.resize(n, 0.0);
+    auto& op = out.ops[static_cast<std::size_t>(key.first)];
+    op.seconds[static_cast<std::size_t>(key.second)] = median(seconds);
+    op.collective_wait += median(waits);
   }
   std::map<std::pair<graph::OpId, int>, double> most_bytes; // (op, iteration): the rank receiving most
   for (const auto& [key, bytes] : bytes_per_rank) {
@@ -266,6 +284,7 @@ proto::RunResult run_result(const graph::Graph& g, const Summary& summary, const
     m.set_gradient_sync_seconds(phase_seconds(t, Phase::gradient_sync));
     m.set_pipeline_send_seconds(phase_seconds(t, Phase::pipeline_send));
     m.set_pipeline_wait_seconds(phase_seconds(t, Phase::pipeline_receive));
+    m.set_collective_wait_seconds(t.collective_wait);
     m.set_optimizer_seconds(phase_seconds(t, Phase::optimizer));
     m.set_stand_in(t.stand_in);
     m.set_bytes_received(t.bytes);

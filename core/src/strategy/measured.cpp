@@ -61,7 +61,7 @@ RunComparison compare(const graph::Graph& g, const Prediction& prediction, const
     c.measured.communication = m.forward_communication_seconds() + m.backward_communication_seconds() +
                                m.gradient_sync_seconds() + m.pipeline_send_seconds();
     c.measured_optimizer = m.optimizer_seconds();
-    c.measured_wait = m.pipeline_wait_seconds();
+    c.measured_wait = m.pipeline_wait_seconds() + m.collective_wait_seconds();
     c.stand_in = m.stand_in();
     out.predicted_ops += c.predicted.total();
     out.measured_ops += c.measured.total();
