@@ -102,7 +102,8 @@ void fill_bytes(const Op& op, const Graph& g, OpSemantics& s) {
     }
   }
   if (s.bwd_bytes == 0) {
-    // Backward reads the output gradient and the saved inputs, and writes input gradients.
+    // Backward reads the output gradient and (unless it does not need them) the saved inputs, and
+    // writes input gradients.
     double grads = 0;
     for (TensorId t : op.inputs) {
       if (t != no_tensor && detail::needs_grad(g.tensor(t))) {
@@ -110,7 +111,8 @@ void fill_bytes(const Op& op, const Graph& g, OpSemantics& s) {
       }
     }
     if (grads > 0) {
-      s.bwd_bytes = s.fwd_bytes_read + s.fwd_bytes_written + grads;
+      const bool reads_inputs = s.backward_reads_inputs && s.op_class != OpClass::data_movement;
+      s.bwd_bytes = (reads_inputs ? s.fwd_bytes_read : 0.0) + s.fwd_bytes_written + grads;
     }
   }
 }

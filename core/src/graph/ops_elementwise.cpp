@@ -18,6 +18,13 @@ template <int Fwd, int Bwd> void describe_transcendental(const Op& op, const Gra
   s.forward_kernel = s.backward_kernel = KernelClass::transcendental;
 }
 
+// Linear in its inputs (a sum, a difference, a negation, a cast): the gradient is the output
+// gradient passed through, without the saved inputs.
+template <int Fwd, int Bwd> void describe_linear(const Op& op, const Graph& g, OpSemantics& s) {
+  describe_pointwise<Fwd, Bwd>(op, g, s);
+  s.backward_reads_inputs = false;
+}
+
 constexpr InputSlot D = InputSlot::data;
 constexpr InputSlot I = InputSlot::index;
 
@@ -25,8 +32,8 @@ constexpr InputSlot I = InputSlot::index;
 // profiler do); shape-preserving casts and selections as one.
 const OpDescriptor table[] = {
     // binary arithmetic
-    {"Add", OpClass::elementwise, {D}, describe_pointwise<1, 1>},
-    {"Sub", OpClass::elementwise, {D}, describe_pointwise<1, 1>},
+    {"Add", OpClass::elementwise, {D}, describe_linear<1, 1>},
+    {"Sub", OpClass::elementwise, {D}, describe_linear<1, 1>},
     {"Mul", OpClass::elementwise, {D}, describe_pointwise<1, 1>},
     {"Div", OpClass::elementwise, {D}, describe_pointwise<1, 2>},
     {"Pow", OpClass::elementwise, {D}, describe_transcendental<4, 4>},
@@ -64,7 +71,7 @@ const OpDescriptor table[] = {
     {"Log", OpClass::elementwise, {D}, describe_transcendental<4, 1>},
     {"Sqrt", OpClass::elementwise, {D}, describe_pointwise<4, 2>},
     {"Reciprocal", OpClass::elementwise, {D}, describe_pointwise<1, 2>},
-    {"Neg", OpClass::elementwise, {D}, describe_pointwise<1, 1>},
+    {"Neg", OpClass::elementwise, {D}, describe_linear<1, 1>},
     {"Abs", OpClass::elementwise, {D}, describe_pointwise<1, 1>},
     {"Sign", OpClass::elementwise, {D}, describe_pointwise<1, 0>},
     {"Ceil", OpClass::elementwise, {D}, describe_pointwise<1, 0>},
@@ -76,7 +83,7 @@ const OpDescriptor table[] = {
     {"IsNaN", OpClass::elementwise, {D}, describe_pointwise<1, 0>},
     {"IsInf", OpClass::elementwise, {D}, describe_pointwise<1, 0>},
     {"Clip", OpClass::elementwise, {D, I, I}, describe_pointwise<2, 1>},
-    {"Cast", OpClass::elementwise, {D}, describe_pointwise<1, 1>},
+    {"Cast", OpClass::elementwise, {D}, describe_linear<1, 1>},
     {"CastLike", OpClass::elementwise, {D, I}, describe_pointwise<1, 1>},
     {"Dropout", OpClass::elementwise, {D, I, I}, describe_pointwise<2, 1>},
 };

@@ -39,6 +39,26 @@ TEST(OpsMovement, TransposeMapsThroughPerm) {
   EXPECT_EQ(r.inputs[0].dims, dims_of(r, {"d3", "d2", "d1", "d0"}));
 }
 
+TEST(OpsMovement, BackwardReadsOnlyWhatItNeeds) {
+  graph::Graph g;
+  test::tensor(g, "x", {2, 3, 4, 5});
+  test::tensor(g, "w", {2, 3, 4, 5});
+  test::tensor(g, "y", {2, 4, 3, 5});
+  test::tensor(g, "sum", {2, 3, 4, 5});
+  test::tensor(g, "product", {2, 3, 4, 5});
+  const double bytes = 120 * 4;
+  // A transpose's gradient is the output gradient transposed back: read dY, write dX.
+  const auto t = graph::describe(g, test::op(g, "Transpose", {"x"}, {"y"}, {{"perm", Ints{0, 2, 1, 3}}}));
+  EXPECT_DOUBLE_EQ(t.bwd_bytes, 2 * bytes);
+  // A sum passes dY to both inputs without reading them; a product reads both.
+  const auto add = graph::describe(g, test::op(g, "Add", {"x", "w"}, {"sum"}));
+  EXPECT_FALSE(add.backward_reads_inputs);
+  EXPECT_DOUBLE_EQ(add.bwd_bytes, 3 * bytes);
+  const auto mul = graph::describe(g, test::op(g, "Mul", {"x", "w"}, {"product"}));
+  EXPECT_TRUE(mul.backward_reads_inputs);
+  EXPECT_DOUBLE_EQ(mul.bwd_bytes, 5 * bytes);
+}
+
 TEST(OpsMovement, ConcatAxisIsWhole) {
   graph::Graph g;
   test::tensor(g, "a", {2, 3, 4});

@@ -75,6 +75,10 @@ struct OpSemantics {
   double fwd_bytes_read = 0;
   double fwd_bytes_written = 0;
   double bwd_bytes = 0; // read + written by the backward pass
+  // Whether the backward pass reads the saved forward inputs: not when the gradient is the output
+  // gradient moved (data movement: Transpose, Split, Concat, ...) or passed through a linear map
+  // (Add, Sub, Neg, Cast); then it reads the output gradient and writes the input gradients only.
+  bool backward_reads_inputs = true;
   // The memory-bound kernel family of each pass: set from op_class, refined by the description
   // (a transcendental function; an element-wise op whose broadcast input's gradient is a reduction).
   KernelClass forward_kernel = KernelClass::eltwise;
