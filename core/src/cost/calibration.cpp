@@ -76,11 +76,12 @@ std::vector<double> hat_weights(const std::vector<double>& knots, double work) {
 }
 
 // Achieved rate against work, fitted by least squares on the relative error; returns the curve as
-// (work, rate) knots, one per half decade that holds a sample.
-std::vector<std::pair<double, double>> fit_rate_curve(const std::vector<RateSample>& samples, std::string_view what) {
+// (work, rate) knots, one per 1/knots_per_decade of a decade that holds a sample.
+std::vector<std::pair<double, double>> fit_rate_curve(const std::vector<RateSample>& samples, std::string_view what,
+                                                      int knots_per_decade = 2) {
   std::set<double> knot_set;
   for (const auto& s : samples) {
-    knot_set.insert(std::round(2 * std::log10(s.work)) / 2);
+    knot_set.insert(std::round(knots_per_decade * std::log10(s.work)) / knots_per_decade);
   }
   const std::vector<double> knots(knot_set.begin(), knot_set.end());
   const std::size_t n = knots.size();
@@ -200,7 +201,10 @@ void fit_compute(const std::vector<KernelSample>& samples, cluster::Device& dev,
     if (k != graph::ComputeClass::matmul) {
       const auto what = fmt::format("compute ({} kernels)", graph::compute_class_name(k));
       try {
-        class_rates[k] = fit_rate_curve(rates(list, true, what), what);
+        // A convolution's rate follows its shape as much as its FLOPs: layers of one size scatter
+        // by several times, and a knot every half decade would chase that scatter (a knot between
+        // a fast and a slow layer can swing far below both). One knot a decade averages it.
+        class_rates[k] = fit_rate_curve(rates(list, true, what), what, 1);
       } catch (const Error& e) { // an optional family: the GEMM curve stands in for it
         warnings.push_back(
             fmt::format("{}; {} ops use the matmul (GEMM) curve", e.what(), graph::compute_class_name(k)));
