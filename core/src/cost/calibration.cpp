@@ -76,12 +76,20 @@ std::vector<double> hat_weights(const std::vector<double>& knots, double work) {
 }
 
 // Achieved rate against work, fitted by least squares on the relative error; returns the curve as
-// (work, rate) knots, one per 1/knots_per_decade of a decade that holds a sample.
+// (work, rate) knots, one per 1/knots_per_decade of a decade that holds a sample; with
+// knots_per_decade 0, one knot (a constant rate, at the samples' mean log10 work).
 std::vector<std::pair<double, double>> fit_rate_curve(const std::vector<RateSample>& samples, std::string_view what,
-                                                      int knots_per_decade = 2) {
+                                                      double knots_per_decade = 2) {
   std::set<double> knot_set;
+  double mean_log = 0;
   for (const auto& s : samples) {
-    knot_set.insert(std::round(knots_per_decade * std::log10(s.work)) / knots_per_decade);
+    mean_log += std::log10(s.work) / static_cast<double>(samples.size());
+    if (knots_per_decade > 0) {
+      knot_set.insert(std::round(knots_per_decade * std::log10(s.work)) / knots_per_decade);
+    }
+  }
+  if (knot_set.empty()) {
+    knot_set.insert(mean_log);
   }
   const std::vector<double> knots(knot_set.begin(), knot_set.end());
   const std::size_t n = knots.size();
@@ -203,8 +211,22 @@ void fit_compute(const std::vector<KernelSample>& samples, cluster::Device& dev,
       try {
         // A convolution's rate follows its shape as much as its FLOPs: layers of one size scatter
         // by several times, and a knot every half decade would chase that scatter (a knot between
-        // a fast and a slow layer can swing far below both). One knot a decade averages it.
-        class_rates[k] = fit_rate_curve(rates(list, true, what), what, 1);
+        // a fast and a slow layer can swing far below both). One knot a decade averages it; where
+        // even that swings below zero (a loaded machine), knots twice as far apart, down to one.
+        const auto r = rates(list, true, what);
+        for (const double per_decade : {1.0, 0.5, 0.25, 0.0}) {
+          try {
+            class_rates[k] = fit_rate_curve(r, what, per_decade);
+            break;
+          } catch (const Error& e) {
+            if (per_decade == 0.0) {
+              throw;
+            }
+            warnings.push_back(fmt::format("{}; fitted again with {}", e.what(),
+                                           per_decade > 0.25 ? fmt::format("a knot every {:g} decades", 2 / per_decade)
+                                                             : std::string("one knot (a constant rate)")));
+          }
+        }
       } catch (const Error& e) { // an optional family: the GEMM curve stands in for it
         warnings.push_back(
             fmt::format("{}; {} ops use the matmul (GEMM) curve", e.what(), graph::compute_class_name(k)));

@@ -252,6 +252,30 @@ TEST(Calibration, WithoutConvolutionsWarnsAndKeepsTheGemmCurve) {
   EXPECT_THAT(cal.warnings.back(), HasSubstr("compute (convolution kernels) needs at least 2 timed kernels, got 1"));
 }
 
+TEST(Calibration, ScatteredConvolutionsAreFittedWithFewerKnots) {
+  // A slow layer just below 1e6 FLOPs and a fast one just above, then a very fast one at 1e7:
+  // with a knot every decade the knot at 1e6 swings below zero; knots two decades apart hold.
+  auto data = measure(truth());
+  for (const auto& [flops, rate] : std::vector<std::pair<double, double>>{
+           {1e5, 1e11}, {std::pow(10.0, 5.9), 1e9}, {std::pow(10.0, 6.1), 1e11}, {1e7, 2e12}}) {
+    data.compute.push_back(
+        {"conv", flops, flops / 100, flops / rate, graph::KernelClass::eltwise, graph::ComputeClass::convolution});
+  }
+  const auto cal = calibrate(cluster::load_cluster("localhost-cpu"), data);
+  const auto& d = cal.cluster.device;
+  ASSERT_EQ(d.compute_efficiency_by_class.count(graph::ComputeClass::convolution), 1U);
+  for (const auto& [work, fraction] : d.compute_efficiency_by_class.at(graph::ComputeClass::convolution).points) {
+    EXPECT_GT(fraction, 1e-6) << work;
+    EXPECT_LE(fraction, 1) << work;
+  }
+  ASSERT_FALSE(cal.warnings.empty());
+  EXPECT_THAT(cal.warnings.back(), HasSubstr("compute (convolution kernels): the fitted rate at 1e+06 is -"));
+  EXPECT_THAT(cal.warnings.back(), HasSubstr("fitted again with a knot every 2 decades"));
+  // The conv rate (2 TFLOP/s at 1e7) is far above the GEMMs' best: the peak follows it.
+  EXPECT_GT(d.peak_fp32, 1e12);
+  EXPECT_NO_THROW(cluster::from_proto(cluster::to_proto(cal.cluster), "calibrated"));
+}
+
 TEST(Calibration, FollowsALinkThatChangesProtocolWithMessageSize) {
   auto t = truth();
   // Eager below 8 KiB messages, rendezvous from there: more latency, more bandwidth.
