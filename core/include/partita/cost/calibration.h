@@ -16,7 +16,9 @@
 //   Compute kernels likewise per family (graph::ComputeClass): GEMMs give compute_efficiency,
 //   convolutions (forward, and backward data + weights as one pass, as op_cost prices them) their
 //   own curve in compute_efficiency_by_class, both as fractions of one peak_fp32: the highest rate
-//   fitted in any family, so a convolution faster than every GEMM raises the peak.
+//   fitted in any family, so a convolution faster than every GEMM raises the peak. Convolutions of
+//   one size scatter by shape, so their curve has a knot a decade (further apart, with a warning,
+//   where even that swings below zero); no convolution timed is a warning, not an error.
 // - Links: each collective timing is t = a x L + n x W / B where L (latency steps) and W (bytes
 //   factor) come from collective_cost itself, evaluated on a probe cluster whose link has unit
 //   latency and bandwidth; (a, 1/B) is the least-squares fit on relative error over every
