@@ -99,6 +99,15 @@ Measurements read_measurements(const fs::path& path) {
           }
           sample.kernel_class = *k;
         }
+        if (r.contains("compute_class")) { // absent in measurements of earlier versions: matmul (GEMMs)
+          const auto name = r.at("compute_class").get<std::string>();
+          const auto k = graph::parse_compute_class(name);
+          if (!k) {
+            throw Error(fmt::format("{}.compute_class: unknown compute family '{}' (matmul, convolution, recurrent)",
+                                    where, name));
+          }
+          sample.compute_class = *k;
+        }
         into.push_back(std::move(sample));
       }
     }
@@ -134,6 +143,23 @@ std::string fit_table(const std::vector<cost::FitPoint>& points, const char* wor
   const auto q = cost::fit_quality(points);
   return t.render() + fmt::format("median |error| {:.1f}%, largest {:.1f}% over {} points\n", 100 * q.median_abs,
                                   100 * q.max_abs, points.size());
+}
+
+// The fitted fraction of peak of every compute family at a few sizes, the GEMM curve first.
+std::string efficiency_table(const cluster::Device& d) {
+  std::vector<Table::Column> columns{{"FLOP per call"}, {"matmul"}};
+  for (const auto& [family, curve] : d.compute_efficiency_by_class) {
+    columns.push_back({std::string(graph::compute_class_name(family))});
+  }
+  Table t(columns);
+  for (const double flops : {1e5, 1e6, 1e7, 1e8, 1e9, 1e10}) {
+    std::vector<std::string> row{fmt::format("{:.0e}", flops), fmt::format("{:.3f}", d.compute_efficiency.at(flops))};
+    for (const auto& [family, curve] : d.compute_efficiency_by_class) {
+      row.push_back(fmt::format("{:.3f}", curve.at(flops)));
+    }
+    t.add_row(row);
+  }
+  return t.render();
 }
 
 std::string quality_text(const char* what, const std::vector<cost::FitPoint>& points) {
@@ -199,6 +225,17 @@ void add_calibrate_command(CLI::App& app) {
     }
     std::cout << "\nfit: compute (GEMMs; kernel_time with the calibrated peak and compute efficiency curve)\n"
               << fit_table(cal.compute, "work", 1, "FLOP");
+    for (const auto& [family, points] : cal.compute_by_class) {
+      std::cout << fmt::format("\nfit: compute ({} kernels; kernel_time with the calibrated peak and the {} "
+                               "efficiency curve)\n",
+                               graph::compute_class_name(family), graph::compute_class_name(family))
+                << fit_table(points, "work", 1, "FLOP");
+    }
+    if (!c.device.compute_efficiency_by_class.empty()) {
+      std::cout << fmt::format("\ncompute efficiency by family (fraction of peak_fp32 {:.4g} GFLOP/s)\n",
+                               c.device.peak_fp32 / 1e9)
+                << efficiency_table(c.device);
+    }
     std::cout << "\nfit: memory-bound kernels (kernel_time with the calibrated bandwidth and memory efficiency curve)\n"
               << fit_table(cal.memory, "bytes", 1, "B");
     if (!cal.collectives.empty()) {
@@ -221,19 +258,28 @@ void add_calibrate_command(CLI::App& app) {
     if (cal.inter) {
       links += "; between nodes " + link_text(*cal.inter);
     }
+    // GEMMs set compute_efficiency; the other families (convolutions) their own curves, over one peak.
+    std::string families, family_fits;
+    for (const auto& [family, points] : cal.compute_by_class) {
+      families += fmt::format(" and {} {} timings (their own curve in device.compute_classes)", points.size(),
+                              graph::compute_class_name(family));
+      family_fits += "; " + quality_text(std::string(graph::compute_class_name(family)).c_str(), points);
+    }
     c.name = base.name + "-calibrated";
     c.description = fmt::format(
         "Calibrated by `partita calibrate{}` on {} on host {}: {} MPI rank(s) on {} node(s), {} compute thread(s) per "
-        "rank, from '{}'. peak_fp32 {:.4g} GFLOP/s is the highest GEMM rate fitted over {} GEMMs, memory_bandwidth "
+        "rank, from '{}'. peak_fp32 {:.4g} GFLOP/s is the highest compute rate fitted over {} GEMMs{}, "
+        "memory_bandwidth "
         "{:.4g} GB/s the highest memory-bound rate fitted over {} kernels (eltwise, and per kernel family: "
         "transcendental, reduction, normalization, gather, copy); the efficiency curves are the fitted rates over it, "
         "and kernel_launch_overhead is 0 because the curves carry the per-call cost{}. "
         "Collective latency/bandwidth are least squares on core's alpha-beta formulas, one pair per range of message "
-        "sizes where the link changes protocol. Fit: {}; {}; {}. Valid for runs "
+        "sizes where the link changes protocol. Fit: {}{}; {}; {}. Valid for runs "
         "with the same ranks per node and threads per rank.",
         m.quick ? " --quick" : "", m.date, m.host, m.ranks, d.nodes, d.threads, base.name, c.device.peak_fp32 / 1e9,
-        d.compute.size(), c.device.memory_bandwidth / 1e9, d.memory.size(), links, quality_text("compute", cal.compute),
-        quality_text("memory", cal.memory), quality_text("collectives", cal.collectives));
+        cal.compute.size(), families, c.device.memory_bandwidth / 1e9, d.memory.size(), links,
+        quality_text("compute", cal.compute), family_fits, quality_text("memory", cal.memory),
+        quality_text("collectives", cal.collectives));
 
     const fs::path output = o->output.empty() ? fs::path(base.name + "-calibrated.json") : fs::path(o->output);
     io::write_json_file(output, cluster::to_proto(c));

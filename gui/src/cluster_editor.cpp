@@ -348,7 +348,13 @@ void ClusterEditor::setCluster(const proto::Cluster& c) {
   if (c.intra_node().has_fallback()) {
     kept << tr("a fallback link for the other pairs (%1 GB/s)").arg(c.intra_node().fallback().bandwidth() / giga);
   }
-  const int curves = c.device().compute_efficiency_size() + c.device().memory_efficiency_size();
+  int curves = c.device().compute_efficiency_size() + c.device().memory_efficiency_size();
+  for (const auto& family : c.device().kernel_classes()) {
+    curves += family.memory_efficiency_size();
+  }
+  for (const auto& family : c.device().compute_classes()) {
+    curves += family.compute_efficiency_size();
+  }
   if (curves > 0) {
     kept << tr("the efficiency curves (%1 points)").arg(curves);
   }

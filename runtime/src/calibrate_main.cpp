@@ -1,6 +1,7 @@
 // partita-calibrate: the measurements `partita calibrate` fits a cluster profile on (DESIGN.md
-// section 5). Compute and memory sweeps of the CPU backend on every rank at once, then collective
-// sweeps inside a node and, when the job spans nodes, between nodes (one rank per node).
+// section 5). Compute (GEMMs, convolutions) and memory sweeps of the CPU backend on every rank at
+// once, then collective sweeps inside a node and, when the job spans nodes, between nodes (one
+// rank per node).
 //   mpirun -np P partita-calibrate -o measurements.json [--quick] [--threads N]
 
 #include "backend.h"
@@ -76,14 +77,20 @@ std::string utc_now() {
   return text;
 }
 
-nlohmann::json kernels_json(const std::vector<KernelTiming>& rows) {
+// Compute rows name their compute family ("compute_class"); every row its memory-bound family
+// ("class", which earlier readers know).
+nlohmann::json kernels_json(const std::vector<KernelTiming>& rows, bool compute) {
   nlohmann::json out = nlohmann::json::array();
   for (const auto& r : rows) {
-    out.push_back({{"kernel", r.kernel},
-                   {"class", std::string(graph::kernel_class_name(r.kernel_class))},
-                   {"flops", r.flops},
-                   {"bytes", r.bytes},
-                   {"seconds", r.seconds}});
+    nlohmann::json row{{"kernel", r.kernel},
+                       {"class", std::string(graph::kernel_class_name(r.kernel_class))},
+                       {"flops", r.flops},
+                       {"bytes", r.bytes},
+                       {"seconds", r.seconds}};
+    if (compute) {
+      row["compute_class"] = std::string(graph::compute_class_name(r.compute_class));
+    }
+    out.push_back(std::move(row));
   }
   return out;
 }
@@ -101,11 +108,17 @@ int run(const Options& opt, int rank, int size) {
   const SweepBudget budget = opt.quick ? SweepBudget{0.002, 3, 500} : SweepBudget{0.01, 5, 2000};
   say(rank, fmt::format("partita-calibrate: {} ranks on {} node(s), backend {}, {} thread(s) per rank{}\n", size,
                         where.nodes, backend->name(), opt.threads, opt.quick ? ", quick" : ""));
-  // The CPU backend has no convolution kernel: GEMMs and memory-bound kernels only.
   say(rank, "\n# compute: GEMMs on every rank at once (time: slowest rank, median of trials)\n");
-  const auto gemms = opt.quick ? gemm_sweep(*backend, MPI_COMM_WORLD, budget, 5, 9, 2)
-                               : gemm_sweep(*backend, MPI_COMM_WORLD, budget, 5, 10, 4);
-  say(rank, kernel_table(gemms, true));
+  auto compute = opt.quick ? gemm_sweep(*backend, MPI_COMM_WORLD, budget, 5, 9, 2)
+                           : gemm_sweep(*backend, MPI_COMM_WORLD, budget, 5, 10, 4);
+  say(rank, kernel_table(compute, true));
+  // Convolutions reach another fraction of peak than GEMMs of the same FLOPs: a curve of their own.
+  say(rank, "\n# compute: convolutions on every rank at once (fwd: forward; bwd: backward data + weights, one "
+            "pass; a stem has no data gradient)\n");
+  const auto convs = conv_sweep(*backend, MPI_COMM_WORLD, budget,
+                                opt.quick ? conv_cases(5, 9, {1, 2}) : conv_cases(5, 10, {1, 8, 32}));
+  say(rank, kernel_table(convs, true));
+  compute.insert(compute.end(), convs.begin(), convs.end());
   say(rank, "\n# memory-bound kernels on every rank at once\n");
   const auto memory = opt.quick ? memory_sweep(*backend, MPI_COMM_WORLD, budget, 3, 8, 2)
                                 : memory_sweep(*backend, MPI_COMM_WORLD, budget, 3, 9, 4);
@@ -161,8 +174,8 @@ int run(const Options& opt, int rank, int size) {
                              {"threads", opt.threads},
                              {"quick", opt.quick},
                              {"backend", std::string(backend->name())},
-                             {"compute", kernels_json(gemms)},
-                             {"memory", kernels_json(memory)},
+                             {"compute", kernels_json(compute, true)},
+                             {"memory", kernels_json(memory, false)},
                              {"collectives", coll_json}};
     if (!opt.output.empty()) {
       io::write_file_atomically(opt.output, doc.dump(1) + "\n");

@@ -282,10 +282,10 @@ std::string nccl_table(cluster::Collective c, int ranks, const std::vector<Colle
 }
 
 std::string kernel_table(const std::vector<KernelTiming>& rows, bool flops) {
-  std::string out = fmt::format("# {:<24} {:>12} {:>12} {:>12} {:>10}\n", "kernel", "FLOP", "bytes", "time (us)",
+  std::string out = fmt::format("# {:<30} {:>12} {:>12} {:>12} {:>10}\n", "kernel", "FLOP", "bytes", "time (us)",
                                 flops ? "GFLOP/s" : "GB/s");
   for (const auto& r : rows) {
-    out += fmt::format("  {:<24} {:>12.4g} {:>12.4g} {:>12.2f} {:>10.2f}\n", r.kernel, r.flops, r.bytes,
+    out += fmt::format("  {:<30} {:>12.4g} {:>12.4g} {:>12.2f} {:>10.2f}\n", r.kernel, r.flops, r.bytes,
                        r.seconds * 1e6, (flops ? r.flops : r.bytes) / r.seconds / 1e9);
   }
   return out;

@@ -30,13 +30,38 @@ double time_per_call(MPI_Comm comm, const SweepBudget& budget, const std::functi
 struct KernelTiming {
   std::string kernel;
   double flops = 0, bytes = 0, seconds = 0;
-  graph::KernelClass kernel_class = graph::KernelClass::eltwise; // memory-bound kernels: their family
+  graph::KernelClass kernel_class = graph::KernelClass::eltwise;   // memory-bound kernels: their family
+  graph::ComputeClass compute_class = graph::ComputeClass::matmul; // compute kernels: their family
 };
 
 // GEMMs (square, tall-skinny, and square with B transposed as backward passes read it) from
 // about 10^lo to 10^hi FLOPs, `per_decade` sizes a decade.
 std::vector<KernelTiming> gemm_sweep(Backend& backend, MPI_Comm comm, const SweepBudget& budget, double lo, double hi,
                                      int per_decade);
+// One convolution layer of the sweep: its shape as the backend takes it, and its work as core's
+// Conv description counts it (graph::describe of the same layer: the convention op_cost prices).
+struct ConvCase {
+  std::string name;          // e.g. "conv 3x3/2 64>128 56 n8"
+  ConvShape shape;           // no groups, no bias
+  bool data_gradient = true; // false for a first layer, whose input is the data: no dX, as partita-run
+  double fwd_flops = 0;      // forward
+  double bwd_flops = 0;      // backward data (when data_gradient) + backward weights
+  double fwd_bytes = 0;      // X, W and Y
+  double bwd_bytes = 0;      // read + written by the backward pass
+};
+
+// Layers of ResNet-like CNNs (a 7x7 stride-2 stem and a CIFAR stem on 3 channels; 3x3 convs of 8
+// to 512 channels, stride 1 and 2; 1x1 convs widening, narrowing and striding) at each batch size
+// of `batches`, keeping those whose forward pass has about 10^lo to 10^hi FLOPs.
+std::vector<ConvCase> conv_cases(double lo, double hi, const std::vector<std::int64_t>& batches);
+
+// The cases through the backend's convolution kernels, as partita-run's Conv kernel calls them
+// (op_kernels_cnn.cpp): forward (a row "... fwd"), then the backward pass as one timed call of
+// backward data (unless a first layer) and backward weights (a row "... bwd"), the pass op_cost
+// prices as one kernel. Rows carry ComputeClass::convolution.
+std::vector<KernelTiming> conv_sweep(Backend& backend, MPI_Comm comm, const SweepBudget& budget,
+                                     const std::vector<ConvCase>& cases);
+
 // Memory-bound kernels from about 10^lo to 10^hi bytes read + written, per kernel family
 // (graph::KernelClass), each through what partita-run runs for an op of that family: eltwise
 // (ReLU, add), transcendental (Erf), reduction (a bias gradient: a sum over rows),

@@ -67,6 +67,11 @@ double Device::memory_efficiency_for(graph::KernelClass k, double bytes) const {
   return it != memory_efficiency_by_class.end() ? it->second.at(bytes) : memory_efficiency.at(bytes);
 }
 
+double Device::compute_efficiency_for(graph::ComputeClass c, double flops) const {
+  const auto it = compute_efficiency_by_class.find(c);
+  return it != compute_efficiency_by_class.end() ? it->second.at(flops) : compute_efficiency.at(flops);
+}
+
 double Device::peak(Precision p) const {
   // Each precision runs on the nearest wider unit the device has: a GPU without tensor cores
   // computes tf32 and bf16 in fp32, fp8 in fp16.
@@ -176,6 +181,11 @@ proto::Cluster to_proto(const Cluster& c) {
     auto& entry = *d.add_kernel_classes();
     entry.set_kernel_class(std::string(graph::kernel_class_name(k)));
     to_proto_curve(curve, *entry.mutable_memory_efficiency());
+  }
+  for (const auto& [k, curve] : c.device.compute_efficiency_by_class) {
+    auto& entry = *d.add_compute_classes();
+    entry.set_compute_class(std::string(graph::compute_class_name(k)));
+    to_proto_curve(curve, *entry.mutable_compute_efficiency());
   }
 
   // A part that was absent (one device per node, one node) stays absent, so that the file

@@ -129,6 +129,23 @@ Device device(const proto::Device& p, const Checker& check) {
       check.fail(path + ".kernel_class", fmt::format("'{}' is given twice", entry.kernel_class()));
     }
   }
+  for (int i = 0; i < p.compute_classes_size(); ++i) {
+    const auto path = fmt::format("device.compute_classes[{}]", i);
+    const auto& entry = p.compute_classes(i);
+    const auto k = graph::parse_compute_class(entry.compute_class());
+    if (!k) {
+      check.fail(path + ".compute_class",
+                 fmt::format("'{}' is not one of matmul, convolution, recurrent", entry.compute_class()));
+    }
+    if (entry.compute_efficiency_size() == 0) {
+      check.fail(path + ".compute_efficiency", "is empty");
+    }
+    if (!d.compute_efficiency_by_class
+             .emplace(*k, curve(entry.compute_efficiency(), check, path + ".compute_efficiency"))
+             .second) {
+      check.fail(path + ".compute_class", fmt::format("'{}' is given twice", entry.compute_class()));
+    }
+  }
   return d;
 }
 

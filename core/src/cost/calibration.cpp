@@ -77,11 +77,20 @@ std::vector<double> hat_weights(const std::vector<double>& knots, double work) {
 }
 
 // Achieved rate against work, fitted by least squares on the relative error; returns the curve as
-// (work, rate) knots, one per half decade that holds a sample.
-std::vector<std::pair<double, double>> fit_rate_curve(const std::vector<RateSample>& samples, std::string_view what) {
+// (work, rate) knots, one per 1/knots_per_decade of a decade that holds a sample; with
+// knots_per_decade 0, one knot (a constant rate, at the samples' mean log10 work).
+std::vector<std::pair<double, double>> fit_rate_curve(const std::vector<RateSample>& samples, std::string_view what,
+                                                      double knots_per_decade = 2) {
   std::set<double> knot_set;
+  double mean_log = 0;
   for (const auto& s : samples) {
-    knot_set.insert(std::round(2 * std::log10(s.work)) / 2);
+    mean_log += std::log10(s.work) / static_cast<double>(samples.size());
+    if (knots_per_decade > 0) {
+      knot_set.insert(std::round(knots_per_decade * std::log10(s.work)) / knots_per_decade);
+    }
+  }
+  if (knot_set.empty()) {
+    knot_set.insert(mean_log);
   }
   const std::vector<double> knots(knot_set.begin(), knot_set.end());
   const std::size_t n = knots.size();
@@ -117,19 +126,6 @@ std::vector<std::pair<double, double>> fit_rate_curve(const std::vector<RateSamp
     curve.emplace_back(std::pow(10.0, knots[i]), c[i]);
   }
   return curve;
-}
-
-// Peak = highest fitted rate; the curve becomes fractions of it.
-double to_efficiency(const std::vector<std::pair<double, double>>& rates, cluster::EfficiencyCurve& curve) {
-  double peak = 0;
-  for (const auto& [work, rate] : rates) {
-    peak = std::max(peak, rate);
-  }
-  curve.points.clear();
-  for (const auto& [work, rate] : rates) {
-    curve.points.emplace_back(work, std::clamp(rate / peak, 1e-9, 1.0));
-  }
-  return peak;
 }
 
 std::vector<RateSample> rates(const std::vector<KernelSample>& samples, bool flops, std::string_view what) {
@@ -193,6 +189,76 @@ void fit_memory(const std::vector<KernelSample>& samples, cluster::Device& dev, 
   dev.memory_efficiency_by_class.clear();
   for (const auto& [k, r] : class_rates) {
     dev.memory_efficiency_by_class[k] = to_curve(r);
+  }
+}
+
+// Compute kernels, one curve per family over one peak: the highest rate of any family, so that
+// every family's fractions lie in (0, 1]. GEMMs give compute_efficiency and must be there; the
+// other families with samples (convolutions) get their own curve, or, when they cannot be fitted
+// or were not measured, a warning and the GEMM curve.
+void fit_compute(const std::vector<KernelSample>& samples, cluster::Device& dev, std::vector<std::string>& warnings) {
+  std::map<graph::ComputeClass, std::vector<KernelSample>> by_class;
+  for (const auto& s : samples) {
+    by_class[s.compute_class].push_back(s);
+  }
+  const auto gemms = by_class.find(graph::ComputeClass::matmul);
+  const auto gemm_rates = fit_rate_curve(
+      rates(gemms != by_class.end() ? gemms->second : std::vector<KernelSample>{}, true, "compute (GEMMs)"),
+      "compute rate");
+  std::map<graph::ComputeClass, std::vector<std::pair<double, double>>> class_rates;
+  for (const auto& [k, list] : by_class) {
+    if (k != graph::ComputeClass::matmul) {
+      const auto what = fmt::format("compute ({} kernels)", graph::compute_class_name(k));
+      try {
+        // A convolution's rate follows its shape as much as its FLOPs: layers of one size scatter
+        // by several times, and a knot every half decade would chase that scatter (a knot between
+        // a fast and a slow layer can swing far below both). One knot a decade averages it; where
+        // even that swings below zero (a loaded machine), knots twice as far apart, down to one.
+        const auto r = rates(list, true, what);
+        for (const double per_decade : {1.0, 0.5, 0.25, 0.0}) {
+          try {
+            class_rates[k] = fit_rate_curve(r, what, per_decade);
+            break;
+          } catch (const Error& e) {
+            if (per_decade == 0.0) {
+              throw;
+            }
+            warnings.push_back(fmt::format("{}; fitted again with {}", e.what(),
+                                           per_decade > 0.25 ? fmt::format("a knot every {:g} decades", 2 / per_decade)
+                                                             : std::string("one knot (a constant rate)")));
+          }
+        }
+      } catch (const Error& e) { // an optional family: the GEMM curve stands in for it
+        warnings.push_back(
+            fmt::format("{}; {} ops use the matmul (GEMM) curve", e.what(), graph::compute_class_name(k)));
+      }
+    }
+  }
+  if (!by_class.contains(graph::ComputeClass::convolution)) {
+    warnings.push_back("calibration: no convolution was timed (measurements of an earlier partita-calibrate?); "
+                       "convolutions use the matmul (GEMM) curve");
+  }
+  double peak = 0;
+  for (const auto& [work, rate] : gemm_rates) {
+    peak = std::max(peak, rate);
+  }
+  for (const auto& [k, r] : class_rates) {
+    for (const auto& [work, rate] : r) {
+      peak = std::max(peak, rate);
+    }
+  }
+  const auto to_curve = [&](const std::vector<std::pair<double, double>>& r) {
+    cluster::EfficiencyCurve curve;
+    for (const auto& [work, rate] : r) {
+      curve.points.emplace_back(work, std::clamp(rate / peak, 1e-9, 1.0));
+    }
+    return curve;
+  };
+  dev.peak_fp32 = peak;
+  dev.compute_efficiency = to_curve(gemm_rates);
+  dev.compute_efficiency_by_class.clear();
+  for (const auto& [k, r] : class_rates) {
+    dev.compute_efficiency_by_class[k] = to_curve(r);
   }
 }
 
@@ -364,8 +430,7 @@ Calibration calibrate(const cluster::Cluster& base, const CalibrationData& data)
   dev.kernel_launch_overhead = 0; // inside the curves: they are fitted on whole calls
   fit_memory(data.memory, dev, out.warnings);
   const double old_peak = dev.peak_fp32;
-  dev.peak_fp32 =
-      to_efficiency(fit_rate_curve(rates(data.compute, true, "compute"), "compute rate"), dev.compute_efficiency);
+  fit_compute(data.compute, dev, out.warnings);
   // Reduced-precision units keep their ratio to fp32 (there is nothing measured for them).
   for (double* p : {&dev.peak_tf32, &dev.peak_fp16, &dev.peak_bf16, &dev.peak_fp8}) {
     if (*p > 0 && old_peak > 0) {
@@ -409,7 +474,11 @@ Calibration calibrate(const cluster::Cluster& base, const CalibrationData& data)
   }
 
   for (const auto& s : data.compute) {
-    out.compute.push_back({s.kernel, s.flops, s.seconds, kernel_time(s.flops, s.bytes, dev, cluster::Precision::fp32)});
+    FitPoint p{
+        s.kernel, s.flops, s.seconds,
+        kernel_time(s.flops, s.bytes, dev, cluster::Precision::fp32, graph::KernelClass::eltwise, s.compute_class)};
+    (s.compute_class == graph::ComputeClass::matmul ? out.compute : out.compute_by_class[s.compute_class])
+        .push_back(std::move(p));
   }
   for (const auto& s : data.memory) {
     out.memory.push_back(

@@ -290,12 +290,13 @@ double OpCost::get(std::string_view name) const {
 }
 
 double kernel_time(double flops, double bytes, const cluster::Device& device, cluster::Precision precision,
-                   graph::KernelClass kernel) {
+                   graph::KernelClass kernel, graph::ComputeClass compute_class) {
   if (flops <= 0 && bytes <= 0) {
     return 0;
   }
   const double peak = device.peak(precision);
-  const double compute = flops > 0 && peak > 0 ? flops / (peak * device.compute_efficiency.at(flops)) : 0;
+  const double compute =
+      flops > 0 && peak > 0 ? flops / (peak * device.compute_efficiency_for(compute_class, flops)) : 0;
   const double memory = bytes > 0 && device.memory_bandwidth > 0
                             ? bytes / (device.memory_bandwidth * device.memory_efficiency_for(kernel, bytes))
                             : 0;
@@ -336,15 +337,26 @@ OpCost op_cost(const graph::Graph& g, graph::OpId id, const graph::OpSemantics& 
       shard_out += stored_bytes(g.tensor(op.outputs[i]), layout.shard_bytes(), setup);
     }
   }
+  // The FLOPs of both passes run at the efficiency of the op's compute family (a convolution's
+  // own curve when calibrated, else the GEMM curve); the text names the curve that priced them.
+  const graph::ComputeClass family = s.compute_class;
+  const std::string peak_text =
+      !uses_matrix_units(s.op_class) ? fmt::format("{} peak", cluster::precision_name(precision))
+      : family == graph::ComputeClass::matmul || dev.has_compute_curve(family)
+          ? fmt::format("{} peak x {} efficiency", cluster::precision_name(precision),
+                        graph::compute_class_name(family))
+          : fmt::format("{} peak x matmul efficiency (no {} curve)", cluster::precision_name(precision),
+                        graph::compute_class_name(family));
   const double fwd_flops = s.fwd_flops / parts;
   const double fwd_bytes = s.op_class == graph::OpClass::shape ? 0 : shard_in + shard_out;
-  const double fwd =
-      s.op_class == graph::OpClass::shape ? 0 : kernel_time(fwd_flops, fwd_bytes, dev, precision, s.forward_kernel);
-  cost.time.push_back({std::string(term::forward_compute), fwd,
-                       fmt::format("max({:.4g} GFLOP / {} peak, {:.4g} MB / {} memory bandwidth) + launch, on 1/{} of "
-                                   "the iteration space",
-                                   fwd_flops / 1e9, cluster::precision_name(precision), fwd_bytes / 1e6,
-                                   graph::kernel_class_name(s.forward_kernel), parts)});
+  const double fwd = s.op_class == graph::OpClass::shape
+                         ? 0
+                         : kernel_time(fwd_flops, fwd_bytes, dev, precision, s.forward_kernel, family);
+  cost.time.push_back(
+      {std::string(term::forward_compute), fwd,
+       fmt::format("max({:.4g} GFLOP / {}, {:.4g} MB / {} memory bandwidth) + launch, on 1/{} of "
+                   "the iteration space",
+                   fwd_flops / 1e9, peak_text, fwd_bytes / 1e6, graph::kernel_class_name(s.forward_kernel), parts)});
   const double bwd_flops = (s.bwd_data_flops + s.bwd_weight_flops) / parts;
   const double bwd_bytes =
       s.bwd_bytes > 0 && s.fwd_bytes_read + s.fwd_bytes_written > 0 ? s.bwd_bytes * scale / parts : 0;
@@ -352,20 +364,21 @@ OpCost op_cost(const graph::Graph& g, graph::OpId id, const graph::OpSemantics& 
   const double reduction_bytes = bwd_bytes > 0 ? std::min(s.backward_reduction_bytes * scale / parts, bwd_bytes) : 0.0;
   const double bwd =
       (bwd_flops > 0 || bwd_bytes > reduction_bytes
-           ? kernel_time(bwd_flops, bwd_bytes - reduction_bytes, dev, precision, s.backward_kernel)
+           ? kernel_time(bwd_flops, bwd_bytes - reduction_bytes, dev, precision, s.backward_kernel, family)
            : 0.0) +
       (reduction_bytes > 0 ? kernel_time(0, reduction_bytes, dev, precision, graph::KernelClass::reduction) : 0.0);
   cost.time.push_back(
       {std::string(term::backward_compute), bwd,
        reduction_bytes > 0
-           ? fmt::format("data gradients {:.4g} GFLOP + weight gradients {:.4g} GFLOP, {:.4g} MB through {} kernels "
-                         "and {:.4g} MB through reduction kernels (broadcast inputs' gradients), on 1/{} of the space",
-                         s.bwd_data_flops / parts / 1e9, s.bwd_weight_flops / parts / 1e9,
+           ? fmt::format("data gradients {:.4g} GFLOP + weight gradients {:.4g} GFLOP at {}, {:.4g} MB through {} "
+                         "kernels and {:.4g} MB through reduction kernels (broadcast inputs' gradients), on 1/{} of "
+                         "the space",
+                         s.bwd_data_flops / parts / 1e9, s.bwd_weight_flops / parts / 1e9, peak_text,
                          (bwd_bytes - reduction_bytes) / 1e6, graph::kernel_class_name(s.backward_kernel),
                          reduction_bytes / 1e6, parts)
-           : fmt::format("data gradients {:.4g} GFLOP + weight gradients {:.4g} GFLOP, {:.4g} MB through {} kernels, "
-                         "on 1/{} of the space",
-                         s.bwd_data_flops / parts / 1e9, s.bwd_weight_flops / parts / 1e9, bwd_bytes / 1e6,
+           : fmt::format("data gradients {:.4g} GFLOP + weight gradients {:.4g} GFLOP at {}, {:.4g} MB through {} "
+                         "kernels, on 1/{} of the space",
+                         s.bwd_data_flops / parts / 1e9, s.bwd_weight_flops / parts / 1e9, peak_text, bwd_bytes / 1e6,
                          graph::kernel_class_name(s.backward_kernel), parts)});
   if (!keep_output && fwd > 0) {
     cost.time.push_back({std::string(term::recompute), fwd, "the forward pass again, before the backward pass"});

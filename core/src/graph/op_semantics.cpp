@@ -51,6 +51,28 @@ std::optional<KernelClass> parse_kernel_class(std::string_view name) {
   return std::nullopt;
 }
 
+std::string_view compute_class_name(ComputeClass c) {
+  switch (c) {
+  case ComputeClass::matmul: return "matmul";
+  case ComputeClass::convolution: return "convolution";
+  case ComputeClass::recurrent: return "recurrent";
+  }
+  return "matmul";
+}
+
+std::vector<ComputeClass> all_compute_classes() {
+  return {ComputeClass::matmul, ComputeClass::convolution, ComputeClass::recurrent};
+}
+
+std::optional<ComputeClass> parse_compute_class(std::string_view name) {
+  for (const auto c : all_compute_classes()) {
+    if (compute_class_name(c) == name) {
+      return c;
+    }
+  }
+  return std::nullopt;
+}
+
 int OpSemantics::find_dim(std::string_view dim_name) const {
   for (std::size_t i = 0; i < dims.size(); ++i) {
     if (dims[i].name == dim_name) {
@@ -145,7 +167,8 @@ void describe_opaque(const Op& op, const Graph& g, OpSemantics& s, std::string r
   fill_bytes(op, g, s);
 }
 
-// Before the description runs (`defaults`): the family that follows from the op's class. After:
+// Before the description runs (`defaults`): the families (memory-bound and compute) that follow
+// from the op's class. After:
 // an element-wise op that broadcasts a float input (a bias) reduces its gradient over the
 // broadcast dims, so its backward pass is a reduction.
 void set_kernel_classes(const Graph& g, const Op& op, OpSemantics& s, bool defaults) {
@@ -162,6 +185,9 @@ void set_kernel_classes(const Graph& g, const Op& op, OpSemantics& s, bool defau
     default: break;
     }
     s.forward_kernel = s.backward_kernel = k;
+    s.compute_class = s.op_class == OpClass::convolution ? ComputeClass::convolution
+                      : s.op_class == OpClass::recurrent ? ComputeClass::recurrent
+                                                         : ComputeClass::matmul;
     return;
   }
   if (s.op_class != OpClass::elementwise || s.backward_kernel != KernelClass::eltwise) {

@@ -123,7 +123,7 @@ TEST(Calibration, RefusesTooLittleOrInconsistentData) {
   auto data = measure(truth());
   data.compute.resize(1);
   EXPECT_THAT([&] { calibrate(base, data); },
-              ::testing::ThrowsMessage<Error>(HasSubstr("compute needs at least 2 timed kernels, got 1")));
+              ::testing::ThrowsMessage<Error>(HasSubstr("compute (GEMMs) needs at least 2 timed kernels, got 1")));
   data = measure(truth());
   data.memory[3].seconds = -1;
   EXPECT_THAT([&] { calibrate(base, data); }, ::testing::ThrowsMessage<Error>(HasSubstr("must be positive")));
@@ -168,6 +168,111 @@ TEST(Calibration, FitsEveryKernelFamilyOverOneBandwidth) {
   }
   EXPECT_NEAR(d.memory_efficiency_for(graph::KernelClass::gather, 1e6), 1, 1e-9);
   EXPECT_LT(fit_quality(cal.memory).max_abs, 1e-6);
+  EXPECT_NO_THROW(cluster::from_proto(cluster::to_proto(cal.cluster), "calibrated"));
+}
+
+// Convolutions timed as partita-calibrate times them: compute-bound, one sample per quarter
+// decade of FLOPs, each carrying its family.
+void add_convolutions(const cluster::Cluster& c, CalibrationData& d) {
+  for (double e = 5; e <= 10; e += 0.25) {
+    const double flops = std::pow(10.0, e), bytes = flops / 100;
+    d.compute.push_back({"conv", flops, bytes,
+                         kernel_time(flops, bytes, c.device, cluster::Precision::fp32, graph::KernelClass::eltwise,
+                                     graph::ComputeClass::convolution),
+                         graph::KernelClass::eltwise, graph::ComputeClass::convolution});
+  }
+}
+
+TEST(Calibration, FitsTheConvolutionCurveOverOnePeak) {
+  auto t = truth();
+  // GEMMs top out at 80% of the device's peak; convolutions reach all of it at 1e9 FLOPs and are
+  // far slower than GEMMs at small sizes.
+  t.device.compute_efficiency.points = {{1e5, 0.05}, {std::pow(10.0, 6.5), 0.3}, {1e8, 0.7}, {1e9, 0.8}};
+  t.device.compute_efficiency_by_class[graph::ComputeClass::convolution].points = {
+      {1e5, 0.01}, {1e7, 0.2}, {1e9, 1.0}, {1e10, 0.9}};
+  auto data = measure(t);
+  add_convolutions(t, data);
+  const auto cal = calibrate(cluster::load_cluster("localhost-cpu"), data);
+  const auto& d = cal.cluster.device;
+  // The convolution rate exceeds every GEMM's: the peak rises to it, so that the GEMM curve stays
+  // below 1 and the convolution curve reaches 1.
+  EXPECT_NEAR(d.peak_fp32 / t.device.peak_fp32, 1, 1e-6);
+  ASSERT_EQ(d.compute_efficiency_by_class.size(), 1U);
+  const auto& conv = d.compute_efficiency_by_class.at(graph::ComputeClass::convolution);
+  for (const auto* curve : {&d.compute_efficiency, &conv}) {
+    for (const auto& [work, fraction] : curve->points) {
+      EXPECT_GT(fraction, 0);
+      EXPECT_LE(fraction, 1);
+    }
+  }
+  EXPECT_NEAR(d.compute_efficiency.at(1e9), 0.8, 1e-6);
+  EXPECT_NEAR(conv.at(1e9), 1.0, 1e-6);
+  // Rates per family and size are what made the timings.
+  for (const auto k : {graph::ComputeClass::matmul, graph::ComputeClass::convolution}) {
+    for (const double flops : {1e5, 3e6, 1e7, 1e8, 1e9, 1e10}) {
+      EXPECT_NEAR(d.peak_fp32 * d.compute_efficiency_for(k, flops) /
+                      (t.device.peak_fp32 * t.device.compute_efficiency_for(k, flops)),
+                  1, 1e-6)
+          << graph::compute_class_name(k) << " at " << flops;
+    }
+  }
+  // At 1e5 FLOPs a convolution is 5x slower than a GEMM: one curve for both would misprice it.
+  EXPECT_NEAR(d.compute_efficiency.at(1e5) / d.compute_efficiency_for(graph::ComputeClass::convolution, 1e5), 5, 1e-4);
+  // The GEMM points and the convolution points apart, each reproduced by its own curve.
+  ASSERT_EQ(cal.compute_by_class.count(graph::ComputeClass::convolution), 1U);
+  const auto& points = cal.compute_by_class.at(graph::ComputeClass::convolution);
+  EXPECT_EQ(points.size(), 21U);
+  EXPECT_LT(fit_quality(points).max_abs, 1e-6);
+  EXPECT_EQ(cal.compute.size(), 21U);
+  EXPECT_LT(fit_quality(cal.compute).max_abs, 1e-6);
+  for (const auto& w : cal.warnings) {
+    EXPECT_THAT(w, ::testing::Not(HasSubstr("convolution")));
+  }
+  // The calibrated cluster file carries the curve.
+  const auto back = cluster::from_proto(cluster::to_proto(cal.cluster), "calibrated");
+  ASSERT_EQ(back.device.compute_efficiency_by_class.size(), 1U);
+  EXPECT_NEAR(back.device.compute_efficiency_for(graph::ComputeClass::convolution, 1e5), conv.at(1e5), 1e-12);
+}
+
+TEST(Calibration, WithoutConvolutionsWarnsAndKeepsTheGemmCurve) {
+  const auto t = truth();
+  auto data = measure(t); // GEMMs only: measurements of an earlier partita-calibrate
+  auto cal = calibrate(cluster::load_cluster("localhost-cpu"), data);
+  EXPECT_TRUE(cal.cluster.device.compute_efficiency_by_class.empty());
+  EXPECT_TRUE(cal.compute_by_class.empty());
+  ASSERT_FALSE(cal.warnings.empty());
+  EXPECT_THAT(cal.warnings.back(), HasSubstr("no convolution was timed"));
+  EXPECT_NEAR(cal.cluster.device.peak_fp32 / t.device.peak_fp32, 1, 1e-6);
+  // One convolution cannot make a curve: a warning, and the GEMM curve stands in.
+  add_convolutions(t, data);
+  data.compute.resize(data.compute.size() - 20);
+  cal = calibrate(cluster::load_cluster("localhost-cpu"), data);
+  EXPECT_TRUE(cal.cluster.device.compute_efficiency_by_class.empty());
+  ASSERT_FALSE(cal.warnings.empty());
+  EXPECT_THAT(cal.warnings.back(), HasSubstr("compute (convolution kernels) needs at least 2 timed kernels, got 1"));
+}
+
+TEST(Calibration, ScatteredConvolutionsAreFittedWithFewerKnots) {
+  // A slow layer just below 1e6 FLOPs and a fast one just above, then a very fast one at 1e7:
+  // with a knot every decade the knot at 1e6 swings below zero; knots two decades apart hold.
+  auto data = measure(truth());
+  for (const auto& [flops, rate] : std::vector<std::pair<double, double>>{
+           {1e5, 1e11}, {std::pow(10.0, 5.9), 1e9}, {std::pow(10.0, 6.1), 1e11}, {1e7, 2e12}}) {
+    data.compute.push_back(
+        {"conv", flops, flops / 100, flops / rate, graph::KernelClass::eltwise, graph::ComputeClass::convolution});
+  }
+  const auto cal = calibrate(cluster::load_cluster("localhost-cpu"), data);
+  const auto& d = cal.cluster.device;
+  ASSERT_EQ(d.compute_efficiency_by_class.count(graph::ComputeClass::convolution), 1U);
+  for (const auto& [work, fraction] : d.compute_efficiency_by_class.at(graph::ComputeClass::convolution).points) {
+    EXPECT_GT(fraction, 1e-6) << work;
+    EXPECT_LE(fraction, 1) << work;
+  }
+  ASSERT_FALSE(cal.warnings.empty());
+  EXPECT_THAT(cal.warnings.back(), HasSubstr("compute (convolution kernels): the fitted rate at 1e+06 is -"));
+  EXPECT_THAT(cal.warnings.back(), HasSubstr("fitted again with a knot every 2 decades"));
+  // The conv rate (2 TFLOP/s at 1e7) is far above the GEMMs' best: the peak follows it.
+  EXPECT_GT(d.peak_fp32, 1e12);
   EXPECT_NO_THROW(cluster::from_proto(cluster::to_proto(cal.cluster), "calibrated"));
 }
 

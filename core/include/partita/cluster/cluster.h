@@ -64,8 +64,14 @@ struct Device {
   // Per kernel family (calibrated): its achieved bandwidth as a fraction of memory_bandwidth. A
   // family without an entry uses memory_efficiency.
   std::map<graph::KernelClass, EfficiencyCurve> memory_efficiency_by_class;
+  // Per compute kernel family (calibrated: convolution): its achieved FLOP rate as a fraction of
+  // the peak. A family without an entry uses compute_efficiency.
+  std::map<graph::ComputeClass, EfficiencyCurve> compute_efficiency_by_class;
 
   double memory_efficiency_for(graph::KernelClass k, double bytes) const;
+  double compute_efficiency_for(graph::ComputeClass c, double flops) const;
+  // Whether family `c` has a curve of its own (else compute_efficiency stands in for it).
+  bool has_compute_curve(graph::ComputeClass c) const { return compute_efficiency_by_class.contains(c); }
   // Peak for a precision; falls back to the nearest wider supported type (tf32 -> fp32, ...).
   double peak(Precision p) const;
 };

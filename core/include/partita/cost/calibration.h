@@ -13,6 +13,12 @@
 //   Memory-bound kernels are fitted per family (graph::KernelClass): eltwise gives
 //   memory_efficiency, every other family with samples its own curve in memory_efficiency_by_class,
 //   all as fractions of one memory_bandwidth (the highest rate fitted in any family).
+//   Compute kernels likewise per family (graph::ComputeClass): GEMMs give compute_efficiency,
+//   convolutions (forward, and backward data + weights as one pass, as op_cost prices them) their
+//   own curve in compute_efficiency_by_class, both as fractions of one peak_fp32: the highest rate
+//   fitted in any family, so a convolution faster than every GEMM raises the peak. Convolutions of
+//   one size scatter by shape, so their curve has a knot a decade (further apart, with a warning,
+//   where even that swings below zero); no convolution timed is a warning, not an error.
 // - Links: each collective timing is t = a x L + n x W / B where L (latency steps) and W (bytes
 //   factor) come from collective_cost itself, evaluated on a probe cluster whose link has unit
 //   latency and bandwidth; (a, 1/B) is the least-squares fit on relative error over every
@@ -22,6 +28,7 @@
 #include "partita/cluster/cluster.h"
 #include "partita/cluster/collectives.h"
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -33,7 +40,8 @@ struct KernelSample {
   double flops = 0;   // 0 for a memory-bound kernel
   double bytes = 0;   // read + written, as op_cost counts them (shard inputs + outputs)
   double seconds = 0; // per call
-  graph::KernelClass kernel_class = graph::KernelClass::eltwise; // memory-bound kernels: their family
+  graph::KernelClass kernel_class = graph::KernelClass::eltwise;   // memory-bound kernels: their family
+  graph::ComputeClass compute_class = graph::ComputeClass::matmul; // compute kernels: their family
 };
 
 struct CollectiveSample {
@@ -68,7 +76,9 @@ struct LinkFit {
 
 struct Calibration {
   cluster::Cluster cluster;
-  std::vector<FitPoint> compute, memory, collectives;
+  std::vector<FitPoint> compute, memory, collectives; // compute: GEMMs (the matmul family)
+  // The other compute families' points (convolution), each against its own fitted curve.
+  std::map<graph::ComputeClass, std::vector<FitPoint>> compute_by_class;
   std::optional<LinkFit> intra, inter; // the link classes the data covered
   std::vector<std::string> warnings;   // what could not be fitted and what stands in for it
 };

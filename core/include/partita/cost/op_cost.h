@@ -71,9 +71,11 @@ std::vector<std::vector<int>> device_groups(const sharding::Config& config, std:
 // op all-reduces its statistics over the device groups along them (device_groups, without copies).
 std::vector<int> statistics_axes(const graph::OpSemantics& s, const sharding::Config& config);
 
-// Compute time of `flops` FLOPs touching `bytes` bytes on one device: roofline with the device's
-// compute efficiency curve and the memory efficiency curve of the kernel family, plus one launch.
+// Compute time of `flops` FLOPs touching `bytes` bytes on one device: roofline with the compute
+// efficiency curve of the compute family and the memory efficiency curve of the memory-bound
+// kernel family, plus one launch.
 double kernel_time(double flops, double bytes, const cluster::Device& device, cluster::Precision precision,
-                   graph::KernelClass kernel = graph::KernelClass::eltwise);
+                   graph::KernelClass kernel = graph::KernelClass::eltwise,
+                   graph::ComputeClass compute = graph::ComputeClass::matmul);
 
 } // namespace partita::cost

@@ -26,4 +26,19 @@ std::string_view kernel_class_name(KernelClass c);
 std::optional<KernelClass> parse_kernel_class(std::string_view name);
 std::vector<KernelClass> all_kernel_classes();
 
+// The family of compute-bound kernel a contraction op runs. A convolution reaches a fraction of
+// peak of its own, far from a GEMM of the same FLOPs (few channels, a 7x7 stem, 1x1 windows):
+// calibration measures each family it can time and the cost model prices an op's FLOPs with its
+// family's curve (cluster::Device::compute_efficiency_for). The op's family follows from its
+// declarative description (OpSemantics::compute_class, from the descriptor's OpClass).
+enum class ComputeClass : std::uint8_t {
+  matmul,      // MatMul, Gemm, Einsum, and every op that is not a contraction of another family
+  convolution, // Conv, ConvTranspose
+  recurrent,   // LSTM, GRU, RNN
+};
+
+std::string_view compute_class_name(ComputeClass c);
+std::optional<ComputeClass> parse_compute_class(std::string_view name);
+std::vector<ComputeClass> all_compute_classes();
+
 } // namespace partita::graph

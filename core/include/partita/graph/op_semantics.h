@@ -83,6 +83,9 @@ struct OpSemantics {
   // (a transcendental function; an element-wise op whose broadcast input's gradient is a reduction).
   KernelClass forward_kernel = KernelClass::eltwise;
   KernelClass backward_kernel = KernelClass::eltwise;
+  // The compute kernel family whose efficiency curve prices the FLOPs of both passes: set from
+  // op_class (convolution and recurrent ops; every other op is priced as a GEMM).
+  ComputeClass compute_class = ComputeClass::matmul;
   // Of bwd_bytes, those moved by reduction kernels (the gradient of a broadcast input: a bias);
   // the rest goes through backward_kernel.
   double backward_reduction_bytes = 0;

@@ -1,0 +1,195 @@
+// Compute families: a contraction op's family (matmul, convolution, recurrent) follows from its
+// description, op_cost prices its FLOPs with that family's curve (the GEMM curve when the device
+// has none for it), and the curves round-trip through cluster files, old files without them
+// still loading.
+
+#include "partita/cost/op_cost.h"
+#include "partita/graph/error.h"
+#include "partita/graph/op_semantics.h"
+#include "partita/io/json_file.h"
+#include "partita/proto/partita.pb.h"
+
+#include "test_support.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+namespace partita::cost {
+namespace {
+
+using graph::ComputeClass;
+using graph::TensorRole;
+using Ints = std::vector<std::int64_t>;
+
+struct Ops {
+  graph::Graph g;
+  graph::OpId conv, conv_transpose, matmul, lstm, relu;
+
+  Ops() {
+    test::tensor(g, "x", {8, 64, 56, 56});
+    test::tensor(g, "w", {64, 64, 3, 3}, TensorRole::parameter);
+    test::tensor(g, "y", {8, 64, 56, 56});
+    conv = test::op(g, "Conv", {"x", "w"}, {"y"}, {{"pads", Ints{1, 1, 1, 1}}});
+    test::tensor(g, "wt", {64, 32, 2, 2}, TensorRole::parameter);
+    test::tensor(g, "up", {8, 32, 112, 112});
+    conv_transpose = test::op(g, "ConvTranspose", {"y", "wt"}, {"up"}, {{"strides", Ints{2, 2}}});
+    test::tensor(g, "a", {512, 1024});
+    test::tensor(g, "b", {1024, 1024}, TensorRole::parameter);
+    test::tensor(g, "c", {512, 1024});
+    matmul = test::op(g, "MatMul", {"a", "b"}, {"c"});
+    test::tensor(g, "seq", {16, 8, 64});
+    test::tensor(g, "lw", {1, 4 * 128, 64}, TensorRole::parameter);
+    test::tensor(g, "lr", {1, 4 * 128, 128}, TensorRole::parameter);
+    test::tensor(g, "h", {16, 1, 8, 128});
+    lstm = test::op(g, "LSTM", {"seq", "lw", "lr"}, {"h"}, {{"hidden_size", std::int64_t{128}}});
+    test::tensor(g, "r", {8, 64, 56, 56});
+    relu = test::op(g, "Relu", {"y"}, {"r"});
+  }
+};
+
+// A device whose convolutions reach a fifth of what its GEMMs reach at every size.
+cluster::Cluster with_conv_curve() {
+  auto c = cluster::load_cluster("localhost-cpu");
+  c.device.kernel_launch_overhead = 0;
+  c.device.compute_efficiency.points = {{1e5, 0.1}, {1e10, 0.9}};
+  c.device.compute_efficiency_by_class[ComputeClass::convolution].points = {{1e5, 0.02}, {1e10, 0.18}};
+  return c;
+}
+
+OpCost cost_of(const Ops& o, graph::OpId id, const cluster::Cluster& c) {
+  const auto s = graph::describe(o.g, id);
+  const std::vector<int> device{0};
+  return op_cost(o.g, id, s, sharding::Config{std::vector<int>(s.dims.size(), 1)}, device, c, {});
+}
+
+TEST(ComputeFamily, FollowsFromTheDescription) {
+  const Ops o;
+  const auto family = [&](graph::OpId id) {
+    const auto s = graph::describe(o.g, id);
+    EXPECT_TRUE(s.opaque_reason.empty()) << o.g.op(id).type << ": " << s.opaque_reason;
+    return s.compute_class;
+  };
+  EXPECT_EQ(family(o.conv), ComputeClass::convolution);
+  EXPECT_EQ(family(o.conv_transpose), ComputeClass::convolution);
+  EXPECT_EQ(family(o.matmul), ComputeClass::matmul);
+  EXPECT_EQ(family(o.lstm), ComputeClass::recurrent);
+  EXPECT_EQ(family(o.relu), ComputeClass::matmul); // not a contraction: the general curve
+}
+
+TEST(ComputeFamily, NamesParseBack) {
+  for (const auto k : graph::all_compute_classes()) {
+    EXPECT_EQ(graph::parse_compute_class(graph::compute_class_name(k)), k);
+  }
+  EXPECT_FALSE(graph::parse_compute_class("gemm").has_value());
+  EXPECT_EQ(graph::compute_class_name(ComputeClass::convolution), "convolution");
+}
+
+TEST(ComputeFamily, AConvIsPricedWithTheConvolutionCurve) {
+  const Ops o;
+  const auto c = with_conv_curve();
+  auto plain = c; // the same device without a convolution curve
+  plain.device.compute_efficiency_by_class.clear();
+  const auto s = graph::describe(o.g, o.conv);
+  ASSERT_DOUBLE_EQ(s.fwd_flops, 2.0 * 8 * 64 * 64 * 9 * 56 * 56);
+  const auto priced = cost_of(o, o.conv, c), flat = cost_of(o, o.conv, plain);
+  // Compute-bound on this device: FLOPs / (peak x the family's fraction at those FLOPs).
+  const double peak = c.device.peak_fp32;
+  const double conv_fwd =
+      s.fwd_flops / (peak * c.device.compute_efficiency_for(ComputeClass::convolution, s.fwd_flops));
+  const double gemm_fwd = s.fwd_flops / (peak * c.device.compute_efficiency.at(s.fwd_flops));
+  EXPECT_NEAR(priced.get(term::forward_compute), conv_fwd, 1e-9 * conv_fwd);
+  EXPECT_NEAR(flat.get(term::forward_compute), gemm_fwd, 1e-9 * gemm_fwd);
+  EXPECT_NEAR(priced.get(term::forward_compute) / flat.get(term::forward_compute), 5, 1e-6);
+  const double bwd_flops = s.bwd_data_flops + s.bwd_weight_flops;
+  const double conv_bwd = bwd_flops / (peak * c.device.compute_efficiency_for(ComputeClass::convolution, bwd_flops));
+  EXPECT_NEAR(priced.get(term::backward_compute), conv_bwd, 1e-9 * conv_bwd);
+  EXPECT_NEAR(priced.get(term::backward_compute) / flat.get(term::backward_compute), 5, 1e-6);
+  // The formulas say which curve priced the FLOPs.
+  for (const auto& t : priced.time) {
+    if (t.name == term::forward_compute || t.name == term::backward_compute) {
+      EXPECT_THAT(t.formula, ::testing::HasSubstr("fp32 peak x convolution efficiency")) << t.formula;
+    }
+  }
+  for (const auto& t : flat.time) {
+    if (t.name == term::forward_compute) {
+      EXPECT_THAT(t.formula, ::testing::HasSubstr("matmul efficiency (no convolution curve)")) << t.formula;
+    }
+  }
+}
+
+TEST(ComputeFamily, OtherOpsKeepTheGemmCurve) {
+  const Ops o;
+  const auto c = with_conv_curve();
+  auto plain = c;
+  plain.device.compute_efficiency_by_class.clear();
+  // A MatMul, and an LSTM (no recurrent curve: the GEMM one stands in), cost the same with or
+  // without the convolution curve.
+  for (const auto id : {o.matmul, o.lstm, o.relu}) {
+    const auto priced = cost_of(o, id, c), flat = cost_of(o, id, plain);
+    ASSERT_GT(priced.get(term::forward_compute), 0) << o.g.op(id).type;
+    EXPECT_DOUBLE_EQ(priced.get(term::forward_compute), flat.get(term::forward_compute)) << o.g.op(id).type;
+    EXPECT_DOUBLE_EQ(priced.get(term::backward_compute), flat.get(term::backward_compute)) << o.g.op(id).type;
+  }
+  const auto s = graph::describe(o.g, o.matmul);
+  EXPECT_DOUBLE_EQ(cost_of(o, o.matmul, c).get(term::forward_compute),
+                   s.fwd_flops / (c.device.peak_fp32 * c.device.compute_efficiency.at(s.fwd_flops)));
+}
+
+TEST(ComputeFamily, CurvesRoundTripThroughTheClusterFile) {
+  const auto c = with_conv_curve();
+  const auto dir = std::filesystem::path(test::scratch_dir());
+  const auto file = dir / "conv.json";
+  io::write_json_file(file, cluster::to_proto(c));
+  const auto back = cluster::load_cluster(file.string());
+  ASSERT_EQ(back.device.compute_efficiency_by_class.size(), 1U);
+  EXPECT_DOUBLE_EQ(back.device.compute_efficiency_for(ComputeClass::convolution, 1e10), 0.18);
+  EXPECT_DOUBLE_EQ(back.device.compute_efficiency_for(ComputeClass::matmul, 1e10), 0.9);
+  EXPECT_DOUBLE_EQ(back.device.compute_efficiency_for(ComputeClass::recurrent, 1e10), 0.9);
+  std::ifstream in(file);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_THAT(text, ::testing::HasSubstr("\"compute_class\": \"convolution\""));
+}
+
+TEST(ComputeFamily, FilesWithoutTheCurvesStillLoad) {
+  // Every preset predates the field; so does a file written before it existed.
+  for (const auto& name : cluster::preset_names()) {
+    const auto c = cluster::load_cluster(name);
+    EXPECT_TRUE(c.device.compute_efficiency_by_class.empty()) << name;
+    for (const double flops : {1e5, 1e9}) {
+      EXPECT_DOUBLE_EQ(c.device.compute_efficiency_for(ComputeClass::convolution, flops),
+                       c.device.compute_efficiency.at(flops))
+          << name;
+    }
+  }
+  auto p = cluster::to_proto(with_conv_curve());
+  p.mutable_device()->clear_compute_classes();
+  const auto file = std::filesystem::path(test::scratch_dir()) / "old.json";
+  io::write_json_file(file, p);
+  const auto old = cluster::load_cluster(file.string());
+  EXPECT_TRUE(old.device.compute_efficiency_by_class.empty());
+  EXPECT_DOUBLE_EQ(old.device.compute_efficiency_for(ComputeClass::convolution, 1e10), 0.9);
+}
+
+TEST(ComputeFamily, ABadEntryIsRefusedNamingTheField) {
+  auto p = cluster::to_proto(with_conv_curve());
+  p.mutable_device()->mutable_compute_classes(0)->set_compute_class("winograd");
+  EXPECT_THAT([&] { cluster::from_proto(p, "bad.json"); },
+              ::testing::ThrowsMessage<Error>(::testing::AllOf(
+                  ::testing::HasSubstr("bad.json"), ::testing::HasSubstr("device.compute_classes[0].compute_class"),
+                  ::testing::HasSubstr("'winograd' is not one of matmul, convolution, recurrent"))));
+  p = cluster::to_proto(with_conv_curve());
+  p.mutable_device()->mutable_compute_classes(0)->mutable_compute_efficiency(0)->set_fraction(1.5);
+  EXPECT_THAT([&] { cluster::from_proto(p, "bad.json"); },
+              ::testing::ThrowsMessage<Error>(
+                  ::testing::HasSubstr("device.compute_classes[0].compute_efficiency[0].fraction")));
+  p = cluster::to_proto(with_conv_curve());
+  *p.mutable_device()->add_compute_classes() = p.device().compute_classes(0);
+  EXPECT_THAT([&] { cluster::from_proto(p, "bad.json"); },
+              ::testing::ThrowsMessage<Error>(::testing::HasSubstr("'convolution' is given twice")));
+}
+
+} // namespace
+} // namespace partita::cost

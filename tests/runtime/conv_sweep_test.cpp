@@ -1,0 +1,66 @@
+// The convolution sweep's layers (partita-calibrate): realistic shapes over the requested range of
+// FLOPs, their work counted as core's Conv description counts it (no MPI, nothing timed).
+
+#include "sweeps.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+namespace partita::runtime {
+namespace {
+
+TEST(ConvSweep, CountsFlopsAsCoreDoes) {
+  const auto cases = conv_cases(5, 10, {1, 8, 32});
+  ASSERT_GE(cases.size(), 20U);
+  for (const auto& c : cases) {
+    const auto& s = c.shape;
+    // Y[n, co, oh, ow] sums over ci and the window: one multiply-add each.
+    const double macs =
+        static_cast<double>(s.n * s.c_out * s.oh * s.ow) * static_cast<double>(s.c_in * s.window.kh * s.window.kw);
+    EXPECT_DOUBLE_EQ(c.fwd_flops, 2 * macs) << c.name;
+    // Backward: weights always; data unless the layer reads the data (a stem), as partita-run does.
+    EXPECT_DOUBLE_EQ(c.bwd_flops, (c.data_gradient ? 4 : 2) * macs) << c.name;
+    const double x = static_cast<double>(s.n * s.c_in * s.h * s.w);
+    const double w = static_cast<double>(s.c_out * s.c_in * s.window.kh * s.window.kw);
+    const double y = static_cast<double>(s.n * s.c_out * s.oh * s.ow);
+    EXPECT_DOUBLE_EQ(c.fwd_bytes, 4 * (x + w + y)) << c.name;
+    EXPECT_GT(c.bwd_bytes, c.fwd_bytes) << c.name;
+    EXPECT_EQ(s.oh, (s.h + s.window.pad_top + s.window.pad_bottom - s.window.kh) / s.window.stride_h + 1) << c.name;
+  }
+}
+
+TEST(ConvSweep, QuickCasesCoverTheShapesCnnsRun) {
+  const auto cases = conv_cases(5, 9, {1, 2});
+  std::set<std::int64_t> kernels, strides, batches, first_layer_channels;
+  std::int64_t widest = 0;
+  for (const auto& c : cases) {
+    EXPECT_GE(std::log10(c.fwd_flops), 4.75) << c.name;
+    EXPECT_LE(std::log10(c.fwd_flops), 9.25) << c.name;
+    kernels.insert(c.shape.window.kh);
+    strides.insert(c.shape.window.stride_h);
+    batches.insert(c.shape.n);
+    widest = std::max(widest, c.shape.c_out);
+    if (!c.data_gradient) {
+      first_layer_channels.insert(c.shape.c_in);
+    }
+  }
+  EXPECT_EQ(kernels, (std::set<std::int64_t>{1, 3, 7}));
+  EXPECT_EQ(strides, (std::set<std::int64_t>{1, 2}));
+  EXPECT_EQ(batches, (std::set<std::int64_t>{1, 2}));
+  EXPECT_EQ(first_layer_channels, (std::set<std::int64_t>{3}));
+  EXPECT_GE(widest, 512);
+  const auto stem = std::find_if(cases.begin(), cases.end(), [](const ConvCase& c) {
+    return c.shape.window.kh == 7 && c.shape.window.stride_h == 2 && c.shape.n == 1;
+  });
+  ASSERT_NE(stem, cases.end());
+  EXPECT_EQ(stem->name, "conv 7x7/2 3>64 224 n1");
+  EXPECT_EQ(stem->shape.oh, 112);
+  // A narrower range keeps fewer layers: the range is honoured, not ignored.
+  EXPECT_LT(conv_cases(5, 7, {1, 2}).size(), cases.size());
+}
+
+} // namespace
+} // namespace partita::runtime
