@@ -129,9 +129,12 @@ Group Executor::my_group(const Partition& groups) const {
 }
 
 Executor::Executor(const graph::Graph& g, const strategy::Strategy& st, MPI_Comm comm, Backend& backend,
-                   Recorder& recorder, const ConstantValues& constants, Scope scope)
-    : m_graph(g), m_strategy(st), m_comm(comm), m_backend(backend), m_recorder(recorder), m_comms(comm),
-      m_scope(std::move(scope)) {
+                   Recorder& recorder, const Training& training, const ConstantValues& constants, Scope scope)
+    : m_graph(g), m_strategy(st), m_comm(comm), m_backend(backend), m_recorder(recorder), m_training(training),
+      m_comms(comm), m_scope(std::move(scope)) {
+  if (m_training.zero_stage < 0 || m_training.zero_stage > 2) {
+    throw Error(fmt::format("ZeRO stage {}: partita-run executes stages 0, 1 and 2", m_training.zero_stage));
+  }
   check_mpi(MPI_Comm_rank(comm, &m_rank), "MPI_Comm_rank");
   check_mpi(MPI_Comm_size(comm, &m_size), "MPI_Comm_size");
   if (st.ops.size() != g.ops().size()) {
@@ -169,6 +172,8 @@ Executor::Executor(const graph::Graph& g, const strategy::Strategy& st, MPI_Comm
     }
   }
   m_order = g.topological_order();
+  // Weights read by several ops, in scope or not (a pipeline ties them across stages).
+  const auto all_tied = tied_parameters(g);
   std::vector<graph::OpSemantics> sem;
   sem.reserve(g.ops().size());
   for (std::size_t id = 0; id < g.ops().size(); ++id) {
@@ -266,6 +271,23 @@ Executor::Executor(const graph::Graph& g, const strategy::Strategy& st, MPI_Comm
       }
       if (in.needs_gradient) {
         in.gradient = make_shard(in.value->block);
+      }
+      if (in.parameter && in.gradient) {
+        const auto n = in.value->elements();
+        const auto parts = static_cast<int>(in.reduce_group.size());
+        if (m_training.zero_stage >= 1 && parts > 1 && all_tied.count(tid) == 0) {
+          Input::Zero z;
+          z.counts = slice_counts(n, parts);
+          z.part = static_cast<int>(std::find(in.reduce_group.begin(), in.reduce_group.end(), m_rank) -
+                                    in.reduce_group.begin());
+          for (int r = 0; r < z.part; ++r) {
+            z.offset += z.counts[static_cast<std::size_t>(r)];
+          }
+          in.zero = std::move(z);
+        }
+        // ZeRO 1 and 2 keep the state of the slice only.
+        in.optimizer = make_optimizer_state(m_training.optimizer,
+                                            in.zero ? in.zero->counts[static_cast<std::size_t>(in.zero->part)] : n);
       }
     }
   }
@@ -412,6 +434,7 @@ void Executor::forward() {
 }
 
 void Executor::backward() {
+  restore_weight_gradients();
   // Output gradients: the loss gradient on graph outputs, zero elsewhere (consumers add theirs).
   for (std::size_t id = 0; id < m_ops.size(); ++id) {
     const auto& op = m_graph.op(static_cast<graph::OpId>(id));
@@ -522,18 +545,53 @@ void Executor::synchronize_gradients() {
         continue;
       }
       const double t0 = MPI_Wtime();
-      reduce(in.reduce_group, *in.gradient);
-      if (in.copies > 1) {
-        scale(*in.gradient, 1.F / static_cast<float>(in.copies));
+      const auto bytes = static_cast<double>(in.gradient->elements()) * 4;
+      if (in.zero) {
+        auto& z = *in.zero;
+        z.gradient.assign(static_cast<std::size_t>(z.counts[static_cast<std::size_t>(z.part)]), 0.F);
+        m_backend.reduce_scatter_sum(m_comms.get(in.reduce_group), in.gradient->data.data(), z.counts,
+                                     z.gradient.data());
+        m_backend.synchronize();
+        if (in.copies > 1) {
+          for (auto& v : z.gradient) {
+            v *= 1.F / static_cast<float>(in.copies);
+          }
+        }
+        if (m_training.zero_stage >= 2) {
+          Floats().swap(in.gradient->data); // the whole gradient is gone until the next backward pass
+        } else {
+          // ZeRO-1 keeps the whole gradient (as the cost model prices it): the slice goes back in place.
+          std::copy(z.gradient.begin(), z.gradient.end(), in.gradient->data.begin() + z.offset);
+          Floats().swap(z.gradient);
+        }
+      } else {
+        reduce(in.reduce_group, *in.gradient);
+        if (in.copies > 1) {
+          scale(*in.gradient, 1.F / static_cast<float>(in.copies));
+        }
       }
-      m_recorder.add(m_rank, id, Phase::gradient_sync, t0, MPI_Wtime(),
-                     static_cast<double>(in.gradient->elements()) * 4);
+      m_recorder.add(m_rank, id, Phase::gradient_sync, t0, MPI_Wtime(), bytes);
     }
   }
   sum_tied_gradients();
 }
 
-void Executor::step(float learning_rate) {
+const float* Executor::zero_gradient(const Input& in) const {
+  return m_training.zero_stage >= 2 ? in.zero->gradient.data() : in.gradient->data.data() + in.zero->offset;
+}
+
+void Executor::restore_weight_gradients() {
+  for (auto& state : m_ops) {
+    for (auto& in : state.inputs) {
+      if (in.parameter && in.gradient && in.gradient->data.size() != in.value->data.size()) {
+        in.gradient->data.assign(in.value->data.size(), 0.F);
+      }
+    }
+  }
+}
+
+void Executor::step() {
+  ++m_steps;
   for (const auto id : m_order) {
     const double t0 = MPI_Wtime();
     bool any = false;
@@ -541,12 +599,30 @@ void Executor::step(float learning_rate) {
       if (!in.gradient || !in.parameter) {
         continue;
       }
-      m_backend.sgd_update(in.value->elements(), learning_rate, in.gradient->data.data(), in.value->data.data());
+      if (in.zero) {
+        // This replica's slice: its reduced gradient, its weights, its state.
+        const auto& z = *in.zero;
+        optimizer_step(m_backend, m_training.optimizer, m_steps, z.counts[static_cast<std::size_t>(z.part)],
+                       zero_gradient(in), in.value->data.data() + z.offset, in.optimizer);
+      } else {
+        optimizer_step(m_backend, m_training.optimizer, m_steps, in.value->elements(), in.gradient->data.data(),
+                       in.value->data.data(), in.optimizer);
+      }
       any = true;
     }
     m_backend.synchronize();
     if (any) {
       m_recorder.add(m_rank, id, Phase::optimizer, t0, MPI_Wtime());
+    }
+    // ZeRO: every replica's updated slice to every replica (the second half of the sync term).
+    for (auto& in : m_ops[static_cast<std::size_t>(id)].inputs) {
+      if (!in.gradient || !in.parameter || !in.zero) {
+        continue;
+      }
+      const double g0 = MPI_Wtime();
+      m_backend.all_gather(m_comms.get(in.reduce_group), in.zero->counts, in.value->data.data());
+      m_backend.synchronize();
+      m_recorder.add(m_rank, id, Phase::gradient_sync, g0, MPI_Wtime(), static_cast<double>(in.value->elements()) * 4);
     }
   }
 }
@@ -562,6 +638,10 @@ double Executor::held_bytes() const {
     for (const auto& in : state.inputs) {
       count(in.value);
       count(in.gradient);
+      elements += static_cast<double>(in.optimizer.first.size() + in.optimizer.second.size());
+      if (in.zero) {
+        elements += static_cast<double>(in.zero->gradient.size());
+      }
     }
     for (const auto& out : state.outputs) {
       count(out.value);
@@ -585,6 +665,7 @@ void Executor::generate_inputs() {
 }
 
 void Executor::zero_weight_gradients() {
+  restore_weight_gradients();
   for (auto& state : m_ops) {
     for (auto& in : state.inputs) {
       if (in.parameter && in.gradient) {
@@ -675,9 +756,31 @@ std::vector<Snapshot> Executor::snapshot() const {
     }
     for (std::size_t i = 0; i < state.inputs.size(); ++i) {
       const auto& in = state.inputs[i];
-      if (in.gradient) {
+      if (in.zero && in.parameter && in.gradient && in.reduce_group.size() > 1) {
+        // Reduce-scattered: only this rank's slice holds the synchronized gradient.
+        const auto n = static_cast<std::ptrdiff_t>(in.zero->counts[static_cast<std::size_t>(in.zero->part)]);
+        Shard slice;
+        slice.block = in.gradient->block;
+        slice.data.assign(zero_gradient(in), zero_gradient(in) + n);
+        out.push_back({static_cast<graph::OpId>(id), Held::weight_gradient, static_cast<int>(i), std::move(slice),
+                       in.zero->offset});
+      } else if (in.gradient) {
         out.push_back({static_cast<graph::OpId>(id), in.parameter ? Held::weight_gradient : Held::input_gradient,
                        static_cast<int>(i), *in.gradient});
+      }
+    }
+  }
+  return out;
+}
+
+std::vector<Snapshot> Executor::weight_snapshot() const {
+  std::vector<Snapshot> out;
+  for (std::size_t id = 0; id < m_ops.size(); ++id) {
+    const auto& state = m_ops[id];
+    for (std::size_t i = 0; state.active && i < state.inputs.size(); ++i) {
+      const auto& in = state.inputs[i];
+      if (in.parameter && in.gradient && in.value) {
+        out.push_back({static_cast<graph::OpId>(id), Held::weight, static_cast<int>(i), *in.value});
       }
     }
   }
@@ -687,7 +790,9 @@ std::vector<Snapshot> Executor::snapshot() const {
 const Shard* Executor::held(graph::OpId op, Held kind, int index) const {
   const auto& state = m_ops.at(static_cast<std::size_t>(op));
   const auto i = static_cast<std::size_t>(index);
-  const auto& slot = kind == Held::output ? state.outputs.at(i).value : state.inputs.at(i).gradient;
+  const auto& slot = kind == Held::output   ? state.outputs.at(i).value
+                     : kind == Held::weight ? state.inputs.at(i).value
+                                            : state.inputs.at(i).gradient;
   return slot ? &*slot : nullptr;
 }
 

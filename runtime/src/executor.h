@@ -3,14 +3,24 @@
 // One rank's share of a training iteration under a strategy: its shards of every op it runs
 // (sharding::block_of on its grid position), forward in topological order with the partial-sum
 // reductions and redistributions the layouts call for, backward in reverse with input-gradient
-// reductions, then weight-gradient synchronization and an SGD step (DESIGN.md 3.2.1). The
-// reduction groups are cost::device_groups, the ones the cost model prices.
+// reductions, then weight-gradient synchronization and the plan's optimizer step (DESIGN.md
+// 3.2.1). The reduction groups are cost::device_groups, the ones the cost model prices.
+//
+// ZeRO (stages 1 and 2) over a weight's replica group (the replicas its gradient is summed over),
+// as cost::op_cost prices it: the gradient is reduce-scattered instead of all-reduced, each
+// replica steps its own slice of the weights with the optimizer state of that slice only, and the
+// updated slices are all-gathered; both collectives are the "weight-gradient sync" term and
+// phase. Stage 1 keeps the whole gradient buffer (the slice is reduced into its place); stage 2
+// frees it once its slice is reduced (allocated again for the next backward pass). A weight read by several ops (tied)
+// is not sharded: its readers add their whole gradients to each other, so it is all-reduced and stepped whole, as
+// without ZeRO.
 
 #include "backend.h"
 #include "collectives.h"
 #include "halo.h"
 #include "micro_batch.h"
 #include "op_kernels.h"
+#include "optimizer.h"
 #include "redistribution.h"
 #include "shard.h"
 #include "trace.h"
@@ -28,12 +38,16 @@
 namespace partita::runtime {
 
 // What a rank holds after an iteration, for --verify.
-enum class Held : std::uint8_t { output, input_gradient, weight_gradient };
+// `weight`: the weights after the optimizer step.
+enum class Held : std::uint8_t { output, input_gradient, weight_gradient, weight };
 struct Snapshot {
   graph::OpId op = -1;
   Held kind = Held::output;
   int index = 0; // output or input index of the op
   Shard shard;
+  // A ZeRO slice: shard.data holds the elements [offset, offset + size) of shard.block in
+  // row-major order, not the whole block.
+  std::int64_t offset = 0;
 };
 
 // What one Executor runs when it is a pipeline stage (pipeline_executor.h); the default runs
@@ -60,7 +74,7 @@ public:
   // for what it cannot run (a Constant whose value is unknown). Collective over `comm` (creates
   // the sub-communicators).
   Executor(const graph::Graph& g, const strategy::Strategy& st, MPI_Comm comm, Backend& backend, Recorder& recorder,
-           const ConstantValues& constants = {}, Scope scope = {});
+           const Training& training, const ConstantValues& constants = {}, Scope scope = {});
 
   // An input whose producer is out of scope is the caller's to fill before forward(), and its
   // gradient the caller's to read after backward(); an output read out of scope gets no zeroed
@@ -68,7 +82,8 @@ public:
   void forward();
   void backward();
   void synchronize_gradients();
-  void step(float learning_rate);
+  // The optimizer's step of every weight this rank holds (its ZeRO slice), then ZeRO's all-gather.
+  void step();
 
   // Micro-batches: which slice of the full batch the data inputs and the loss gradient are.
   void set_micro_batch(int index) { m_micro_batch = index; }
@@ -88,12 +103,15 @@ public:
   // This rank's block, nullptr when it holds none.
   Shard* buffer(graph::OpId op, Buffer which, std::size_t index);
 
+  // Outputs, input gradients and weight gradients (their ZeRO slices once reduce-scattered).
   std::vector<Snapshot> snapshot() const;
+  // The weights this rank steps (Held::weight), after step().
+  std::vector<Snapshot> weight_snapshot() const;
   // The whole-tensor shards of a single-device run (the reference), by op and index.
   const Shard* held(graph::OpId op, Held kind, int index) const;
 
-  // Bytes of every shard this rank holds: activations, weights and their gradients (SGD keeps no
-  // optimizer state).
+  // Bytes of every buffer this rank holds: activations, weights, their gradients (a ZeRO-2 slice
+  // between synchronization and the next backward pass) and the optimizer state.
   double held_bytes() const;
 
   int communicators() const { return m_comms.created(); }
@@ -114,6 +132,15 @@ private:
     std::optional<Shard> scratch; // a weight gradient's share of one backward() when accumulating
     Exchange forward_exchange, backward_exchange;
     std::optional<Halo> halo; // a window op's input 0 under a spatial split: what its windows read
+    // A weight's optimizer state: over its ZeRO slice when `zero`, else over the whole shard.
+    OptimizerState optimizer;
+    struct Zero {
+      std::vector<std::int64_t> counts; // every replica's slice of the shard, in reduce_group order
+      int part = 0;                     // this rank's
+      std::int64_t offset = 0;          // where it starts in the shard
+      Floats gradient;                  // ZeRO-2: the reduce-scattered slice of the gradient (ZeRO-1 keeps it in place)
+    };
+    std::optional<Zero> zero;
   };
   struct Output {
     std::optional<Shard> value, gradient;
@@ -144,6 +171,10 @@ private:
   };
 
   Group my_group(const Partition& groups) const;
+  // ZeRO-2 frees a weight's whole gradient after its reduce-scatter: allocated (zeroed) again here.
+  void restore_weight_gradients();
+  // A ZeRO weight's reduced gradient slice (after synchronize_gradients()).
+  const float* zero_gradient(const Input& in) const;
   // Sums `shard` in place over this rank's `group` through the backend (MPI or NCCL), then waits.
   void reduce(const Group& group, Shard& shard);
   void sum_tied_gradients();
@@ -157,6 +188,8 @@ private:
   int m_rank = 0, m_size = 1;
   Backend& m_backend;
   Recorder& m_recorder;
+  Training m_training;
+  int m_steps = 0; // optimizer steps taken
   Communicators m_comms;
   std::vector<graph::OpId> m_order;
   std::vector<OpState> m_ops;

@@ -123,8 +123,9 @@ LoadedPlan load_plan(const std::filesystem::path& path, int ranks) {
       out.micro_constants = float_constants(spec);
     }
   }
-  if (out.setup.zero_stage > 0) {
-    throw Error(fmt::format("{}: field 'setup.zero_stage': ZeRO stage {} is not executed yet; plan with stage 0",
+  if (out.setup.zero_stage > 2) {
+    throw Error(fmt::format("{}: field 'setup.zero_stage': ZeRO stage {} (parameters sharded and gathered before each "
+                            "use) is not executed by partita-run; plan with stage 0, 1 or 2 (partita plan --zero)",
                             source, out.setup.zero_stage));
   }
   for (std::size_t i = 0; i < out.strategy.ops.size(); ++i) {
@@ -138,10 +139,6 @@ LoadedPlan load_plan(const std::filesystem::path& path, int ranks) {
   if (out.setup.precision != cluster::Precision::fp32) {
     out.notes.push_back(fmt::format("the plan's precision is {}; partita-run computes in fp32",
                                     cluster::precision_name(out.setup.precision)));
-  }
-  if (out.setup.optimizer != cost::Optimizer::sgd) {
-    out.notes.push_back(fmt::format("the plan's optimizer is {}; partita-run steps with plain SGD",
-                                    cost::optimizer_name(out.setup.optimizer)));
   }
   if (out.setup.recompute != cost::Recompute::none) {
     out.notes.push_back("the plan recomputes activations; partita-run keeps them all");

@@ -11,7 +11,7 @@
 namespace partita::runtime {
 namespace {
 
-// [op, kind, index, rank, begin..., end..., count, values...] per snapshot, as doubles.
+// [op, kind, index, rank, begin..., end..., offset, count, values...] per snapshot, as doubles.
 std::vector<double> serialize(const std::vector<Snapshot>& snaps) {
   std::vector<double> out;
   for (const auto& s : snaps) {
@@ -19,6 +19,7 @@ std::vector<double> serialize(const std::vector<Snapshot>& snaps) {
                            static_cast<double>(s.shard.block.begin.size())});
     out.insert(out.end(), s.shard.block.begin.begin(), s.shard.block.begin.end());
     out.insert(out.end(), s.shard.block.end.begin(), s.shard.block.end.end());
+    out.push_back(static_cast<double>(s.offset));
     out.push_back(static_cast<double>(s.shard.data.size()));
     out.insert(out.end(), s.shard.data.begin(), s.shard.data.end());
   }
@@ -30,6 +31,7 @@ std::string_view kind_name(Held k) {
   case Held::output: return "output";
   case Held::input_gradient: return "input grad";
   case Held::weight_gradient: return "weight grad";
+  case Held::weight: return "weight (step)";
   }
   return "?";
 }
@@ -44,7 +46,7 @@ struct Error_ {
 } // namespace
 
 VerifyResult verify(const graph::Graph& g, const std::vector<Snapshot>& mine, const Executor* reference, MPI_Comm comm,
-                    double tolerance) {
+                    double tolerance, bool sign_steps) {
   int rank = 0, size = 1;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &size);
@@ -78,8 +80,9 @@ VerifyResult verify(const graph::Graph& g, const std::vector<Snapshot>& mine, co
     got.block.end.assign(all.begin() + static_cast<std::ptrdiff_t>(p + rank_n),
                          all.begin() + static_cast<std::ptrdiff_t>(p + 2 * rank_n));
     p += 2 * rank_n;
-    const auto n = static_cast<std::size_t>(all[p]);
-    ++p;
+    const auto offset = static_cast<std::size_t>(all[p]);
+    const auto n = static_cast<std::size_t>(all[p + 1]);
+    p += 2;
     got.data.assign(all.begin() + static_cast<std::ptrdiff_t>(p), all.begin() + static_cast<std::ptrdiff_t>(p + n));
     p += n;
 
@@ -87,15 +90,50 @@ VerifyResult verify(const graph::Graph& g, const std::vector<Snapshot>& mine, co
     if (ref == nullptr) {
       throw Error(fmt::format("verify: the reference has no {} {} of op '{}'", kind_name(kind), index, g.op(op).name));
     }
-    std::vector<float> expected(n);
+    std::int64_t block_elements = 1;
+    for (std::size_t d = 0; d < rank_n; ++d) {
+      block_elements *= got.block.end[d] - got.block.begin[d];
+    }
+    if (offset + n > static_cast<std::size_t>(block_elements)) {
+      throw Error(fmt::format("verify: a {} slice of op '{}' ends at {}, past its block of {} elements",
+                              kind_name(kind), g.op(op).name, offset + n, block_elements));
+    }
+    std::vector<float> expected(static_cast<std::size_t>(block_elements));
     pack(*ref, got.block, expected.data());
+    // Adam: weights whose gradient is zero up to the tolerance step by +-lr in either run.
+    std::vector<char> skip(n, 0);
+    if (sign_steps && kind == Held::weight) {
+      const Shard* ref_gradient = reference->held(op, Held::weight_gradient, index);
+      if (ref_gradient == nullptr) {
+        throw Error(fmt::format("verify: the reference has no weight gradient {} of op '{}'", index, g.op(op).name));
+      }
+      double gradient_max = 0;
+      for (const float v : ref_gradient->data) {
+        gradient_max = std::max(gradient_max, static_cast<double>(std::fabs(v)));
+      }
+      std::vector<float> gradient(static_cast<std::size_t>(block_elements));
+      pack(*ref_gradient, got.block, gradient.data());
+      const double floor = tolerance * std::max(gradient_max, magnitude_floor);
+      for (std::size_t i = 0; i < n; ++i) {
+        if (std::fabs(static_cast<double>(gradient[offset + i])) <= floor) {
+          skip[i] = 1;
+          ++result.skipped;
+        }
+      }
+    }
     auto& e = errors[{op, kind}];
     ++e.blocks;
     for (const float v : ref->data) {
       e.ref_max = std::max(e.ref_max, static_cast<double>(std::fabs(v)));
     }
     for (std::size_t i = 0; i < n; ++i) {
-      e.abs = std::max(e.abs, std::fabs(static_cast<double>(got.data[i]) - static_cast<double>(expected[i])));
+      if (skip[i] == 0) {
+        e.abs =
+            std::max(e.abs, std::fabs(static_cast<double>(got.data[i]) - static_cast<double>(expected[offset + i])));
+      }
+      if (kind == Held::weight) {
+        ++result.weights;
+      }
     }
   }
   result.report = fmt::format("{:<4} {:<32} {:<12} {:>7} {:>12} {:>12}\n", "#", "op", "held", "blocks", "max abs err",
@@ -109,6 +147,11 @@ VerifyResult verify(const graph::Graph& g, const std::vector<Snapshot>& mine, co
     result.report +=
         fmt::format("{:<4} {:<32} {:<12} {:>7} {:>12.3e} {:>12.3e}{}\n", key.first, g.op(key.first).name.substr(0, 32),
                     kind_name(key.second), e.blocks, e.abs, rel, ok ? "" : "  FAILED");
+  }
+  if (result.skipped > 0) {
+    result.report += fmt::format("weights after the Adam step: {} of {} left out, their reference gradient within the "
+                                 "tolerance of zero (Adam moves them by the learning rate whatever its size)\n",
+                                 result.skipped, result.weights);
   }
   return result;
 }
