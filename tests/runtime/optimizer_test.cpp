@@ -30,15 +30,15 @@ TEST(OptimizerKernels, AdamTwoStepsWithBiasCorrection) {
   EXPECT_FLOAT_EQ(w[2], 0.5F); // a zero gradient: no step
   EXPECT_NEAR(w[3], 0.150001000, 1e-6);
   EXPECT_NEAR(m[0], 0.01, 1e-8);
-  EXPECT_NEAR(v[1], 4e-5, 1e-10);
+  EXPECT_NEAR(v[1], 4e-5, 1e-8); // 1 - beta2 in float is 0.00099999
 
   cpu->adam_update(4, p, 2, g2.data(), m.data(), v.data(), w.data());
   EXPECT_NEAR(w[0], 0.808221902, 1e-6);
   EXPECT_NEAR(w[1], -1.873366303, 1e-6);
   EXPECT_NEAR(w[2], 0.574413680, 1e-6);
   EXPECT_NEAR(w[3], 0.053483408, 1e-6);
-  EXPECT_NEAR(m[2], -0.04, 1e-8);
-  EXPECT_NEAR(v[2], 1.6e-4, 1e-9);
+  EXPECT_NEAR(m[2], -0.04, 1e-7);
+  EXPECT_NEAR(v[2], 1.6e-4, 1e-8);
 }
 
 TEST(OptimizerKernels, MomentumKeepsAVelocity) {
