@@ -290,7 +290,7 @@ int run(const Options& opt, int rank, int size) {
         reference->step();
       }
       const auto result = verify(g, snaps, reference ? &*reference : nullptr, MPI_COMM_WORLD, opt.tolerance,
-                                 training.optimizer.kind == cost::Optimizer::adam);
+                                 training.optimizer.kind == cost::Optimizer::adam ? &training.optimizer.adam : nullptr);
       int ok = result.passed ? 1 : 0;
       MPI_Bcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
       passed = ok != 0;

@@ -15,19 +15,21 @@ namespace partita::runtime {
 
 struct VerifyResult {
   bool passed = true;
-  std::string report;                    // a table: per op, the max abs and relative error of each kind
-  std::int64_t weights = 0, skipped = 0; // weight values compared after the step; left out (sign_steps)
+  std::string report; // a table: per op, the max abs and relative error of each kind
+  // Weight values compared after the step; of them, those held to 2 lr only (adam_learning_rate).
+  std::int64_t weights = 0, sign_steps = 0;
 };
 
 // Collective over `comm`. `reference` is non-null on rank 0 only. The relative error of a tensor
 // is its max abs error over the max abs value of the reference tensor.
 //
-// `sign_steps` (Adam): a first step moves a weight by about the learning rate times the sign of its
-// gradient whatever the gradient's size, so a gradient that is zero up to rounding (a key bias under
-// softmax) moves by +-lr in either run. Weights whose reference gradient is within the tolerance
-// of zero (relative, as above) are left out of the weights' comparison and counted in the report;
-// their gradients are compared with every other.
+// `adam` (an Adam run's parameters, else nullptr): a first step moves a weight by about the learning rate times
+// the sign of its gradient whatever the gradient's size, so a gradient that is zero up to rounding
+// (a conv bias under batch norm, a key bias under softmax) moves by +-lr in either run. Weights
+// whose reference gradient is within twice the gradients' passing error of zero (plus 10 epsilon)
+// are compared to within one step each way (2 lr) rather than the tolerance; the report counts
+// those that needed it. Their gradients are compared with every other.
 VerifyResult verify(const graph::Graph& g, const std::vector<Snapshot>& mine, const Executor* reference, MPI_Comm comm,
-                    double tolerance, bool sign_steps = false);
+                    double tolerance, const AdamParameters* adam = nullptr);
 
 } // namespace partita::runtime
