@@ -449,14 +449,13 @@ public:
       return;
     }
     ncclComm_t c = nccl(comm);
-    int rank = 0;
-    MPI_Comm_rank(comm, &rank);
+    // Slice r reduced to its owner r (recvbuff is read by NCCL on the root only).
     check(ncclGroupStart(), "ncclGroupStart");
     std::int64_t at = 0;
     for (std::size_t r = 0; r < counts.size(); ++r) {
       if (counts[r] > 0) {
-        check(ncclReduce(data + at, static_cast<int>(r) == rank ? mine : nullptr, static_cast<std::size_t>(counts[r]),
-                         ncclFloat, ncclSum, static_cast<int>(r), c, m_stream),
+        check(ncclReduce(data + at, mine, static_cast<std::size_t>(counts[r]), ncclFloat, ncclSum, static_cast<int>(r),
+                         c, m_stream),
               "ncclReduce (reduce-scatter)");
       }
       at += counts[r];

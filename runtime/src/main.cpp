@@ -375,7 +375,9 @@ int main(int argc, char** argv) {
   app.add_option("plan", opt.plan, "plan file written by `partita plan -o`")->required();
   app.add_option("--warmup", opt.warmup, "untimed iterations first")->check(CLI::NonNegativeNumber);
   app.add_option("--iterations", opt.iterations, "timed iterations")->check(CLI::PositiveNumber);
-  app.add_flag("--verify", opt.verify, "compare one iteration with the unsharded single-device reference");
+  app.add_flag("--verify", opt.verify,
+               "compare one iteration (outputs, gradients, and the weights after the optimizer step) with the "
+               "unsharded single-device reference");
   app.add_option("--tolerance", opt.tolerance, "relative tolerance of --verify");
   app.add_option("--trace", opt.trace, "Chrome Trace Event JSON written by rank 0");
   app.add_option("--measurements", opt.measurements,

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <memory_resource>
 #include <numeric>
 
 namespace partita::runtime {
@@ -77,6 +78,27 @@ TEST(Optimizer, StateAndDefaultsFollowTheKind) {
   OptimizerState state = make_optimizer_state(adam, 4);
   optimizer_step(*cpu, adam, 1, 4, g.data(), w.data(), state);
   EXPECT_NEAR(w[0], 1.0 - 1e-3, 1e-6);
+}
+
+// The state comes from tensor memory (CUDA managed memory on the GPU backend), like the weights.
+TEST(Optimizer, StateLivesInTensorMemory) {
+  struct Counting : std::pmr::memory_resource {
+    std::size_t bytes = 0;
+    void* do_allocate(std::size_t n, std::size_t align) override {
+      bytes += n;
+      return std::pmr::new_delete_resource()->allocate(n, align);
+    }
+    void do_deallocate(void* p, std::size_t n, std::size_t align) override {
+      std::pmr::new_delete_resource()->deallocate(p, n, align);
+    }
+    bool do_is_equal(const std::pmr::memory_resource& other) const noexcept override { return this == &other; }
+  } counting;
+  auto* previous = set_tensor_memory(&counting);
+  {
+    const OptimizerState state = make_optimizer_state(default_optimizer_settings(cost::Optimizer::adam), 100);
+    EXPECT_EQ(counting.bytes, 800U);
+  }
+  set_tensor_memory(previous);
 }
 
 TEST(Zero, SlicesCoverTheShard) {
