@@ -56,6 +56,14 @@ std::int64_t integer_bound(const graph::Graph& g, graph::TensorId tid) {
   return bound;
 }
 
+std::int64_t elements(const sharding::Block& b) {
+  std::int64_t n = 1;
+  for (std::size_t d = 0; d < b.begin.size(); ++d) {
+    n *= b.end[d] - b.begin[d];
+  }
+  return n;
+}
+
 void scale(Shard& s, float factor) {
   for (auto& v : s.data) {
     v *= factor;
@@ -132,8 +140,8 @@ Executor::Executor(const graph::Graph& g, const strategy::Strategy& st, MPI_Comm
                    Recorder& recorder, const Training& training, const ConstantValues& constants, Scope scope)
     : m_graph(g), m_strategy(st), m_comm(comm), m_backend(backend), m_recorder(recorder), m_training(training),
       m_comms(comm), m_scope(std::move(scope)) {
-  if (m_training.zero_stage < 0 || m_training.zero_stage > 2) {
-    throw Error(fmt::format("ZeRO stage {}: partita-run executes stages 0, 1 and 2", m_training.zero_stage));
+  if (m_training.zero_stage < 0 || m_training.zero_stage > 3) {
+    throw Error(fmt::format("ZeRO stage {}: expected 0, 1, 2 or 3", m_training.zero_stage));
   }
   check_mpi(MPI_Comm_rank(comm, &m_rank), "MPI_Comm_rank");
   check_mpi(MPI_Comm_size(comm, &m_size), "MPI_Comm_size");
@@ -283,9 +291,15 @@ Executor::Executor(const graph::Graph& g, const strategy::Strategy& st, MPI_Comm
           for (int r = 0; r < z.part; ++r) {
             z.offset += z.counts[static_cast<std::size_t>(r)];
           }
+          if (m_training.zero_stage >= 3) {
+            // Only the slice stays; the whole shard is gathered for each pass that reads it.
+            const auto begin = in.value->data.begin() + z.offset;
+            z.weights.assign(begin, begin + z.counts[static_cast<std::size_t>(z.part)]);
+            Floats().swap(in.value->data);
+          }
           in.zero = std::move(z);
         }
-        // ZeRO 1 and 2 keep the state of the slice only.
+        // ZeRO keeps the state of the slice only.
         in.optimizer = make_optimizer_state(m_training.optimizer,
                                             in.zero ? in.zero->counts[static_cast<std::size_t>(in.zero->part)] : n);
       }
@@ -409,6 +423,7 @@ void Executor::forward() {
         m_recorder.add(m_rank, id, Phase::forward_redistribution, h0, MPI_Wtime(), in.halo->bytes_in);
       }
     }
+    gather_parameters(id, state);
     const OpBuffers op_buffers = buffers(state);
     const double t0 = MPI_Wtime();
     try {
@@ -422,6 +437,7 @@ void Executor::forward() {
       throw Error(fmt::format("op '{}' ({}) forward: {}", m_graph.op(id).name, m_graph.op(id).type, e.what()));
     }
     m_recorder.add(m_rank, id, Phase::forward, t0, MPI_Wtime(), 0, !state.has_kernel);
+    release_parameters(state);
     for (auto& out : state.outputs) {
       if (out.partial_group.size() > 1) {
         const double r0 = MPI_Wtime();
@@ -466,6 +482,7 @@ void Executor::backward() {
     const auto id = *it;
     OpState& state = m_ops[static_cast<std::size_t>(id)];
     if (state.active) {
+      gather_parameters(id, state);
       const OpBuffers op_buffers = buffers(state);
       std::vector<const Shard*> d_out;
       std::vector<Shard*> d_in;
@@ -502,6 +519,7 @@ void Executor::backward() {
         }
       }
       m_recorder.add(m_rank, id, Phase::backward, t0, MPI_Wtime(), 0, !state.has_kernel);
+      release_parameters(state);
       for (auto& in : state.inputs) {
         if (in.gradient && in.halo) {
           const double h0 = MPI_Wtime();
@@ -583,8 +601,9 @@ const float* Executor::zero_gradient(const Input& in) const {
 void Executor::restore_weight_gradients() {
   for (auto& state : m_ops) {
     for (auto& in : state.inputs) {
-      if (in.parameter && in.gradient && in.gradient->data.size() != in.value->data.size()) {
-        in.gradient->data.assign(in.value->data.size(), 0.F);
+      const auto n = in.gradient ? static_cast<std::size_t>(elements(in.gradient->block)) : 0;
+      if (in.parameter && in.gradient && in.gradient->data.size() != n) {
+        in.gradient->data.assign(n, 0.F);
       }
     }
   }
@@ -601,9 +620,10 @@ void Executor::step() {
       }
       if (in.zero) {
         // This replica's slice: its reduced gradient, its weights, its state.
-        const auto& z = *in.zero;
+        auto& z = *in.zero;
         optimizer_step(m_backend, m_training.optimizer, m_steps, z.counts[static_cast<std::size_t>(z.part)],
-                       zero_gradient(in), in.value->data.data() + z.offset, in.optimizer);
+                       zero_gradient(in),
+                       m_training.zero_stage >= 3 ? z.weights.data() : in.value->data.data() + z.offset, in.optimizer);
       } else {
         optimizer_step(m_backend, m_training.optimizer, m_steps, in.value->elements(), in.gradient->data.data(),
                        in.value->data.data(), in.optimizer);
@@ -614,15 +634,42 @@ void Executor::step() {
     if (any) {
       m_recorder.add(m_rank, id, Phase::optimizer, t0, MPI_Wtime());
     }
-    // ZeRO: every replica's updated slice to every replica (the second half of the sync term).
+    // ZeRO 1 and 2: every replica's updated slice to every replica (the second half of the sync
+    // term). ZeRO-3 keeps the slices apart until the next pass gathers them.
     for (auto& in : m_ops[static_cast<std::size_t>(id)].inputs) {
-      if (!in.gradient || !in.parameter || !in.zero) {
+      if (!in.gradient || !in.parameter || !in.zero || m_training.zero_stage >= 3) {
         continue;
       }
       const double g0 = MPI_Wtime();
       m_backend.all_gather(m_comms.get(in.reduce_group), in.zero->counts, in.value->data.data());
       m_backend.synchronize();
       m_recorder.add(m_rank, id, Phase::gradient_sync, g0, MPI_Wtime(), static_cast<double>(in.value->elements()) * 4);
+    }
+  }
+}
+
+void Executor::gather_parameters(graph::OpId id, OpState& state) {
+  if (m_training.zero_stage < 3) {
+    return;
+  }
+  for (auto& in : state.inputs) {
+    if (!in.zero || !in.value) {
+      continue;
+    }
+    const double t0 = MPI_Wtime();
+    const auto& z = *in.zero;
+    in.value->data.assign(static_cast<std::size_t>(elements(in.value->block)), 0.F);
+    std::copy(z.weights.begin(), z.weights.end(), in.value->data.begin() + z.offset);
+    m_backend.all_gather(m_comms.get(in.reduce_group), z.counts, in.value->data.data());
+    m_backend.synchronize();
+    m_recorder.add(m_rank, id, Phase::parameter_gather, t0, MPI_Wtime(), static_cast<double>(in.value->elements()) * 4);
+  }
+}
+
+void Executor::release_parameters(OpState& state) {
+  for (auto& in : state.inputs) {
+    if (in.zero && in.value && m_training.zero_stage >= 3) {
+      Floats().swap(in.value->data);
     }
   }
 }
@@ -640,7 +687,7 @@ double Executor::held_bytes() const {
       count(in.gradient);
       elements += static_cast<double>(in.optimizer.first.size() + in.optimizer.second.size());
       if (in.zero) {
-        elements += static_cast<double>(in.zero->gradient.size());
+        elements += static_cast<double>(in.zero->gradient.size() + in.zero->weights.size());
       }
     }
     for (const auto& out : state.outputs) {
@@ -779,7 +826,13 @@ std::vector<Snapshot> Executor::weight_snapshot() const {
     const auto& state = m_ops[id];
     for (std::size_t i = 0; state.active && i < state.inputs.size(); ++i) {
       const auto& in = state.inputs[i];
-      if (in.parameter && in.gradient && in.value) {
+      if (in.parameter && in.gradient && in.value && in.zero && m_training.zero_stage >= 3) {
+        Shard slice;
+        slice.block = in.value->block;
+        slice.data = in.zero->weights;
+        out.push_back(
+            {static_cast<graph::OpId>(id), Held::weight, static_cast<int>(i), std::move(slice), in.zero->offset});
+      } else if (in.parameter && in.gradient && in.value) {
         out.push_back({static_cast<graph::OpId>(id), Held::weight, static_cast<int>(i), *in.value});
       }
     }

@@ -6,14 +6,18 @@
 // reductions, then weight-gradient synchronization and the plan's optimizer step (DESIGN.md
 // 3.2.1). The reduction groups are cost::device_groups, the ones the cost model prices.
 //
-// ZeRO (stages 1 and 2) over a weight's replica group (the replicas its gradient is summed over),
-// as cost::op_cost prices it: the gradient is reduce-scattered instead of all-reduced, each
-// replica steps its own slice of the weights with the optimizer state of that slice only, and the
-// updated slices are all-gathered; both collectives are the "weight-gradient sync" term and
-// phase. Stage 1 keeps the whole gradient buffer (the slice is reduced into its place); stage 2
-// frees it once its slice is reduced (allocated again for the next backward pass). A weight read by several ops (tied)
-// is not sharded: its readers add their whole gradients to each other, so it is all-reduced and stepped whole, as
-// without ZeRO.
+// ZeRO over a weight's replica group (the replicas its gradient is summed over), as
+// cost::op_cost prices it. Stages 1 and 2: the gradient is reduce-scattered instead of
+// all-reduced, each replica steps its own slice of the weights with the optimizer state of that
+// slice only, and the updated slices are all-gathered; both collectives are the "weight-gradient
+// sync" term and phase. Stage 1 keeps the whole gradient buffer (the slice is reduced into its
+// place); stage 2 frees it once its slice is reduced (allocated again for the next backward
+// pass). Stage 3 keeps only the slice of the weights too: they are all-gathered before the op's
+// forward pass and again before its backward pass (the "parameter all-gather (ZeRO-3)" term and
+// phase) and freed after each; the step updates the slice and nothing is gathered after it (the
+// cost model also prices an all-gather after the step in stage 3's "weight-gradient sync" term;
+// ZeRO has no use for one). A weight read by several ops (tied) is not sharded: its readers add
+// their whole gradients to each other, so it is all-reduced and stepped whole, as without ZeRO.
 
 #include "backend.h"
 #include "collectives.h"
@@ -82,7 +86,8 @@ public:
   void forward();
   void backward();
   void synchronize_gradients();
-  // The optimizer's step of every weight this rank holds (its ZeRO slice), then ZeRO's all-gather.
+  // The optimizer's step of every weight this rank holds (its ZeRO slice), then ZeRO-1/2's
+  // all-gather.
   void step();
 
   // Micro-batches: which slice of the full batch the data inputs and the loss gradient are.
@@ -110,7 +115,7 @@ public:
   // The whole-tensor shards of a single-device run (the reference), by op and index.
   const Shard* held(graph::OpId op, Held kind, int index) const;
 
-  // Bytes of every buffer this rank holds: activations, weights, their gradients (a ZeRO-2 slice
+  // Bytes of every buffer this rank holds: activations, weights (a ZeRO-3 slice), their gradients (a ZeRO-2 slice
   // between synchronization and the next backward pass) and the optimizer state.
   double held_bytes() const;
 
@@ -138,7 +143,8 @@ private:
       std::vector<std::int64_t> counts; // every replica's slice of the shard, in reduce_group order
       int part = 0;                     // this rank's
       std::int64_t offset = 0;          // where it starts in the shard
-      Floats gradient;                  // ZeRO-2: the reduce-scattered slice of the gradient (ZeRO-1 keeps it in place)
+      Floats gradient; // ZeRO-2 and 3: the reduce-scattered slice of the gradient (ZeRO-1 keeps it in place)
+      Floats weights;  // ZeRO-3: the slice of the weights (the whole shard only while a pass reads it)
     };
     std::optional<Zero> zero;
   };
@@ -175,6 +181,9 @@ private:
   void restore_weight_gradients();
   // A ZeRO weight's reduced gradient slice (after synchronize_gradients()).
   const float* zero_gradient(const Input& in) const;
+  // ZeRO-3: the op's sharded weights all-gathered into whole shards for one pass, then freed.
+  void gather_parameters(graph::OpId id, OpState& state);
+  void release_parameters(OpState& state);
   // Sums `shard` in place over this rank's `group` through the backend (MPI or NCCL), then waits.
   void reduce(const Group& group, Shard& shard);
   void sum_tied_gradients();

@@ -26,7 +26,7 @@ struct OptimizerSettings {
 OptimizerSettings default_optimizer_settings(cost::Optimizer kind);
 
 // How the executors train: the optimizer and the ZeRO stage (0: none; 1: optimizer state sharded
-// over a weight's data-parallel replicas; 2: gradients too). partita-run does not execute stage 3.
+// over a weight's data-parallel replicas; 2: gradients too; 3: parameters too; executor.h).
 struct Training {
   OptimizerSettings optimizer;
   int zero_stage = 0;

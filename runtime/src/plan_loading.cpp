@@ -123,11 +123,6 @@ LoadedPlan load_plan(const std::filesystem::path& path, int ranks) {
       out.micro_constants = float_constants(spec);
     }
   }
-  if (out.setup.zero_stage > 2) {
-    throw Error(fmt::format("{}: field 'setup.zero_stage': ZeRO stage {} (parameters sharded and gathered before each "
-                            "use) is not executed by partita-run; plan with stage 0, 1 or 2 (partita plan --zero)",
-                            source, out.setup.zero_stage));
-  }
   for (std::size_t i = 0; i < out.strategy.ops.size(); ++i) {
     for (const int d : out.strategy.ops[i].devices) {
       if (d < 0 || d >= ranks) {
