@@ -110,7 +110,7 @@ public:
 
   // Outputs, input gradients and weight gradients (their ZeRO slices once reduce-scattered).
   std::vector<Snapshot> snapshot() const;
-  // The weights this rank steps (Held::weight), after step().
+  // The weights this rank steps (Held::weight; ZeRO-3: its slices), after step().
   std::vector<Snapshot> weight_snapshot() const;
   // The whole-tensor shards of a single-device run (the reference), by op and index.
   const Shard* held(graph::OpId op, Held kind, int index) const;

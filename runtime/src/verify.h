@@ -1,7 +1,8 @@
 #pragma once
 
 // --verify: every rank's shards after one iteration (op outputs, input gradients, weight
-// gradients or their ZeRO slices, and the weights after the optimizer step) are gathered on rank 0
+// gradients or their ZeRO slices, and the weights after the optimizer step, ZeRO-3's slices of
+// them) are gathered on rank 0
 // and compared, region by region, with the unsharded single-device reference computed there from
 // the same generated data and stepped by the same optimizer.
 
