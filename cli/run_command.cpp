@@ -64,7 +64,6 @@ std::string error_percent(double predicted, double measured) {
 void add_run_command(CLI::App& app) {
   auto o = std::make_shared<RunOptions>();
   o->setup.cluster = "localhost-cpu";
-  o->setup.optimizer = "sgd"; // what partita-run steps with
   auto* cmd = app.add_subcommand(
       "run", "Plan a strategy, run it for real over MPI (mpirun + partita-run), and compare measured with predicted");
   o->model.add_to(*cmd);

@@ -2,10 +2,9 @@
 
 // The kernels partita-run needs, behind one small interface, on dense row-major fp32 buffers that
 // come from tensor_memory() (valid on the host and, for a GPU backend, on the device), and the
-// sum all-reduce over a group of ranks. Two implementations: the CPU backend (oneDNN kernels, MPI
-// collectives), always built, and the CUDA backend (cuBLAS/cuDNN kernels, NCCL collectives
-// bootstrapped over MPI), built where the CUDA toolkit, cuDNN and NCCL are found (backends.h
-// picks one at run time).
+// sum all-reduce, reduce-scatter and all-gather over a group of ranks. Two implementations: the CPU backend (oneDNN
+// kernels, MPI collectives), always built, and the CUDA backend (cuBLAS/cuDNN kernels, NCCL collectives bootstrapped
+// over MPI), built where the CUDA toolkit, cuDNN and NCCL are found (backends.h picks one at run time).
 //
 // A GPU's kernels run asynchronously: a caller that reads a result on the host, or takes a
 // timestamp, calls synchronize() first.
@@ -19,12 +18,30 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string_view>
 #include <vector>
 
 namespace partita::runtime {
+
+struct AdamParameters {
+  float learning_rate = 1e-3F;
+  float beta1 = 0.9F, beta2 = 0.999F;
+  float epsilon = 1e-8F;
+};
+
+// Adam's bias corrections 1 - beta^step, computed once per step in double (the kernels' shared
+// formula, so that every backend divides by the same numbers).
+struct AdamCorrection {
+  float first = 1, second = 1;
+};
+inline AdamCorrection adam_correction(const AdamParameters& p, int step) {
+  return {static_cast<float>(1.0 - std::pow(static_cast<double>(p.beta1), step)),
+          static_cast<float>(1.0 - std::pow(static_cast<double>(p.beta2), step))};
+}
 
 class Backend {
 public:
@@ -110,8 +127,28 @@ public:
     throw Error(fmt::format("backend '{}' has no recurrent (LSTM, GRU, RNN) kernels", name()));
   }
 
-  // Plain SGD: weights -= learning_rate * gradient, over n elements.
+  // Reduce-scatter of a sum over `comm`: `data` holds the whole buffer on every rank, cut into
+  // consecutive slices of counts[r] elements (r the rank in `comm`); this rank's slice of the sum
+  // is written to `mine`. Every rank of `comm` passes the same counts.
+  virtual void reduce_scatter_sum(MPI_Comm comm, const float* data, std::span<const std::int64_t> counts,
+                                  float* mine) = 0;
+  // All-gather in place: every rank's slice (counts as above) is at its offset in `data` on that
+  // rank; afterwards every rank holds all of them.
+  virtual void all_gather(MPI_Comm comm, std::span<const std::int64_t> counts, float* data) = 0;
+
+  // The optimizer steps, each one fused element-wise kernel over n elements (a weight shard or
+  // its ZeRO slice), the state buffers as long as the weights.
+  // Plain SGD: weights -= learning_rate * gradient.
   virtual void sgd_update(std::int64_t n, float learning_rate, const float* gradient, float* weights) = 0;
+  // SGD with momentum (heavy ball, as PyTorch): velocity = momentum * velocity + gradient;
+  // weights -= learning_rate * velocity.
+  virtual void momentum_update(std::int64_t n, float learning_rate, float momentum, const float* gradient,
+                               float* velocity, float* weights) = 0;
+  // Adam (Kingma & Ba) at step `step` (1 for the first), with bias correction:
+  // m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2;
+  // weights -= lr * (m / (1 - b1^step)) / (sqrt(v / (1 - b2^step)) + epsilon).
+  virtual void adam_update(std::int64_t n, const AdamParameters& p, int step, const float* gradient, float* m, float* v,
+                           float* weights) = 0;
 
   // The stand-in for an op without a kernel: reads and writes `bytes` bytes of memory.
   virtual void memory_bound(std::int64_t bytes) = 0;

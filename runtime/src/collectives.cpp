@@ -83,4 +83,61 @@ void all_reduce_sum(MPI_Comm comm, float* data, std::int64_t count) {
   }
 }
 
+namespace {
+
+std::vector<int> int_counts(std::span<const std::int64_t> counts, const char* what) {
+  std::vector<int> out;
+  for (const auto c : counts) {
+    if (c < 0 || c > INT_MAX) {
+      throw Error(fmt::format("{}: a slice of {} elements does not fit an MPI count", what, c));
+    }
+    out.push_back(static_cast<int>(c));
+  }
+  return out;
+}
+
+std::vector<int> displacements(const std::vector<int>& counts, const char* what) {
+  std::vector<int> out(counts.size());
+  std::int64_t at = 0;
+  for (std::size_t r = 0; r < counts.size(); ++r) {
+    if (at > INT_MAX) {
+      throw Error(fmt::format("{}: a buffer of more than {} elements does not fit an MPI displacement", what, INT_MAX));
+    }
+    out[r] = static_cast<int>(at);
+    at += counts[r];
+  }
+  return out;
+}
+
+} // namespace
+
+void reduce_scatter_sum(MPI_Comm comm, const float* data, std::span<const std::int64_t> counts, float* mine) {
+  if (comm == MPI_COMM_NULL) {
+    if (!counts.empty()) {
+      std::copy(data, data + counts[0], mine);
+    }
+    return;
+  }
+  const auto n = int_counts(counts, "MPI_Reduce_scatter");
+  check_mpi(MPI_Reduce_scatter(data, mine, n.data(), MPI_FLOAT, MPI_SUM, comm), "MPI_Reduce_scatter");
+}
+
+void all_gather(MPI_Comm comm, std::span<const std::int64_t> counts, float* data) {
+  if (comm == MPI_COMM_NULL) {
+    return;
+  }
+  const auto n = int_counts(counts, "MPI_Allgatherv");
+  const auto displs = displacements(n, "MPI_Allgatherv");
+  check_mpi(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, n.data(), displs.data(), MPI_FLOAT, comm),
+            "MPI_Allgatherv");
+}
+
+std::vector<std::int64_t> slice_counts(std::int64_t n, int parts) {
+  std::vector<std::int64_t> out(static_cast<std::size_t>(std::max(parts, 1)), n / std::max(parts, 1));
+  for (std::int64_t r = 0; r < n % std::max(parts, 1); ++r) {
+    out[static_cast<std::size_t>(r)] += 1;
+  }
+  return out;
+}
+
 } // namespace partita::runtime

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <map>
+#include <span>
 #include <vector>
 
 namespace partita::runtime {
@@ -41,6 +42,14 @@ private:
 
 // Sums `data` in place over the communicator (no-op for MPI_COMM_NULL).
 void all_reduce_sum(MPI_Comm comm, float* data, std::int64_t count);
+// Backend::reduce_scatter_sum and Backend::all_gather over MPI (MPI_Reduce_scatter, MPI_Allgatherv
+// in place); no-ops for MPI_COMM_NULL but for the copy of the one slice.
+void reduce_scatter_sum(MPI_Comm comm, const float* data, std::span<const std::int64_t> counts, float* mine);
+void all_gather(MPI_Comm comm, std::span<const std::int64_t> counts, float* data);
+
+// ZeRO's cut of a shard of n elements over `parts` replicas: consecutive slices whose lengths
+// differ by at most one, the longer first.
+std::vector<std::int64_t> slice_counts(std::int64_t n, int parts);
 
 // Throws partita::Error naming the MPI call and the error string when `code` is not MPI_SUCCESS.
 void check_mpi(int code, const char* what);

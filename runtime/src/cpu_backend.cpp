@@ -528,10 +528,41 @@ public:
     cpu::recurrent_backward(m_engine, m_stream, s, in, saved, d_out, d_in);
   }
 
+  void reduce_scatter_sum(MPI_Comm comm, const float* data, std::span<const std::int64_t> counts,
+                          float* mine) override {
+    runtime::reduce_scatter_sum(comm, data, counts, mine);
+  }
+
+  void all_gather(MPI_Comm comm, std::span<const std::int64_t> counts, float* data) override {
+    runtime::all_gather(comm, counts, data);
+  }
+
   void sgd_update(std::int64_t n, float learning_rate, const float* gradient, float* weights) override {
 #pragma omp parallel for simd
     for (std::int64_t i = 0; i < n; ++i) {
       weights[i] -= learning_rate * gradient[i];
+    }
+  }
+
+  void momentum_update(std::int64_t n, float learning_rate, float momentum, const float* gradient, float* velocity,
+                       float* weights) override {
+#pragma omp parallel for simd
+    for (std::int64_t i = 0; i < n; ++i) {
+      velocity[i] = momentum * velocity[i] + gradient[i];
+      weights[i] -= learning_rate * velocity[i];
+    }
+  }
+
+  void adam_update(std::int64_t n, const AdamParameters& p, int step, const float* gradient, float* m, float* v,
+                   float* weights) override {
+    const AdamCorrection c = adam_correction(p, step);
+    const float b1 = p.beta1, b2 = p.beta2, lr = p.learning_rate, eps = p.epsilon;
+#pragma omp parallel for simd
+    for (std::int64_t i = 0; i < n; ++i) {
+      const float g = gradient[i];
+      m[i] = b1 * m[i] + (1.F - b1) * g;
+      v[i] = b2 * v[i] + (1.F - b2) * g * g;
+      weights[i] -= lr * (m[i] / c.first) / (std::sqrt(v[i] / c.second) + eps);
     }
   }
 

@@ -424,6 +424,63 @@ public:
     }
   }
 
+  void momentum_update(std::int64_t n, float learning_rate, float momentum, const float* gradient, float* velocity,
+                       float* weights) override {
+    cuda::momentum_update(m_stream, n, learning_rate, momentum, gradient, velocity, weights);
+  }
+
+  void adam_update(std::int64_t n, const AdamParameters& p, int step, const float* gradient, float* m, float* v,
+                   float* weights) override {
+    const AdamCorrection c = adam_correction(p, step);
+    cuda::adam_update(m_stream, n, p.learning_rate, p.beta1, p.beta2, p.epsilon, c.first, c.second, gradient, m, v,
+                      weights);
+  }
+
+  // NCCL's reduce-scatter and all-gather take equal slices; ZeRO's differ by one element, so each
+  // slice is its own reduce (to its owner) or broadcast (from it), grouped into one launch.
+  void reduce_scatter_sum(MPI_Comm comm, const float* data, std::span<const std::int64_t> counts,
+                          float* mine) override {
+    if (comm == MPI_COMM_NULL) {
+      if (!counts.empty()) {
+        check(cudaMemcpyAsync(mine, data, static_cast<std::size_t>(counts[0]) * sizeof(float), cudaMemcpyDeviceToDevice,
+                              m_stream),
+              "cudaMemcpyAsync");
+      }
+      return;
+    }
+    ncclComm_t c = nccl(comm);
+    // Slice r reduced to its owner r (recvbuff is read by NCCL on the root only).
+    check(ncclGroupStart(), "ncclGroupStart");
+    std::int64_t at = 0;
+    for (std::size_t r = 0; r < counts.size(); ++r) {
+      if (counts[r] > 0) {
+        check(ncclReduce(data + at, mine, static_cast<std::size_t>(counts[r]), ncclFloat, ncclSum, static_cast<int>(r),
+                         c, m_stream),
+              "ncclReduce (reduce-scatter)");
+      }
+      at += counts[r];
+    }
+    check(ncclGroupEnd(), "ncclGroupEnd");
+  }
+
+  void all_gather(MPI_Comm comm, std::span<const std::int64_t> counts, float* data) override {
+    if (comm == MPI_COMM_NULL) {
+      return;
+    }
+    ncclComm_t c = nccl(comm);
+    check(ncclGroupStart(), "ncclGroupStart");
+    std::int64_t at = 0;
+    for (std::size_t r = 0; r < counts.size(); ++r) {
+      if (counts[r] > 0) {
+        check(ncclBroadcast(data + at, data + at, static_cast<std::size_t>(counts[r]), ncclFloat, static_cast<int>(r),
+                            c, m_stream),
+              "ncclBroadcast (all-gather)");
+      }
+      at += counts[r];
+    }
+    check(ncclGroupEnd(), "ncclGroupEnd");
+  }
+
   void memory_bound(std::int64_t bytes) override {
     // Half read, half written: a device-to-device copy of bytes/2 in a buffer kept between calls.
     const auto half = static_cast<std::size_t>(std::max<std::int64_t>(bytes / 2, 1));

@@ -379,7 +379,44 @@ __global__ void pool_backward_kernel(Pool kind, PoolShape s, const float* x, con
   }
 }
 
+__global__ void momentum_kernel(std::int64_t n, float learning_rate, float momentum, const float* gradient,
+                                float* velocity, float* weights) {
+  for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += std::int64_t{gridDim.x} * blockDim.x) {
+    const float u = momentum * velocity[i] + gradient[i];
+    velocity[i] = u;
+    weights[i] -= learning_rate * u;
+  }
+}
+
+__global__ void adam_kernel(std::int64_t n, float learning_rate, float beta1, float beta2, float epsilon,
+                            float correction1, float correction2, const float* gradient, float* m, float* v,
+                            float* weights) {
+  for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += std::int64_t{gridDim.x} * blockDim.x) {
+    const float g = gradient[i];
+    const float mi = beta1 * m[i] + (1.F - beta1) * g;
+    const float vi = beta2 * v[i] + (1.F - beta2) * g * g;
+    m[i] = mi;
+    v[i] = vi;
+    weights[i] -= learning_rate * (mi / correction1) / (sqrtf(vi / correction2) + epsilon);
+  }
+}
+
 } // namespace
+
+void momentum_update(cudaStream_t stream, std::int64_t n, float learning_rate, float momentum, const float* gradient,
+                     float* velocity, float* weights) {
+  momentum_kernel<<<grid_for(n), block_threads, 0, stream>>>(n, learning_rate, momentum, gradient, velocity, weights);
+  check_launch("momentum_update");
+}
+
+void adam_update(cudaStream_t stream, std::int64_t n, float learning_rate, float beta1, float beta2, float epsilon,
+                 float correction1, float correction2, const float* gradient, float* m, float* v, float* weights) {
+  adam_kernel<<<grid_for(n), block_threads, 0, stream>>>(n, learning_rate, beta1, beta2, epsilon, correction1,
+                                                         correction2, gradient, m, v, weights);
+  check_launch("adam_update");
+}
 
 void eltwise_forward(cudaStream_t stream, Eltwise kind, std::int64_t n, const float* x, float* y) {
   eltwise_forward_kernel<<<grid_for(n), block_threads, 0, stream>>>(kind, n, x, y);

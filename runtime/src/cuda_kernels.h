@@ -61,4 +61,11 @@ void crop2d(cudaStream_t stream, std::int64_t planes, std::int64_t h, std::int64
 void pool_forward(cudaStream_t stream, Pool kind, const PoolShape& s, const float* x, float* y);
 void pool_backward(cudaStream_t stream, Pool kind, const PoolShape& s, const float* x, const float* dy, float* dx);
 
+// The optimizer steps (backend.h's formulas): one fused element-wise kernel each. Adam takes its
+// bias corrections 1 - beta^step from the caller.
+void momentum_update(cudaStream_t stream, std::int64_t n, float learning_rate, float momentum, const float* gradient,
+                     float* velocity, float* weights);
+void adam_update(cudaStream_t stream, std::int64_t n, float learning_rate, float beta1, float beta2, float epsilon,
+                 float correction1, float correction2, const float* gradient, float* m, float* v, float* weights);
+
 } // namespace partita::runtime::cuda

@@ -56,6 +56,14 @@ std::int64_t integer_bound(const graph::Graph& g, graph::TensorId tid) {
   return bound;
 }
 
+std::int64_t elements(const sharding::Block& b) {
+  std::int64_t n = 1;
+  for (std::size_t d = 0; d < b.begin.size(); ++d) {
+    n *= b.end[d] - b.begin[d];
+  }
+  return n;
+}
+
 void scale(Shard& s, float factor) {
   for (auto& v : s.data) {
     v *= factor;
@@ -129,9 +137,12 @@ Group Executor::my_group(const Partition& groups) const {
 }
 
 Executor::Executor(const graph::Graph& g, const strategy::Strategy& st, MPI_Comm comm, Backend& backend,
-                   Recorder& recorder, const ConstantValues& constants, Scope scope)
-    : m_graph(g), m_strategy(st), m_comm(comm), m_backend(backend), m_recorder(recorder), m_comms(comm),
-      m_scope(std::move(scope)) {
+                   Recorder& recorder, const Training& training, const ConstantValues& constants, Scope scope)
+    : m_graph(g), m_strategy(st), m_comm(comm), m_backend(backend), m_recorder(recorder), m_training(training),
+      m_comms(comm), m_scope(std::move(scope)) {
+  if (m_training.zero_stage < 0 || m_training.zero_stage > 3) {
+    throw Error(fmt::format("ZeRO stage {}: expected 0, 1, 2 or 3", m_training.zero_stage));
+  }
   check_mpi(MPI_Comm_rank(comm, &m_rank), "MPI_Comm_rank");
   check_mpi(MPI_Comm_size(comm, &m_size), "MPI_Comm_size");
   if (st.ops.size() != g.ops().size()) {
@@ -169,6 +180,8 @@ Executor::Executor(const graph::Graph& g, const strategy::Strategy& st, MPI_Comm
     }
   }
   m_order = g.topological_order();
+  // Weights read by several ops, in scope or not (a pipeline ties them across stages).
+  const auto all_tied = tied_parameters(g);
   std::vector<graph::OpSemantics> sem;
   sem.reserve(g.ops().size());
   for (std::size_t id = 0; id < g.ops().size(); ++id) {
@@ -266,6 +279,29 @@ Executor::Executor(const graph::Graph& g, const strategy::Strategy& st, MPI_Comm
       }
       if (in.needs_gradient) {
         in.gradient = make_shard(in.value->block);
+      }
+      if (in.parameter && in.gradient) {
+        const auto n = in.value->elements();
+        const auto parts = static_cast<int>(in.reduce_group.size());
+        if (m_training.zero_stage >= 1 && parts > 1 && all_tied.count(tid) == 0) {
+          Input::Zero z;
+          z.counts = slice_counts(n, parts);
+          z.part = static_cast<int>(std::find(in.reduce_group.begin(), in.reduce_group.end(), m_rank) -
+                                    in.reduce_group.begin());
+          for (int r = 0; r < z.part; ++r) {
+            z.offset += z.counts[static_cast<std::size_t>(r)];
+          }
+          if (m_training.zero_stage >= 3) {
+            // Only the slice stays; the whole shard is gathered for each pass that reads it.
+            const auto begin = in.value->data.begin() + z.offset;
+            z.weights.assign(begin, begin + z.counts[static_cast<std::size_t>(z.part)]);
+            Floats().swap(in.value->data);
+          }
+          in.zero = std::move(z);
+        }
+        // ZeRO keeps the state of the slice only.
+        in.optimizer = make_optimizer_state(m_training.optimizer,
+                                            in.zero ? in.zero->counts[static_cast<std::size_t>(in.zero->part)] : n);
       }
     }
   }
@@ -387,6 +423,7 @@ void Executor::forward() {
         m_recorder.add(m_rank, id, Phase::forward_redistribution, h0, MPI_Wtime(), in.halo->bytes_in);
       }
     }
+    gather_parameters(id, state);
     const OpBuffers op_buffers = buffers(state);
     const double t0 = MPI_Wtime();
     try {
@@ -400,6 +437,7 @@ void Executor::forward() {
       throw Error(fmt::format("op '{}' ({}) forward: {}", m_graph.op(id).name, m_graph.op(id).type, e.what()));
     }
     m_recorder.add(m_rank, id, Phase::forward, t0, MPI_Wtime(), 0, !state.has_kernel);
+    release_parameters(state);
     for (auto& out : state.outputs) {
       if (out.partial_group.size() > 1) {
         const double r0 = MPI_Wtime();
@@ -412,6 +450,7 @@ void Executor::forward() {
 }
 
 void Executor::backward() {
+  restore_weight_gradients();
   // Output gradients: the loss gradient on graph outputs, zero elsewhere (consumers add theirs).
   for (std::size_t id = 0; id < m_ops.size(); ++id) {
     const auto& op = m_graph.op(static_cast<graph::OpId>(id));
@@ -443,6 +482,7 @@ void Executor::backward() {
     const auto id = *it;
     OpState& state = m_ops[static_cast<std::size_t>(id)];
     if (state.active) {
+      gather_parameters(id, state);
       const OpBuffers op_buffers = buffers(state);
       std::vector<const Shard*> d_out;
       std::vector<Shard*> d_in;
@@ -479,6 +519,7 @@ void Executor::backward() {
         }
       }
       m_recorder.add(m_rank, id, Phase::backward, t0, MPI_Wtime(), 0, !state.has_kernel);
+      release_parameters(state);
       for (auto& in : state.inputs) {
         if (in.gradient && in.halo) {
           const double h0 = MPI_Wtime();
@@ -522,18 +563,54 @@ void Executor::synchronize_gradients() {
         continue;
       }
       const double t0 = MPI_Wtime();
-      reduce(in.reduce_group, *in.gradient);
-      if (in.copies > 1) {
-        scale(*in.gradient, 1.F / static_cast<float>(in.copies));
+      const auto bytes = static_cast<double>(in.gradient->elements()) * 4;
+      if (in.zero) {
+        auto& z = *in.zero;
+        z.gradient.assign(static_cast<std::size_t>(z.counts[static_cast<std::size_t>(z.part)]), 0.F);
+        m_backend.reduce_scatter_sum(m_comms.get(in.reduce_group), in.gradient->data.data(), z.counts,
+                                     z.gradient.data());
+        m_backend.synchronize();
+        if (in.copies > 1) {
+          for (auto& v : z.gradient) {
+            v *= 1.F / static_cast<float>(in.copies);
+          }
+        }
+        if (m_training.zero_stage >= 2) {
+          Floats().swap(in.gradient->data); // the whole gradient is gone until the next backward pass
+        } else {
+          // ZeRO-1 keeps the whole gradient (as the cost model prices it): the slice goes back in place.
+          std::copy(z.gradient.begin(), z.gradient.end(), in.gradient->data.begin() + z.offset);
+          Floats().swap(z.gradient);
+        }
+      } else {
+        reduce(in.reduce_group, *in.gradient);
+        if (in.copies > 1) {
+          scale(*in.gradient, 1.F / static_cast<float>(in.copies));
+        }
       }
-      m_recorder.add(m_rank, id, Phase::gradient_sync, t0, MPI_Wtime(),
-                     static_cast<double>(in.gradient->elements()) * 4);
+      m_recorder.add(m_rank, id, Phase::gradient_sync, t0, MPI_Wtime(), bytes);
     }
   }
   sum_tied_gradients();
 }
 
-void Executor::step(float learning_rate) {
+const float* Executor::zero_gradient(const Input& in) const {
+  return m_training.zero_stage >= 2 ? in.zero->gradient.data() : in.gradient->data.data() + in.zero->offset;
+}
+
+void Executor::restore_weight_gradients() {
+  for (auto& state : m_ops) {
+    for (auto& in : state.inputs) {
+      const auto n = in.gradient ? static_cast<std::size_t>(elements(in.gradient->block)) : 0;
+      if (in.parameter && in.gradient && in.gradient->data.size() != n) {
+        in.gradient->data.assign(n, 0.F);
+      }
+    }
+  }
+}
+
+void Executor::step() {
+  ++m_steps;
   for (const auto id : m_order) {
     const double t0 = MPI_Wtime();
     bool any = false;
@@ -541,12 +618,58 @@ void Executor::step(float learning_rate) {
       if (!in.gradient || !in.parameter) {
         continue;
       }
-      m_backend.sgd_update(in.value->elements(), learning_rate, in.gradient->data.data(), in.value->data.data());
+      if (in.zero) {
+        // This replica's slice: its reduced gradient, its weights, its state.
+        auto& z = *in.zero;
+        optimizer_step(m_backend, m_training.optimizer, m_steps, z.counts[static_cast<std::size_t>(z.part)],
+                       zero_gradient(in),
+                       m_training.zero_stage >= 3 ? z.weights.data() : in.value->data.data() + z.offset, in.optimizer);
+      } else {
+        optimizer_step(m_backend, m_training.optimizer, m_steps, in.value->elements(), in.gradient->data.data(),
+                       in.value->data.data(), in.optimizer);
+      }
       any = true;
     }
     m_backend.synchronize();
     if (any) {
       m_recorder.add(m_rank, id, Phase::optimizer, t0, MPI_Wtime());
+    }
+    // ZeRO 1 and 2: every replica's updated slice to every replica (the second half of the sync
+    // term). ZeRO-3 keeps the slices apart until the next pass gathers them.
+    for (auto& in : m_ops[static_cast<std::size_t>(id)].inputs) {
+      if (!in.gradient || !in.parameter || !in.zero || m_training.zero_stage >= 3) {
+        continue;
+      }
+      const double g0 = MPI_Wtime();
+      m_backend.all_gather(m_comms.get(in.reduce_group), in.zero->counts, in.value->data.data());
+      m_backend.synchronize();
+      m_recorder.add(m_rank, id, Phase::gradient_sync, g0, MPI_Wtime(), static_cast<double>(in.value->elements()) * 4);
+    }
+  }
+}
+
+void Executor::gather_parameters(graph::OpId id, OpState& state) {
+  if (m_training.zero_stage < 3) {
+    return;
+  }
+  for (auto& in : state.inputs) {
+    if (!in.zero || !in.value) {
+      continue;
+    }
+    const double t0 = MPI_Wtime();
+    const auto& z = *in.zero;
+    in.value->data.assign(static_cast<std::size_t>(elements(in.value->block)), 0.F);
+    std::copy(z.weights.begin(), z.weights.end(), in.value->data.begin() + z.offset);
+    m_backend.all_gather(m_comms.get(in.reduce_group), z.counts, in.value->data.data());
+    m_backend.synchronize();
+    m_recorder.add(m_rank, id, Phase::parameter_gather, t0, MPI_Wtime(), static_cast<double>(in.value->elements()) * 4);
+  }
+}
+
+void Executor::release_parameters(OpState& state) {
+  for (auto& in : state.inputs) {
+    if (in.zero && in.value && m_training.zero_stage >= 3) {
+      Floats().swap(in.value->data);
     }
   }
 }
@@ -562,6 +685,10 @@ double Executor::held_bytes() const {
     for (const auto& in : state.inputs) {
       count(in.value);
       count(in.gradient);
+      elements += static_cast<double>(in.optimizer.first.size() + in.optimizer.second.size());
+      if (in.zero) {
+        elements += static_cast<double>(in.zero->gradient.size() + in.zero->weights.size());
+      }
     }
     for (const auto& out : state.outputs) {
       count(out.value);
@@ -585,6 +712,7 @@ void Executor::generate_inputs() {
 }
 
 void Executor::zero_weight_gradients() {
+  restore_weight_gradients();
   for (auto& state : m_ops) {
     for (auto& in : state.inputs) {
       if (in.parameter && in.gradient) {
@@ -675,9 +803,37 @@ std::vector<Snapshot> Executor::snapshot() const {
     }
     for (std::size_t i = 0; i < state.inputs.size(); ++i) {
       const auto& in = state.inputs[i];
-      if (in.gradient) {
+      if (in.zero && in.parameter && in.gradient && in.reduce_group.size() > 1) {
+        // Reduce-scattered: only this rank's slice holds the synchronized gradient.
+        const auto n = static_cast<std::ptrdiff_t>(in.zero->counts[static_cast<std::size_t>(in.zero->part)]);
+        Shard slice;
+        slice.block = in.gradient->block;
+        slice.data.assign(zero_gradient(in), zero_gradient(in) + n);
+        out.push_back({static_cast<graph::OpId>(id), Held::weight_gradient, static_cast<int>(i), std::move(slice),
+                       in.zero->offset});
+      } else if (in.gradient) {
         out.push_back({static_cast<graph::OpId>(id), in.parameter ? Held::weight_gradient : Held::input_gradient,
                        static_cast<int>(i), *in.gradient});
+      }
+    }
+  }
+  return out;
+}
+
+std::vector<Snapshot> Executor::weight_snapshot() const {
+  std::vector<Snapshot> out;
+  for (std::size_t id = 0; id < m_ops.size(); ++id) {
+    const auto& state = m_ops[id];
+    for (std::size_t i = 0; state.active && i < state.inputs.size(); ++i) {
+      const auto& in = state.inputs[i];
+      if (in.parameter && in.gradient && in.value && in.zero && m_training.zero_stage >= 3) {
+        Shard slice;
+        slice.block = in.value->block;
+        slice.data = in.zero->weights;
+        out.push_back(
+            {static_cast<graph::OpId>(id), Held::weight, static_cast<int>(i), std::move(slice), in.zero->offset});
+      } else if (in.parameter && in.gradient && in.value) {
+        out.push_back({static_cast<graph::OpId>(id), Held::weight, static_cast<int>(i), *in.value});
       }
     }
   }
@@ -687,7 +843,9 @@ std::vector<Snapshot> Executor::snapshot() const {
 const Shard* Executor::held(graph::OpId op, Held kind, int index) const {
   const auto& state = m_ops.at(static_cast<std::size_t>(op));
   const auto i = static_cast<std::size_t>(index);
-  const auto& slot = kind == Held::output ? state.outputs.at(i).value : state.inputs.at(i).gradient;
+  const auto& slot = kind == Held::output   ? state.outputs.at(i).value
+                     : kind == Held::weight ? state.inputs.at(i).value
+                                            : state.inputs.at(i).gradient;
   return slot ? &*slot : nullptr;
 }
 

@@ -3,14 +3,28 @@
 // One rank's share of a training iteration under a strategy: its shards of every op it runs
 // (sharding::block_of on its grid position), forward in topological order with the partial-sum
 // reductions and redistributions the layouts call for, backward in reverse with input-gradient
-// reductions, then weight-gradient synchronization and an SGD step (DESIGN.md 3.2.1). The
-// reduction groups are cost::device_groups, the ones the cost model prices.
+// reductions, then weight-gradient synchronization and the plan's optimizer step (DESIGN.md
+// 3.2.1). The reduction groups are cost::device_groups, the ones the cost model prices.
+//
+// ZeRO over a weight's replica group (the replicas its gradient is summed over), as
+// cost::op_cost prices it. Stages 1 and 2: the gradient is reduce-scattered instead of
+// all-reduced, each replica steps its own slice of the weights with the optimizer state of that
+// slice only, and the updated slices are all-gathered; both collectives are the "weight-gradient
+// sync" term and phase. Stage 1 keeps the whole gradient buffer (the slice is reduced into its
+// place); stage 2 frees it once its slice is reduced (allocated again for the next backward
+// pass). Stage 3 keeps only the slice of the weights too: they are all-gathered before the op's
+// forward pass and again before its backward pass (the "parameter all-gather (ZeRO-3)" term and
+// phase) and freed after each; the step updates the slice and nothing is gathered after it (the
+// cost model also prices an all-gather after the step in stage 3's "weight-gradient sync" term;
+// ZeRO has no use for one). A weight read by several ops (tied) is not sharded: its readers add
+// their whole gradients to each other, so it is all-reduced and stepped whole, as without ZeRO.
 
 #include "backend.h"
 #include "collectives.h"
 #include "halo.h"
 #include "micro_batch.h"
 #include "op_kernels.h"
+#include "optimizer.h"
 #include "redistribution.h"
 #include "shard.h"
 #include "trace.h"
@@ -28,12 +42,16 @@
 namespace partita::runtime {
 
 // What a rank holds after an iteration, for --verify.
-enum class Held : std::uint8_t { output, input_gradient, weight_gradient };
+// `weight`: the weights after the optimizer step.
+enum class Held : std::uint8_t { output, input_gradient, weight_gradient, weight };
 struct Snapshot {
   graph::OpId op = -1;
   Held kind = Held::output;
   int index = 0; // output or input index of the op
   Shard shard;
+  // A ZeRO slice: shard.data holds the elements [offset, offset + size) of shard.block in
+  // row-major order, not the whole block.
+  std::int64_t offset = 0;
 };
 
 // What one Executor runs when it is a pipeline stage (pipeline_executor.h); the default runs
@@ -60,7 +78,7 @@ public:
   // for what it cannot run (a Constant whose value is unknown). Collective over `comm` (creates
   // the sub-communicators).
   Executor(const graph::Graph& g, const strategy::Strategy& st, MPI_Comm comm, Backend& backend, Recorder& recorder,
-           const ConstantValues& constants = {}, Scope scope = {});
+           const Training& training, const ConstantValues& constants = {}, Scope scope = {});
 
   // An input whose producer is out of scope is the caller's to fill before forward(), and its
   // gradient the caller's to read after backward(); an output read out of scope gets no zeroed
@@ -68,7 +86,9 @@ public:
   void forward();
   void backward();
   void synchronize_gradients();
-  void step(float learning_rate);
+  // The optimizer's step of every weight this rank holds (its ZeRO slice), then ZeRO-1/2's
+  // all-gather.
+  void step();
 
   // Micro-batches: which slice of the full batch the data inputs and the loss gradient are.
   void set_micro_batch(int index) { m_micro_batch = index; }
@@ -88,12 +108,15 @@ public:
   // This rank's block, nullptr when it holds none.
   Shard* buffer(graph::OpId op, Buffer which, std::size_t index);
 
+  // Outputs, input gradients and weight gradients (their ZeRO slices once reduce-scattered).
   std::vector<Snapshot> snapshot() const;
+  // The weights this rank steps (Held::weight; ZeRO-3: its slices), after step().
+  std::vector<Snapshot> weight_snapshot() const;
   // The whole-tensor shards of a single-device run (the reference), by op and index.
   const Shard* held(graph::OpId op, Held kind, int index) const;
 
-  // Bytes of every shard this rank holds: activations, weights and their gradients (SGD keeps no
-  // optimizer state).
+  // Bytes of every buffer this rank holds: activations, weights (a ZeRO-3 slice), their gradients (a ZeRO-2 slice
+  // between synchronization and the next backward pass) and the optimizer state.
   double held_bytes() const;
 
   int communicators() const { return m_comms.created(); }
@@ -114,6 +137,16 @@ private:
     std::optional<Shard> scratch; // a weight gradient's share of one backward() when accumulating
     Exchange forward_exchange, backward_exchange;
     std::optional<Halo> halo; // a window op's input 0 under a spatial split: what its windows read
+    // A weight's optimizer state: over its ZeRO slice when `zero`, else over the whole shard.
+    OptimizerState optimizer;
+    struct Zero {
+      std::vector<std::int64_t> counts; // every replica's slice of the shard, in reduce_group order
+      int part = 0;                     // this rank's
+      std::int64_t offset = 0;          // where it starts in the shard
+      Floats gradient; // ZeRO-2 and 3: the reduce-scattered slice of the gradient (ZeRO-1 keeps it in place)
+      Floats weights;  // ZeRO-3: the slice of the weights (the whole shard only while a pass reads it)
+    };
+    std::optional<Zero> zero;
   };
   struct Output {
     std::optional<Shard> value, gradient;
@@ -144,6 +177,13 @@ private:
   };
 
   Group my_group(const Partition& groups) const;
+  // ZeRO-2 frees a weight's whole gradient after its reduce-scatter: allocated (zeroed) again here.
+  void restore_weight_gradients();
+  // A ZeRO weight's reduced gradient slice (after synchronize_gradients()).
+  const float* zero_gradient(const Input& in) const;
+  // ZeRO-3: the op's sharded weights all-gathered into whole shards for one pass, then freed.
+  void gather_parameters(graph::OpId id, OpState& state);
+  void release_parameters(OpState& state);
   // Sums `shard` in place over this rank's `group` through the backend (MPI or NCCL), then waits.
   void reduce(const Group& group, Shard& shard);
   void sum_tied_gradients();
@@ -157,6 +197,8 @@ private:
   int m_rank = 0, m_size = 1;
   Backend& m_backend;
   Recorder& m_recorder;
+  Training m_training;
+  int m_steps = 0; // optimizer steps taken
   Communicators m_comms;
   std::vector<graph::OpId> m_order;
   std::vector<OpState> m_ops;

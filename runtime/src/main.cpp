@@ -43,7 +43,6 @@ struct Options {
   std::string measurements;
   int threads = 1;
   std::string backend = "cpu";
-  float learning_rate = 0.01F;
   double timeout = 300;
   std::string inject_fault;
 };
@@ -127,6 +126,18 @@ bool agree(const std::optional<std::string>& failure, int rank, const char* what
   return false;
 }
 
+std::string optimizer_text(const OptimizerSettings& o) {
+  switch (o.kind) {
+  case cost::Optimizer::sgd: return fmt::format("sgd (learning rate {:g})", o.learning_rate);
+  case cost::Optimizer::momentum:
+    return fmt::format("momentum (learning rate {:g}, momentum {:g})", o.learning_rate, o.momentum);
+  case cost::Optimizer::adam:
+    return fmt::format("adam (learning rate {:g}, betas {:g}/{:g}, epsilon {:g}, bias-corrected)", o.adam.learning_rate,
+                       o.adam.beta1, o.adam.beta2, o.adam.epsilon);
+  }
+  return "?";
+}
+
 // The plan's executor: one Executor over every rank, or a pipeline of stages.
 struct Runner {
   std::optional<Executor> flat;
@@ -141,17 +152,20 @@ struct Runner {
     }
   }
   void synchronize_gradients() { pipeline ? pipeline->synchronize_gradients() : flat->synchronize_gradients(); }
-  void step(float lr) { pipeline ? pipeline->step(lr) : flat->step(lr); }
+  void step() { pipeline ? pipeline->step() : flat->step(); }
   std::vector<Snapshot> snapshot() { return pipeline ? pipeline->snapshot() : flat->snapshot(); }
+  std::vector<Snapshot> weight_snapshot() const {
+    return pipeline ? pipeline->weight_snapshot() : flat->weight_snapshot();
+  }
   int communicators() const { return pipeline ? pipeline->communicators() : flat->communicators(); }
   double held_bytes() const { return pipeline ? pipeline->held_bytes() : flat->held_bytes(); }
   const std::vector<std::pair<graph::OpId, std::string>>& stand_ins() const {
     return pipeline ? pipeline->stand_ins() : flat->stand_ins();
   }
-  void iteration(float lr) {
+  void iteration() {
     forward_backward();
     synchronize_gradients();
-    step(lr);
+    step();
   }
 };
 
@@ -182,6 +196,7 @@ int run(const Options& opt, int rank, int size) {
     return 2;
   }
   const graph::Graph& g = loaded->imported.graph;
+  const Training training = training_of(loaded->setup);
   auto backend = make_backend(opt.backend, opt.threads, MPI_COMM_WORLD);
   Recorder recorder;
   g_failure = {&opt, &g, &recorder,
@@ -222,10 +237,11 @@ int run(const Options& opt, int rank, int size) {
     Runner ex;
     if (loaded->pipelined()) {
       const graph::Graph& micro = loaded->micro ? loaded->micro->graph : g;
-      ex.pipeline = std::make_unique<PipelineExecutor>(g, micro, loaded->strategy, MPI_COMM_WORLD, *backend, recorder,
-                                                       loaded->micro ? loaded->micro_constants : loaded->constants);
+      ex.pipeline =
+          std::make_unique<PipelineExecutor>(g, micro, loaded->strategy, MPI_COMM_WORLD, *backend, recorder, training,
+                                             loaded->micro ? loaded->micro_constants : loaded->constants);
     } else {
-      ex.flat.emplace(g, loaded->strategy, MPI_COMM_WORLD, *backend, recorder, loaded->constants);
+      ex.flat.emplace(g, loaded->strategy, MPI_COMM_WORLD, *backend, recorder, training, loaded->constants);
     }
     if (rank == 0) {
       fmt::print("partita-run: {} ({} strategy) on {} ranks, backend {}, {} thread(s) per rank, {} sub-communicators\n",
@@ -236,6 +252,10 @@ int run(const Options& opt, int rank, int size) {
                    size / pipe.stages, pipe.micro_batches, strategy::batch_size(g) / pipe.micro_batches,
                    strategy::schedule_name(pipe.schedule));
       }
+      fmt::print("  optimizer: {}{}\n", optimizer_text(training.optimizer),
+                 training.zero_stage > 0
+                     ? fmt::format(", ZeRO-{} over each weight's data-parallel replicas", training.zero_stage)
+                     : std::string());
       for (const auto& note : loaded->notes) {
         fmt::print("  note: {}\n", note);
       }
@@ -248,19 +268,29 @@ int run(const Options& opt, int rank, int size) {
     bool passed = true;
     if (opt.verify) {
       watchdog.set_activity("verify");
+      // One iteration, step included: outputs and gradients are compared, then the weights after
+      // the optimizer step (ZeRO's all-gather included).
       ex.forward_backward();
       ex.synchronize_gradients();
-      const auto snaps = ex.snapshot();
+      auto snaps = ex.snapshot();
+      ex.step();
+      for (auto& w : ex.weight_snapshot()) {
+        snaps.push_back(std::move(w));
+      }
       std::optional<Executor> reference;
       Recorder unused;
       const auto single = single_device(g);
       if (rank == 0) {
-        reference.emplace(g, single, MPI_COMM_SELF, *backend, unused, loaded->constants);
+        // The same optimizer on one device: nothing to shard, ZeRO or not.
+        reference.emplace(g, single, MPI_COMM_SELF, *backend, unused, Training{training.optimizer, 0},
+                          loaded->constants);
         reference->forward();
         reference->backward();
         reference->synchronize_gradients();
+        reference->step();
       }
-      const auto result = verify(g, snaps, reference ? &*reference : nullptr, MPI_COMM_WORLD, opt.tolerance);
+      const auto result = verify(g, snaps, reference ? &*reference : nullptr, MPI_COMM_WORLD, opt.tolerance,
+                                 training.optimizer.kind == cost::Optimizer::adam ? &training.optimizer.adam : nullptr);
       int ok = result.passed ? 1 : 0;
       MPI_Bcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
       passed = ok != 0;
@@ -270,7 +300,6 @@ int run(const Options& opt, int rank, int size) {
             opt.tolerance, result.report, passed ? "PASSED" : "FAILED");
         std::fflush(stdout);
       }
-      ex.step(opt.learning_rate);
     }
 
     watchdog.set_activity("warm-up");
@@ -282,7 +311,7 @@ int run(const Options& opt, int rank, int size) {
       }
     };
     for (int i = 0; i < opt.warmup; ++i) {
-      ex.iteration(opt.learning_rate);
+      ex.iteration();
       progress("warm-up", i + 1, opt.warmup);
     }
     watchdog.set_activity("timed iterations");
@@ -293,7 +322,7 @@ int run(const Options& opt, int rank, int size) {
       MPI_Barrier(MPI_COMM_WORLD);
       recorder.set_iteration(i);
       const double t0 = MPI_Wtime();
-      ex.iteration(opt.learning_rate);
+      ex.iteration();
       recorder.add(rank, -1, Phase::iteration, t0, MPI_Wtime());
       progress("timed", i + 1, opt.iterations);
     }
@@ -346,7 +375,9 @@ int main(int argc, char** argv) {
   app.add_option("plan", opt.plan, "plan file written by `partita plan -o`")->required();
   app.add_option("--warmup", opt.warmup, "untimed iterations first")->check(CLI::NonNegativeNumber);
   app.add_option("--iterations", opt.iterations, "timed iterations")->check(CLI::PositiveNumber);
-  app.add_flag("--verify", opt.verify, "compare one iteration with the unsharded single-device reference");
+  app.add_flag("--verify", opt.verify,
+               "compare one iteration (outputs, gradients, and the weights after the optimizer step) with the "
+               "unsharded single-device reference");
   app.add_option("--tolerance", opt.tolerance, "relative tolerance of --verify");
   app.add_option("--trace", opt.trace, "Chrome Trace Event JSON written by rank 0");
   app.add_option("--measurements", opt.measurements,

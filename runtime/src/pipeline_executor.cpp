@@ -81,7 +81,7 @@ std::vector<std::vector<int>> stage_ranks(const graph::Graph& g, const strategy:
 }
 
 PipelineExecutor::PipelineExecutor(const graph::Graph& full, const graph::Graph& micro, const strategy::Strategy& st,
-                                   MPI_Comm world, Backend& backend, Recorder& recorder,
+                                   MPI_Comm world, Backend& backend, Recorder& recorder, const Training& training,
                                    const Executor::ConstantValues& constants)
     : m_full(full), m_micro(micro), m_strategy(st), m_world(world), m_recorder(recorder), m_local(st) {
   check_mpi(MPI_Comm_rank(world, &m_rank), "MPI_Comm_rank");
@@ -114,7 +114,8 @@ PipelineExecutor::PipelineExecutor(const graph::Graph& full, const graph::Graph&
         d = static_cast<int>(std::find(mine.begin(), mine.end(), d) - mine.begin());
       }
     }
-    m_executor = std::make_unique<Executor>(micro, m_local, m_stage_comm, backend, recorder, constants, scope);
+    m_executor =
+        std::make_unique<Executor>(micro, m_local, m_stage_comm, backend, recorder, training, constants, scope);
     m_executor->set_accumulate_weight_gradients(true);
     for (int j = 0; j < m_micro_batches; ++j) {
       m_sets.push_back(m_executor->activations());
@@ -329,10 +330,14 @@ void PipelineExecutor::synchronize_gradients() {
   }
 }
 
-void PipelineExecutor::step(float learning_rate) {
+void PipelineExecutor::step() {
   if (m_executor) {
-    m_executor->step(learning_rate);
+    m_executor->step();
   }
+}
+
+std::vector<Snapshot> PipelineExecutor::weight_snapshot() const {
+  return m_executor ? m_executor->weight_snapshot() : std::vector<Snapshot>{};
 }
 
 std::vector<Snapshot> PipelineExecutor::snapshot() {

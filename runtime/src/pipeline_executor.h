@@ -6,7 +6,8 @@
 // per micro-batch is swapped in and out of it. Tensors crossing a stage boundary move point to
 // point (MPI_Isend/Irecv), shaped by the producer's and consumer's layouts (plan_exchange), and
 // their gradients come back the same way. Micro-batches run in the schedule's order, weight
-// gradients add up over them, then each stage synchronizes its gradients and steps; weights
+// gradients add up over them, then each stage synchronizes its gradients and steps with the plan's
+// optimizer (ZeRO over the replicas inside a stage, as Executor does it); weights
 // tied across stages have their gradients summed over all readers first.
 
 #include "executor.h"
@@ -29,7 +30,8 @@ public:
   // `micro` is the model at the micro-batch size (the same graph as `full` with one micro-batch)
   // and `st` the plan's strategy (devices are ranks of `world`). Collective over `world`.
   PipelineExecutor(const graph::Graph& full, const graph::Graph& micro, const strategy::Strategy& st, MPI_Comm world,
-                   Backend& backend, Recorder& recorder, const Executor::ConstantValues& constants);
+                   Backend& backend, Recorder& recorder, const Training& training,
+                   const Executor::ConstantValues& constants);
   ~PipelineExecutor();
   PipelineExecutor(const PipelineExecutor&) = delete;
   PipelineExecutor& operator=(const PipelineExecutor&) = delete;
@@ -39,12 +41,15 @@ public:
   void forward_backward();
   // Gradient sync inside each stage, then weights tied across stages. Collective over `world`.
   void synchronize_gradients();
-  void step(float learning_rate);
+  // The stage's optimizer step (Executor::step: the same optimizer and ZeRO code).
+  void step();
 
   // What this rank holds, in coordinates of the full-batch model: outputs and input gradients of
   // every micro-batch placed at its slice (summed over micro-batches for unbatched tensors), and
   // the accumulated weight gradients.
   std::vector<Snapshot> snapshot();
+  // The stage's weights after step().
+  std::vector<Snapshot> weight_snapshot() const;
 
   int stage() const { return m_stage; }
   int communicators() const { return m_executor ? m_executor->communicators() : 0; }

@@ -123,10 +123,6 @@ LoadedPlan load_plan(const std::filesystem::path& path, int ranks) {
       out.micro_constants = float_constants(spec);
     }
   }
-  if (out.setup.zero_stage > 0) {
-    throw Error(fmt::format("{}: field 'setup.zero_stage': ZeRO stage {} is not executed yet; plan with stage 0",
-                            source, out.setup.zero_stage));
-  }
   for (std::size_t i = 0; i < out.strategy.ops.size(); ++i) {
     for (const int d : out.strategy.ops[i].devices) {
       if (d < 0 || d >= ranks) {
@@ -138,10 +134,6 @@ LoadedPlan load_plan(const std::filesystem::path& path, int ranks) {
   if (out.setup.precision != cluster::Precision::fp32) {
     out.notes.push_back(fmt::format("the plan's precision is {}; partita-run computes in fp32",
                                     cluster::precision_name(out.setup.precision)));
-  }
-  if (out.setup.optimizer != cost::Optimizer::sgd) {
-    out.notes.push_back(fmt::format("the plan's optimizer is {}; partita-run steps with plain SGD",
-                                    cost::optimizer_name(out.setup.optimizer)));
   }
   if (out.setup.recompute != cost::Recompute::none) {
     out.notes.push_back("the plan recomputes activations; partita-run keeps them all");

@@ -24,7 +24,7 @@ struct LoadedPlan {
   strategy::Strategy strategy;
   cost::TrainingSetup setup;
   double predicted_iteration_seconds = 0;
-  std::vector<std::string> notes; // what runs differently from the plan's setup (fp32, SGD)
+  std::vector<std::string> notes; // what runs differently from the plan's setup (fp32, no recomputation)
   // Float Constant values by tensor name (the graph keeps only integer contents).
   std::map<std::string, std::vector<float>, std::less<>> constants;
   // A pipeline with several micro-batches: the model at the micro-batch size (a zoo model built

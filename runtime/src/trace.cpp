@@ -26,6 +26,7 @@ std::string_view phase_name(Phase p) {
   case Phase::iteration: return "iteration";
   case Phase::pipeline_send: return "pipeline send";
   case Phase::pipeline_receive: return "pipeline receive (wait)";
+  case Phase::parameter_gather: return "parameter all-gather (ZeRO-3)";
   }
   return "?";
 }
@@ -211,7 +212,8 @@ std::string text_summary(const graph::Graph& g, const Summary& summary) {
     const auto get = [&](Phase p) { return phase_seconds(t, p) * 1e3; };
     out += fmt::format(
         "{:<4} {:<32} {:<18} {:>11.4f} {:>11.4f} {:>11.4f} {:>11.4f} {:>11.4f}{}{}\n", id, g.op(op).name.substr(0, 32),
-        g.op(op).type, get(Phase::forward), get(Phase::forward_reduce) + get(Phase::forward_redistribution),
+        g.op(op).type, get(Phase::forward),
+        get(Phase::forward_reduce) + get(Phase::forward_redistribution) + get(Phase::parameter_gather),
         get(Phase::backward), get(Phase::backward_reduce) + get(Phase::backward_redistribution),
         get(Phase::gradient_sync),
         pipeline ? fmt::format(" {:>11.4f} {:>11.4f}", get(Phase::pipeline_send), get(Phase::pipeline_receive)) : "",
@@ -277,8 +279,11 @@ proto::RunResult run_result(const graph::Graph& g, const Summary& summary, const
     m.set_type(op.type);
     m.set_forward_seconds(phase_seconds(t, Phase::forward));
     m.set_backward_seconds(phase_seconds(t, Phase::backward));
+    // ZeRO-3's parameter gathers (before the forward and the backward pass) count with the forward
+    // communication: RunResult has no field of their own; the trace names them.
     m.set_forward_communication_seconds(phase_seconds(t, Phase::forward_reduce) +
-                                        phase_seconds(t, Phase::forward_redistribution));
+                                        phase_seconds(t, Phase::forward_redistribution) +
+                                        phase_seconds(t, Phase::parameter_gather));
     m.set_backward_communication_seconds(phase_seconds(t, Phase::backward_reduce) +
                                          phase_seconds(t, Phase::backward_redistribution));
     m.set_gradient_sync_seconds(phase_seconds(t, Phase::gradient_sync));

@@ -32,8 +32,9 @@ enum class Phase : std::uint8_t {
   iteration,
   pipeline_send,    // a stage posts an activation (forward) or its gradient (backward) to another stage
   pipeline_receive, // a stage waits for one from another stage: transfer and pipeline bubble
+  parameter_gather, // ZeRO-3: a weight's slices all-gathered before the op's forward or backward pass
 };
-inline constexpr int phase_count = 11;
+inline constexpr int phase_count = 12;
 std::string_view phase_name(Phase p);
 
 struct Record {

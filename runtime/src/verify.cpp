@@ -11,7 +11,7 @@
 namespace partita::runtime {
 namespace {
 
-// [op, kind, index, rank, begin..., end..., count, values...] per snapshot, as doubles.
+// [op, kind, index, rank, begin..., end..., offset, count, values...] per snapshot, as doubles.
 std::vector<double> serialize(const std::vector<Snapshot>& snaps) {
   std::vector<double> out;
   for (const auto& s : snaps) {
@@ -19,6 +19,7 @@ std::vector<double> serialize(const std::vector<Snapshot>& snaps) {
                            static_cast<double>(s.shard.block.begin.size())});
     out.insert(out.end(), s.shard.block.begin.begin(), s.shard.block.begin.end());
     out.insert(out.end(), s.shard.block.end.begin(), s.shard.block.end.end());
+    out.push_back(static_cast<double>(s.offset));
     out.push_back(static_cast<double>(s.shard.data.size()));
     out.insert(out.end(), s.shard.data.begin(), s.shard.data.end());
   }
@@ -30,6 +31,7 @@ std::string_view kind_name(Held k) {
   case Held::output: return "output";
   case Held::input_gradient: return "input grad";
   case Held::weight_gradient: return "weight grad";
+  case Held::weight: return "weight (step)";
   }
   return "?";
 }
@@ -44,7 +46,7 @@ struct Error_ {
 } // namespace
 
 VerifyResult verify(const graph::Graph& g, const std::vector<Snapshot>& mine, const Executor* reference, MPI_Comm comm,
-                    double tolerance) {
+                    double tolerance, const AdamParameters* adam) {
   int rank = 0, size = 1;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &size);
@@ -78,8 +80,9 @@ VerifyResult verify(const graph::Graph& g, const std::vector<Snapshot>& mine, co
     got.block.end.assign(all.begin() + static_cast<std::ptrdiff_t>(p + rank_n),
                          all.begin() + static_cast<std::ptrdiff_t>(p + 2 * rank_n));
     p += 2 * rank_n;
-    const auto n = static_cast<std::size_t>(all[p]);
-    ++p;
+    const auto offset = static_cast<std::size_t>(all[p]);
+    const auto n = static_cast<std::size_t>(all[p + 1]);
+    p += 2;
     got.data.assign(all.begin() + static_cast<std::ptrdiff_t>(p), all.begin() + static_cast<std::ptrdiff_t>(p + n));
     p += n;
 
@@ -87,15 +90,59 @@ VerifyResult verify(const graph::Graph& g, const std::vector<Snapshot>& mine, co
     if (ref == nullptr) {
       throw Error(fmt::format("verify: the reference has no {} {} of op '{}'", kind_name(kind), index, g.op(op).name));
     }
-    std::vector<float> expected(n);
+    std::int64_t block_elements = 1;
+    for (std::size_t d = 0; d < rank_n; ++d) {
+      block_elements *= got.block.end[d] - got.block.begin[d];
+    }
+    if (offset + n > static_cast<std::size_t>(block_elements)) {
+      throw Error(fmt::format("verify: a {} slice of op '{}' ends at {}, past its block of {} elements",
+                              kind_name(kind), g.op(op).name, offset + n, block_elements));
+    }
+    std::vector<float> expected(static_cast<std::size_t>(block_elements));
     pack(*ref, got.block, expected.data());
+    // Adam: weights whose gradient is zero up to the tolerance step by +-lr in either run.
+    std::vector<char> sign_step(n, 0);
+    if (adam != nullptr && kind == Held::weight) {
+      const Shard* ref_gradient = reference->held(op, Held::weight_gradient, index);
+      if (ref_gradient == nullptr) {
+        throw Error(fmt::format("verify: the reference has no weight gradient {} of op '{}'", index, g.op(op).name));
+      }
+      // The gradients passed with an absolute error up to `bound` (the op's weight gradients are
+      // one entry of the table); a gradient within twice that of zero may have either sign, and
+      // near epsilon the step is steep in it (10 epsilon covers the slope).
+      double gradient_max = 0;
+      const auto& inputs = g.op(op).inputs;
+      for (std::size_t i = 0; i < inputs.size(); ++i) {
+        const Shard* other = inputs[i] != graph::no_tensor && g.tensor(inputs[i]).role == graph::TensorRole::parameter
+                                 ? reference->held(op, Held::weight_gradient, static_cast<int>(i))
+                                 : nullptr;
+        for (std::size_t k = 0; other != nullptr && k < other->data.size(); ++k) {
+          gradient_max = std::max(gradient_max, static_cast<double>(std::fabs(other->data[k])));
+        }
+      }
+      const double bound = tolerance * std::max(gradient_max, magnitude_floor);
+      const double undetermined = 2 * bound + 10 * static_cast<double>(adam->epsilon);
+      std::vector<float> gradient(static_cast<std::size_t>(block_elements));
+      pack(*ref_gradient, got.block, gradient.data());
+      for (std::size_t i = 0; i < n; ++i) {
+        sign_step[i] = std::fabs(static_cast<double>(gradient[offset + i])) <= undetermined ? 1 : 0;
+      }
+    }
     auto& e = errors[{op, kind}];
     ++e.blocks;
     for (const float v : ref->data) {
       e.ref_max = std::max(e.ref_max, static_cast<double>(std::fabs(v)));
     }
+    const double allowed = tolerance * std::max(e.ref_max, magnitude_floor);
     for (std::size_t i = 0; i < n; ++i) {
-      e.abs = std::max(e.abs, std::fabs(static_cast<double>(got.data[i]) - static_cast<double>(expected[i])));
+      const double error = std::fabs(static_cast<double>(got.data[i]) - static_cast<double>(expected[offset + i]));
+      if (sign_step[i] != 0 && error > allowed &&
+          error <= 2 * static_cast<double>(adam->learning_rate) * (1 + tolerance)) {
+        ++result.sign_steps; // within one step each way: not counted as an error
+      } else {
+        e.abs = std::max(e.abs, error);
+      }
+      result.weights += kind == Held::weight ? 1 : 0;
     }
   }
   result.report = fmt::format("{:<4} {:<32} {:<12} {:>7} {:>12} {:>12}\n", "#", "op", "held", "blocks", "max abs err",
@@ -109,6 +156,11 @@ VerifyResult verify(const graph::Graph& g, const std::vector<Snapshot>& mine, co
     result.report +=
         fmt::format("{:<4} {:<32} {:<12} {:>7} {:>12.3e} {:>12.3e}{}\n", key.first, g.op(key.first).name.substr(0, 32),
                     kind_name(key.second), e.blocks, e.abs, rel, ok ? "" : "  FAILED");
+  }
+  if (result.sign_steps > 0) {
+    result.report += fmt::format("weights after the Adam step: {} of {} held to within 2 x lr only, their reference "
+                                 "gradient within the tolerance of zero (Adam moves them by lr whatever its size)\n",
+                                 result.sign_steps, result.weights);
   }
   return result;
 }

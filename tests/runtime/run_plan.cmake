@@ -3,7 +3,7 @@
 # output must match EXPECT_FAILURE (a regex).
 # -D PARTITA=... RUNTIME=... MPIEXEC=... MODEL=... CLUSTER=... DEVICES=... FAMILY=... NP=... WORKDIR=...
 #    [EXTRA_ARGS="--iterations;2"] [PLAN_ARGS="--tp|2"] [EXPECT_FAILURE=regex] [EXPECT_OUTPUT=regex]
-#    [EXPECT_FILES="a|b"]
+#    [EXPECT_FILES="a|b"] [PLAN_REPLACE="from=to"]
 # EXPECT_FILES: files the run must leave behind (a failing rank's partial results).
 foreach(var PARTITA RUNTIME MPIEXEC MODEL CLUSTER DEVICES FAMILY NP WORKDIR)
   if(NOT DEFINED ${var})
@@ -18,6 +18,20 @@ execute_process(
   RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 60)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "partita plan failed (${rc}):\n${out}\n${err}")
+endif()
+# PLAN_REPLACE="from=to": the plan edited before the run (a field no CLI flag writes).
+if(DEFINED PLAN_REPLACE)
+  string(FIND "${PLAN_REPLACE}" "=" at)
+  string(SUBSTRING "${PLAN_REPLACE}" 0 ${at} from)
+  math(EXPR at "${at} + 1")
+  string(SUBSTRING "${PLAN_REPLACE}" ${at} -1 to)
+  file(READ ${plan} text)
+  string(FIND "${text}" "${from}" found)
+  if(found EQUAL -1)
+    message(FATAL_ERROR "PLAN_REPLACE: '${from}' is not in ${plan}")
+  endif()
+  string(REPLACE "${from}" "${to}" text "${text}")
+  file(WRITE ${plan} "${text}")
 endif()
 # --timeout: a rank that hangs ends the whole job (mpirun kills it), the test then fails.
 execute_process(
