@@ -455,11 +455,16 @@ OpCost op_cost(const graph::Graph& g, graph::OpId id, const graph::OpSemantics& 
     } else {
       const auto rs = collective_on_groups(cluster, Collective::reduce_scatter, groups, bytes);
       const auto ag = collective_on_groups(cluster, Collective::all_gather, groups, bytes);
-      cost.time.push_back({std::string(term::gradient_sync), rs.seconds + ag.seconds,
-                           fmt::format("ZeRO-{}: gradient reduce-scatter and parameter all-gather over {} copies of "
-                                       "'{}': {}; {}",
-                                       setup.zero_stage, replicas, t.name, rs.formula, ag.formula)});
-      if (setup.zero_stage >= 3) {
+      if (setup.zero_stage < 3) {
+        cost.time.push_back({std::string(term::gradient_sync), rs.seconds + ag.seconds,
+                             fmt::format("ZeRO-{}: gradient reduce-scatter and parameter all-gather over {} copies of "
+                                         "'{}': {}; {}",
+                                         setup.zero_stage, replicas, t.name, rs.formula, ag.formula)});
+      } else {
+        // The updated shard stays sharded: the next forward pass gathers it (below).
+        cost.time.push_back({std::string(term::gradient_sync), rs.seconds,
+                             fmt::format("ZeRO-3: gradient reduce-scatter over {} copies of '{}': {}", replicas,
+                                         t.name, rs.formula)});
         cost.time.push_back(
             {std::string(term::parameter_gather), 2 * ag.seconds,
              fmt::format("ZeRO-3 gathers '{}' before the forward and the backward pass: 2 x {}", t.name, ag.formula)});

@@ -120,7 +120,14 @@ TEST(Evaluate, ZeroShardsOptimizerStateOverReplicas) {
   zero3.zero_stage = 3;
   const auto q = strategy::evaluate(fc.g, c, fc.strategy({{"m", 2}, {"n", 2}}), zero3);
   EXPECT_DOUBLE_EQ(q.ops[1].cost.get(cost::term::parameters), 512);
-  EXPECT_GT(q.ops[1].cost.get(cost::term::parameter_gather), 0);
+  // ZeRO-1/2 reduce-scatter the gradient and all-gather the updated weight; ZeRO-3 reduce-scatters
+  // only (the shard stays sharded) and gathers the weight before the forward and backward passes.
+  const double sync1 = p.ops[1].cost.get(cost::term::gradient_sync);
+  const double sync3 = q.ops[1].cost.get(cost::term::gradient_sync);
+  const double gather3 = q.ops[1].cost.get(cost::term::parameter_gather);
+  EXPECT_GT(gather3, 0);
+  EXPECT_GT(sync3, 0);
+  EXPECT_NEAR(sync1, sync3 + gather3 / 2, 1e-15);
 }
 
 TEST(Evaluate, MixedPrecisionHalvesValuesAndAddsMasterWeights) {
