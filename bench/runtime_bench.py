@@ -159,10 +159,10 @@ def main():
         iteration = r["iteration"]["measured"]
         for op in r["ops"]:
             m, p = op["measured"]["total"], op["predicted"]["total"]
-            for term in ("forward", "backward", "communication"):
+            for term in ("forward", "backward", "communication", "optimizer"):
                 acc = by_term[(op["type"], term)]
-                acc[0] += op["predicted"][term]
-                acc[1] += op["measured"][term]
+                acc[0] += op["predicted"].get(term, 0.0)
+                acc[1] += op["measured"].get(term, 0.0)
             if m <= 0:
                 continue
             e = abs(p - m) / m

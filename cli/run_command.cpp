@@ -156,6 +156,8 @@ void add_run_command(CLI::App& app) {
              {"bwd meas"},
              {"comm pred"},
              {"comm meas"},
+             {"step pred"},
+             {"step meas"},
              {"total pred"},
              {"total meas"},
              {"error"}});
@@ -166,7 +168,8 @@ void add_run_command(CLI::App& app) {
       const auto& m = op_c.measured;
       t.add_row({std::to_string(op_c.op), op.type, op.name.size() > 32 ? op.name.substr(0, 29) + "..." : op.name,
                  ms(pr.forward), ms(m.forward), ms(pr.backward), ms(m.backward), ms(pr.communication),
-                 ms(m.communication), ms(pr.total()), ms(m.total()), error_percent(pr.total(), m.total())});
+                 ms(m.communication), ms(pr.optimizer), ms(m.optimizer), ms(pr.total()), ms(m.total()),
+                 error_percent(pr.total(), m.total())});
     }
     nlohmann::json json_ops = nlohmann::json::array();
     for (const auto& op_c : c.ops) {
@@ -180,18 +183,19 @@ void add_run_command(CLI::App& app) {
                            {{"forward", pr.forward},
                             {"backward", pr.backward},
                             {"communication", pr.communication},
+                            {"optimizer", pr.optimizer},
                             {"total", pr.total()}}},
                           {"measured",
                            {{"forward", m.forward},
                             {"backward", m.backward},
                             {"communication", m.communication},
-                            {"optimizer", op_c.measured_optimizer},
+                            {"optimizer", m.optimizer},
                             {"wait", op_c.measured_wait},
                             {"total", m.total()}}},
                           {"stand_in", op_c.stand_in}});
     }
     t.add_rule();
-    t.add_row({"", "", fmt::format("all {} ops", order.size()), "", "", "", "", "", "", ms(c.predicted_ops),
+    t.add_row({"", "", fmt::format("all {} ops", order.size()), "", "", "", "", "", "", "", "", ms(c.predicted_ops),
                ms(c.measured_ops), error_percent(c.predicted_ops, c.measured_ops)});
     std::cout << fmt::format("\npredicted vs measured per op, ms per iteration (measured: median over {} timed "
                              "iterations of the slowest rank; error = (predicted - measured) / measured)\n",

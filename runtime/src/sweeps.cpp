@@ -180,6 +180,19 @@ std::vector<KernelTiming> memory_sweep(Backend& backend, MPI_Comm comm, const Sw
       backend.layer_norm_forward(norm_rows, width, 1e-5F, x.data(), scale.data(), shift.data(), y.data(), nullptr,
                                  nullptr);
     });
+    // The weight update, as partita-run steps each weight shard: SGD reads the weight and its
+    // gradient and writes the weight; momentum also reads and writes a velocity, Adam m and v.
+    const std::int64_t n_sgd = at_least_one(bytes / 12), n_momentum = at_least_one(bytes / 20),
+                       n_adam = at_least_one(bytes / 28);
+    std::vector<float>& w = y;
+    time("sgd step", KernelClass::optimizer, 12.0 * static_cast<double>(n_sgd),
+         [&] { backend.sgd_update(n_sgd, 1e-6F, x.data(), w.data()); });
+    time("momentum step", KernelClass::optimizer, 20.0 * static_cast<double>(n_momentum),
+         [&] { backend.momentum_update(n_momentum, 1e-6F, 0.9F, x.data(), z.data(), w.data()); });
+    std::vector<float> m(static_cast<std::size_t>(n_adam), 0.F), v(static_cast<std::size_t>(n_adam), 0.F);
+    int step = 0;
+    time("adam step", KernelClass::optimizer, 28.0 * static_cast<double>(n_adam),
+         [&] { backend.adam_update(n_adam, AdamParameters{}, ++step, x.data(), m.data(), v.data(), w.data()); });
     if (bytes > 3e7) {
       continue; // the executor's element-by-element remap (Gather, Transpose, Split) is slow: no larger sizes
     }

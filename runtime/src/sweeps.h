@@ -65,7 +65,8 @@ std::vector<KernelTiming> conv_sweep(Backend& backend, MPI_Comm comm, const Swee
 // Memory-bound kernels from about 10^lo to 10^hi bytes read + written, per kernel family
 // (graph::KernelClass), each through what partita-run runs for an op of that family: eltwise
 // (ReLU, add), transcendental (Erf), reduction (a bias gradient: a sum over rows),
-// normalization (Softmax, LayerNormalization), gather (Gather of rows) and copy (Transpose, Split),
+// normalization (Softmax, LayerNormalization), optimizer (SGD, momentum and Adam steps), gather
+// (Gather of rows) and copy (Transpose, Split),
 // the last two through the executor's op kernels on a one-op graph.
 std::vector<KernelTiming> memory_sweep(Backend& backend, MPI_Comm comm, const SweepBudget& budget, double lo, double hi,
                                        int per_decade);

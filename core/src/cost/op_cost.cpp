@@ -257,7 +257,8 @@ double OpCost::memory_total() const {
 }
 
 bool is_compute_term(std::string_view name) {
-  return name == term::forward_compute || name == term::backward_compute || name == term::recompute;
+  return name == term::forward_compute || name == term::backward_compute || name == term::recompute ||
+         name == term::optimizer_step;
 }
 
 double OpCost::compute_time() const {
@@ -405,7 +406,7 @@ OpCost op_cost(const graph::Graph& g, graph::OpId id, const graph::OpSemantics& 
   }
 
   // Backward and memory, per input: the one rule of DESIGN 3.2.1.
-  double params = 0, grads = 0, optimizer = 0;
+  double params = 0, grads = 0, optimizer = 0, stepped = 0; // stepped: weight values this device updates
   for (std::size_t i = 0; i < op.inputs.size(); ++i) {
     if (op.inputs[i] == graph::no_tensor) {
       continue;
@@ -444,6 +445,7 @@ OpCost op_cost(const graph::Graph& g, graph::OpId id, const graph::OpSemantics& 
     params += shard;
     grads += setup.zero_stage >= 2 ? bytes / replicas : bytes;
     optimizer += (setup.zero_stage >= 1 ? bytes / replicas : bytes) / setup.value_bytes() * setup.optimizer_bytes();
+    stepped += (setup.zero_stage >= 1 ? bytes / replicas : bytes) / setup.value_bytes();
     if (!replicated) {
       continue;
     }
@@ -470,6 +472,15 @@ OpCost op_cost(const graph::Graph& g, graph::OpId id, const graph::OpSemantics& 
              fmt::format("ZeRO-3 gathers '{}' before the forward and the backward pass: 2 x {}", t.name, ag.formula)});
       }
     }
+  }
+  if (stepped > 0) {
+    const double step_bytes = stepped * setup.optimizer_step_bytes();
+    cost.time.push_back({std::string(term::optimizer_step),
+                         kernel_time(0, step_bytes, dev, precision, graph::KernelClass::optimizer),
+                         fmt::format("{} step of {:.4g} M weight values{}: {:.4g} MB (weights, gradients, state) / "
+                                     "optimizer memory bandwidth + launch",
+                                     optimizer_name(setup.optimizer), stepped / 1e6,
+                                     setup.zero_stage >= 1 ? ", this device's ZeRO slice" : "", step_bytes / 1e6)});
   }
   if (params > 0) {
     cost.memory.push_back({std::string(term::parameters), params,

@@ -25,4 +25,9 @@ double TrainingSetup::optimizer_bytes() const {
   return state + (mixed() ? 4.0 : 0.0);
 }
 
+double TrainingSetup::optimizer_step_bytes() const {
+  const double state = optimizer == Optimizer::adam ? 8.0 : optimizer == Optimizer::momentum ? 4.0 : 0.0;
+  return 3 * 4.0 + 2 * state;
+}
+
 } // namespace partita::cost

@@ -33,13 +33,15 @@ std::string_view kernel_class_name(KernelClass c) {
   case KernelClass::normalization: return "normalization";
   case KernelClass::gather: return "gather";
   case KernelClass::copy: return "copy";
+  case KernelClass::optimizer: return "optimizer";
   }
   return "eltwise";
 }
 
 std::vector<KernelClass> all_kernel_classes() {
   return {KernelClass::eltwise,       KernelClass::transcendental, KernelClass::reduction,
-          KernelClass::normalization, KernelClass::gather,         KernelClass::copy};
+          KernelClass::normalization, KernelClass::gather,         KernelClass::copy,
+          KernelClass::optimizer};
 }
 
 std::optional<KernelClass> parse_kernel_class(std::string_view name) {

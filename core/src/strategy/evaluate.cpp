@@ -233,11 +233,13 @@ Prediction evaluate(const graph::Graph& g, const cluster::Cluster& cluster, cons
   const int stages = st.pipeline ? st.pipeline->stages : 1;
   const int micro = st.pipeline ? st.pipeline->micro_batches : 1;
   std::vector<double> stage_time(static_cast<std::size_t>(stages), 0.0); // without gradient sync
+  // Once per iteration, after the last micro-batch, every stage at once: gradient sync and step.
   std::vector<double> stage_sync(static_cast<std::size_t>(stages), 0.0);
+  std::vector<double> stage_step(static_cast<std::size_t>(stages), 0.0);
   std::vector<double> stage_compute(static_cast<std::size_t>(stages), 0.0);
   std::set<std::vector<std::int64_t>> moved;
   std::set<int> used;
-  double compute = 0, communication = 0, redistribution = 0, sync = 0;
+  double compute = 0, communication = 0, redistribution = 0, sync = 0, step = 0;
 
   for (graph::OpId id : order) {
     const auto& op = g.op(id);
@@ -261,8 +263,11 @@ Prediction evaluate(const graph::Graph& g, const cluster::Cluster& cluster, cons
     }
     const double total = c.time_total();
     const double sync_time = c.get(cost::term::gradient_sync);
+    const double step_time = c.get(cost::term::optimizer_step);
     for (const auto& term : c.time) {
-      if (cost::is_compute_term(term.name)) {
+      if (term.name == cost::term::optimizer_step) {
+        step += term.value;
+      } else if (cost::is_compute_term(term.name)) {
         compute += term.value;
       } else if (term.name == cost::term::redistribution) {
         redistribution += term.value;
@@ -273,9 +278,10 @@ Prediction evaluate(const graph::Graph& g, const cluster::Cluster& cluster, cons
       }
     }
     const int stage = st.pipeline ? st.pipeline->stage_of_op[static_cast<std::size_t>(id)] : 0;
-    stage_time[static_cast<std::size_t>(stage)] += total - sync_time;
-    stage_compute[static_cast<std::size_t>(stage)] += c.compute_time();
-    stage_sync[static_cast<std::size_t>(stage)] += sync_time;
+    stage_time[static_cast<std::size_t>(stage)] += total - sync_time - step_time;
+    stage_compute[static_cast<std::size_t>(stage)] += c.compute_time() - step_time;
+    stage_sync[static_cast<std::size_t>(stage)] += sync_time + step_time;
+    stage_step[static_cast<std::size_t>(stage)] += step_time;
     // Memory: activations of the micro-batches a stage holds at once (1F1B: stages - stage).
     double in_flight = 1.0;
     if (st.pipeline && st.pipeline->schedule == Schedule::one_f_one_b) {
@@ -296,7 +302,8 @@ Prediction evaluate(const graph::Graph& g, const cluster::Cluster& cluster, cons
   p.iteration = {{"compute", compute, "forward, backward and recomputation kernels, summed over ops"},
                  {"communication", communication, "partial-sum and input-gradient reductions inside ops"},
                  {"redistribution", redistribution, "moving tensors between producer and consumer layouts"},
-                 {"gradient sync", sync, "weight-gradient all-reduce over replicas"}};
+                 {"gradient sync", sync, "weight-gradient all-reduce over replicas"},
+                 {"optimizer step", step, "the update of every weight shard (each stage of a pipeline at once)"}};
   if (st.pipeline) {
     const double slowest = *std::max_element(stage_time.begin(), stage_time.end()) / micro;
     const double bubble = (stages - 1) * slowest;
@@ -307,10 +314,11 @@ Prediction evaluate(const graph::Graph& g, const cluster::Cluster& cluster, cons
                                        slowest * 1e3, schedule_name(st.pipeline->schedule))});
     p.iteration_time = steady + bubble + sync_max;
     const auto slowest_stage = std::max_element(stage_time.begin(), stage_time.end()) - stage_time.begin();
-    p.compute_time = stage_compute[static_cast<std::size_t>(slowest_stage)] * (micro + stages - 1) / micro;
+    p.compute_time = stage_compute[static_cast<std::size_t>(slowest_stage)] * (micro + stages - 1) / micro +
+                     *std::max_element(stage_step.begin(), stage_step.end());
   } else {
-    p.iteration_time = compute + communication + redistribution + sync;
-    p.compute_time = compute;
+    p.iteration_time = compute + communication + redistribution + sync + step;
+    p.compute_time = compute + step;
   }
   p.communication_time = p.iteration_time - p.compute_time;
   p.samples_per_second = p.iteration_time > 0 ? p.batch / p.iteration_time : 0;

@@ -31,9 +31,22 @@ TEST(Evaluate, DataParallelOnOneDeviceIsExactlyTheSingleDeviceCompute) {
   const auto& g = model.graph;
   const auto c = test::simple_cluster(4);
   const auto p = strategy::evaluate(g, c, run_family("dp", g, c, 1), {});
-  double expected = 0;
+  double expected = 0, steps = 0;
   for (std::size_t i = 0; i < g.ops().size(); ++i) {
     const auto s = graph::describe(g, static_cast<graph::OpId>(i));
+    // Adam (the default) steps each weight: 28 bytes a value (weight, gradient, m and v).
+    double weights = 0;
+    for (const auto t : g.op(static_cast<graph::OpId>(i)).inputs) {
+      if (t != graph::no_tensor && g.tensor(t).role == graph::TensorRole::parameter) {
+        weights += static_cast<double>(g.tensor(t).elements());
+      }
+    }
+    if (weights > 0) {
+      const double step = cost::kernel_time(0, 28 * weights, c.device, cluster::Precision::fp32,
+                                            graph::KernelClass::optimizer);
+      expected += step;
+      steps += step;
+    }
     expected +=
         cost::kernel_time(s.fwd_flops, s.fwd_bytes_read + s.fwd_bytes_written, c.device, cluster::Precision::fp32);
     if (s.bwd_data_flops + s.bwd_weight_flops > 0 || s.bwd_bytes > 0) {
@@ -43,10 +56,13 @@ TEST(Evaluate, DataParallelOnOneDeviceIsExactlyTheSingleDeviceCompute) {
   }
   EXPECT_NEAR(p.iteration_time, expected, 1e-12 * expected);
   for (const auto& term : p.iteration) {
-    if (term.name != "compute") {
+    if (term.name == "optimizer step") {
+      EXPECT_NEAR(term.value, steps, 1e-12 * steps);
+    } else if (term.name != "compute") {
       EXPECT_EQ(term.value, 0) << term.name;
     }
   }
+  EXPECT_GT(steps, 0);
   EXPECT_EQ(p.devices_used, 1);
   EXPECT_DOUBLE_EQ(p.samples_per_second, 8 / p.iteration_time);
 }

@@ -23,6 +23,7 @@ inline constexpr std::string_view forward_reduce = "forward partial-sum reduce";
 inline constexpr std::string_view backward_reduce = "input-gradient reduce";
 inline constexpr std::string_view gradient_sync = "weight-gradient sync";
 inline constexpr std::string_view parameter_gather = "parameter all-gather (ZeRO-3)";
+inline constexpr std::string_view optimizer_step = "optimizer step";
 inline constexpr std::string_view halo_exchange = "halo exchange";
 inline constexpr std::string_view statistics_sync = "statistics all-reduce (sync-BN)";
 inline constexpr std::string_view redistribution = "redistribution";

@@ -31,6 +31,9 @@ struct TrainingSetup {
   double value_bytes() const { return mixed() ? 2.0 : 4.0; }
   // Optimizer bytes per parameter: state (momentum 4, Adam 8) plus fp32 master weights when mixed.
   double optimizer_bytes() const;
+  // Bytes one optimizer step moves per parameter: it reads the weight and its gradient and writes
+  // the weight (SGD), and reads and writes its state (momentum 4, Adam 8) in fp32.
+  double optimizer_step_bytes() const;
 };
 
 } // namespace partita::cost

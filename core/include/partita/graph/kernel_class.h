@@ -20,6 +20,7 @@ enum class KernelClass : std::uint8_t {
   normalization,  // statistics over a row, then a pass: Softmax, LayerNormalization, BatchNorm
   gather,         // rows picked by an index: Gather, embeddings, ScatterND
   copy,           // bytes moved into a new layout: Transpose, Concat, Split, Slice, Pad, ...
+  optimizer,      // the weight update: SGD, momentum, Adam through weights, gradients and state
 };
 
 std::string_view kernel_class_name(KernelClass c);

@@ -15,7 +15,8 @@ namespace partita::strategy {
 
 struct OpTimes {
   double forward = 0, backward = 0, communication = 0; // seconds per iteration
-  double total() const { return forward + backward + communication; }
+  double optimizer = 0;                                // the step of the op's weights
+  double total() const { return forward + backward + communication + optimizer; }
 };
 
 struct OpComparison {
@@ -23,7 +24,6 @@ struct OpComparison {
   OpTimes predicted;        // backward includes recomputation; communication every communication term
   OpTimes measured;         // communication: collectives, redistributions, gradient sync, pipeline sends
   double measured_wait = 0; // waiting for a pipeline neighbour (the bubble) or a collective's last rank, not in measured
-  double measured_optimizer = 0;
   bool stand_in = false; // the run had no kernel for this op
   // (predicted - measured) / measured of the totals; 0 when nothing was measured.
   double error() const;
