@@ -90,6 +90,14 @@ Exchange plan_exchange(const Placement& from, const Placement& to, int me, int r
   return ex;
 }
 
+namespace {
+
+bool same_block(const sharding::Block& a, const sharding::Block& b) {
+  return a.begin == b.begin && a.end == b.end;
+}
+
+} // namespace
+
 void run_exchange(const Exchange& ex, const Shard* source, Shard* target, bool accumulate, MPI_Comm comm) {
   if (!ex.local.empty() || !ex.sends.empty()) {
     if (source == nullptr) {
@@ -101,6 +109,21 @@ void run_exchange(const Exchange& ex, const Shard* source, Shard* target, bool a
   }
   std::vector<float> scratch;
   for (const auto& region : ex.local) {
+    if (same_block(region, source->block) && same_block(region, target->block)) {
+      // The whole shard, same block on both sides (a consumer in its producer's layout): one pass,
+      // no staging buffer.
+      const float* from = source->data.data();
+      float* to = target->data.data();
+      const std::size_t n = target->data.size();
+      if (accumulate) {
+        for (std::size_t i = 0; i < n; ++i) {
+          to[i] += from[i];
+        }
+      } else {
+        std::copy_n(from, n, to);
+      }
+      continue;
+    }
     scratch.resize(static_cast<std::size_t>(region.elements()));
     pack(*source, region, scratch.data());
     unpack(*target, region, scratch.data(), accumulate);
