@@ -87,6 +87,9 @@ def main():
     ap.add_argument("--np", type=int, default=2)
     ap.add_argument("--iterations", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--repeats", type=int, default=2,
+                    help="runs of the whole suite, one after the other; per case the run with the lowest median "
+                         "counts, and the spread between runs is printed (this machine's noise)")
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--families", default=",".join(FAMILIES))
     ap.add_argument("--out-dir", default="runtime_bench")
@@ -112,11 +115,12 @@ def main():
     print(f"cluster: {cluster}; {args.np} ranks, {env_note}, {args.iterations} timed iterations after "
           f"{args.warmup} warm-up", flush=True)
 
-    results = []
-    for model in args.models.split(","):
+    runs = defaultdict(list)  # case -> results of each repeat
+    for repeat in range(args.repeats):
+      for model in args.models.split(","):
         for family in args.families.split(","):
             name = f"{model}/{family}"
-            work = os.path.join(args.out_dir, f"{model}_{family}")
+            work = os.path.join(args.out_dir, f"{model}_{family}" + (f"_r{repeat}" if repeat else ""))
             out_json = os.path.join(work, "result.json")
             os.makedirs(work, exist_ok=True)
             if os.path.exists(out_json):
@@ -134,21 +138,32 @@ def main():
                 r = json.load(f)
             r["case"], r["model_key"], r["family"] = name, model, family
             r["overhead"] = trace_overhead(os.path.join(work, "trace.json"))
-            results.append(r)
+            runs[name].append(r)
             it = r["iteration"]
-            print(f"  {name}: predicted {it['predicted'] * 1e3:.2f} ms, measured {it['measured'] * 1e3:.2f} ms",
-                  flush=True)
+            print(f"  {name} (run {repeat + 1}): predicted {it['predicted'] * 1e3:.2f} ms, measured "
+                  f"{it['measured'] * 1e3:.2f} ms", flush=True)
 
+    results = []
+    for name, rs in runs.items():
+        best = min(rs, key=lambda r: r["iteration"]["measured"])
+        ms = [r["iteration"]["measured"] for r in rs]
+        best["spread"] = (max(ms) - min(ms)) / min(ms)
+        results.append(best)
     if not results:
         sys.exit("no case ran")
-    print(f"\n{'case':<18} {'predicted ms':>13} {'measured ms':>12} {'error':>8} {'overhead':>9}")
+    print(f"\nper case the run (of {args.repeats}) with the lowest median iteration time; spread: how much slower "
+          f"the other run(s) measured")
+    print(f"{'case':<18} {'predicted ms':>13} {'measured ms':>12} {'error':>8} {'overhead':>9} {'spread':>8}")
     errors = []
     for r in results:
         p, m = r["iteration"]["predicted"], r["iteration"]["measured"]
         errors.append(abs(p - m) / m)
         print(f"{r['case']:<18} {p * 1e3:>13.2f} {m * 1e3:>12.2f} {100 * (p - m) / m:>+7.1f}% "
-              f"{100 * r['overhead']:>8.2f}%")
-    print(f"\niteration-time MAPE: {100 * sum(errors) / len(errors):.1f}% over {len(errors)} cases "
+              f"{100 * r['overhead']:>8.2f}% {100 * r['spread']:>7.1f}%")
+    spreads = [r["spread"] for r in results]
+    print(f"\nrun-to-run spread of the measured iteration time: median {100 * sorted(spreads)[len(spreads) // 2]:.1f}%, "
+          f"largest {100 * max(spreads):.1f}%")
+    print(f"iteration-time MAPE: {100 * sum(errors) / len(errors):.1f}% over {len(errors)} cases "
           f"(largest {100 * max(errors):.1f}%)")
 
     # Per op: every op with a measured time; and those that matter (>= 1% of their iteration).
