@@ -140,8 +140,8 @@ Summary summarize(const graph::Graph& g, const std::vector<Record>& all, int ite
   // well. Its time is the fastest rank's; the slowest's surplus is waiting, kept apart.
   std::map<std::tuple<graph::OpId, int, int>, std::pair<double, double>> extremes; // slowest, fastest
   for (const auto& [key, seconds] : per_rank) {
-    auto [it, fresh] = extremes.try_emplace(std::make_tuple(std::get<0>(key), std::get<1>(key), std::get<2>(key)),
-                                            seconds, seconds);
+    auto [it, fresh] =
+        extremes.try_emplace(std::make_tuple(std::get<0>(key), std::get<1>(key), std::get<2>(key)), seconds, seconds);
     if (!fresh) {
       it->second.first = std::max(it->second.first, seconds);
       it->second.second = std::min(it->second.second, seconds);

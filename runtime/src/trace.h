@@ -79,13 +79,13 @@ std::vector<Record> gather_records(const std::vector<Record>& mine, MPI_Comm com
 std::string chrome_trace_json(const graph::Graph& g, const std::vector<Record>& all);
 
 // What the timed iterations measured: per op and phase the median over iterations of the slowest
-// rank's time (of the fastest rank for a collective, the rest being the wait for the last rank) (one iteration the OS took the core away from moves a mean, not a median), and the
-// iteration time (slowest rank) median/mean/min/max.
+// rank's time (of the fastest rank for a collective, the rest being the wait for the last rank) (one iteration the OS
+// took the core away from moves a mean, not a median), and the iteration time (slowest rank) median/mean/min/max.
 struct Summary {
   struct OpTimes {
     std::array<double, phase_count> seconds{}; // by Phase
     double bytes = 0;                          // received per iteration by the rank receiving most
-    double collective_wait = 0; // in reduces and gradient syncs, waiting for the group's last rank
+    double collective_wait = 0;                // in reduces and gradient syncs, waiting for the group's last rank
     bool stand_in = false;
   };
   std::vector<OpTimes> ops; // by op id

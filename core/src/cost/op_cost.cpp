@@ -464,9 +464,9 @@ OpCost op_cost(const graph::Graph& g, graph::OpId id, const graph::OpSemantics& 
                                          setup.zero_stage, replicas, t.name, rs.formula, ag.formula)});
       } else {
         // The updated shard stays sharded: the next forward pass gathers it (below).
-        cost.time.push_back({std::string(term::gradient_sync), rs.seconds,
-                             fmt::format("ZeRO-3: gradient reduce-scatter over {} copies of '{}': {}", replicas,
-                                         t.name, rs.formula)});
+        cost.time.push_back(
+            {std::string(term::gradient_sync), rs.seconds,
+             fmt::format("ZeRO-3: gradient reduce-scatter over {} copies of '{}': {}", replicas, t.name, rs.formula)});
         cost.time.push_back(
             {std::string(term::parameter_gather), 2 * ag.seconds,
              fmt::format("ZeRO-3 gathers '{}' before the forward and the backward pass: 2 x {}", t.name, ag.formula)});

@@ -39,9 +39,8 @@ std::string_view kernel_class_name(KernelClass c) {
 }
 
 std::vector<KernelClass> all_kernel_classes() {
-  return {KernelClass::eltwise,       KernelClass::transcendental, KernelClass::reduction,
-          KernelClass::normalization, KernelClass::gather,         KernelClass::copy,
-          KernelClass::optimizer};
+  return {KernelClass::eltwise, KernelClass::transcendental, KernelClass::reduction, KernelClass::normalization,
+          KernelClass::gather,  KernelClass::copy,           KernelClass::optimizer};
 }
 
 std::optional<KernelClass> parse_kernel_class(std::string_view name) {

@@ -42,8 +42,8 @@ TEST(Evaluate, DataParallelOnOneDeviceIsExactlyTheSingleDeviceCompute) {
       }
     }
     if (weights > 0) {
-      const double step = cost::kernel_time(0, 28 * weights, c.device, cluster::Precision::fp32,
-                                            graph::KernelClass::optimizer);
+      const double step =
+          cost::kernel_time(0, 28 * weights, c.device, cluster::Precision::fp32, graph::KernelClass::optimizer);
       expected += step;
       steps += step;
     }

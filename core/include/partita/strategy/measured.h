@@ -21,9 +21,10 @@ struct OpTimes {
 
 struct OpComparison {
   graph::OpId op = -1;
-  OpTimes predicted;        // backward includes recomputation; communication every communication term
-  OpTimes measured;         // communication: collectives, redistributions, gradient sync, pipeline sends
-  double measured_wait = 0; // waiting for a pipeline neighbour (the bubble) or a collective's last rank, not in measured
+  OpTimes predicted; // backward includes recomputation; communication every communication term
+  OpTimes measured;  // communication: collectives, redistributions, gradient sync, pipeline sends
+  // Waiting for a pipeline neighbour (the bubble) or for a collective's last rank; not in measured.
+  double measured_wait = 0;
   bool stand_in = false; // the run had no kernel for this op
   // (predicted - measured) / measured of the totals; 0 when nothing was measured.
   double error() const;
