@@ -127,31 +127,77 @@ std::string coord_string(const Coord& c) {
 enum class Source : std::uint8_t { element, elsewhere };
 
 // Visits every element of `out` (its block, row-major) with the offset of its source element in
-// `in`'s block. An element that the source mapping puts outside `in`'s block means the layouts
-// do not allow the op locally: refused with the op, the element and the blocks.
+// `in`'s block, a run at a time: visit(o, i, n, stride) stands for output elements o..o+n-1 read
+// from input offsets i, i + stride, ... An element that the source mapping puts outside `in`'s
+// block means the layouts do not allow the op locally: refused with the op, the element and the
+// blocks. A row of the output (its last dim) whose first and last elements come from input
+// elements that differ in one coordinate by the row's length reads that input line in order (a
+// transpose, a split, a reshape row that does not wrap, a gather's inner dims): one run. Other
+// rows are visited element by element.
 template <class Map, class Visit>
 void remap(const graph::Op& op, const Shard& in, const Shard& out, Map&& source, Visit&& visit) {
   const auto& ob = out.block;
+  const auto& ib = in.block;
   const std::size_t rank = ob.begin.size();
-  Coord o(ob.begin.begin(), ob.begin.end());
-  Coord x;
-  const std::int64_t n = out.elements();
-  for (std::int64_t i = 0; i < n; ++i) {
-    if (source(o, x) == Source::element) {
-      std::int64_t off = 0;
-      for (std::size_t d = 0; d < x.size(); ++d) {
-        if (x[d] < in.block.begin[d] || x[d] >= in.block.end[d]) {
-          throw Error(fmt::format("op '{}' ({}): output element {} needs input element {}, which this rank's input "
-                                  "block {}..{} does not hold: this layout cannot run the op locally (no data is "
-                                  "moved inside an op); plan it with another split",
-                                  op.name, op.type, coord_string(o), coord_string(x), coord_string(in.block.begin),
-                                  coord_string(in.block.end)));
-        }
-        off = off * (in.block.end[d] - in.block.begin[d]) + (x[d] - in.block.begin[d]);
+  const auto in_offset = [&](const Coord& o, const Coord& x) {
+    std::int64_t off = 0;
+    for (std::size_t d = 0; d < x.size(); ++d) {
+      if (x[d] < ib.begin[d] || x[d] >= ib.end[d]) {
+        throw Error(fmt::format("op '{}' ({}): output element {} needs input element {}, which this rank's input "
+                                "block {}..{} does not hold: this layout cannot run the op locally (no data is "
+                                "moved inside an op); plan it with another split",
+                                op.name, op.type, coord_string(o), coord_string(x), coord_string(ib.begin),
+                                coord_string(ib.end)));
       }
-      visit(i, off);
+      off = off * (ib.end[d] - ib.begin[d]) + (x[d] - ib.begin[d]);
     }
-    for (std::size_t d = rank; d-- > 0;) {
+    return off;
+  };
+  const std::int64_t n = out.elements();
+  if (n == 0) {
+    return;
+  }
+  const std::size_t last = rank > 0 ? rank - 1 : 0;
+  const std::int64_t row = rank > 0 ? ob.end[last] - ob.begin[last] : 1;
+  const bool runs = rank > 0 && row > 1 && source.rows_in_order(rank);
+  Coord o(ob.begin.begin(), ob.begin.end());
+  Coord x, x_end, o_end;
+  for (std::int64_t base = 0; base < n; base += row) {
+    bool done = false;
+    if (runs) {
+      const Source first = source(o, x);
+      o_end = o;
+      o_end[last] = ob.end[last] - 1;
+      const Source end = source(o_end, x_end);
+      int moving = -1;
+      bool line = first == end && x.size() == x_end.size();
+      for (std::size_t d = 0; line && d < x.size(); ++d) {
+        if (x[d] != x_end[d]) {
+          line = moving < 0 && x_end[d] - x[d] == row - 1;
+          moving = static_cast<int>(d);
+        }
+      }
+      if (line && moving >= 0) {
+        if (first == Source::element) {
+          std::int64_t stride = 1;
+          for (std::size_t d = static_cast<std::size_t>(moving) + 1; d < x.size(); ++d) {
+            stride *= ib.end[d] - ib.begin[d];
+          }
+          const std::int64_t from = in_offset(o, x);
+          in_offset(o_end, x_end); // the run's far end is held too
+          visit(base, from, row, stride);
+        }
+        done = true;
+      }
+    }
+    for (std::int64_t j = 0; !done && j < row; ++j) {
+      o[last] = ob.begin[last] + j;
+      if (source(o, x) == Source::element) {
+        visit(base + j, in_offset(o, x), std::int64_t{1}, std::int64_t{1});
+      }
+    }
+    o[last] = ob.begin[last];
+    for (std::size_t d = last; d-- > 0;) {
       if (++o[d] < ob.end[d]) {
         break;
       }
@@ -232,6 +278,16 @@ struct RemapSource {
     }
     const auto& held = buf.inputs[0]->block;
     return embedding && (row < held.begin[axis] || row >= held.end[axis]) ? Source::elsewhere : Source::element;
+  }
+
+  // Whether the last output dim walks one input dim in order (so remap may take a row as one run,
+  // after checking its ends): not for a gather whose last output dims are indices.
+  bool rows_in_order(std::size_t out_rank) const {
+    if (op.type != "Gather") {
+      return true;
+    }
+    const std::size_t r = buf.inputs[1]->block.begin.size();
+    return out_rank - 1 >= axis + r;
   }
 
   std::vector<std::int64_t> perm;
@@ -508,8 +564,16 @@ void run_forward(Backend& backend, const graph::Graph& g, graph::OpId id, const 
       Shard& y = *buf.outputs[k];
       const Shard& x = *buf.inputs[0];
       std::fill(y.data.begin(), y.data.end(), 0.F); // embedding rows held elsewhere stay 0 (partial sums)
-      remap(op, x, y, remap_source(g, op, buf, k), [&](std::int64_t o, std::int64_t i) {
-        y.data[static_cast<std::size_t>(o)] = x.data[static_cast<std::size_t>(i)];
+      float* to = y.data.data();
+      const float* from = x.data.data();
+      remap(op, x, y, remap_source(g, op, buf, k), [&](std::int64_t o, std::int64_t i, std::int64_t n, std::int64_t s) {
+        if (s == 1) {
+          std::copy_n(from + i, n, to + o);
+          return;
+        }
+        for (std::int64_t j = 0; j < n; ++j) {
+          to[o + j] = from[i + j * s];
+        }
       });
     }
   } else if (op.type == "Concat") {
@@ -679,9 +743,14 @@ void run_backward(Backend& backend, const graph::Graph& g, graph::OpId id, const
           continue;
         }
         const Shard& dy = *d_out[k];
-        remap(op, *buf.inputs[0], dy, remap_source(g, op, buf, k), [&](std::int64_t o, std::int64_t i) {
-          dx.data[static_cast<std::size_t>(i)] += dy.data[static_cast<std::size_t>(o)];
-        });
+        float* to = dx.data.data();
+        const float* from = dy.data.data();
+        remap(op, *buf.inputs[0], dy, remap_source(g, op, buf, k),
+              [&](std::int64_t o, std::int64_t i, std::int64_t n, std::int64_t s) {
+                for (std::int64_t j = 0; j < n; ++j) {
+                  to[i + j * s] += from[o + j];
+                }
+              });
       }
     }
   } else if (op.type == "Concat") {
