@@ -1,6 +1,7 @@
 #include "backends.h"
 
 #include "collectives.h"
+#include "tensor_memory.h"
 
 #include "partita/graph/error.h"
 
@@ -52,6 +53,7 @@ std::unique_ptr<Backend> make_backend(std::string_view name, int threads, MPI_Co
   if (const auto why = backend_unavailable(name)) {
     throw Error(fmt::format("backend '{}': {}", name, *why));
   }
+  keep_freed_memory();
 #ifdef PARTITA_HAVE_CUDA
   if (name == "cuda") {
     return make_cuda_backend(local_rank(world));

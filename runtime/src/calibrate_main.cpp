@@ -7,6 +7,7 @@
 #include "backend.h"
 #include "collectives.h"
 #include "sweeps.h"
+#include "tensor_memory.h"
 
 #include "partita/graph/error.h"
 #include "partita/io/json_file.h"
@@ -104,6 +105,7 @@ void say(int rank, const std::string& text) {
 
 int run(const Options& opt, int rank, int size) {
   const Placement where = place(rank, size);
+  keep_freed_memory(); // as partita-run does
   auto backend = make_cpu_backend(opt.threads);
   const SweepBudget budget = opt.quick ? SweepBudget{0.002, 3, 500} : SweepBudget{0.01, 5, 2000};
   say(rank, fmt::format("partita-calibrate: {} ranks on {} node(s), backend {}, {} thread(s) per rank{}\n", size,

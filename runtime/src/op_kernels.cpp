@@ -641,7 +641,10 @@ void run_backward(Backend& backend, const graph::Graph& g, graph::OpId id, const
     const Dims ad = aligned(buf.inputs[0]->extents(), c.size());
     const Dims bd = aligned(buf.inputs[1]->extents(), c.size());
     const float* dy = d_out[0]->data.data();
-    Floats full(static_cast<std::size_t>(product(c)));
+    Floats full; // dY (op) the other input, for Mul and Div
+    if (*b == Binary::mul || *b == Binary::div) {
+      full.resize(static_cast<std::size_t>(product(c)));
+    }
     if (wants(0)) { // dA = reduce(dY (op) ...)
       switch (*b) {
       case Binary::add:

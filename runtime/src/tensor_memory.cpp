@@ -2,7 +2,11 @@
 
 #include "partita/graph/error.h"
 
+#include <malloc.h>
+
 #include <atomic>
+#include <climits>
+#include <cstddef>
 
 namespace partita::runtime {
 namespace {
@@ -20,6 +24,13 @@ std::pmr::memory_resource* set_tensor_memory(std::pmr::memory_resource* resource
     throw Error("set_tensor_memory: no resource");
   }
   return g_resource.exchange(resource, std::memory_order_acq_rel);
+}
+
+void keep_freed_memory() {
+  constexpr int largest_heap_block = 32 << 20;
+  if (mallopt(M_MMAP_THRESHOLD, largest_heap_block) != 1 || mallopt(M_TRIM_THRESHOLD, INT_MAX) != 1) {
+    throw Error("keep_freed_memory: glibc refused the heap settings (mallopt M_MMAP_THRESHOLD / M_TRIM_THRESHOLD)");
+  }
 }
 
 } // namespace partita::runtime

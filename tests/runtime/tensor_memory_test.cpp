@@ -8,6 +8,7 @@
 #include "tensor_memory.h"
 
 #include <gtest/gtest.h>
+#include <malloc.h>
 
 #include <memory_resource>
 #include <numeric>
@@ -55,6 +56,19 @@ TEST(TensorMemory, DefaultsToTheHeap) {
   const Shard s = make_shard(block({0, 0}, {3, 4}));
   EXPECT_EQ(s.data.get_allocator().resource(), std::pmr::new_delete_resource());
   EXPECT_EQ(s.elements(), 12);
+}
+
+TEST(TensorMemory, FreedBlocksOfSomeMegabytesStayOnTheHeap) {
+  keep_freed_memory();
+  const auto mapped_before = mallinfo2().hblkhd;
+  {
+    Floats big(std::size_t{4} << 20); // 16 MiB: mapped on its own under glibc's defaults
+    big[0] = 1.F;
+    EXPECT_EQ(mallinfo2().hblkhd, mapped_before);
+  }
+  const auto heap = mallinfo2().arena;
+  Floats again(std::size_t{4} << 20);
+  EXPECT_EQ(mallinfo2().arena, heap); // the freed block was kept and is used again
 }
 
 TEST(TensorMemory, RejectsNoResource) {

@@ -1,0 +1,96 @@
+// The CPU backend's element-wise kernels that are not oneDNN's: erf forward and backward (a
+// vectorized exp and erf, runtime/src/vector_math.h) against the C library, and the sum over
+// leading dims (a bias gradient) against a direct loop, beside a sum oneDNN still does.
+
+#include "backend.h"
+#include "vector_math.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+namespace partita::runtime {
+namespace {
+
+TEST(VectorMath, ExpIsWithinAFewUlpOverTheFloatRange) {
+  for (float x = -87.F; x <= 88.F; x += 0.00731F) {
+    const double want = std::exp(static_cast<double>(x));
+    EXPECT_NEAR(vmath::exp(x) / want, 1.0, 5e-7) << "x = " << x;
+  }
+  EXPECT_EQ(vmath::exp(0.F), 1.F);
+  EXPECT_GT(vmath::exp(-1000.F), 0.F); // clamped, not a denormal or garbage
+  EXPECT_TRUE(std::isfinite(vmath::exp(1000.F)));
+}
+
+TEST(VectorMath, ErfIsWithinThreeTenMillionthsAndOneMillionthRelativeAndOdd) {
+  for (float x = -6.F; x <= 6.F; x += 0.000917F) {
+    const double want = std::erf(static_cast<double>(x));
+    EXPECT_NEAR(vmath::erf(x), want, std::min(3e-7, 1e-6 * std::fabs(want) + 1e-12)) << "x = " << x;
+    EXPECT_EQ(vmath::erf(-x), -vmath::erf(x));
+  }
+}
+
+TEST(CpuBackend, ErfForwardAndBackwardMatchTheLibrary) {
+  auto backend = make_cpu_backend(1);
+  const std::int64_t n = 10007; // not a multiple of a vector
+  std::vector<float> x(n), y(n), dy(n), dx(n);
+  for (std::int64_t i = 0; i < n; ++i) {
+    x[i] = -4.F + 8.F * static_cast<float>(i) / static_cast<float>(n);
+    dy[i] = 0.5F + 0.001F * static_cast<float>(i % 100);
+  }
+  backend->eltwise_forward(Eltwise::erf, n, x.data(), y.data());
+  backend->eltwise_backward(Eltwise::erf, n, x.data(), dy.data(), dx.data());
+  for (std::int64_t i = 0; i < n; ++i) {
+    const double xi = x[i];
+    ASSERT_NEAR(y[i], std::erf(xi), 3e-7) << "at " << i;
+    ASSERT_NEAR(dx[i], dy[i] * 2 / std::sqrt(M_PI) * std::exp(-xi * xi), 1e-6) << "at " << i;
+  }
+}
+
+std::vector<float> ramp(std::size_t n) {
+  std::vector<float> v(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    v[i] = static_cast<float>((i * 37) % 101) / 101.F - 0.5F;
+  }
+  return v;
+}
+
+TEST(CpuBackend, SumOverLeadingDimsIsTheBiasGradient) {
+  auto backend = make_cpu_backend(1);
+  const Dims src{3, 5, 7};
+  const auto x = ramp(3 * 5 * 7);
+  std::vector<float> bias(7, -1.F), rows(5 * 7, -1.F);
+  backend->reduce_sum(src, x.data(), Dims{1, 1, 7}, bias.data());
+  backend->reduce_sum(src, x.data(), Dims{1, 5, 7}, rows.data());
+  for (int k = 0; k < 7; ++k) {
+    double want = 0;
+    for (int i = 0; i < 15; ++i) {
+      want += x[static_cast<std::size_t>(i * 7 + k)];
+    }
+    EXPECT_NEAR(bias[static_cast<std::size_t>(k)], want, 1e-5) << "column " << k;
+  }
+  for (int j = 0; j < 35; ++j) {
+    const double want = x[static_cast<std::size_t>(j)] + x[static_cast<std::size_t>(35 + j)] +
+                        x[static_cast<std::size_t>(70 + j)];
+    EXPECT_NEAR(rows[static_cast<std::size_t>(j)], want, 1e-5) << "element " << j;
+  }
+}
+
+TEST(CpuBackend, SumOverInnerDimsStillReduces) {
+  auto backend = make_cpu_backend(1);
+  const auto x = ramp(4 * 6);
+  std::vector<float> out(4, -1.F);
+  backend->reduce_sum(Dims{4, 6}, x.data(), Dims{4, 1}, out.data());
+  for (int i = 0; i < 4; ++i) {
+    double want = 0;
+    for (int j = 0; j < 6; ++j) {
+      want += x[static_cast<std::size_t>(i * 6 + j)];
+    }
+    EXPECT_NEAR(out[static_cast<std::size_t>(i)], want, 1e-5) << "row " << i;
+  }
+}
+
+} // namespace
+} // namespace partita::runtime
