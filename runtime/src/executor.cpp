@@ -82,7 +82,8 @@ bool needs_gradient(const graph::Graph& g, graph::OpId id, std::size_t input) {
   if (slot == graph::InputSlot::index || slot == graph::InputSlot::state || t.dtype != graph::DType::f32) {
     return false;
   }
-  return t.role == graph::TensorRole::parameter || (t.role == graph::TensorRole::activation && t.producer >= 0);
+  // Data and values computed from data and constants alone (a causal mask) get none.
+  return graph::gets_gradient(t) && (t.role == graph::TensorRole::parameter || t.producer >= 0);
 }
 
 std::map<graph::TensorId, std::vector<std::pair<graph::OpId, std::size_t>>> tied_parameters(const graph::Graph& g) {
@@ -503,9 +504,10 @@ void Executor::backward() {
       try {
         const bool handed = hands_buffer_over(id, state) && state.inputs[0].gradient && state.outputs[0].gradient &&
                             d_in[0] == &*state.inputs[0].gradient;
+        const bool wanted = std::any_of(d_in.begin(), d_in.end(), [](const Shard* d) { return d != nullptr; });
         if (handed) {
           std::swap(state.inputs[0].gradient->data, state.outputs[0].gradient->data);
-        } else {
+        } else if (wanted) { // an op computed from data and constants alone has nothing to do
           run_backward(m_backend, m_graph, id, op_buffers, d_out, d_in);
           m_backend.synchronize();
         }

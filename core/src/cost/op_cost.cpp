@@ -423,7 +423,7 @@ OpCost op_cost(const graph::Graph& g, graph::OpId id, const graph::OpSemantics& 
     // A tensor read whole by several devices (a replica axis, or the copies) gets a partial
     // gradient on each: activations reduce it for their producer, weights synchronize it.
     const auto groups = device_groups(config, devices, layout.replica_axes, true);
-    if (t.role == TensorRole::activation && replicated) {
+    if (t.role == TensorRole::activation && graph::gets_gradient(t) && replicated) {
       const auto c = collective_on_groups(cluster, Collective::all_reduce, groups, bytes);
       cost.time.push_back(
           {std::string(term::backward_reduce), c.seconds,
@@ -501,7 +501,7 @@ OpCost op_cost(const graph::Graph& g, graph::OpId id, const graph::OpSemantics& 
   double gradient_buffers = s.op_class == graph::OpClass::shape ? 0 : shard_out;
   for (std::size_t i = 0; i < op.inputs.size(); ++i) {
     if (op.inputs[i] != graph::no_tensor && g.tensor(op.inputs[i]).role == TensorRole::activation &&
-        graph::is_floating(g.tensor(op.inputs[i]).dtype) && s.op_class != graph::OpClass::shape) {
+        graph::gets_gradient(g.tensor(op.inputs[i])) && s.op_class != graph::OpClass::shape) {
       gradient_buffers +=
           stored_bytes(g.tensor(op.inputs[i]), sharding::input_layout(g, s, config, i).shard_bytes(), setup);
     }

@@ -99,7 +99,7 @@ void broadcast_space(const Op& op, const Graph& g, OpSemantics& s, std::span<con
 }
 
 bool needs_grad(const Tensor& t) {
-  return is_floating(t.dtype) && (t.role == TensorRole::activation || t.role == TensorRole::parameter);
+  return gets_gradient(t);
 }
 
 namespace {

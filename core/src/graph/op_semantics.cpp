@@ -206,12 +206,10 @@ void set_kernel_classes(const Graph& g, const Op& op, OpSemantics& s, bool defau
     if (a.tensor == no_tensor || (i < s.slots.size() && s.slots[i] == InputSlot::index)) {
       continue;
     }
-    // Only an input that gets a gradient (a weight, or an activation computed from the data) has
-    // its broadcast summed in the backward pass; a broadcast constant (a scale, Constant's value)
-    // gets none.
+    // Only an input that gets a gradient (a weight, or an activation computed from one) has its
+    // broadcast summed in the backward pass; a broadcast constant (a scale, a causal mask) gets none.
     const Tensor& t = g.tensor(a.tensor);
-    const bool gets_gradient = detail::needs_grad(t) && (t.producer < 0 || g.op(t.producer).type != "Constant");
-    if (!gets_gradient) {
+    if (!detail::needs_grad(t)) {
       continue;
     }
     std::vector<bool> indexed(s.dims.size(), false);
@@ -256,6 +254,34 @@ InputSlot input_slot(const Op& op, std::size_t i) {
     return InputSlot::data;
   }
   return i < d->slots.size() ? d->slots[i] : d->slots.back();
+}
+
+bool gets_gradient(const Tensor& t) {
+  return is_floating(t.dtype) && (t.role == TensorRole::activation || t.role == TensorRole::parameter) && t.gradient;
+}
+
+void mark_gradients(Graph& g) {
+  for (TensorId t = 0; t < static_cast<TensorId>(g.tensors().size()); ++t) {
+    auto& tensor = g.tensor(t);
+    tensor.gradient = tensor.role == TensorRole::parameter || tensor.role == TensorRole::activation;
+    if (tensor.role == TensorRole::activation && tensor.producer >= 0) {
+      tensor.gradient = false; // decided below, from the producer's inputs
+    }
+  }
+  for (const OpId id : g.topological_order()) {
+    const Op& op = g.op(id);
+    bool flows = false;
+    for (std::size_t i = 0; i < op.inputs.size(); ++i) {
+      const InputSlot slot = input_slot(op, i);
+      flows = flows || (op.inputs[i] != no_tensor && slot != InputSlot::index && slot != InputSlot::state &&
+                        gets_gradient(g.tensor(op.inputs[i])));
+    }
+    for (const TensorId out : op.outputs) {
+      if (out != no_tensor) {
+        g.tensor(out).gradient = flows;
+      }
+    }
+  }
 }
 
 OpSemantics describe(const Graph& g, OpId id) {

@@ -293,6 +293,7 @@ private:
     }
     try {
       g.validate();
+      graph::mark_gradients(g);
     } catch (const Error& e) {
       fail(e.what());
     }

@@ -201,11 +201,14 @@ std::optional<cost::Term> input_redistribution(const graph::Graph& g, const std:
       r->total_bytes *= scale;
     }
   }
+  if (!graph::gets_gradient(tensor)) { // a mask computed from constants: no gradient goes back
+    backward.max_bytes_in = backward.total_bytes = 0;
+  }
   if (forward.max_bytes_in <= 0 && backward.max_bytes_in <= 0) {
     return std::nullopt;
   }
   const auto f = move_cost(cluster, forward);
-  const auto b = move_cost(cluster, backward);
+  const auto b = backward.max_bytes_in > 0 ? move_cost(cluster, backward) : cluster::CollectiveCost{};
   return cost::Term{std::string(cost::term::redistribution), f.seconds + b.seconds,
                     fmt::format("'{}' from '{}': forward {} of {:.4g} MB per device{}; backward {} of {:.4g} MB{}",
                                 g.tensor(t).name, g.op(prod).name, sharding::pattern_name(forward.pattern),

@@ -52,6 +52,7 @@ struct Ops {
     test::op(g, "Constant", {}, {"half"}, {{"value_float", 0.5}});
     test::tensor(g, "m", {64, 128, 256});
     mul_const = test::op(g, "Mul", {"x", "half"}, {"m"});
+    graph::mark_gradients(g); // as the importer does
   }
 };
 

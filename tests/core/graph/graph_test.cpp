@@ -1,5 +1,6 @@
 #include "partita/graph/error.h"
 #include "partita/graph/graph.h"
+#include "partita/graph/op_semantics.h"
 #include "test_support.h"
 
 #include <gmock/gmock.h>
@@ -23,6 +24,47 @@ TEST(Graph, TopologicalOrderFollowsDataflow) {
   const auto tanh = test::op(g, "Tanh", {"a"}, {"b"});
   EXPECT_EQ(g.topological_order(), (std::vector<graph::OpId>{relu, tanh, add}));
   EXPECT_NO_THROW(g.validate());
+}
+
+// What the backward pass differentiates: values computed from a weight, not the data, constants
+// or what is computed from them alone (GPT-2's causal mask), nor a value read only as an index.
+TEST(Graph, GradientsFlowFromParametersOnly) {
+  graph::Graph g;
+  test::tensor(g, "x", {2, 4, 8}, TensorRole::input);
+  test::tensor(g, "w", {8, 8}, TensorRole::parameter);
+  test::tensor(g, "h", {2, 4, 8});
+  test::tensor(g, "x2", {2, 4, 8});
+  test::tensor(g, "tril", {4, 8});
+  test::tensor(g, "big", {1});
+  test::tensor(g, "mask", {4, 8});
+  test::tensor(g, "y", {2, 4, 8});
+  test::tensor(g, "ids", {2, 4}, TensorRole::input, graph::DType::i64);
+  test::tensor(g, "table", {10, 8}, TensorRole::parameter);
+  test::tensor(g, "rows", {2, 4, 8});
+  test::op(g, "Relu", {"x"}, {"x2"}); // from the data alone
+  test::op(g, "MatMul", {"x2", "w"}, {"h"});
+  test::op(g, "Constant", {}, {"tril"}, {{"value_float", 1.0}});
+  test::op(g, "Constant", {}, {"big"}, {{"value_float", -1e4}});
+  test::op(g, "Mul", {"tril", "big"}, {"mask"});
+  test::op(g, "Add", {"h", "mask"}, {"y"});
+  test::op(g, "Gather", {"table", "ids"}, {"rows"}, {{"axis", std::int64_t{0}}});
+  graph::mark_gradients(g);
+  const auto gets = [&](const char* name) { return graph::gets_gradient(g.tensor(g.find_tensor(name))); };
+  EXPECT_FALSE(gets("x"));
+  EXPECT_FALSE(gets("x2"));
+  EXPECT_TRUE(gets("w"));
+  EXPECT_TRUE(gets("h"));
+  EXPECT_FALSE(gets("tril"));
+  EXPECT_FALSE(gets("mask"));
+  EXPECT_TRUE(gets("y"));
+  EXPECT_FALSE(gets("ids"));
+  EXPECT_TRUE(gets("rows")); // an embedding's rows carry its weight's gradient
+  // The Add's backward sums no broadcast for the mask, and MatMul's computes no data gradient.
+  const auto add = graph::describe(g, 5);
+  EXPECT_EQ(add.backward_reduction_bytes, 0);
+  const auto matmul = graph::describe(g, 1);
+  EXPECT_EQ(matmul.bwd_data_flops, 0);
+  EXPECT_GT(matmul.bwd_weight_flops, 0);
 }
 
 TEST(Graph, CycleIsReportedWithOpNames) {

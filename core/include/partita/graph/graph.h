@@ -25,6 +25,10 @@ struct Tensor {
   // Known integer contents (small int tensors needed for shape computation: Reshape targets,
   // Slice starts, ...). Empty when unknown or not an integer tensor.
   std::optional<std::vector<std::int64_t>> int_values;
+  // Whether the backward pass computes a gradient for it (floating activations and parameters
+  // only). mark_gradients (op_semantics.h; the importer calls it) clears it for values that
+  // depend on no parameter: data, constants and what is computed from them alone (a causal mask).
+  bool gradient = true;
 
   std::int64_t elements() const;
   std::int64_t bytes() const;

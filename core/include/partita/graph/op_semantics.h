@@ -116,6 +116,14 @@ std::vector<std::string_view> known_op_types();
 // The slot of input `i` of `op` (data for unknown ops).
 InputSlot input_slot(const Op& op, std::size_t i);
 
+// Which values carry a gradient in the backward pass: a parameter does, and an activation does
+// when some input it is computed from through a differentiable slot (not an index or a state)
+// does. Sets Tensor::gradient on every tensor. Throws partita::Error on a cycle.
+void mark_gradients(Graph& g);
+
+// Whether `t` gets a gradient: a floating activation or parameter that mark_gradients left marked.
+bool gets_gradient(const Tensor& t);
+
 // The op's semantics. Unknown types, ops the importer marked opaque and ops whose description
 // fails get an opaque description: every tensor dim unmapped, forward FLOPs = output elements,
 // backward = 2x forward, bytes = inputs + outputs, and opaque_reason set.
