@@ -70,6 +70,10 @@ void scale(Shard& s, float factor) {
   }
 }
 
+bool same_block(const sharding::Block& a, const sharding::Block& b) {
+  return a.begin == b.begin && a.end == b.end;
+}
+
 } // namespace
 
 bool needs_gradient(const graph::Graph& g, graph::OpId id, std::size_t input) {
@@ -332,6 +336,23 @@ Executor::Executor(const graph::Graph& g, const strategy::Strategy& st, MPI_Comm
     }
     m_ties.push_back(std::move(tie));
   }
+  // An input whose block on this rank is exactly its producer's output block, with nothing moving
+  // on any rank, reads that output in place (as frameworks pass a tensor to its next op): no copy
+  // forward. Its gradient still goes back through the exchange, added into the producer's.
+  for (auto& state : m_ops) {
+    for (auto& in : state.inputs) {
+      if (!in.value || in.halo || in.parameter || in.producer < 0 || in.forward_exchange.remote ||
+          in.forward_exchange.local.size() != 1) {
+        continue;
+      }
+      const auto& src = m_ops[static_cast<std::size_t>(in.producer)].outputs[in.producer_output].value;
+      const auto& region = in.forward_exchange.local.front();
+      if (src && same_block(src->block, in.value->block) && same_block(region, in.value->block)) {
+        in.alias = true;
+        in.value.reset();
+      }
+    }
+  }
 }
 
 void Executor::sum_tied_gradients() {
@@ -369,7 +390,10 @@ void Executor::sum_tied_gradients() {
 OpBuffers Executor::buffers(OpState& state) {
   OpBuffers b;
   for (const auto& in : state.inputs) {
-    b.inputs.push_back(in.halo ? &in.halo->value : in.value ? &*in.value : nullptr);
+    b.inputs.push_back(in.halo    ? &in.halo->value
+                       : in.alias ? &*m_ops[static_cast<std::size_t>(in.producer)].outputs[in.producer_output].value
+                       : in.value ? &*in.value
+                                  : nullptr);
   }
   for (auto& out : state.outputs) {
     b.outputs.push_back(out.value ? &*out.value : nullptr);
@@ -404,7 +428,7 @@ void Executor::forward() {
   for (const auto id : m_order) {
     OpState& state = m_ops[static_cast<std::size_t>(id)];
     for (auto& in : state.inputs) {
-      if (in.producer < 0) {
+      if (in.producer < 0 || in.alias) {
         continue;
       }
       const auto& src = m_ops[static_cast<std::size_t>(in.producer)].outputs[in.producer_output].value;

@@ -125,7 +125,8 @@ public:
 
 private:
   struct Input {
-    std::optional<Shard> value;    // the block this rank reads
+    std::optional<Shard> value;    // the block this rank reads (none when `alias`)
+    bool alias = false;            // reads its producer's output shard in place: the same block
     std::optional<Shard> gradient; // its (reduced) gradient, when one is needed
     bool needs_gradient = false;
     bool parameter = false;
