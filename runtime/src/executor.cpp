@@ -338,11 +338,15 @@ Executor::Executor(const graph::Graph& g, const strategy::Strategy& st, MPI_Comm
   }
   // An input whose block on this rank is exactly its producer's output block, with nothing moving
   // on any rank, reads that output in place (as frameworks pass a tensor to its next op): no copy
-  // forward. Its gradient still goes back through the exchange, added into the producer's.
-  for (auto& state : m_ops) {
-    for (auto& in : state.inputs) {
-      if (!in.value || in.halo || in.parameter || in.producer < 0 || in.forward_exchange.remote ||
-          in.forward_exchange.local.size() != 1) {
+  // forward. Its gradient still goes back through the exchange, added into the producer's. A view
+  // that hands its input buffer over to its output keeps its own input (the hand-over is free).
+  for (std::size_t id = 0; id < m_ops.size(); ++id) {
+    auto& state = m_ops[id];
+    const bool hands_over = hands_buffer_over(static_cast<graph::OpId>(id), state);
+    for (std::size_t i = 0; i < state.inputs.size(); ++i) {
+      auto& in = state.inputs[i];
+      if ((hands_over && i == 0) || !in.value || in.halo || in.parameter || in.producer < 0 ||
+          in.forward_exchange.remote || in.forward_exchange.local.size() != 1) {
         continue;
       }
       const auto& src = m_ops[static_cast<std::size_t>(in.producer)].outputs[in.producer_output].value;
