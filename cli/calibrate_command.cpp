@@ -16,6 +16,7 @@
 #include "partita/proto/partita.pb.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include <cmath>
@@ -249,7 +250,17 @@ void add_calibrate_command(CLI::App& app) {
         text += fmt::format(", from {:.4g} B messages alpha {:.3g} us, beta {:.3g} GB/s", p.from_bytes, p.latency * 1e6,
                             p.bandwidth / 1e9);
       }
-      return fmt::format("{} ({} collective timings)", text, f.samples);
+      std::vector<std::string> own;
+      for (const auto& c : f.link.collectives) {
+        std::string figures = fmt::format("{} beta {:.3g} GB/s", c.collective, c.bandwidth / 1e9);
+        for (const auto& p : c.protocols) {
+          figures += fmt::format(" (from {:.4g} B {:.3g} GB/s)", p.from_bytes, p.bandwidth / 1e9);
+        }
+        own.push_back(std::move(figures));
+      }
+      return fmt::format("{} ({} collective timings){}", text, f.samples,
+                         own.empty() ? std::string()
+                                     : fmt::format("; figures of their own (Link.collectives): {}", fmt::join(own, ", ")));
     };
     std::string links;
     if (cal.intra) {

@@ -62,6 +62,18 @@ Link Link::at(double message_bytes) const {
   return out;
 }
 
+Link Link::for_collective(std::string_view collective) const {
+  Link out{kind, bandwidth, latency, protocols};
+  for (const auto& c : collectives) {
+    if (c.collective == collective) {
+      out.bandwidth = c.bandwidth;
+      out.latency = c.latency;
+      out.protocols = c.protocols;
+    }
+  }
+  return out;
+}
+
 double Device::memory_efficiency_for(graph::KernelClass k, double bytes) const {
   const auto it = memory_efficiency_by_class.find(k);
   return it != memory_efficiency_by_class.end() ? it->second.at(bytes) : memory_efficiency.at(bytes);
@@ -116,6 +128,12 @@ Link Cluster::link_between(int a, int b) const {
       for (auto& p : lanes.protocols) {
         p.bandwidth *= pair.lanes;
       }
+      for (auto& c : lanes.collectives) {
+        c.bandwidth *= pair.lanes;
+        for (auto& p : c.protocols) {
+          p.bandwidth *= pair.lanes;
+        }
+      }
       return lanes;
     }
   }
@@ -145,6 +163,18 @@ void to_proto_link(const Link& link, proto::Link& out) {
     q.set_from_bytes(p.from_bytes);
     q.set_bandwidth(p.bandwidth);
     q.set_latency(p.latency);
+  }
+  for (const auto& c : link.collectives) {
+    auto& q = *out.add_collectives();
+    q.set_collective(c.collective);
+    q.set_bandwidth(c.bandwidth);
+    q.set_latency(c.latency);
+    for (const auto& p : c.protocols) {
+      auto& r = *q.add_protocols();
+      r.set_from_bytes(p.from_bytes);
+      r.set_bandwidth(p.bandwidth);
+      r.set_latency(p.latency);
+    }
   }
 }
 

@@ -4,11 +4,13 @@
 // loader would reject.
 
 #include "partita/cluster/cluster.h"
+#include "partita/cluster/collectives.h"
 #include "partita/graph/error.h"
 #include "partita/proto/partita.pb.h"
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 
@@ -60,22 +62,48 @@ LinkKind link_kind(proto::LinkKind k, const Checker& check, const std::string& f
   check.fail(field, "must be set to one of SHARED_MEMORY, NVLINK, NVSWITCH, PCIE, INFINIBAND, ETHERNET");
 }
 
+std::vector<LinkProtocol> protocols(const google::protobuf::RepeatedPtrField<proto::LinkProtocol>& list,
+                                    const Checker& check, const std::string& field) {
+  std::vector<LinkProtocol> out;
+  for (int i = 0; i < list.size(); ++i) {
+    const auto path = fmt::format("{}.protocols[{}]", field, i);
+    const auto& q = list.Get(i);
+    LinkProtocol proto_figures{check.positive(q.from_bytes(), path + ".from_bytes"),
+                               check.positive(q.bandwidth(), path + ".bandwidth"),
+                               check.non_negative(q.latency(), path + ".latency")};
+    if (!out.empty() && proto_figures.from_bytes <= out.back().from_bytes) {
+      check.fail(path + ".from_bytes", fmt::format("must be larger than the previous protocol's {}, got {}",
+                                                   out.back().from_bytes, proto_figures.from_bytes));
+    }
+    out.push_back(proto_figures);
+  }
+  return out;
+}
+
 Link link(const proto::Link& p, const Checker& check, const std::string& field) {
   Link out;
   out.kind = link_kind(p.kind(), check, field + ".kind");
   out.bandwidth = check.positive(p.bandwidth(), field + ".bandwidth");
   out.latency = check.non_negative(p.latency(), field + ".latency");
-  for (int i = 0; i < p.protocols_size(); ++i) {
-    const auto path = fmt::format("{}.protocols[{}]", field, i);
-    const auto& q = p.protocols(i);
-    LinkProtocol proto_figures{check.positive(q.from_bytes(), path + ".from_bytes"),
-                               check.positive(q.bandwidth(), path + ".bandwidth"),
-                               check.non_negative(q.latency(), path + ".latency")};
-    if (!out.protocols.empty() && proto_figures.from_bytes <= out.protocols.back().from_bytes) {
-      check.fail(path + ".from_bytes", fmt::format("must be larger than the previous protocol's {}, got {}",
-                                                   out.protocols.back().from_bytes, proto_figures.from_bytes));
+  out.protocols = protocols(p.protocols(), check, field);
+  for (int i = 0; i < p.collectives_size(); ++i) {
+    const auto path = fmt::format("{}.collectives[{}]", field, i);
+    const auto& c = p.collectives(i);
+    const auto known = {Collective::all_reduce, Collective::all_gather, Collective::reduce_scatter,
+                        Collective::all_to_all, Collective::broadcast,  Collective::send_recv};
+    if (std::none_of(known.begin(), known.end(), [&](Collective k) { return collective_name(k) == c.collective(); })) {
+      check.fail(path + ".collective", fmt::format("'{}' is not a collective (all-reduce, all-gather, reduce-scatter, "
+                                                   "all-to-all, broadcast, send/recv)",
+                                                   c.collective()));
     }
-    out.protocols.push_back(proto_figures);
+    for (const auto& earlier : out.collectives) {
+      if (earlier.collective == c.collective()) {
+        check.fail(path + ".collective", fmt::format("'{}' is listed twice", c.collective()));
+      }
+    }
+    out.collectives.push_back({c.collective(), check.positive(c.bandwidth(), path + ".bandwidth"),
+                               check.non_negative(c.latency(), path + ".latency"),
+                               protocols(c.protocols(), check, path)});
   }
   return out;
 }

@@ -29,6 +29,7 @@
 //   Across nodes the blocks are the nodes (all holding the same k >= 2 devices of the group) and
 //   B_across = nic.bandwidth * min(1, nics_per_node / (k concurrent_groups)), the k shard rings
 //   together B_net again; inside one node any p = k x m with k, m >= 2 is a 2D ring.
+// A link with figures of the collective's own (Link::collectives, calibrated) is taken at those.
 // A link with several protocols (Link::protocols) is taken at the figures of the protocol that
 // the collective's messages (message_bytes) run.
 // Automatic takes the fastest applicable algorithm; one that does not apply (tree for anything but
@@ -96,6 +97,10 @@ double message_bytes(Collective c, double bytes, int p) {
 
 namespace {
 
+bool has_collective_figures(const Cluster& c) {
+  return !c.intra_link.collectives.empty() || !c.intra_fallback.collectives.empty() || !c.nic.collectives.empty();
+}
+
 bool has_protocols(const Cluster& c) {
   return !c.intra_link.protocols.empty() || !c.intra_fallback.protocols.empty() || !c.nic.protocols.empty();
 }
@@ -139,6 +144,13 @@ CollectiveCost collective_cost(const Cluster& cluster, Collective collective, st
     return none;
   }
   check_group(cluster, collective, devices, bytes, concurrent_groups);
+  if (has_collective_figures(cluster)) { // every link as this collective runs on it
+    Cluster as = cluster;
+    as.intra_link = cluster.intra_link.for_collective(collective_name(collective));
+    as.intra_fallback = cluster.intra_fallback.for_collective(collective_name(collective));
+    as.nic = cluster.nic.for_collective(collective_name(collective));
+    return collective_cost(as, collective, devices, bytes, algorithm, concurrent_groups);
+  }
   if (has_protocols(cluster)) { // every link at the figures of the protocol these messages run
     const double m = message_bytes(collective, bytes, static_cast<int>(devices.size()));
     Cluster at = cluster;

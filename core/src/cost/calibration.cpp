@@ -464,12 +464,44 @@ Calibration calibrate(const cluster::Cluster& base, const CalibrationData& data)
   if (nominal.intra_link.bandwidth <= 0) {
     nominal.intra_link = {nominal.intra_link.kind, 1e10, 1e-6};
   }
+  // One fit over every collective; then each collective timed at enough sizes that the common
+  // figures miss (median error over 10%) gets figures of its own (shared-memory MPI: an
+  // all-reduce also sums what it receives and runs at a fraction of a send's bandwidth).
+  const auto per_collective = [&](const std::vector<const CollectiveSample*>& samples, LinkClass cls,
+                                  cluster::LinkKind kind, cluster::Link& link) {
+    constexpr std::size_t enough = 8;
+    constexpr double missed = 0.1;
+    cluster::Cluster common = nominal;
+    (cls == LinkClass::intra ? common.intra_link : common.nic) = link;
+    std::map<cluster::Collective, std::vector<const CollectiveSample*>> by_kind;
+    for (const auto* s : samples) {
+      by_kind[s->collective].push_back(s);
+    }
+    for (const auto& [kind_of, list] : by_kind) {
+      if (list.size() < enough || by_kind.size() < 2) {
+        continue;
+      }
+      std::vector<double> errors;
+      for (const auto* s : list) {
+        errors.push_back(std::fabs(cost_of(common, *s).seconds - s->seconds) / s->seconds);
+      }
+      std::nth_element(errors.begin(), errors.begin() + static_cast<std::ptrdiff_t>(errors.size() / 2), errors.end());
+      if (errors[errors.size() / 2] <= missed) {
+        continue;
+      }
+      const auto own = fit_link(nominal, list, cls, kind).link;
+      link.collectives.push_back(
+          {std::string(cluster::collective_name(kind_of)), own.bandwidth, own.latency, own.protocols});
+    }
+  };
   if (!intra.empty()) {
     out.intra = fit_link(nominal, intra, LinkClass::intra, base.intra_link.kind);
+    per_collective(intra, LinkClass::intra, base.intra_link.kind, out.intra->link);
     c.intra_link = out.intra->link;
   }
   if (!inter.empty()) {
     out.inter = fit_link(nominal, inter, LinkClass::inter, base.nic.kind);
+    per_collective(inter, LinkClass::inter, base.nic.kind, out.inter->link);
     c.nic = out.inter->link;
   }
 

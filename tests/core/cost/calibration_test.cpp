@@ -307,5 +307,28 @@ TEST(Calibration, FollowsALinkThatChangesProtocolWithMessageSize) {
   EXPECT_EQ(back.intra_link.protocols, link.protocols);
 }
 
+TEST(Calibration, ACollectiveThatRunsSlowerGetsFiguresOfItsOwn) {
+  auto t = truth();
+  // All-reduce sums what it receives: a third of the link's bandwidth, more latency.
+  t.intra_link.collectives = {{"all-reduce", t.intra_link.bandwidth / 3, 2e-5, {}}};
+  const auto cal = calibrate(cluster::load_cluster("localhost-cpu"), measure(t));
+  const auto& link = cal.cluster.intra_link;
+  ASSERT_EQ(link.collectives.size(), 1U);
+  EXPECT_EQ(link.collectives[0].collective, "all-reduce");
+  EXPECT_NEAR(link.collectives[0].bandwidth / (t.intra_link.bandwidth / 3), 1, 1e-6);
+  EXPECT_NEAR(link.collectives[0].latency / 2e-5, 1, 1e-6);
+  EXPECT_NEAR(link.bandwidth / t.intra_link.bandwidth, 1, 0.2); // the others' figures
+  EXPECT_LT(fit_quality(cal.collectives).median_abs, 0.05);
+  // The cluster file carries them, and a bad name is refused with its field.
+  const auto back = cluster::from_proto(cluster::to_proto(cal.cluster), "calibrated");
+  EXPECT_EQ(back.intra_link.collectives, link.collectives);
+  auto bad = cluster::to_proto(cal.cluster);
+  bad.mutable_intra_node()->mutable_link()->mutable_collectives(0)->set_collective("allreduce");
+  EXPECT_THAT([&] { (void)cluster::from_proto(bad, "bad.json"); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("field 'intra_node.link.collectives[0].collective': 'allreduce' is not a collective")));
+  // Where one set of figures fits every collective, none gets its own.
+  EXPECT_TRUE(calibrate(cluster::load_cluster("localhost-cpu"), measure(truth())).cluster.intra_link.collectives.empty());
+}
+
 } // namespace
 } // namespace partita::cost

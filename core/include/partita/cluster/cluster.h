@@ -36,14 +36,29 @@ struct LinkProtocol {
   auto operator<=>(const LinkProtocol&) const = default;
 };
 
+// Calibrated: one collective's own figures on a link (a shared-memory all-reduce also sums what it
+// receives, so it moves bytes slower than a broadcast or a send does).
+struct CollectiveFigures {
+  std::string collective; // collective_name(): "all-reduce", "all-gather", ...
+  double bandwidth = 0;
+  double latency = 0;
+  std::vector<LinkProtocol> protocols = {};
+
+  auto operator<=>(const CollectiveFigures&) const = default;
+};
+
 struct Link {
   LinkKind kind = LinkKind::pcie;
   double bandwidth = 0;                     // bytes/s per direction, for messages below the first protocol's from_bytes
   double latency = 0;                       // seconds
   std::vector<LinkProtocol> protocols = {}; // ascending from_bytes; empty: one protocol at every size
+  std::vector<CollectiveFigures> collectives = {}; // calibrated per collective; the figures above for the others
 
   // The link's figures for messages of `message_bytes` (protocols dropped).
   Link at(double message_bytes) const;
+  // The link as `collective` sees it: its own figures when calibrated, else these (per-collective
+  // figures dropped either way).
+  Link for_collective(std::string_view collective) const;
 };
 
 // Fraction of peak against work size (FLOPs or bytes), linear in log(work) between points,
