@@ -340,9 +340,13 @@ Executor::Executor(const graph::Graph& g, const strategy::Strategy& st, MPI_Comm
   // on any rank, reads that output in place (as frameworks pass a tensor to its next op): no copy
   // forward. Its gradient still goes back through the exchange, added into the producer's. A view
   // that hands its input buffer over to its output keeps its own input (the hand-over is free).
+  std::vector<bool> hands_over_at(m_ops.size());
+  for (std::size_t id = 0; id < m_ops.size(); ++id) {
+    hands_over_at[id] = hands_buffer_over(static_cast<graph::OpId>(id), m_ops[id]);
+  }
   for (std::size_t id = 0; id < m_ops.size(); ++id) {
     auto& state = m_ops[id];
-    const bool hands_over = hands_buffer_over(static_cast<graph::OpId>(id), state);
+    const bool hands_over = hands_over_at[id];
     for (std::size_t i = 0; i < state.inputs.size(); ++i) {
       auto& in = state.inputs[i];
       if ((hands_over && i == 0) || !in.value || in.halo || in.parameter || in.producer < 0 ||
@@ -354,6 +358,23 @@ Executor::Executor(const graph::Graph& g, const strategy::Strategy& st, MPI_Comm
       if (src && same_block(src->block, in.value->block) && same_block(region, in.value->block)) {
         in.alias = true;
         in.value.reset();
+        // Its only reader, on the same devices, with nothing to reduce: the gradient is written
+        // straight into the producer's output gradient (no buffer, no add).
+        const auto& producer = m_ops[static_cast<std::size_t>(in.producer)];
+        const auto tensor = g.op(in.producer).outputs[in.producer_output];
+        const auto& readers = g.tensor(tensor).consumers;
+        const bool only_reader =
+            readers.size() == 1 &&
+            std::count(g.op(readers[0]).inputs.begin(), g.op(readers[0]).inputs.end(), tensor) == 1 &&
+            std::find(g.graph_outputs.begin(), g.graph_outputs.end(), tensor) == g.graph_outputs.end();
+        const auto& out = producer.outputs[in.producer_output];
+        // A producer that hands its buffers over swaps its output gradient away in its backward.
+        if (in.gradient && only_reader && !out.external && out.gradient && in.reduce_group.size() <= 1 &&
+            !hands_over_at[static_cast<std::size_t>(in.producer)] &&
+            same_block(out.gradient->block, in.gradient->block)) {
+          in.gradient_alias = true;
+          in.gradient.reset();
+        }
       }
     }
   }
@@ -522,7 +543,10 @@ void Executor::backward() {
           }
           d_in.push_back(&*in.scratch);
         } else {
-          d_in.push_back(in.gradient && in.halo ? &in.halo->gradient : in.gradient ? &*in.gradient : nullptr);
+          d_in.push_back(in.gradient && in.halo ? &in.halo->gradient
+                         : in.gradient_alias          ? producer_gradient(in)
+                         : in.gradient                ? &*in.gradient
+                                                      : nullptr);
         }
       }
       for (auto& out : state.outputs) {
@@ -572,7 +596,7 @@ void Executor::backward() {
       }
     }
     for (auto& in : state.inputs) {
-      if (in.producer < 0 || !in.needs_gradient) {
+      if (in.producer < 0 || !in.needs_gradient || in.gradient_alias) {
         continue;
       }
       auto& dst = m_ops[static_cast<std::size_t>(in.producer)].outputs[in.producer_output].gradient;
@@ -844,6 +868,8 @@ std::vector<Snapshot> Executor::snapshot() const {
       } else if (in.gradient) {
         out.push_back({static_cast<graph::OpId>(id), in.parameter ? Held::weight_gradient : Held::input_gradient,
                        static_cast<int>(i), *in.gradient});
+      } else if (in.gradient_alias && state_gradient(in) != nullptr) {
+        out.push_back({static_cast<graph::OpId>(id), Held::input_gradient, static_cast<int>(i), *state_gradient(in)});
       }
     }
   }
@@ -873,9 +899,22 @@ std::vector<Snapshot> Executor::weight_snapshot() const {
 const Shard* Executor::held(graph::OpId op, Held kind, int index) const {
   const auto& state = m_ops.at(static_cast<std::size_t>(op));
   const auto i = static_cast<std::size_t>(index);
+  if (kind == Held::input_gradient && state.inputs.at(i).gradient_alias) {
+    return state_gradient(state.inputs.at(i));
+  }
   const auto& slot = kind == Held::output   ? state.outputs.at(i).value
                      : kind == Held::weight ? state.inputs.at(i).value
                                             : state.inputs.at(i).gradient;
+  return slot ? &*slot : nullptr;
+}
+
+Shard* Executor::producer_gradient(const Input& in) {
+  auto& slot = m_ops[static_cast<std::size_t>(in.producer)].outputs[in.producer_output].gradient;
+  return slot ? &*slot : nullptr;
+}
+
+const Shard* Executor::state_gradient(const Input& in) const {
+  const auto& slot = m_ops[static_cast<std::size_t>(in.producer)].outputs[in.producer_output].gradient;
   return slot ? &*slot : nullptr;
 }
 

@@ -127,6 +127,8 @@ private:
   struct Input {
     std::optional<Shard> value;    // the block this rank reads (none when `alias`)
     bool alias = false;            // reads its producer's output shard in place: the same block
+    // Its gradient is written into the producer's output gradient (the only reader; no gradient).
+    bool gradient_alias = false;
     std::optional<Shard> gradient; // its (reduced) gradient, when one is needed
     bool needs_gradient = false;
     bool parameter = false;
@@ -168,6 +170,9 @@ private:
   // before it is read again: the input by the next forward exchange, an output gradient (never one
   // read out of scope) by the zeroing at the start of backward().
   bool hands_buffer_over(graph::OpId id, const OpState& state) const;
+  // The producer's output gradient an input with gradient_alias writes into.
+  Shard* producer_gradient(const Input& in);
+  const Shard* state_gradient(const Input& in) const;
 
   // A weight read by several ops (a tied embedding): each reader holds it in its own layout and
   // computes its own gradient; after synchronization every reader adds the others' gradients,
