@@ -259,8 +259,9 @@ void add_calibrate_command(CLI::App& app) {
         own.push_back(std::move(figures));
       }
       return fmt::format("{} ({} collective timings){}", text, f.samples,
-                         own.empty() ? std::string()
-                                     : fmt::format("; figures of their own (Link.collectives): {}", fmt::join(own, ", ")));
+                         own.empty()
+                             ? std::string()
+                             : fmt::format("; figures of their own (Link.collectives): {}", fmt::join(own, ", ")));
     };
     std::string links;
     if (cal.intra) {

@@ -338,8 +338,9 @@ Executor::Executor(const graph::Graph& g, const strategy::Strategy& st, MPI_Comm
   }
   // An input whose block on this rank is exactly its producer's output block, with nothing moving
   // on any rank, reads that output in place (as frameworks pass a tensor to its next op): no copy
-  // forward. Its gradient still goes back through the exchange, added into the producer's. A view
-  // that hands its input buffer over to its output keeps its own input (the hand-over is free).
+  // forward. Its gradient goes back through the exchange, added into the producer's, unless it is
+  // the tensor's only reader (below). A view that hands its input buffer over to its output keeps
+  // its own input (the hand-over is free).
   std::vector<bool> hands_over_at(m_ops.size());
   for (std::size_t id = 0; id < m_ops.size(); ++id) {
     hands_over_at[id] = hands_buffer_over(static_cast<graph::OpId>(id), m_ops[id]);
@@ -544,9 +545,9 @@ void Executor::backward() {
           d_in.push_back(&*in.scratch);
         } else {
           d_in.push_back(in.gradient && in.halo ? &in.halo->gradient
-                         : in.gradient_alias          ? producer_gradient(in)
-                         : in.gradient                ? &*in.gradient
-                                                      : nullptr);
+                         : in.gradient_alias    ? producer_gradient(in)
+                         : in.gradient          ? &*in.gradient
+                                                : nullptr);
         }
       }
       for (auto& out : state.outputs) {

@@ -125,8 +125,8 @@ public:
 
 private:
   struct Input {
-    std::optional<Shard> value;    // the block this rank reads (none when `alias`)
-    bool alias = false;            // reads its producer's output shard in place: the same block
+    std::optional<Shard> value; // the block this rank reads (none when `alias`)
+    bool alias = false;         // reads its producer's output shard in place: the same block
     // Its gradient is written into the producer's output gradient (the only reader; no gradient).
     bool gradient_alias = false;
     std::optional<Shard> gradient; // its (reduced) gradient, when one is needed

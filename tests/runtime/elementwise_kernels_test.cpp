@@ -72,8 +72,8 @@ TEST(CpuBackend, SumOverLeadingDimsIsTheBiasGradient) {
     EXPECT_NEAR(bias[static_cast<std::size_t>(k)], want, 1e-5) << "column " << k;
   }
   for (int j = 0; j < 35; ++j) {
-    const double want = x[static_cast<std::size_t>(j)] + x[static_cast<std::size_t>(35 + j)] +
-                        x[static_cast<std::size_t>(70 + j)];
+    const double want =
+        x[static_cast<std::size_t>(j)] + x[static_cast<std::size_t>(35 + j)] + x[static_cast<std::size_t>(70 + j)];
     EXPECT_NEAR(rows[static_cast<std::size_t>(j)], want, 1e-5) << "element " << j;
   }
 }

@@ -325,9 +325,11 @@ TEST(Calibration, ACollectiveThatRunsSlowerGetsFiguresOfItsOwn) {
   auto bad = cluster::to_proto(cal.cluster);
   bad.mutable_intra_node()->mutable_link()->mutable_collectives(0)->set_collective("allreduce");
   EXPECT_THAT([&] { (void)cluster::from_proto(bad, "bad.json"); },
-              ::testing::ThrowsMessage<Error>(HasSubstr("field 'intra_node.link.collectives[0].collective': 'allreduce' is not a collective")));
+              ::testing::ThrowsMessage<Error>(
+                  HasSubstr("field 'intra_node.link.collectives[0].collective': 'allreduce' is not a collective")));
   // Where one set of figures fits every collective, none gets its own.
-  EXPECT_TRUE(calibrate(cluster::load_cluster("localhost-cpu"), measure(truth())).cluster.intra_link.collectives.empty());
+  EXPECT_TRUE(
+      calibrate(cluster::load_cluster("localhost-cpu"), measure(truth())).cluster.intra_link.collectives.empty());
 }
 
 } // namespace
