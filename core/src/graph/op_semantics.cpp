@@ -263,22 +263,27 @@ bool gets_gradient(const Tensor& t) {
 void mark_gradients(Graph& g) {
   for (TensorId t = 0; t < static_cast<TensorId>(g.tensors().size()); ++t) {
     auto& tensor = g.tensor(t);
-    tensor.gradient = tensor.role == TensorRole::parameter || tensor.role == TensorRole::activation;
-    if (tensor.role == TensorRole::activation && tensor.producer >= 0) {
-      tensor.gradient = false; // decided below, from the producer's inputs
-    }
+    // A produced activation starts without and gains one from its producer's inputs below.
+    tensor.gradient =
+        tensor.role == TensorRole::parameter || (tensor.role == TensorRole::activation && tensor.producer < 0);
   }
-  for (const OpId id : g.topological_order()) {
-    const Op& op = g.op(id);
-    bool flows = false;
-    for (std::size_t i = 0; i < op.inputs.size(); ++i) {
-      const InputSlot slot = input_slot(op, i);
-      flows = flows || (op.inputs[i] != no_tensor && slot != InputSlot::index && slot != InputSlot::state &&
-                        gets_gradient(g.tensor(op.inputs[i])));
-    }
-    for (const TensorId out : op.outputs) {
-      if (out != no_tensor) {
-        g.tensor(out).gradient = flows;
+  // Gradients only ever get switched on, so passes over the ops until nothing changes reach the
+  // same answer as one pass in topological order (and take one pass when the file is in order, as
+  // ONNX requires): no sort on every import.
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (const Op& op : g.ops()) {
+      bool flows = false;
+      for (std::size_t i = 0; i < op.inputs.size() && !flows; ++i) {
+        const InputSlot slot = input_slot(op, i);
+        flows = op.inputs[i] != no_tensor && slot != InputSlot::index && slot != InputSlot::state &&
+                gets_gradient(g.tensor(op.inputs[i]));
+      }
+      for (const TensorId out : op.outputs) {
+        if (flows && out != no_tensor && !g.tensor(out).gradient) {
+          g.tensor(out).gradient = true;
+          changed = true;
+        }
       }
     }
   }

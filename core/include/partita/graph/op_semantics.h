@@ -118,7 +118,7 @@ InputSlot input_slot(const Op& op, std::size_t i);
 
 // Which values carry a gradient in the backward pass: a parameter does, and an activation does
 // when some input it is computed from through a differentiable slot (not an index or a state)
-// does. Sets Tensor::gradient on every tensor. Throws partita::Error on a cycle.
+// does. Sets Tensor::gradient on every tensor.
 void mark_gradients(Graph& g);
 
 // Whether `t` gets a gradient: a floating activation or parameter that mark_gradients left marked.
