@@ -213,6 +213,8 @@ private:
   Scope m_scope;
   std::vector<BatchSlice> m_slices; // per tensor, with a full-batch graph in scope
   int m_micro_batch = 0;
+  // The loss gradient of each graph output, per micro-batch: fixed, so generated once.
+  std::map<std::pair<graph::TensorId, int>, Shard> m_loss_gradients;
   bool m_accumulate = false;
 };
 
