@@ -9,6 +9,7 @@
 #include <cmath>
 #include <functional>
 #include <map>
+#include <utility>
 
 namespace partita::runtime {
 namespace {
@@ -916,8 +917,7 @@ const Shard* Executor::held(graph::OpId op, Held kind, int index) const {
 }
 
 Shard* Executor::producer_gradient(const Input& in) {
-  auto& slot = m_ops[static_cast<std::size_t>(in.producer)].outputs[in.producer_output].gradient;
-  return slot ? &*slot : nullptr;
+  return const_cast<Shard*>(std::as_const(*this).state_gradient(in)); // NOLINT(cppcoreguidelines-pro-type-const-cast)
 }
 
 const Shard* Executor::state_gradient(const Input& in) const {

@@ -124,15 +124,15 @@ Link Cluster::link_between(int a, int b) const {
   for (const auto& pair : intra_pairs) {
     if ((pair.a == la && pair.b == lb) || (pair.a == lb && pair.b == la)) {
       Link lanes = intra_link;
-      lanes.bandwidth *= pair.lanes;
-      for (auto& p : lanes.protocols) {
-        p.bandwidth *= pair.lanes;
-      }
-      for (auto& c : lanes.collectives) {
-        c.bandwidth *= pair.lanes;
-        for (auto& p : c.protocols) {
+      const auto widen = [&](double& bandwidth, std::vector<LinkProtocol>& protocols) {
+        bandwidth *= pair.lanes;
+        for (auto& p : protocols) {
           p.bandwidth *= pair.lanes;
         }
+      };
+      widen(lanes.bandwidth, lanes.protocols);
+      for (auto& c : lanes.collectives) {
+        widen(c.bandwidth, c.protocols);
       }
       return lanes;
     }
@@ -154,27 +154,27 @@ proto::LinkKind to_proto_kind(LinkKind k) {
   return proto::LINK_KIND_UNSPECIFIED;
 }
 
-void to_proto_link(const Link& link, proto::Link& out) {
-  out.set_kind(to_proto_kind(link.kind));
-  out.set_bandwidth(link.bandwidth);
-  out.set_latency(link.latency);
-  for (const auto& p : link.protocols) {
-    auto& q = *out.add_protocols();
+void to_proto_protocols(const std::vector<LinkProtocol>& protocols,
+                        google::protobuf::RepeatedPtrField<proto::LinkProtocol>& out) {
+  for (const auto& p : protocols) {
+    auto& q = *out.Add();
     q.set_from_bytes(p.from_bytes);
     q.set_bandwidth(p.bandwidth);
     q.set_latency(p.latency);
   }
+}
+
+void to_proto_link(const Link& link, proto::Link& out) {
+  out.set_kind(to_proto_kind(link.kind));
+  out.set_bandwidth(link.bandwidth);
+  out.set_latency(link.latency);
+  to_proto_protocols(link.protocols, *out.mutable_protocols());
   for (const auto& c : link.collectives) {
     auto& q = *out.add_collectives();
     q.set_collective(c.collective);
     q.set_bandwidth(c.bandwidth);
     q.set_latency(c.latency);
-    for (const auto& p : c.protocols) {
-      auto& r = *q.add_protocols();
-      r.set_from_bytes(p.from_bytes);
-      r.set_bandwidth(p.bandwidth);
-      r.set_latency(p.latency);
-    }
+    to_proto_protocols(c.protocols, *q.mutable_protocols());
   }
 }
 

@@ -98,10 +98,6 @@ void broadcast_space(const Op& op, const Graph& g, OpSemantics& s, std::span<con
   }
 }
 
-bool needs_grad(const Tensor& t) {
-  return gets_gradient(t);
-}
-
 namespace {
 void split_grad_costs(const Op& op, const Graph& g, OpSemantics& s, double per_input, std::size_t operands = SIZE_MAX) {
   for (std::size_t i = 0; i < std::min(op.inputs.size(), operands); ++i) {
@@ -110,7 +106,7 @@ void split_grad_costs(const Op& op, const Graph& g, OpSemantics& s, double per_i
     }
     const Tensor& t = g.tensor(op.inputs[i]);
     const InputSlot slot = i < s.slots.size() ? s.slots[i] : InputSlot::data;
-    if (slot == InputSlot::index || slot == InputSlot::state || !needs_grad(t)) {
+    if (slot == InputSlot::index || slot == InputSlot::state || !gets_gradient(t)) {
       continue;
     }
     if (t.role == TensorRole::parameter) {
@@ -140,7 +136,7 @@ void add_grad_flops(const Op& op, const Graph& g, OpSemantics& s, std::size_t i,
   }
   const InputSlot slot = i < s.slots.size() ? s.slots[i] : InputSlot::data;
   const Tensor& t = g.tensor(op.inputs[i]);
-  if (slot == InputSlot::index || slot == InputSlot::state || !needs_grad(t)) {
+  if (slot == InputSlot::index || slot == InputSlot::state || !gets_gradient(t)) {
     return;
   }
   (t.role == TensorRole::parameter ? s.bwd_weight_flops : s.bwd_data_flops) += flops;

@@ -47,10 +47,6 @@ void map_output(const Op& op, const Graph& g, OpSemantics& s, std::size_t i, std
 // named d0, d1, ... unless `names` gives names for them.
 void broadcast_space(const Op& op, const Graph& g, OpSemantics& s, std::span<const std::string> names = {});
 
-// Does this tensor receive a gradient in training? Activations and parameters do; graph
-// inputs, states and constants do not.
-bool needs_grad(const Tensor& t);
-
 // For a contraction (Gemm, MatMul, Conv, Einsum): macs = product of dims, forward 2 FLOPs per
 // point, and 2 FLOPs per point for each data input and each parameter that needs a gradient.
 // Only the first `operands` inputs are multiplied; later ones (a bias) are added by the caller.

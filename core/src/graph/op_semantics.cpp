@@ -129,7 +129,7 @@ void fill_bytes(const Op& op, const Graph& g, OpSemantics& s) {
     // writes input gradients.
     double grads = 0;
     for (TensorId t : op.inputs) {
-      if (t != no_tensor && detail::needs_grad(g.tensor(t))) {
+      if (t != no_tensor && gets_gradient(g.tensor(t))) {
         grads += tensor_bytes(g, t);
       }
     }
@@ -163,7 +163,7 @@ void describe_opaque(const Op& op, const Graph& g, OpSemantics& s, std::string r
   }
   s.fwd_flops = out_elems;
   bool any_grad = std::any_of(op.inputs.begin(), op.inputs.end(),
-                              [&](TensorId t) { return t != no_tensor && detail::needs_grad(g.tensor(t)); });
+                              [&](TensorId t) { return t != no_tensor && gets_gradient(g.tensor(t)); });
   s.bwd_data_flops = any_grad ? 2 * out_elems : 0;
   fill_bytes(op, g, s);
 }
@@ -209,7 +209,7 @@ void set_kernel_classes(const Graph& g, const Op& op, OpSemantics& s, bool defau
     // Only an input that gets a gradient (a weight, or an activation computed from one) has its
     // broadcast summed in the backward pass; a broadcast constant (a scale, a causal mask) gets none.
     const Tensor& t = g.tensor(a.tensor);
-    if (!detail::needs_grad(t)) {
+    if (!gets_gradient(t)) {
       continue;
     }
     std::vector<bool> indexed(s.dims.size(), false);

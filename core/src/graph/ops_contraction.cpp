@@ -62,7 +62,7 @@ void describe_gemm(const Op& op, const Graph& g, OpSemantics& s) {
   if (has_input(op, 2)) {
     const double mn = static_cast<double>(m) * static_cast<double>(n);
     s.fwd_flops += mn;
-    if (needs_grad(input(op, g, 2))) {
+    if (gets_gradient(input(op, g, 2))) {
       (input(op, g, 2).role == TensorRole::parameter ? s.bwd_weight_flops : s.bwd_data_flops) += mn;
     }
   }

@@ -86,7 +86,7 @@ template <int Gates> void describe_recurrent(const Op& op, const Graph& g, OpSem
   // gradient. It is data-gradient work when X needs a gradient and weight-gradient work otherwise,
   // so a recurrent layer reading a graph input reports no data-gradient FLOPs, like a first Conv.
   const double through_time = 2 * mac_h + gate_bwd * gate_points;
-  if (needs_grad(x)) {
+  if (gets_gradient(x)) {
     s.bwd_data_flops += through_time;
   } else if (s.bwd_weight_flops > 0) {
     s.bwd_weight_flops += through_time;
