@@ -610,9 +610,8 @@ void Executor::backward() {
       auto& dst = m_ops[static_cast<std::size_t>(in.producer)].outputs[in.producer_output].gradient;
       const double t0 = MPI_Wtime();
       run_exchange(in.backward_exchange, in.gradient ? &*in.gradient : nullptr, dst ? &*dst : nullptr, true, m_comm);
-      if (dst) {
-        m_recorder.add(m_rank, in.producer, Phase::backward_redistribution, t0, MPI_Wtime(),
-                       in.backward_exchange.bytes_in);
+      if (dst || in.gradient) { // the consumer's: the cost model prices an input's move both ways on its reader
+        m_recorder.add(m_rank, id, Phase::backward_redistribution, t0, MPI_Wtime(), in.backward_exchange.bytes_in);
       }
     }
   }

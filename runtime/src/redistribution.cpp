@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <map>
+#include <memory>
 
 namespace partita::runtime {
 namespace {
@@ -92,9 +93,22 @@ Exchange plan_exchange(const Placement& from, const Placement& to, int me, int r
 
 namespace {
 
-bool same_block(const sharding::Block& a, const sharding::Block& b) {
-  return a.begin == b.begin && a.end == b.end;
-}
+// A buffer that grows to the largest size asked for and keeps it, uninitialized.
+class Staging {
+public:
+  float* get(std::size_t n) {
+    n = std::max<std::size_t>(n, 1); // a valid pointer for MPI even when nothing moves
+    if (n > m_size) {
+      m_data.reset(new float[n]); // NOLINT(cppcoreguidelines-owning-memory): default-initialized on purpose
+      m_size = n;
+    }
+    return m_data.get();
+  }
+
+private:
+  std::unique_ptr<float[]> m_data;
+  std::size_t m_size = 0;
+};
 
 } // namespace
 
@@ -107,26 +121,8 @@ void run_exchange(const Exchange& ex, const Shard* source, Shard* target, bool a
   if ((!ex.local.empty() || !ex.receives.empty()) && target == nullptr) {
     throw Error("redistribution: this rank receives a block it has no room for");
   }
-  std::vector<float> scratch;
   for (const auto& region : ex.local) {
-    if (same_block(region, source->block) && same_block(region, target->block)) {
-      // The whole shard, same block on both sides (a consumer in its producer's layout): one pass,
-      // no staging buffer.
-      const float* from = source->data.data();
-      float* to = target->data.data();
-      const std::size_t n = target->data.size();
-      if (accumulate) {
-        for (std::size_t i = 0; i < n; ++i) {
-          to[i] += from[i];
-        }
-      } else {
-        std::copy_n(from, n, to);
-      }
-      continue;
-    }
-    scratch.resize(static_cast<std::size_t>(region.elements()));
-    pack(*source, region, scratch.data());
-    unpack(*target, region, scratch.data(), accumulate);
+    copy_region(*source, *target, region, accumulate);
   }
   if (!ex.remote) {
     return;
@@ -138,19 +134,22 @@ void run_exchange(const Exchange& ex, const Shard* source, Shard* target, bool a
     }
     return n;
   };
-  std::vector<float> out(std::max<std::size_t>(total(ex.send_counts), 1));
-  std::vector<float> in(std::max<std::size_t>(total(ex.recv_counts), 1));
+  // Staging for MPI, kept from one exchange to the next and never zero-filled: every element sent
+  // is packed and every element received is read back.
+  thread_local Staging out_staging, in_staging;
+  float* out = out_staging.get(total(ex.send_counts));
+  float* in = in_staging.get(total(ex.recv_counts));
   std::size_t offset = 0;
   for (const auto& piece : ex.sends) {
-    pack(*source, piece.region, out.data() + offset);
+    pack(*source, piece.region, out + offset);
     offset += static_cast<std::size_t>(piece.region.elements());
   }
-  check_mpi(MPI_Alltoallv(out.data(), ex.send_counts.data(), ex.send_displs.data(), MPI_FLOAT, in.data(),
-                          ex.recv_counts.data(), ex.recv_displs.data(), MPI_FLOAT, comm),
+  check_mpi(MPI_Alltoallv(out, ex.send_counts.data(), ex.send_displs.data(), MPI_FLOAT, in, ex.recv_counts.data(),
+                          ex.recv_displs.data(), MPI_FLOAT, comm),
             "MPI_Alltoallv");
   offset = 0;
   for (const auto& piece : ex.receives) {
-    unpack(*target, piece.region, in.data() + offset, accumulate);
+    unpack(*target, piece.region, in + offset, accumulate);
     offset += static_cast<std::size_t>(piece.region.elements());
   }
 }

@@ -148,4 +148,18 @@ void unpack(Shard& to, const sharding::Block& region, const float* in, bool accu
   });
 }
 
+void copy_region(const Shard& from, Shard& to, const sharding::Block& region, bool accumulate) {
+  for_each_row(region, from.block, to.block, [&](std::int64_t src, std::int64_t dst, std::int64_t run) {
+    const float* in = from.data.data() + src;
+    float* out = to.data.data() + dst;
+    if (accumulate) {
+      for (std::int64_t i = 0; i < run; ++i) {
+        out[i] += in[i];
+      }
+    } else {
+      std::copy_n(in, run, out);
+    }
+  });
+}
+
 } // namespace partita::runtime

@@ -43,5 +43,8 @@ bool is_empty(const sharding::Block& b);
 void pack(const Shard& from, const sharding::Block& region, float* out);
 // Writes (or adds, with `accumulate`) a packed `region` into the shard.
 void unpack(Shard& to, const sharding::Block& region, const float* in, bool accumulate);
+// Writes (or adds) `region` of `from` into `to` row by row, without staging it (both blocks must
+// contain the region).
+void copy_region(const Shard& from, Shard& to, const sharding::Block& region, bool accumulate);
 
 } // namespace partita::runtime

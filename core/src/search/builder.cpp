@@ -231,8 +231,8 @@ double Builder::op_time(graph::OpId id) const {
   const auto c = cost::op_cost(graph(), id, semantics(id), a.config, a.devices, cluster(), m_request.setup);
   double t = c.time_total();
   for (std::size_t i = 0; i < graph().op(id).inputs.size(); ++i) {
-    if (auto term = strategy::input_redistribution(graph(), m_sem, m_ops, cluster(), m_request.setup, id, i)) {
-      t += term->value;
+    for (const auto& term : strategy::input_redistribution(graph(), m_sem, m_ops, cluster(), m_request.setup, id, i)) {
+      t += term.value;
     }
   }
   return t;

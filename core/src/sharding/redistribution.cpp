@@ -213,7 +213,7 @@ Redistribution redistribute(const TensorLayout& from, const Config& from_config,
   auto link = [&](int a, int b) { components -= sets.unite(a, b) ? 1 : 0; };
   std::vector<std::int64_t> nb(r), ne(r), hb(r), he(r);
   std::vector<std::int64_t> lo(r), hi(r), cur(r);
-  double total = 0, max_in = 0;
+  double total = 0, max_in = 0, max_block = 0;
   bool any_slice = false, any_gather = false, any_a2a = false, any_fresh = false;
 
   for (std::size_t t = 0; t < to_devices.size(); ++t) {
@@ -230,6 +230,7 @@ Redistribution redistribute(const TensorLayout& from, const Config& from_config,
     for (std::size_t j = 0; j < r; ++j) {
       needed *= ne[j] - nb[j];
     }
+    max_block = std::max(max_block, static_cast<double>(needed) * static_cast<double>(from.element_size));
     const int p = from_pos[static_cast<std::size_t>(d)];
     std::int64_t held = 0, common = 0, own_cell = -1;
     if (p >= 0) {
@@ -310,6 +311,7 @@ Redistribution redistribute(const TensorLayout& from, const Config& from_config,
   Redistribution out;
   out.total_bytes = total;
   out.max_bytes_in = max_in;
+  out.max_block_bytes = max_block;
   if (total == 0) {
     out.pattern = any_slice ? Pattern::slice : Pattern::none;
     return out;

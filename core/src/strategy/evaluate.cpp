@@ -168,15 +168,25 @@ std::vector<std::int64_t> placement_key(const graph::Graph& g, const graph::OpSe
   return key;
 }
 
+// The memory traffic of a redistribution on the busiest device, beside the transfer (partita-run's
+// exchange): it writes its whole block, copying what it holds itself and unpacking what arrives,
+// and packs what it sends (as much as it receives, for the exchanges plans make). A gradient going
+// back is added into the producer's gradient: read, read and write.
+double local_copy_seconds(double bytes_in, double block_bytes, bool accumulate, const cluster::Cluster& cluster,
+                          const cost::TrainingSetup& setup) {
+  const double bytes = (accumulate ? 3.0 : 2.0) * block_bytes + 2.0 * bytes_in;
+  return bytes > 0 ? cost::kernel_time(0, bytes, cluster.device, setup.precision, graph::KernelClass::copy) : 0.0;
+}
+
 } // namespace
 
-std::optional<cost::Term> input_redistribution(const graph::Graph& g, const std::vector<graph::OpSemantics>& sem,
-                                               const std::vector<OpAssignment>& ops, const cluster::Cluster& cluster,
-                                               const cost::TrainingSetup& setup, graph::OpId id, std::size_t input) {
+std::vector<cost::Term> input_redistribution(const graph::Graph& g, const std::vector<graph::OpSemantics>& sem,
+                                             const std::vector<OpAssignment>& ops, const cluster::Cluster& cluster,
+                                             const cost::TrainingSetup& setup, graph::OpId id, std::size_t input) {
   const auto& op = g.op(id);
   const graph::TensorId t = op.inputs[input];
   if (t == graph::no_tensor || g.tensor(t).producer < 0) {
-    return std::nullopt;
+    return {};
   }
   const graph::OpId prod = g.tensor(t).producer;
   const auto& a = ops[static_cast<std::size_t>(id)];
@@ -187,34 +197,59 @@ std::optional<cost::Term> input_redistribution(const graph::Graph& g, const std:
   // Copies of a grid hold the same blocks, so every device of either side takes part. The
   // gradient goes back the other way: from this op's input layout (reduced over its replicas by
   // the op's own input-gradient reduce) to the producer's output layout, often a mere slice.
+  const auto& tensor = g.tensor(t);
+  // Layouts count the graph's element type; values travel at the training precision.
+  const double scale = graph::is_floating(tensor.dtype)
+                           ? setup.value_bytes() / static_cast<double>(graph::dtype_size(tensor.dtype))
+                           : 1.0;
+  const bool gradient = graph::gets_gradient(tensor);
   if (pa.devices == a.devices && layout_strides(from, pa.config) == layout_strides(to, a.config)) {
-    return std::nullopt; // the same blocks on the same devices: nothing moves either way
+    // The same blocks on the same devices: nothing moves, and the reader works on the producer's
+    // buffer. Its gradient too, unless the tensor has several readers (or is a graph output, whose
+    // loss gradient is there first): then each adds its part into the producer's gradient.
+    const bool several = tensor.consumers.size() > 1 || std::count(op.inputs.begin(), op.inputs.end(), t) > 1;
+    const bool output = std::find(g.graph_outputs.begin(), g.graph_outputs.end(), t) != g.graph_outputs.end();
+    if (!gradient || !(several || output)) {
+      return {};
+    }
+    const double add = local_copy_seconds(0, to.shard_bytes() * scale, true, cluster, setup);
+    return {cost::Term{std::string(cost::term::redistribution_copies), add,
+                       fmt::format("'{}' from '{}': the same blocks; backward adds {:.4g} MB into the producer's "
+                                   "gradient ({})",
+                                   tensor.name, g.op(prod).name, to.shard_bytes() * scale / 1e6,
+                                   several ? "the tensor has several readers" : "a graph output")}};
   }
   auto forward = sharding::redistribute(from, pa.config, pa.devices, to, a.config, a.devices);
   auto backward = sharding::redistribute(to, a.config, a.devices, from, pa.config, pa.devices);
-  // Layouts count the graph's element type; values travel at the training precision.
-  const auto& tensor = g.tensor(t);
-  if (graph::is_floating(tensor.dtype)) {
-    const double scale = setup.value_bytes() / static_cast<double>(graph::dtype_size(tensor.dtype));
-    for (auto* r : {&forward, &backward}) {
-      r->max_bytes_in *= scale;
-      r->total_bytes *= scale;
-    }
+  for (auto* r : {&forward, &backward}) {
+    r->max_bytes_in *= scale;
+    r->total_bytes *= scale;
+    r->max_block_bytes *= scale;
   }
-  if (!graph::gets_gradient(tensor)) { // a mask computed from constants: no gradient goes back
-    backward.max_bytes_in = backward.total_bytes = 0;
+  if (!gradient) { // a mask computed from constants: no gradient goes back
+    backward = {};
   }
-  if (forward.max_bytes_in <= 0 && backward.max_bytes_in <= 0) {
-    return std::nullopt;
+  const double copies = local_copy_seconds(forward.max_bytes_in, forward.max_block_bytes, false, cluster, setup) +
+                        local_copy_seconds(backward.max_bytes_in, backward.max_block_bytes, true, cluster, setup);
+  std::vector<cost::Term> terms;
+  if (forward.max_bytes_in > 0 || backward.max_bytes_in > 0) {
+    const auto f = forward.max_bytes_in > 0 ? move_cost(cluster, forward) : cluster::CollectiveCost{};
+    const auto b = backward.max_bytes_in > 0 ? move_cost(cluster, backward) : cluster::CollectiveCost{};
+    terms.push_back(
+        {std::string(cost::term::redistribution), f.seconds + b.seconds,
+         fmt::format("'{}' from '{}': forward {} of {:.4g} MB per device{}; backward {} of {:.4g} MB{}", tensor.name,
+                     g.op(prod).name, sharding::pattern_name(forward.pattern), forward.max_bytes_in / 1e6,
+                     f.formula.empty() ? "" : " (" + f.formula + ")", sharding::pattern_name(backward.pattern),
+                     backward.max_bytes_in / 1e6, b.formula.empty() ? "" : " (" + b.formula + ")")});
   }
-  const auto f = move_cost(cluster, forward);
-  const auto b = backward.max_bytes_in > 0 ? move_cost(cluster, backward) : cluster::CollectiveCost{};
-  return cost::Term{std::string(cost::term::redistribution), f.seconds + b.seconds,
-                    fmt::format("'{}' from '{}': forward {} of {:.4g} MB per device{}; backward {} of {:.4g} MB{}",
-                                g.tensor(t).name, g.op(prod).name, sharding::pattern_name(forward.pattern),
-                                forward.max_bytes_in / 1e6, f.formula.empty() ? "" : " (" + f.formula + ")",
-                                sharding::pattern_name(backward.pattern), backward.max_bytes_in / 1e6,
-                                b.formula.empty() ? "" : " (" + b.formula + ")")};
+  if (copies > 0) {
+    terms.push_back({std::string(cost::term::redistribution_copies), copies,
+                     fmt::format("'{}': forward writes a block of {:.4g} MB and packs {:.4g} MB; backward adds {:.4g} "
+                                 "MB into the producer's gradient and packs {:.4g} MB (memory-bound copies)",
+                                 tensor.name, forward.max_block_bytes / 1e6, forward.max_bytes_in / 1e6,
+                                 backward.max_block_bytes / 1e6, backward.max_bytes_in / 1e6)});
+  }
+  return terms;
 }
 
 Prediction evaluate(const graph::Graph& g, const cluster::Cluster& cluster, const Strategy& st,
@@ -250,18 +285,22 @@ Prediction evaluate(const graph::Graph& g, const cluster::Cluster& cluster, cons
     const auto& s = sem[static_cast<std::size_t>(id)];
     auto c = cost::op_cost(g, id, s, a.config, a.devices, cluster, setup, keep[static_cast<std::size_t>(id)]);
     // Inputs produced by another op arrive in that op's output layout. A tensor moved into a
-    // layout once (say, gathered for Q, K and V) is not moved again for the next consumer.
+    // layout once (say, gathered for Q, K and V) is not sent again for the next consumer; each
+    // consumer still copies it into its own buffer, and adds its gradient back.
     for (std::size_t i = 0; i < op.inputs.size(); ++i) {
       if (op.inputs[i] == graph::no_tensor) {
         continue;
       }
       auto key = placement_key(g, s, a, i, op.inputs[i]);
-      if (moved.count(key) != 0) {
-        continue;
-      }
-      if (auto term = input_redistribution(g, sem, st.ops, cluster, setup, id, i)) {
-        c.time.push_back(std::move(*term));
-        moved.insert(std::move(key));
+      const bool sent = moved.count(key) != 0;
+      for (auto& term : input_redistribution(g, sem, st.ops, cluster, setup, id, i)) {
+        if (term.name == cost::term::redistribution) {
+          if (sent) {
+            continue;
+          }
+          moved.insert(key);
+        }
+        c.time.push_back(std::move(term));
       }
     }
     const double total = c.time_total();
@@ -272,7 +311,7 @@ Prediction evaluate(const graph::Graph& g, const cluster::Cluster& cluster, cons
         step += term.value;
       } else if (cost::is_compute_term(term.name)) {
         compute += term.value;
-      } else if (term.name == cost::term::redistribution) {
+      } else if (term.name == cost::term::redistribution || term.name == cost::term::redistribution_copies) {
         redistribution += term.value;
       } else if (term.name == cost::term::gradient_sync) {
         sync += term.value;

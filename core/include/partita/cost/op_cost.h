@@ -27,6 +27,8 @@ inline constexpr std::string_view optimizer_step = "optimizer step";
 inline constexpr std::string_view halo_exchange = "halo exchange";
 inline constexpr std::string_view statistics_sync = "statistics all-reduce (sync-BN)";
 inline constexpr std::string_view redistribution = "redistribution";
+// The memory traffic beside a redistribution's transfer: packing, unpacking, local copies and adds.
+inline constexpr std::string_view redistribution_copies = "redistribution copies";
 inline constexpr std::string_view parameters = "parameters";
 inline constexpr std::string_view gradients = "gradients";
 inline constexpr std::string_view optimizer_state = "optimizer state";

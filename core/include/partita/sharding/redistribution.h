@@ -25,6 +25,9 @@ struct Redistribution {
   Pattern pattern = Pattern::none;
   double max_bytes_in = 0; // the most any one device receives
   double total_bytes = 0;  // received over all devices
+  // The largest block any consumer device assembles (what it holds itself and what it receives);
+  // where the layouts differ it is written in full, a memory-bound copy beside the transfer.
+  double max_block_bytes = 0;
   // Devices that exchange data with each other, as groups (for the alpha term and link class).
   std::vector<std::vector<int>> groups;
 };

@@ -76,11 +76,13 @@ Prediction evaluate(const graph::Graph& g, const cluster::Cluster& cluster, cons
                     const cost::TrainingSetup& setup);
 
 // The redistribution an input of op `id` needs (forward, and its gradient backward), from its
-// producer's output layout to this op's input layout; nullopt when nothing moves or the input
+// producer's output layout to this op's input layout: a `redistribution` term for the transfer and
+// a `redistribution copies` term for the memory traffic beside it (or alone: a gradient added
+// into the producer's when the tensor has several readers); empty when nothing moves or the input
 // has no producer. `ops` holds at least the assignments of `id` and of the producer.
-std::optional<cost::Term> input_redistribution(const graph::Graph& g, const std::vector<graph::OpSemantics>& sem,
-                                               const std::vector<OpAssignment>& ops, const cluster::Cluster& cluster,
-                                               const cost::TrainingSetup& setup, graph::OpId id, std::size_t input);
+std::vector<cost::Term> input_redistribution(const graph::Graph& g, const std::vector<graph::OpSemantics>& sem,
+                                             const std::vector<OpAssignment>& ops, const cluster::Cluster& cluster,
+                                             const cost::TrainingSetup& setup, graph::OpId id, std::size_t input);
 
 // The batch size of a graph: the first dimension of its first data input (1 if none).
 int batch_size(const graph::Graph& g);
