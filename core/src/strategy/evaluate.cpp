@@ -175,7 +175,9 @@ std::vector<std::int64_t> placement_key(const graph::Graph& g, const graph::OpSe
 double local_copy_seconds(double bytes_in, double block_bytes, bool accumulate, const cluster::Cluster& cluster,
                           const cost::TrainingSetup& setup) {
   const double bytes = (accumulate ? 3.0 : 2.0) * block_bytes + 2.0 * bytes_in;
-  return bytes > 0 ? cost::kernel_time(0, bytes, cluster.device, setup.precision, graph::KernelClass::copy) : 0.0;
+  // Contiguous rows, streamed: the element-wise family's rate (the copy family is the remap of
+  // Transpose and Split, element by element where rows do not line up).
+  return bytes > 0 ? cost::kernel_time(0, bytes, cluster.device, setup.precision, graph::KernelClass::eltwise) : 0.0;
 }
 
 } // namespace
