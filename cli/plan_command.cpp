@@ -98,8 +98,7 @@ void add_plan_command(CLI::App& app) {
     for (graph::OpId id : g.topological_order()) {
       const auto& op = g.op(id);
       const auto& pred = p.ops[static_cast<std::size_t>(id)];
-      const double redist =
-          pred.cost.get(cost::term::redistribution) + pred.cost.get(cost::term::redistribution_copies);
+      const double redist = pred.cost.redistribution_time();
       const double comm = std::max(0.0, pred.cost.communication_time() - redist);
       t.add_row({std::to_string(id), op.type, op.name.size() > 40 ? op.name.substr(0, 37) + "..." : op.name,
                  config_text(st.ops[static_cast<std::size_t>(id)], graph::describe(g, id)),

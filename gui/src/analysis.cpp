@@ -157,7 +157,7 @@ std::shared_ptr<const Analysis> run_analysis(const AnalysisInput& input, const s
     l.name = row.name;
     l.output_shape = graph::shape_string(row.output_shape);
     l.configuration = config_text(a->strategy.ops[i], a->semantics[i]);
-    l.redistribution = pred.cost.get(cost::term::redistribution) + pred.cost.get(cost::term::redistribution_copies);
+    l.redistribution = pred.cost.redistribution_time();
     l.compute = pred.cost.compute_time();
     l.communication = std::max(0.0, pred.cost.communication_time() - l.redistribution);
     l.time = pred.time;

@@ -127,6 +127,14 @@ TEST_F(TensorMemoryTest, PackUnpackAndFillAreUnchanged) {
   unpack(whole_tensor, part.block, packed.data(), true);
   EXPECT_FLOAT_EQ(whole_tensor.data[1 * 6 + 2], 2 * heap.data[1 * 6 + 2]);
   EXPECT_FLOAT_EQ(whole_tensor.data[0], heap.data[0]);
+  // The same region straight from one shard into another, without packing: copied, then added.
+  Shard rows = make_shard(block({1, 0}, {3, 6}));
+  copy_region(heap, rows, part.block, false);
+  EXPECT_FLOAT_EQ(rows.data[0 * 6 + 2], heap.data[1 * 6 + 2]);
+  EXPECT_FLOAT_EQ(rows.data[1 * 6 + 4], heap.data[2 * 6 + 4]);
+  EXPECT_FLOAT_EQ(rows.data[0 * 6 + 1], 0.F); // outside the region: untouched
+  copy_region(heap, rows, part.block, true);
+  EXPECT_FLOAT_EQ(rows.data[1 * 6 + 3], 2 * heap.data[2 * 6 + 3]);
 }
 
 TEST_F(TensorMemoryTest, TheCpuBackendComputesOnAnyResource) {

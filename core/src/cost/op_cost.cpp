@@ -261,6 +261,20 @@ bool is_compute_term(std::string_view name) {
          name == term::optimizer_step;
 }
 
+bool is_redistribution_term(std::string_view name) {
+  return name == term::redistribution || name == term::redistribution_copies;
+}
+
+double OpCost::redistribution_time() const {
+  double t = 0;
+  for (const auto& x : time) {
+    if (is_redistribution_term(x.name)) {
+      t += x.value;
+    }
+  }
+  return t;
+}
+
 double OpCost::compute_time() const {
   double t = 0;
   for (const auto& x : time) {

@@ -313,7 +313,7 @@ Prediction evaluate(const graph::Graph& g, const cluster::Cluster& cluster, cons
         step += term.value;
       } else if (cost::is_compute_term(term.name)) {
         compute += term.value;
-      } else if (term.name == cost::term::redistribution || term.name == cost::term::redistribution_copies) {
+      } else if (cost::is_redistribution_term(term.name)) {
         redistribution += term.value;
       } else if (term.name == cost::term::gradient_sync) {
         sync += term.value;

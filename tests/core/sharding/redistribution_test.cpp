@@ -40,6 +40,8 @@ TEST(ShardingRedistribution, WorkedExampleAllGatherWithinNGroups) {
   // Each device receives the other half of its rows: 4 rows x 6 columns of f32.
   EXPECT_DOUBLE_EQ(r.max_bytes_in, 4.0 * 4 * 6);
   EXPECT_DOUBLE_EQ(r.total_bytes, 4 * 4.0 * 4 * 6);
+  // ... and assembles its whole rows: the half it held and the half it received.
+  EXPECT_DOUBLE_EQ(r.max_block_bytes, 2 * r.max_bytes_in);
   const int n = t.fc1.find_dim("n");
   EXPECT_EQ(r.groups, groups_along(c1, devices, std::vector<int>{n}));
   EXPECT_EQ(r.groups, (Groups{{0, 1}, {2, 3}}));

@@ -52,10 +52,12 @@ struct OpCost {
   double memory_total() const;
   double compute_time() const;             // forward + backward + recompute
   double communication_time() const;       // the rest
+  double redistribution_time() const;      // redistribution and redistribution copies
   double get(std::string_view name) const; // 0 when absent
 };
 
 bool is_compute_term(std::string_view name);
+bool is_redistribution_term(std::string_view name);
 
 // The op `id` under `config`, placed on `devices`: copies x config.devices() distinct cluster
 // device ids, copy c in devices[c*k .. c*k+k) in grid order. Copies are replicas of the grid
