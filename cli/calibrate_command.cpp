@@ -40,6 +40,7 @@ struct CalibrateOptions {
   std::string output;
   bool quick = false;
   int threads = 1;
+  int passes = 0; // 0: partita-calibrate's default
   int timeout = 1800;
   std::string work_dir;
   std::string mpirun = "mpirun";
@@ -62,6 +63,7 @@ struct Measurements {
   std::string date, host;
   int ranks = 0;
   bool quick = false;
+  int passes = 1; // of the kernel sweeps, each kernel keeping its fastest
 };
 
 // partita-calibrate's file; errors name the file and the entry.
@@ -81,6 +83,7 @@ Measurements read_measurements(const fs::path& path) {
     m.host = doc.at("host").get<std::string>();
     m.ranks = doc.at("ranks").get<int>();
     m.quick = doc.at("quick").get<bool>();
+    m.passes = doc.value("passes", 1); // absent in measurements of earlier versions: one pass
     m.data.nodes = doc.at("nodes").get<int>();
     m.data.devices_per_node = doc.at("devices_per_node").get<int>();
     m.data.threads = doc.at("threads").get<int>();
@@ -186,6 +189,10 @@ void add_calibrate_command(CLI::App& app) {
   cmd->add_option("--threads", o->threads, "compute threads per rank (OMP_NUM_THREADS)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  cmd->add_option("--passes", o->passes,
+                  "passes of the kernel sweeps, each kernel keeping its fastest, against a shared host's slow spells "
+                  "(default 2; 1 with --quick)")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--timeout", o->timeout, "seconds before mpirun ends a run that hangs")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
@@ -203,6 +210,9 @@ void add_calibrate_command(CLI::App& app) {
       std::vector<std::string> arguments{"-o", measurements.string(), "--threads", std::to_string(o->threads)};
       if (o->quick) {
         arguments.emplace_back("--quick");
+      }
+      if (o->passes > 0) {
+        arguments.insert(arguments.end(), {"--passes", std::to_string(o->passes)});
       }
       const std::string command =
           launch::shell_line(launch::mpirun_command({o->mpirun, o->ranks, o->threads, o->timeout, program, arguments}));
@@ -280,7 +290,8 @@ void add_calibrate_command(CLI::App& app) {
     c.name = base.name + "-calibrated";
     c.description = fmt::format(
         "Calibrated by `partita calibrate{}` on {} on host {}: {} MPI rank(s) on {} node(s), {} compute thread(s) per "
-        "rank, from '{}'. peak_fp32 {:.4g} GFLOP/s is the highest compute rate fitted over {} GEMMs{}, "
+        "rank, from '{}'; each kernel timing is the fastest of {} pass(es). peak_fp32 {:.4g} GFLOP/s is the highest "
+        "compute rate fitted over {} GEMMs{}, "
         "memory_bandwidth "
         "{:.4g} GB/s the highest memory-bound rate fitted over {} kernels (eltwise, and per kernel family: "
         "transcendental, reduction, normalization, gather, copy); the efficiency curves are the fitted rates over it, "
@@ -288,8 +299,8 @@ void add_calibrate_command(CLI::App& app) {
         "Collective latency/bandwidth are least squares on core's alpha-beta formulas, one pair per range of message "
         "sizes where the link changes protocol. Fit: {}{}; {}; {}. Valid for runs "
         "with the same ranks per node and threads per rank.",
-        m.quick ? " --quick" : "", m.date, m.host, m.ranks, d.nodes, d.threads, base.name, c.device.peak_fp32 / 1e9,
-        cal.compute.size(), families, c.device.memory_bandwidth / 1e9, d.memory.size(), links,
+        m.quick ? " --quick" : "", m.date, m.host, m.ranks, d.nodes, d.threads, base.name, m.passes,
+        c.device.peak_fp32 / 1e9, cal.compute.size(), families, c.device.memory_bandwidth / 1e9, d.memory.size(), links,
         quality_text("compute", cal.compute), family_fits, quality_text("memory", cal.memory),
         quality_text("collectives", cal.collectives));
 

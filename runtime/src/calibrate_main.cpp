@@ -1,8 +1,11 @@
 // partita-calibrate: the measurements `partita calibrate` fits a cluster profile on (DESIGN.md
 // section 5). Compute (GEMMs, convolutions) and memory sweeps of the CPU backend on every rank at
 // once, then collective sweeps inside a node and, when the job spans nodes, between nodes (one
-// rank per node).
-//   mpirun -np P partita-calibrate -o measurements.json [--quick] [--threads N]
+// rank per node). The compute and memory sweeps run in several passes, the first before the
+// collectives and the others after them, and every kernel keeps its fastest pass: a shared host
+// has slow spells (GEMMs seen at half their rate for minutes), and one pass taken in such a spell
+// would slow every prediction down.
+//   mpirun -np P partita-calibrate -o measurements.json [--quick] [--threads N] [--passes N]
 
 #include "backend.h"
 #include "collectives.h"
@@ -33,6 +36,7 @@ struct Options {
   std::string output;
   bool quick = false;
   int threads = 1;
+  int passes = 0; // 0: 2, or 1 with --quick
   double max_bytes = 256.0 * 1024 * 1024;
 };
 
@@ -96,6 +100,34 @@ nlohmann::json kernels_json(const std::vector<KernelTiming>& rows, bool compute)
   return out;
 }
 
+// Kernel sweep results of one pass: GEMMs and convolutions, memory-bound kernels.
+struct KernelSweeps {
+  std::vector<KernelTiming> compute, memory;
+};
+
+// Each kernel of `kept` takes the time of `pass` where that is faster (the same kernels, in the
+// same order); returns how `pass` compared, "median x1.02, from x0.97 to x1.85" (time against the
+// time kept before).
+std::string keep_faster(std::vector<KernelTiming>& kept, const std::vector<KernelTiming>& pass) {
+  if (kept.size() != pass.size()) {
+    throw Error(fmt::format("a sweep pass timed {} kernels, the first {}", pass.size(), kept.size()));
+  }
+  std::vector<double> ratios;
+  for (std::size_t i = 0; i < kept.size(); ++i) {
+    if (kept[i].kernel != pass[i].kernel) {
+      throw Error(fmt::format("sweep passes differ at row {}: '{}' then '{}'", i, kept[i].kernel, pass[i].kernel));
+    }
+    ratios.push_back(pass[i].seconds / kept[i].seconds);
+    kept[i].seconds = std::min(kept[i].seconds, pass[i].seconds);
+  }
+  if (ratios.empty()) {
+    return "no kernels";
+  }
+  std::sort(ratios.begin(), ratios.end());
+  return fmt::format("median x{:.2f}, from x{:.2f} to x{:.2f}", ratios[ratios.size() / 2], ratios.front(),
+                     ratios.back());
+}
+
 void say(int rank, const std::string& text) {
   if (rank == 0) {
     std::fputs(text.c_str(), stdout);
@@ -110,21 +142,33 @@ int run(const Options& opt, int rank, int size) {
   const SweepBudget budget = opt.quick ? SweepBudget{0.002, 3, 500} : SweepBudget{0.01, 5, 2000};
   say(rank, fmt::format("partita-calibrate: {} ranks on {} node(s), backend {}, {} thread(s) per rank{}\n", size,
                         where.nodes, backend->name(), opt.threads, opt.quick ? ", quick" : ""));
-  say(rank, "\n# compute: GEMMs on every rank at once (time: slowest rank, median of trials)\n");
-  auto compute = opt.quick ? gemm_sweep(*backend, MPI_COMM_WORLD, budget, 5, 9, 2)
-                           : gemm_sweep(*backend, MPI_COMM_WORLD, budget, 5, 10, 4);
-  say(rank, kernel_table(compute, true));
-  // Convolutions reach another fraction of peak than GEMMs of the same FLOPs: a curve of their own.
-  say(rank, "\n# compute: convolutions on every rank at once (fwd: forward; bwd: backward data + weights, one "
-            "pass; a stem has no data gradient)\n");
-  const auto convs = conv_sweep(*backend, MPI_COMM_WORLD, budget,
-                                opt.quick ? conv_cases(5, 9, {1, 2}) : conv_cases(5, 10, {1, 8, 32}));
-  say(rank, kernel_table(convs, true));
-  compute.insert(compute.end(), convs.begin(), convs.end());
-  say(rank, "\n# memory-bound kernels on every rank at once\n");
-  const auto memory = opt.quick ? memory_sweep(*backend, MPI_COMM_WORLD, budget, 3, 8, 2)
-                                : memory_sweep(*backend, MPI_COMM_WORLD, budget, 3, 9, 4);
-  say(rank, kernel_table(memory, false));
+  const int passes = opt.passes > 0 ? opt.passes : (opt.quick ? 1 : 2);
+  // One pass of the kernel sweeps; the first prints its tables.
+  const auto kernel_sweeps = [&](bool print) {
+    const auto show = [&](const std::string& text) {
+      if (print) {
+        say(rank, text);
+      }
+    };
+    KernelSweeps out;
+    show("\n# compute: GEMMs on every rank at once (time: slowest rank, median of trials)\n");
+    out.compute = opt.quick ? gemm_sweep(*backend, MPI_COMM_WORLD, budget, 5, 9, 2)
+                            : gemm_sweep(*backend, MPI_COMM_WORLD, budget, 5, 10, 4);
+    show(kernel_table(out.compute, true));
+    // Convolutions reach another fraction of peak than GEMMs of the same FLOPs: a curve of their own.
+    show("\n# compute: convolutions on every rank at once (fwd: forward; bwd: backward data + weights, one "
+         "pass; a stem has no data gradient)\n");
+    const auto convs = conv_sweep(*backend, MPI_COMM_WORLD, budget,
+                                  opt.quick ? conv_cases(5, 9, {1, 2}) : conv_cases(5, 10, {1, 8, 32}));
+    show(kernel_table(convs, true));
+    out.compute.insert(out.compute.end(), convs.begin(), convs.end());
+    show("\n# memory-bound kernels on every rank at once\n");
+    out.memory = opt.quick ? memory_sweep(*backend, MPI_COMM_WORLD, budget, 3, 8, 2)
+                           : memory_sweep(*backend, MPI_COMM_WORLD, budget, 3, 9, 4);
+    show(kernel_table(out.memory, false));
+    return out;
+  };
+  auto kernels = kernel_sweeps(true);
 
   const Collective collectives[] = {Collective::all_reduce, Collective::all_gather, Collective::reduce_scatter,
                                     Collective::broadcast,  Collective::send_recv,  Collective::all_to_all};
@@ -163,6 +207,19 @@ int run(const Options& opt, int rank, int size) {
     sweep_on(where.leaders, devices, "between nodes, one rank per node:");
   }
 
+  for (int pass = 2; pass <= passes; ++pass) {
+    say(rank, fmt::format("\n# kernel sweeps, pass {} of {}: each kernel keeps its fastest pass\n", pass, passes));
+    const auto again = kernel_sweeps(false);
+    const auto compute_change = keep_faster(kernels.compute, again.compute);
+    const auto memory_change = keep_faster(kernels.memory, again.memory);
+    say(rank,
+        fmt::format("  time against the passes before: compute {}; memory-bound {}\n", compute_change, memory_change));
+  }
+  if (passes > 1) {
+    say(rank, "\n# compute, the fastest pass of each kernel\n" + kernel_table(kernels.compute, true));
+    say(rank, "\n# memory-bound kernels, the fastest pass of each kernel\n" + kernel_table(kernels.memory, false));
+  }
+
   if (rank == 0) {
     char host[256] = {};
     int length = 0;
@@ -175,9 +232,10 @@ int run(const Options& opt, int rank, int size) {
                              {"devices_per_node", where.per_node},
                              {"threads", opt.threads},
                              {"quick", opt.quick},
+                             {"passes", passes},
                              {"backend", std::string(backend->name())},
-                             {"compute", kernels_json(compute, true)},
-                             {"memory", kernels_json(memory, false)},
+                             {"compute", kernels_json(kernels.compute, true)},
+                             {"memory", kernels_json(kernels.memory, false)},
                              {"collectives", coll_json}};
     if (!opt.output.empty()) {
       io::write_file_atomically(opt.output, doc.dump(1) + "\n");
@@ -205,6 +263,9 @@ int main(int argc, char** argv) {
   app.add_option("-o,--output", opt.output, "measurements as JSON, written by rank 0 (read by partita calibrate)");
   app.add_flag("--quick", opt.quick, "fewer sizes, shorter trials, collectives up to 4 MiB");
   app.add_option("--threads", opt.threads, "compute threads per rank")->check(CLI::PositiveNumber);
+  app.add_option("--passes", opt.passes,
+                 "passes of the compute and memory sweeps, each kernel keeping its fastest (default 2; 1 with --quick)")
+      ->check(CLI::PositiveNumber);
   app.add_option("--max-bytes", opt.max_bytes, "largest collective size in bytes")->check(CLI::PositiveNumber);
   try {
     app.parse(argc, argv);

@@ -7,7 +7,7 @@
 #include "backend.h"
 #include "collectives.h"
 #include "cpu_recurrent.h"
-#include "vector_math.h"
+#include "vector_kernels.h"
 
 #include "partita/graph/error.h"
 
@@ -183,18 +183,11 @@ public:
   }
 
   void eltwise_forward(Eltwise kind, std::int64_t n, const float* x, float* y) override {
-    if (kind == Eltwise::erf) { // oneDNN has no erf of its own
-#pragma omp parallel for simd
-      for (std::int64_t i = 0; i < n; ++i) {
-        y[i] = vmath::erf(x[i]);
-      }
-      return;
-    }
-    if (kind == Eltwise::sin || kind == Eltwise::cos) {
-#pragma omp parallel for simd
-      for (std::int64_t i = 0; i < n; ++i) {
-        y[i] = kind == Eltwise::sin ? std::sin(x[i]) : std::cos(x[i]);
-      }
+    // oneDNN 2.6 has no erf, sin or cos of its own
+    if (kind == Eltwise::erf || kind == Eltwise::sin || kind == Eltwise::cos) {
+      (kind == Eltwise::erf   ? vector_kernels::erf_forward
+       : kind == Eltwise::sin ? vector_kernels::sin_forward
+                              : vector_kernels::cos_forward)(n, x, y);
       return;
     }
     const auto md = dense({n});
@@ -207,19 +200,10 @@ public:
   }
 
   void eltwise_backward(Eltwise kind, std::int64_t n, const float* x, const float* dy, float* dx) override {
-    if (kind == Eltwise::erf) { // d erf(x) / dx = 2 / sqrt(pi) * exp(-x^2)
-      constexpr float two_over_sqrt_pi = 1.1283791670955126F;
-#pragma omp parallel for simd
-      for (std::int64_t i = 0; i < n; ++i) {
-        dx[i] = dy[i] * two_over_sqrt_pi * vmath::exp(-x[i] * x[i]);
-      }
-      return;
-    }
-    if (kind == Eltwise::sin || kind == Eltwise::cos) { // sin' = cos, cos' = -sin
-#pragma omp parallel for simd
-      for (std::int64_t i = 0; i < n; ++i) {
-        dx[i] = dy[i] * (kind == Eltwise::sin ? std::cos(x[i]) : -std::sin(x[i]));
-      }
+    if (kind == Eltwise::erf || kind == Eltwise::sin || kind == Eltwise::cos) {
+      (kind == Eltwise::erf   ? vector_kernels::erf_backward
+       : kind == Eltwise::sin ? vector_kernels::sin_backward
+                              : vector_kernels::cos_backward)(n, x, dy, dx);
       return;
     }
     const auto md = dense({n});

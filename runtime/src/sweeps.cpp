@@ -179,8 +179,8 @@ std::vector<KernelTiming> memory_sweep(Backend& backend, MPI_Comm comm, const Sw
       const auto o = next(n_add);
       backend.binary(Binary::add, d, x.data() + o, d, y.data() + o, d, z.data() + o);
     });
-    // Erf, which transformers' GELU runs: a scalar loop here, several times slower than the
-    // functions oneDNN vectorizes (tanh, exp), which the family then overprices.
+    // Erf, which transformers' GELU runs (an exported GELU is Div, Erf, Add, Mul): our own
+    // vectorized loop (vector_kernels.cpp), as oneDNN has none.
     time("erf", KernelClass::transcendental, 8.0 * static_cast<double>(n_relu), [&] {
       const auto o = next(n_relu);
       backend.eltwise_forward(Eltwise::erf, n_relu, x.data() + o, y.data() + o);
