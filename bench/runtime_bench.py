@@ -3,7 +3,13 @@
 partita-run measures on this machine.
 
 1. `partita calibrate` (or --cluster FILE).
-2. A fixed suite of (model, strategy) cases on --np ranks, each through `partita run --json`.
+2. A fixed suite of (model, strategy) cases on --np ranks, each through `partita run --json`. Before
+   each run, a probe (`partita-calibrate --probe`: three GEMMs) checks that the host runs at the
+   speed it was calibrated at; this virtual machine's host has slow spells of minutes where every
+   kernel runs up to twice as long, and a run taken in one measures the host, not the model. When
+   the probe is more than --host-tolerance slower than the calibration, the benchmark waits and
+   probes again (up to --max-wait seconds per run, --wait-budget in all), and prints how fast the
+   host was before each run it kept.
 3. Prints per case predicted / measured / error, then the iteration-time MAPE, the per-op MAPE,
    the Kendall rank correlation (tau-b) of strategies per model, predicted against measured per
    op type and term (where the model misses), the runtime's overhead (iteration time against the
@@ -21,6 +27,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections import defaultdict
 
 MODELS = {
@@ -59,6 +66,43 @@ def kendall_tau_b(xs, ys):
     return (concordant - discordant) / denominator if denominator > 0 else float("nan")
 
 
+class HostProbe:
+    """The probe's GEMM times against the calibration's same GEMMs: 1.0 is the calibrated speed."""
+
+    def __init__(self, args, reference_path):
+        self.args = args
+        with open(reference_path) as f:
+            self.reference = {r["kernel"]: r["seconds"] for r in json.load(f)["compute"]}
+        self.out = os.path.join(args.out_dir, "probe.json")
+        self.waited = 0.0
+
+    def ratio(self):
+        cmd = [self.args.mpirun, "-np", str(self.args.np), "-x", "OMP_NUM_THREADS=1"]
+        if os.geteuid() == 0:
+            cmd.append("--allow-run-as-root")
+        cmd += [self.args.calibrate_program, "--probe", "--threads", "1", "-o", self.out]
+        if subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode != 0:
+            sys.exit("partita-calibrate --probe failed: " + " ".join(cmd))
+        with open(self.out) as f:
+            rows = json.load(f)["compute"]
+        ratios = sorted(r["seconds"] / self.reference[r["kernel"]] for r in rows if r["kernel"] in self.reference)
+        if not ratios:
+            sys.exit("the probe's GEMMs are not in the calibration's measurements")
+        return ratios[len(ratios) // 2]
+
+    def settle(self):
+        """Probes until the host is within tolerance or the wait limits are reached; the last ratio."""
+        waited_here = 0.0
+        r = self.ratio()
+        while (r > 1 + self.args.host_tolerance and waited_here < self.args.max_wait
+               and self.waited < self.args.wait_budget):
+            time.sleep(self.args.probe_interval)
+            waited_here += self.args.probe_interval
+            self.waited += self.args.probe_interval
+            r = self.ratio()
+        return r
+
+
 def trace_overhead(trace_path):
     """Per rank and iteration: 1 - (sum of op intervals) / iteration interval, mean over both."""
     with open(trace_path) as f:
@@ -90,6 +134,14 @@ def main():
     ap.add_argument("--repeats", type=int, default=2,
                     help="runs of the whole suite, one after the other; per case the run with the lowest median "
                          "counts, and the spread between runs is printed (this machine's noise)")
+    ap.add_argument("--calibrate-program", help="partita-calibrate, for the host probe (no probe when not given)")
+    ap.add_argument("--reference", help="the measurements.json the cluster was calibrated from (default: this "
+                                        "benchmark's own calibration); the probe's reference")
+    ap.add_argument("--host-tolerance", type=float, default=0.10,
+                    help="how much slower than calibrated the probe may find the host before a run waits")
+    ap.add_argument("--probe-interval", type=float, default=15)
+    ap.add_argument("--max-wait", type=float, default=120, help="seconds a run waits at most for the host")
+    ap.add_argument("--wait-budget", type=float, default=900, help="seconds all runs wait at most together")
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--families", default=",".join(FAMILIES))
     ap.add_argument("--out-dir", default="runtime_bench")
@@ -114,6 +166,12 @@ def main():
                     print("  " + line.rstrip())
     print(f"cluster: {cluster}; {args.np} ranks, {env_note}, {args.iterations} timed iterations after "
           f"{args.warmup} warm-up", flush=True)
+    reference = args.reference or (None if args.cluster else os.path.join(args.out_dir, "calibration",
+                                                                          "measurements.json"))
+    probe = HostProbe(args, reference) if args.calibrate_program and reference else None
+    if probe:
+        print(f"host probe: before each run, GEMMs against {reference}; a run waits while they are more than "
+              f"{100 * args.host_tolerance:.0f}% slower", flush=True)
 
     runs = defaultdict(list)  # case -> results of each repeat
     for repeat in range(args.repeats):
@@ -128,6 +186,7 @@ def main():
             cmd = [args.partita, "run", MODELS[model], "--cluster", cluster, "--strategy", family, "--np",
                    str(args.np), "--iterations", str(args.iterations), "--warmup", str(args.warmup), "--threads", "1",
                    "--mpirun", args.mpirun, "--work-dir", work, "--json", out_json]
+            host = probe.settle() if probe else float("nan")
             rc = run(cmd, os.path.join(work, "run.log"))
             if rc != 0 or not os.path.exists(out_json):
                 with open(os.path.join(work, "run.log")) as f:
@@ -138,10 +197,12 @@ def main():
                 r = json.load(f)
             r["case"], r["model_key"], r["family"] = name, model, family
             r["overhead"] = trace_overhead(os.path.join(work, "trace.json"))
+            r["host"] = host
             runs[name].append(r)
             it = r["iteration"]
             print(f"  {name} (run {repeat + 1}): predicted {it['predicted'] * 1e3:.2f} ms, measured "
-                  f"{it['measured'] * 1e3:.2f} ms", flush=True)
+                  f"{it['measured'] * 1e3:.2f} ms" + (f"; host x{host:.2f} of calibrated GEMM time" if probe else ""),
+                  flush=True)
 
     results = []
     for name, rs in runs.items():
@@ -153,13 +214,19 @@ def main():
         sys.exit("no case ran")
     print(f"\nper case the run (of {args.repeats}) with the lowest median iteration time; spread: how much slower "
           f"the other run(s) measured")
-    print(f"{'case':<18} {'predicted ms':>13} {'measured ms':>12} {'error':>8} {'overhead':>9} {'spread':>8}")
+    print(f"{'case':<18} {'predicted ms':>13} {'measured ms':>12} {'error':>8} {'overhead':>9} {'spread':>8} "
+          f"{'host':>6}")
     errors = []
     for r in results:
         p, m = r["iteration"]["predicted"], r["iteration"]["measured"]
         errors.append(abs(p - m) / m)
         print(f"{r['case']:<18} {p * 1e3:>13.2f} {m * 1e3:>12.2f} {100 * (p - m) / m:>+7.1f}% "
-              f"{100 * r['overhead']:>8.2f}% {100 * r['spread']:>7.1f}%")
+              f"{100 * r['overhead']:>8.2f}% {100 * r['spread']:>7.1f}% {r['host']:>6.2f}")
+    if probe:
+        slow = sum(1 for r in results if r["host"] > 1 + args.host_tolerance)
+        print(f"host: the probe's GEMM time against the calibration's before the run (1.00: as calibrated); "
+              f"{slow} of {len(results)} kept runs started above x{1 + args.host_tolerance:.2f}; "
+              f"{probe.waited:.0f} s spent waiting for the host")
     spreads = [r["spread"] for r in results]
     print(f"\nrun-to-run spread of the measured iteration time: median {100 * sorted(spreads)[len(spreads) // 2]:.1f}%, "
           f"largest {100 * max(spreads):.1f}%")

@@ -6,6 +6,8 @@
 // has slow spells (GEMMs seen at half their rate for minutes), and one pass taken in such a spell
 // would slow every prediction down.
 //   mpirun -np P partita-calibrate -o measurements.json [--quick] [--threads N] [--passes N]
+//   mpirun -np P partita-calibrate --probe -o probe.json   (the GEMMs of 10^8.5 FLOPs alone: is the
+//                                                           host at its calibrated speed now?)
 
 #include "backend.h"
 #include "collectives.h"
@@ -37,6 +39,7 @@ struct Options {
   bool quick = false;
   int threads = 1;
   int passes = 0; // 0: 2, or 1 with --quick
+  bool probe = false;
   double max_bytes = 256.0 * 1024 * 1024;
 };
 
@@ -142,6 +145,19 @@ int run(const Options& opt, int rank, int size) {
   const SweepBudget budget = opt.quick ? SweepBudget{0.002, 3, 500} : SweepBudget{0.01, 5, 2000};
   say(rank, fmt::format("partita-calibrate: {} ranks on {} node(s), backend {}, {} thread(s) per rank{}\n", size,
                         where.nodes, backend->name(), opt.threads, opt.quick ? ", quick" : ""));
+  if (opt.probe) {
+    // One size of each GEMM family, named as the full sweep names it, so that a caller can set
+    // these times against a calibration's (bench/runtime_bench.py waits out a slow spell so).
+    const auto gemms = gemm_sweep(*backend, MPI_COMM_WORLD, budget, 8.5, 8.5, 4);
+    say(rank, kernel_table(gemms, true));
+    if (rank == 0 && !opt.output.empty()) {
+      io::write_file_atomically(
+          opt.output,
+          nlohmann::json{{"format", "partita-calibrate probe 1"}, {"compute", kernels_json(gemms, true)}}.dump(1) +
+              "\n");
+    }
+    return 0;
+  }
   const int passes = opt.passes > 0 ? opt.passes : (opt.quick ? 1 : 2);
   // One pass of the kernel sweeps; the first prints its tables.
   const auto kernel_sweeps = [&](bool print) {
@@ -266,6 +282,9 @@ int main(int argc, char** argv) {
   app.add_option("--passes", opt.passes,
                  "passes of the compute and memory sweeps, each kernel keeping its fastest (default 2; 1 with --quick)")
       ->check(CLI::PositiveNumber);
+  app.add_flag("--probe", opt.probe,
+               "time only the GEMMs of 10^8.5 FLOPs (one per family) and write them to --output: is the host at its "
+               "calibrated speed now?");
   app.add_option("--max-bytes", opt.max_bytes, "largest collective size in bytes")->check(CLI::PositiveNumber);
   try {
     app.parse(argc, argv);

@@ -550,32 +550,19 @@ public:
   }
 
   void sgd_update(std::int64_t n, float learning_rate, const float* gradient, float* weights) override {
-#pragma omp parallel for simd
-    for (std::int64_t i = 0; i < n; ++i) {
-      weights[i] -= learning_rate * gradient[i];
-    }
+    vector_kernels::sgd_update(n, learning_rate, gradient, weights);
   }
 
   void momentum_update(std::int64_t n, float learning_rate, float momentum, const float* gradient, float* velocity,
                        float* weights) override {
-#pragma omp parallel for simd
-    for (std::int64_t i = 0; i < n; ++i) {
-      velocity[i] = momentum * velocity[i] + gradient[i];
-      weights[i] -= learning_rate * velocity[i];
-    }
+    vector_kernels::momentum_update(n, learning_rate, momentum, gradient, velocity, weights);
   }
 
   void adam_update(std::int64_t n, const AdamParameters& p, int step, const float* gradient, float* m, float* v,
                    float* weights) override {
     const AdamCorrection c = adam_correction(p, step);
-    const float b1 = p.beta1, b2 = p.beta2, lr = p.learning_rate, eps = p.epsilon;
-#pragma omp parallel for simd
-    for (std::int64_t i = 0; i < n; ++i) {
-      const float g = gradient[i];
-      m[i] = b1 * m[i] + (1.F - b1) * g;
-      v[i] = b2 * v[i] + (1.F - b2) * g * g;
-      weights[i] -= lr * (m[i] / c.first) / (std::sqrt(v[i] / c.second) + eps);
-    }
+    vector_kernels::adam_update(n, p.learning_rate, p.beta1, p.beta2, p.epsilon, c.first, c.second, gradient, m, v,
+                                weights);
   }
 
   void memory_bound(std::int64_t bytes) override {

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <map>
 #include <utility>
 
@@ -362,20 +363,21 @@ Executor::Executor(const graph::Graph& g, const strategy::Strategy& st, MPI_Comm
         in.value.reset();
         // Its only reader, on the same devices, with nothing to reduce: the gradient is written
         // straight into the producer's output gradient (no buffer, no add).
-        const auto& producer = m_ops[static_cast<std::size_t>(in.producer)];
+        auto& producer = m_ops[static_cast<std::size_t>(in.producer)];
         const auto tensor = g.op(in.producer).outputs[in.producer_output];
         const auto& readers = g.tensor(tensor).consumers;
         const bool only_reader =
             readers.size() == 1 &&
             std::count(g.op(readers[0]).inputs.begin(), g.op(readers[0]).inputs.end(), tensor) == 1 &&
             std::find(g.graph_outputs.begin(), g.graph_outputs.end(), tensor) == g.graph_outputs.end();
-        const auto& out = producer.outputs[in.producer_output];
+        auto& out = producer.outputs[in.producer_output];
         // A producer that hands its buffers over swaps its output gradient away in its backward.
         if (in.gradient && only_reader && !out.external && out.gradient && in.reduce_group.size() <= 1 &&
             !hands_over_at[static_cast<std::size_t>(in.producer)] &&
             same_block(out.gradient->block, in.gradient->block)) {
           in.gradient_alias = true;
           in.gradient.reset();
+          out.gradient_overwritten = true; // the reader's kernel writes all of it
         }
       }
     }
@@ -503,7 +505,9 @@ void Executor::forward() {
 
 void Executor::backward() {
   restore_weight_gradients();
-  // Output gradients: the loss gradient on graph outputs, zero elsewhere (consumers add theirs).
+  // Output gradients: the loss gradient on graph outputs, zero where consumers add theirs. A
+  // gradient that its only reader's kernel writes in place is left as it is (zeroing every
+  // activation's gradient took 5 ms of a 90 ms GPT-2 iteration).
   for (std::size_t id = 0; id < m_ops.size(); ++id) {
     const auto& op = m_graph.op(static_cast<graph::OpId>(id));
     for (std::size_t j = 0; j < m_ops[id].outputs.size(); ++j) {
@@ -512,12 +516,13 @@ void Executor::backward() {
       if (!grad) {
         continue;
       }
-      if (!out.external) {
+      const bool graph_output = std::find(m_graph.graph_outputs.begin(), m_graph.graph_outputs.end(), op.outputs[j]) !=
+                                m_graph.graph_outputs.end();
+      if (!out.external && !graph_output && !out.gradient_overwritten) {
         std::fill(grad->data.begin(), grad->data.end(), 0.F);
       }
       const auto& t = m_graph.tensor(op.outputs[j]);
-      if (std::find(m_graph.graph_outputs.begin(), m_graph.graph_outputs.end(), op.outputs[j]) !=
-          m_graph.graph_outputs.end()) {
+      if (graph_output) {
         // The loss is the sum of every output element times a fixed random weight: its gradient
         // is that weight, and over micro-batches the gradients add up to the full batch's.
         // The same every iteration: generated once per output and micro-batch, then copied (a hash
@@ -530,8 +535,10 @@ void Executor::backward() {
           fill_slice(cached->second, slice, m_micro_batch, "loss-gradient:" + t.name, value_scale);
         }
         const Shard& seed = cached->second;
-        for (std::size_t e = 0; e < seed.data.size(); ++e) {
-          grad->data[e] = (out.external ? grad->data[e] : 0.F) + seed.data[e];
+        if (out.external) { // the caller wrote its part first
+          std::transform(seed.data.begin(), seed.data.end(), grad->data.begin(), grad->data.begin(), std::plus<>());
+        } else {
+          std::copy(seed.data.begin(), seed.data.end(), grad->data.begin());
         }
       }
     }
@@ -779,6 +786,26 @@ void Executor::zero_weight_gradients() {
       if (in.parameter && in.gradient) {
         std::fill(in.gradient->data.begin(), in.gradient->data.end(), 0.F);
       }
+    }
+  }
+}
+
+void Executor::poison_gradients() {
+  const auto poison = [](std::optional<Shard>& s) {
+    if (s) {
+      std::fill(s->data.begin(), s->data.end(), std::numeric_limits<float>::quiet_NaN());
+    }
+  };
+  for (auto& state : m_ops) {
+    for (auto& in : state.inputs) {
+      poison(in.gradient);
+      if (in.halo) {
+        std::fill(in.halo->gradient.data.begin(), in.halo->gradient.data.end(),
+                  std::numeric_limits<float>::quiet_NaN());
+      }
+    }
+    for (auto& out : state.outputs) {
+      poison(out.gradient);
     }
   }
 }

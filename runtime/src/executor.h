@@ -97,6 +97,10 @@ public:
   // Weight gradients add up over backward() calls until zero_weight_gradients().
   void set_accumulate_weight_gradients(bool on) { m_accumulate = on; }
   void zero_weight_gradients();
+  // Fills every gradient buffer with NaN, so that --verify fails where a kernel or an exchange
+  // reads a gradient before writing it (backward() zeroes only the gradients that are added
+  // into; a fresh buffer's zeros would hide a kernel that adds where it should write).
+  void poison_gradients();
 
   // Everything but the weights and their gradients (values and gradients of activations and
   // data): a pipeline keeps one set per micro-batch in flight and swaps them in and out.
@@ -155,6 +159,9 @@ private:
     std::optional<Shard> value, gradient;
     Group partial_group;   // this rank's group for a split reduction dim (size 1: none)
     bool external = false; // read by an op out of scope
+    // Its only reader writes the whole gradient in place (Input::gradient_alias), or it is a graph
+    // output that the loss gradient overwrites: backward() does not zero it first.
+    bool gradient_overwritten = false;
   };
   struct OpState {
     bool active = false; // this rank is in the op's device list

@@ -153,6 +153,7 @@ struct Runner {
   }
   void synchronize_gradients() { pipeline ? pipeline->synchronize_gradients() : flat->synchronize_gradients(); }
   void step() { pipeline ? pipeline->step() : flat->step(); }
+  void poison_gradients() { pipeline ? pipeline->poison_gradients() : flat->poison_gradients(); }
   std::vector<Snapshot> snapshot() { return pipeline ? pipeline->snapshot() : flat->snapshot(); }
   std::vector<Snapshot> weight_snapshot() const {
     return pipeline ? pipeline->weight_snapshot() : flat->weight_snapshot();
@@ -269,7 +270,9 @@ int run(const Options& opt, int rank, int size) {
     if (opt.verify) {
       watchdog.set_activity("verify");
       // One iteration, step included: outputs and gradients are compared, then the weights after
-      // the optimizer step (ZeRO's all-gather included).
+      // the optimizer step (ZeRO's all-gather included). The gradient buffers start as NaN, as
+      // a timed iteration finds them full of the last one's values.
+      ex.poison_gradients();
       ex.forward_backward();
       ex.synchronize_gradients();
       auto snaps = ex.snapshot();

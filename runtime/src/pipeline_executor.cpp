@@ -279,6 +279,18 @@ void PipelineExecutor::run_backward(int micro_batch) {
   ex.swap_activations(set);
 }
 
+void PipelineExecutor::poison_gradients() {
+  if (!m_executor) {
+    return;
+  }
+  m_executor->poison_gradients();
+  for (auto& set : m_sets) {
+    m_executor->swap_activations(set);
+    m_executor->poison_gradients();
+    m_executor->swap_activations(set);
+  }
+}
+
 void PipelineExecutor::forward_backward() {
   if (!m_executor) {
     return;

@@ -51,6 +51,9 @@ public:
   // The stage's weights after step().
   std::vector<Snapshot> weight_snapshot() const;
 
+  // Executor::poison_gradients on every micro-batch's activations and the stage's weights.
+  void poison_gradients();
+
   int stage() const { return m_stage; }
   int communicators() const { return m_executor ? m_executor->communicators() : 0; }
   // Bytes of every shard this rank holds: the stage's weights and gradients and every micro-batch's

@@ -28,6 +28,34 @@ PARTITA_VECTOR_CLONES void erf_backward(std::int64_t n, const float* x, const fl
   }
 }
 
+PARTITA_VECTOR_CLONES void sgd_update(std::int64_t n, float learning_rate, const float* gradient, float* weights) {
+#pragma omp parallel for simd
+  for (std::int64_t i = 0; i < n; ++i) {
+    weights[i] -= learning_rate * gradient[i];
+  }
+}
+
+PARTITA_VECTOR_CLONES void momentum_update(std::int64_t n, float learning_rate, float momentum, const float* gradient,
+                                           float* velocity, float* weights) {
+#pragma omp parallel for simd
+  for (std::int64_t i = 0; i < n; ++i) {
+    velocity[i] = momentum * velocity[i] + gradient[i];
+    weights[i] -= learning_rate * velocity[i];
+  }
+}
+
+PARTITA_VECTOR_CLONES void adam_update(std::int64_t n, float learning_rate, float beta1, float beta2, float epsilon,
+                                       float first, float second, const float* gradient, float* m, float* v,
+                                       float* weights) {
+#pragma omp parallel for simd
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float g = gradient[i];
+    m[i] = beta1 * m[i] + (1.F - beta1) * g;
+    v[i] = beta2 * v[i] + (1.F - beta2) * g * g;
+    weights[i] -= learning_rate * (m[i] / first) / (std::sqrt(v[i] / second) + epsilon);
+  }
+}
+
 // sin and cos stay glibc's scalar calls (libmvec's vector versions need -ffast-math).
 void sin_forward(std::int64_t n, const float* x, float* y) {
 #pragma omp parallel for

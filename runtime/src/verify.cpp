@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 
 namespace partita::runtime {
@@ -136,7 +137,9 @@ VerifyResult verify(const graph::Graph& g, const std::vector<Snapshot>& mine, co
     const double allowed = tolerance * std::max(e.ref_max, magnitude_floor);
     for (std::size_t i = 0; i < n; ++i) {
       const double error = std::fabs(static_cast<double>(got.data[i]) - static_cast<double>(expected[offset + i]));
-      if (sign_step[i] != 0 && error > allowed &&
+      if (!std::isfinite(error)) { // a NaN or an infinity on either side (std::max would drop a NaN)
+        e.abs = std::numeric_limits<double>::infinity();
+      } else if (sign_step[i] != 0 && error > allowed &&
           error <= 2 * static_cast<double>(adam->learning_rate) * (1 + tolerance)) {
         ++result.sign_steps; // within one step each way: not counted as an error
       } else {
