@@ -92,6 +92,11 @@ namespace {
 // One op of `type` on whole tensors of the given shapes, run through run_forward as partita-run
 // runs it; `fill` sets the inputs (an index tensor's values).
 struct OneOpGraph {
+  // Spare buffers of every input and output, swapped in before each call (cycle()), so that
+  // successive calls touch other memory: cold, as in a training step (see memory_sweep).
+  std::vector<std::vector<Floats>> spares;
+  std::size_t turn = 0;
+
   graph::Graph g;
   std::vector<Shard> inputs, outputs;
   OpBuffers buffers;
@@ -124,6 +129,28 @@ struct OneOpGraph {
       buffers.outputs.push_back(&y);
     }
   }
+  // Copies of the buffers (inputs with their values: a gather's indices) to cycle through, up to
+  // about `cold` bytes in all and at most 4096.
+  void make_spares(std::size_t cold) {
+    const auto count = std::clamp<std::size_t>(static_cast<std::size_t>(static_cast<double>(cold) / bytes()), 1, 4096);
+    for (auto* list : {&inputs, &outputs}) {
+      for (const auto& x : *list) {
+        spares.emplace_back(count, x.data);
+      }
+    }
+  }
+  void cycle() {
+    if (spares.empty()) {
+      return;
+    }
+    std::size_t k = 0;
+    for (auto* list : {&inputs, &outputs}) {
+      for (auto& x : *list) {
+        std::swap(x.data, spares[k++][turn]);
+      }
+    }
+    turn = (turn + 1) % spares.front().size();
+  }
   double bytes() const {
     double b = 0;
     for (const auto* list : {&inputs, &outputs}) {
@@ -150,7 +177,8 @@ std::vector<KernelTiming> memory_sweep(Backend& backend, MPI_Comm comm, const Sw
   // least `cold` bytes, and a small kernel is timed as a step meets it.
   constexpr std::size_t cold = 64 << 20;
   const auto largest = std::max(static_cast<std::size_t>(sizes.back() / 4) + width + 1, cold / 4);
-  std::vector<float> x(largest, 0.5F), y(largest, 0.0F), z(std::max(largest / 3 + 1, cold / 4), 0.0F);
+  std::vector<float> x(largest, 0.5F), y(largest, 0.0F), z(std::max(largest / 3 + 1, cold / 4), 0.0F),
+      v(z.size(), 0.0F); // Adam's second moment (z its first)
   std::size_t offset = 0;
   // The offset of the next call's operands of n floats in every arena (64-byte aligned).
   const auto next = [&](std::int64_t n) {
@@ -221,10 +249,11 @@ std::vector<KernelTiming> memory_sweep(Backend& backend, MPI_Comm comm, const Sw
       const auto o = next(n_momentum);
       backend.momentum_update(n_momentum, 1e-6F, 0.9F, x.data() + o, z.data() + o, w.data() + o);
     });
-    std::vector<float> m(static_cast<std::size_t>(n_adam), 0.F), v(static_cast<std::size_t>(n_adam), 0.F);
     int step = 0;
-    time("adam step", KernelClass::optimizer, 28.0 * static_cast<double>(n_adam),
-         [&] { backend.adam_update(n_adam, AdamParameters{}, ++step, x.data(), m.data(), v.data(), w.data()); });
+    time("adam step", KernelClass::optimizer, 28.0 * static_cast<double>(n_adam), [&] {
+      const auto o = next(n_adam);
+      backend.adam_update(n_adam, AdamParameters{}, ++step, x.data() + o, z.data() + o, v.data() + o, w.data() + o);
+    });
     if (bytes > 3e7) {
       continue; // the executor's element-by-element remap (Gather, Transpose, Split) is slow: no larger sizes
     }
@@ -234,16 +263,26 @@ std::vector<KernelTiming> memory_sweep(Backend& backend, MPI_Comm comm, const Sw
     for (std::int64_t i = 0; i < picked; ++i) {
       gather.inputs[1].data[static_cast<std::size_t>(i)] = static_cast<float>((i * 7919) % picked);
     }
-    time("gather rows", KernelClass::gather, gather.bytes(),
-         [&] { run_forward(backend, gather.g, 0, gather.buffers); });
+    gather.make_spares(cold);
+    time("gather rows", KernelClass::gather, gather.bytes(), [&] {
+      gather.cycle();
+      run_forward(backend, gather.g, 0, gather.buffers);
+    });
     // Transpose of the two inner dims of [rows / 64, 64, width] (attention heads), and a Split in two.
     const std::int64_t blocks = std::max<std::int64_t>(1, picked / 64);
     OneOpGraph transpose("Transpose", {{blocks, 64, width}}, {{blocks, width, 64}},
                          {{"perm", std::vector<std::int64_t>{0, 2, 1}}});
-    time("transpose", KernelClass::copy, transpose.bytes(),
-         [&] { run_forward(backend, transpose.g, 0, transpose.buffers); });
+    transpose.make_spares(cold);
+    time("transpose", KernelClass::copy, transpose.bytes(), [&] {
+      transpose.cycle();
+      run_forward(backend, transpose.g, 0, transpose.buffers);
+    });
     OneOpGraph split("Split", {{picked, 2 * width}}, {{picked, width}, {picked, width}}, {{"axis", std::int64_t{1}}});
-    time("split", KernelClass::copy, split.bytes(), [&] { run_forward(backend, split.g, 0, split.buffers); });
+    split.make_spares(cold);
+    time("split", KernelClass::copy, split.bytes(), [&] {
+      split.cycle();
+      run_forward(backend, split.g, 0, split.buffers);
+    });
   }
   return out;
 }
