@@ -641,22 +641,33 @@ void run_backward(Backend& backend, const graph::Graph& g, graph::OpId id, const
     const Dims ad = aligned(buf.inputs[0]->extents(), c.size());
     const Dims bd = aligned(buf.inputs[1]->extents(), c.size());
     const float* dy = d_out[0]->data.data();
-    Floats full; // dY (op) the other input, for Mul and Div
-    if (*b == Binary::mul || *b == Binary::div) {
+    // dY (op) the other input, for Mul and Div: written straight into the gradient when that input
+    // is not broadcast (no sum to take), else into `full` and summed over the broadcast dims.
+    Floats full;
+    const auto into = [&](const Dims& target, float* dst) {
+      if (target == c) {
+        return dst;
+      }
       full.resize(static_cast<std::size_t>(product(c)));
-    }
+      return full.data();
+    };
+    const auto sum_into = [&](const Dims& target, const float* from, float* dst) {
+      if (from != dst) {
+        backend.reduce_sum(c, from, target, dst);
+      }
+    };
     if (wants(0)) { // dA = reduce(dY (op) ...)
+      float* da = d_in[0]->data.data();
       switch (*b) {
       case Binary::add:
-      case Binary::sub: backend.reduce_sum(c, dy, ad, d_in[0]->data.data()); break;
+      case Binary::sub: backend.reduce_sum(c, dy, ad, da); break;
       case Binary::mul:
-        backend.binary(Binary::mul, c, dy, bd, buf.inputs[1]->data.data(), c, full.data());
-        backend.reduce_sum(c, full.data(), ad, d_in[0]->data.data());
+      case Binary::div: {
+        float* t = into(ad, da);
+        backend.binary(*b, c, dy, bd, buf.inputs[1]->data.data(), c, t);
+        sum_into(ad, t, da);
         break;
-      case Binary::div:
-        backend.binary(Binary::div, c, dy, bd, buf.inputs[1]->data.data(), c, full.data());
-        backend.reduce_sum(c, full.data(), ad, d_in[0]->data.data());
-        break;
+      }
       }
     }
     if (wants(1)) {
@@ -670,14 +681,17 @@ void run_backward(Backend& backend, const graph::Graph& g, graph::OpId id, const
           v = -v;
         }
         break;
-      case Binary::mul:
-        backend.binary(Binary::mul, c, dy, ad, buf.inputs[0]->data.data(), c, full.data());
-        backend.reduce_sum(c, full.data(), bd, db);
+      case Binary::mul: {
+        float* t = into(bd, db);
+        backend.binary(Binary::mul, c, dy, ad, buf.inputs[0]->data.data(), c, t);
+        sum_into(bd, t, db);
         break;
+      }
       case Binary::div: { // dB = -dY * A / B^2 = -(dY * Y) / B
-        backend.binary(Binary::mul, c, dy, c, buf.outputs[0]->data.data(), c, full.data());
-        backend.binary(Binary::div, c, full.data(), bd, buf.inputs[1]->data.data(), c, full.data());
-        backend.reduce_sum(c, full.data(), bd, db);
+        float* t = into(bd, db);
+        backend.binary(Binary::mul, c, dy, c, buf.outputs[0]->data.data(), c, t);
+        backend.binary(Binary::div, c, t, bd, buf.inputs[1]->data.data(), c, t);
+        sum_into(bd, t, db);
         backend.synchronize();
         for (auto& v : d_in[1]->data) {
           v = -v;
