@@ -341,44 +341,67 @@ Executor::Executor(const graph::Graph& g, const strategy::Strategy& st, MPI_Comm
   // An input whose block on this rank is exactly its producer's output block, with nothing moving
   // on any rank, reads that output in place (as frameworks pass a tensor to its next op): no copy
   // forward. Its gradient goes back through the exchange, added into the producer's, unless it is
-  // the tensor's only reader (below). A view that hands its input buffer over to its output keeps
-  // its own input (the hand-over is free).
+  // the tensor's only reader (below).
+  const auto in_place = [&](const Input& in) {
+    if (!in.value || in.halo || in.parameter || in.producer < 0 || in.forward_exchange.remote ||
+        in.forward_exchange.local.size() != 1) {
+      return false;
+    }
+    const auto& src = m_ops[static_cast<std::size_t>(in.producer)].outputs[in.producer_output].value;
+    return src && same_block(src->block, in.value->block) &&
+           same_block(in.forward_exchange.local.front(), in.value->block);
+  };
+  // Its only reader, on the same devices, with nothing to reduce, writes the gradient straight
+  // into the producer's output gradient (no buffer, no add).
+  const auto only_reader = [&](const Input& in) {
+    const auto tensor = g.op(in.producer).outputs[in.producer_output];
+    const auto& readers = g.tensor(tensor).consumers;
+    const auto& out = m_ops[static_cast<std::size_t>(in.producer)].outputs[in.producer_output];
+    return readers.size() == 1 &&
+           std::count(g.op(readers[0]).inputs.begin(), g.op(readers[0]).inputs.end(), tensor) == 1 &&
+           std::find(g.graph_outputs.begin(), g.graph_outputs.end(), tensor) == g.graph_outputs.end() &&
+           !out.external && in.reduce_group.size() <= 1;
+  };
+  const auto gradient_in_place = [&](const Input& in) {
+    const auto& out = m_ops[static_cast<std::size_t>(in.producer)].outputs[in.producer_output];
+    return in.gradient && out.gradient && same_block(out.gradient->block, in.gradient->block);
+  };
+  // A view (is_buffer_view) that is its input's only reader borrows the producer's output buffer
+  // for its own (a swap in forward, given back in backward, before the producer's backward reads
+  // it), and hands its output gradient to the producer the same way: nothing is copied either way.
+  // Another view hands its own input buffer over (the forward exchange copies into it).
   std::vector<bool> hands_over_at(m_ops.size());
   for (std::size_t id = 0; id < m_ops.size(); ++id) {
     hands_over_at[id] = hands_buffer_over(static_cast<graph::OpId>(id), m_ops[id]);
   }
+  // A producer that hands its input buffer over swaps its output gradient away in its backward.
+  const auto swapped_away = [&](const Input& in) {
+    const auto p = static_cast<std::size_t>(in.producer);
+    return hands_over_at[p] && !m_ops[p].borrows;
+  };
+  for (const auto id : m_order) { // producers first
+    auto& state = m_ops[static_cast<std::size_t>(id)];
+    if (hands_over_at[static_cast<std::size_t>(id)]) {
+      const Input& in = state.inputs[0];
+      const bool gradients = in.gradient.has_value();
+      state.borrows = in_place(in) && only_reader(in) && state.outputs[0].gradient.has_value() == gradients &&
+                      (!gradients || (gradient_in_place(in) && !swapped_away(in)));
+    }
+  }
   for (std::size_t id = 0; id < m_ops.size(); ++id) {
     auto& state = m_ops[id];
-    const bool hands_over = hands_over_at[id];
     for (std::size_t i = 0; i < state.inputs.size(); ++i) {
       auto& in = state.inputs[i];
-      if ((hands_over && i == 0) || !in.value || in.halo || in.parameter || in.producer < 0 ||
-          in.forward_exchange.remote || in.forward_exchange.local.size() != 1) {
+      if ((hands_over_at[id] && i == 0 && !state.borrows) || !in_place(in)) {
         continue;
       }
-      const auto& src = m_ops[static_cast<std::size_t>(in.producer)].outputs[in.producer_output].value;
-      const auto& region = in.forward_exchange.local.front();
-      if (src && same_block(src->block, in.value->block) && same_block(region, in.value->block)) {
-        in.alias = true;
-        in.value.reset();
-        // Its only reader, on the same devices, with nothing to reduce: the gradient is written
-        // straight into the producer's output gradient (no buffer, no add).
-        auto& producer = m_ops[static_cast<std::size_t>(in.producer)];
-        const auto tensor = g.op(in.producer).outputs[in.producer_output];
-        const auto& readers = g.tensor(tensor).consumers;
-        const bool only_reader =
-            readers.size() == 1 &&
-            std::count(g.op(readers[0]).inputs.begin(), g.op(readers[0]).inputs.end(), tensor) == 1 &&
-            std::find(g.graph_outputs.begin(), g.graph_outputs.end(), tensor) == g.graph_outputs.end();
-        auto& out = producer.outputs[in.producer_output];
-        // A producer that hands its buffers over swaps its output gradient away in its backward.
-        if (in.gradient && only_reader && !out.external && out.gradient && in.reduce_group.size() <= 1 &&
-            !hands_over_at[static_cast<std::size_t>(in.producer)] &&
-            same_block(out.gradient->block, in.gradient->block)) {
-          in.gradient_alias = true;
-          in.gradient.reset();
-          out.gradient_overwritten = true; // the reader's kernel writes all of it
-        }
+      in.alias = true;
+      in.value.reset();
+      auto& out = m_ops[static_cast<std::size_t>(in.producer)].outputs[in.producer_output];
+      if (only_reader(in) && gradient_in_place(in) && !swapped_away(in)) {
+        in.gradient_alias = true;
+        in.gradient.reset();
+        out.gradient_overwritten = true; // the reader's kernel (or a borrowing view's swap) writes all of it
       }
     }
   }
@@ -481,7 +504,9 @@ void Executor::forward() {
     const OpBuffers op_buffers = buffers(state);
     const double t0 = MPI_Wtime();
     try {
-      if (hands_buffer_over(id, state)) {
+      if (state.borrows) {
+        std::swap(lent_value(state).data, state.outputs[0].value->data);
+      } else if (hands_buffer_over(id, state)) {
         std::swap(state.inputs[0].value->data, state.outputs[0].value->data);
       } else {
         run_forward(m_backend, m_graph, id, op_buffers);
@@ -572,7 +597,12 @@ void Executor::backward() {
         const bool handed = hands_buffer_over(id, state) && state.inputs[0].gradient && state.outputs[0].gradient &&
                             d_in[0] == &*state.inputs[0].gradient;
         const bool wanted = std::any_of(d_in.begin(), d_in.end(), [](const Shard* d) { return d != nullptr; });
-        if (handed) {
+        if (state.borrows) { // given back before the producer's backward reads them
+          std::swap(lent_value(state).data, state.outputs[0].value->data);
+          if (state.outputs[0].gradient) {
+            std::swap(producer_gradient(state.inputs[0])->data, state.outputs[0].gradient->data);
+          }
+        } else if (handed) {
           std::swap(state.inputs[0].gradient->data, state.outputs[0].gradient->data);
         } else if (wanted) { // an op computed from data and constants alone has nothing to do
           run_backward(m_backend, m_graph, id, op_buffers, d_out, d_in);
@@ -886,7 +916,8 @@ std::vector<Snapshot> Executor::snapshot() const {
     }
     for (std::size_t j = 0; j < state.outputs.size(); ++j) {
       if (state.outputs[j].value) {
-        out.push_back({static_cast<graph::OpId>(id), Held::output, static_cast<int>(j), *state.outputs[j].value});
+        out.push_back({static_cast<graph::OpId>(id), Held::output, static_cast<int>(j),
+                       *held(static_cast<graph::OpId>(id), Held::output, static_cast<int>(j))});
       }
     }
     for (std::size_t i = 0; i < state.inputs.size(); ++i) {
@@ -903,7 +934,8 @@ std::vector<Snapshot> Executor::snapshot() const {
         out.push_back({static_cast<graph::OpId>(id), in.parameter ? Held::weight_gradient : Held::input_gradient,
                        static_cast<int>(i), *in.gradient});
       } else if (in.gradient_alias && state_gradient(in) != nullptr) {
-        out.push_back({static_cast<graph::OpId>(id), Held::input_gradient, static_cast<int>(i), *state_gradient(in)});
+        out.push_back({static_cast<graph::OpId>(id), Held::input_gradient, static_cast<int>(i),
+                       *held(static_cast<graph::OpId>(id), Held::input_gradient, static_cast<int>(i))});
       }
     }
   }
@@ -933,13 +965,42 @@ std::vector<Snapshot> Executor::weight_snapshot() const {
 const Shard* Executor::held(graph::OpId op, Held kind, int index) const {
   const auto& state = m_ops.at(static_cast<std::size_t>(op));
   const auto i = static_cast<std::size_t>(index);
+  // After backward a borrowing view's output and its gradient are back in its producer's buffers
+  // (up a chain of borrowing views): the same elements in the same order (is_buffer_view), copied
+  // under the view's block.
+  const auto settled = [&](graph::OpId at, std::size_t j, bool gradient) -> const Shard* {
+    const Shard* own = gradient ? &*m_ops[static_cast<std::size_t>(at)].outputs[j].gradient
+                                : &*m_ops[static_cast<std::size_t>(at)].outputs[j].value;
+    if (!m_ops[static_cast<std::size_t>(at)].borrows) {
+      return own;
+    }
+    while (m_ops[static_cast<std::size_t>(at)].borrows) {
+      const Input& in = m_ops[static_cast<std::size_t>(at)].inputs[0];
+      at = in.producer;
+      j = in.producer_output;
+    }
+    const auto& out = m_ops[static_cast<std::size_t>(at)].outputs[j];
+    Shard& copy = m_settled[{op, kind, index}];
+    copy.block = own->block;
+    copy.data = gradient ? out.gradient->data : out.value->data;
+    return &copy;
+  };
   if (kind == Held::input_gradient && state.inputs.at(i).gradient_alias) {
-    return state_gradient(state.inputs.at(i));
+    const Input& in = state.inputs.at(i);
+    return state_gradient(in) != nullptr ? settled(in.producer, in.producer_output, true) : nullptr;
+  }
+  if (kind == Held::output && state.outputs.at(i).value) {
+    return settled(op, i, false);
   }
   const auto& slot = kind == Held::output   ? state.outputs.at(i).value
                      : kind == Held::weight ? state.inputs.at(i).value
                                             : state.inputs.at(i).gradient;
   return slot ? &*slot : nullptr;
+}
+
+Shard& Executor::lent_value(OpState& state) {
+  const Input& in = state.inputs[0];
+  return m_ops[static_cast<std::size_t>(in.producer)].outputs[in.producer_output].value.value();
 }
 
 Shard* Executor::producer_gradient(const Input& in) {

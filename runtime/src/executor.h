@@ -37,6 +37,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace partita::runtime {
@@ -112,11 +113,14 @@ public:
   // This rank's block, nullptr when it holds none.
   Shard* buffer(graph::OpId op, Buffer which, std::size_t index);
 
-  // Outputs, input gradients and weight gradients (their ZeRO slices once reduce-scattered).
+  // Outputs, input gradients and weight gradients (their ZeRO slices once reduce-scattered), after
+  // a backward pass.
   std::vector<Snapshot> snapshot() const;
   // The weights this rank steps (Held::weight; ZeRO-3: its slices), after step().
   std::vector<Snapshot> weight_snapshot() const;
-  // The whole-tensor shards of a single-device run (the reference), by op and index.
+  // The whole-tensor shards of a single-device run (the reference), by op and index, after a
+  // backward pass. A borrowing view's output (or a gradient it gave back) is a copy, valid until
+  // the next call for the same op, kind and index.
   const Shard* held(graph::OpId op, Held kind, int index) const;
 
   // Bytes of every buffer this rank holds: activations, weights (a ZeRO-3 slice), their gradients (a ZeRO-2 slice
@@ -170,6 +174,9 @@ private:
     std::vector<Output> outputs;
     Group statistics_group; // this rank's group for split statistics dims (sync-BN; size 1: none)
     Floats saved;           // kept from forward to backward by the op's kernel
+    // A view whose output takes its producer's output buffer in forward and gives it back in
+    // backward (with its output gradient): its input's only reader, in place (see the constructor).
+    bool borrows = false;
   };
   OpBuffers buffers(OpState& state);
   // A view whose output is its input's buffer as it is (is_buffer_view): forward and backward
@@ -177,6 +184,8 @@ private:
   // before it is read again: the input by the next forward exchange, an output gradient (never one
   // read out of scope) by the zeroing at the start of backward().
   bool hands_buffer_over(graph::OpId id, const OpState& state) const;
+  // The producer's output buffer a borrowing view swaps with its own.
+  Shard& lent_value(OpState& state);
   // The producer's output gradient an input with gradient_alias writes into.
   Shard* producer_gradient(const Input& in);
   const Shard* state_gradient(const Input& in) const;
@@ -222,6 +231,8 @@ private:
   int m_micro_batch = 0;
   // The loss gradient of each graph output, per micro-batch: fixed, so generated once.
   std::map<std::pair<graph::TensorId, int>, Shard> m_loss_gradients;
+  // held()'s copies of what borrowing views gave back to their producers (outputs, gradients).
+  mutable std::map<std::tuple<graph::OpId, Held, int>, Shard> m_settled;
   bool m_accumulate = false;
 };
 
