@@ -140,7 +140,7 @@ VerifyResult verify(const graph::Graph& g, const std::vector<Snapshot>& mine, co
       if (!std::isfinite(error)) { // a NaN or an infinity on either side (std::max would drop a NaN)
         e.abs = std::numeric_limits<double>::infinity();
       } else if (sign_step[i] != 0 && error > allowed &&
-          error <= 2 * static_cast<double>(adam->learning_rate) * (1 + tolerance)) {
+                 error <= 2 * static_cast<double>(adam->learning_rate) * (1 + tolerance)) {
         ++result.sign_steps; // within one step each way: not counted as an error
       } else {
         e.abs = std::max(e.abs, error);
