@@ -3,7 +3,8 @@
 // The sweeps partita-calibrate runs (DESIGN.md section 5; nccl-tests and the OSU benchmarks for
 // the collectives): kernels of the CPU backend over a range of work, run on every rank at once as
 // a training step runs them, and collectives through the runtime's own code (all_reduce_sum) or
-// the MPI calls it makes. Every figure is per call, the slowest rank's, median over trials.
+// the MPI calls it makes. A kernel's figure is per call, the slowest rank's, median over trials;
+// a collective's is per call too, one call at a time (time_each_call).
 
 #include "backend.h"
 
@@ -26,6 +27,13 @@ struct SweepBudget {
 // Calls f() on every rank of `comm` together; the per-call time of the slowest rank, median over
 // trials (after one untimed warm-up call).
 double time_per_call(MPI_Comm comm, const SweepBudget& budget, const std::function<void()>& f);
+
+// One call at a time, as partita-run times a collective: prepare(i) (untimed), a barrier, then
+// call(i) timed on every rank; a call's time is the fastest rank's (the rank that came last spent
+// only the transfer in it, as partita-run's trace summary counts a reduce). The median over about
+// trials x target_seconds of calls (at least 9, at most max_calls), after one untimed warm-up.
+double time_each_call(MPI_Comm comm, const SweepBudget& budget, const std::function<void(int)>& prepare,
+                      const std::function<void(int)>& call);
 
 struct KernelTiming {
   std::string kernel;
@@ -80,6 +88,9 @@ struct CollectiveTiming {
 
 // One collective over `comm` for byte sizes min_bytes, min_bytes x step, ... up to max_bytes.
 // Every rank of comm calls it. all-reduce goes through all_reduce_sum (what partita-run runs).
+// Timed as a training step meets a collective (time_each_call): one call at a time, on buffers
+// that rotate through arenas larger than the caches and that each rank writes just before the
+// call, as the kernel producing a gradient or an activation does.
 std::vector<CollectiveTiming> collective_sweep(cluster::Collective c, MPI_Comm comm, const SweepBudget& budget,
                                                double min_bytes, double max_bytes, double step);
 
