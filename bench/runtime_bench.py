@@ -11,10 +11,14 @@ partita-run measures on this machine.
    probes again (up to --max-wait seconds per run, --wait-budget in all), and prints how fast the
    host was before each run it kept.
 3. Prints per case predicted / measured / error, then the iteration-time MAPE, the per-op MAPE,
-   the Kendall rank correlation (tau-b) of strategies per model, predicted against measured per
+   the Kendall rank correlation (tau-b) of strategies per model (the distinct plans: families that
+   chose the same plan count once), predicted against measured per
    op type and term (where the model misses), the runtime's overhead (iteration time against the
    sum of its recorded kernel and collective intervals, from the traces), and partita-run's
    all-reduce bus bandwidth against a raw MPI_Allreduce loop (partita_bench_allreduce).
+
+Each run's results are kept in --out-dir (runs.json); --summarize-only prints the summary again
+from them without running anything.
 
 Targets in the issue: iteration MAPE <= 5%, per-op MAPE <= 10%, tau >= 0.9, overhead < 3%,
 all-reduce >= 95% of raw. This prints the figures; it does not judge or tune them.
@@ -64,6 +68,16 @@ def kendall_tau_b(xs, ys):
                 discordant += 1
     denominator = ((concordant + discordant + ties_x) * (concordant + discordant + ties_y)) ** 0.5
     return (concordant - discordant) / denominator if denominator > 0 else float("nan")
+
+
+def plan_signature(result):
+    """What a run executed: every op's split and devices, and the training setup, from the plan
+    partita run wrote into the case's work directory (the family's name and prose left out)."""
+    with open(os.path.join(result["work_dir"], "plan.json")) as f:
+        plan = json.load(f)
+    ops = [(o["name"], json.dumps(o.get("splits", []), sort_keys=True), tuple(o.get("devices", [])),
+            json.dumps(o.get("stage"), sort_keys=True)) for o in plan["ops"]]
+    return json.dumps([ops, plan.get("setup"), plan.get("pipeline")], sort_keys=True, default=str)
 
 
 class HostProbe:
@@ -134,6 +148,9 @@ def main():
     ap.add_argument("--repeats", type=int, default=2,
                     help="runs of the whole suite, one after the other; per case the run with the lowest median "
                          "counts, and the spread between runs is printed (this machine's noise)")
+    ap.add_argument("--summarize-only", action="store_true",
+                    help="run nothing: print the summary of the runs already in --out-dir (their runs.json, or "
+                         "the cases' result.json files)")
     ap.add_argument("--calibrate-program", help="partita-calibrate, for the host probe (no probe when not given)")
     ap.add_argument("--reference", help="the measurements.json the cluster was calibrated from (default: this "
                                         "benchmark's own calibration); the probe's reference")
@@ -149,6 +166,9 @@ def main():
     os.makedirs(args.out_dir, exist_ok=True)
     env_note = "OMP_NUM_THREADS=1 per rank (partita run --threads 1)"
 
+    if args.summarize_only:
+        summarize(args, load_runs(args), None)
+        return
     cluster = args.cluster
     if not cluster:
         cluster = os.path.join(args.out_dir, "calibrated.json")
@@ -204,6 +224,37 @@ def main():
                   f"{it['measured'] * 1e3:.2f} ms" + (f"; host x{host:.2f} of calibrated GEMM time" if probe else ""),
                   flush=True)
 
+    with open(os.path.join(args.out_dir, "runs.json"), "w") as f:
+        json.dump(runs, f)
+    summarize(args, runs, probe)
+
+
+def load_runs(args):
+    """The runs of a finished benchmark: runs.json, or else every case's result.json (host unknown)."""
+    saved = os.path.join(args.out_dir, "runs.json")
+    if os.path.exists(saved):
+        with open(saved) as f:
+            return json.load(f)
+    runs = defaultdict(list)
+    for repeat in range(args.repeats):
+        for model in args.models.split(","):
+            for family in args.families.split(","):
+                work = os.path.join(args.out_dir, f"{model}_{family}" + (f"_r{repeat}" if repeat else ""))
+                path = os.path.join(work, "result.json")
+                if not os.path.exists(path):
+                    continue
+                with open(path) as f:
+                    r = json.load(f)
+                r["case"], r["model_key"], r["family"] = f"{model}/{family}", model, family
+                r["overhead"] = trace_overhead(os.path.join(work, "trace.json"))
+                r["host"] = float("nan")
+                runs[r["case"]].append(r)
+    if not runs:
+        sys.exit(f"no results in {args.out_dir}")
+    return runs
+
+
+def summarize(args, runs, probe):
     results = []
     for name, rs in runs.items():
         best = min(rs, key=lambda r: r["iteration"]["measured"])
@@ -220,8 +271,9 @@ def main():
     for r in results:
         p, m = r["iteration"]["predicted"], r["iteration"]["measured"]
         errors.append(abs(p - m) / m)
+        host = f"{r['host']:>6.2f}" if r["host"] == r["host"] else f"{'-':>6}"  # NaN: not probed
         print(f"{r['case']:<18} {p * 1e3:>13.2f} {m * 1e3:>12.2f} {100 * (p - m) / m:>+7.1f}% "
-              f"{100 * r['overhead']:>8.2f}% {100 * r['spread']:>7.1f}% {r['host']:>6.2f}")
+              f"{100 * r['overhead']:>8.2f}% {100 * r['spread']:>7.1f}% {host}")
     if probe:
         slow = sum(1 for r in results if r["host"] > 1 + args.host_tolerance)
         print(f"host: the probe's GEMM time against the calibration's before the run (1.00: as calibrated); "
@@ -257,17 +309,37 @@ def main():
           f"{100 * sum(big_ops) / max(len(big_ops), 1):.1f}% over the {len(big_ops)} ops taking >= 1% of their "
           f"iteration; time-weighted {100 * weighted_num / weighted_den:.1f}%")
 
-    print("\nKendall tau-b of strategies by predicted vs measured iteration time, per model:")
+    # Families that chose the same plan (on 2 ranks gholami and hybrid often pick dp's or mp's) are
+    # one strategy run several times: their measured times differ by noise alone, and counted as
+    # distinct strategies their pairs are ties in the prediction that no model could order (3 tied
+    # families of 6 cap tau-b at 0.89). So strategies are the distinct plans, each measured as the
+    # median of its families' runs; the tau over families is printed beside it.
+    print("\nKendall tau-b of strategies (distinct plans) by predicted vs measured iteration time, per model:")
     taus = []
     for model in args.models.split(","):
         rs = [r for r in results if r["model_key"] == model]
         if len(rs) < 2:
             continue
-        tau = kendall_tau_b([r["iteration"]["predicted"] for r in rs], [r["iteration"]["measured"] for r in rs])
+        groups = defaultdict(list)
+        for r in rs:
+            groups[plan_signature(r)].append(r)
+        plans = []
+        for members in groups.values():
+            ms = sorted(m["iteration"]["measured"] for m in members)
+            middle = len(ms) // 2
+            measured = ms[middle] if len(ms) % 2 else (ms[middle - 1] + ms[middle]) / 2
+            plans.append(("=".join(m["family"] for m in members), members[0]["iteration"]["predicted"], measured))
+        per_family = kendall_tau_b([r["iteration"]["predicted"] for r in rs], [r["iteration"]["measured"] for r in rs])
+        if len(plans) < 2:
+            print(f"  {model:<6} every family chose the same plan: nothing to rank (tau over families "
+                  f"{per_family:+.2f})")
+            continue
+        tau = kendall_tau_b([p[1] for p in plans], [p[2] for p in plans])
         taus.append(tau)
-        order_p = " < ".join(r["family"] for r in sorted(rs, key=lambda r: r["iteration"]["predicted"]))
-        order_m = " < ".join(r["family"] for r in sorted(rs, key=lambda r: r["iteration"]["measured"]))
-        print(f"  {model:<6} tau {tau:+.2f} over {len(rs)} strategies; predicted {order_p}; measured {order_m}")
+        order_p = " < ".join(p[0] for p in sorted(plans, key=lambda p: p[1]))
+        order_m = " < ".join(f"{p[0]} ({p[2] * 1e3:.2f})" for p in sorted(plans, key=lambda p: p[2]))
+        print(f"  {model:<6} tau {tau:+.2f} over {len(plans)} distinct plans of {len(rs)} families (over families "
+              f"{per_family:+.2f}); predicted {order_p}; measured ms {order_m}")
 
     print("\nwhere the time goes, all cases summed (ms per iteration): predicted vs measured by op type and term")
     print(f"  {'op type':<14} {'term':<14} {'predicted':>10} {'measured':>10} {'error':>8}")
@@ -282,7 +354,7 @@ def main():
     print(f"\nruntime overhead (1 - recorded kernel+collective intervals / iteration time, mean over ranks and "
           f"iterations): mean {100 * sum(overheads) / len(overheads):.2f}%, largest {100 * max(overheads):.2f}%")
 
-    if args.allreduce_bench:
+    if args.allreduce_bench and not args.summarize_only:
         cmd = [args.mpirun, "-np", str(args.np), "-x", "OMP_NUM_THREADS=1"]
         if os.geteuid() == 0:
             cmd.append("--allow-run-as-root")
