@@ -75,8 +75,7 @@ def plan_signature(result):
     partita run wrote into the case's work directory (the family's name and prose left out)."""
     with open(os.path.join(result["work_dir"], "plan.json")) as f:
         plan = json.load(f)
-    ops = [(o["name"], json.dumps(o.get("splits", []), sort_keys=True), tuple(o.get("devices", [])),
-            json.dumps(o.get("stage"), sort_keys=True)) for o in plan["ops"]]
+    ops = [(o["name"], o.get("splits", []), o.get("devices", [])) for o in plan["ops"]]
     return json.dumps([ops, plan.get("setup"), plan.get("pipeline")], sort_keys=True, default=str)
 
 

@@ -69,6 +69,22 @@ double time_each_call(MPI_Comm comm, const SweepBudget& budget, const std::funct
 
 namespace {
 
+// A training step's working set (activations kept for the backward pass, weights, optimizer
+// state) is many times the last-level cache, so its kernels and collectives mostly find their
+// operands in memory, not in cache. The sweeps rotate their operands through arenas of at least
+// this many bytes, so that each call is timed cold, as a step meets it.
+constexpr std::size_t cold = 64 << 20;
+
+// Slots of `elements` floats, 64-byte aligned, in an arena of `arena` floats (at least
+// `at_least` of them): call i works at offset(i).
+struct Slots {
+  std::size_t stride, count;
+  Slots(std::size_t elements, std::size_t arena, std::size_t at_least = 1)
+      : stride((elements + 15) / 16 * 16), count(std::max(at_least, arena / stride)) {}
+  std::size_t floats() const { return stride * count; }
+  std::size_t offset(std::size_t i) const { return i % count * stride; }
+};
+
 std::vector<double> work_points(double lo, double hi, int per_decade) {
   std::vector<double> out;
   const int steps = static_cast<int>(std::lround((hi - lo) * per_decade));
@@ -95,10 +111,9 @@ std::vector<KernelTiming> gemm_sweep(Backend& backend, MPI_Comm comm, const Swee
   // square reading B transposed (dX = dY W^T in a backward pass).
   const Family families[] = {{"gemm", 1, 1, 1, false}, {"gemm tall", 8, 1, 1, false}, {"gemm B^T", 1, 1, 1, true}};
   // In a training step a matrix product finds its operands in memory, not in cache: the activation
-  // was written many kernels ago (or by another rank) and a weight is read once a pass. So, as in
-  // memory_sweep, each call multiplies the next slices of 64 MiB arenas (on operands kept in cache
-  // GPT-2's products ran 10-15% faster here than in partita-run).
-  constexpr std::size_t cold = 64 << 20;
+  // was written many kernels ago (or by another rank) and a weight is read once a pass. So each
+  // call multiplies the next slices of `cold` arenas (on operands kept in cache GPT-2's products
+  // ran 10-15% faster here than in partita-run).
   std::vector<KernelTiming> out;
   std::vector<float> a, b, c;
   for (const auto& f : families) {
@@ -107,15 +122,13 @@ std::vector<KernelTiming> gemm_sweep(Backend& backend, MPI_Comm comm, const Swee
       const MatmulShape shape{1, at_least_one(f.m * s), at_least_one(f.n * s), at_least_one(f.k * s)};
       const auto na = static_cast<std::size_t>(shape.m * shape.k), nb = static_cast<std::size_t>(shape.k * shape.n),
                  nc = static_cast<std::size_t>(shape.m * shape.n);
-      const std::size_t slot = (std::max({na, nb, nc}) + 15) / 16 * 16; // 64-byte aligned slices
-      const std::size_t slots = std::max<std::size_t>(2, cold / 4 / slot);
-      a.assign(slot * slots, 0.5F);
-      b.assign(slot * slots, 0.25F);
-      c.assign(slot * slots, 0.0F);
+      const Slots slots(std::max({na, nb, nc}), cold / 4, 2);
+      a.assign(slots.floats(), 0.5F);
+      b.assign(slots.floats(), 0.25F);
+      c.assign(slots.floats(), 0.0F);
       std::size_t turn = 0;
       const double seconds = time_per_call(comm, budget, [&] {
-        const std::size_t o = slot * turn;
-        turn = (turn + 1) % slots;
+        const std::size_t o = slots.offset(turn++);
         backend.matmul(shape, a.data() + o, false, b.data() + o, f.trans_b, c.data() + o);
       });
       const double flops = 2.0 * static_cast<double>(shape.m * shape.n * shape.k);
@@ -170,7 +183,7 @@ struct OneOpGraph {
   }
   // Copies of the buffers (inputs with their values: a gather's indices) to cycle through, up to
   // about `cold` bytes in all and at most 4096.
-  void make_spares(std::size_t cold) {
+  void make_spares() {
     const auto count = std::clamp<std::size_t>(static_cast<std::size_t>(static_cast<double>(cold) / bytes()), 1, 4096);
     for (auto* list : {&inputs, &outputs}) {
       for (const auto& x : *list) {
@@ -209,12 +222,9 @@ std::vector<KernelTiming> memory_sweep(Backend& backend, MPI_Comm comm, const Sw
   std::vector<KernelTiming> out;
   const auto sizes = work_points(lo, hi, per_decade);
   constexpr std::int64_t width = 256; // a transformer's hidden size, order of magnitude
-  // A training step's working set (activations kept for the backward pass, weights, optimizer
-  // state) is many times the last-level cache, so its memory-bound kernels mostly find their
-  // operands in memory: partita-run measured a 1 MB bias add at a quarter of the rate that calls
-  // on the same cached buffers reach. So each call here works on the next slice of arenas of at
-  // least `cold` bytes, and a small kernel is timed as a step meets it.
-  constexpr std::size_t cold = 64 << 20;
+  // Memory-bound kernels meet cold operands too: partita-run measured a 1 MB bias add at a quarter
+  // of the rate that calls on the same cached buffers reach. So each call here works on the next
+  // slice of arenas of at least `cold` bytes, and a small kernel is timed as a step meets it.
   const auto largest = std::max(static_cast<std::size_t>(sizes.back() / 4) + width + 1, cold / 4);
   std::vector<float> x(largest, 0.5F), y(largest, 0.0F), z(std::max(largest / 3 + 1, cold / 4), 0.0F),
       v(z.size(), 0.0F); // Adam's second moment (z its first)
@@ -302,7 +312,7 @@ std::vector<KernelTiming> memory_sweep(Backend& backend, MPI_Comm comm, const Sw
     for (std::int64_t i = 0; i < picked; ++i) {
       gather.inputs[1].data[static_cast<std::size_t>(i)] = static_cast<float>((i * 7919) % picked);
     }
-    gather.make_spares(cold);
+    gather.make_spares();
     time("gather rows", KernelClass::gather, gather.bytes(), [&] {
       gather.cycle();
       run_forward(backend, gather.g, 0, gather.buffers);
@@ -311,13 +321,13 @@ std::vector<KernelTiming> memory_sweep(Backend& backend, MPI_Comm comm, const Sw
     const std::int64_t blocks = std::max<std::int64_t>(1, picked / 64);
     OneOpGraph transpose("Transpose", {{blocks, 64, width}}, {{blocks, width, 64}},
                          {{"perm", std::vector<std::int64_t>{0, 2, 1}}});
-    transpose.make_spares(cold);
+    transpose.make_spares();
     time("transpose", KernelClass::copy, transpose.bytes(), [&] {
       transpose.cycle();
       run_forward(backend, transpose.g, 0, transpose.buffers);
     });
     OneOpGraph split("Split", {{picked, 2 * width}}, {{picked, width}, {picked, width}}, {{"axis", std::int64_t{1}}});
-    split.make_spares(cold);
+    split.make_spares();
     time("split", KernelClass::copy, split.bytes(), [&] {
       split.cycle();
       run_forward(backend, split.g, 0, split.buffers);
@@ -338,7 +348,6 @@ std::vector<CollectiveTiming> collective_sweep(cluster::Collective c, MPI_Comm c
   // all-reduce of 256 KB to 1 MB ran 2-3 times faster than partita-run measured the same sizes
   // (its gradient syncs and input-gradient reduces). So each call here takes the next slot of
   // arenas of at least `cold` bytes and writes its send buffer first (untimed).
-  constexpr std::size_t cold = 64 << 20;
   const auto arena = std::max(static_cast<std::size_t>(max_bytes / 4) + static_cast<std::size_t>(p), cold / 4);
   std::vector<float> send(arena, 0.0F), recv(arena, 0.0F);
   std::vector<CollectiveTiming> out;
@@ -353,12 +362,8 @@ std::vector<CollectiveTiming> collective_sweep(cluster::Collective c, MPI_Comm c
       throw Error(fmt::format("{}: {} elements exceed MPI's int count", cluster::collective_name(c), count));
     }
     const int n = static_cast<int>(count), part = n / p;
-    // Slots of `count` floats, 64-byte aligned; call i works on slot i mod slots.
-    const auto stride = (static_cast<std::size_t>(count) + 15) / 16 * 16;
-    const std::size_t slots = std::max<std::size_t>(1, arena / stride);
-    const auto at = [&](std::vector<float>& v, int i) {
-      return v.data() + static_cast<std::size_t>(i) % slots * stride;
-    };
+    const Slots slots(static_cast<std::size_t>(count), arena);
+    const auto at = [&](std::vector<float>& v, int i) { return v.data() + slots.offset(static_cast<std::size_t>(i)); };
     // The producer's write, with the ordinary stores kernels make (a fill of zeros becomes a
     // memset, whose streaming stores leave the buffer in memory, not in the cache: an all-reduce
     // of 1 MB then ran twice as slowly). Rewritten before every call, an in-place all-reduce's
