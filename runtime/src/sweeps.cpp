@@ -304,7 +304,7 @@ std::vector<KernelTiming> memory_sweep(Backend& backend, MPI_Comm comm, const Sw
       backend.adam_update(n_adam, AdamParameters{}, ++step, x.data() + o, z.data() + o, v.data() + o, w.data() + o);
     });
     if (bytes > 3e7) {
-      continue; // the executor's element-by-element remap (Gather, Transpose, Split) is slow: no larger sizes
+      continue; // Gather, Transpose and Split add little above this size
     }
     // Gather: `picked` rows of a table with as many rows, read in a scattered order.
     const std::int64_t picked = std::max<std::int64_t>(1, at_least_one(bytes / 8) / width);
@@ -317,14 +317,25 @@ std::vector<KernelTiming> memory_sweep(Backend& backend, MPI_Comm comm, const Sw
       gather.cycle();
       run_forward(backend, gather.g, 0, gather.buffers);
     });
-    // Transpose of the two inner dims of [rows / 64, 64, width] (attention heads), and a Split in two.
+    // A transpose that moves the last dim, [rows / 64, 64, width] to [.., width, 64] (a weight's
+    // W^T, attention's K^T): every element crosses the rows.
     const std::int64_t blocks = std::max<std::int64_t>(1, picked / 64);
     OneOpGraph transpose("Transpose", {{blocks, 64, width}}, {{blocks, width, 64}},
                          {{"perm", std::vector<std::int64_t>{0, 2, 1}}});
     transpose.make_spares();
-    time("transpose", KernelClass::copy, transpose.bytes(), [&] {
+    time("transpose", KernelClass::transpose, transpose.bytes(), [&] {
       transpose.cycle();
       run_forward(backend, transpose.g, 0, transpose.buffers);
+    });
+    // Copies of rows: attention's heads transpose ([.., 64, 4, 64] to [.., 4, 64, 64], the last dim
+    // stays) and a Split in two along the rows (Q, K, V out of one product).
+    const std::int64_t heads = 4;
+    OneOpGraph heads_transpose("Transpose", {{blocks, 64, heads, width / heads}}, {{blocks, heads, 64, width / heads}},
+                               {{"perm", std::vector<std::int64_t>{0, 2, 1, 3}}});
+    heads_transpose.make_spares();
+    time("heads transpose", KernelClass::copy, heads_transpose.bytes(), [&] {
+      heads_transpose.cycle();
+      run_forward(backend, heads_transpose.g, 0, heads_transpose.buffers);
     });
     OneOpGraph split("Split", {{picked, 2 * width}}, {{picked, width}, {picked, width}}, {{"axis", std::int64_t{1}}});
     split.make_spares();

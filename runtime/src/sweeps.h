@@ -74,8 +74,9 @@ std::vector<KernelTiming> conv_sweep(Backend& backend, MPI_Comm comm, const Swee
 // (graph::KernelClass), each through what partita-run runs for an op of that family: eltwise
 // (ReLU, add), transcendental (Erf), reduction (a bias gradient: a sum over rows),
 // normalization (Softmax, LayerNormalization), optimizer (SGD, momentum and Adam steps), gather
-// (Gather of rows) and copy (Transpose, Split),
-// the last two through the executor's op kernels on a one-op graph.
+// (Gather of rows), copy (rows: a heads Transpose that keeps the last dim, Split) and transpose
+// (a Transpose that moves the last dim), the last three through the executor's op kernels on a
+// one-op graph.
 std::vector<KernelTiming> memory_sweep(Backend& backend, MPI_Comm comm, const SweepBudget& budget, double lo, double hi,
                                        int per_decade);
 

@@ -75,7 +75,11 @@ Link Link::for_collective(std::string_view collective) const {
 }
 
 double Device::memory_efficiency_for(graph::KernelClass k, double bytes) const {
-  const auto it = memory_efficiency_by_class.find(k);
+  auto it = memory_efficiency_by_class.find(k);
+  if (it == memory_efficiency_by_class.end() && k == graph::KernelClass::transpose) {
+    // Cluster files calibrated before transposes had a curve of their own timed them as copies.
+    it = memory_efficiency_by_class.find(graph::KernelClass::copy);
+  }
   return it != memory_efficiency_by_class.end() ? it->second.at(bytes) : memory_efficiency.at(bytes);
 }
 

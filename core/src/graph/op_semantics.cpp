@@ -33,6 +33,7 @@ std::string_view kernel_class_name(KernelClass c) {
   case KernelClass::normalization: return "normalization";
   case KernelClass::gather: return "gather";
   case KernelClass::copy: return "copy";
+  case KernelClass::transpose: return "transpose";
   case KernelClass::optimizer: return "optimizer";
   }
   return "eltwise";
@@ -40,7 +41,7 @@ std::string_view kernel_class_name(KernelClass c) {
 
 std::vector<KernelClass> all_kernel_classes() {
   return {KernelClass::eltwise, KernelClass::transcendental, KernelClass::reduction, KernelClass::normalization,
-          KernelClass::gather,  KernelClass::copy,           KernelClass::optimizer};
+          KernelClass::gather,  KernelClass::copy,           KernelClass::transpose, KernelClass::optimizer};
 }
 
 std::optional<KernelClass> parse_kernel_class(std::string_view name) {

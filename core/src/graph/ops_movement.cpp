@@ -67,6 +67,11 @@ void describe_transpose(const Op& op, const Graph& g, OpSemantics& s) {
   }
   map_input(op, g, s, 0, x_map);
   map_output(op, g, s, 0, dims);
+  // Rows stay rows when the last dim stays last (attention's heads transpose, 0,2,1,3): a copy of
+  // runs. Otherwise every element moves across the rows: a kernel of its own, several times slower.
+  if (!perm.empty() && normalize_axis(op, perm.back(), perm.size()) != static_cast<int>(perm.size()) - 1) {
+    s.forward_kernel = s.backward_kernel = KernelClass::transpose;
+  }
 }
 
 void describe_concat(const Op& op, const Graph& g, OpSemantics& s) {

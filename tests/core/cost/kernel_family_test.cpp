@@ -18,7 +18,7 @@ using graph::TensorRole;
 
 struct Ops {
   graph::Graph g;
-  graph::OpId erf, add_bias, add_same, transpose, gather, softmax, reduce, reshape, div_scale, mul_const;
+  graph::OpId erf, add_bias, add_same, transpose, heads, gather, softmax, reduce, reshape, div_scale, mul_const;
 
   Ops() {
     test::tensor(g, "x", {64, 128, 256});
@@ -40,6 +40,10 @@ struct Ops {
     add_bias = test::op(g, "Add", {"x", "b"}, {"y"});
     add_same = test::op(g, "Add", {"x", "x2"}, {"z"});
     transpose = test::op(g, "Transpose", {"x"}, {"t"}, {{"perm", std::vector<std::int64_t>{0, 2, 1}}});
+    // Attention's heads transpose keeps the last dim: rows move whole.
+    test::tensor(g, "bshd", {8, 128, 4, 64});
+    test::tensor(g, "bhsd", {8, 4, 128, 64});
+    heads = test::op(g, "Transpose", {"bshd"}, {"bhsd"}, {{"perm", std::vector<std::int64_t>{0, 2, 1, 3}}});
     gather = test::op(g, "Gather", {"table", "ids"}, {"rows"}, {{"axis", std::int64_t{0}}});
     softmax = test::op(g, "Softmax", {"x"}, {"p"}, {{"axis", std::int64_t{-1}}});
     reduce = test::op(g, "ReduceSum", {"x"}, {"s"}, {{"axes", std::vector<std::int64_t>{-1}}});
@@ -76,7 +80,8 @@ TEST(KernelFamily, FollowsFromTheDescription) {
   EXPECT_EQ(classes(o.add_same), std::pair(KernelClass::eltwise, KernelClass::eltwise));
   EXPECT_EQ(classes(o.div_scale), std::pair(KernelClass::eltwise, KernelClass::eltwise));
   EXPECT_EQ(classes(o.mul_const), std::pair(KernelClass::eltwise, KernelClass::eltwise));
-  EXPECT_EQ(classes(o.transpose), std::pair(KernelClass::copy, KernelClass::copy));
+  EXPECT_EQ(classes(o.transpose), std::pair(KernelClass::transpose, KernelClass::transpose));
+  EXPECT_EQ(classes(o.heads), std::pair(KernelClass::copy, KernelClass::copy));
   EXPECT_EQ(classes(o.gather), std::pair(KernelClass::gather, KernelClass::gather));
   EXPECT_EQ(classes(o.softmax), std::pair(KernelClass::normalization, KernelClass::normalization));
   EXPECT_EQ(classes(o.reduce).first, KernelClass::reduction);
@@ -89,6 +94,7 @@ cluster::Cluster with_families() {
   c.device.memory_efficiency_by_class[KernelClass::transcendental].points = {{1e3, 0.01}, {1e9, 0.05}};
   c.device.memory_efficiency_by_class[KernelClass::reduction].points = {{1e3, 0.002}, {1e9, 0.02}};
   c.device.memory_efficiency_by_class[KernelClass::copy].points = {{1e3, 0.03}, {1e9, 0.1}};
+  c.device.memory_efficiency_by_class[KernelClass::transpose].points = {{1e3, 0.01}, {1e9, 0.04}};
   c.device.memory_efficiency_by_class[KernelClass::gather].points = {{1e3, 0.04}, {1e9, 0.3}};
   c.device.memory_efficiency_by_class[KernelClass::normalization].points = {{1e3, 0.1}, {1e9, 0.4}};
   return c;
@@ -117,7 +123,7 @@ TEST(KernelFamily, EachOpIsPricedWithItsFamilysCurve) {
   const auto c = with_families();
   auto plain = c; // the same device without family curves
   plain.device.memory_efficiency_by_class.clear();
-  for (const auto id : {o.erf, o.add_bias, o.transpose, o.gather, o.softmax, o.reduce}) {
+  for (const auto id : {o.erf, o.add_bias, o.transpose, o.heads, o.gather, o.softmax, o.reduce}) {
     const auto s = graph::describe(o.g, id);
     const auto priced = cost_of(o, id, c), flat = cost_of(o, id, plain);
     const double fwd = priced.get(term::forward_compute), bwd = priced.get(term::backward_compute);
@@ -144,6 +150,22 @@ TEST(KernelFamily, EachOpIsPricedWithItsFamilysCurve) {
                    kernel_time(s.fwd_flops, bytes, c.device, cluster::Precision::fp32, KernelClass::transcendental));
 }
 
+TEST(KernelFamily, ATransposeThatMovesTheLastDimCostsMoreThanACopyOfRows) {
+  const Ops o;
+  auto c = with_families();
+  const auto per_byte = [&](graph::OpId id) {
+    const auto s = graph::describe(o.g, id);
+    return cost_of(o, id, c).get(term::forward_compute) / (s.fwd_bytes_read + s.fwd_bytes_written);
+  };
+  EXPECT_GT(per_byte(o.transpose), 2 * per_byte(o.heads));
+  // A cluster file calibrated before transposes had a curve of their own prices them as copies.
+  c.device.memory_efficiency_by_class.erase(KernelClass::transpose);
+  EXPECT_DOUBLE_EQ(c.device.memory_efficiency_for(KernelClass::transpose, 1e9), 0.1);
+  EXPECT_NEAR(per_byte(o.transpose), per_byte(o.heads), 0.2 * per_byte(o.heads));
+  c.device.memory_efficiency_by_class.clear(); // and without either: the default curve
+  EXPECT_DOUBLE_EQ(c.device.memory_efficiency_for(KernelClass::transpose, 1e9), 0.8);
+}
+
 TEST(KernelFamily, ViewsStayFree) {
   const Ops o;
   const auto c = with_families();
@@ -153,7 +175,8 @@ TEST(KernelFamily, ViewsStayFree) {
 TEST(KernelFamily, FamilyCurvesRoundTripThroughTheClusterFile) {
   const auto c = with_families();
   const auto back = cluster::from_proto(cluster::to_proto(c), "round trip");
-  ASSERT_EQ(back.device.memory_efficiency_by_class.size(), 5U);
+  ASSERT_EQ(back.device.memory_efficiency_by_class.size(), 6U);
+  EXPECT_DOUBLE_EQ(back.device.memory_efficiency_for(KernelClass::transpose, 1e9), 0.04);
   EXPECT_DOUBLE_EQ(back.device.memory_efficiency_for(KernelClass::reduction, 1e9), 0.02);
   EXPECT_DOUBLE_EQ(back.device.memory_efficiency_for(KernelClass::eltwise, 1e9), 0.8);
   auto p = cluster::to_proto(c);

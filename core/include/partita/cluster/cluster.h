@@ -77,7 +77,8 @@ struct Device {
   EfficiencyCurve compute_efficiency;
   EfficiencyCurve memory_efficiency;
   // Per kernel family (calibrated): its achieved bandwidth as a fraction of memory_bandwidth. A
-  // family without an entry uses memory_efficiency.
+  // family without an entry uses memory_efficiency (transpose: the copy curve first, as files
+  // calibrated before it had a curve of its own timed transposes as copies).
   std::map<graph::KernelClass, EfficiencyCurve> memory_efficiency_by_class;
   // Per compute kernel family (calibrated: convolution): its achieved FLOP rate as a fraction of
   // the peak. A family without an entry uses compute_efficiency.

@@ -19,7 +19,8 @@ enum class KernelClass : std::uint8_t {
   reduction,      // sums over dims: ReduceSum, and the gradient of a broadcast input (a bias)
   normalization,  // statistics over a row, then a pass: Softmax, LayerNormalization, BatchNorm
   gather,         // rows picked by an index: Gather, embeddings, ScatterND
-  copy,           // bytes moved into a new layout: Transpose, Concat, Split, Slice, Pad, ...
+  copy,           // rows moved into a new layout: Concat, Split, Slice, Pad, a Transpose that keeps the last dim
+  transpose,      // elements moved across the last dim: a Transpose that moves it (a weight's W^T, attention's K^T)
   optimizer,      // the weight update: SGD, momentum, Adam through weights, gradients and state
 };
 
