@@ -6,7 +6,8 @@
 // has slow spells (GEMMs seen at half their rate for minutes), and one pass taken in such a spell
 // would slow every prediction down.
 //   mpirun -np P partita-calibrate -o measurements.json [--quick] [--threads N] [--passes N]
-//   mpirun -np P partita-calibrate --probe -o probe.json   (the GEMMs of 10^8.5 FLOPs alone: is the
+//   mpirun -np P partita-calibrate --probe -o probe.json   (the GEMMs of 10^8.5 FLOPs and the memory-bound
+//                                                           kernels of 10^6.5 and 10^7 bytes alone: is the
 //                                                           host at its calibrated speed now?)
 
 #include "backend.h"
@@ -148,13 +149,18 @@ int run(const Options& opt, int rank, int size) {
   if (opt.probe) {
     // One size of each GEMM family, named as the full sweep names it, so that a caller can set
     // these times against a calibration's (bench/runtime_bench.py waits out a slow spell so).
+    // The host's memory speed drifts apart from its compute speed (another tenant's streams): the
+    // memory-bound kernels of two sizes, 10^6.5 and 10^7 bytes, are probed beside them.
     const auto gemms = gemm_sweep(*backend, MPI_COMM_WORLD, budget, 8.5, 8.5, 4);
     say(rank, kernel_table(gemms, true));
+    const auto memory = memory_sweep(*backend, MPI_COMM_WORLD, budget, 6.5, 7, 2);
+    say(rank, kernel_table(memory, false));
     if (rank == 0 && !opt.output.empty()) {
-      io::write_file_atomically(
-          opt.output,
-          nlohmann::json{{"format", "partita-calibrate probe 1"}, {"compute", kernels_json(gemms, true)}}.dump(1) +
-              "\n");
+      io::write_file_atomically(opt.output, nlohmann::json{{"format", "partita-calibrate probe 2"},
+                                                           {"compute", kernels_json(gemms, true)},
+                                                           {"memory", kernels_json(memory, false)}}
+                                                    .dump(1) +
+                                                "\n");
     }
     return 0;
   }
@@ -283,8 +289,8 @@ int main(int argc, char** argv) {
                  "passes of the compute and memory sweeps, each kernel keeping its fastest (default 2; 1 with --quick)")
       ->check(CLI::PositiveNumber);
   app.add_flag("--probe", opt.probe,
-               "time only the GEMMs of 10^8.5 FLOPs (one per family) and write them to --output: is the host at its "
-               "calibrated speed now?");
+               "time only the GEMMs of 10^8.5 FLOPs (one per family) and the memory-bound kernels of 10^6.5 and 10^7 "
+               "bytes, and write them to --output: is the host at its calibrated speed now?");
   app.add_option("--max-bytes", opt.max_bytes, "largest collective size in bytes")->check(CLI::PositiveNumber);
   try {
     app.parse(argc, argv);

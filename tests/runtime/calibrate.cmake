@@ -94,3 +94,36 @@ execute_process(COMMAND ${PARTITA} calibrate --measurements ${WORKDIR}/damaged.j
 if(rc EQUAL 0 OR NOT err MATCHES "damaged.json: field 'collectives\\[0\\]'.*seconds" OR EXISTS ${WORKDIR}/never.json)
   message(FATAL_ERROR "a damaged measurements file was not refused with its name and field (${rc}): ${err}")
 endif()
+
+# Transposes that move the last dim and copies of rows have curves of their own.
+foreach(family copy transpose)
+  if(NOT json MATCHES "\"kernel_class\": *\"${family}\"")
+    message(FATAL_ERROR "${cluster}: no memory curve of the '${family}' kernels")
+  endif()
+endforeach()
+
+# The host probe (bench/runtime_bench.py): the GEMMs and memory-bound kernels it times are named
+# and sized as the sweeps that calibrated the file name them, so that it can set them side by side.
+execute_process(COMMAND ${MPIEXEC} -np ${NP} ${CALIBRATE} --probe -o ${WORKDIR}/probe.json
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 120)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "partita-calibrate --probe failed (${rc}): ${err}")
+endif()
+file(READ ${WORKDIR}/probe.json probe)
+file(READ ${WORKDIR}/measurements.json measured)
+foreach(part compute memory)
+  string(JSON count LENGTH "${probe}" ${part})
+  if(count LESS 3)
+    message(FATAL_ERROR "probe.json: only ${count} ${part} kernels")
+  endif()
+  math(EXPR last "${count} - 1")
+  foreach(i RANGE ${last})
+    string(JSON kernel GET "${probe}" ${part} ${i} kernel)
+    string(JSON bytes GET "${probe}" ${part} ${i} bytes)
+    string(REGEX REPLACE "\\.0$" "" bytes "${bytes}")
+    string(REGEX REPLACE "([][+.*()^$?])" "\\\\\\1" kernel_pattern "${kernel}")
+    if(NOT measured MATCHES "\"bytes\": ${bytes}(\\.0)?,[^}]*\"kernel\": \"${kernel_pattern}\"")
+      message(FATAL_ERROR "probe.json: ${part} kernel '${kernel}' of ${bytes} bytes is not in measurements.json")
+    endif()
+  endforeach()
+endforeach()
