@@ -920,7 +920,7 @@ void run_backward(Backend& backend, const graph::Graph& g, graph::OpId id, const
         float* to = dx.data.data();
         const float* from = dy.data.data();
         const RemapSource source = remap_source(g, op, buf, k);
-        // dX's block is the input's (a Split's gradients come back in its output layouts).
+        // The runs' input offsets are into the input's block: dX must hold that block to take them.
         if (op.type == "Split" && dx.block.begin == buf.inputs[0]->block.begin &&
             dx.block.end == buf.inputs[0]->block.end &&
             split_runs(source, dx, dy, [&](std::int64_t o, std::int64_t i, std::int64_t n) {
