@@ -19,6 +19,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -112,6 +113,9 @@ Measurements read_measurements(const fs::path& path) {
           }
           sample.compute_class = *k;
         }
+        // Fresh-read timings (absent in measurements of earlier versions).
+        sample.fresh_bytes = r.value("fresh_bytes", 0.0);
+        sample.cold_seconds = r.value("cold_seconds", 0.0);
         into.push_back(std::move(sample));
       }
     }
@@ -287,6 +291,18 @@ void add_calibrate_command(CLI::App& app) {
                               graph::compute_class_name(family));
       family_fits += "; " + quality_text(std::string(graph::compute_class_name(family)).c_str(), points);
     }
+    // Fresh reads: the range of the fitted fraction, beside the kernels that gave it.
+    std::string fresh;
+    if (!c.device.fresh_read.points.empty()) {
+      double lo = 1, hi = 0;
+      for (const auto& [bytes, r] : c.device.fresh_read.points) {
+        lo = std::min(lo, r);
+        hi = std::max(hi, r);
+      }
+      fresh = fmt::format("; a read of what the kernel before just wrote costs {:.2f} to {:.2f} of a read from memory "
+                          "(device.fresh_read, from ReLU and Add timed on fresh and on cold inputs)",
+                          lo, hi);
+    }
     c.name = base.name + "-calibrated";
     c.description = fmt::format(
         "Calibrated by `partita calibrate{}` on {} on host {}: {} MPI rank(s) on {} node(s), {} compute thread(s) per "
@@ -294,14 +310,14 @@ void add_calibrate_command(CLI::App& app) {
         "compute rate fitted over {} GEMMs{}, "
         "memory_bandwidth "
         "{:.4g} GB/s the highest memory-bound rate fitted over {} kernels (eltwise, and per kernel family: "
-        "transcendental, reduction, normalization, gather, copy); the efficiency curves are the fitted rates over it, "
-        "and kernel_launch_overhead is 0 because the curves carry the per-call cost{}. "
+        "transcendental, reduction, normalization, gather, copy, transpose); the efficiency curves are the fitted "
+        "rates over it{}, and kernel_launch_overhead is 0 because the curves carry the per-call cost{}. "
         "Collective latency/bandwidth are least squares on core's alpha-beta formulas, one pair per range of message "
         "sizes where the link changes protocol. Fit: {}{}; {}; {}. Valid for runs "
         "with the same ranks per node and threads per rank.",
         m.quick ? " --quick" : "", m.date, m.host, m.ranks, d.nodes, d.threads, base.name, m.passes,
-        c.device.peak_fp32 / 1e9, cal.compute.size(), families, c.device.memory_bandwidth / 1e9, d.memory.size(), links,
-        quality_text("compute", cal.compute), family_fits, quality_text("memory", cal.memory),
+        c.device.peak_fp32 / 1e9, cal.compute.size(), families, c.device.memory_bandwidth / 1e9, d.memory.size(), fresh,
+        links, quality_text("compute", cal.compute), family_fits, quality_text("memory", cal.memory),
         quality_text("collectives", cal.collectives));
 
     const fs::path output = o->output.empty() ? fs::path(base.name + "-calibrated.json") : fs::path(o->output);

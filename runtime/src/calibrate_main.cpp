@@ -99,6 +99,10 @@ nlohmann::json kernels_json(const std::vector<KernelTiming>& rows, bool compute)
     if (compute) {
       row["compute_class"] = std::string(graph::compute_class_name(r.compute_class));
     }
+    if (r.fresh_bytes > 0) {
+      row["fresh_bytes"] = r.fresh_bytes;
+      row["cold_seconds"] = r.cold_seconds;
+    }
     out.push_back(std::move(row));
   }
   return out;

@@ -40,6 +40,9 @@ struct KernelTiming {
   double flops = 0, bytes = 0, seconds = 0;
   graph::KernelClass kernel_class = graph::KernelClass::eltwise;   // memory-bound kernels: their family
   graph::ComputeClass compute_class = graph::ComputeClass::matmul; // compute kernels: their family
+  // A fresh-read timing: `fresh_bytes` of the operands were written just before each call, and
+  // cold_seconds is the same kernel timed the same way on operands in memory.
+  double fresh_bytes = 0, cold_seconds = 0;
 };
 
 // GEMMs (square, tall-skinny, and square with B transposed as backward passes read it) from

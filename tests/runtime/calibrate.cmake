@@ -102,6 +102,16 @@ foreach(family copy transpose)
   endif()
 endforeach()
 
+# Reads of what the kernel before just wrote: ReLU and Add timed fresh beside cold give a curve.
+string(JSON fresh_points ERROR_VARIABLE fresh_error LENGTH "${json}" device fresh_read)
+if(fresh_error OR fresh_points LESS 2)
+  message(FATAL_ERROR "${cluster}: no fresh-read curve (device.fresh_read: ${fresh_points} ${fresh_error})")
+endif()
+file(READ ${WORKDIR}/measurements.json measured)
+if(NOT measured MATCHES "\"cold_seconds\": [^,]+,[^}]*\"kernel\": \"relu fresh\"")
+  message(FATAL_ERROR "measurements.json: no 'relu fresh' timing with its cold time")
+endif()
+
 # The host probe (bench/runtime_bench.py): the GEMMs and memory-bound kernels it times are named
 # and sized as the sweeps that calibrated the file name them, so that it can set them side by side.
 execute_process(COMMAND ${MPIEXEC} -np ${NP} ${CALIBRATE} --probe -o ${WORKDIR}/probe.json

@@ -221,6 +221,7 @@ proto::Cluster to_proto(const Cluster& c) {
     entry.set_compute_class(std::string(graph::compute_class_name(k)));
     to_proto_curve(curve, *entry.mutable_compute_efficiency());
   }
+  to_proto_curve(c.device.fresh_read, *d.mutable_fresh_read());
 
   // A part that was absent (one device per node, one node) stays absent, so that the file
   // validates again when read back.

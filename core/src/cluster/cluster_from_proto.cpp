@@ -174,6 +174,7 @@ Device device(const proto::Device& p, const Checker& check) {
       check.fail(path + ".compute_class", fmt::format("'{}' is given twice", entry.compute_class()));
     }
   }
+  d.fresh_read = curve(p.fresh_read(), check, "device.fresh_read");
   return d;
 }
 

@@ -148,10 +148,14 @@ std::vector<RateSample> rates(const std::vector<KernelSample>& samples, bool flo
 // Memory-bound kernels, one curve per family over one bandwidth: the highest rate of any family,
 // so that every family's fractions lie in (0, 1]. Eltwise (or, without it, every sample) gives the
 // default curve; the other families with samples get their own.
-void fit_memory(const std::vector<KernelSample>& samples, cluster::Device& dev, std::vector<std::string>& warnings) {
+void fit_memory(const std::vector<KernelSample>& all, cluster::Device& dev, std::vector<std::string>& warnings) {
+  std::vector<KernelSample> samples;
   std::map<graph::KernelClass, std::vector<KernelSample>> by_class;
-  for (const auto& s : samples) {
-    by_class[s.kernel_class].push_back(s);
+  for (const auto& s : all) {
+    if (s.fresh_bytes <= 0) {
+      samples.push_back(s);
+      by_class[s.kernel_class].push_back(s);
+    }
   }
   const auto eltwise = by_class.find(graph::KernelClass::eltwise);
   const auto default_rates =
@@ -190,6 +194,41 @@ void fit_memory(const std::vector<KernelSample>& samples, cluster::Device& dev, 
   dev.memory_efficiency_by_class.clear();
   for (const auto& [k, r] : class_rates) {
     dev.memory_efficiency_by_class[k] = to_curve(r);
+  }
+}
+
+// Fresh reads: each fresh timing against the same kernel timed cold. With a fraction phi of its
+// bytes read fresh at a cost r of a cold read, time / cold time = 1 - phi + phi r, so r = (ratio -
+// 1 + phi) / phi; the kernels timed at one size (within 10% of each other's bytes) give one point,
+// their mean. No fresh timings (measurements of an earlier partita-calibrate): no curve, reads
+// cost as much as from memory.
+void fit_fresh_read(const std::vector<KernelSample>& samples, cluster::Device& dev) {
+  std::vector<std::pair<double, double>> points; // (bytes, r), bytes ascending
+  for (const auto& s : samples) {
+    if (s.fresh_bytes <= 0) {
+      continue;
+    }
+    if (!(std::isfinite(s.seconds) && s.seconds > 0 && std::isfinite(s.cold_seconds) && s.cold_seconds > 0 &&
+          std::isfinite(s.bytes) && s.bytes > 0 && s.fresh_bytes <= s.bytes)) {
+      throw Error(fmt::format("calibration: fresh-read sample '{}': time {} s, cold time {} s, {} bytes of which {} "
+                              "fresh: the times must be positive and the fresh bytes at most the bytes",
+                              s.kernel, s.seconds, s.cold_seconds, s.bytes, s.fresh_bytes));
+    }
+    const double phi = s.fresh_bytes / s.bytes;
+    points.emplace_back(s.bytes, std::clamp((s.seconds / s.cold_seconds - 1 + phi) / phi, 0.05, 1.0));
+  }
+  std::sort(points.begin(), points.end());
+  dev.fresh_read.points.clear();
+  for (std::size_t i = 0; i < points.size();) {
+    std::size_t j = i;
+    double log_bytes = 0, r = 0;
+    for (; j < points.size() && points[j].first <= points[i].first * 1.1; ++j) {
+      log_bytes += std::log(points[j].first);
+      r += points[j].second;
+    }
+    const auto n = static_cast<double>(j - i);
+    dev.fresh_read.points.emplace_back(std::exp(log_bytes / n), r / n);
+    i = j;
   }
 }
 
@@ -436,6 +475,7 @@ Calibration calibrate(const cluster::Cluster& base, const CalibrationData& data)
   cluster::Device& dev = c.device;
   dev.kernel_launch_overhead = 0; // inside the curves: they are fitted on whole calls
   fit_memory(data.memory, dev, out.warnings);
+  fit_fresh_read(data.memory, dev);
   const double old_peak = dev.peak_fp32;
   fit_compute(data.compute, dev, out.warnings);
   // Reduced-precision units keep their ratio to fp32 (there is nothing measured for them).
@@ -520,8 +560,9 @@ Calibration calibrate(const cluster::Cluster& base, const CalibrationData& data)
         .push_back(std::move(p));
   }
   for (const auto& s : data.memory) {
-    out.memory.push_back(
-        {s.kernel, s.bytes, s.seconds, kernel_time(0, s.bytes, dev, cluster::Precision::fp32, s.kernel_class)});
+    out.memory.push_back({s.kernel, s.bytes, s.seconds,
+                          kernel_time(0, s.bytes, dev, cluster::Precision::fp32, s.kernel_class,
+                                      graph::ComputeClass::matmul, s.fresh_bytes)});
   }
   for (const auto& s : data.collectives) {
     out.collectives.push_back(

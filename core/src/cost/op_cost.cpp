@@ -305,15 +305,18 @@ double OpCost::get(std::string_view name) const {
 }
 
 double kernel_time(double flops, double bytes, const cluster::Device& device, cluster::Precision precision,
-                   graph::KernelClass kernel, graph::ComputeClass compute_class) {
+                   graph::KernelClass kernel, graph::ComputeClass compute_class, double fresh_bytes) {
   if (flops <= 0 && bytes <= 0) {
     return 0;
   }
   const double peak = device.peak(precision);
   const double compute =
       flops > 0 && peak > 0 ? flops / (peak * device.compute_efficiency_for(compute_class, flops)) : 0;
+  // The curves are timed on operands in memory; a read of what the kernel before wrote costs less.
+  const double fresh = std::clamp(fresh_bytes, 0.0, bytes);
   const double memory = bytes > 0 && device.memory_bandwidth > 0
-                            ? bytes / (device.memory_bandwidth * device.memory_efficiency_for(kernel, bytes))
+                            ? (bytes - fresh * (1 - device.fresh_read.at(bytes))) /
+                                  (device.memory_bandwidth * device.memory_efficiency_for(kernel, bytes))
                             : 0;
   return std::max(compute, memory) + device.kernel_launch_overhead;
 }
@@ -338,11 +341,18 @@ OpCost op_cost(const graph::Graph& g, graph::OpId id, const graph::OpSemantics& 
   const double scale = setup.value_bytes() / 4.0; // graph tensors are f32
 
   // Compute: the iteration space divides evenly over the grid; bytes are the shards touched.
-  double shard_in = 0;
+  // fresh_in: the inputs other ops have just produced (activations), which a memory-bound kernel
+  // finds in cache; weights and the batch were last touched long before.
+  double shard_in = 0, fresh_in = 0;
   for (std::size_t i = 0; i < op.inputs.size(); ++i) {
     if (op.inputs[i] != graph::no_tensor) {
       const auto layout = sharding::input_layout(g, s, config, i);
-      shard_in += stored_bytes(g.tensor(op.inputs[i]), layout.shard_bytes(), setup);
+      const graph::Tensor& t = g.tensor(op.inputs[i]);
+      const double b = stored_bytes(t, layout.shard_bytes(), setup);
+      shard_in += b;
+      if (t.role == TensorRole::activation && t.producer >= 0) {
+        fresh_in += b;
+      }
     }
   }
   double shard_out = 0;
@@ -366,35 +376,48 @@ OpCost op_cost(const graph::Graph& g, graph::OpId id, const graph::OpSemantics& 
   const double fwd_bytes = s.op_class == graph::OpClass::shape ? 0 : shard_in + shard_out;
   const double fwd = s.op_class == graph::OpClass::shape
                          ? 0
-                         : kernel_time(fwd_flops, fwd_bytes, dev, precision, s.forward_kernel, family);
-  cost.time.push_back(
-      {std::string(term::forward_compute), fwd,
-       fmt::format("max({:.4g} GFLOP / {}, {:.4g} MB / {} memory bandwidth) + launch, on 1/{} of "
-                   "the iteration space",
-                   fwd_flops / 1e9, peak_text, fwd_bytes / 1e6, graph::kernel_class_name(s.forward_kernel), parts)});
+                         : kernel_time(fwd_flops, fwd_bytes, dev, precision, s.forward_kernel, family, fresh_in);
+  const auto fresh_text = [&](double fresh, std::string_view what) {
+    return fresh > 0 && !dev.fresh_read.points.empty()
+               ? fmt::format(" ({:.4g} MB of it {}, read at the fresh-read rate)", fresh / 1e6, what)
+               : std::string();
+  };
+  cost.time.push_back({std::string(term::forward_compute), fwd,
+                       fmt::format("max({:.4g} GFLOP / {}, {:.4g} MB{} / {} memory bandwidth) + launch, on 1/{} of "
+                                   "the iteration space",
+                                   fwd_flops / 1e9, peak_text, fwd_bytes / 1e6,
+                                   fresh_text(fresh_in, "inputs just written by the ops before"),
+                                   graph::kernel_class_name(s.forward_kernel), parts)});
   const double bwd_flops = (s.bwd_data_flops + s.bwd_weight_flops) / parts;
   const double bwd_bytes =
       s.bwd_bytes > 0 && s.fwd_bytes_read + s.fwd_bytes_written > 0 ? s.bwd_bytes * scale / parts : 0;
   // The gradients of broadcast inputs (a bias) are reduction kernels of their own.
   const double reduction_bytes = bwd_bytes > 0 ? std::min(s.backward_reduction_bytes * scale / parts, bwd_bytes) : 0.0;
+  // The output's gradient was just written by its consumers' backward pass: the data-gradient
+  // kernel reads it fresh, and so does the reduction of broadcast inputs' gradients.
+  const double fresh_dy = std::min(shard_out, bwd_bytes - reduction_bytes);
   const double bwd =
       (bwd_flops > 0 || bwd_bytes > reduction_bytes
-           ? kernel_time(bwd_flops, bwd_bytes - reduction_bytes, dev, precision, s.backward_kernel, family)
+           ? kernel_time(bwd_flops, bwd_bytes - reduction_bytes, dev, precision, s.backward_kernel, family, fresh_dy)
            : 0.0) +
-      (reduction_bytes > 0 ? kernel_time(0, reduction_bytes, dev, precision, graph::KernelClass::reduction) : 0.0);
+      (reduction_bytes > 0 ? kernel_time(0, reduction_bytes, dev, precision, graph::KernelClass::reduction,
+                                         graph::ComputeClass::matmul, reduction_bytes)
+                           : 0.0);
   cost.time.push_back(
       {std::string(term::backward_compute), bwd,
        reduction_bytes > 0
-           ? fmt::format("data gradients {:.4g} GFLOP + weight gradients {:.4g} GFLOP at {}, {:.4g} MB through {} "
-                         "kernels and {:.4g} MB through reduction kernels (broadcast inputs' gradients), on 1/{} of "
+           ? fmt::format("data gradients {:.4g} GFLOP + weight gradients {:.4g} GFLOP at {}, {:.4g} MB{} through {} "
+                         "kernels and {:.4g} MB{} through reduction kernels (broadcast inputs' gradients), on 1/{} of "
                          "the space",
                          s.bwd_data_flops / parts / 1e9, s.bwd_weight_flops / parts / 1e9, peak_text,
-                         (bwd_bytes - reduction_bytes) / 1e6, graph::kernel_class_name(s.backward_kernel),
-                         reduction_bytes / 1e6, parts)
-           : fmt::format("data gradients {:.4g} GFLOP + weight gradients {:.4g} GFLOP at {}, {:.4g} MB through {} "
+                         (bwd_bytes - reduction_bytes) / 1e6, fresh_text(fresh_dy, "the output's gradient"),
+                         graph::kernel_class_name(s.backward_kernel), reduction_bytes / 1e6,
+                         fresh_text(reduction_bytes, "the output's gradient"), parts)
+           : fmt::format("data gradients {:.4g} GFLOP + weight gradients {:.4g} GFLOP at {}, {:.4g} MB{} through {} "
                          "kernels, on 1/{} of the space",
                          s.bwd_data_flops / parts / 1e9, s.bwd_weight_flops / parts / 1e9, peak_text, bwd_bytes / 1e6,
-                         graph::kernel_class_name(s.backward_kernel), parts)});
+                         fresh_text(fresh_dy, "the output's gradient"), graph::kernel_class_name(s.backward_kernel),
+                         parts)});
   if (!keep_output && fwd > 0) {
     cost.time.push_back({std::string(term::recompute), fwd, "the forward pass again, before the backward pass"});
   }

@@ -171,13 +171,16 @@ std::vector<std::int64_t> placement_key(const graph::Graph& g, const graph::OpSe
 // The memory traffic of a redistribution on the busiest device, beside the transfer (partita-run's
 // exchange): it writes its whole block, copying what it holds itself and unpacking what arrives,
 // and packs what it sends (as much as it receives, for the exchanges plans make). A gradient going
-// back is added into the producer's gradient: read, read and write.
+// back is added into the producer's gradient: read, read and write; the gradient added was just
+// written by the consumer's backward pass (a fresh read).
 double local_copy_seconds(double bytes_in, double block_bytes, bool accumulate, const cluster::Cluster& cluster,
                           const cost::TrainingSetup& setup) {
   const double bytes = (accumulate ? 3.0 : 2.0) * block_bytes + 2.0 * bytes_in;
   // Contiguous rows, streamed: the element-wise family's rate (the copy family is the remap of
   // Transpose and Split, element by element where rows do not line up).
-  return bytes > 0 ? cost::kernel_time(0, bytes, cluster.device, setup.precision, graph::KernelClass::eltwise) : 0.0;
+  return bytes > 0 ? cost::kernel_time(0, bytes, cluster.device, setup.precision, graph::KernelClass::eltwise,
+                                       graph::ComputeClass::matmul, accumulate ? block_bytes : 0.0)
+                   : 0.0;
 }
 
 } // namespace

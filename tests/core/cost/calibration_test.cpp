@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <tuple>
 
 namespace partita::cost {
 namespace {
@@ -169,6 +170,54 @@ TEST(Calibration, FitsEveryKernelFamilyOverOneBandwidth) {
   EXPECT_NEAR(d.memory_efficiency_for(graph::KernelClass::gather, 1e6), 1, 1e-9);
   EXPECT_LT(fit_quality(cal.memory).max_abs, 1e-6);
   EXPECT_NO_THROW(cluster::from_proto(cluster::to_proto(cal.cluster), "calibrated"));
+}
+
+// Fresh reads: ReLU and Add timed on inputs just written, each beside the same kernel timed cold,
+// made by a device whose fresh reads cost 0.6 of a cold read up to 10 MB and all of it from 100 MB.
+TEST(Calibration, FitsTheFreshReadCostFromFreshAndColdTimings) {
+  auto t = truth();
+  t.device.fresh_read.points = {{1e4, 0.6}, {1e7, 0.6}, {1e8, 1.0}};
+  auto data = measure(t);
+  for (double e = 4; e <= 8; e += 0.5) {
+    const double n = std::pow(10.0, e) / 12; // the add's elements
+    for (const auto& [kernel, bytes, fresh] : {std::tuple{"relu fresh", 8 * n, 4 * n}, {"add fresh", 12 * n, 8 * n}}) {
+      const double cold = kernel_time(0, bytes, t.device, cluster::Precision::fp32);
+      KernelSample s{kernel, 0, bytes,
+                     kernel_time(0, bytes, t.device, cluster::Precision::fp32, graph::KernelClass::eltwise,
+                                 graph::ComputeClass::matmul, fresh)};
+      s.fresh_bytes = fresh;
+      s.cold_seconds = cold;
+      data.memory.push_back(s);
+    }
+  }
+  const auto cal = calibrate(cluster::load_cluster("localhost-cpu"), data);
+  const auto& d = cal.cluster.device;
+  // ReLU's 8n bytes and Add's 12n lie 50% apart: each gives a point, and every point lies on the
+  // truth's curve.
+  ASSERT_FALSE(d.fresh_read.points.empty());
+  for (const auto& [bytes, r] : d.fresh_read.points) {
+    EXPECT_NEAR(r, t.device.fresh_read.at(bytes), 1e-9) << bytes;
+  }
+  EXPECT_NEAR(d.fresh_read.at(1e6), 0.6, 1e-9);
+  // The fresh timings do not pull the element-wise curve: it is still the truth's.
+  EXPECT_NEAR(d.memory_bandwidth * d.memory_efficiency.at(1e6) /
+                  (t.device.memory_bandwidth * t.device.memory_efficiency.at(1e6)),
+              1, 1e-6);
+  // ... and the fit reproduces them with the fresh reads priced.
+  EXPECT_LT(fit_quality(cal.memory).max_abs, 1e-6);
+  const auto back = cluster::from_proto(cluster::to_proto(cal.cluster), "calibrated");
+  EXPECT_EQ(back.device.fresh_read.points, d.fresh_read.points);
+  // Without fresh timings (measurements of an earlier partita-calibrate) there is no curve: a
+  // fresh read costs what a cold one does.
+  EXPECT_TRUE(calibrate(cluster::load_cluster("localhost-cpu"), measure(t)).cluster.device.fresh_read.points.empty());
+  // A fresh timing without its cold time is refused, naming the kernel.
+  data.memory.back().cold_seconds = 0;
+  try {
+    (void)calibrate(cluster::load_cluster("localhost-cpu"), data);
+    ADD_FAILURE() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("add fresh"));
+  }
 }
 
 // Convolutions timed as partita-calibrate times them: compute-bound, one sample per quarter

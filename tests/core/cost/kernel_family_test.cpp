@@ -8,6 +8,7 @@
 
 #include "test_support.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 namespace partita::cost {
@@ -18,7 +19,8 @@ using graph::TensorRole;
 
 struct Ops {
   graph::Graph g;
-  graph::OpId erf, add_bias, add_same, transpose, heads, gather, softmax, reduce, reshape, div_scale, mul_const;
+  graph::OpId erf, add_bias, add_same, transpose, heads, gather, softmax, reduce, reshape, div_scale, mul_const,
+      relu_of_erf;
 
   Ops() {
     test::tensor(g, "x", {64, 128, 256});
@@ -56,6 +58,9 @@ struct Ops {
     test::op(g, "Constant", {}, {"half"}, {{"value_float", 0.5}});
     test::tensor(g, "m", {64, 128, 256});
     mul_const = test::op(g, "Mul", {"x", "half"}, {"m"});
+    // Erf's output, read by the next op: just written (a fresh read).
+    test::tensor(g, "re", {64, 128, 256});
+    relu_of_erf = test::op(g, "Relu", {"e"}, {"re"});
     graph::mark_gradients(g); // as the importer does
   }
 };
@@ -170,6 +175,47 @@ TEST(KernelFamily, ViewsStayFree) {
   const Ops o;
   const auto c = with_families();
   EXPECT_EQ(cost_of(o, o.reshape, c).compute_time(), 0);
+}
+
+// A memory-bound kernel's reads of what another op has just written (an activation with a
+// producer; in the backward pass, the output's gradient) cost the device's fresh_read fraction of
+// a read from memory; weights and the batch are read from memory.
+TEST(KernelFamily, ReadsOfWhatWasJustWrittenCostTheFreshReadFraction) {
+  const Ops o;
+  auto c = with_families();
+  const auto before = cost_of(o, o.relu_of_erf, c);
+  c.device.fresh_read.points = {{1e3, 0.5}, {1e9, 0.5}};
+  const auto after = cost_of(o, o.relu_of_erf, c);
+  const double n = 64.0 * 128 * 256 * 4; // one tensor's bytes
+  const double eff = c.device.memory_bandwidth * c.device.memory_efficiency.at(2 * n);
+  // Forward: reads e (fresh), writes re: 2n bytes, of which n cost half.
+  EXPECT_NEAR(before.get(term::forward_compute), 2 * n / eff, 1e-12);
+  EXPECT_NEAR(after.get(term::forward_compute), 1.5 * n / eff, 1e-12);
+  EXPECT_THAT(after.time.front().formula, ::testing::HasSubstr("just written"));
+  EXPECT_THAT(before.time.front().formula, ::testing::Not(::testing::HasSubstr("just written")));
+  // Backward: the output's gradient (n bytes of the description's) is read fresh.
+  const auto s = graph::describe(o.g, o.relu_of_erf);
+  const double bwd_eff = c.device.memory_bandwidth * c.device.memory_efficiency.at(s.bwd_bytes);
+  EXPECT_NEAR(before.get(term::backward_compute) - after.get(term::backward_compute), 0.5 * n / bwd_eff, 1e-12);
+  // Erf reads the graph's input x, which nothing has just written: its forward pass is unchanged.
+  auto plain = c;
+  plain.device.fresh_read.points.clear();
+  EXPECT_DOUBLE_EQ(cost_of(o, o.erf, c).get(term::forward_compute),
+                   cost_of(o, o.erf, plain).get(term::forward_compute));
+  // The gather's table is a weight: read from memory.
+  EXPECT_DOUBLE_EQ(cost_of(o, o.gather, c).get(term::forward_compute),
+                   cost_of(o, o.gather, plain).get(term::forward_compute));
+  // The curve goes into the cluster file and back; a fraction above 1 is refused, by its field.
+  const auto back = cluster::from_proto(cluster::to_proto(c), "round trip");
+  EXPECT_EQ(back.device.fresh_read.points, c.device.fresh_read.points);
+  auto p = cluster::to_proto(c);
+  p.mutable_device()->mutable_fresh_read(0)->set_fraction(1.5);
+  try {
+    (void)cluster::from_proto(p, "bad");
+    ADD_FAILURE() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("device.fresh_read[0].fraction"));
+  }
 }
 
 TEST(KernelFamily, FamilyCurvesRoundTripThroughTheClusterFile) {

@@ -83,6 +83,10 @@ struct Device {
   // Per compute kernel family (calibrated: convolution): its achieved FLOP rate as a fraction of
   // the peak. A family without an entry uses compute_efficiency.
   std::map<graph::ComputeClass, EfficiencyCurve> compute_efficiency_by_class;
+  // Calibrated: the time of a memory-bound kernel's read of an operand the kernel before it has
+  // just written (in cache), as a fraction of a read from memory, against the kernel's bytes.
+  // Empty: 1 (no saving), as in presets and files calibrated before it was measured.
+  EfficiencyCurve fresh_read;
 
   double memory_efficiency_for(graph::KernelClass k, double bytes) const;
   double compute_efficiency_for(graph::ComputeClass c, double flops) const;

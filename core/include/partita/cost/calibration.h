@@ -42,6 +42,11 @@ struct KernelSample {
   double seconds = 0; // per call
   graph::KernelClass kernel_class = graph::KernelClass::eltwise;   // memory-bound kernels: their family
   graph::ComputeClass compute_class = graph::ComputeClass::matmul; // compute kernels: their family
+  // A fresh-read timing (memory-bound): `fresh_bytes` of the bytes were written just before the
+  // call, and `cold_seconds` is the same kernel timed the same way on operands in memory. These
+  // samples fit Device::fresh_read, not the families' curves.
+  double fresh_bytes = 0;
+  double cold_seconds = 0;
 };
 
 struct CollectiveSample {

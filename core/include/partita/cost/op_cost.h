@@ -78,9 +78,10 @@ std::vector<int> statistics_axes(const graph::OpSemantics& s, const sharding::Co
 
 // Compute time of `flops` FLOPs touching `bytes` bytes on one device: roofline with the compute
 // efficiency curve of the compute family and the memory efficiency curve of the memory-bound
-// kernel family, plus one launch.
+// kernel family, plus one launch. `fresh_bytes` of the bytes are reads of operands the kernel
+// before has just written: they take the device's fresh_read fraction of a read from memory.
 double kernel_time(double flops, double bytes, const cluster::Device& device, cluster::Precision precision,
                    graph::KernelClass kernel = graph::KernelClass::eltwise,
-                   graph::ComputeClass compute = graph::ComputeClass::matmul);
+                   graph::ComputeClass compute = graph::ComputeClass::matmul, double fresh_bytes = 0);
 
 } // namespace partita::cost
