@@ -4,14 +4,15 @@ partita-run measures on this machine.
 
 1. `partita calibrate` (or --cluster FILE).
 2. A fixed suite of (model, strategy) cases on --np ranks, each through `partita run --json`. Before
-   each run, a probe (`partita-calibrate --probe`: three GEMMs, and the memory-bound kernels of two
-   sizes) checks that the host runs at the speed it was calibrated at; this virtual machine's host
-   has slow spells of minutes where every kernel runs up to twice as long (its compute and its
-   memory apart), and a run taken in one measures the host, not the model. When the probe is more
-   than --host-tolerance slower than the calibration, the benchmark waits and probes again (up to
-   --max-wait seconds per run, --wait-budget in all), and prints how fast the host was before each
-   run it kept. A calibration of its own that the first probe finds more than --host-tolerance
-   slower than the host is now was taken in such a spell: it is taken again (--recalibrations).
+   each run, a probe (`partita-calibrate --probe`: three GEMMs, the memory-bound kernels of two
+   sizes and the all-reduce of three) checks that the host runs at the speed it was calibrated at;
+   this virtual machine's host has slow spells of minutes where every kernel runs up to twice as
+   long (its compute, its memory and its shared-memory collectives apart), and a run taken in one
+   measures the host, not the model. When the probe is more than --host-tolerance slower than the
+   calibration, the benchmark waits and probes again (up to --max-wait seconds per run,
+   --wait-budget in all), and prints how fast the host was before each run it kept. A calibration
+   of its own that the first probe finds more than --host-tolerance slower than the host is now
+   was taken in such a spell: it is taken again (--recalibrations).
 3. Prints per case predicted / measured / error, then the iteration-time MAPE, the per-op MAPE,
    the Kendall rank correlation (tau-b) of strategies per model (the distinct plans: families that
    chose the same plan count once), predicted against measured per
@@ -82,8 +83,10 @@ def plan_signature(result):
 
 
 class HostProbe:
-    """The probe's kernel times against the calibration's same kernels: 1.0 is the calibrated speed,
-    for the GEMMs and for the memory-bound kernels apart."""
+    """The probe's times against the calibration's same kernels and collectives: 1.0 is the calibrated
+    speed, for the GEMMs, the memory-bound kernels and the all-reduce apart (each drifts on its own)."""
+
+    PARTS = ("compute", "memory", "collectives")
 
     def __init__(self, args, reference_path):
         self.args = args
@@ -92,15 +95,20 @@ class HostProbe:
         self.out = os.path.join(args.out_dir, "probe.json")
         self.waited = 0.0
 
+    @staticmethod
+    def key(part, row):
+        if part == "compute":
+            return row["kernel"]
+        return (row["kernel"] if part == "memory" else row["collective"], round(row["bytes"]))
+
     def load_reference(self):
         with open(self.reference_path) as f:
             m = json.load(f)
-        self.reference = {"compute": {r["kernel"]: r["seconds"] for r in m["compute"]},
-                          "memory": {(r["kernel"], round(r["bytes"])): r["seconds"] for r in m.get("memory", [])}}
+        self.reference = {part: {self.key(part, r): r["seconds"] for r in m.get(part, [])} for part in self.PARTS}
 
     def ratio(self):
-        """(compute, memory): the medians of probe time / calibrated time (memory NaN when the
-        calibration has none of the probe's sizes)."""
+        """(compute, memory, collectives): the medians of probe time / calibrated time (NaN for a part
+        the calibration has none of the probe's sizes of)."""
         cmd = [self.args.mpirun, "-np", str(self.args.np), "-x", "OMP_NUM_THREADS=1"]
         if os.geteuid() == 0:
             cmd.append("--allow-run-as-root")
@@ -110,15 +118,16 @@ class HostProbe:
         with open(self.out) as f:
             probe = json.load(f)
 
-        def median(part, key):
+        def median(part):
             ref = self.reference[part]
-            ratios = sorted(r["seconds"] / ref[key(r)] for r in probe.get(part, []) if key(r) in ref)
+            ratios = sorted(r["seconds"] / ref[self.key(part, r)] for r in probe.get(part, [])
+                            if self.key(part, r) in ref)
             return ratios[len(ratios) // 2] if ratios else float("nan")
 
-        compute = median("compute", lambda r: r["kernel"])
-        if compute != compute:
+        r = tuple(median(part) for part in self.PARTS)
+        if r[0] != r[0]:
             sys.exit("the probe's GEMMs are not in the calibration's measurements")
-        return compute, median("memory", lambda r: (r["kernel"], round(r["bytes"])))
+        return r
 
     def settle(self):
         """Probes until the host is within tolerance or the wait limits are reached; the last ratios."""
@@ -212,16 +221,15 @@ def main():
                                                                           "measurements.json"))
     probe = HostProbe(args, reference) if args.calibrate_program and reference else None
     if probe:
-        print(f"host probe: before each run, GEMMs and memory-bound kernels against {reference}; a run waits while "
-              f"either is more than {100 * args.host_tolerance:.0f}% slower", flush=True)
+        print(f"host probe: before each run, GEMMs, memory-bound kernels and all-reduces against {reference}; a run "
+              f"waits while any is more than {100 * args.host_tolerance:.0f}% slower", flush=True)
     if probe and not args.cluster:
         # A calibration taken in a slow spell prices every kernel of the family it caught too high.
         for attempt in range(args.recalibrations + 1):
-            compute, memory = probe.ratio()
-            print(f"  the host now against its calibration: GEMMs x{compute:.2f}, memory-bound kernels "
-                  f"x{memory:.2f} of the calibrated time", flush=True)
-            if min(x for x in (compute, memory) if x == x) >= 1 - args.host_tolerance or \
-                    attempt == args.recalibrations:
+            now = probe.ratio()
+            print(f"  the host now against its calibration: GEMMs x{now[0]:.2f}, memory-bound kernels x{now[1]:.2f}, "
+                  f"all-reduce x{now[2]:.2f} of the calibrated time", flush=True)
+            if min(x for x in now if x == x) >= 1 - args.host_tolerance or attempt == args.recalibrations:
                 break
             print("  the calibration met a slow spell of the host: calibrating again", flush=True)
             calibrate(args, cluster)
@@ -240,7 +248,7 @@ def main():
             cmd = [args.partita, "run", MODELS[model], "--cluster", cluster, "--strategy", family, "--np",
                    str(args.np), "--iterations", str(args.iterations), "--warmup", str(args.warmup), "--threads", "1",
                    "--mpirun", args.mpirun, "--work-dir", work, "--json", out_json]
-            host = probe.settle() if probe else (float("nan"), float("nan"))
+            host = probe.settle() if probe else (float("nan"),) * 3
             rc = run(cmd, os.path.join(work, "run.log"))
             if rc != 0 or not os.path.exists(out_json):
                 with open(os.path.join(work, "run.log")) as f:
@@ -251,12 +259,13 @@ def main():
                 r = json.load(f)
             r["case"], r["model_key"], r["family"] = name, model, family
             r["overhead"] = trace_overhead(os.path.join(work, "trace.json"))
-            r["host"], r["host_memory"] = host
+            r["host"], r["host_memory"], r["host_collectives"] = host
             runs[name].append(r)
             it = r["iteration"]
             print(f"  {name} (run {repeat + 1}): predicted {it['predicted'] * 1e3:.2f} ms, measured "
                   f"{it['measured'] * 1e3:.2f} ms" + (f"; host x{host[0]:.2f} of calibrated GEMM time, x{host[1]:.2f} of "
-                                                      f"memory-bound kernel time" if probe else ""),
+                                                      f"memory-bound kernel time, x{host[2]:.2f} of all-reduce time"
+                                                      if probe else ""),
                   flush=True)
 
     with open(os.path.join(args.out_dir, "runs.json"), "w") as f:
@@ -289,6 +298,11 @@ def load_runs(args):
     return runs
 
 
+def host_ratios(r):
+    """A run's probe before it: GEMM, memory-bound kernel and all-reduce time against calibrated."""
+    return r["host"], r.get("host_memory", float("nan")), r.get("host_collectives", float("nan"))
+
+
 def summarize(args, runs, probe):
     results = []
     for name, rs in runs.items():
@@ -301,19 +315,19 @@ def summarize(args, runs, probe):
     print(f"\nper case the run (of {args.repeats}) with the lowest median iteration time; spread: how much slower "
           f"the other run(s) measured")
     print(f"{'case':<18} {'predicted ms':>13} {'measured ms':>12} {'error':>8} {'overhead':>9} {'spread':>8} "
-          f"{'host':>11}")
+          f"{'host':>16}")
     errors = []
     for r in results:
         p, m = r["iteration"]["predicted"], r["iteration"]["measured"]
         errors.append(abs(p - m) / m)
-        # NaN: not probed (memory: runs of an earlier benchmark, whose probe timed GEMMs alone)
-        host = "/".join(f"{x:.2f}" if x == x else "-" for x in (r["host"], r.get("host_memory", float("nan"))))
+        # NaN: not probed (memory, all-reduce: runs of an earlier benchmark, whose probe timed less)
+        host = "/".join(f"{x:.2f}" if x == x else "-" for x in host_ratios(r))
         print(f"{r['case']:<18} {p * 1e3:>13.2f} {m * 1e3:>12.2f} {100 * (p - m) / m:>+7.1f}% "
-              f"{100 * r['overhead']:>8.2f}% {100 * r['spread']:>7.1f}% {host:>11}")
+              f"{100 * r['overhead']:>8.2f}% {100 * r['spread']:>7.1f}% {host:>16}")
     if probe:
-        slow = sum(1 for r in results if max(r["host"], r.get("host_memory", 0)) > 1 + args.host_tolerance)
-        print(f"host: the probe's GEMM / memory-bound kernel time against the calibration's before the run (1.00: "
-              f"as calibrated); "
+        slow = sum(1 for r in results if max(x for x in host_ratios(r) if x == x) > 1 + args.host_tolerance)
+        print(f"host: the probe's GEMM / memory-bound kernel / all-reduce time against the calibration's before the "
+              f"run (1.00: as calibrated); "
               f"{slow} of {len(results)} kept runs started above x{1 + args.host_tolerance:.2f}; "
               f"{probe.waited:.0f} s spent waiting for the host")
     spreads = [r["spread"] for r in results]

@@ -4,11 +4,15 @@
 // rank per node). The compute and memory sweeps run in several passes, the first before the
 // collectives and the others after them, and every kernel keeps its fastest pass: a shared host
 // has slow spells (GEMMs seen at half their rate for minutes), and one pass taken in such a spell
-// would slow every prediction down.
+// would slow every prediction down. The collective sweeps run in passes too, between the kernel
+// passes, and every size keeps its median pass: the host's shared-memory collectives swing by up to
+// twice from one moment to the next, and a training step meets them over seconds.
 //   mpirun -np P partita-calibrate -o measurements.json [--quick] [--threads N] [--passes N]
-//   mpirun -np P partita-calibrate --probe -o probe.json   (the GEMMs of 10^8.5 FLOPs and the memory-bound
-//                                                           kernels of 10^6.5 and 10^7 bytes alone: is the
-//                                                           host at its calibrated speed now?)
+//                                                       [--collective-passes N]
+//   mpirun -np P partita-calibrate --probe -o probe.json   (the GEMMs of 10^8.5 FLOPs, the memory-bound
+//                                                           kernels of 10^6.5 and 10^7 bytes and the all-reduce
+//                                                           of 128 KiB, 512 KiB and 2 MiB alone: is the host at
+//                                                           its calibrated speed now?)
 
 #include "backend.h"
 #include "collectives.h"
@@ -39,7 +43,8 @@ struct Options {
   std::string output;
   bool quick = false;
   int threads = 1;
-  int passes = 0; // 0: 2, or 1 with --quick
+  int passes = 0;            // 0: 2, or 1 with --quick
+  int collective_passes = 0; // 0: 3, or 1 with --quick
   bool probe = false;
   double max_bytes = 256.0 * 1024 * 1024;
 };
@@ -108,6 +113,17 @@ nlohmann::json kernels_json(const std::vector<KernelTiming>& rows, bool compute)
   return out;
 }
 
+// The rows of one collective's sweep over `devices`, as measurements.json lists them.
+void append_collectives(nlohmann::json& out, const std::vector<CollectiveTiming>& rows,
+                        const std::vector<int>& devices) {
+  for (const auto& r : rows) {
+    out.push_back({{"collective", std::string(cluster::collective_name(r.collective))},
+                   {"devices", devices},
+                   {"bytes", r.bytes},
+                   {"seconds", r.seconds}});
+  }
+}
+
 // Kernel sweep results of one pass: GEMMs and convolutions, memory-bound kernels.
 struct KernelSweeps {
   std::vector<KernelTiming> compute, memory;
@@ -154,21 +170,43 @@ int run(const Options& opt, int rank, int size) {
     // One size of each GEMM family, named as the full sweep names it, so that a caller can set
     // these times against a calibration's (bench/runtime_bench.py waits out a slow spell so).
     // The host's memory speed drifts apart from its compute speed (another tenant's streams): the
-    // memory-bound kernels of two sizes, 10^6.5 and 10^7 bytes, are probed beside them.
+    // memory-bound kernels of two sizes, 10^6.5 and 10^7 bytes, are probed beside them. And the
+    // shared-memory collectives drift apart from both (an all-reduce of 1 MB ran a third faster in
+    // one calibration than in the steps of the benchmark that followed it): the all-reduce inside
+    // a node, of three sizes the full and the quick sweep both time (8 x 4^k bytes).
     const auto gemms = gemm_sweep(*backend, MPI_COMM_WORLD, budget, 8.5, 8.5, 4);
     say(rank, kernel_table(gemms, true));
     const auto memory = memory_sweep(*backend, MPI_COMM_WORLD, budget, 6.5, 7, 2);
     say(rank, kernel_table(memory, false));
+    nlohmann::json reduces = nlohmann::json::array();
+    if (where.per_node > 1) {
+      // Every node's ranks at once, as the sweep runs them; node 0 reports. From 8 B up, as the
+      // quick sweep runs it: the three sizes timed first, on pages no collective had used yet, ran
+      // 128 KiB 2.5 times slower than the sweep does.
+      auto rows = collective_sweep(Collective::all_reduce, where.local, budget, 8, 2.0 * 1024 * 1024, 4);
+      std::erase_if(rows, [](const CollectiveTiming& r) { return r.bytes < 128.0 * 1024; });
+      say(rank, nccl_table(Collective::all_reduce, where.per_node, rows).insert(1, " inside a node:"));
+      std::vector<int> devices(static_cast<std::size_t>(where.per_node));
+      std::iota(devices.begin(), devices.end(), 0);
+      append_collectives(reduces, rows, devices);
+    }
     if (rank == 0 && !opt.output.empty()) {
-      io::write_file_atomically(opt.output, nlohmann::json{{"format", "partita-calibrate probe 2"},
+      io::write_file_atomically(opt.output, nlohmann::json{{"format", "partita-calibrate probe 3"},
                                                            {"compute", kernels_json(gemms, true)},
-                                                           {"memory", kernels_json(memory, false)}}
+                                                           {"memory", kernels_json(memory, false)},
+                                                           {"collectives", reduces}}
                                                     .dump(1) +
                                                 "\n");
+    }
+    Placement copy = where;
+    MPI_Comm_free(&copy.local);
+    if (copy.leaders != MPI_COMM_NULL) {
+      MPI_Comm_free(&copy.leaders);
     }
     return 0;
   }
   const int passes = opt.passes > 0 ? opt.passes : (opt.quick ? 1 : 2);
+  const int collective_passes = opt.collective_passes > 0 ? opt.collective_passes : (opt.quick ? 1 : 3);
   // One pass of the kernel sweeps; the first prints its tables.
   const auto kernel_sweeps = [&](bool print) {
     const auto show = [&](const std::string& text) {
@@ -200,50 +238,78 @@ int run(const Options& opt, int rank, int size) {
                                     Collective::broadcast,  Collective::send_recv,  Collective::all_to_all};
   const double max_bytes = opt.quick ? std::min(opt.max_bytes, 4.0 * 1024 * 1024) : opt.max_bytes;
   const double step = opt.quick ? 4 : 2;
-  nlohmann::json coll_json = nlohmann::json::array();
-  const auto sweep_on = [&](MPI_Comm comm, const std::vector<int>& devices, const std::string& where_text) {
-    // Every node's group runs at once (links inside a node are per node); node 0 reports.
-    for (const auto c : collectives) {
-      std::vector<CollectiveTiming> rows;
-      if (comm != MPI_COMM_NULL) {
-        rows = collective_sweep(c, comm, budget, 8, max_bytes, step);
-      }
-      say(rank, nccl_table(c, static_cast<int>(devices.size()), rows).insert(1, " " + where_text));
-      for (const auto& r : rows) {
-        if (rank == 0) {
-          coll_json.push_back({{"collective", std::string(cluster::collective_name(c))},
-                               {"devices", devices},
-                               {"bytes", r.bytes},
-                               {"seconds", r.seconds}});
+  // Per link class and collective, in sweep order: what every pass timed.
+  struct Swept {
+    std::vector<int> devices;
+    std::string where;
+    Collective collective;
+    std::vector<std::vector<CollectiveTiming>> passes;
+  };
+  std::vector<Swept> swept;
+  const auto collective_pass = [&](bool print) {
+    std::size_t k = 0;
+    const auto sweep_on = [&](MPI_Comm comm, const std::vector<int>& devices, const std::string& where_text) {
+      // Every node's group runs at once (links inside a node are per node); node 0 reports.
+      for (const auto c : collectives) {
+        std::vector<CollectiveTiming> rows;
+        if (comm != MPI_COMM_NULL) {
+          rows = collective_sweep(c, comm, budget, 8, max_bytes, step);
         }
+        if (print) {
+          say(rank, nccl_table(c, static_cast<int>(devices.size()), rows).insert(1, " " + where_text));
+        }
+        if (k == swept.size()) {
+          swept.push_back({devices, where_text, c, {}});
+        }
+        swept[k++].passes.push_back(std::move(rows));
+        MPI_Barrier(MPI_COMM_WORLD);
       }
-      MPI_Barrier(MPI_COMM_WORLD);
+    };
+    if (where.per_node > 1) {
+      std::vector<int> devices(static_cast<std::size_t>(where.per_node));
+      std::iota(devices.begin(), devices.end(), 0);
+      sweep_on(where.local, devices, "inside a node:");
+    }
+    if (where.nodes > 1) {
+      std::vector<int> devices;
+      for (int n = 0; n < where.nodes; ++n) {
+        devices.push_back(n * where.per_node);
+      }
+      sweep_on(where.leaders, devices, "between nodes, one rank per node:");
     }
   };
-  if (where.per_node > 1) {
-    std::vector<int> devices(static_cast<std::size_t>(where.per_node));
-    std::iota(devices.begin(), devices.end(), 0);
-    sweep_on(where.local, devices, "inside a node:");
-  }
-  if (where.nodes > 1) {
-    std::vector<int> devices;
-    for (int n = 0; n < where.nodes; ++n) {
-      devices.push_back(n * where.per_node);
-    }
-    sweep_on(where.leaders, devices, "between nodes, one rank per node:");
-  }
+  collective_pass(true);
 
-  for (int pass = 2; pass <= passes; ++pass) {
-    say(rank, fmt::format("\n# kernel sweeps, pass {} of {}: each kernel keeps its fastest pass\n", pass, passes));
-    const auto again = kernel_sweeps(false);
-    const auto compute_change = keep_faster(kernels.compute, again.compute);
-    const auto memory_change = keep_faster(kernels.memory, again.memory);
-    say(rank,
-        fmt::format("  time against the passes before: compute {}; memory-bound {}\n", compute_change, memory_change));
+  const int rounds = std::max(passes, collective_passes);
+  for (int pass = 2; pass <= rounds; ++pass) {
+    if (pass <= passes) {
+      say(rank, fmt::format("\n# kernel sweeps, pass {} of {}: each kernel keeps its fastest pass\n", pass, passes));
+      const auto again = kernel_sweeps(false);
+      const auto compute_change = keep_faster(kernels.compute, again.compute);
+      const auto memory_change = keep_faster(kernels.memory, again.memory);
+      say(rank, fmt::format("  time against the passes before: compute {}; memory-bound {}\n", compute_change,
+                            memory_change));
+    }
+    if (pass <= collective_passes) {
+      say(rank, fmt::format("\n# collective sweeps, pass {} of {}: each size keeps its median pass\n", pass,
+                            collective_passes));
+      collective_pass(false);
+    }
   }
   if (passes > 1) {
     say(rank, "\n# compute, the fastest pass of each kernel\n" + kernel_table(kernels.compute, true));
     say(rank, "\n# memory-bound kernels, the fastest pass of each kernel\n" + kernel_table(kernels.memory, false));
+  }
+  nlohmann::json coll_json = nlohmann::json::array();
+  for (const auto& s : swept) {
+    const auto rows = median_of_passes(s.passes);
+    if (collective_passes > 1) {
+      say(rank, nccl_table(s.collective, static_cast<int>(s.devices.size()), rows)
+                    .insert(1, fmt::format(" {} the median of {} passes:", s.where, collective_passes)));
+    }
+    if (rank == 0) {
+      append_collectives(coll_json, rows, s.devices);
+    }
   }
 
   if (rank == 0) {
@@ -259,6 +325,7 @@ int run(const Options& opt, int rank, int size) {
                              {"threads", opt.threads},
                              {"quick", opt.quick},
                              {"passes", passes},
+                             {"collective_passes", collective_passes},
                              {"backend", std::string(backend->name())},
                              {"compute", kernels_json(kernels.compute, true)},
                              {"memory", kernels_json(kernels.memory, false)},
@@ -292,9 +359,13 @@ int main(int argc, char** argv) {
   app.add_option("--passes", opt.passes,
                  "passes of the compute and memory sweeps, each kernel keeping its fastest (default 2; 1 with --quick)")
       ->check(CLI::PositiveNumber);
+  app.add_option("--collective-passes", opt.collective_passes,
+                 "passes of the collective sweeps, each size keeping its median (default 3; 1 with --quick)")
+      ->check(CLI::PositiveNumber);
   app.add_flag("--probe", opt.probe,
-               "time only the GEMMs of 10^8.5 FLOPs (one per family) and the memory-bound kernels of 10^6.5 and 10^7 "
-               "bytes, and write them to --output: is the host at its calibrated speed now?");
+               "time only the GEMMs of 10^8.5 FLOPs (one per family), the memory-bound kernels of 10^6.5 and 10^7 "
+               "bytes and the all-reduce inside a node of 128 KiB, 512 KiB and 2 MiB, and write them to --output: is "
+               "the host at its calibrated speed now?");
   app.add_option("--max-bytes", opt.max_bytes, "largest collective size in bytes")->check(CLI::PositiveNumber);
   try {
     app.parse(argc, argv);

@@ -444,6 +444,28 @@ std::vector<CollectiveTiming> collective_sweep(cluster::Collective c, MPI_Comm c
   return out;
 }
 
+std::vector<CollectiveTiming> median_of_passes(const std::vector<std::vector<CollectiveTiming>>& passes) {
+  if (passes.empty()) {
+    return {};
+  }
+  std::vector<CollectiveTiming> out = passes.front();
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    std::vector<double> times;
+    for (std::size_t p = 0; p < passes.size(); ++p) {
+      const auto& rows = passes[p];
+      if (rows.size() != out.size() || rows[i].collective != out[i].collective || rows[i].bytes != out[i].bytes) {
+        throw Error(fmt::format("collective sweep pass {} differs from the first at row {} ({} rows, the first {})",
+                                p + 1, i, rows.size(), out.size()));
+      }
+      times.push_back(rows[i].seconds);
+    }
+    std::sort(times.begin(), times.end());
+    const auto middle = times.size() / 2;
+    out[i].seconds = times.size() % 2 ? times[middle] : (times[middle - 1] + times[middle]) / 2;
+  }
+  return out;
+}
+
 std::string nccl_table(cluster::Collective c, int ranks, const std::vector<CollectiveTiming>& rows) {
   using cluster::Collective;
   const bool reduces = c == Collective::all_reduce || c == Collective::reduce_scatter;

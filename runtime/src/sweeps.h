@@ -98,6 +98,12 @@ struct CollectiveTiming {
 std::vector<CollectiveTiming> collective_sweep(cluster::Collective c, MPI_Comm comm, const SweepBudget& budget,
                                                double min_bytes, double max_bytes, double step);
 
+// Passes of the same sweep (the same sizes in the same order) as one: each size takes the median
+// of its passes' times (the mean of the middle two for an even count). A shared host's
+// shared-memory collectives run up to twice as fast in one 50 ms window as in the next, and a
+// training step meets them over seconds: the typical time, not the fastest, prices them.
+std::vector<CollectiveTiming> median_of_passes(const std::vector<std::vector<CollectiveTiming>>& passes);
+
 // nccl-tests' table: size, count, type, redop, root, time (us), algbw and busbw (GB/s).
 std::string nccl_table(cluster::Collective c, int ranks, const std::vector<CollectiveTiming>& rows);
 std::string kernel_table(const std::vector<KernelTiming>& rows, bool flops);

@@ -112,8 +112,9 @@ if(NOT measured MATCHES "\"cold_seconds\": [^,]+,[^}]*\"kernel\": \"relu fresh\"
   message(FATAL_ERROR "measurements.json: no 'relu fresh' timing with its cold time")
 endif()
 
-# The host probe (bench/runtime_bench.py): the GEMMs and memory-bound kernels it times are named
-# and sized as the sweeps that calibrated the file name them, so that it can set them side by side.
+# The host probe (bench/runtime_bench.py): the GEMMs, memory-bound kernels and all-reduces it times
+# are named and sized as the sweeps that calibrated the file name them, so that it can set them
+# side by side.
 execute_process(COMMAND ${MPIEXEC} -np ${NP} ${CALIBRATE} --probe -o ${WORKDIR}/probe.json
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 120)
 if(NOT rc EQUAL 0)
@@ -136,4 +137,20 @@ foreach(part compute memory)
       message(FATAL_ERROR "probe.json: ${part} kernel '${kernel}' of ${bytes} bytes is not in measurements.json")
     endif()
   endforeach()
+endforeach()
+string(JSON count LENGTH "${probe}" collectives)
+if(count LESS 3)
+  message(FATAL_ERROR "probe.json: only ${count} collective timings")
+endif()
+math(EXPR last "${count} - 1")
+foreach(i RANGE ${last})
+  string(JSON collective GET "${probe}" collectives ${i} collective)
+  string(JSON bytes GET "${probe}" collectives ${i} bytes)
+  string(REGEX REPLACE "\\.0$" "" bytes "${bytes}")
+  if(NOT collective STREQUAL "all-reduce")
+    message(FATAL_ERROR "probe.json: collective '${collective}', where the probe times the all-reduce")
+  endif()
+  if(NOT measured MATCHES "\"bytes\": ${bytes}(\\.0)?,[^}]*\"collective\": \"all-reduce\"")
+    message(FATAL_ERROR "probe.json: the all-reduce of ${bytes} bytes is not in measurements.json")
+  endif()
 endforeach()

@@ -3,11 +3,14 @@
 
 #include "sweeps.h"
 
+#include "partita/graph/error.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <set>
+#include <string>
 
 namespace partita::runtime {
 namespace {
@@ -60,6 +63,34 @@ TEST(ConvSweep, QuickCasesCoverTheShapesCnnsRun) {
   EXPECT_EQ(stem->shape.oh, 112);
   // A narrower range keeps fewer layers: the range is honoured, not ignored.
   EXPECT_LT(conv_cases(5, 7, {1, 2}).size(), cases.size());
+}
+
+TEST(CollectiveSweep, EachSizeKeepsItsMedianPass) {
+  using cluster::Collective;
+  const auto pass = [](double small, double large) {
+    return std::vector<CollectiveTiming>{{Collective::all_reduce, 1024, 256, small},
+                                         {Collective::all_reduce, 4096, 1024, large}};
+  };
+  // Three passes: the middle time of each size, whichever pass it came from.
+  const auto three = median_of_passes({pass(3e-6, 9e-6), pass(1e-6, 20e-6), pass(2e-6, 10e-6)});
+  ASSERT_EQ(three.size(), 2U);
+  EXPECT_DOUBLE_EQ(three[0].seconds, 2e-6);
+  EXPECT_DOUBLE_EQ(three[1].seconds, 10e-6);
+  EXPECT_DOUBLE_EQ(three[1].bytes, 4096);
+  EXPECT_EQ(three[1].count, 1024);
+  // Two: their mean. One: itself.
+  EXPECT_DOUBLE_EQ(median_of_passes({pass(1e-6, 8e-6), pass(3e-6, 12e-6)})[1].seconds, 10e-6);
+  EXPECT_DOUBLE_EQ(median_of_passes({pass(1e-6, 8e-6)})[0].seconds, 1e-6);
+  EXPECT_TRUE(median_of_passes({}).empty());
+  // Passes that timed other sizes are not one sweep.
+  auto other = pass(1e-6, 8e-6);
+  other[1].bytes = 8192;
+  try {
+    median_of_passes({pass(1e-6, 8e-6), other});
+    FAIL() << "passes of other sizes were combined";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("pass 2 differs from the first at row 1"), std::string::npos) << e.what();
+  }
 }
 
 } // namespace
