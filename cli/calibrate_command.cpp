@@ -41,8 +41,7 @@ struct CalibrateOptions {
   std::string output;
   bool quick = false;
   int threads = 1;
-  int passes = 0;            // 0: partita-calibrate's default
-  int collective_passes = 0; // 0: partita-calibrate's default
+  int passes = 0; // 0: partita-calibrate's default
   int timeout = 1800;
   std::string work_dir;
   std::string mpirun = "mpirun";
@@ -65,8 +64,10 @@ struct Measurements {
   std::string date, host;
   int ranks = 0;
   bool quick = false;
-  int passes = 1;            // of the kernel sweeps, each kernel keeping its fastest
-  int collective_passes = 1; // of the collective sweeps, each size keeping its median
+  int passes = 1; // of the sweeps
+  // How a timing is taken from the passes: "median" (kernels and collectives), or in measurements
+  // of earlier versions "fastest" (kernels; their collectives were swept once).
+  std::string pass_statistic = "fastest";
 };
 
 // partita-calibrate's file; errors name the file and the entry.
@@ -87,7 +88,7 @@ Measurements read_measurements(const fs::path& path) {
     m.ranks = doc.at("ranks").get<int>();
     m.quick = doc.at("quick").get<bool>();
     m.passes = doc.value("passes", 1); // absent in measurements of earlier versions: one pass
-    m.collective_passes = doc.value("collective_passes", 1);
+    m.pass_statistic = doc.value("pass_statistic", "fastest");
     m.data.nodes = doc.at("nodes").get<int>();
     m.data.devices_per_node = doc.at("devices_per_node").get<int>();
     m.data.threads = doc.at("threads").get<int>();
@@ -197,12 +198,8 @@ void add_calibrate_command(CLI::App& app) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   cmd->add_option("--passes", o->passes,
-                  "passes of the kernel sweeps, each kernel keeping its fastest, against a shared host's slow spells "
-                  "(default 2; 1 with --quick)")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--collective-passes", o->collective_passes,
-                  "passes of the collective sweeps, each size keeping its median, against a shared host's swings "
-                  "(default 3; 1 with --quick)")
+                  "passes of the kernel and collective sweeps, each timing keeping its median, against a shared "
+                  "host's slow spells and swings (default 3; 1 with --quick)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--timeout", o->timeout, "seconds before mpirun ends a run that hangs")
       ->check(CLI::PositiveNumber)
@@ -224,9 +221,6 @@ void add_calibrate_command(CLI::App& app) {
       }
       if (o->passes > 0) {
         arguments.insert(arguments.end(), {"--passes", std::to_string(o->passes)});
-      }
-      if (o->collective_passes > 0) {
-        arguments.insert(arguments.end(), {"--collective-passes", std::to_string(o->collective_passes)});
       }
       const std::string command =
           launch::shell_line(launch::mpirun_command({o->mpirun, o->ranks, o->threads, o->timeout, program, arguments}));
@@ -316,7 +310,7 @@ void add_calibrate_command(CLI::App& app) {
     c.name = base.name + "-calibrated";
     c.description = fmt::format(
         "Calibrated by `partita calibrate{}` on {} on host {}: {} MPI rank(s) on {} node(s), {} compute thread(s) per "
-        "rank, from '{}'; each kernel timing is the fastest of {} pass(es), each collective timing the median of {}. "
+        "rank, from '{}'; {}. "
         "peak_fp32 {:.4g} GFLOP/s is the highest "
         "compute rate fitted over {} GEMMs{}, "
         "memory_bandwidth "
@@ -326,10 +320,13 @@ void add_calibrate_command(CLI::App& app) {
         "Collective latency/bandwidth are least squares on core's alpha-beta formulas, one pair per range of message "
         "sizes where the link changes protocol. Fit: {}{}; {}; {}. Valid for runs "
         "with the same ranks per node and threads per rank.",
-        m.quick ? " --quick" : "", m.date, m.host, m.ranks, d.nodes, d.threads, base.name, m.passes,
-        m.collective_passes, c.device.peak_fp32 / 1e9, cal.compute.size(), families, c.device.memory_bandwidth / 1e9,
-        d.memory.size(), fresh, links, quality_text("compute", cal.compute), family_fits,
-        quality_text("memory", cal.memory), quality_text("collectives", cal.collectives));
+        m.quick ? " --quick" : "", m.date, m.host, m.ranks, d.nodes, d.threads, base.name,
+        m.pass_statistic == "median"
+            ? fmt::format("each kernel and collective timing is the median of {} pass(es)", m.passes)
+            : fmt::format("each kernel timing is the fastest of {} pass(es)", m.passes),
+        c.device.peak_fp32 / 1e9, cal.compute.size(), families, c.device.memory_bandwidth / 1e9, d.memory.size(), fresh,
+        links, quality_text("compute", cal.compute), family_fits, quality_text("memory", cal.memory),
+        quality_text("collectives", cal.collectives));
 
     const fs::path output = o->output.empty() ? fs::path(base.name + "-calibrated.json") : fs::path(o->output);
     io::write_json_file(output, cluster::to_proto(c));

@@ -1,14 +1,11 @@
 // partita-calibrate: the measurements `partita calibrate` fits a cluster profile on (DESIGN.md
 // section 5). Compute (GEMMs, convolutions) and memory sweeps of the CPU backend on every rank at
 // once, then collective sweeps inside a node and, when the job spans nodes, between nodes (one
-// rank per node). The compute and memory sweeps run in several passes, the first before the
-// collectives and the others after them, and every kernel keeps its fastest pass: a shared host
-// has slow spells (GEMMs seen at half their rate for minutes), and one pass taken in such a spell
-// would slow every prediction down. The collective sweeps run in passes too, between the kernel
-// passes, and every size keeps its median pass: the host's shared-memory collectives swing by up to
-// twice from one moment to the next, and a training step meets them over seconds.
+// rank per node). The sweeps run in several passes (kernels, collectives, kernels, collectives, ...)
+// and every timing keeps its median pass: a shared host has slow spells (GEMMs seen at half their
+// rate for minutes) and its shared-memory collectives swing by up to twice from one moment to the
+// next; a training step meets them at their typical speed.
 //   mpirun -np P partita-calibrate -o measurements.json [--quick] [--threads N] [--passes N]
-//                                                       [--collective-passes N]
 //   mpirun -np P partita-calibrate --probe -o probe.json   (the GEMMs of 10^8.5 FLOPs, the memory-bound
 //                                                           kernels of 10^6.5 and 10^7 bytes and the all-reduce
 //                                                           of 128 KiB, 512 KiB and 2 MiB alone: is the host at
@@ -43,8 +40,7 @@ struct Options {
   std::string output;
   bool quick = false;
   int threads = 1;
-  int passes = 0;            // 0: 2, or 1 with --quick
-  int collective_passes = 0; // 0: 3, or 1 with --quick
+  int passes = 0; // 0: 3, or 1 with --quick
   bool probe = false;
   double max_bytes = 256.0 * 1024 * 1024;
 };
@@ -129,20 +125,13 @@ struct KernelSweeps {
   std::vector<KernelTiming> compute, memory;
 };
 
-// Each kernel of `kept` takes the time of `pass` where that is faster (the same kernels, in the
-// same order); returns how `pass` compared, "median x1.02, from x0.97 to x1.85" (time against the
-// time kept before).
-std::string keep_faster(std::vector<KernelTiming>& kept, const std::vector<KernelTiming>& pass) {
-  if (kept.size() != pass.size()) {
-    throw Error(fmt::format("a sweep pass timed {} kernels, the first {}", pass.size(), kept.size()));
-  }
+// How the last pass of one part compared with the first: "median x1.02, from x0.97 to x1.85".
+std::string against_first(const std::vector<KernelSweeps>& passes, std::vector<KernelTiming> KernelSweeps::*part) {
+  const auto& first = passes.front().*part;
+  const auto& last = passes.back().*part;
   std::vector<double> ratios;
-  for (std::size_t i = 0; i < kept.size(); ++i) {
-    if (kept[i].kernel != pass[i].kernel) {
-      throw Error(fmt::format("sweep passes differ at row {}: '{}' then '{}'", i, kept[i].kernel, pass[i].kernel));
-    }
-    ratios.push_back(pass[i].seconds / kept[i].seconds);
-    kept[i].seconds = std::min(kept[i].seconds, pass[i].seconds);
+  for (std::size_t i = 0; i < first.size() && i < last.size(); ++i) {
+    ratios.push_back(last[i].seconds / first[i].seconds);
   }
   if (ratios.empty()) {
     return "no kernels";
@@ -205,8 +194,7 @@ int run(const Options& opt, int rank, int size) {
     }
     return 0;
   }
-  const int passes = opt.passes > 0 ? opt.passes : (opt.quick ? 1 : 2);
-  const int collective_passes = opt.collective_passes > 0 ? opt.collective_passes : (opt.quick ? 1 : 3);
+  const int passes = opt.passes > 0 ? opt.passes : (opt.quick ? 1 : 3);
   // One pass of the kernel sweeps; the first prints its tables.
   const auto kernel_sweeps = [&](bool print) {
     const auto show = [&](const std::string& text) {
@@ -232,7 +220,7 @@ int run(const Options& opt, int rank, int size) {
     show(kernel_table(out.memory, false));
     return out;
   };
-  auto kernels = kernel_sweeps(true);
+  std::vector<KernelSweeps> kernel_passes{kernel_sweeps(true)};
 
   const Collective collectives[] = {Collective::all_reduce, Collective::all_gather, Collective::reduce_scatter,
                                     Collective::broadcast,  Collective::send_recv,  Collective::all_to_all};
@@ -280,32 +268,32 @@ int run(const Options& opt, int rank, int size) {
   };
   collective_pass(true);
 
-  const int rounds = std::max(passes, collective_passes);
-  for (int pass = 2; pass <= rounds; ++pass) {
-    if (pass <= passes) {
-      say(rank, fmt::format("\n# kernel sweeps, pass {} of {}: each kernel keeps its fastest pass\n", pass, passes));
-      const auto again = kernel_sweeps(false);
-      const auto compute_change = keep_faster(kernels.compute, again.compute);
-      const auto memory_change = keep_faster(kernels.memory, again.memory);
-      say(rank, fmt::format("  time against the passes before: compute {}; memory-bound {}\n", compute_change,
-                            memory_change));
+  for (int pass = 2; pass <= passes; ++pass) {
+    say(rank, fmt::format("\n# sweeps, pass {} of {}: each timing keeps its median pass\n", pass, passes));
+    kernel_passes.push_back(kernel_sweeps(false));
+    say(rank, fmt::format("  kernels against the first pass: compute {}; memory-bound {}\n",
+                          against_first(kernel_passes, &KernelSweeps::compute),
+                          against_first(kernel_passes, &KernelSweeps::memory)));
+    collective_pass(false);
+  }
+  KernelSweeps kernels;
+  for (const auto part : {&KernelSweeps::compute, &KernelSweeps::memory}) {
+    std::vector<std::vector<KernelTiming>> rows;
+    for (const auto& k : kernel_passes) {
+      rows.push_back(k.*part);
     }
-    if (pass <= collective_passes) {
-      say(rank, fmt::format("\n# collective sweeps, pass {} of {}: each size keeps its median pass\n", pass,
-                            collective_passes));
-      collective_pass(false);
-    }
+    kernels.*part = median_of_passes(rows);
   }
   if (passes > 1) {
-    say(rank, "\n# compute, the fastest pass of each kernel\n" + kernel_table(kernels.compute, true));
-    say(rank, "\n# memory-bound kernels, the fastest pass of each kernel\n" + kernel_table(kernels.memory, false));
+    say(rank, "\n# compute, the median pass of each kernel\n" + kernel_table(kernels.compute, true));
+    say(rank, "\n# memory-bound kernels, the median pass of each kernel\n" + kernel_table(kernels.memory, false));
   }
   nlohmann::json coll_json = nlohmann::json::array();
   for (const auto& s : swept) {
     const auto rows = median_of_passes(s.passes);
-    if (collective_passes > 1) {
+    if (passes > 1) {
       say(rank, nccl_table(s.collective, static_cast<int>(s.devices.size()), rows)
-                    .insert(1, fmt::format(" {} the median of {} passes:", s.where, collective_passes)));
+                    .insert(1, fmt::format(" {} the median of {} passes:", s.where, passes)));
     }
     if (rank == 0) {
       append_collectives(coll_json, rows, s.devices);
@@ -325,7 +313,7 @@ int run(const Options& opt, int rank, int size) {
                              {"threads", opt.threads},
                              {"quick", opt.quick},
                              {"passes", passes},
-                             {"collective_passes", collective_passes},
+                             {"pass_statistic", "median"},
                              {"backend", std::string(backend->name())},
                              {"compute", kernels_json(kernels.compute, true)},
                              {"memory", kernels_json(kernels.memory, false)},
@@ -357,10 +345,8 @@ int main(int argc, char** argv) {
   app.add_flag("--quick", opt.quick, "fewer sizes, shorter trials, collectives up to 4 MiB");
   app.add_option("--threads", opt.threads, "compute threads per rank")->check(CLI::PositiveNumber);
   app.add_option("--passes", opt.passes,
-                 "passes of the compute and memory sweeps, each kernel keeping its fastest (default 2; 1 with --quick)")
-      ->check(CLI::PositiveNumber);
-  app.add_option("--collective-passes", opt.collective_passes,
-                 "passes of the collective sweeps, each size keeping its median (default 3; 1 with --quick)")
+                 "passes of the kernel and collective sweeps, each timing keeping its median (default 3; 1 with "
+                 "--quick)")
       ->check(CLI::PositiveNumber);
   app.add_flag("--probe", opt.probe,
                "time only the GEMMs of 10^8.5 FLOPs (one per family), the memory-bound kernels of 10^6.5 and 10^7 "

@@ -444,26 +444,63 @@ std::vector<CollectiveTiming> collective_sweep(cluster::Collective c, MPI_Comm c
   return out;
 }
 
-std::vector<CollectiveTiming> median_of_passes(const std::vector<std::vector<CollectiveTiming>>& passes) {
+namespace {
+
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const auto middle = v.size() / 2;
+  return v.size() % 2 ? v[middle] : (v[middle - 1] + v[middle]) / 2;
+}
+
+// Rows of every pass, checked to be the same rows (`same`, `name` for the error), with their times
+// replaced by the median over the passes (`times`: the fields to combine).
+template <typename Row, typename Same, typename Name>
+std::vector<Row> median_rows(const std::vector<std::vector<Row>>& passes, Same same, Name name,
+                             std::initializer_list<double Row::*> times) {
   if (passes.empty()) {
     return {};
   }
-  std::vector<CollectiveTiming> out = passes.front();
+  std::vector<Row> out = passes.front();
   for (std::size_t i = 0; i < out.size(); ++i) {
-    std::vector<double> times;
-    for (std::size_t p = 0; p < passes.size(); ++p) {
+    for (std::size_t p = 1; p < passes.size(); ++p) {
       const auto& rows = passes[p];
-      if (rows.size() != out.size() || rows[i].collective != out[i].collective || rows[i].bytes != out[i].bytes) {
-        throw Error(fmt::format("collective sweep pass {} differs from the first at row {} ({} rows, the first {})",
-                                p + 1, i, rows.size(), out.size()));
+      if (rows.size() != out.size() || !same(rows[i], out[i])) {
+        throw Error(
+            fmt::format("sweep pass {} differs from the first at row {} ({} rows, the first {}; {} there, {} in "
+                        "the first)",
+                        p + 1, i, rows.size(), out.size(), i < rows.size() ? name(rows[i]) : "nothing", name(out[i])));
       }
-      times.push_back(rows[i].seconds);
     }
-    std::sort(times.begin(), times.end());
-    const auto middle = times.size() / 2;
-    out[i].seconds = times.size() % 2 ? times[middle] : (times[middle - 1] + times[middle]) / 2;
+    for (const auto field : times) {
+      std::vector<double> t;
+      for (const auto& rows : passes) {
+        t.push_back(rows[i].*field);
+      }
+      out[i].*field = median_of(std::move(t));
+    }
   }
   return out;
+}
+
+} // namespace
+
+std::vector<KernelTiming> median_of_passes(const std::vector<std::vector<KernelTiming>>& passes) {
+  return median_rows(
+      passes, [](const KernelTiming& a, const KernelTiming& b) { return a.kernel == b.kernel; },
+      [](const KernelTiming& r) { return fmt::format("'{}'", r.kernel); },
+      {&KernelTiming::seconds, &KernelTiming::cold_seconds});
+}
+
+std::vector<CollectiveTiming> median_of_passes(const std::vector<std::vector<CollectiveTiming>>& passes) {
+  return median_rows(
+      passes,
+      [](const CollectiveTiming& a, const CollectiveTiming& b) {
+        return a.collective == b.collective && a.bytes == b.bytes;
+      },
+      [](const CollectiveTiming& r) {
+        return fmt::format("{} of {} B", cluster::collective_name(r.collective), r.bytes);
+      },
+      {&CollectiveTiming::seconds});
 }
 
 std::string nccl_table(cluster::Collective c, int ranks, const std::vector<CollectiveTiming>& rows) {

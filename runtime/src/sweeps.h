@@ -98,10 +98,14 @@ struct CollectiveTiming {
 std::vector<CollectiveTiming> collective_sweep(cluster::Collective c, MPI_Comm comm, const SweepBudget& budget,
                                                double min_bytes, double max_bytes, double step);
 
-// Passes of the same sweep (the same sizes in the same order) as one: each size takes the median
-// of its passes' times (the mean of the middle two for an even count). A shared host's
-// shared-memory collectives run up to twice as fast in one 50 ms window as in the next, and a
-// training step meets them over seconds: the typical time, not the fastest, prices them.
+// Passes of the same sweep (the same kernels or sizes, in the same order) as one: each row takes
+// the median of its passes' times (the mean of the middle two for an even count). This host has
+// slow spells of minutes in which a kernel takes up to twice as long, and its shared-memory
+// collectives swing by as much from one 50 ms window to the next; a training step meets them over
+// seconds, at their typical speed, which the median of three passes gives (the fastest pass, kept
+// before, priced the benchmark's steps 3-8% low: its probes found the host that much slower than
+// calibrated before most runs).
+std::vector<KernelTiming> median_of_passes(const std::vector<std::vector<KernelTiming>>& passes);
 std::vector<CollectiveTiming> median_of_passes(const std::vector<std::vector<CollectiveTiming>>& passes);
 
 // nccl-tests' table: size, count, type, redop, root, time (us), algbw and busbw (GB/s).

@@ -81,7 +81,7 @@ TEST(CollectiveSweep, EachSizeKeepsItsMedianPass) {
   // Two: their mean. One: itself.
   EXPECT_DOUBLE_EQ(median_of_passes({pass(1e-6, 8e-6), pass(3e-6, 12e-6)})[1].seconds, 10e-6);
   EXPECT_DOUBLE_EQ(median_of_passes({pass(1e-6, 8e-6)})[0].seconds, 1e-6);
-  EXPECT_TRUE(median_of_passes({}).empty());
+  EXPECT_TRUE(median_of_passes(std::vector<std::vector<CollectiveTiming>>{}).empty());
   // Passes that timed other sizes are not one sweep.
   auto other = pass(1e-6, 8e-6);
   other[1].bytes = 8192;
@@ -89,7 +89,40 @@ TEST(CollectiveSweep, EachSizeKeepsItsMedianPass) {
     median_of_passes({pass(1e-6, 8e-6), other});
     FAIL() << "passes of other sizes were combined";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("pass 2 differs from the first at row 1"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("sweep pass 2 differs from the first at row 1"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(KernelSweep, EachKernelKeepsItsMedianPass) {
+  const auto pass = [](double gemm, double fresh, double cold) {
+    std::vector<KernelTiming> rows(2);
+    rows[0].kernel = "gemm 64x64x64";
+    rows[0].seconds = gemm;
+    rows[1].kernel = "relu fresh";
+    rows[1].seconds = fresh;
+    rows[1].fresh_bytes = 1e6;
+    rows[1].cold_seconds = cold;
+    return rows;
+  };
+  // A slow spell in one pass of three (the second) moves nothing; the fresh and the cold time each
+  // take their own median.
+  const auto rows =
+      median_of_passes({pass(1.0e-3, 5e-5, 1.0e-4), pass(2.0e-3, 9e-5, 2.0e-4), pass(1.1e-3, 4e-5, 1.1e-4)});
+  ASSERT_EQ(rows.size(), 2U);
+  EXPECT_DOUBLE_EQ(rows[0].seconds, 1.1e-3);
+  EXPECT_DOUBLE_EQ(rows[1].seconds, 5e-5);
+  EXPECT_DOUBLE_EQ(rows[1].cold_seconds, 1.1e-4);
+  EXPECT_DOUBLE_EQ(rows[1].fresh_bytes, 1e6);
+  auto renamed = pass(1e-3, 5e-5, 1e-4);
+  renamed[1].kernel = "add fresh";
+  try {
+    median_of_passes({pass(1e-3, 5e-5, 1e-4), pass(1e-3, 5e-5, 1e-4), renamed});
+    FAIL() << "passes of other kernels were combined";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("sweep pass 3 differs from the first at row 1"), std::string::npos) << what;
+    EXPECT_NE(what.find("'add fresh' there, 'relu fresh' in the first"), std::string::npos) << what;
   }
 }
 
