@@ -4,11 +4,11 @@ partita-run measures on this machine.
 
 1. `partita calibrate` (or --cluster FILE).
 2. A fixed suite of (model, strategy) cases on --np ranks, each through `partita run --json`. Before
-   each run, a probe (`partita-calibrate --probe`: three GEMMs, the memory-bound kernels of two
-   sizes and the all-reduce of three) checks that the host runs at the speed it was calibrated at;
-   this virtual machine's host has slow spells of minutes where every kernel runs up to twice as
-   long (its compute, its memory and its shared-memory collectives apart), and a run taken in one
-   measures the host, not the model. When the probe is more than --host-tolerance slower than the
+   each run, a probe (`partita-calibrate --probe`: a GEMM of each family, the memory-bound kernels
+   of two sizes and the all-reduce of three) checks that the host runs at the speed it was
+   calibrated at; this virtual machine's host has slow spells of minutes where every kernel runs up
+   to twice as long (its compute, its memory and its shared-memory collectives apart), and a run
+   taken in one measures the host, not the model. When the probe is more than --host-tolerance slower than the
    calibration, the benchmark waits and probes again (up to --max-wait seconds per run,
    --wait-budget in all), and prints how fast the host was before each run it kept. A calibration
    of its own that the first probe finds more than --host-tolerance slower than the host is now

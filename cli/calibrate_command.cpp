@@ -307,6 +307,12 @@ void add_calibrate_command(CLI::App& app) {
                           "(device.fresh_read, from ReLU and Add timed on fresh and on cold inputs)",
                           lo, hi);
     }
+    // GEMMs that move their operands on top of their arithmetic (a large weight on few rows).
+    if (c.device.matmul_operand_bandwidth > 0) {
+      families += fmt::format(", the matrix products' operands packed at {:.3g} GB/s on top of the arithmetic "
+                              "(device.matmul_operand_bandwidth)",
+                              c.device.matmul_operand_bandwidth / 1e9);
+    }
     c.name = base.name + "-calibrated";
     c.description = fmt::format(
         "Calibrated by `partita calibrate{}` on {} on host {}: {} MPI rank(s) on {} node(s), {} compute thread(s) per "
@@ -333,9 +339,13 @@ void add_calibrate_command(CLI::App& app) {
     cluster::load_cluster(output.string()); // what plan/compare/run will read: it must validate
     std::cout << fmt::format(
         "\ncalibrated cluster '{}' ({} x {} devices): peak_fp32 {:.4g} GFLOP/s (was {:.4g}), memory bandwidth {:.4g} "
-        "GB/s (was {:.4g}){}\nwritten to {} (use --cluster {})\n",
+        "GB/s (was {:.4g}){}{}\nwritten to {} (use --cluster {})\n",
         c.name, c.nodes, c.devices_per_node, c.device.peak_fp32 / 1e9, base.device.peak_fp32 / 1e9,
-        c.device.memory_bandwidth / 1e9, base.device.memory_bandwidth / 1e9, links, output.string(), output.string());
+        c.device.memory_bandwidth / 1e9, base.device.memory_bandwidth / 1e9,
+        c.device.matmul_operand_bandwidth > 0
+            ? fmt::format(", matmul operand bandwidth {:.3g} GB/s", c.device.matmul_operand_bandwidth / 1e9)
+            : std::string(),
+        links, output.string(), output.string());
   });
 }
 

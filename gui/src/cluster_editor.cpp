@@ -49,6 +49,8 @@ const NumberField device_fields[] = {
     {"device.memory_bandwidth", "Memory bandwidth", "GB/s", giga},
     {"device.memory_capacity", "Memory capacity", "GiB", gib},
     {"device.kernel_launch_overhead", "Kernel launch", "µs", micro},
+    // 0: the roofline; calibrated: a matrix product's operands packed on top of its arithmetic.
+    {"device.matmul_operand_bandwidth", "Matmul operand bandwidth", "GB/s (0: roofline)", giga},
 };
 const NumberField shape_fields[] = {
     {"nodes", "Nodes", "", 0},
@@ -111,6 +113,8 @@ double get(const proto::Cluster& c, const QString& path) {
     return d.memory_capacity();
   if (p == "device.kernel_launch_overhead")
     return d.kernel_launch_overhead();
+  if (p == "device.matmul_operand_bandwidth")
+    return d.matmul_operand_bandwidth();
   if (p == "nodes")
     return c.nodes();
   if (p == "devices_per_node")
@@ -148,6 +152,8 @@ void set(proto::Cluster& c, const QString& path, double v) {
     d->set_memory_capacity(v);
   else if (p == "device.kernel_launch_overhead")
     d->set_kernel_launch_overhead(v);
+  else if (p == "device.matmul_operand_bandwidth")
+    d->set_matmul_operand_bandwidth(v);
   else if (p == "nodes")
     c.set_nodes(whole());
   else if (p == "devices_per_node")

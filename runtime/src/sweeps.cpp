@@ -108,8 +108,13 @@ std::vector<KernelTiming> gemm_sweep(Backend& backend, MPI_Comm comm, const Swee
     bool trans_b;
   };
   // Square; tall and skinny (many rows, a small weight: a fully-connected layer on a large batch);
-  // square reading B transposed (dX = dY W^T in a backward pass).
-  const Family families[] = {{"gemm", 1, 1, 1, false}, {"gemm tall", 8, 1, 1, false}, {"gemm B^T", 1, 1, 1, true}};
+  // square reading B transposed (dX = dY W^T in a backward pass); wide (a large weight on few rows:
+  // data parallelism on a wide layer, whose weight's bytes cost time on top of the FLOPs, which
+  // tells core's calibration the operand bandwidth apart from the rate curve).
+  const Family families[] = {{"gemm", 1, 1, 1, false},
+                             {"gemm tall", 8, 1, 1, false},
+                             {"gemm B^T", 1, 1, 1, true},
+                             {"gemm wide", 0.125, 2, 2, false}};
   // In a training step a matrix product finds its operands in memory, not in cache: the activation
   // was written many kernels ago (or by another rank) and a weight is read once a pass. So each
   // call multiplies the next slices of `cold` arenas (on operands kept in cache GPT-2's products

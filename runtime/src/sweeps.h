@@ -45,7 +45,8 @@ struct KernelTiming {
   double fresh_bytes = 0, cold_seconds = 0;
 };
 
-// GEMMs (square, tall-skinny, and square with B transposed as backward passes read it) from
+// GEMMs (square, tall-skinny, square with B transposed as backward passes read it, and wide: a
+// large weight on few rows) from
 // about 10^lo to 10^hi FLOPs, `per_decade` sizes a decade.
 std::vector<KernelTiming> gemm_sweep(Backend& backend, MPI_Comm comm, const SweepBudget& budget, double lo, double hi,
                                      int per_decade);

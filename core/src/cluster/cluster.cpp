@@ -222,6 +222,7 @@ proto::Cluster to_proto(const Cluster& c) {
     to_proto_curve(curve, *entry.mutable_compute_efficiency());
   }
   to_proto_curve(c.device.fresh_read, *d.mutable_fresh_read());
+  d.set_matmul_operand_bandwidth(c.device.matmul_operand_bandwidth);
 
   // A part that was absent (one device per node, one node) stays absent, so that the file
   // validates again when read back.

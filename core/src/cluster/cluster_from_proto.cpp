@@ -175,6 +175,7 @@ Device device(const proto::Device& p, const Checker& check) {
     }
   }
   d.fresh_read = curve(p.fresh_read(), check, "device.fresh_read");
+  d.matmul_operand_bandwidth = check.non_negative(p.matmul_operand_bandwidth(), "device.matmul_operand_bandwidth");
   return d;
 }
 

@@ -20,6 +20,15 @@ bool uses_matrix_units(graph::OpClass c) {
   return c == graph::OpClass::contraction || c == graph::OpClass::convolution || c == graph::OpClass::recurrent;
 }
 
+} // namespace
+
+bool packs_operands(graph::OpClass op_class, graph::ComputeClass family, const cluster::Device& device) {
+  return op_class == graph::OpClass::contraction && family == graph::ComputeClass::matmul &&
+         device.matmul_operand_bandwidth > 0;
+}
+
+namespace {
+
 // Float values are stored at the training precision; integers as they are.
 double stored_bytes(const graph::Tensor& t, double shard_bytes, const TrainingSetup& setup) {
   return graph::is_floating(t.dtype)
@@ -305,13 +314,17 @@ double OpCost::get(std::string_view name) const {
 }
 
 double kernel_time(double flops, double bytes, const cluster::Device& device, cluster::Precision precision,
-                   graph::KernelClass kernel, graph::ComputeClass compute_class, double fresh_bytes) {
+                   graph::KernelClass kernel, graph::ComputeClass compute_class, double fresh_bytes,
+                   bool packs_operands) {
   if (flops <= 0 && bytes <= 0) {
     return 0;
   }
   const double peak = device.peak(precision);
   const double compute =
       flops > 0 && peak > 0 ? flops / (peak * device.compute_efficiency_for(compute_class, flops)) : 0;
+  if (packs_operands && compute > 0 && device.matmul_operand_bandwidth > 0) {
+    return compute + bytes / device.matmul_operand_bandwidth + device.kernel_launch_overhead;
+  }
   // The curves are timed on operands in memory; a read of what the kernel before wrote costs less.
   const double fresh = std::clamp(fresh_bytes, 0.0, bytes);
   const double memory = bytes > 0 && device.memory_bandwidth > 0
@@ -374,20 +387,28 @@ OpCost op_cost(const graph::Graph& g, graph::OpId id, const graph::OpSemantics& 
                         graph::compute_class_name(family));
   const double fwd_flops = s.fwd_flops / parts;
   const double fwd_bytes = s.op_class == graph::OpClass::shape ? 0 : shard_in + shard_out;
+  const bool packs = packs_operands(s.op_class, family, dev);
   const double fwd = s.op_class == graph::OpClass::shape
                          ? 0
-                         : kernel_time(fwd_flops, fwd_bytes, dev, precision, s.forward_kernel, family, fresh_in);
+                         : kernel_time(fwd_flops, fwd_bytes, dev, precision, s.forward_kernel, family, fresh_in, packs);
+  const std::string packing_text = packs ? fmt::format(", the operands packed at {:.4g} GB/s on top of the arithmetic",
+                                                       dev.matmul_operand_bandwidth / 1e9)
+                                         : std::string();
   const auto fresh_text = [&](double fresh, std::string_view what) {
     return fresh > 0 && !dev.fresh_read.points.empty()
                ? fmt::format(" ({:.4g} MB of it {}, read at the fresh-read rate)", fresh / 1e6, what)
                : std::string();
   };
-  cost.time.push_back({std::string(term::forward_compute), fwd,
-                       fmt::format("max({:.4g} GFLOP / {}, {:.4g} MB{} / {} memory bandwidth) + launch, on 1/{} of "
-                                   "the iteration space",
-                                   fwd_flops / 1e9, peak_text, fwd_bytes / 1e6,
-                                   fresh_text(fresh_in, "inputs just written by the ops before"),
-                                   graph::kernel_class_name(s.forward_kernel), parts)});
+  cost.time.push_back(
+      {std::string(term::forward_compute), fwd,
+       packs ? fmt::format("{:.4g} GFLOP / {} + {:.4g} MB / {:.4g} GB/s matmul operand bandwidth (the operands "
+                           "packed on top of the arithmetic) + launch, on 1/{} of the iteration space",
+                           fwd_flops / 1e9, peak_text, fwd_bytes / 1e6, dev.matmul_operand_bandwidth / 1e9, parts)
+             : fmt::format("max({:.4g} GFLOP / {}, {:.4g} MB{} / {} memory bandwidth) + launch, on 1/{} of "
+                           "the iteration space",
+                           fwd_flops / 1e9, peak_text, fwd_bytes / 1e6,
+                           fresh_text(fresh_in, "inputs just written by the ops before"),
+                           graph::kernel_class_name(s.forward_kernel), parts)});
   const double bwd_flops = (s.bwd_data_flops + s.bwd_weight_flops) / parts;
   const double bwd_bytes =
       s.bwd_bytes > 0 && s.fwd_bytes_read + s.fwd_bytes_written > 0 ? s.bwd_bytes * scale / parts : 0;
@@ -397,9 +418,9 @@ OpCost op_cost(const graph::Graph& g, graph::OpId id, const graph::OpSemantics& 
   // kernel reads it fresh, and so does the reduction of broadcast inputs' gradients.
   const double fresh_dy = std::min(shard_out, bwd_bytes - reduction_bytes);
   const double bwd =
-      (bwd_flops > 0 || bwd_bytes > reduction_bytes
-           ? kernel_time(bwd_flops, bwd_bytes - reduction_bytes, dev, precision, s.backward_kernel, family, fresh_dy)
-           : 0.0) +
+      (bwd_flops > 0 || bwd_bytes > reduction_bytes ? kernel_time(bwd_flops, bwd_bytes - reduction_bytes, dev,
+                                                                  precision, s.backward_kernel, family, fresh_dy, packs)
+                                                    : 0.0) +
       (reduction_bytes > 0 ? kernel_time(0, reduction_bytes, dev, precision, graph::KernelClass::reduction,
                                          graph::ComputeClass::matmul, reduction_bytes)
                            : 0.0);
@@ -407,17 +428,17 @@ OpCost op_cost(const graph::Graph& g, graph::OpId id, const graph::OpSemantics& 
       {std::string(term::backward_compute), bwd,
        reduction_bytes > 0
            ? fmt::format("data gradients {:.4g} GFLOP + weight gradients {:.4g} GFLOP at {}, {:.4g} MB{} through {} "
-                         "kernels and {:.4g} MB{} through reduction kernels (broadcast inputs' gradients), on 1/{} of "
-                         "the space",
+                         "kernels{} and {:.4g} MB{} through reduction kernels (broadcast inputs' gradients), on 1/{} "
+                         "of the space",
                          s.bwd_data_flops / parts / 1e9, s.bwd_weight_flops / parts / 1e9, peak_text,
-                         (bwd_bytes - reduction_bytes) / 1e6, fresh_text(fresh_dy, "the output's gradient"),
-                         graph::kernel_class_name(s.backward_kernel), reduction_bytes / 1e6,
+                         (bwd_bytes - reduction_bytes) / 1e6, fresh_text(packs ? 0 : fresh_dy, "the output's gradient"),
+                         graph::kernel_class_name(s.backward_kernel), packing_text, reduction_bytes / 1e6,
                          fresh_text(reduction_bytes, "the output's gradient"), parts)
            : fmt::format("data gradients {:.4g} GFLOP + weight gradients {:.4g} GFLOP at {}, {:.4g} MB{} through {} "
-                         "kernels, on 1/{} of the space",
+                         "kernels{}, on 1/{} of the space",
                          s.bwd_data_flops / parts / 1e9, s.bwd_weight_flops / parts / 1e9, peak_text, bwd_bytes / 1e6,
-                         fresh_text(fresh_dy, "the output's gradient"), graph::kernel_class_name(s.backward_kernel),
-                         parts)});
+                         fresh_text(packs ? 0 : fresh_dy, "the output's gradient"),
+                         graph::kernel_class_name(s.backward_kernel), packing_text, parts)});
   if (!keep_output && fwd > 0) {
     cost.time.push_back({std::string(term::recompute), fwd, "the forward pass again, before the backward pass"});
   }

@@ -191,5 +191,43 @@ TEST(ComputeFamily, ABadEntryIsRefusedNamingTheField) {
               ::testing::ThrowsMessage<Error>(::testing::HasSubstr("'convolution' is given twice")));
 }
 
+TEST(ComputeFamily, AMatrixProductPacksItsOperandsOnTopOfItsArithmetic) {
+  const Ops o;
+  auto c = with_conv_curve();
+  const auto roofline = cost_of(o, o.matmul, c);
+  c.device.matmul_operand_bandwidth = 10e9;
+  const auto packed = cost_of(o, o.matmul, c);
+  const auto s = graph::describe(o.g, o.matmul);
+  // Forward: 2 x 512 x 1024 x 1024 FLOPs at the GEMM curve, then a (512 + 1024 + 512) x 1024
+  // floats' pass at 10 GB/s, added, not overlapped.
+  const double flops = 2.0 * 512 * 1024 * 1024;
+  const double compute = flops / (c.device.peak_fp32 * c.device.compute_efficiency.at(flops));
+  const double bytes = 4.0 * (512 + 1024 + 512) * 1024;
+  EXPECT_NEAR(packed.get(term::forward_compute), compute + bytes / 10e9, 1e-12);
+  EXPECT_NEAR(roofline.get(term::forward_compute), compute, 1e-12); // compute-bound: the max is the FLOPs
+  EXPECT_THAT(packed.time.front().formula, ::testing::HasSubstr("10 GB/s matmul operand bandwidth"));
+  EXPECT_THAT(roofline.time.front().formula, ::testing::HasSubstr("max("));
+  // Backward: the data and weight gradients' FLOPs, and the description's bytes on top.
+  const double bwd_flops = s.bwd_data_flops + s.bwd_weight_flops;
+  EXPECT_NEAR(packed.get(term::backward_compute),
+              bwd_flops / (c.device.peak_fp32 * c.device.compute_efficiency.at(bwd_flops)) + s.bwd_bytes / 10e9, 1e-12);
+  // Convolutions, recurrences and memory-bound ops keep their pricing.
+  auto plain = c;
+  plain.device.matmul_operand_bandwidth = 0;
+  for (const auto id : {o.conv, o.lstm, o.relu}) {
+    EXPECT_DOUBLE_EQ(cost_of(o, id, c).time_total(), cost_of(o, id, plain).time_total()) << o.g.op(id).type;
+  }
+  // Into the cluster file and back; a negative bandwidth is refused by its field.
+  EXPECT_DOUBLE_EQ(cluster::from_proto(cluster::to_proto(c), "round trip").device.matmul_operand_bandwidth, 10e9);
+  auto p = cluster::to_proto(c);
+  p.mutable_device()->set_matmul_operand_bandwidth(-1);
+  try {
+    (void)cluster::from_proto(p, "bad");
+    ADD_FAILURE() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("device.matmul_operand_bandwidth"));
+  }
+}
+
 } // namespace
 } // namespace partita::cost

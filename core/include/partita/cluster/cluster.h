@@ -87,6 +87,10 @@ struct Device {
   // just written (in cache), as a fraction of a read from memory, against the kernel's bytes.
   // Empty: 1 (no saving), as in presets and files calibrated before it was measured.
   EfficiencyCurve fresh_read;
+  // Calibrated: bytes/s at which a matrix product moves (packs) its operands on top of its
+  // arithmetic: time = compute + bytes / matmul_operand_bandwidth. 0: the roofline max(compute,
+  // memory), as in presets and files calibrated before it was measured.
+  double matmul_operand_bandwidth = 0;
 
   double memory_efficiency_for(graph::KernelClass k, double bytes) const;
   double compute_efficiency_for(graph::ComputeClass c, double flops) const;

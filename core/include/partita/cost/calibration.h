@@ -16,7 +16,10 @@
 //   Compute kernels likewise per family (graph::ComputeClass): GEMMs give compute_efficiency,
 //   convolutions (forward, and backward data + weights as one pass, as op_cost prices them) their
 //   own curve in compute_efficiency_by_class, both as fractions of one peak_fp32: the highest rate
-//   fitted in any family, so a convolution faster than every GEMM raises the peak. Convolutions of
+//   fitted in any family, so a convolution faster than every GEMM raises the peak. GEMMs also give
+//   matmul_operand_bandwidth where a term bytes / bandwidth on top of the FLOPs reproduces them
+//   better than the rate curve alone (by more than a point of mean relative error): the rate
+//   curve is then fitted on what remains of each GEMM's time. Convolutions of
 //   one size scatter by shape, so their curve has a knot a decade (further apart, with a warning,
 //   where even that swings below zero); no convolution timed is a warning, not an error.
 // - Links: each collective timing is t = a x L + n x W / B where L (latency steps) and W (bytes
