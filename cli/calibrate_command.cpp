@@ -242,7 +242,9 @@ void add_calibrate_command(CLI::App& app) {
     for (const auto& w : cal.warnings) {
       std::cerr << "partita calibrate: warning: " << w << "\n";
     }
-    std::cout << "\nfit: compute (GEMMs; kernel_time with the calibrated peak and compute efficiency curve)\n"
+    std::cout << "\nfit: compute (GEMMs; kernel_time with the calibrated peak and compute efficiency curve"
+              << (c.device.matmul_operand_bandwidth > 0 ? ", and the operands at the matmul operand bandwidth" : "")
+              << ")\n"
               << fit_table(cal.compute, "work", 1, "FLOP");
     for (const auto& [family, points] : cal.compute_by_class) {
       std::cout << fmt::format("\nfit: compute ({} kernels; kernel_time with the calibrated peak and the {} "

@@ -54,6 +54,14 @@ struct Placement {
   MPI_Comm leaders = MPI_COMM_NULL; // local rank 0 of every node
 };
 
+// The communicators place() created.
+void release(Placement where) {
+  MPI_Comm_free(&where.local);
+  if (where.leaders != MPI_COMM_NULL) {
+    MPI_Comm_free(&where.leaders);
+  }
+}
+
 Placement place(int rank, int size) {
   Placement p;
   check_mpi(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &p.local),
@@ -187,11 +195,7 @@ int run(const Options& opt, int rank, int size) {
                                                     .dump(1) +
                                                 "\n");
     }
-    Placement copy = where;
-    MPI_Comm_free(&copy.local);
-    if (copy.leaders != MPI_COMM_NULL) {
-      MPI_Comm_free(&copy.leaders);
-    }
+    release(where);
     return 0;
   }
   const int passes = opt.passes > 0 ? opt.passes : (opt.quick ? 1 : 3);
@@ -323,11 +327,7 @@ int run(const Options& opt, int rank, int size) {
       fmt::print("\nmeasurements written to {}\n", opt.output);
     }
   }
-  Placement copy = where;
-  MPI_Comm_free(&copy.local);
-  if (copy.leaders != MPI_COMM_NULL) {
-    MPI_Comm_free(&copy.leaders);
-  }
+  release(where);
   return 0;
 }
 

@@ -111,6 +111,10 @@ file(READ ${WORKDIR}/measurements.json measured)
 if(NOT measured MATCHES "\"cold_seconds\": [^,]+,[^}]*\"kernel\": \"relu fresh\"")
   message(FATAL_ERROR "measurements.json: no 'relu fresh' timing with its cold time")
 endif()
+# The wide GEMMs (a large weight on few rows) that tell the matmul operand term apart.
+if(NOT measured MATCHES "\"kernel\": \"gemm wide [0-9]+x[0-9]+x[0-9]+\"")
+  message(FATAL_ERROR "measurements.json: no 'gemm wide' timing")
+endif()
 
 # The host probe (bench/runtime_bench.py): the GEMMs, memory-bound kernels and all-reduces it times
 # are named and sized as the sweeps that calibrated the file name them, so that it can set them
