@@ -8,11 +8,11 @@ partita-run measures on this machine.
    of two sizes and the all-reduce of three) checks that the host runs at the speed it was
    calibrated at; this virtual machine's host has slow spells of minutes where every kernel runs up
    to twice as long (its compute, its memory and its shared-memory collectives apart), and a run
-   taken in one measures the host, not the model. When the probe is more than --host-tolerance slower than the
-   calibration, the benchmark waits and probes again (up to --max-wait seconds per run,
-   --wait-budget in all), and prints how fast the host was before each run it kept. A calibration
-   of its own that the first probe finds more than --host-tolerance slower than the host is now
-   was taken in such a spell: it is taken again (--recalibrations).
+   taken in one measures the host, not the model. When the probe is more than --host-tolerance
+   slower than the calibration, the benchmark waits and probes again (up to --max-wait seconds per
+   run, --wait-budget in all), and prints how fast the host was before each run it kept. A
+   calibration of its own that the first probe finds more than --host-tolerance slower than the
+   host is now was taken in such a spell: it is taken again (--recalibrations).
 3. Prints per case predicted / measured / error, then the iteration-time MAPE, the per-op MAPE,
    the Kendall rank correlation (tau-b) of strategies per model (the distinct plans: families that
    chose the same plan count once), predicted against measured per

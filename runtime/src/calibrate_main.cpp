@@ -54,6 +54,13 @@ struct Placement {
   MPI_Comm leaders = MPI_COMM_NULL; // local rank 0 of every node
 };
 
+// The devices of one node, as the calibrated cluster numbers them: 0 .. per_node - 1.
+std::vector<int> node_devices(const Placement& where) {
+  std::vector<int> devices(static_cast<std::size_t>(where.per_node));
+  std::iota(devices.begin(), devices.end(), 0);
+  return devices;
+}
+
 // The communicators place() created.
 void release(Placement where) {
   MPI_Comm_free(&where.local);
@@ -183,9 +190,7 @@ int run(const Options& opt, int rank, int size) {
       auto rows = collective_sweep(Collective::all_reduce, where.local, budget, 8, 2.0 * 1024 * 1024, 4);
       std::erase_if(rows, [](const CollectiveTiming& r) { return r.bytes < 128.0 * 1024; });
       say(rank, nccl_table(Collective::all_reduce, where.per_node, rows).insert(1, " inside a node:"));
-      std::vector<int> devices(static_cast<std::size_t>(where.per_node));
-      std::iota(devices.begin(), devices.end(), 0);
-      append_collectives(reduces, rows, devices);
+      append_collectives(reduces, rows, node_devices(where));
     }
     if (rank == 0 && !opt.output.empty()) {
       io::write_file_atomically(opt.output, nlohmann::json{{"format", "partita-calibrate probe 3"},
@@ -258,9 +263,7 @@ int run(const Options& opt, int rank, int size) {
       }
     };
     if (where.per_node > 1) {
-      std::vector<int> devices(static_cast<std::size_t>(where.per_node));
-      std::iota(devices.begin(), devices.end(), 0);
-      sweep_on(where.local, devices, "inside a node:");
+      sweep_on(where.local, node_devices(where), "inside a node:");
     }
     if (where.nodes > 1) {
       std::vector<int> devices;

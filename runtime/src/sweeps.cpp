@@ -4,6 +4,7 @@
 #include "op_kernels.h"
 
 #include "partita/graph/error.h"
+#include "partita/graph/statistics.h"
 
 #include <fmt/format.h>
 
@@ -451,12 +452,6 @@ std::vector<CollectiveTiming> collective_sweep(cluster::Collective c, MPI_Comm c
 
 namespace {
 
-double median_of(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const auto middle = v.size() / 2;
-  return v.size() % 2 ? v[middle] : (v[middle - 1] + v[middle]) / 2;
-}
-
 // Rows of every pass, checked to be the same rows (`same`, `name` for the error), with their times
 // replaced by the median over the passes (`times`: the fields to combine).
 template <typename Row, typename Same, typename Name>
@@ -481,7 +476,7 @@ std::vector<Row> median_rows(const std::vector<std::vector<Row>>& passes, Same s
       for (const auto& rows : passes) {
         t.push_back(rows[i].*field);
       }
-      out[i].*field = median_of(std::move(t));
+      out[i].*field = median(std::move(t));
     }
   }
   return out;

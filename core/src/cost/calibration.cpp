@@ -11,6 +11,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <optional>
 #include <set>
 
 namespace partita::cost {
@@ -246,19 +247,19 @@ struct OperandFit {
 };
 
 OperandFit fit_operand_bandwidth(const std::vector<KernelSample>& gemms) {
-  const auto fit_with = [&](double beta, double& error) {
+  // The fit with operand bandwidth beta (0: none) and its mean relative error over the GEMMs; none
+  // where the bytes alone would take most of a GEMM's time.
+  using Candidate = std::pair<OperandFit, double>;
+  const auto fit_with = [&](double beta) -> std::optional<Candidate> {
+    const auto term = [&](const KernelSample& s) { return beta > 0 ? s.bytes / beta : 0.0; };
     std::vector<KernelSample> rest = gemms;
     for (auto& s : rest) {
-      s.seconds -= beta > 0 ? s.bytes / beta : 0.0;
+      if (beta > 0 && term(s) > 0.75 * s.seconds) {
+        return std::nullopt;
+      }
+      s.seconds -= term(s);
     }
     OperandFit f{beta, fit_rate_curve(rates(rest, true, "compute (GEMMs)"), "compute rate")};
-    error = 0;
-    for (const auto& s : rest) {
-      if (s.seconds < 0.25 * (s.seconds + (beta > 0 ? s.bytes / beta : 0.0))) {
-        error = std::numeric_limits<double>::infinity(); // the bytes alone would take most of the time
-        return f;
-      }
-    }
     double peak = 0;
     for (const auto& [work, rate] : f.rates) {
       peak = std::max(peak, rate);
@@ -267,31 +268,25 @@ OperandFit fit_operand_bandwidth(const std::vector<KernelSample>& gemms) {
     for (const auto& [work, rate] : f.rates) {
       curve.points.emplace_back(work, std::max(rate, 1e-9 * peak) / peak);
     }
+    double error = 0;
     for (const auto& s : gemms) {
-      const double t = s.flops / (peak * curve.at(s.flops)) + (beta > 0 ? s.bytes / beta : 0.0);
+      const double t = s.flops / (peak * curve.at(s.flops)) + term(s);
       error += std::fabs(t - s.seconds) / s.seconds / static_cast<double>(gemms.size());
     }
-    return f;
+    return Candidate{std::move(f), error};
   };
-  double roofline_error = 0;
-  OperandFit best = fit_with(0, roofline_error);
-  double best_error = roofline_error;
+  Candidate roofline = *fit_with(0); // bad timings throw here, as the rate fit always did
+  std::optional<Candidate> best;
   for (int i = 0; i <= 60; ++i) {
-    double error = 0;
     try {
-      auto f = fit_with(std::pow(10.0, 9 + i / 20.0), error);
-      if (error < best_error) {
-        best = std::move(f);
-        best_error = error;
+      auto c = fit_with(std::pow(10.0, 9 + i / 20.0));
+      if (c && (!best || c->second < best->second)) {
+        best = std::move(c);
       }
     } catch (const Error&) { // a curve that cannot be fitted on what remains: not this beta
     }
   }
-  if (best.bandwidth > 0 && best_error > roofline_error - 0.01) {
-    double unused = 0;
-    return fit_with(0, unused);
-  }
-  return best;
+  return best && best->second < roofline.second - 0.01 ? std::move(best->first) : std::move(roofline.first);
 }
 
 // Compute kernels, one curve per family over one peak: the highest rate of any family, so that
