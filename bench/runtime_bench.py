@@ -191,6 +191,10 @@ def main():
     ap.add_argument("--summarize-only", action="store_true",
                     help="run nothing: print the summary of the runs already in --out-dir (their runs.json, or "
                          "the cases' result.json files)")
+    ap.add_argument("--repredict", metavar="CLUSTER",
+                    help="with --summarize-only: predict each stored run's plan again on this cluster file (partita "
+                         "run --measurements, nothing launched) and summarize those predictions against the same "
+                         "measurements: a change to the cost model or the calibration, tried on the suite in seconds")
     ap.add_argument("--calibrate-program", help="partita-calibrate, for the host probe (no probe when not given)")
     ap.add_argument("--reference", help="the measurements.json the cluster was calibrated from (default: this "
                                         "benchmark's own calibration); the probe's reference")
@@ -208,8 +212,13 @@ def main():
     os.makedirs(args.out_dir, exist_ok=True)
     env_note = "OMP_NUM_THREADS=1 per rank (partita run --threads 1)"
 
+    if args.repredict and not args.summarize_only:
+        sys.exit("--repredict needs --summarize-only")
     if args.summarize_only:
-        summarize(args, load_runs(args), None)
+        runs = load_runs(args)
+        if args.repredict:
+            repredict(args, runs)
+        summarize(args, runs, None)
         return
     cluster = args.cluster
     if not cluster:
@@ -296,6 +305,23 @@ def load_runs(args):
     if not runs:
         sys.exit(f"no results in {args.out_dir}")
     return runs
+
+
+def repredict(args, runs):
+    """Each run's plan predicted again on --repredict's cluster, against the run's own measurements."""
+    for rs in runs.values():
+        for r in rs:
+            work = r["work_dir"]
+            out_json = os.path.join(work, "repredicted.json")
+            cmd = [args.partita, "run", r["model"], "--cluster", args.repredict, "--strategy", "given", "--plan",
+                   os.path.join(work, "plan.json"), "--np", str(r["ranks"]), "--measurements",
+                   os.path.join(work, "measurements.json"), "--json", out_json]
+            if run(cmd, os.path.join(work, "repredict.log")) != 0:
+                sys.exit(f"{r['case']}: predicting again failed; see {os.path.join(work, 'repredict.log')}")
+            with open(out_json) as f:
+                again = json.load(f)
+            r["iteration"], r["ops"] = again["iteration"], again["ops"]
+    print(f"predictions: each run's plan on {args.repredict} (partita run --measurements)")
 
 
 def host_ratios(r):

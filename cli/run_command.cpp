@@ -46,6 +46,7 @@ struct RunOptions {
   std::string work_dir;
   std::string mpirun = "mpirun";
   std::string json;
+  std::string measurements; // an earlier run's: compare, do not launch
 };
 
 std::string ms(double seconds) {
@@ -91,6 +92,11 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--work-dir", o->work_dir,
                   "where the plan, trace and measurements go (default: a new temporary directory)");
   cmd->add_option("--mpirun", o->mpirun, "the MPI launcher")->capture_default_str();
+  cmd->add_option("--measurements", o->measurements,
+                  "compare an earlier run's measurements (the measurements.json of its work directory) with this "
+                  "prediction instead of launching a run: a recalibrated cluster against what was measured (with "
+                  "--strategy given --plan its plan.json, the same plan)")
+      ->check(CLI::ExistingFile);
   cmd->add_option("--json", o->json,
                   "also write predicted against measured, per op and per iteration, as JSON to this file");
   cmd->callback([o] {
@@ -111,25 +117,33 @@ void add_run_command(CLI::App& app) {
     const auto& plan = planned.plan;
     const std::string spec = o->model.spec();
     const auto& family = search::find_optimizer(planned.strategy.family);
-    // 2. Launch.
-    const fs::path runner = launch::find_runtime_program("partita-run", "PARTITA_RUN");
-    require_launcher(o->mpirun);
-    const fs::path dir = launch::make_work_dir(o->work_dir, "partita-run");
-    const fs::path plan_file = dir / "plan.json", trace = dir / "trace.json", measurements = dir / "measurements.json";
-    io::write_json_file(plan_file, plan);
-    const std::string command = launch::shell_line(launch::mpirun_command(
-        {o->mpirun, o->ranks, o->threads, o->timeout, runner,
-         launch::run_arguments(plan_file, o->warmup, o->iterations, o->threads, trace, measurements, o->backend)}));
-    std::cout << fmt::format("plan {} on {} ({} of {} devices), {}: predicted iteration {} ms\n", spec, cl.name,
-                             o->ranks, cl.device_count(), family.name(), ms(p.iteration_time));
-    std::cout << fmt::format("running: {}\n", command) << std::flush;
-    const auto [status, output] = run_streaming(command);
-    if (status != 0) {
-      throw Error(
-          fmt::format("the run failed (exit status {}); its output is above; plan in {}", status, plan_file.string()));
-    }
-    if (!fs::exists(measurements)) {
-      throw Error(fmt::format("the run ended without writing {}", measurements.string()));
+    // 2. Launch, or read what an earlier run measured.
+    fs::path measurements = o->measurements;
+    if (measurements.empty()) {
+      const fs::path runner = launch::find_runtime_program("partita-run", "PARTITA_RUN");
+      require_launcher(o->mpirun);
+      const fs::path work = launch::make_work_dir(o->work_dir, "partita-run");
+      const fs::path plan_file = work / "plan.json", trace = work / "trace.json";
+      measurements = work / "measurements.json";
+      io::write_json_file(plan_file, plan);
+      const std::string command = launch::shell_line(launch::mpirun_command(
+          {o->mpirun, o->ranks, o->threads, o->timeout, runner,
+           launch::run_arguments(plan_file, o->warmup, o->iterations, o->threads, trace, measurements, o->backend)}));
+      std::cout << fmt::format("plan {} on {} ({} of {} devices), {}: predicted iteration {} ms\n", spec, cl.name,
+                               o->ranks, cl.device_count(), family.name(), ms(p.iteration_time));
+      std::cout << fmt::format("running: {}\n", command) << std::flush;
+      const auto [status, output] = run_streaming(command);
+      if (status != 0) {
+        throw Error(fmt::format("the run failed (exit status {}); its output is above; plan in {}", status,
+                                plan_file.string()));
+      }
+      if (!fs::exists(measurements)) {
+        throw Error(fmt::format("the run ended without writing {}", measurements.string()));
+      }
+    } else {
+      std::cout << fmt::format("plan {} on {} ({} of {} devices), {}: predicted iteration {} ms\n", spec, cl.name,
+                               o->ranks, cl.device_count(), family.name(), ms(p.iteration_time));
+      std::cout << fmt::format("measured: {} (an earlier run; nothing launched)\n", measurements.string());
     }
 
     // 3. Predicted against measured.
@@ -215,7 +229,10 @@ void add_run_command(CLI::App& app) {
     std::cout << fmt::format("memory on the fullest device: predicted {:.2f} MiB, held by the run {:.2f} MiB (tensors; "
                              "the process's peak resident set {:.1f} MiB)\n",
                              p.peak_memory / 1048576.0, tensors / 1048576.0, resident / 1048576.0);
-    std::cout << fmt::format("plan, trace (Perfetto) and measurements in {}\n", dir.string());
+    const fs::path dir = measurements.parent_path();
+    if (o->measurements.empty()) {
+      std::cout << fmt::format("plan, trace (Perfetto) and measurements in {}\n", dir.string());
+    }
     if (!o->json.empty()) {
       // Seconds throughout; ops in id order.
       const nlohmann::json out{{"model", spec},
