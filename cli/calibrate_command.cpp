@@ -120,6 +120,7 @@ Measurements read_measurements(const fs::path& path) {
         // Fresh-read timings (absent in measurements of earlier versions).
         sample.fresh_bytes = r.value("fresh_bytes", 0.0);
         sample.cold_seconds = r.value("cold_seconds", 0.0);
+        sample.operand_bytes = r.value("operand_bytes", 0.0); // GEMMs; absent before: no operand bandwidth
         into.push_back(std::move(sample));
       }
     }
@@ -309,9 +310,10 @@ void add_calibrate_command(CLI::App& app) {
                           "(device.fresh_read, from ReLU and Add timed on fresh and on cold inputs)",
                           lo, hi);
     }
-    // GEMMs that move their operands on top of their arithmetic (a large weight on few rows).
+    // GEMMs that read their operands from memory on top of their arithmetic (a large weight on few rows).
     if (c.device.matmul_operand_bandwidth > 0) {
-      families += fmt::format(", the matrix products' operands packed at {:.3g} GB/s on top of the arithmetic "
+      families += fmt::format(", the matrix products' operands read from memory at {:.3g} GB/s on top of the "
+                              "arithmetic "
                               "(device.matmul_operand_bandwidth)",
                               c.device.matmul_operand_bandwidth / 1e9);
     }

@@ -49,7 +49,7 @@ const NumberField device_fields[] = {
     {"device.memory_bandwidth", "Memory bandwidth", "GB/s", giga},
     {"device.memory_capacity", "Memory capacity", "GiB", gib},
     {"device.kernel_launch_overhead", "Kernel launch", "µs", micro},
-    // 0: the roofline; calibrated: a matrix product's operands packed on top of its arithmetic.
+    // 0: the roofline; calibrated: a matrix product reads its operands on top of its arithmetic.
     {"device.matmul_operand_bandwidth", "Matmul operand bandwidth", "GB/s; 0: roofline", giga},
 };
 const NumberField shape_fields[] = {

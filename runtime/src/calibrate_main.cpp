@@ -115,6 +115,9 @@ nlohmann::json kernels_json(const std::vector<KernelTiming>& rows, bool compute)
     if (compute) {
       row["compute_class"] = std::string(graph::compute_class_name(r.compute_class));
     }
+    if (r.operand_bytes > 0) {
+      row["operand_bytes"] = r.operand_bytes;
+    }
     if (r.fresh_bytes > 0) {
       row["fresh_bytes"] = r.fresh_bytes;
       row["cold_seconds"] = r.cold_seconds;

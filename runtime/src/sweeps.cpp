@@ -139,7 +139,9 @@ std::vector<KernelTiming> gemm_sweep(Backend& backend, MPI_Comm comm, const Swee
       });
       const double flops = 2.0 * static_cast<double>(shape.m * shape.n * shape.k);
       const double bytes = 4.0 * static_cast<double>(na + nb + nc);
-      out.push_back({fmt::format("{} {}x{}x{}", f.name, shape.m, shape.n, shape.k), flops, bytes, seconds});
+      KernelTiming row{fmt::format("{} {}x{}x{}", f.name, shape.m, shape.n, shape.k), flops, bytes, seconds};
+      row.operand_bytes = 4.0 * static_cast<double>(na + nb);
+      out.push_back(std::move(row));
     }
   }
   return out;

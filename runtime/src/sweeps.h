@@ -43,6 +43,7 @@ struct KernelTiming {
   // A fresh-read timing: `fresh_bytes` of the operands were written just before each call, and
   // cold_seconds is the same kernel timed the same way on operands in memory.
   double fresh_bytes = 0, cold_seconds = 0;
+  double operand_bytes = 0; // a GEMM: its operands' bytes (A and B), read from memory
 };
 
 // GEMMs (square, tall-skinny, square with B transposed as backward passes read it, and wide: a

@@ -233,14 +233,14 @@ void fit_fresh_read(const std::vector<KernelSample>& samples, cluster::Device& d
   }
 }
 
-// A matrix product moves (packs) its operands on top of its arithmetic: time = FLOPs / rate(FLOPs)
-// + bytes / beta. For each candidate beta (1 GB/s to 1 TB/s, 20 a decade) the rate curve is fitted
-// on what remains of each GEMM's time, and the beta whose curve and term reproduce the GEMMs best
-// (mean relative error) is kept, unless the rate curve alone (the roofline, beta 0) does within one
-// point: GEMMs of one size but different bytes (the sweep's wide family: a large weight, few rows)
-// tell the two terms apart. On this machine a 128x2048x2048 product ran 13% slower than a
-// 256x1024x2048 one of the same FLOPs; the FLOPs alone missed the sweep's GEMMs by 9% on average,
-// with the operand term by 5%.
+// A matrix product reads its operands from memory on top of its arithmetic: time = FLOPs /
+// rate(FLOPs) + the bytes of A and B / beta. For each candidate beta (1 GB/s to 1 TB/s, 20 a
+// decade) the rate curve is fitted on what remains of each GEMM's time, and the beta whose curve
+// and term reproduce the GEMMs best (mean relative error) is kept, unless the rate curve alone
+// (the roofline, beta 0) does within one point: GEMMs of one size but different bytes (the sweep's
+// wide family: a large weight, few rows) tell the two terms apart. On this machine a 128x2048x2048
+// product ran 13% slower than a 256x1024x2048 one of the same FLOPs; the FLOPs alone missed the
+// sweep's GEMMs by 9% on average, with the operands' bytes by 5%.
 struct OperandFit {
   double bandwidth = 0;                         // 0: none, the roofline
   std::vector<std::pair<double, double>> rates; // the rate curve's knots (FLOPs, FLOP/s)
@@ -251,7 +251,7 @@ OperandFit fit_operand_bandwidth(const std::vector<KernelSample>& gemms) {
   // where the bytes alone would take most of a GEMM's time.
   using Candidate = std::pair<OperandFit, double>;
   const auto fit_with = [&](double beta) -> std::optional<Candidate> {
-    const auto term = [&](const KernelSample& s) { return beta > 0 ? s.bytes / beta : 0.0; };
+    const auto term = [&](const KernelSample& s) { return beta > 0 ? s.operand_bytes / beta : 0.0; };
     std::vector<KernelSample> rest = gemms;
     for (auto& s : rest) {
       if (beta > 0 && term(s) > 0.75 * s.seconds) {
@@ -610,9 +610,11 @@ Calibration calibrate(const cluster::Cluster& base, const CalibrationData& data)
   }
 
   for (const auto& s : data.compute) {
-    FitPoint p{s.kernel, s.flops, s.seconds,
-               kernel_time(s.flops, s.bytes, dev, cluster::Precision::fp32, graph::KernelClass::eltwise,
-                           s.compute_class, 0, packs_operands(graph::OpClass::contraction, s.compute_class, dev))};
+    FitPoint p{
+        s.kernel, s.flops, s.seconds,
+        kernel_time(s.flops, s.bytes, dev, cluster::Precision::fp32, graph::KernelClass::eltwise, s.compute_class, 0,
+                    packs_operands(graph::OpClass::contraction, s.compute_class, dev) ? std::optional(s.operand_bytes)
+                                                                                      : std::nullopt)};
     (s.compute_class == graph::ComputeClass::matmul ? out.compute : out.compute_by_class[s.compute_class])
         .push_back(std::move(p));
   }

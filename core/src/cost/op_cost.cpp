@@ -20,6 +20,62 @@ bool uses_matrix_units(graph::OpClass c) {
   return c == graph::OpClass::contraction || c == graph::OpClass::convolution || c == graph::OpClass::recurrent;
 }
 
+// The operand bytes a matrix product reads from memory, on top of its arithmetic: its products'
+// inputs, less those the kernel before has just written (the sweep timed GEMMs on operands in
+// memory; here an input 512x256 just written made a 512x256x256 product 10% faster, a warm
+// weight 3-5%). Forward: Y = A B reads the inputs that are not fresh (a weight; an activation
+// produced long before). Backward: dA = dY B^T reads B (kept since the forward pass) and dB =
+// A^T dY reads A, each with the output's gradient fresh from its consumers' backward pass.
+struct OperandBytes {
+  double forward = 0, backward = 0;
+};
+
+OperandBytes cold_operand_bytes(const graph::Graph& g, const graph::Op& op, const std::vector<double>& inputs,
+                                const std::vector<bool>& fresh) {
+  const auto gradient = [&](std::size_t i) {
+    return i < op.inputs.size() && op.inputs[i] != graph::no_tensor && graph::gets_gradient(g.tensor(op.inputs[i]));
+  };
+  OperandBytes p;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    p.forward += fresh[i] ? 0.0 : inputs[i];
+  }
+  if (inputs.size() >= 2) { // an Einsum of one operand has no second product
+    p.backward = (gradient(0) ? inputs[1] : 0.0) + (gradient(1) ? inputs[0] : 0.0);
+  }
+  return p;
+}
+
+// Whether a memory-bound kernel finds a tensor in cache: written by the kernel just before it (an
+// op at most two places away in the graph's order, a reshape between), and not by a matrix
+// product or convolution, whose blocked kernels leave their output mostly in memory: here a bias
+// add of 512x256 after a loop wrote its input took 30 us, after a GEMM wrote it 35 us, on an input
+// in memory 39 us, and a residual add reads the stream its block started from, long before.
+bool writes_to_cache(const graph::Graph& g, graph::OpId writer) {
+  const auto* d = graph::find_descriptor(g.op(writer).type);
+  return d == nullptr || !uses_matrix_units(d->op_class);
+}
+
+bool written_just_before(const graph::Graph& g, graph::OpId id, const graph::Tensor& t) {
+  return t.role == TensorRole::activation && t.producer >= 0 && t.producer < id && id - t.producer <= 2 &&
+         writes_to_cache(g, t.producer);
+}
+
+// The backward pass: the output's gradient is fresh when every consumer's backward pass (the
+// kernels just before this op's, in reverse order) wrote it to cache.
+bool gradient_written_just_before(const graph::Graph& g, graph::OpId id) {
+  for (const graph::TensorId out : g.op(id).outputs) {
+    if (out == graph::no_tensor) {
+      continue;
+    }
+    for (const graph::OpId c : g.tensor(out).consumers) {
+      if (c <= id || c - id > 2 || !writes_to_cache(g, c)) {
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
 } // namespace
 
 bool packs_operands(graph::OpClass op_class, graph::ComputeClass family, const cluster::Device& device) {
@@ -315,18 +371,22 @@ double OpCost::get(std::string_view name) const {
 
 double kernel_time(double flops, double bytes, const cluster::Device& device, cluster::Precision precision,
                    graph::KernelClass kernel, graph::ComputeClass compute_class, double fresh_bytes,
-                   bool packs_operands) {
+                   std::optional<double> operand_bytes) {
   if (flops <= 0 && bytes <= 0) {
     return 0;
   }
   const double peak = device.peak(precision);
   const double compute =
       flops > 0 && peak > 0 ? flops / (peak * device.compute_efficiency_for(compute_class, flops)) : 0;
-  if (packs_operands && compute > 0 && device.matmul_operand_bandwidth > 0) {
-    return compute + bytes / device.matmul_operand_bandwidth + device.kernel_launch_overhead;
+  if (operand_bytes && compute > 0 && device.matmul_operand_bandwidth > 0) {
+    return compute + *operand_bytes / device.matmul_operand_bandwidth + device.kernel_launch_overhead;
   }
   // The curves are timed on operands in memory; a read of what the kernel before wrote costs less.
-  const double fresh = std::clamp(fresh_bytes, 0.0, bytes);
+  // The discount was timed on element-wise kernels (ReLU, Add), which do nothing but stream their
+  // bytes; a kernel that computes on them (Erf: 215 us after a Div wrote its 2 MB input, 232 us on
+  // an input in memory) or reduces them gains little, and the steps' ops priced so ran as priced
+  // on inputs in memory.
+  const double fresh = kernel == graph::KernelClass::eltwise ? std::clamp(fresh_bytes, 0.0, bytes) : 0.0;
   const double memory = bytes > 0 && device.memory_bandwidth > 0
                             ? (bytes - fresh * (1 - device.fresh_read.at(bytes))) /
                                   (device.memory_bandwidth * device.memory_efficiency_for(kernel, bytes))
@@ -354,25 +414,38 @@ OpCost op_cost(const graph::Graph& g, graph::OpId id, const graph::OpSemantics& 
   const double scale = setup.value_bytes() / 4.0; // graph tensors are f32
 
   // Compute: the iteration space divides evenly over the grid; bytes are the shards touched.
-  // fresh_in: the inputs other ops have just produced (activations), which a memory-bound kernel
-  // finds in cache; weights and the batch were last touched long before.
+  // fresh_in: the inputs the kernel just before has written to cache (written_just_before), which
+  // a memory-bound kernel reads faster; weights and the batch were last touched long before.
   double shard_in = 0, fresh_in = 0;
+  std::vector<double> input_shards(op.inputs.size(), 0.0);
+  std::vector<bool> input_fresh(op.inputs.size(), false);
   for (std::size_t i = 0; i < op.inputs.size(); ++i) {
     if (op.inputs[i] != graph::no_tensor) {
       const auto layout = sharding::input_layout(g, s, config, i);
       const graph::Tensor& t = g.tensor(op.inputs[i]);
       const double b = stored_bytes(t, layout.shard_bytes(), setup);
+      input_shards[i] = b;
       shard_in += b;
-      if (t.role == TensorRole::activation && t.producer >= 0) {
+      if (written_just_before(g, id, t)) {
+        input_fresh[i] = true;
         fresh_in += b;
       }
     }
   }
-  double shard_out = 0;
+  // reset_out: the output gradients set before the backward pass begins: zeroed where several
+  // consumers add theirs, the loss gradient copied in where the output is the graph's.
+  double shard_out = 0, reset_out = 0;
   for (std::size_t i = 0; i < op.outputs.size(); ++i) {
     if (op.outputs[i] != graph::no_tensor) {
       const auto layout = sharding::output_layout(g, s, config, i);
-      shard_out += stored_bytes(g.tensor(op.outputs[i]), layout.shard_bytes(), setup);
+      const graph::Tensor& t = g.tensor(op.outputs[i]);
+      const double b = stored_bytes(t, layout.shard_bytes(), setup);
+      shard_out += b;
+      if (graph::gets_gradient(t)) {
+        const bool graph_output =
+            std::find(g.graph_outputs.begin(), g.graph_outputs.end(), op.outputs[i]) != g.graph_outputs.end();
+        reset_out += graph_output ? 2 * b : t.consumers.size() >= 2 ? b : 0.0;
+      }
     }
   }
   // The FLOPs of both passes run at the efficiency of the op's compute family (a convolution's
@@ -388,12 +461,15 @@ OpCost op_cost(const graph::Graph& g, graph::OpId id, const graph::OpSemantics& 
   const double fwd_flops = s.fwd_flops / parts;
   const double fwd_bytes = s.op_class == graph::OpClass::shape ? 0 : shard_in + shard_out;
   const bool packs = packs_operands(s.op_class, family, dev);
+  const auto operands = packs ? std::optional(cold_operand_bytes(g, op, input_shards, input_fresh)) : std::nullopt;
   const double fwd = s.op_class == graph::OpClass::shape
                          ? 0
-                         : kernel_time(fwd_flops, fwd_bytes, dev, precision, s.forward_kernel, family, fresh_in, packs);
-  const std::string packing_text = packs ? fmt::format(", the operands packed at {:.4g} GB/s on top of the arithmetic",
-                                                       dev.matmul_operand_bandwidth / 1e9)
-                                         : std::string();
+                         : kernel_time(fwd_flops, fwd_bytes, dev, precision, s.forward_kernel, family, fresh_in,
+                                       operands ? std::optional(operands->forward) : std::nullopt);
+  const std::string operand_text =
+      operands ? fmt::format(", {:.4g} MB of operands read from memory at {:.4g} GB/s on top of the arithmetic",
+                             operands->backward / 1e6, dev.matmul_operand_bandwidth / 1e9)
+               : std::string();
   const auto fresh_text = [&](double fresh, std::string_view what) {
     return fresh > 0 && !dev.fresh_read.points.empty()
                ? fmt::format(" ({:.4g} MB of it {}, read at the fresh-read rate)", fresh / 1e6, what)
@@ -401,14 +477,16 @@ OpCost op_cost(const graph::Graph& g, graph::OpId id, const graph::OpSemantics& 
   };
   cost.time.push_back(
       {std::string(term::forward_compute), fwd,
-       packs ? fmt::format("{:.4g} GFLOP / {} + {:.4g} MB / {:.4g} GB/s matmul operand bandwidth (the operands "
-                           "packed on top of the arithmetic) + launch, on 1/{} of the iteration space",
-                           fwd_flops / 1e9, peak_text, fwd_bytes / 1e6, dev.matmul_operand_bandwidth / 1e9, parts)
-             : fmt::format("max({:.4g} GFLOP / {}, {:.4g} MB{} / {} memory bandwidth) + launch, on 1/{} of "
-                           "the iteration space",
-                           fwd_flops / 1e9, peak_text, fwd_bytes / 1e6,
-                           fresh_text(fresh_in, "inputs just written by the ops before"),
-                           graph::kernel_class_name(s.forward_kernel), parts)});
+       operands
+           ? fmt::format("{:.4g} GFLOP / {} + {:.4g} MB / {:.4g} GB/s matmul operand bandwidth (the "
+                         "operands no kernel has just written, read on top of the arithmetic) + launch, on "
+                         "1/{} of the iteration space",
+                         fwd_flops / 1e9, peak_text, operands->forward / 1e6, dev.matmul_operand_bandwidth / 1e9, parts)
+           : fmt::format("max({:.4g} GFLOP / {}, {:.4g} MB{} / {} memory bandwidth) + launch, on 1/{} of "
+                         "the iteration space",
+                         fwd_flops / 1e9, peak_text, fwd_bytes / 1e6,
+                         fresh_text(fresh_in, "inputs just written by the ops before"),
+                         graph::kernel_class_name(s.forward_kernel), parts)});
   const double bwd_flops = (s.bwd_data_flops + s.bwd_weight_flops) / parts;
   const double bwd_bytes =
       s.bwd_bytes > 0 && s.fwd_bytes_read + s.fwd_bytes_written > 0 ? s.bwd_bytes * scale / parts : 0;
@@ -416,29 +494,43 @@ OpCost op_cost(const graph::Graph& g, graph::OpId id, const graph::OpSemantics& 
   const double reduction_bytes = bwd_bytes > 0 ? std::min(s.backward_reduction_bytes * scale / parts, bwd_bytes) : 0.0;
   // The output's gradient was just written by its consumers' backward pass: the data-gradient
   // kernel reads it fresh, and so does the reduction of broadcast inputs' gradients.
-  const double fresh_dy = std::min(shard_out, bwd_bytes - reduction_bytes);
+  const bool dy_fresh = gradient_written_just_before(g, id);
+  // Before the backward pass the runtime zeroes (or seeds) the output gradients: a pass over their
+  // memory, apart from the kernels (about 2% of a GPT-2 iteration here).
+  const double reset =
+      bwd_bytes > 0 && reset_out > 0 ? kernel_time(0, reset_out, dev, precision, graph::KernelClass::eltwise) : 0.0;
+  const std::string reset_text =
+      reset > 0 ? fmt::format(", and {:.4g} MB of output gradients set first (zeroed for the consumers to add to, or "
+                              "the loss gradient copied in)",
+                              reset_out / 1e6)
+                : std::string();
+  const double fresh_dy = dy_fresh ? std::min(shard_out, bwd_bytes - reduction_bytes) : 0.0;
+  const double fresh_reduction = dy_fresh ? reduction_bytes : 0.0;
   const double bwd =
-      (bwd_flops > 0 || bwd_bytes > reduction_bytes ? kernel_time(bwd_flops, bwd_bytes - reduction_bytes, dev,
-                                                                  precision, s.backward_kernel, family, fresh_dy, packs)
-                                                    : 0.0) +
+      (bwd_flops > 0 || bwd_bytes > reduction_bytes
+           ? kernel_time(bwd_flops, bwd_bytes - reduction_bytes, dev, precision, s.backward_kernel, family, fresh_dy,
+                         operands ? std::optional(operands->backward) : std::nullopt)
+           : 0.0) +
       (reduction_bytes > 0 ? kernel_time(0, reduction_bytes, dev, precision, graph::KernelClass::reduction,
-                                         graph::ComputeClass::matmul, reduction_bytes)
-                           : 0.0);
+                                         graph::ComputeClass::matmul, fresh_reduction)
+                           : 0.0) +
+      reset;
   cost.time.push_back(
       {std::string(term::backward_compute), bwd,
        reduction_bytes > 0
            ? fmt::format("data gradients {:.4g} GFLOP + weight gradients {:.4g} GFLOP at {}, {:.4g} MB{} through {} "
-                         "kernels{} and {:.4g} MB{} through reduction kernels (broadcast inputs' gradients), on 1/{} "
-                         "of the space",
+                         "kernels{} and {:.4g} MB{} through reduction kernels (broadcast inputs' gradients){}, on "
+                         "1/{} of the space",
                          s.bwd_data_flops / parts / 1e9, s.bwd_weight_flops / parts / 1e9, peak_text,
-                         (bwd_bytes - reduction_bytes) / 1e6, fresh_text(packs ? 0 : fresh_dy, "the output's gradient"),
-                         graph::kernel_class_name(s.backward_kernel), packing_text, reduction_bytes / 1e6,
-                         fresh_text(reduction_bytes, "the output's gradient"), parts)
+                         (bwd_bytes - reduction_bytes) / 1e6,
+                         fresh_text(operands ? 0 : fresh_dy, "the output's gradient"),
+                         graph::kernel_class_name(s.backward_kernel), operand_text, reduction_bytes / 1e6,
+                         fresh_text(fresh_reduction, "the output's gradient"), reset_text, parts)
            : fmt::format("data gradients {:.4g} GFLOP + weight gradients {:.4g} GFLOP at {}, {:.4g} MB{} through {} "
-                         "kernels{}, on 1/{} of the space",
+                         "kernels{}{}, on 1/{} of the space",
                          s.bwd_data_flops / parts / 1e9, s.bwd_weight_flops / parts / 1e9, peak_text, bwd_bytes / 1e6,
-                         fresh_text(packs ? 0 : fresh_dy, "the output's gradient"),
-                         graph::kernel_class_name(s.backward_kernel), packing_text, parts)});
+                         fresh_text(operands ? 0 : fresh_dy, "the output's gradient"),
+                         graph::kernel_class_name(s.backward_kernel), operand_text, reset_text, parts)});
   if (!keep_output && fwd > 0) {
     cost.time.push_back({std::string(term::recompute), fwd, "the forward pass again, before the backward pass"});
   }

@@ -217,6 +217,10 @@ void describe_softmax(const Op& op, const Graph& g, OpSemantics& s) {
   map_input(op, g, s, 0, dims);
   map_output(op, g, s, 0, dims);
   pointwise_costs(op, g, s, softmax_fwd, softmax_bwd);
+  // The backward pass, dx = y (dy - sum(y dy)) along the axis, streams y and dy without a
+  // transcendental: an element-wise kernel. (BERT's 1 MB of attention probabilities took 90 us
+  // backward here, and 176 us forward, through exp.)
+  s.backward_kernel = KernelClass::eltwise;
 }
 
 constexpr InputSlot D = InputSlot::data;

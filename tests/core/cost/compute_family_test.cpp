@@ -26,7 +26,7 @@ using Ints = std::vector<std::int64_t>;
 
 struct Ops {
   graph::Graph g;
-  graph::OpId conv, conv_transpose, matmul, lstm, relu;
+  graph::OpId conv, conv_transpose, matmul, lstm, relu, matmul_of_relu;
 
   Ops() {
     test::tensor(g, "x", {8, 64, 56, 56});
@@ -35,7 +35,8 @@ struct Ops {
     conv = test::op(g, "Conv", {"x", "w"}, {"y"}, {{"pads", Ints{1, 1, 1, 1}}});
     test::tensor(g, "wt", {64, 32, 2, 2}, TensorRole::parameter);
     test::tensor(g, "up", {8, 32, 112, 112});
-    conv_transpose = test::op(g, "ConvTranspose", {"y", "wt"}, {"up"}, {{"strides", Ints{2, 2}}});
+    test::tensor(g, "y2", {8, 64, 56, 56});
+    conv_transpose = test::op(g, "ConvTranspose", {"y2", "wt"}, {"up"}, {{"strides", Ints{2, 2}}});
     test::tensor(g, "a", {512, 1024});
     test::tensor(g, "b", {1024, 1024}, TensorRole::parameter);
     test::tensor(g, "c", {512, 1024});
@@ -47,6 +48,10 @@ struct Ops {
     lstm = test::op(g, "LSTM", {"seq", "lw", "lr"}, {"h"}, {{"hidden_size", std::int64_t{128}}});
     test::tensor(g, "r", {8, 64, 56, 56});
     relu = test::op(g, "Relu", {"y"}, {"r"});
+    test::tensor(g, "ra", {512, 1024});
+    test::tensor(g, "rc", {512, 1024});
+    test::op(g, "Relu", {"a"}, {"ra"});
+    matmul_of_relu = test::op(g, "MatMul", {"ra", "b"}, {"rc"});
   }
 };
 
@@ -191,26 +196,37 @@ TEST(ComputeFamily, ABadEntryIsRefusedNamingTheField) {
               ::testing::ThrowsMessage<Error>(::testing::HasSubstr("'convolution' is given twice")));
 }
 
-TEST(ComputeFamily, AMatrixProductPacksItsOperandsOnTopOfItsArithmetic) {
+TEST(ComputeFamily, AMatrixProductReadsItsOperandsOnTopOfItsArithmetic) {
   const Ops o;
   auto c = with_conv_curve();
   const auto roofline = cost_of(o, o.matmul, c);
   c.device.matmul_operand_bandwidth = 10e9;
   const auto packed = cost_of(o, o.matmul, c);
   const auto s = graph::describe(o.g, o.matmul);
-  // Forward: 2 x 512 x 1024 x 1024 FLOPs at the GEMM curve, then a (512 + 1024 + 512) x 1024
-  // floats' pass at 10 GB/s, added, not overlapped.
+  // Forward: 2 x 512 x 1024 x 1024 FLOPs at the GEMM curve, then the operands A (the graph's
+  // input, in memory) and B (the weight) read at 10 GB/s, added, not overlapped; the output C
+  // is written, not read.
   const double flops = 2.0 * 512 * 1024 * 1024;
   const double compute = flops / (c.device.peak_fp32 * c.device.compute_efficiency.at(flops));
-  const double bytes = 4.0 * (512 + 1024 + 512) * 1024;
-  EXPECT_NEAR(packed.get(term::forward_compute), compute + bytes / 10e9, 1e-12);
+  const double a = 4.0 * 512 * 1024, b = 4.0 * 1024 * 1024;
+  EXPECT_NEAR(packed.get(term::forward_compute), compute + (a + b) / 10e9, 1e-12);
   EXPECT_NEAR(roofline.get(term::forward_compute), compute, 1e-12); // compute-bound: the max is the FLOPs
   EXPECT_THAT(packed.time.front().formula, ::testing::HasSubstr("10 GB/s matmul operand bandwidth"));
   EXPECT_THAT(roofline.time.front().formula, ::testing::HasSubstr("max("));
-  // Backward: the data and weight gradients' FLOPs, and the description's bytes on top.
+  // Backward: dA = dY B^T reads B and dB = A^T dY reads A from memory (dY is fresh from the
+  // consumers' backward pass).
   const double bwd_flops = s.bwd_data_flops + s.bwd_weight_flops;
-  EXPECT_NEAR(packed.get(term::backward_compute),
-              bwd_flops / (c.device.peak_fp32 * c.device.compute_efficiency.at(bwd_flops)) + s.bwd_bytes / 10e9, 1e-12);
+  const double bwd_compute = bwd_flops / (c.device.peak_fp32 * c.device.compute_efficiency.at(bwd_flops));
+  EXPECT_NEAR(packed.get(term::backward_compute), bwd_compute + (a + b) / 10e9, 1e-12);
+  EXPECT_THAT(packed.time[1].formula, ::testing::HasSubstr("operands read from memory at 10 GB/s"));
+  // A product of an activation just written by an element-wise op reads only its weight. When A
+  // gets no gradient (a frozen input), only dB = A^T dY runs, reading A.
+  EXPECT_NEAR(cost_of(o, o.matmul_of_relu, c).get(term::forward_compute), compute + b / 10e9, 1e-12);
+  auto frozen = o;
+  frozen.g.tensor(frozen.g.find_tensor("a")).gradient = false;
+  const double weight_flops = graph::describe(frozen.g, frozen.matmul).bwd_weight_flops;
+  EXPECT_NEAR(cost_of(frozen, frozen.matmul, c).get(term::backward_compute),
+              weight_flops / (c.device.peak_fp32 * c.device.compute_efficiency.at(weight_flops)) + a / 10e9, 1e-12);
   // Convolutions, recurrences and memory-bound ops keep their pricing.
   auto plain = c;
   plain.device.matmul_operand_bandwidth = 0;

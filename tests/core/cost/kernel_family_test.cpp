@@ -20,7 +20,7 @@ using graph::TensorRole;
 struct Ops {
   graph::Graph g;
   graph::OpId erf, add_bias, add_same, transpose, heads, gather, softmax, reduce, reshape, div_scale, mul_const,
-      relu_of_erf;
+      relu_of_erf, relu_of_matmul, relu_far, erf_of_relu;
 
   Ops() {
     test::tensor(g, "x", {64, 128, 256});
@@ -58,9 +58,25 @@ struct Ops {
     test::op(g, "Constant", {}, {"half"}, {{"value_float", 0.5}});
     test::tensor(g, "m", {64, 128, 256});
     mul_const = test::op(g, "Mul", {"x", "half"}, {"m"});
-    // Erf's output, read by the next op: just written (a fresh read).
+    // Reads of what the op just before wrote (fresh), in the graph's order: an Erf's output read
+    // by the next op; a MatMul's output, which its blocked kernel leaves mostly in memory; the
+    // Erf's output again, three ops later; and a Relu's output read by an Erf, which computes on
+    // its bytes. The Relu's gradient comes from the Erf's backward pass just before its own.
+    test::tensor(g, "e2", {64, 128, 256});
     test::tensor(g, "re", {64, 128, 256});
-    relu_of_erf = test::op(g, "Relu", {"e"}, {"re"});
+    test::op(g, "Erf", {"x"}, {"e2"});
+    relu_of_erf = test::op(g, "Relu", {"e2"}, {"re"});
+    test::tensor(g, "w", {256, 256}, TensorRole::parameter);
+    test::tensor(g, "mo", {64, 128, 256});
+    test::tensor(g, "rm", {64, 128, 256});
+    test::op(g, "MatMul", {"x", "w"}, {"mo"});
+    relu_of_matmul = test::op(g, "Relu", {"mo"}, {"rm"});
+    test::tensor(g, "rf", {64, 128, 256});
+    relu_far = test::op(g, "Relu", {"e2"}, {"rf"});
+    test::tensor(g, "rr", {64, 128, 256});
+    test::tensor(g, "er", {64, 128, 256});
+    test::op(g, "Relu", {"x"}, {"rr"});
+    erf_of_relu = test::op(g, "Erf", {"rr"}, {"er"});
     graph::mark_gradients(g); // as the importer does
   }
 };
@@ -88,7 +104,8 @@ TEST(KernelFamily, FollowsFromTheDescription) {
   EXPECT_EQ(classes(o.transpose), std::pair(KernelClass::transpose, KernelClass::transpose));
   EXPECT_EQ(classes(o.heads), std::pair(KernelClass::copy, KernelClass::copy));
   EXPECT_EQ(classes(o.gather), std::pair(KernelClass::gather, KernelClass::gather));
-  EXPECT_EQ(classes(o.softmax), std::pair(KernelClass::normalization, KernelClass::normalization));
+  // Softmax's backward pass streams y and dy without a transcendental: element-wise.
+  EXPECT_EQ(classes(o.softmax), std::pair(KernelClass::normalization, KernelClass::eltwise));
   EXPECT_EQ(classes(o.reduce).first, KernelClass::reduction);
 }
 
@@ -188,7 +205,7 @@ TEST(KernelFamily, ReadsOfWhatWasJustWrittenCostTheFreshReadFraction) {
   const auto after = cost_of(o, o.relu_of_erf, c);
   const double n = 64.0 * 128 * 256 * 4; // one tensor's bytes
   const double eff = c.device.memory_bandwidth * c.device.memory_efficiency.at(2 * n);
-  // Forward: reads e (fresh), writes re: 2n bytes, of which n cost half.
+  // Forward: reads e2 (fresh), writes re: 2n bytes, of which n cost half.
   EXPECT_NEAR(before.get(term::forward_compute), 2 * n / eff, 1e-12);
   EXPECT_NEAR(after.get(term::forward_compute), 1.5 * n / eff, 1e-12);
   EXPECT_THAT(after.time.front().formula, ::testing::HasSubstr("just written"));
@@ -197,9 +214,18 @@ TEST(KernelFamily, ReadsOfWhatWasJustWrittenCostTheFreshReadFraction) {
   const auto s = graph::describe(o.g, o.relu_of_erf);
   const double bwd_eff = c.device.memory_bandwidth * c.device.memory_efficiency.at(s.bwd_bytes);
   EXPECT_NEAR(before.get(term::backward_compute) - after.get(term::backward_compute), 0.5 * n / bwd_eff, 1e-12);
-  // Erf reads the graph's input x, which nothing has just written: its forward pass is unchanged.
+  // Not fresh: what a MatMul wrote, what was written three ops before; and an Erf, which computes
+  // on what it reads, gains nothing from a fresh input.
   auto plain = c;
   plain.device.fresh_read.points.clear();
+  for (const auto id : {o.relu_of_matmul, o.relu_far, o.erf_of_relu}) {
+    EXPECT_DOUBLE_EQ(cost_of(o, id, c).get(term::forward_compute), cost_of(o, id, plain).get(term::forward_compute))
+        << o.g.op(id).name;
+  }
+  // The Relu's output gradient was written by the Erf's backward pass, just before: fresh.
+  const auto rr = o.g.tensor(o.g.find_tensor("rr")).producer;
+  EXPECT_LT(cost_of(o, rr, c).get(term::backward_compute), cost_of(o, rr, plain).get(term::backward_compute));
+  // Erf reads the graph's input x, which nothing has just written: its forward pass is unchanged.
   EXPECT_DOUBLE_EQ(cost_of(o, o.erf, c).get(term::forward_compute),
                    cost_of(o, o.erf, plain).get(term::forward_compute));
   // The gather's table is a weight: read from memory.

@@ -9,6 +9,8 @@
 #include "test_support.h"
 
 #include <gmock/gmock.h>
+
+#include <algorithm>
 #include <gtest/gtest.h>
 
 namespace partita {
@@ -52,6 +54,16 @@ TEST(Evaluate, DataParallelOnOneDeviceIsExactlyTheSingleDeviceCompute) {
     if (s.bwd_data_flops + s.bwd_weight_flops > 0 || s.bwd_bytes > 0) {
       expected +=
           cost::kernel_time(s.bwd_data_flops + s.bwd_weight_flops, s.bwd_bytes, c.device, cluster::Precision::fp32);
+      // Before the backward pass the loss gradient is copied into the graph's output's gradient
+      // (read and written); the chain's other outputs have one consumer each, nothing to zero.
+      for (const auto t : g.op(static_cast<graph::OpId>(i)).outputs) {
+        if (std::find(g.graph_outputs.begin(), g.graph_outputs.end(), t) != g.graph_outputs.end()) {
+          expected +=
+              cost::kernel_time(0, 2.0 * static_cast<double>(g.tensor(t).bytes()), c.device, cluster::Precision::fp32);
+        } else {
+          EXPECT_LE(g.tensor(t).consumers.size(), 1U) << g.tensor(t).name;
+        }
+      }
     }
   }
   EXPECT_NEAR(p.iteration_time, expected, 1e-12 * expected);

@@ -87,9 +87,9 @@ struct Device {
   // just written (in cache), as a fraction of a read from memory, against the kernel's bytes.
   // Empty: 1 (no saving), as in presets and files calibrated before it was measured.
   EfficiencyCurve fresh_read;
-  // Calibrated: bytes/s at which a matrix product moves (packs) its operands on top of its
-  // arithmetic: time = compute + bytes / matmul_operand_bandwidth. 0: the roofline max(compute,
-  // memory), as in presets and files calibrated before it was measured.
+  // Calibrated: bytes/s at which a matrix product reads its operands from memory on top of its
+  // arithmetic: time = compute + operand bytes / matmul_operand_bandwidth (cost::kernel_time). 0:
+  // the roofline max(compute, memory), as in presets and files calibrated before it was measured.
   double matmul_operand_bandwidth = 0;
 
   double memory_efficiency_for(graph::KernelClass k, double bytes) const;

@@ -50,6 +50,10 @@ struct KernelSample {
   // samples fit Device::fresh_read, not the families' curves.
   double fresh_bytes = 0;
   double cold_seconds = 0;
+  // A GEMM: the bytes of its operands A and B, which the sweep reads from memory (not C, which it
+  // writes); these fit Device::matmul_operand_bandwidth. 0: not recorded (measurements of an
+  // earlier version), no operand bandwidth is fitted.
+  double operand_bytes = 0;
 };
 
 struct CollectiveSample {

@@ -8,6 +8,7 @@
 #include "partita/graph/op_semantics.h"
 #include "partita/sharding/config.h"
 
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -79,13 +80,14 @@ std::vector<int> statistics_axes(const graph::OpSemantics& s, const sharding::Co
 // Compute time of `flops` FLOPs touching `bytes` bytes on one device: roofline with the compute
 // efficiency curve of the compute family and the memory efficiency curve of the memory-bound
 // kernel family, plus one launch. `fresh_bytes` of the bytes are reads of operands the kernel
-// before has just written: they take the device's fresh_read fraction of a read from memory. A
-// matrix product (`packs_operands`) on a device with a calibrated matmul_operand_bandwidth takes
-// compute + bytes / that bandwidth instead of the roofline.
+// before has just written: an element-wise kernel takes the device's fresh_read fraction of a
+// read from memory for them. A matrix product that reads `operand_bytes` of its operands from
+// memory (those no kernel has just written) on a device with a calibrated matmul_operand_bandwidth
+// takes compute + operand_bytes / that bandwidth instead of the roofline.
 double kernel_time(double flops, double bytes, const cluster::Device& device, cluster::Precision precision,
                    graph::KernelClass kernel = graph::KernelClass::eltwise,
                    graph::ComputeClass compute = graph::ComputeClass::matmul, double fresh_bytes = 0,
-                   bool packs_operands = false);
+                   std::optional<double> operand_bytes = std::nullopt);
 
 // Whether kernel_time prices an op of this class and compute family as a matrix product that
 // packs its operands on `device` (a calibrated matmul_operand_bandwidth).
