@@ -118,6 +118,8 @@ void add_run_command(CLI::App& app) {
     const std::string spec = o->model.spec();
     const auto& family = search::find_optimizer(planned.strategy.family);
     // 2. Launch, or read what an earlier run measured.
+    std::cout << fmt::format("plan {} on {} ({} of {} devices), {}: predicted iteration {} ms\n", spec, cl.name,
+                             o->ranks, cl.device_count(), family.name(), ms(p.iteration_time));
     fs::path measurements = o->measurements;
     if (measurements.empty()) {
       const fs::path runner = launch::find_runtime_program("partita-run", "PARTITA_RUN");
@@ -129,8 +131,6 @@ void add_run_command(CLI::App& app) {
       const std::string command = launch::shell_line(launch::mpirun_command(
           {o->mpirun, o->ranks, o->threads, o->timeout, runner,
            launch::run_arguments(plan_file, o->warmup, o->iterations, o->threads, trace, measurements, o->backend)}));
-      std::cout << fmt::format("plan {} on {} ({} of {} devices), {}: predicted iteration {} ms\n", spec, cl.name,
-                               o->ranks, cl.device_count(), family.name(), ms(p.iteration_time));
       std::cout << fmt::format("running: {}\n", command) << std::flush;
       const auto [status, output] = run_streaming(command);
       if (status != 0) {
@@ -141,14 +141,16 @@ void add_run_command(CLI::App& app) {
         throw Error(fmt::format("the run ended without writing {}", measurements.string()));
       }
     } else {
-      std::cout << fmt::format("plan {} on {} ({} of {} devices), {}: predicted iteration {} ms\n", spec, cl.name,
-                               o->ranks, cl.device_count(), family.name(), ms(p.iteration_time));
       std::cout << fmt::format("measured: {} (an earlier run; nothing launched)\n", measurements.string());
     }
 
     // 3. Predicted against measured.
     proto::RunResult doc;
     io::read_json_file(measurements, doc);
+    if (doc.ranks() > 0 && doc.ranks() != o->ranks) {
+      throw Error(fmt::format("{}: field 'ranks': the run had {} ranks, and this prediction is for -np {}",
+                              measurements.string(), doc.ranks(), o->ranks));
+    }
     const auto c = [&] {
       try {
         return strategy::compare(g, p, doc);
