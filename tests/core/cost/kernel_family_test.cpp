@@ -60,7 +60,7 @@ struct Ops {
     mul_const = test::op(g, "Mul", {"x", "half"}, {"m"});
     // Reads of what the op just before wrote (fresh), in the graph's order: an Erf's output read
     // by the next op; a MatMul's output, which its blocked kernel leaves mostly in memory; the
-    // Erf's output again, three ops later; and a Relu's output read by an Erf, which computes on
+    // Erf's output again, four ops later; and a Relu's output read by an Erf, which computes on
     // its bytes. The Relu's gradient comes from the Erf's backward pass just before its own.
     test::tensor(g, "e2", {64, 128, 256});
     test::tensor(g, "re", {64, 128, 256});
@@ -214,7 +214,7 @@ TEST(KernelFamily, ReadsOfWhatWasJustWrittenCostTheFreshReadFraction) {
   const auto s = graph::describe(o.g, o.relu_of_erf);
   const double bwd_eff = c.device.memory_bandwidth * c.device.memory_efficiency.at(s.bwd_bytes);
   EXPECT_NEAR(before.get(term::backward_compute) - after.get(term::backward_compute), 0.5 * n / bwd_eff, 1e-12);
-  // Not fresh: what a MatMul wrote, what was written three ops before; and an Erf, which computes
+  // Not fresh: what a MatMul wrote, what was written four ops before; and an Erf, which computes
   // on what it reads, gains nothing from a fresh input.
   auto plain = c;
   plain.device.fresh_read.points.clear();

@@ -90,7 +90,7 @@ double kernel_time(double flops, double bytes, const cluster::Device& device, cl
                    std::optional<double> operand_bytes = std::nullopt);
 
 // Whether kernel_time prices an op of this class and compute family as a matrix product that
-// packs its operands on `device` (a calibrated matmul_operand_bandwidth).
+// reads its operands on top of its arithmetic on `device` (a calibrated matmul_operand_bandwidth).
 bool packs_operands(graph::OpClass op_class, graph::ComputeClass family, const cluster::Device& device);
 
 } // namespace partita::cost
