@@ -359,8 +359,7 @@ Executor::Executor(const graph::Graph& g, const strategy::Strategy& st, MPI_Comm
     const auto& out = m_ops[static_cast<std::size_t>(in.producer)].outputs[in.producer_output];
     return readers.size() == 1 &&
            std::count(g.op(readers[0]).inputs.begin(), g.op(readers[0]).inputs.end(), tensor) == 1 &&
-           std::find(g.graph_outputs.begin(), g.graph_outputs.end(), tensor) == g.graph_outputs.end() &&
-           !out.external && in.reduce_group.size() <= 1;
+           !g.is_graph_output(tensor) && !out.external && in.reduce_group.size() <= 1;
   };
   const auto gradient_in_place = [&](const Input& in) {
     const auto& out = m_ops[static_cast<std::size_t>(in.producer)].outputs[in.producer_output];
@@ -545,8 +544,7 @@ void Executor::backward() {
       if (!grad) {
         continue;
       }
-      const bool graph_output = std::find(m_graph.graph_outputs.begin(), m_graph.graph_outputs.end(), op.outputs[j]) !=
-                                m_graph.graph_outputs.end();
+      const bool graph_output = m_graph.is_graph_output(op.outputs[j]);
       if (!out.external && !graph_output && !out.gradient_overwritten) {
         std::fill(grad->data.begin(), grad->data.end(), 0.F);
         reset = true;

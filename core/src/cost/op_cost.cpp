@@ -442,8 +442,7 @@ OpCost op_cost(const graph::Graph& g, graph::OpId id, const graph::OpSemantics& 
       const double b = stored_bytes(t, layout.shard_bytes(), setup);
       shard_out += b;
       if (graph::gets_gradient(t)) {
-        const bool graph_output =
-            std::find(g.graph_outputs.begin(), g.graph_outputs.end(), op.outputs[i]) != g.graph_outputs.end();
+        const bool graph_output = g.is_graph_output(op.outputs[i]);
         reset_out += graph_output ? 2 * b : t.consumers.size() >= 2 ? b : 0.0;
       }
     }

@@ -130,6 +130,10 @@ OpId Graph::add_op(Op op) {
   return id;
 }
 
+bool Graph::is_graph_output(TensorId t) const {
+  return std::find(graph_outputs.begin(), graph_outputs.end(), t) != graph_outputs.end();
+}
+
 TensorId Graph::find_tensor(const std::string& tensor_name) const {
   auto it = m_by_name.find(tensor_name);
   return it == m_by_name.end() ? no_tensor : it->second;

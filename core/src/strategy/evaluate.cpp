@@ -213,7 +213,7 @@ std::vector<cost::Term> input_redistribution(const graph::Graph& g, const std::v
     // buffer. Its gradient too, unless the tensor has several readers (or is a graph output, whose
     // loss gradient is there first): then each adds its part into the producer's gradient.
     const bool several = tensor.consumers.size() > 1 || std::count(op.inputs.begin(), op.inputs.end(), t) > 1;
-    const bool output = std::find(g.graph_outputs.begin(), g.graph_outputs.end(), t) != g.graph_outputs.end();
+    const bool output = g.is_graph_output(t);
     if (!gradient || !(several || output)) {
       return {};
     }

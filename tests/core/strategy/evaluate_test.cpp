@@ -57,7 +57,7 @@ TEST(Evaluate, DataParallelOnOneDeviceIsExactlyTheSingleDeviceCompute) {
       // Before the backward pass the loss gradient is copied into the graph's output's gradient
       // (read and written); the chain's other outputs have one consumer each, nothing to zero.
       for (const auto t : g.op(static_cast<graph::OpId>(i)).outputs) {
-        if (std::find(g.graph_outputs.begin(), g.graph_outputs.end(), t) != g.graph_outputs.end()) {
+        if (g.is_graph_output(t)) {
           expected +=
               cost::kernel_time(0, 2.0 * static_cast<double>(g.tensor(t).bytes()), c.device, cluster::Precision::fp32);
         } else {

@@ -72,6 +72,7 @@ public:
 
   std::vector<TensorId> graph_inputs; // data inputs (role input)
   std::vector<TensorId> graph_outputs;
+  bool is_graph_output(TensorId t) const;
 
   // Ops in a topological order (Boost.Graph). Throws partita::Error naming ops on a cycle.
   std::vector<OpId> topological_order() const;
