@@ -107,6 +107,29 @@ void add_compare_command(CLI::App& app) {
                  fmt::format("{:.2f}", p.peak_memory / (1024.0 * 1024 * 1024)), p.fits ? "yes" : "no"});
     }
     std::cout << t.render();
+    // auto's margin over the fastest hand-made family at each device count.
+    for (int devices : o->devices) {
+      const Cell* mine = nullptr;
+      const Cell* best = nullptr;
+      for (const auto& c : cells) {
+        if (c.devices != devices || !c.error.empty()) {
+          continue;
+        }
+        if (c.family == "auto") {
+          mine = &c;
+        } else if (c.family != "pipeline" && c.family != "given" &&
+                   (best == nullptr || c.prediction.iteration_time < best->prediction.iteration_time)) {
+          best = &c;
+        }
+      }
+      if (mine != nullptr && best != nullptr && best->prediction.iteration_time > 0) {
+        std::cout << fmt::format(
+            "{}auto on {} devices: {:.1f}% faster than the fastest per-op family ({}, {:.2f} ms)\n",
+            devices == o->devices.front() ? "\n" : "", devices,
+            100 * (1 - mine->prediction.iteration_time / best->prediction.iteration_time), best->family,
+            best->prediction.iteration_time * 1e3);
+      }
+    }
     if (o->devices.size() > 1) {
       // Scaling sweep: samples/s per family and device count (the best family marked).
       std::vector<Table::Column> cols{{"devices"}};

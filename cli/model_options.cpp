@@ -58,7 +58,12 @@ Planned make_plan(const graph::Graph& g, const cluster::Cluster& cluster, int de
   request.devices = devices;
   setup.fill(request);
   Planned out;
-  out.strategy = search::find_optimizer(setup.plan.empty() ? family : "given").optimize(request);
+  if (setup.plan.empty() && family == "auto") {
+    out.search = search::auto_search(request);
+    out.strategy = out.search->strategy;
+  } else {
+    out.strategy = search::find_optimizer(setup.plan.empty() ? family : "given").optimize(request);
+  }
   out.prediction = strategy::evaluate(g, cluster, out.strategy, request.setup);
   out.plan = strategy::to_plan(g, cluster, out.strategy, out.prediction, request.setup, model.spec());
   for (const auto& [name, value] : model.import_options().dims) {
@@ -84,6 +89,13 @@ void SetupOptions::add_to(CLI::App& cmd) {
   cmd.add_option("--cuts", cuts, "pipeline cut points: op indices (in the plan's order) that start a stage")
       ->delimiter(',');
   cmd.add_option("--plan", plan, "a plan file (partita plan -o) to evaluate as the 'given' strategy");
+  cmd.add_flag("--all-divisors", all_divisors, "auto: try every split factor, not only powers of two");
+  cmd.add_option("--min-piece", min_piece, "auto: the fewest elements a split may leave of a dimension")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 40).description("an integer >= 1"))
+      ->capture_default_str();
+  cmd.add_option("--memory-limit", memory_limit_gib,
+                 "auto: GiB per device the plan must fit in (default: the cluster's device memory)")
+      ->check(CLI::Range(1e-6, 1e9).description("GiB > 0"));
 }
 
 void SetupOptions::fill(search::Request& request) const {
@@ -101,6 +113,9 @@ void SetupOptions::fill(search::Request& request) const {
   request.balance = balance;
   request.cuts = cuts;
   request.plan_file = plan;
+  request.all_divisors = all_divisors;
+  request.min_piece = min_piece;
+  request.memory_limit = memory_limit_gib * 1024.0 * 1024.0 * 1024.0;
 }
 
 cost::TrainingSetup SetupOptions::setup() const {

@@ -6,6 +6,7 @@
 #include "partita/cost/setup.h"
 #include "partita/onnx/import.h"
 #include "partita/proto/partita.pb.h"
+#include "partita/search/auto_search.h"
 #include "partita/search/optimizer.h"
 
 #include <CLI/CLI.hpp>
@@ -43,6 +44,10 @@ struct SetupOptions {
   std::string balance = "time";
   std::vector<int> cuts;
   std::string plan; // a plan file: the "given" strategy
+  // auto: all divisors as split factors, the smallest piece of a split dim, memory limit in GiB.
+  bool all_divisors = false;
+  std::int64_t min_piece = 1;
+  double memory_limit_gib = 0;
 
   void add_to(CLI::App& cmd);
   cost::TrainingSetup setup() const;
@@ -56,6 +61,7 @@ onnx_import::ImportOptions parse_dims(const std::vector<std::string>& dims);
 // file (what `partita plan` prints and writes, and `partita run` executes).
 struct Planned {
   strategy::Strategy strategy;
+  std::optional<search::AutoResult> search; // the auto family's search, with its runner-ups
   strategy::Prediction prediction;
   proto::Plan plan;
 };

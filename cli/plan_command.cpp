@@ -8,6 +8,7 @@
 #include "partita/graph/summary.h"
 #include "partita/io/json_file.h"
 #include "partita/proto/partita.pb.h"
+#include "partita/search/auto_search.h"
 #include "partita/search/optimizer.h"
 #include "partita/strategy/plan_file.h"
 
@@ -25,7 +26,7 @@ struct PlanOptions {
   ModelOptions model;
   SetupOptions setup;
   int devices = 8;
-  std::string family = "dp";
+  std::string family = "auto";
   std::string output;
   bool json = false;
 };
@@ -35,6 +36,39 @@ std::string ms(double seconds) {
 }
 std::string gib(double bytes) {
   return fmt::format("{:.2f}", bytes / (1024.0 * 1024.0 * 1024.0));
+}
+
+// How auto's plan differs from the hand-made families: its margin over the fastest, and the ops
+// where it departs from the closest.
+void print_family_comparison(const search::AutoResult& r, const graph::Graph& g, const cluster::Cluster& cl,
+                             const PlanOptions& o) {
+  search::Request request;
+  request.graph = &g;
+  request.cluster = &cl;
+  request.devices = o.devices;
+  o.setup.fill(request);
+  const auto cmp = search::compare_with_families(request, r.strategy);
+  if (cmp.closest.empty()) {
+    return;
+  }
+  const double mine = strategy::evaluate(g, cl, r.strategy, request.setup).iteration_time;
+  std::cout << fmt::format("\nhand-made families: {}\nauto is {:.1f}% faster than the fastest, {}", cmp.table,
+                           cmp.best_family_time > 0 ? 100 * (1 - mine / cmp.best_family_time) : 0.0, cmp.best_family);
+  if (r.lower_bound < r.objective) {
+    std::cout << fmt::format("; within {:.2f}% of the fastest plan that fits (Lagrangian bound {:.3f} ms)",
+                             100 * (r.objective / r.lower_bound - 1), r.lower_bound * 1e3);
+  }
+  std::vector<std::string> names;
+  for (std::size_t i = 0; i < cmp.different.size() && i < 12; ++i) {
+    names.push_back(g.op(cmp.different[i]).name);
+  }
+  std::cout << fmt::format("\nlike {}, except {} ops{}{}{}\n", cmp.closest, cmp.different.size(),
+                           names.empty() ? "" : ": ", fmt::join(names, ", "),
+                           cmp.different.size() > names.size() ? ", ..." : "");
+  std::cout << fmt::format("search: {:.0f} configurations of {} ops ({} distinct), widest dependent set {}, largest "
+                           "table {:.3g} entries, {:.1f} MiB of tables\n",
+                           r.stats.configurations, r.stats.ops, r.stats.distinct_ops, r.stats.dp.width,
+                           r.stats.dp.largest_table, (r.stats.table_bytes + r.stats.dp.peak_bytes) / (1024.0 * 1024));
 }
 
 } // namespace
@@ -86,24 +120,42 @@ void add_plan_command(CLI::App& app) {
       std::cout << io::to_json(plan);
       return;
     }
-    Table t({{"#"},
-             {"op", Table::Align::left},
-             {"name", Table::Align::left},
-             {"configuration", Table::Align::left},
-             {"compute ms"},
-             {"comm ms"},
-             {"redist ms"},
-             {"memory MiB"},
-             {"share"}});
+    std::vector<Table::Column> columns{{"#"},
+                                       {"op", Table::Align::left},
+                                       {"name", Table::Align::left},
+                                       {"configuration", Table::Align::left},
+                                       {"compute ms"},
+                                       {"comm ms"},
+                                       {"redist ms"},
+                                       {"memory MiB"},
+                                       {"share"}};
+    if (planned.search) {
+      columns.push_back({"runner-up (+ms)", Table::Align::left});
+    }
+    Table t(columns);
     for (graph::OpId id : g.topological_order()) {
       const auto& op = g.op(id);
       const auto& pred = p.ops[static_cast<std::size_t>(id)];
       const double redist = pred.cost.redistribution_time();
       const double comm = std::max(0.0, pred.cost.communication_time() - redist);
-      t.add_row({std::to_string(id), op.type, op.name.size() > 40 ? op.name.substr(0, 37) + "..." : op.name,
-                 config_text(st.ops[static_cast<std::size_t>(id)], graph::describe(g, id)),
-                 ms(pred.cost.compute_time()), ms(comm), ms(redist), mib(pred.cost.memory_total()),
-                 fmt::format("{:.1f}%", p.iteration_time > 0 ? 100 * pred.time / p.iteration_time : 0.0)});
+      std::vector<std::string> row{
+          std::to_string(id),
+          op.type,
+          op.name.size() > 40 ? op.name.substr(0, 37) + "..." : op.name,
+          config_text(st.ops[static_cast<std::size_t>(id)], graph::describe(g, id)),
+          ms(pred.cost.compute_time()),
+          ms(comm),
+          ms(redist),
+          mib(pred.cost.memory_total()),
+          fmt::format("{:.1f}%", p.iteration_time > 0 ? 100 * pred.time / p.iteration_time : 0.0)};
+      if (planned.search) {
+        const auto& r = planned.search->ops[static_cast<std::size_t>(id)];
+        row.push_back(r.has_runner_up
+                          ? fmt::format("{} (+{:.3f})", sharding::to_string(r.runner_up, graph::describe(g, id)),
+                                        r.runner_up_delta * 1e3)
+                          : "-");
+      }
+      t.add_row(std::move(row));
     }
     std::cout << fmt::format("plan {} on {} ({} of {} devices), {}: {}\n{}\n\n", o->model.model, cl.name, o->devices,
                              cl.device_count(), family.name(), family.title(), st.explanation);
@@ -116,6 +168,9 @@ void add_plan_command(CLI::App& app) {
                              terms, p.samples_per_second, p.batch);
     std::cout << fmt::format("peak memory {} GiB of {} GiB per device: {}\n", gib(p.peak_memory),
                              gib(p.memory_capacity), p.fits ? "fits" : "DOES NOT FIT");
+    if (planned.search) {
+      print_family_comparison(*planned.search, g, cl, *o);
+    }
     if (!o->output.empty()) {
       std::cout << fmt::format("plan written to {}\n", o->output);
     }

@@ -35,7 +35,7 @@ struct AnalysisInput {
   std::string custom_cluster;
   int nodes = 1;
   int devices = 8;
-  std::string family = "hybrid";
+  std::string family = "auto";
   std::string precision = "fp32";
   std::string optimizer = "adam";
   int zero_stage = 0;

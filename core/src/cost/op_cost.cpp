@@ -394,6 +394,44 @@ double kernel_time(double flops, double bytes, const cluster::Device& device, cl
   return std::max(compute, memory) + device.kernel_launch_overhead;
 }
 
+std::string cost_signature(const graph::Graph& g, graph::OpId id, const graph::OpSemantics& s, bool keep_output) {
+  const graph::Op& op = g.op(id);
+  std::string out = fmt::format(
+      "{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}", op.type, static_cast<int>(s.op_class), s.macs, s.fwd_flops,
+      s.bwd_data_flops, s.bwd_weight_flops, s.fwd_bytes_read, s.fwd_bytes_written, s.bwd_bytes, s.backward_reads_inputs,
+      static_cast<int>(s.forward_kernel), static_cast<int>(s.backward_kernel), static_cast<int>(s.compute_class),
+      s.backward_reduction_bytes, s.opaque_reason, keep_output, gradient_written_just_before(g, id));
+  for (const auto& d : s.dims) {
+    out += fmt::format("|d{},{},{},{},{}", d.name, d.size, d.reduction, d.splittable, d.statistics);
+  }
+  for (std::size_t i = 0; i < s.inputs.size(); ++i) {
+    out += fmt::format("|i{}:{}", fmt::join(s.inputs[i].dims, ","),
+                       i < s.slots.size() ? static_cast<int>(s.slots[i]) : -1);
+  }
+  for (const auto& o : s.outputs) {
+    out += fmt::format("|o{}", fmt::join(o.dims, ","));
+  }
+  for (const graph::TensorId t : op.inputs) {
+    if (t == graph::no_tensor) {
+      out += "|-";
+      continue;
+    }
+    const graph::Tensor& x = g.tensor(t);
+    out += fmt::format("|I{}:{}:{}:{}:{}", fmt::join(x.shape, ","), static_cast<int>(x.dtype), static_cast<int>(x.role),
+                       graph::gets_gradient(x), written_just_before(g, id, x));
+  }
+  for (const graph::TensorId t : op.outputs) {
+    if (t == graph::no_tensor) {
+      out += "|-";
+      continue;
+    }
+    const graph::Tensor& x = g.tensor(t);
+    out += fmt::format("|O{}:{}:{}:{}:{}", fmt::join(x.shape, ","), static_cast<int>(x.dtype), graph::gets_gradient(x),
+                       g.is_graph_output(t), x.consumers.size());
+  }
+  return out;
+}
+
 OpCost op_cost(const graph::Graph& g, graph::OpId id, const graph::OpSemantics& s, const sharding::Config& config,
                std::span<const int> devices, const cluster::Cluster& cluster, const TrainingSetup& setup,
                bool keep_output) {

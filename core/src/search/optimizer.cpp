@@ -1,6 +1,7 @@
 #include "partita/search/optimizer.h"
 
 #include "partita/graph/error.h"
+#include "partita/search/auto_search.h"
 #include "search/families.h"
 
 #include <fmt/format.h>
@@ -28,6 +29,11 @@ private:
 const std::vector<std::unique_ptr<Optimizer>>& optimizers() {
   static const auto all = [] {
     std::vector<std::unique_ptr<Optimizer>> v;
+    v.push_back(std::make_unique<Family>(
+        "auto", "automatic per-layer search",
+        "the fastest configuration of every op for the whole graph at once, by exact dynamic programming (PaSE, "
+        "Elango 2021), within the memory limit",
+        [](const Request& r) { return auto_search(r).strategy; }));
     v.push_back(std::make_unique<Family>(
         "dp", "data parallel", "replicate weights, split the batch, all-reduce gradients", detail::data_parallel));
     v.push_back(std::make_unique<Family>("mp", "model parallel", "split every layer's output features over all devices",

@@ -120,4 +120,22 @@ Block block_of(const TensorLayout& layout, const Config& c, int position) {
   return b;
 }
 
+std::vector<std::int64_t> block_signature(const TensorLayout& layout, const Config& c) {
+  std::vector<std::int64_t> axis_stride(c.splits.size(), 0);
+  std::int64_t stride = 1;
+  for (std::size_t a = c.splits.size(); a-- > 0;) {
+    if (c.splits[a] > 1) {
+      axis_stride[a] = stride;
+      stride *= c.splits[a];
+    }
+  }
+  std::vector<std::int64_t> out{stride};
+  for (std::size_t j = 0; j < layout.parts.size(); ++j) {
+    const int axis = layout.dim_axis[j];
+    out.push_back(layout.parts[j]);
+    out.push_back(axis >= 0 && layout.parts[j] > 1 ? axis_stride[static_cast<std::size_t>(axis)] : 0);
+  }
+  return out;
+}
+
 } // namespace partita::sharding

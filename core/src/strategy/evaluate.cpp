@@ -36,6 +36,23 @@ int batch_size(const graph::Graph& g) {
   return 1;
 }
 
+std::vector<bool> kept_outputs(const graph::Graph& g, const std::vector<graph::OpId>& order,
+                               const std::vector<graph::OpSemantics>& sem, cost::Recompute policy) {
+  std::vector<bool> keep(g.ops().size(), true);
+  if (policy == cost::Recompute::selective) {
+    for (std::size_t i = 0; i < keep.size(); ++i) {
+      const auto c = sem[i].op_class;
+      keep[i] = !(c == graph::OpClass::elementwise || c == graph::OpClass::softmax);
+    }
+  } else if (policy == cost::Recompute::full) {
+    const auto k = static_cast<std::size_t>(std::ceil(std::sqrt(static_cast<double>(order.size()))));
+    for (std::size_t i = 0; i < order.size(); ++i) {
+      keep[static_cast<std::size_t>(order[i])] = k == 0 || (i + 1) % k == 0;
+    }
+  }
+  return keep;
+}
+
 namespace {
 
 void check(const graph::Graph& g, const cluster::Cluster& cluster, const Strategy& st,
@@ -116,52 +133,13 @@ cluster::CollectiveCost move_cost(const cluster::Cluster& cluster, const shardin
   return worst;
 }
 
-// For each tensor dim: its number of parts and the stride of its grid axis in the position
-// index (last split dim fastest), and the grid size. Two layouts with equal strides on the same
-// devices hold the same blocks everywhere.
-std::vector<std::int64_t> layout_strides(const sharding::TensorLayout& layout, const sharding::Config& config) {
-  std::vector<std::int64_t> axis_stride(config.splits.size(), 0);
-  std::int64_t stride = 1;
-  for (std::size_t a = config.splits.size(); a-- > 0;) {
-    if (config.splits[a] > 1) {
-      axis_stride[a] = stride;
-      stride *= config.splits[a];
-    }
-  }
-  std::vector<std::int64_t> out{stride};
-  for (std::size_t j = 0; j < layout.parts.size(); ++j) {
-    const int axis = layout.dim_axis[j];
-    out.push_back(layout.parts[j]);
-    out.push_back(axis >= 0 && layout.parts[j] > 1 ? axis_stride[static_cast<std::size_t>(axis)] : 0);
-  }
-  return out;
-}
-
-// Which ops keep their output for the backward pass under the recompute policy.
-std::vector<bool> kept_outputs(const graph::Graph& g, const std::vector<graph::OpId>& order,
-                               const std::vector<graph::OpSemantics>& sem, cost::Recompute policy) {
-  std::vector<bool> keep(g.ops().size(), true);
-  if (policy == cost::Recompute::selective) {
-    for (std::size_t i = 0; i < keep.size(); ++i) {
-      const auto c = sem[i].op_class;
-      keep[i] = !(c == graph::OpClass::elementwise || c == graph::OpClass::softmax);
-    }
-  } else if (policy == cost::Recompute::full) {
-    const auto k = static_cast<std::size_t>(std::ceil(std::sqrt(static_cast<double>(order.size()))));
-    for (std::size_t i = 0; i < order.size(); ++i) {
-      keep[static_cast<std::size_t>(order[i])] = k == 0 || (i + 1) % k == 0;
-    }
-  }
-  return keep;
-}
-
 // Which device holds which block of input `i`: the blocks follow from the tensor, how its dims
 // are split, the grid (split factors, last split dim fastest) and the device list.
 std::vector<std::int64_t> placement_key(const graph::Graph& g, const graph::OpSemantics& s, const OpAssignment& a,
                                         std::size_t i, graph::TensorId tensor) {
   const auto layout = sharding::input_layout(g, s, a.config, i);
   std::vector<std::int64_t> key{tensor, -1};
-  const auto grid = layout_strides(layout, a.config);
+  const auto grid = sharding::block_signature(layout, a.config);
   key.insert(key.end(), grid.begin(), grid.end());
   key.push_back(-1);
   key.insert(key.end(), a.devices.begin(), a.devices.end());
@@ -208,7 +186,8 @@ std::vector<cost::Term> input_redistribution(const graph::Graph& g, const std::v
                            ? setup.value_bytes() / static_cast<double>(graph::dtype_size(tensor.dtype))
                            : 1.0;
   const bool gradient = graph::gets_gradient(tensor);
-  if (pa.devices == a.devices && layout_strides(from, pa.config) == layout_strides(to, a.config)) {
+  if (pa.devices == a.devices &&
+      sharding::block_signature(from, pa.config) == sharding::block_signature(to, a.config)) {
     // The same blocks on the same devices: nothing moves, and the reader works on the producer's
     // buffer. Its gradient too, unless the tensor has several readers (or is a graph output, whose
     // loss gradient is there first): then each adds its part into the producer's gradient.

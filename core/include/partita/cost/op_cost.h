@@ -68,6 +68,11 @@ OpCost op_cost(const graph::Graph& g, graph::OpId id, const graph::OpSemantics& 
                std::span<const int> devices, const cluster::Cluster& cluster, const TrainingSetup& setup,
                bool keep_output = true);
 
+// Everything op_cost reads about op `id` besides its configuration, devices, cluster and setup,
+// as text: two ops with equal signatures cost the same under every configuration (the search
+// prices repeated blocks once).
+std::string cost_signature(const graph::Graph& g, graph::OpId id, const graph::OpSemantics& s, bool keep_output);
+
 // Groups of devices along `axes` of the grid; with `across_copies`, each group also spans the
 // same grid position in every copy (the gradient-reduction groups of replicated tensors).
 std::vector<std::vector<int>> device_groups(const sharding::Config& config, std::span<const int> devices,

@@ -43,10 +43,10 @@ struct Options {
 };
 
 struct Stats {
-  int width = 0;             // largest dependent set
-  double largest_table = 0;  // entries of the largest table built
-  double work = 0;           // table entries visited (x the eliminated vertex's domain)
-  double peak_bytes = 0;     // tables and back-pointers alive at once, at their peak
+  int width = 0;            // largest dependent set
+  double largest_table = 0; // entries of the largest table built
+  double work = 0;          // table entries visited (x the eliminated vertex's domain)
+  double peak_bytes = 0;    // tables and back-pointers alive at once, at their peak
 };
 
 struct Solution {

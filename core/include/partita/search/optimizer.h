@@ -32,6 +32,12 @@ struct Request {
   strategy::Schedule schedule = strategy::Schedule::one_f_one_b;
   std::string balance = "time";
   std::vector<int> cuts;
+  // "auto": split factors all divisors of the device count (else powers of two), the smallest
+  // piece a split may leave of a dim (elements), and the memory per device the result must fit in
+  // bytes (0: the cluster's device memory).
+  bool all_divisors = false;
+  std::int64_t min_piece = 1;
+  double memory_limit = 0;
   // "given": the plan file to read (partita.proto Plan as JSON).
   std::string plan_file;
   std::function<void(double)> progress;      // fraction done, may be empty

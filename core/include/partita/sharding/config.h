@@ -68,4 +68,9 @@ struct Block {
 };
 Block block_of(const TensorLayout& layout, const Config& c, int position);
 
+// Which block each grid position holds, as numbers: the grid size, then per tensor dim its number
+// of parts and the stride of its grid axis in the position index (0 when whole). Two layouts with
+// equal signatures on the same device list hold the same blocks on every device.
+std::vector<std::int64_t> block_signature(const TensorLayout& layout, const Config& c);
+
 } // namespace partita::sharding

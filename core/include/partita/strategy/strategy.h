@@ -84,6 +84,11 @@ std::vector<cost::Term> input_redistribution(const graph::Graph& g, const std::v
                                              const std::vector<OpAssignment>& ops, const cluster::Cluster& cluster,
                                              const cost::TrainingSetup& setup, graph::OpId id, std::size_t input);
 
+// Which ops keep their output for the backward pass under the recompute policy (per op; `order`
+// is the graph's topological order).
+std::vector<bool> kept_outputs(const graph::Graph& g, const std::vector<graph::OpId>& order,
+                               const std::vector<graph::OpSemantics>& sem, cost::Recompute policy);
+
 // The batch size of a graph: the first dimension of its first data input (1 if none).
 int batch_size(const graph::Graph& g);
 

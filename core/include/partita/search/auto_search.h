@@ -1,0 +1,68 @@
+#pragma once
+
+// The per-layer search (PaSE, Elango 2021): the configuration of every op chosen for the whole
+// graph at once, exactly, by dp::solve over a cost graph built from the same cost model that
+// evaluate() uses: an op's vertex cost is its own terms from op_cost (compute, intra-op
+// collectives, gradient sync, optimizer step), an edge's cost the redistribution between the
+// producer's output layout and the consumer's input layout. Under a memory limit, a Lagrangian
+// price on memory is swept to the limit; the result states its optimality gap.
+
+#include "partita/search/dp.h"
+#include "partita/search/optimizer.h"
+
+#include <string>
+#include <vector>
+
+namespace partita::search {
+
+struct AutoOpReport {
+  int candidates = 0;                                    // configurations searched for this op
+  bool has_runner_up = false;                            // false when the op has one configuration
+  sharding::Config runner_up;                            // the best other configuration, every other op as chosen
+  std::vector<cost::Term> chosen_terms, runner_up_terms; // the op's own time terms and its input redistributions
+  double runner_up_delta = 0; // seconds the iteration grows with the runner-up (its edges included)
+};
+
+struct AutoStats {
+  int ops = 0;
+  double configurations = 0; // summed over ops
+  int distinct_ops = 0;      // ops whose cost tables differ (repeated blocks share theirs)
+  int edges = 0;
+  int distinct_edge_tables = 0;
+  double table_bytes = 0; // cost tables held by the search
+  int solves = 0;         // dynamic programs run (more than one when the memory limit binds)
+  dp::Stats dp;           // of the last solve
+};
+
+struct AutoResult {
+  strategy::Strategy strategy;
+  // The search's objective for the strategy returned: the sum of its vertex and edge costs, in
+  // seconds. evaluate() gives the same, or less where a tensor moved into a layout once serves
+  // several readers (the search prices each reader's move).
+  double objective = 0;
+  // No strategy within the memory limit has an objective below this (the Lagrangian bound); equal
+  // to `objective` when the limit does not bind.
+  double lower_bound = 0;
+  double memory_limit = 0; // bytes per device the result was held to
+  double peak_memory = 0;  // of the strategy returned (evaluate's)
+  std::vector<AutoOpReport> ops;
+  AutoStats stats;
+};
+
+// Throws partita::Error when nothing fits the memory limit (naming the smallest footprint found and
+// the terms that dominate it), when the space is too wide to search exactly, or on a bad request;
+// partita::Cancelled when cancelled.
+AutoResult auto_search(const Request& request);
+
+// How a strategy differs from the hand-made families on the same request: the family whose
+// configurations agree with it on the most ops, and the ops where they differ.
+struct FamilyComparison {
+  std::string closest;                // "" when no family applies
+  std::vector<graph::OpId> different; // ops configured otherwise than the closest family
+  std::string best_family;            // the fastest hand-made family
+  double best_family_time = 0;        // its predicted iteration time (evaluate)
+  std::string table;                  // "dp 12.3 ms, mp ..." for the explanation
+};
+FamilyComparison compare_with_families(const Request& request, const strategy::Strategy& strategy);
+
+} // namespace partita::search

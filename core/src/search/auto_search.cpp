@@ -1,0 +1,533 @@
+// The per-layer search: a cost graph from op_cost and input_redistribution (the terms evaluate()
+// sums), solved exactly by dp::solve. Ops with equal cost signatures (the blocks of a transformer,
+// the units of a ResNet stage) share their tables, and an edge's costs are computed once per pair
+// of distinct layouts: the tables of a 96-layer GPT cost what those of one layer do.
+
+#include "partita/search/auto_search.h"
+
+#include "partita/cost/op_cost.h"
+#include "partita/graph/error.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <numeric>
+#include <tuple>
+
+namespace partita::search {
+namespace {
+
+// What every op whose cost signature is the same shares: its configurations, their costs, and
+// which block of each input and output tensor every configuration places where.
+struct OpClassTables {
+  std::vector<sharding::Config> configs;
+  std::vector<double> time;      // op_cost's time total per configuration
+  std::vector<double> memory;    // per device: parameters, gradients, optimizer state, activations
+  std::vector<double> workspace; // per device: the op's transient backward buffers
+  std::vector<std::vector<int>> input_key, output_key; // per slot, per configuration: an interned placement
+};
+
+class CostGraph {
+public:
+  explicit CostGraph(const Request& r) : m_r(r), m_g(*r.graph) {
+    if (r.graph == nullptr || r.cluster == nullptr) {
+      throw Error("auto: a model and a cluster are required");
+    }
+    if (r.devices < 1 || r.devices > r.cluster->device_count()) {
+      throw Error(fmt::format("auto: {} devices requested, the cluster '{}' has {}", r.devices, r.cluster->name,
+                              r.cluster->device_count()));
+    }
+    if (r.min_piece < 1) {
+      throw Error(fmt::format("auto: the smallest piece is {} elements; it must be at least 1", r.min_piece));
+    }
+    const std::size_t n = m_g.ops().size();
+    for (std::size_t i = 0; i < n; ++i) {
+      m_sem.push_back(graph::describe(m_g, static_cast<graph::OpId>(i)));
+    }
+    m_order = m_g.topological_order();
+    m_keep = strategy::kept_outputs(m_g, m_order, m_sem, r.setup.recompute);
+    m_class_of.resize(n);
+    std::map<std::string, int> classes;
+    for (std::size_t done = 0; done < m_order.size(); ++done) {
+      check_cancel();
+      const graph::OpId id = m_order[done];
+      const auto i = static_cast<std::size_t>(id);
+      auto [it, fresh] =
+          classes.try_emplace(cost::cost_signature(m_g, id, m_sem[i], m_keep[i]), static_cast<int>(m_classes.size()));
+      m_class_of[i] = it->second;
+      if (fresh) {
+        m_classes.push_back(build_class(id));
+      }
+      if (r.progress && done % 32 == 0) {
+        r.progress(0.3 * static_cast<double>(done) / static_cast<double>(m_order.size()));
+      }
+    }
+    build_problem();
+  }
+
+  const graph::Graph& graph() const { return m_g; }
+  const std::vector<graph::OpSemantics>& semantics() const { return m_sem; }
+  const OpClassTables& tables(graph::OpId id) const {
+    return m_classes[static_cast<std::size_t>(m_class_of[static_cast<std::size_t>(id)])];
+  }
+  dp::Problem& problem() { return m_problem; }
+  const dp::Problem& problem() const { return m_problem; }
+  std::size_t class_count() const { return m_classes.size(); }
+  int class_of(graph::OpId id) const { return m_class_of[static_cast<std::size_t>(id)]; }
+  // The dp table of each class's vertex costs (time only).
+  const std::vector<int>& class_table() const { return m_class_table; }
+
+  std::vector<int> devices(const sharding::Config& c) const {
+    const int k = c.devices();
+    std::vector<int> d(static_cast<std::size_t>(m_r.devices / k * k));
+    std::iota(d.begin(), d.end(), 0);
+    return d;
+  }
+
+  strategy::OpAssignment assignment(graph::OpId id, int choice) const {
+    const auto& c = tables(id).configs[static_cast<std::size_t>(choice)];
+    return {c, devices(c)};
+  }
+
+  void check_cancel() const {
+    if (m_r.cancel != nullptr && m_r.cancel->load()) {
+      throw Cancelled();
+    }
+  }
+
+private:
+  OpClassTables build_class(graph::OpId id) {
+    const auto i = static_cast<std::size_t>(id);
+    const auto& s = m_sem[i];
+    const auto& op = m_g.op(id);
+    OpClassTables t;
+    sharding::EnumerateOptions eo;
+    eo.max_devices = m_r.devices;
+    eo.powers_of_two = !m_r.all_divisors;
+    for (auto& c : sharding::enumerate_configs(s, eo)) {
+      bool keep = !m_r.all_divisors || m_r.devices % c.devices() == 0;
+      for (std::size_t d = 0; d < c.splits.size() && keep; ++d) {
+        keep = c.splits[d] == 1 || s.dims[d].size / c.splits[d] >= m_r.min_piece;
+      }
+      if (keep) {
+        t.configs.push_back(std::move(c));
+      }
+    }
+    for (const auto& c : t.configs) {
+      const auto devs = devices(c);
+      const auto oc = cost::op_cost(m_g, id, s, c, devs, *m_r.cluster, m_r.setup, m_keep[i]);
+      t.time.push_back(oc.time_total());
+      t.memory.push_back(oc.get(cost::term::parameters) + oc.get(cost::term::gradients) +
+                         oc.get(cost::term::optimizer_state) + oc.get(cost::term::activations));
+      t.workspace.push_back(oc.get(cost::term::workspace));
+    }
+    const auto key = [&](const sharding::TensorLayout& layout, const sharding::Config& c) {
+      auto k = sharding::block_signature(layout, c);
+      k.push_back(static_cast<std::int64_t>(devices(c).size()));
+      return m_keys.try_emplace(std::move(k), static_cast<int>(m_keys.size())).first->second;
+    };
+    t.input_key.resize(op.inputs.size());
+    for (std::size_t in = 0; in < op.inputs.size(); ++in) {
+      if (op.inputs[in] == graph::no_tensor) {
+        continue;
+      }
+      for (const auto& c : t.configs) {
+        t.input_key[in].push_back(key(sharding::input_layout(m_g, s, c, in), c));
+      }
+    }
+    t.output_key.resize(op.outputs.size());
+    for (std::size_t out = 0; out < op.outputs.size(); ++out) {
+      if (op.outputs[out] == graph::no_tensor) {
+        continue;
+      }
+      for (const auto& c : t.configs) {
+        t.output_key[out].push_back(key(sharding::output_layout(m_g, s, c, out), c));
+      }
+    }
+    return t;
+  }
+
+  // What input_redistribution reads of a tensor besides the two layouts.
+  int tensor_signature(graph::OpId consumer, graph::TensorId t) {
+    const auto& x = m_g.tensor(t);
+    const auto& inputs = m_g.op(consumer).inputs;
+    auto sig =
+        fmt::format("{}|{}|{}|{}|{}|{}", fmt::join(x.shape, ","), static_cast<int>(x.dtype), graph::gets_gradient(x),
+                    m_g.is_graph_output(t), x.consumers.size(), std::count(inputs.begin(), inputs.end(), t));
+    return m_tensor_sigs.try_emplace(std::move(sig), static_cast<int>(m_tensor_sigs.size())).first->second;
+  }
+
+  void build_problem() {
+    const std::size_t n = m_g.ops().size();
+    for (const auto& c : m_classes) {
+      m_class_table.push_back(m_problem.add_table(c.time));
+    }
+    for (std::size_t i = 0; i < n; ++i) {
+      const auto& c = m_classes[static_cast<std::size_t>(m_class_of[i])];
+      m_problem.add_vertex(static_cast<int>(c.configs.size()), m_g.op(static_cast<graph::OpId>(i)).name);
+      m_problem.unary[i] = m_class_table[static_cast<std::size_t>(m_class_of[i])];
+    }
+    std::map<std::tuple<int, std::size_t, int, std::size_t, int>, int> edge_tables;
+    std::vector<strategy::OpAssignment> scratch(n);
+    for (std::size_t done = 0; done < m_order.size(); ++done) {
+      check_cancel();
+      const graph::OpId id = m_order[done];
+      const auto& op = m_g.op(id);
+      for (std::size_t in = 0; in < op.inputs.size(); ++in) {
+        const graph::TensorId t = op.inputs[in];
+        if (t == graph::no_tensor || m_g.tensor(t).producer < 0) {
+          continue;
+        }
+        const graph::OpId prod = m_g.tensor(t).producer;
+        const auto& pop = m_g.op(prod);
+        const auto out =
+            static_cast<std::size_t>(std::find(pop.outputs.begin(), pop.outputs.end(), t) - pop.outputs.begin());
+        const int tsig = tensor_signature(id, t);
+        const auto memo = std::make_tuple(class_of(prod), out, class_of(id), in, tsig);
+        auto [it, fresh] = edge_tables.try_emplace(memo, -1);
+        if (fresh) {
+          const auto& pt = tables(prod);
+          const auto& ct = tables(id);
+          const auto& from = pt.output_key[out];
+          const auto& to = ct.input_key[in];
+          std::vector<double> costs(from.size() * to.size(), 0.0);
+          std::map<std::pair<int, int>, double> pairs; // distinct placements, priced once
+          for (std::size_t a = 0; a < from.size(); ++a) {
+            for (std::size_t b = 0; b < to.size(); ++b) {
+              const auto key = std::make_tuple(tsig, from[a], to[b]);
+              auto [mit, unseen] = m_moves.try_emplace(key, 0.0);
+              if (unseen) {
+                scratch[static_cast<std::size_t>(prod)] = assignment(prod, static_cast<int>(a));
+                scratch[static_cast<std::size_t>(id)] = assignment(id, static_cast<int>(b));
+                double sum = 0;
+                for (const auto& term :
+                     strategy::input_redistribution(m_g, m_sem, scratch, *m_r.cluster, m_r.setup, id, in)) {
+                  sum += term.value;
+                }
+                mit->second = sum;
+              }
+              costs[a * to.size() + b] = mit->second;
+            }
+          }
+          it->second = m_problem.add_table(std::move(costs));
+        }
+        m_problem.edges.push_back({static_cast<int>(prod), static_cast<int>(id), it->second});
+      }
+      if (m_r.progress && done % 32 == 0) {
+        m_r.progress(0.3 + 0.3 * static_cast<double>(done) / static_cast<double>(m_order.size()));
+      }
+    }
+  }
+
+  const Request& m_r;
+  const graph::Graph& m_g;
+  std::vector<graph::OpSemantics> m_sem;
+  std::vector<graph::OpId> m_order;
+  std::vector<bool> m_keep;
+  std::vector<int> m_class_of;
+  std::vector<OpClassTables> m_classes;
+  std::map<std::vector<std::int64_t>, int> m_keys;
+  std::map<std::string, int> m_tensor_sigs;
+  std::map<std::tuple<int, int, int>, double> m_moves;
+  std::vector<int> m_class_table;
+  dp::Problem m_problem;
+};
+
+// The objective in seconds of a choice (vertex and edge times, no memory price).
+double time_of(const CostGraph& cg, const std::vector<int>& choice) {
+  const auto& p = cg.problem();
+  double t = 0;
+  for (std::size_t i = 0; i < choice.size(); ++i) {
+    t += cg.tables(static_cast<graph::OpId>(i)).time[static_cast<std::size_t>(choice[i])];
+  }
+  for (const auto& e : p.edges) {
+    const auto xu = static_cast<std::size_t>(choice[static_cast<std::size_t>(e.u)]);
+    const auto xv = static_cast<std::size_t>(choice[static_cast<std::size_t>(e.v)]);
+    t += p.tables[static_cast<std::size_t>(e.table)]
+                 [xu * static_cast<std::size_t>(p.domain[static_cast<std::size_t>(e.v)]) + xv];
+  }
+  return t;
+}
+
+double additive_memory(const CostGraph& cg, const std::vector<int>& choice) {
+  double m = 0;
+  for (std::size_t i = 0; i < choice.size(); ++i) {
+    m += cg.tables(static_cast<graph::OpId>(i)).memory[static_cast<std::size_t>(choice[i])];
+  }
+  return m;
+}
+
+double peak_workspace(const CostGraph& cg, const std::vector<int>& choice) {
+  double w = 0;
+  for (std::size_t i = 0; i < choice.size(); ++i) {
+    w = std::max(w, cg.tables(static_cast<graph::OpId>(i)).workspace[static_cast<std::size_t>(choice[i])]);
+  }
+  return w;
+}
+
+// Solves with memory priced at `price` seconds per byte (vertex costs time + price x memory).
+dp::Solution solve_priced(CostGraph& cg, double price, const Request& r, int& solves) {
+  auto& p = cg.problem();
+  std::vector<int> priced(cg.class_count(), -1);
+  const auto saved = p.unary;
+  const std::size_t saved_tables = p.tables.size();
+  if (price > 0) {
+    for (std::size_t i = 0; i < p.unary.size(); ++i) {
+      const int c = cg.class_of(static_cast<graph::OpId>(i));
+      if (priced[static_cast<std::size_t>(c)] < 0) {
+        const auto& t = cg.tables(static_cast<graph::OpId>(i));
+        std::vector<double> costs(t.time.size());
+        for (std::size_t x = 0; x < costs.size(); ++x) {
+          costs[x] = t.time[x] + price * t.memory[x];
+        }
+        priced[static_cast<std::size_t>(c)] = p.add_table(std::move(costs));
+      }
+      p.unary[i] = priced[static_cast<std::size_t>(c)];
+    }
+  }
+  dp::Options o;
+  o.cancel = r.cancel;
+  dp::Solution s;
+  try {
+    s = dp::solve(p, o);
+  } catch (...) {
+    p.unary = saved;
+    p.tables.resize(saved_tables);
+    throw;
+  }
+  p.unary = saved;
+  p.tables.resize(saved_tables);
+  ++solves;
+  return s;
+}
+
+std::string bytes_text(double b) {
+  return b >= 1024.0 * 1024 * 1024 ? fmt::format("{:.3g} GiB", b / (1024.0 * 1024 * 1024))
+                                   : fmt::format("{:.3g} MiB", b / (1024.0 * 1024));
+}
+
+// The memory terms of a strategy on its fullest device, largest first.
+std::string memory_breakdown(const strategy::Prediction& p) {
+  const auto fullest = std::max_element(p.memory.begin(), p.memory.end(),
+                                        [](const auto& a, const auto& b) { return a.total() < b.total(); });
+  if (fullest == p.memory.end()) {
+    return {};
+  }
+  std::vector<std::pair<double, std::string>> terms{{fullest->parameters, "parameters"},
+                                                    {fullest->gradients, "gradients"},
+                                                    {fullest->optimizer_state, "optimizer state"},
+                                                    {fullest->activations, "activations"},
+                                                    {fullest->workspace, "workspace"}};
+  std::sort(terms.rbegin(), terms.rend());
+  std::string out;
+  for (const auto& [v, name] : terms) {
+    if (v > 0) {
+      out += fmt::format("{}{} {}", out.empty() ? "" : ", ", name, bytes_text(v));
+    }
+  }
+  return out;
+}
+
+} // namespace
+
+AutoResult auto_search(const Request& r) {
+  CostGraph cg(r);
+  const auto& g = cg.graph();
+  const std::size_t n = g.ops().size();
+  AutoResult result;
+  result.memory_limit = r.memory_limit > 0 ? r.memory_limit : r.cluster->device.memory_capacity;
+  int solves = 0;
+
+  auto to_strategy = [&](const std::vector<int>& choice) {
+    strategy::Strategy st;
+    st.family = "auto";
+    st.devices = r.devices;
+    for (std::size_t i = 0; i < n; ++i) {
+      st.ops.push_back(cg.assignment(static_cast<graph::OpId>(i), choice[i]));
+    }
+    return st;
+  };
+  auto peak = [&](const std::vector<int>& choice) { return additive_memory(cg, choice) + peak_workspace(cg, choice); };
+
+  auto best = solve_priced(cg, 0, r, solves);
+  if (r.progress) {
+    r.progress(0.7);
+  }
+  const double limit = result.memory_limit;
+  double bound = best.cost;
+  bool priced = false;
+  if (peak(best.choice) > limit) {
+    // Lagrangian relaxation: min time + price x (memory - limit) is a lower bound on the fastest
+    // strategy that fits for every price >= 0; raise the price until the optimum fits, then
+    // bisect between the last price that did not fit and the first that did.
+    priced = true;
+    const double t0 = std::max(best.cost, 1e-12);
+    const double m0 = std::max(additive_memory(cg, best.choice), 1.0);
+    double lo = 0, hi = t0 / m0;
+    std::optional<dp::Solution> fitting;
+    // The fastest strategy ignoring memory bounds every one that fits from below (price 0).
+    auto try_price = [&](double price) {
+      auto s = solve_priced(cg, price, r, solves);
+      const double time = time_of(cg, s.choice);
+      const double mem = additive_memory(cg, s.choice);
+      bound = std::max(bound, time + price * (mem - limit));
+      if (peak(s.choice) <= limit) {
+        if (!fitting || time < time_of(cg, fitting->choice)) {
+          fitting = s;
+        }
+        return true;
+      }
+      return false;
+    };
+    int doublings = 0;
+    while (!try_price(hi)) {
+      lo = hi;
+      hi *= 8;
+      if (++doublings > 40) {
+        break;
+      }
+    }
+    if (!fitting) {
+      // The price is so high that memory alone decides: this is the smallest footprint there is.
+      auto s = solve_priced(cg, hi, r, solves);
+      const auto p = strategy::evaluate(g, *r.cluster, to_strategy(s.choice), r.setup);
+      throw Error(fmt::format("auto: nothing fits in {} per device on {} devices: the smallest footprint found is {} "
+                              "({}); use more devices, ZeRO, recomputation or a smaller batch",
+                              bytes_text(limit), r.devices, bytes_text(p.peak_memory), memory_breakdown(p)));
+    }
+    for (int step = 0; step < 24 && hi > lo * (1 + 1e-3); ++step) {
+      const double mid = lo > 0 ? std::sqrt(lo * hi) : hi / 8;
+      if (try_price(mid)) {
+        hi = mid;
+      } else {
+        lo = mid;
+      }
+      if (r.progress) {
+        r.progress(0.7 + 0.2 * step / 24.0);
+      }
+    }
+    best = *fitting;
+  }
+  const auto& choice = best.choice;
+  result.objective = time_of(cg, choice);
+  result.lower_bound = priced ? std::min(bound, result.objective) : result.objective;
+  result.strategy = to_strategy(choice);
+  const auto prediction = strategy::evaluate(g, *r.cluster, result.strategy, r.setup);
+  result.peak_memory = prediction.peak_memory;
+
+  // Per op: the runner-up with every other op as chosen, and what it would cost.
+  const auto& p = cg.problem();
+  std::vector<std::vector<std::size_t>> edges_of(n);
+  for (std::size_t e = 0; e < p.edges.size(); ++e) {
+    edges_of[static_cast<std::size_t>(p.edges[e].u)].push_back(e);
+    edges_of[static_cast<std::size_t>(p.edges[e].v)].push_back(e);
+  }
+  result.ops.resize(n);
+  double configurations = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    cg.check_cancel();
+    const auto& t = cg.tables(static_cast<graph::OpId>(i));
+    auto& rep = result.ops[i];
+    rep.candidates = static_cast<int>(t.configs.size());
+    configurations += rep.candidates;
+    auto local = [&](int x) {
+      double c = t.time[static_cast<std::size_t>(x)];
+      for (std::size_t e : edges_of[i]) {
+        const auto& edge = p.edges[e];
+        const auto& table = p.tables[static_cast<std::size_t>(edge.table)];
+        const int xu = edge.u == static_cast<int>(i) ? x : choice[static_cast<std::size_t>(edge.u)];
+        const int xv = edge.v == static_cast<int>(i) ? x : choice[static_cast<std::size_t>(edge.v)];
+        c += table[static_cast<std::size_t>(xu) * static_cast<std::size_t>(p.domain[static_cast<std::size_t>(edge.v)]) +
+                   static_cast<std::size_t>(xv)];
+      }
+      return c;
+    };
+    const double chosen = local(choice[i]);
+    int runner = -1;
+    double runner_cost = std::numeric_limits<double>::infinity();
+    for (int x = 0; x < rep.candidates; ++x) {
+      if (x == choice[i] || (priced && peak(choice) - t.memory[static_cast<std::size_t>(choice[i])] +
+                                               t.memory[static_cast<std::size_t>(x)] >
+                                           limit)) {
+        continue;
+      }
+      const double c = local(x);
+      if (c < runner_cost) {
+        runner_cost = c;
+        runner = x;
+      }
+    }
+    if (runner >= 0) {
+      rep.has_runner_up = true;
+      rep.runner_up = t.configs[static_cast<std::size_t>(runner)];
+      rep.runner_up_delta = runner_cost - chosen;
+    }
+  }
+  if (r.progress) {
+    r.progress(1.0);
+  }
+  result.stats.ops = static_cast<int>(n);
+  result.stats.configurations = configurations;
+  result.stats.distinct_ops = static_cast<int>(cg.class_count());
+  result.stats.edges = static_cast<int>(p.edges.size());
+  result.stats.distinct_edge_tables = static_cast<int>(p.tables.size() - cg.class_count());
+  for (const auto& table : p.tables) {
+    result.stats.table_bytes += static_cast<double>(table.size()) * sizeof(double);
+  }
+  result.stats.solves = solves;
+  result.stats.dp = best.stats;
+
+  std::string memory_text =
+      priced ? fmt::format(" The fastest strategy does not fit in {} per device, so memory was priced (a Lagrangian "
+                           "sweep, {} dynamic programs): the one returned needs {} and is at most {:.3g}% slower than "
+                           "the fastest that fits.",
+                           bytes_text(limit), solves, bytes_text(result.peak_memory),
+                           result.lower_bound > 0 ? 100.0 * (result.objective / result.lower_bound - 1) : 0.0)
+             : fmt::format(" It fits: {} of {} per device.", bytes_text(result.peak_memory), bytes_text(limit));
+  result.strategy.explanation = fmt::format(
+      "The fastest configuration of every op for the whole graph at once, found exactly by dynamic programming over "
+      "a vertex ordering (PaSE): {} configurations of {} ops ({} distinct, repeated blocks priced once), {} "
+      "edges; the widest dependent set held {} ops and the largest table {:.3g} entries. Predicted objective {:.4g} "
+      "ms (op costs plus redistributions).{}",
+      configurations, n, cg.class_count(), p.edges.size(), best.stats.width, best.stats.largest_table,
+      result.objective * 1e3, memory_text);
+  return result;
+}
+
+FamilyComparison compare_with_families(const Request& request, const strategy::Strategy& st) {
+  FamilyComparison out;
+  std::size_t fewest = std::numeric_limits<std::size_t>::max();
+  for (const char* name : {"dp", "mp", "owt", "megatron", "hybrid", "gholami"}) {
+    strategy::Strategy family;
+    try {
+      family = find_optimizer(name).optimize(request);
+    } catch (const Cancelled&) {
+      throw;
+    } catch (const Error&) {
+      continue; // the family does not apply here
+    }
+    const auto p = strategy::evaluate(*request.graph, *request.cluster, family, request.setup);
+    out.table += fmt::format("{}{} {:.4g} ms", out.table.empty() ? "" : ", ", name, p.iteration_time * 1e3);
+    if (out.best_family.empty() || p.iteration_time < out.best_family_time) {
+      out.best_family = name;
+      out.best_family_time = p.iteration_time;
+    }
+    std::vector<graph::OpId> different;
+    for (std::size_t i = 0; i < st.ops.size() && i < family.ops.size(); ++i) {
+      if (st.ops[i].config != family.ops[i].config || st.ops[i].devices != family.ops[i].devices) {
+        different.push_back(static_cast<graph::OpId>(i));
+      }
+    }
+    if (different.size() < fewest) {
+      fewest = different.size();
+      out.closest = name;
+      out.different = std::move(different);
+    }
+  }
+  return out;
+}
+
+} // namespace partita::search

@@ -1,0 +1,397 @@
+// Exact min-sum over a pairwise cost graph by variable elimination (dynamic programming over a
+// vertex ordering with dependent sets). Each step eliminates the vertex whose table would be
+// smallest; the table holds, for every configuration of its dependent set, the best cost of the
+// eliminated part, and a back-pointer to the best value of the eliminated vertex.
+
+#include "partita/search/dp.h"
+
+#include "partita/graph/error.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <numeric>
+#include <set>
+
+namespace partita::search::dp {
+
+int Problem::add_vertex(int domain_size, std::string name) {
+  domain.push_back(domain_size);
+  names.push_back(std::move(name));
+  unary.push_back(-1);
+  return static_cast<int>(domain.size()) - 1;
+}
+
+int Problem::add_table(std::vector<double> costs) {
+  tables.push_back(std::move(costs));
+  return static_cast<int>(tables.size()) - 1;
+}
+
+namespace {
+
+constexpr double infinity = std::numeric_limits<double>::infinity();
+
+std::string vertex_name(const Problem& p, int v) {
+  const auto i = static_cast<std::size_t>(v);
+  return i < p.names.size() && !p.names[i].empty() ? fmt::format("'{}'", p.names[i]) : fmt::format("vertex {}", v);
+}
+
+void validate(const Problem& p) {
+  const std::size_t n = p.domain.size();
+  if (p.unary.size() != n) {
+    throw Error(fmt::format("search problem: {} unary entries for {} vertices", p.unary.size(), n));
+  }
+  auto check_table = [&](int t, double expected, const std::string& what) {
+    if (t < 0 || static_cast<std::size_t>(t) >= p.tables.size()) {
+      throw Error(fmt::format("search problem: {} refers to table {}, there are {}", what, t, p.tables.size()));
+    }
+    const auto& table = p.tables[static_cast<std::size_t>(t)];
+    if (static_cast<double>(table.size()) != expected) {
+      throw Error(fmt::format("search problem: {} has {} costs, its domains need {}", what, table.size(), expected));
+    }
+    for (double c : table) {
+      if (std::isnan(c) || c < 0 || c == infinity) {
+        throw Error(fmt::format("search problem: {} holds the cost {}; costs must be finite and >= 0", what, c));
+      }
+    }
+  };
+  for (std::size_t v = 0; v < n; ++v) {
+    if (p.domain[v] < 1) {
+      throw Error(fmt::format("search problem: {} has {} values; it needs at least one",
+                              vertex_name(p, static_cast<int>(v)), p.domain[v]));
+    }
+    if (p.unary[v] >= 0) {
+      check_table(p.unary[v], p.domain[v], "the cost of " + vertex_name(p, static_cast<int>(v)));
+    }
+  }
+  for (const auto& e : p.edges) {
+    if (e.u < 0 || e.v < 0 || static_cast<std::size_t>(e.u) >= n || static_cast<std::size_t>(e.v) >= n || e.u == e.v) {
+      throw Error(fmt::format("search problem: an edge joins vertices {} and {} of {}", e.u, e.v, n));
+    }
+    check_table(e.table,
+                static_cast<double>(p.domain[static_cast<std::size_t>(e.u)]) * p.domain[static_cast<std::size_t>(e.v)],
+                "the edge " + vertex_name(p, e.u) + " - " + vertex_name(p, e.v));
+  }
+}
+
+// A cost table over `scope` (row-major: the last vertex of the scope varies fastest).
+struct Factor {
+  std::vector<int> scope;
+  const double* data = nullptr;
+  std::vector<double> owned;
+  bool alive = true;
+};
+
+// What eliminating a vertex left behind: the best value of `vertex` for every assignment of `scope`.
+struct Step {
+  int vertex = 0;
+  std::vector<int> scope;
+  std::vector<std::int32_t> best;
+};
+
+class Eliminator {
+public:
+  Eliminator(const Problem& p, const Options& o) : m_p(p), m_o(o), m_n(p.domain.size()) {
+    m_unary.resize(m_n);
+    m_factors_of.resize(m_n);
+    m_neighbours.resize(m_n);
+    for (std::size_t v = 0; v < m_n; ++v) {
+      const auto d = static_cast<std::size_t>(p.domain[v]);
+      m_unary[v] = p.unary[v] >= 0 ? p.tables[static_cast<std::size_t>(p.unary[v])] : std::vector<double>(d, 0.0);
+    }
+    for (const auto& e : p.edges) {
+      // A vertex with one value has no choice to make: its edges are costs of the other end alone
+      // (a constant shared by every block, say, would otherwise tie all blocks together).
+      const auto& table = p.tables[static_cast<std::size_t>(e.table)];
+      const auto du = static_cast<std::size_t>(p.domain[static_cast<std::size_t>(e.u)]);
+      const auto dv = static_cast<std::size_t>(p.domain[static_cast<std::size_t>(e.v)]);
+      if (du == 1 || dv == 1) {
+        if (du == 1 && dv == 1) {
+          m_constant += table[0];
+        } else {
+          auto& target = m_unary[static_cast<std::size_t>(du == 1 ? e.v : e.u)];
+          for (std::size_t x = 0; x < target.size(); ++x) {
+            target[x] += table[x];
+          }
+        }
+        continue;
+      }
+      auto f = std::make_unique<Factor>();
+      f->scope = {e.u, e.v};
+      f->data = p.tables[static_cast<std::size_t>(e.table)].data();
+      add_factor(std::move(f));
+    }
+    m_eliminated.assign(m_n, false);
+    for (std::size_t v = 0; v < m_n; ++v) {
+      m_queue.insert({step_size(static_cast<int>(v)), static_cast<int>(v)});
+    }
+  }
+
+  Solution run() {
+    Solution s;
+    s.choice.assign(m_n, 0);
+    double constant = m_constant;
+    std::size_t done = 0;
+    while (!m_queue.empty()) {
+      const int v = m_queue.begin()->second;
+      m_queue.erase(m_queue.begin());
+      constant += eliminate(v);
+      ++done;
+      if (m_o.progress && (done % 64 == 0 || done == m_n)) {
+        m_o.progress(static_cast<double>(done) / static_cast<double>(m_n));
+      }
+    }
+    for (auto it = m_steps.rbegin(); it != m_steps.rend(); ++it) {
+      std::size_t index = 0;
+      for (int u : it->scope) {
+        index = index * static_cast<std::size_t>(m_p.domain[static_cast<std::size_t>(u)]) +
+                static_cast<std::size_t>(s.choice[static_cast<std::size_t>(u)]);
+      }
+      s.choice[static_cast<std::size_t>(it->vertex)] = it->best[index];
+    }
+    s.cost = constant;
+    s.stats = m_stats;
+    return s;
+  }
+
+private:
+  void add_factor(std::unique_ptr<Factor> f) {
+    const int id = static_cast<int>(m_factors.size());
+    for (int u : f->scope) {
+      m_factors_of[static_cast<std::size_t>(u)].push_back(id);
+      for (int w : f->scope) {
+        if (w != u) {
+          m_neighbours[static_cast<std::size_t>(u)].insert(w);
+        }
+      }
+    }
+    m_live_bytes += static_cast<double>(f->owned.size()) * sizeof(double);
+    m_factors.push_back(std::move(f));
+  }
+
+  // Entries of the table eliminating v would build, times v's domain: the work of that step.
+  double step_size(int v) const {
+    double size = m_p.domain[static_cast<std::size_t>(v)];
+    for (int u : m_neighbours[static_cast<std::size_t>(v)]) {
+      size *= m_p.domain[static_cast<std::size_t>(u)];
+    }
+    return size;
+  }
+
+  void check_cancel() const {
+    if (m_o.cancel != nullptr && m_o.cancel->load(std::memory_order_relaxed)) {
+      throw Cancelled();
+    }
+  }
+
+  // Eliminates v; returns the cost that no longer depends on any vertex (when v has no neighbours).
+  double eliminate(int v) {
+    check_cancel();
+    const auto vi = static_cast<std::size_t>(v);
+    m_eliminated[vi] = true;
+    std::vector<int> scope(m_neighbours[vi].begin(), m_neighbours[vi].end());
+    std::vector<Factor*> factors;
+    for (int id : m_factors_of[vi]) {
+      Factor* f = m_factors[static_cast<std::size_t>(id)].get();
+      if (f->alive) {
+        factors.push_back(f);
+        f->alive = false;
+      }
+    }
+    m_factors_of[vi].clear();
+    const int dv = m_p.domain[vi];
+    double entries = 1;
+    for (int u : scope) {
+      entries *= m_p.domain[static_cast<std::size_t>(u)];
+    }
+    if (entries > m_o.max_table_entries) {
+      std::vector<std::string> names;
+      for (int u : scope) {
+        names.push_back(fmt::format("{} ({} values)", vertex_name(m_p, u), m_p.domain[static_cast<std::size_t>(u)]));
+      }
+      throw Error(fmt::format("search: the space is too wide to search exactly here: eliminating {} needs a table "
+                              "of {:.3g} entries (the limit is {:.3g}) over {}; use fewer devices or fewer "
+                              "configurations",
+                              vertex_name(m_p, v), entries, m_o.max_table_entries, fmt::join(names, ", ")));
+    }
+    m_stats.width = std::max(m_stats.width, static_cast<int>(scope.size()));
+    m_stats.largest_table = std::max(m_stats.largest_table, entries);
+    m_stats.work += entries * dv;
+
+    // Strides of every factor in the scope's odometer and along v.
+    const std::size_t k = scope.size();
+    const std::size_t nf = factors.size();
+    std::vector<std::size_t> v_stride(nf, 0);
+    std::vector<std::vector<std::size_t>> stride(nf, std::vector<std::size_t>(k, 0));
+    for (std::size_t f = 0; f < nf; ++f) {
+      std::size_t s = 1;
+      const auto& fs = factors[f]->scope;
+      for (std::size_t j = fs.size(); j-- > 0;) {
+        if (fs[j] == v) {
+          v_stride[f] = s;
+        } else {
+          const auto pos =
+              static_cast<std::size_t>(std::lower_bound(scope.begin(), scope.end(), fs[j]) - scope.begin());
+          stride[f][pos] = s;
+        }
+        s *= static_cast<std::size_t>(m_p.domain[static_cast<std::size_t>(fs[j])]);
+      }
+    }
+    const auto n = static_cast<std::size_t>(entries);
+    auto result = std::make_unique<Factor>();
+    result->scope = scope;
+    result->owned.assign(n, 0.0);
+    Step step;
+    step.vertex = v;
+    step.scope = scope;
+    step.best.assign(n, 0);
+    const auto& unary = m_unary[vi];
+    std::vector<std::size_t> counter(k, 0), base(nf, 0);
+    std::vector<double> sum(static_cast<std::size_t>(dv));
+    for (std::size_t index = 0; index < n; ++index) {
+      if ((index & 0xFFFF) == 0xFFFF) {
+        check_cancel();
+      }
+      std::copy(unary.begin(), unary.end(), sum.begin());
+      for (std::size_t f = 0; f < nf; ++f) {
+        const double* d = factors[f]->data + base[f];
+        const std::size_t vs = v_stride[f];
+        for (std::size_t x = 0; x < static_cast<std::size_t>(dv); ++x) {
+          sum[x] += d[x * vs];
+        }
+      }
+      std::size_t best = 0;
+      for (std::size_t x = 1; x < sum.size(); ++x) {
+        if (sum[x] < sum[best]) {
+          best = x;
+        }
+      }
+      result->owned[index] = sum[best];
+      step.best[index] = static_cast<std::int32_t>(best);
+      // Advance the odometer (last scope vertex fastest) and every factor's offset with it.
+      for (std::size_t j = k; j-- > 0;) {
+        ++counter[j];
+        for (std::size_t f = 0; f < nf; ++f) {
+          base[f] += stride[f][j];
+        }
+        if (counter[j] < static_cast<std::size_t>(m_p.domain[static_cast<std::size_t>(scope[j])])) {
+          break;
+        }
+        for (std::size_t f = 0; f < nf; ++f) {
+          base[f] -= stride[f][j] * counter[j];
+        }
+        counter[j] = 0;
+      }
+    }
+    m_steps_bytes += static_cast<double>(n) * sizeof(std::int32_t);
+    for (Factor* f : factors) {
+      m_live_bytes -= static_cast<double>(f->owned.size()) * sizeof(double);
+      f->owned.clear();
+      f->owned.shrink_to_fit();
+    }
+    // v leaves the graph: its neighbours become one another's (the new table joins them).
+    for (int u : scope) {
+      m_queue.erase({step_size(u), u});
+      m_neighbours[static_cast<std::size_t>(u)].erase(v);
+    }
+    double constant = 0;
+    if (k == 0) {
+      constant = result->owned[0];
+    } else if (k == 1) {
+      auto& target = m_unary[static_cast<std::size_t>(scope[0])];
+      for (std::size_t x = 0; x < target.size(); ++x) {
+        target[x] += result->owned[x];
+      }
+    } else {
+      result->data = result->owned.data();
+      add_factor(std::move(result));
+    }
+    for (int u : scope) {
+      m_queue.insert({step_size(u), u});
+    }
+    m_stats.peak_bytes = std::max(m_stats.peak_bytes, m_live_bytes + m_steps_bytes);
+    m_steps.push_back(std::move(step));
+    return constant;
+  }
+
+  const Problem& m_p;
+  const Options& m_o;
+  std::size_t m_n;
+  std::vector<std::vector<double>> m_unary;
+  std::vector<std::unique_ptr<Factor>> m_factors;
+  std::vector<std::vector<int>> m_factors_of;
+  std::vector<std::set<int>> m_neighbours;
+  std::vector<bool> m_eliminated;
+  std::set<std::pair<double, int>> m_queue;
+  std::vector<Step> m_steps;
+  Stats m_stats;
+  double m_live_bytes = 0, m_steps_bytes = 0;
+  double m_constant = 0; // edges between vertices of one value
+};
+
+} // namespace
+
+Solution solve(const Problem& problem, const Options& options) {
+  validate(problem);
+  Eliminator e(problem, options);
+  return e.run();
+}
+
+double total_cost(const Problem& p, std::span<const int> choice) {
+  if (choice.size() != p.domain.size()) {
+    throw Error(fmt::format("search problem: {} choices for {} vertices", choice.size(), p.domain.size()));
+  }
+  double cost = 0;
+  for (std::size_t v = 0; v < p.domain.size(); ++v) {
+    if (choice[v] < 0 || choice[v] >= p.domain[v]) {
+      throw Error(fmt::format("search problem: {} has no value {}", vertex_name(p, static_cast<int>(v)), choice[v]));
+    }
+    if (p.unary[v] >= 0) {
+      cost += p.tables[static_cast<std::size_t>(p.unary[v])][static_cast<std::size_t>(choice[v])];
+    }
+  }
+  for (const auto& e : p.edges) {
+    const auto u = static_cast<std::size_t>(choice[static_cast<std::size_t>(e.u)]);
+    const auto w = static_cast<std::size_t>(choice[static_cast<std::size_t>(e.v)]);
+    cost += p.tables[static_cast<std::size_t>(e.table)]
+                    [u * static_cast<std::size_t>(p.domain[static_cast<std::size_t>(e.v)]) + w];
+  }
+  return cost;
+}
+
+Solution brute_force(const Problem& p) {
+  validate(p);
+  double combinations = 1;
+  for (int d : p.domain) {
+    combinations *= d;
+  }
+  if (combinations > 2e7) {
+    throw Error(fmt::format("brute force: {:.3g} assignments is too many to try", combinations));
+  }
+  Solution best;
+  best.cost = infinity;
+  std::vector<int> choice(p.domain.size(), 0);
+  while (true) {
+    const double c = total_cost(p, choice);
+    if (c < best.cost) {
+      best.cost = c;
+      best.choice = choice;
+    }
+    std::size_t j = 0;
+    for (; j < choice.size(); ++j) {
+      if (++choice[j] < p.domain[j]) {
+        break;
+      }
+      choice[j] = 0;
+    }
+    if (j == choice.size()) {
+      break;
+    }
+  }
+  return best;
+}
+
+} // namespace partita::search::dp

@@ -1,0 +1,188 @@
+// The per-layer search (auto): exact against every strategy tried on a small model, never slower
+// than a hand-made family, within the memory limit, and its objective is evaluate()'s prediction.
+
+#include "partita/cluster/cluster.h"
+#include "partita/graph/error.h"
+#include "partita/search/auto_search.h"
+#include "partita/strategy/strategy.h"
+#include "partita/zoo/zoo.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <limits>
+#include <numeric>
+
+namespace partita {
+namespace {
+
+using ::testing::HasSubstr;
+
+struct Case {
+  onnx_import::ImportResult model;
+  cluster::Cluster cluster;
+  search::Request request;
+  Case(const std::string& spec, int devices, const std::string& cluster_spec = "dgx-a100")
+      : model(zoo::load(spec)), cluster(cluster::load_cluster(cluster_spec)) {
+    request.graph = &model.graph;
+    request.cluster = &cluster;
+    request.devices = devices;
+  }
+  double time(const strategy::Strategy& st) const {
+    return strategy::evaluate(model.graph, cluster, st, request.setup).iteration_time;
+  }
+};
+
+// Every combination of every op's configurations (the search's own space: powers of two, the
+// config's grid copied over the devices), each predicted by evaluate().
+double brute_force_best(const Case& s) {
+  const auto& g = s.model.graph;
+  const std::size_t n = g.ops().size();
+  std::vector<std::vector<strategy::OpAssignment>> options(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    sharding::EnumerateOptions eo;
+    eo.max_devices = s.request.devices;
+    for (const auto& c : sharding::enumerate_configs(graph::describe(g, static_cast<graph::OpId>(i)), eo)) {
+      std::vector<int> devices(static_cast<std::size_t>(s.request.devices / c.devices() * c.devices()));
+      std::iota(devices.begin(), devices.end(), 0);
+      options[i].push_back({c, devices});
+    }
+  }
+  strategy::Strategy st;
+  st.family = "brute";
+  st.devices = s.request.devices;
+  std::vector<std::size_t> pick(n, 0);
+  double best = std::numeric_limits<double>::infinity();
+  for (;;) {
+    st.ops.clear();
+    for (std::size_t i = 0; i < n; ++i) {
+      st.ops.push_back(options[i][pick[i]]);
+    }
+    best = std::min(best, s.time(st));
+    std::size_t j = 0;
+    for (; j < n; ++j) {
+      if (++pick[j] < options[j].size()) {
+        break;
+      }
+      pick[j] = 0;
+    }
+    if (j == n) {
+      return best;
+    }
+  }
+}
+
+TEST(AutoSearch, FindsTheOptimumEveryStrategyTriedFinds) {
+  for (const char* spec : {"zoo:mlp?batch=8&input=16&hidden=32&layers=1&classes=4",
+                           "zoo:mlp?batch=64&input=256&hidden=1024&layers=1&classes=10"}) {
+    Case s(spec, 4);
+    const auto r = search::auto_search(s.request);
+    const double brute = brute_force_best(s);
+    EXPECT_NEAR(r.objective, brute, 1e-9 * brute) << spec;
+    EXPECT_NEAR(s.time(r.strategy), r.objective, 1e-9 * brute) << spec << ": the objective is the prediction";
+  }
+}
+
+TEST(AutoSearch, ObjectiveIsThePredictionOrAboveIt) {
+  // A tensor moved into one layout for several readers is sent once by evaluate(); the search
+  // prices each reader's move, so the prediction is the objective or less, never more.
+  for (const char* spec : {"zoo:resnet50?batch=16&image=64", "zoo:gpt2?layers=2&hidden=256&heads=4&seq=128&batch=8"}) {
+    Case s(spec, 8);
+    const auto r = search::auto_search(s.request);
+    EXPECT_LE(s.time(r.strategy), r.objective * (1 + 1e-9)) << spec;
+    EXPECT_GT(s.time(r.strategy), 0.8 * r.objective) << spec;
+  }
+}
+
+class NeverSlower : public ::testing::TestWithParam<std::tuple<std::string, int>> {};
+
+TEST_P(NeverSlower, ThanAnyPerOpFamily) {
+  const auto& [spec, devices] = GetParam();
+  Case s(spec, devices);
+  const auto r = search::auto_search(s.request);
+  const double mine = s.time(r.strategy);
+  for (const char* family : {"dp", "mp", "owt", "megatron", "hybrid", "gholami"}) {
+    strategy::Strategy st;
+    try {
+      st = search::find_optimizer(family).optimize(s.request);
+    } catch (const Error&) {
+      continue;
+    }
+    EXPECT_LE(mine, s.time(st) * (1 + 1e-9)) << spec << " on " << devices << " devices: auto is slower than " << family;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Zoo, NeverSlower,
+                         ::testing::Combine(::testing::Values("zoo:mlp?batch=64", "zoo:alexnet?batch=32&image=64",
+                                                              "zoo:resnet50?batch=32&image=64",
+                                                              "zoo:rnnlm?batch=32&seq=8",
+                                                              "zoo:gpt2?layers=2&hidden=256&heads=4&seq=128&batch=16",
+                                                              "zoo:bert?layers=2&hidden=256&heads=4&seq=64&batch=16"),
+                                            ::testing::Values(8)));
+
+TEST(AutoSearch, HoldsTheMemoryLimitAndStatesItsGap) {
+  Case s("zoo:gpt2?layers=2&hidden=512&heads=8&seq=256&batch=32&vocab=8192", 8);
+  const auto free = search::auto_search(s.request);
+  ASSERT_EQ(free.lower_bound, free.objective);
+  s.request.memory_limit = 0.93 * free.peak_memory; // between the smallest footprint and the fastest
+  const auto bound = search::auto_search(s.request);
+  EXPECT_LE(bound.peak_memory, s.request.memory_limit);
+  EXPECT_GE(bound.objective, free.objective * (1 - 1e-9)) << "a limit cannot make it faster";
+  EXPECT_LE(bound.lower_bound, bound.objective);
+  EXPECT_GE(bound.lower_bound, free.objective * (1 - 1e-9));
+  EXPECT_GT(bound.stats.solves, 1);
+  EXPECT_THAT(bound.strategy.explanation, HasSubstr("does not fit"));
+
+  s.request.memory_limit = 1e5; // 100 kB: nothing fits
+  EXPECT_THAT([&] { search::auto_search(s.request); }, ::testing::ThrowsMessage<Error>(HasSubstr("nothing fits in")));
+}
+
+TEST(AutoSearch, NamesTheRunnerUpOfEveryOpWithAChoice) {
+  Case s("zoo:mlp?batch=64&input=256&hidden=1024&layers=2&classes=10", 8);
+  const auto r = search::auto_search(s.request);
+  ASSERT_EQ(r.ops.size(), s.model.graph.ops().size());
+  for (const auto& op : r.ops) {
+    if (op.candidates > 1) {
+      EXPECT_TRUE(op.has_runner_up);
+      EXPECT_GE(op.runner_up_delta, -1e-12) << "with the others fixed, the chosen one is at least as good";
+    }
+  }
+  EXPECT_EQ(r.stats.ops, static_cast<int>(s.model.graph.ops().size()));
+  EXPECT_LT(r.stats.distinct_ops, r.stats.ops) << "the two hidden layers share their tables";
+}
+
+TEST(AutoSearch, RepeatedBlocksShareTheirTables) {
+  Case two("zoo:gpt2?layers=2&hidden=256&heads=4&seq=128&batch=8", 8);
+  Case eight("zoo:gpt2?layers=8&hidden=256&heads=4&seq=128&batch=8", 8);
+  const auto a = search::auto_search(two.request);
+  const auto b = search::auto_search(eight.request);
+  EXPECT_GT(b.stats.ops, 3 * a.stats.ops);
+  EXPECT_LE(b.stats.distinct_ops, a.stats.distinct_ops + 2);
+}
+
+TEST(AutoSearch, StopsWhenCancelledAndRefusesBadRequests) {
+  Case s("zoo:resnet50?batch=16&image=64", 8);
+  std::atomic<bool> cancel{true};
+  s.request.cancel = &cancel;
+  EXPECT_THROW(search::auto_search(s.request), Cancelled);
+  s.request.cancel = nullptr;
+  s.request.devices = 1000;
+  EXPECT_THAT([&] { search::auto_search(s.request); }, ::testing::ThrowsMessage<Error>(HasSubstr("1000 devices")));
+  s.request.devices = 8;
+  s.request.min_piece = 0;
+  EXPECT_THAT([&] { search::auto_search(s.request); }, ::testing::ThrowsMessage<Error>(HasSubstr("smallest piece")));
+}
+
+TEST(AutoSearch, IsAFamilyLikeTheOthers) {
+  Case s("zoo:mlp?batch=64", 8);
+  const auto st = search::find_optimizer("auto").optimize(s.request);
+  EXPECT_EQ(st.family, "auto");
+  EXPECT_THAT(st.explanation, HasSubstr("dynamic programming"));
+  const auto cmp = search::compare_with_families(s.request, st);
+  EXPECT_FALSE(cmp.closest.empty());
+  EXPECT_GE(cmp.best_family_time, s.time(st) * (1 - 1e-9));
+}
+
+} // namespace
+} // namespace partita

@@ -1,0 +1,120 @@
+// The exact solver against every assignment tried, on random chains, trees and DAGs.
+
+#include "partita/graph/error.h"
+#include "partita/search/dp.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <random>
+
+namespace partita {
+namespace {
+
+using search::dp::Problem;
+
+// A random problem: `n` vertices with 1-4 values, each vertex joined to `parents` earlier ones.
+Problem random_problem(std::mt19937& rng, int n, int parents, bool share_tables) {
+  Problem p;
+  std::uniform_int_distribution<int> dom(1, 4);
+  std::uniform_real_distribution<double> cost(0.0, 10.0);
+  for (int v = 0; v < n; ++v) {
+    p.add_vertex(dom(rng), "v" + std::to_string(v));
+    std::vector<double> u(static_cast<std::size_t>(p.domain.back()));
+    for (auto& c : u) {
+      c = cost(rng);
+    }
+    p.unary.back() = p.add_table(std::move(u));
+  }
+  for (int v = 1; v < n; ++v) {
+    for (int k = 0; k < parents; ++k) {
+      const int u = std::uniform_int_distribution<int>(0, v - 1)(rng);
+      const auto size =
+          static_cast<std::size_t>(p.domain[static_cast<std::size_t>(u)] * p.domain[static_cast<std::size_t>(v)]);
+      int table = -1;
+      for (std::size_t e = 0; share_tables && e < p.edges.size(); ++e) {
+        if (p.tables[static_cast<std::size_t>(p.edges[e].table)].size() == size &&
+            p.domain[static_cast<std::size_t>(p.edges[e].u)] == p.domain[static_cast<std::size_t>(u)]) {
+          table = p.edges[e].table;
+        }
+      }
+      if (table < 0) {
+        std::vector<double> t(size);
+        for (auto& c : t) {
+          c = cost(rng);
+        }
+        table = p.add_table(std::move(t));
+      }
+      p.edges.push_back({u, v, table});
+    }
+  }
+  return p;
+}
+
+TEST(Dp, EqualsBruteForceOnRandomChainsTreesAndDags) {
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 120; ++trial) {
+    const int n = 3 + trial % 8;
+    const int parents = trial % 3 == 0 ? 1 : trial % 3 == 1 ? 2 : 3;
+    const auto p = random_problem(rng, n, parents, trial % 2 == 0);
+    const auto exact = search::dp::solve(p);
+    const auto brute = search::dp::brute_force(p);
+    ASSERT_NEAR(exact.cost, brute.cost, 1e-9 * brute.cost) << "trial " << trial;
+    EXPECT_NEAR(search::dp::total_cost(p, exact.choice), exact.cost, 1e-9 * exact.cost) << "trial " << trial;
+  }
+}
+
+TEST(Dp, ChainOfOneValueVerticesIsAConstant) {
+  Problem p;
+  p.add_vertex(1, "a");
+  p.add_vertex(1, "b");
+  p.add_vertex(3, "c");
+  p.edges.push_back({0, 1, p.add_table({2.0})});
+  p.edges.push_back({1, 2, p.add_table({5.0, 1.0, 3.0})});
+  const auto s = search::dp::solve(p);
+  EXPECT_DOUBLE_EQ(s.cost, 3.0);
+  EXPECT_EQ(s.choice[2], 1);
+}
+
+TEST(Dp, RejectsMalformedProblemsByName) {
+  Problem p;
+  p.add_vertex(2, "conv1");
+  p.unary[0] = p.add_table({1.0});
+  EXPECT_THAT([&] { search::dp::solve(p); }, ::testing::ThrowsMessage<Error>(::testing::HasSubstr(
+                                                 "the cost of 'conv1' has 1 costs, its domains need 2")));
+  p.tables[0] = {1.0, std::nan("")};
+  EXPECT_THAT([&] { search::dp::solve(p); }, ::testing::ThrowsMessage<Error>(::testing::HasSubstr("finite")));
+  p.tables[0] = {1.0, 2.0};
+  p.edges.push_back({0, 3, 0});
+  EXPECT_THAT([&] { search::dp::solve(p); }, ::testing::ThrowsMessage<Error>(::testing::HasSubstr("edge joins")));
+}
+
+TEST(Dp, TooWideASpaceIsRefusedNotRunOutOfMemory) {
+  Problem p;
+  for (int v = 0; v < 4; ++v) {
+    p.add_vertex(100, "op" + std::to_string(v));
+  }
+  const int t = p.add_table(std::vector<double>(100 * 100, 1.0));
+  for (int u = 0; u < 4; ++u) {
+    for (int v = u + 1; v < 4; ++v) {
+      p.edges.push_back({u, v, t});
+    }
+  }
+  search::dp::Options o;
+  o.max_table_entries = 1e4;
+  EXPECT_THAT([&] { search::dp::solve(p, o); },
+              ::testing::ThrowsMessage<Error>(::testing::HasSubstr("too wide to search exactly")));
+}
+
+TEST(Dp, StopsWhenCancelled) {
+  std::mt19937 rng(1);
+  const auto p = random_problem(rng, 30, 2, false);
+  std::atomic<bool> cancel{true};
+  search::dp::Options o;
+  o.cancel = &cancel;
+  EXPECT_THROW(search::dp::solve(p, o), Cancelled);
+}
+
+} // namespace
+} // namespace partita
