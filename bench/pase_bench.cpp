@@ -1,7 +1,7 @@
 // PaSE's own benchmark (Elango, IPDPS 2021): each graph at 4 to 64 devices, our optimum against
 // the "Total cost" its reference implementation printed (scheduler.py, batch 128, --flops 10
-// --bw 16, run on a 2-core machine), with our build and solve times and each case's peak RSS (every
-// case runs in a child process, so that the peak is its own).
+// --bw 16, run on a 2-core machine), with our build and solve times and each case's peak RSS
+// (getrusage; every case runs in a process of its own, so that the peak is the case's).
 //   build/ci/bench/partita_bench_pase [--json] [--graph NAME]
 
 #include "partita/graph/error.h"
@@ -14,7 +14,9 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -124,18 +126,20 @@ std::string json_escaped(const char* s) {
   return out;
 }
 
-// Runs the case in a child process and reads its outcome back through a pipe.
-Outcome run_isolated(const Case& c) {
+// Runs case `index` in a fresh process (this program again, with --case), so that the peak RSS is
+// that case's alone, and reads its outcome back through a pipe.
+Outcome run_isolated(std::size_t index) {
   int fd[2];
   if (pipe(fd) != 0) {
-    return run(c);
+    return run(kCases[index]);
   }
   const pid_t pid = fork();
   if (pid == 0) {
     close(fd[0]);
-    const Outcome o = run(c);
-    const auto written = write(fd[1], &o, sizeof o);
-    _exit(written == static_cast<ssize_t>(sizeof o) ? 0 : 1);
+    const std::string i = std::to_string(index), out = std::to_string(fd[1]);
+    execl("/proc/self/exe", "partita_bench_pase", "--case", i.c_str(), "--out-fd", out.c_str(),
+          static_cast<char*>(nullptr));
+    _exit(127);
   }
   close(fd[1]);
   Outcome o;
@@ -162,12 +166,21 @@ Outcome run_isolated(const Case& c) {
 int main(int argc, char** argv) {
   bool json = false;
   std::string only;
+  int child_case = -1, child_fd = -1;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--json") == 0) {
       json = true;
     } else if (std::strcmp(argv[i], "--graph") == 0 && i + 1 < argc) {
       only = argv[++i];
+    } else if (std::strcmp(argv[i], "--case") == 0 && i + 1 < argc) {
+      child_case = std::atoi(argv[++i]);
+    } else if (std::strcmp(argv[i], "--out-fd") == 0 && i + 1 < argc) {
+      child_fd = std::atoi(argv[++i]);
     }
+  }
+  if (child_case >= 0 && static_cast<std::size_t>(child_case) < std::size(kCases) && child_fd >= 0) {
+    const Outcome o = run(kCases[child_case]);
+    return write(child_fd, &o, sizeof o) == static_cast<ssize_t>(sizeof o) ? 0 : 1;
   }
   if (json) {
     fmt::print("[");
@@ -178,11 +191,12 @@ int main(int argc, char** argv) {
   }
   bool all_equal = true;
   bool first = true;
-  for (const auto& c : kCases) {
+  for (std::size_t i = 0; i < std::size(kCases); ++i) {
+    const Case& c = kCases[i];
     if (!only.empty() && only != c.graph) {
       continue;
     }
-    const Outcome o = run_isolated(c);
+    const Outcome o = run_isolated(i);
     const bool failed = o.error[0] != '\0';
     const std::string ours = failed ? "-" : pase::format_cost(o.cost);
     const std::string ref = c.reference > 0 ? pase::format_cost(c.reference) : "did not finish";

@@ -91,7 +91,6 @@ dp::Problem induced(const dp::Problem& p, int first, int last) {
   out.tables = p.tables;
   for (int v = first; v < last; ++v) {
     const int w = out.add_vertex(p.domain[static_cast<std::size_t>(v)], p.names[static_cast<std::size_t>(v)]);
-    out.unary.resize(static_cast<std::size_t>(w) + 1, -1);
     out.unary[static_cast<std::size_t>(w)] = p.unary[static_cast<std::size_t>(v)];
   }
   for (const auto& e : p.edges) {

@@ -3,7 +3,6 @@
 
 #include "model_builder.h"
 
-#include <algorithm>
 #include <cstring>
 #include <unordered_map>
 
@@ -52,7 +51,6 @@ Model ModelBuilder::finish() {
   TableStore store(m.problem);
   for (auto& node : m_nodes) {
     const int v = m.problem.add_vertex(static_cast<int>(node.layer.configs.size()), node.layer.name);
-    m.problem.unary.resize(std::max(m.problem.unary.size(), static_cast<std::size_t>(v) + 1), -1);
     m.problem.unary[static_cast<std::size_t>(v)] = store.add(node.layer.costs);
     m.layers.push_back(std::move(node.layer));
   }
