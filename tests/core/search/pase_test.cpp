@@ -136,6 +136,18 @@ TEST(Pase, UnknownGraphNamesTheKnownOnes) {
   EXPECT_THROW((void)pase::build("alexnet", o), Error);
 }
 
+TEST(Pase, OptionsOverrideBatchAndBandwidth) {
+  pase::Options o;
+  o.procs = 4;
+  const double base = pase::search("alexnet", o).total_cost;
+  o.batch = 64;
+  const double half_batch = pase::search("alexnet", o).total_cost;
+  EXPECT_LT(half_batch, base);
+  o.batch = 128;
+  o.bw = 1e9; // communication nearly free: the cost tends to the computation alone
+  EXPECT_LT(pase::search("alexnet", o).total_cost, base);
+}
+
 TEST(Pase, CommunicationRatioIsTheReferenceDefault) {
   // 10 TFLOPS over 16 GB/s of 8-byte words.
   EXPECT_DOUBLE_EQ(pase::comm_ratio({}), 5000.0);

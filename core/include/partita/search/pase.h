@@ -7,7 +7,9 @@
 // op is one vertex whose values are the op's configurations (a split factor per dimension of its
 // iteration domain, the product at most P); a vertex costs the op's computation plus its
 // intra-layer all-reduces, an edge the redistribution of the tensor between producer and consumer.
-// The optimum is the reference's "Total cost" exactly: the same problem, solved exactly.
+// The optimum is the reference's "Total cost" exactly: the same problem, solved exactly. The
+// graphs and costs follow the reference's last graph.py and nn_ops.py (github.com/baidu-research/
+// PaSE, revision 1dafd587), its defaults those its README documents.
 
 #include "partita/search/dp.h"
 

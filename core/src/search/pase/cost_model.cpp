@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 
 namespace partita::search::pase::detail {
 
@@ -40,15 +41,51 @@ void enumerate(const std::vector<std::vector<int>>& choices, std::size_t dim, st
   }
 }
 
-double product(std::span<const double> v) {
-  double p = 1.0;
-  for (double x : v) {
-    p *= x;
+} // namespace
+
+std::vector<int> iota_dims(std::size_t n) {
+  std::vector<int> d(n);
+  std::iota(d.begin(), d.end(), 0);
+  return d;
+}
+
+std::vector<int> without(std::size_t n, std::size_t skip) {
+  std::vector<int> d;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (i != skip) {
+      d.push_back(static_cast<int>(i));
+    }
+  }
+  return d;
+}
+
+std::string letters(std::size_t n) {
+  return std::string("abcdefghij").substr(0, n);
+}
+
+std::vector<double> parts(const Layer& layer, std::size_t config) {
+  std::vector<double> p(layer.domain.size());
+  for (std::size_t i = 0; i < p.size(); ++i) {
+    p[i] = static_cast<double>(layer.domain[i]) / static_cast<double>(layer.configs[config][i]);
   }
   return p;
 }
 
-} // namespace
+double product(std::span<const double> values, std::span<const int> dims) {
+  double p = 1.0;
+  for (int d : dims) {
+    p *= values[static_cast<std::size_t>(d)];
+  }
+  return p;
+}
+
+double product(std::span<const double> values) {
+  double p = 1.0;
+  for (double x : values) {
+    p *= x;
+  }
+  return p;
+}
 
 std::vector<std::vector<int>> configurations(const Shape& domain, int procs, int cutoff) {
   std::vector<std::vector<int>> choices;

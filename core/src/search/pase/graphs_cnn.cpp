@@ -16,7 +16,7 @@ void alexnet(ModelBuilder& b, std::int64_t batch) {
   x = b.conv("conv4", x, {384, 384, 3, 3}, {1, 1}, {1, 1}, 1);
   x = b.conv("conv5", x, {256, 384, 3, 3}, {1, 1}, {1, 1}, 1);
   x = b.pooling("pool5", x, {3, 3}, {2, 2}, {0, 0});
-  x = b.reshape("reshape", x, {batch, 256 * 6 * 6});
+  x = b.reshape("reshape", x, {batch, std::int64_t{256} * 6 * 6});
   x = b.fc("fc6", x, 4096, 1);
   x = b.fc("fc7", x, 4096, 1);
   x = b.fc("fc8", x, 1024);

@@ -7,45 +7,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <functional>
 #include <numeric>
 #include <unordered_map>
 
 namespace partita::search::pase::detail {
 
 namespace {
-
-std::vector<int> iota_dims(std::size_t n) {
-  std::vector<int> d(n);
-  std::iota(d.begin(), d.end(), 0);
-  return d;
-}
-
-std::vector<int> without(std::size_t n, std::size_t skip) {
-  std::vector<int> d;
-  for (std::size_t i = 0; i < n; ++i) {
-    if (i != skip) {
-      d.push_back(static_cast<int>(i));
-    }
-  }
-  return d;
-}
-
-// Per configuration, each domain dimension's size over its split.
-std::vector<double> parts(const Layer& l, std::size_t c) {
-  std::vector<double> p(l.domain.size());
-  for (std::size_t i = 0; i < p.size(); ++i) {
-    p[i] = static_cast<double>(l.domain[i]) / static_cast<double>(l.configs[c][i]);
-  }
-  return p;
-}
-
-double product(const std::vector<double>& v) {
-  double p = 1.0;
-  for (double x : v) {
-    p *= x;
-  }
-  return p;
-}
 
 double int_product(const std::vector<int>& c, std::span<const int> dims) {
   std::int64_t p = 1;
@@ -116,7 +84,13 @@ Layer ModelBuilder::layer(const std::string& name, std::string op, std::string d
   return l;
 }
 
-std::vector<int> ModelBuilder::add(Layer layer, std::vector<Io> inputs,
+std::vector<std::pair<Shape, Layouts>> ModelBuilder::single(Shape shape, Layouts layouts) {
+  std::vector<std::pair<Shape, Layouts>> v;
+  v.emplace_back(std::move(shape), std::move(layouts));
+  return v;
+}
+
+std::vector<int> ModelBuilder::add(Layer layer, const std::vector<Io>& inputs,
                                    std::vector<std::pair<Shape, Layouts>> outputs) {
   const int id = static_cast<int>(m_nodes.size());
   if (layer.costs.empty()) {
@@ -164,7 +138,7 @@ int ModelBuilder::conv(const std::string& name, int img, const Shape& filter, Pa
   const int out_dims[] = {0, 6, 2, 3};
   auto in_l = select(l.configs, in_dims);
   auto out_l = select(l.configs, out_dims);
-  return add(std::move(l), {{img, std::move(in_l)}}, {{{b, n, h, w}, std::move(out_l)}})[0];
+  return add(std::move(l), {{img, std::move(in_l)}}, single(Shape{b, n, h, w}, std::move(out_l)))[0];
 }
 
 int ModelBuilder::pooling(const std::string& name, int img, Pair filter, Pair stride, Pair pad) {
@@ -180,7 +154,7 @@ int ModelBuilder::pooling(const std::string& name, int img, Pair filter, Pair st
     l.costs.push_back(cost);
   }
   auto out = all;
-  return add(std::move(l), {{img, std::move(all)}}, {{dom, std::move(out)}})[0];
+  return add(std::move(l), {{img, std::move(all)}}, single(dom, std::move(out)))[0];
 }
 
 int ModelBuilder::fc(const std::string& name, int in, std::int64_t units, int pointwise_ops) {
@@ -189,7 +163,7 @@ int ModelBuilder::fc(const std::string& name, int in, std::int64_t units, int po
   Shape dom(x.begin(), x.end() - 1);
   dom.push_back(units);
   dom.push_back(x.back());
-  Layer l = layer(name, "FC", std::string("bl").substr(0, r - 1) + "nk", dom);
+  Layer l = layer(name, "FC", (r == 2 ? std::string("b") : r == 3 ? std::string("bl") : letters(r - 1)) + "nk", dom);
   for (const auto& cfg : l.configs) {
     std::int64_t m = 1, cm = 1;
     for (std::size_t i = 0; i + 2 < dom.size(); ++i) {
@@ -202,7 +176,7 @@ int ModelBuilder::fc(const std::string& name, int in, std::int64_t units, int po
   }
   auto in_l = select(l.configs, without(r + 1, r - 1));
   auto out_l = select(l.configs, iota_dims(r));
-  return add(std::move(l), {{in, std::move(in_l)}}, {{Shape(dom.begin(), dom.end() - 1), std::move(out_l)}})[0];
+  return add(std::move(l), {{in, std::move(in_l)}}, single(Shape(dom.begin(), dom.end() - 1), std::move(out_l)))[0];
 }
 
 int ModelBuilder::einsum(const std::string& name, const std::string& equation, int in1, int in2, int pointwise_ops) {
@@ -283,7 +257,7 @@ int ModelBuilder::einsum(const std::string& name, const std::string& equation, i
   for (char c : out) {
     out_shape.push_back(size[c]);
   }
-  return add(std::move(l), {{in1, std::move(l1)}, {in2, std::move(l2)}}, {{out_shape, std::move(lo)}})[0];
+  return add(std::move(l), {{in1, std::move(l1)}, {in2, std::move(l2)}}, single(out_shape, std::move(lo)))[0];
 }
 
 int ModelBuilder::embedding(const std::string& name, int in, std::int64_t vocab, std::int64_t dim) {
@@ -293,9 +267,9 @@ int ModelBuilder::embedding(const std::string& name, int in, std::int64_t vocab,
   }
   const std::size_t r = one_hot.size();
   one_hot.push_back(vocab);
-  const std::string letters = "abcdefgh";
+  const std::string names = letters(r + 2);
   const std::string eq =
-      letters.substr(0, r + 1) + "," + letters.substr(r, 2) + "->" + letters.substr(0, r) + letters.substr(r + 1, 1);
+      names.substr(0, r + 1) + "," + names.substr(r, 2) + "->" + names.substr(0, r) + names.substr(r + 1, 1);
   return einsum(name, eq, input(one_hot), input({vocab, dim}));
 }
 
@@ -304,32 +278,32 @@ int ModelBuilder::elementwise(const std::string& name, int a, int b, int pointwi
   if (dom != shape(b)) {
     throw Error(fmt::format("pase: {}: operands differ in shape", name));
   }
-  Layer l = layer(name, "Elementwise", std::string("abcdefgh").substr(0, dom.size()), dom);
+  Layer l = layer(name, "Elementwise", letters(dom.size()), dom);
   for (std::size_t c = 0; c < l.configs.size(); ++c) {
     l.costs.push_back(static_cast<double>(1 + pointwise_ops) * product(parts(l, c)));
   }
   auto all = select(l.configs, iota_dims(dom.size()));
   auto second = all;
   auto out = all;
-  return add(std::move(l), {{a, std::move(all)}, {b, std::move(second)}}, {{dom, std::move(out)}})[0];
+  return add(std::move(l), {{a, std::move(all)}, {b, std::move(second)}}, single(dom, std::move(out)))[0];
 }
 
 int ModelBuilder::ravel(const std::string& name, int in) {
   const Shape dom = shape(in);
-  Layer l = layer(name, "Ravel", std::string("abcdefgh").substr(0, dom.size()), dom);
+  Layer l = layer(name, "Ravel", letters(dom.size()), dom);
   std::erase_if(l.configs, [&](const std::vector<int>& c) { return !contiguous(dom, c); });
   auto in_l = select(l.configs, iota_dims(dom.size()));
   auto out_l = products(l.configs);
   const auto elems = std::accumulate(dom.begin(), dom.end(), std::int64_t{1}, std::multiplies<>());
-  return add(std::move(l), {{in, std::move(in_l)}}, {{{elems}, std::move(out_l)}})[0];
+  return add(std::move(l), {{in, std::move(in_l)}}, single(Shape{elems}, std::move(out_l)))[0];
 }
 
 int ModelBuilder::unravel(const std::string& name, int in, const Shape& dom) {
-  Layer l = layer(name, "Unravel", std::string("abcdefgh").substr(0, dom.size()), dom);
+  Layer l = layer(name, "Unravel", letters(dom.size()), dom);
   std::erase_if(l.configs, [&](const std::vector<int>& c) { return !contiguous(dom, c); });
   auto in_l = products(l.configs);
   auto out_l = select(l.configs, iota_dims(dom.size()));
-  return add(std::move(l), {{in, std::move(in_l)}}, {{dom, std::move(out_l)}})[0];
+  return add(std::move(l), {{in, std::move(in_l)}}, single(dom, std::move(out_l)))[0];
 }
 
 int ModelBuilder::reshape(const std::string& name, int in, const Shape& shape) {
@@ -345,19 +319,20 @@ int ModelBuilder::concat(const std::string& name, const std::vector<int>& ins, i
     out[ax] += shape(t)[ax];
   }
   dom[ax] = 1; // never split along the concatenated axis
-  Layer l = layer(name, "Concat", std::string("abcdefgh").substr(0, dom.size()), dom);
+  Layer l = layer(name, "Concat", letters(dom.size()), dom);
   auto all = select(l.configs, iota_dims(dom.size()));
   std::vector<Io> inputs;
+  inputs.reserve(ins.size());
   for (int t : ins) {
     inputs.push_back({t, all});
   }
-  return add(std::move(l), std::move(inputs), {{out, std::move(all)}})[0];
+  return add(std::move(l), inputs, single(out, std::move(all)))[0];
 }
 
 int ModelBuilder::norm(const std::string& name, int in, int axis) {
   const Shape dom = shape(in);
   const std::size_t ax = adjust_axis(axis, dom.size());
-  Layer l = layer(name, ax == 0 ? "BatchNorm" : "Norm", std::string("abcdefgh").substr(0, dom.size()), dom);
+  Layer l = layer(name, ax == 0 ? "BatchNorm" : "Norm", letters(dom.size()), dom);
   const auto rest = without(dom.size(), ax);
   for (std::size_t c = 0; c < l.configs.size(); ++c) {
     const auto p = parts(l, c);
@@ -372,7 +347,7 @@ int ModelBuilder::norm(const std::string& name, int in, int axis) {
   }
   auto all = select(l.configs, iota_dims(dom.size()));
   auto out = all;
-  return add(std::move(l), {{in, std::move(all)}}, {{dom, std::move(out)}})[0];
+  return add(std::move(l), {{in, std::move(all)}}, single(dom, std::move(out)))[0];
 }
 
 } // namespace partita::search::pase::detail

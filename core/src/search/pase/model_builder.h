@@ -39,6 +39,17 @@ std::vector<std::vector<int>> configurations(const Shape& domain, int procs, int
 // The layouts of a tensor whose dimension j is domain dimension dims[j].
 Layouts select(const std::vector<std::vector<int>>& configs, std::span<const int> dims);
 
+// Dimension lists: 0..n-1; 0..n-1 but `skip`; and n letters to name them.
+std::vector<int> iota_dims(std::size_t n);
+std::vector<int> without(std::size_t n, std::size_t skip);
+std::string letters(std::size_t n);
+
+// A configuration's part of the domain: each dimension's size over its split.
+std::vector<double> parts(const Layer& layer, std::size_t config);
+// Their product over `dims`, left to right as numpy's prod.
+double product(std::span<const double> values, std::span<const int> dims);
+double product(std::span<const double> values);
+
 // The costs (FLOP units; ratio converts words) the reference's nn_ops.py assigns.
 double allreduce_cost(double ratio, double words, double procs);
 // A batched GEMM: dom and split hold batch dims..., m, n, k.
@@ -100,7 +111,8 @@ private:
 
   // Adds the op, its output tensors and the edges from its inputs' producers; returns the ids of
   // its outputs.
-  std::vector<int> add(Layer layer, std::vector<Io> inputs, std::vector<std::pair<Shape, Layouts>> outputs);
+  std::vector<int> add(Layer layer, const std::vector<Io>& inputs, std::vector<std::pair<Shape, Layouts>> outputs);
+  static std::vector<std::pair<Shape, Layouts>> single(Shape shape, Layouts layouts);
   Layer layer(const std::string& name, std::string op, std::string dims, Shape domain) const;
   int ravel(const std::string& name, int in);
   int unravel(const std::string& name, int in, const Shape& shape);

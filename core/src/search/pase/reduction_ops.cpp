@@ -11,51 +11,6 @@
 
 namespace partita::search::pase::detail {
 
-namespace {
-
-std::vector<int> iota_dims(std::size_t n) {
-  std::vector<int> d(n);
-  std::iota(d.begin(), d.end(), 0);
-  return d;
-}
-
-std::vector<int> without(std::size_t n, std::size_t skip) {
-  std::vector<int> d;
-  for (std::size_t i = 0; i < n; ++i) {
-    if (i != skip) {
-      d.push_back(static_cast<int>(i));
-    }
-  }
-  return d;
-}
-
-std::string letters(std::size_t n) {
-  return std::string("abcdefgh").substr(0, n);
-}
-
-// The parts of a configuration's domain, and their product over `dims` (all when empty).
-struct Parts {
-  std::vector<double> p;
-  double product(std::span<const int> dims) const {
-    double x = 1.0;
-    for (int d : dims) {
-      x *= p[static_cast<std::size_t>(d)];
-    }
-    return x;
-  }
-};
-
-Parts parts(const Layer& l, std::size_t c) {
-  Parts p;
-  p.p.resize(l.domain.size());
-  for (std::size_t i = 0; i < p.p.size(); ++i) {
-    p.p[i] = static_cast<double>(l.domain[i]) / static_cast<double>(l.configs[c][i]);
-  }
-  return p;
-}
-
-} // namespace
-
 int ModelBuilder::reduce_mean(const std::string& name, int in, const std::vector<int>& axes, bool keepdims) {
   const Shape dom = shape(in);
   Layer l = layer(name, "ReduceMean", letters(dom.size()), dom);
@@ -96,10 +51,10 @@ int ModelBuilder::reduce_mean(const std::string& name, int in, const std::vector
     for (int a : axes) {
       procs *= l.configs[c][static_cast<std::size_t>(a)];
     }
-    l.costs.push_back(allreduce_cost(m_ratio, parts(l, c).product(all), static_cast<double>(procs)));
+    l.costs.push_back(allreduce_cost(m_ratio, product(parts(l, c)), static_cast<double>(procs)));
   }
   auto in_l = select(l.configs, all);
-  return add(std::move(l), {{in, std::move(in_l)}}, {{out, std::move(out_l)}})[0];
+  return add(std::move(l), {{in, std::move(in_l)}}, single(out, std::move(out_l)))[0];
 }
 
 int ModelBuilder::softmax(const std::string& name, int in, int axis) {
@@ -114,9 +69,9 @@ int ModelBuilder::softmax(const std::string& name, int in, int axis) {
     const auto split = static_cast<double>(l.configs[c][ax]);
     // An exponent (3) and a sum forward, a product per element of the row backward; partial sums
     // reduced forward, the rows gathered and reduced backward.
-    double cost = 4.0 * p.product(all);
-    cost += p.product(all) * axis_size;
-    const double elems = p.product(rest);
+    double cost = 4.0 * product(p, all);
+    cost += product(p, all) * axis_size;
+    const double elems = product(p, rest);
     cost += allreduce_cost(m_ratio, elems, split);
     cost += allreduce_cost(m_ratio, elems * axis_size, split);
     cost += allreduce_cost(m_ratio, elems, split);
@@ -124,7 +79,7 @@ int ModelBuilder::softmax(const std::string& name, int in, int axis) {
   }
   auto in_l = select(l.configs, all);
   auto out_l = in_l;
-  return add(std::move(l), {{in, std::move(in_l)}}, {{dom, std::move(out_l)}})[0];
+  return add(std::move(l), {{in, std::move(in_l)}}, single(dom, std::move(out_l)))[0];
 }
 
 int ModelBuilder::softmax_cross_entropy(const std::string& name, int in) {
@@ -134,10 +89,10 @@ int ModelBuilder::softmax_cross_entropy(const std::string& name, int in) {
   const auto rows = without(dom.size(), dom.size() - 1);
   for (std::size_t c = 0; c < l.configs.size(); ++c) {
     const auto p = parts(l, c);
-    const double batch = p.product(rows);
+    const double batch = product(p, rows);
     // Softmax forward (exponent + sum) and one subtraction backward, the loss averaged; the
     // partial sums and labels exchanged when the classes are split.
-    double cost = 4.0 * p.product(all);
+    double cost = 4.0 * product(p, all);
     cost += batch;
     cost += batch;
     if (l.configs[c].back() > 1) {
@@ -147,7 +102,7 @@ int ModelBuilder::softmax_cross_entropy(const std::string& name, int in) {
   }
   auto in_l = select(l.configs, all);
   auto out_l = in_l;
-  return add(std::move(l), {{in, std::move(in_l)}}, {{dom, std::move(out_l)}})[0];
+  return add(std::move(l), {{in, std::move(in_l)}}, single(dom, std::move(out_l)))[0];
 }
 
 int ModelBuilder::stack(const std::string& name, const std::vector<int>& ins, int axis) {
@@ -167,7 +122,7 @@ int ModelBuilder::stack(const std::string& name, const std::vector<int>& ins, in
     inputs.push_back({t, each});
   }
   auto out_l = select(l.configs, iota_dims(dom.size()));
-  return add(std::move(l), std::move(inputs), {{out, std::move(out_l)}})[0];
+  return add(std::move(l), inputs, single(out, std::move(out_l)))[0];
 }
 
 std::vector<int> ModelBuilder::unstack(const std::string& name, int in, int axis) {
@@ -213,7 +168,7 @@ int ModelBuilder::lstm(const std::string& name, int in, std::int64_t units, std:
   const int out_dims[] = {2, 1, 3};
   auto in_l = select(l.configs, in_dims);
   auto out_l = select(l.configs, out_dims);
-  return add(std::move(l), {{in, std::move(in_l)}}, {{x, std::move(out_l)}})[0];
+  return add(std::move(l), {{in, std::move(in_l)}}, single(x, std::move(out_l)))[0];
 }
 
 } // namespace partita::search::pase::detail
