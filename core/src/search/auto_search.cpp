@@ -129,24 +129,18 @@ private:
       k.push_back(static_cast<std::int64_t>(devices(c).size()));
       return m_keys.try_emplace(std::move(k), static_cast<int>(m_keys.size())).first->second;
     };
-    t.input_key.resize(op.inputs.size());
-    for (std::size_t in = 0; in < op.inputs.size(); ++in) {
-      if (op.inputs[in] == graph::no_tensor) {
-        continue;
+    // Where every configuration places each input and output tensor.
+    const auto placements = [&](const std::vector<graph::TensorId>& tensors, auto layout_of) {
+      std::vector<std::vector<int>> keys(tensors.size());
+      for (std::size_t slot = 0; slot < tensors.size(); ++slot) {
+        for (std::size_t x = 0; x < t.configs.size() && tensors[slot] != graph::no_tensor; ++x) {
+          keys[slot].push_back(key(layout_of(m_g, s, t.configs[x], slot), t.configs[x]));
+        }
       }
-      for (const auto& c : t.configs) {
-        t.input_key[in].push_back(key(sharding::input_layout(m_g, s, c, in), c));
-      }
-    }
-    t.output_key.resize(op.outputs.size());
-    for (std::size_t out = 0; out < op.outputs.size(); ++out) {
-      if (op.outputs[out] == graph::no_tensor) {
-        continue;
-      }
-      for (const auto& c : t.configs) {
-        t.output_key[out].push_back(key(sharding::output_layout(m_g, s, c, out), c));
-      }
-    }
+      return keys;
+    };
+    t.input_key = placements(op.inputs, sharding::input_layout);
+    t.output_key = placements(op.outputs, sharding::output_layout);
     return t;
   }
 
@@ -236,20 +230,10 @@ private:
   dp::Problem m_problem;
 };
 
-// The objective in seconds of a choice (vertex and edge times, no memory price).
+// The objective in seconds of a choice: the problem's vertex costs are the ops' times (memory is
+// priced only inside solve_priced, which puts them back).
 double time_of(const CostGraph& cg, const std::vector<int>& choice) {
-  const auto& p = cg.problem();
-  double t = 0;
-  for (std::size_t i = 0; i < choice.size(); ++i) {
-    t += cg.tables(static_cast<graph::OpId>(i)).time[static_cast<std::size_t>(choice[i])];
-  }
-  for (const auto& e : p.edges) {
-    const auto xu = static_cast<std::size_t>(choice[static_cast<std::size_t>(e.u)]);
-    const auto xv = static_cast<std::size_t>(choice[static_cast<std::size_t>(e.v)]);
-    t += p.tables[static_cast<std::size_t>(e.table)]
-                 [xu * static_cast<std::size_t>(p.domain[static_cast<std::size_t>(e.v)]) + xv];
-  }
-  return t;
+  return dp::total_cost(cg.problem(), choice);
 }
 
 double additive_memory(const CostGraph& cg, const std::vector<int>& choice) {

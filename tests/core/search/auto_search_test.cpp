@@ -7,6 +7,7 @@
 #include "partita/strategy/strategy.h"
 #include "partita/zoo/zoo.h"
 
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -99,7 +100,7 @@ class NeverSlower : public ::testing::TestWithParam<std::tuple<std::string, int>
 
 TEST_P(NeverSlower, ThanAnyPerOpFamily) {
   const auto& [spec, devices] = GetParam();
-  Case s(spec, devices);
+  Case s(spec, devices, fmt::format("dgx-a100?nodes={}", (devices + 7) / 8));
   const auto r = search::auto_search(s.request);
   const double mine = s.time(r.strategy);
   for (const char* family : {"dp", "mp", "owt", "megatron", "hybrid", "gholami"}) {
@@ -120,6 +121,11 @@ INSTANTIATE_TEST_SUITE_P(Zoo, NeverSlower,
                                                               "zoo:gpt2?layers=2&hidden=256&heads=4&seq=128&batch=16",
                                                               "zoo:bert?layers=2&hidden=256&heads=4&seq=64&batch=16"),
                                             ::testing::Values(8)));
+// At 64 devices only the models the search finishes in about a second here: pricing every pair of
+// layouts on every edge takes the larger ones 8-45 s (see bench/auto_bench.cpp).
+INSTANTIATE_TEST_SUITE_P(Zoo64, NeverSlower,
+                         ::testing::Combine(::testing::Values("zoo:mlp?batch=64", "zoo:rnnlm?batch=32&seq=8"),
+                                            ::testing::Values(64)));
 
 TEST(AutoSearch, HoldsTheMemoryLimitAndStatesItsGap) {
   Case s("zoo:gpt2?layers=2&hidden=512&heads=8&seq=256&batch=32&vocab=8192", 8);
