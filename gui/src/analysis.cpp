@@ -138,10 +138,20 @@ std::shared_ptr<const Analysis> run_analysis(const AnalysisInput& input, const s
   const auto& g = a->model.graph;
   auto request = make_request(g, a->cluster, input, a->setup, cancel);
   request.progress = [&](double f) { report(0.2 + 0.6 * f); };
-  a->strategy = family.optimize(request);
+  if (input.family == "auto") {
+    a->search = search::auto_search(request);
+    a->strategy = a->search->strategy;
+  } else {
+    a->strategy = family.optimize(request);
+  }
   check_cancel(cancel);
   report(0.8);
   a->prediction = strategy::evaluate(g, a->cluster, a->strategy, a->setup);
+  if (a->search) {
+    request.progress = {};
+    a->families = search::compare_with_families(request, a->strategy);
+    check_cancel(cancel);
+  }
   a->summary = graph::summarize(g);
   a->semantics.reserve(g.ops().size());
   for (graph::OpId id = 0; id < static_cast<graph::OpId>(g.ops().size()); ++id) {
@@ -163,6 +173,15 @@ std::shared_ptr<const Analysis> run_analysis(const AnalysisInput& input, const s
     l.time = pred.time;
     l.memory = pred.cost.memory_total();
     l.share = p.iteration_time > 0 ? pred.time / p.iteration_time : 0;
+    if (a->search && i < a->search->ops.size() && a->search->ops[i].has_runner_up) {
+      const auto& r = a->search->ops[i];
+      l.runner_up = sharding::to_string(r.runner_up, a->semantics[i]);
+      l.runner_up_delta = r.runner_up_delta;
+    }
+    if (a->families) {
+      const auto& d = a->families->different;
+      l.differs_from_family = std::find(d.begin(), d.end(), row.op) != d.end();
+    }
     a->layers.push_back(std::move(l));
   }
   report(1.0);

@@ -9,6 +9,7 @@
 #include "partita/graph/op_semantics.h"
 #include "partita/graph/summary.h"
 #include "partita/onnx/import.h"
+#include "partita/search/auto_search.h"
 #include "partita/search/optimizer.h"
 #include "partita/search/sweep.h"
 #include "partita/strategy/strategy.h"
@@ -16,6 +17,7 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -57,6 +59,12 @@ struct LayerResult {
   double time = 0;
   double memory = 0; // bytes per device
   double share = 0;  // of the iteration time
+  // The auto family only: the best other configuration of this op (every other op as chosen) and
+  // how much the iteration grows with it; empty when the op had one configuration.
+  std::string runner_up;
+  double runner_up_delta = 0;
+  // The auto family only: configured otherwise than the closest hand-made family.
+  bool differs_from_family = false;
 };
 
 struct Analysis {
@@ -71,6 +79,10 @@ struct Analysis {
   strategy::Strategy strategy;
   strategy::Prediction prediction;
   std::vector<LayerResult> layers;
+  // The auto family only: the search (runner-ups, optimality gap, its size) and how its plan
+  // differs from the hand-made families.
+  std::optional<search::AutoResult> search;
+  std::optional<search::FamilyComparison> families;
 
   const LayerResult* layer_of(graph::OpId id) const;
 };

@@ -21,11 +21,13 @@ public:
 
   graph::OpId op() const { return m_id; }
   SplitKind kind() const { return m_kind; }
-  void setContent(const QString& type, const QString& name, const QString& config, SplitKind kind) {
+  bool differs() const { return m_differs; }
+  void setContent(const QString& type, const QString& name, const QString& config, SplitKind kind, bool differs) {
     m_type = type;
     m_name = name;
     m_config = config;
     m_kind = kind;
+    m_differs = differs;
     update();
   }
 
@@ -34,7 +36,13 @@ public:
   void paint(QPainter* painter, const QStyleOptionGraphicsItem* option, QWidget*) override {
     const QColor fill = splitKindColor(m_kind);
     const bool selected = isSelected();
-    painter->setPen(QPen(selected ? QColor(0x10, 0x50, 0xc0) : fill.darker(160), selected ? 3.0 : 1.0));
+    if (selected) {
+      painter->setPen(QPen(QColor(0x10, 0x50, 0xc0), 3.0));
+    } else if (m_differs) {
+      painter->setPen(QPen(differsColor().darker(170), 3.0, Qt::DashLine));
+    } else {
+      painter->setPen(QPen(fill.darker(160), 1.0));
+    }
     painter->setBrush(fill);
     painter->drawRoundedRect(m_rect, 8, 8);
     // Too small to read: the box alone.
@@ -67,6 +75,7 @@ private:
   QRectF m_rect;
   QString m_type, m_name, m_config;
   SplitKind m_kind = SplitKind::Replicated;
+  bool m_differs = false; // auto: configured otherwise than the closest hand-made family
 };
 
 namespace {
@@ -143,9 +152,18 @@ void GraphScene::label(const Analysis& a) {
     const auto& config = a.strategy.ops[i].config;
     const SplitKind kind = splitKind(config, a.semantics[i], batch[i]);
     const QString configText = layer != nullptr ? qs(layer->configuration) : QString();
-    item->setContent(qs(op.type), qs(op.name), configText, kind);
+    const bool differs = layer != nullptr && layer->differs_from_family;
+    item->setContent(qs(op.type), qs(op.name), configText, kind, differs);
     QString tip =
         QStringLiteral("<b>%1</b> %2<br>%3").arg(qs(op.type), qs(op.name).toHtmlEscaped(), splitKindName(kind));
+    if (differs && a.families) {
+      tip +=
+          QStringLiteral("<br>configured otherwise than %1, the closest hand-made family").arg(qs(a.families->closest));
+    }
+    if (layer != nullptr && !layer->runner_up.empty()) {
+      tip += QStringLiteral("<br>runner-up %1 (+%2)")
+                 .arg(qs(layer->runner_up).toHtmlEscaped(), formatSeconds(layer->runner_up_delta));
+    }
     if (layer != nullptr) {
       tip += QStringLiteral("<br>%1<br>output %2<br>%3 per iteration, %4 per device")
                  .arg(configText.toHtmlEscaped(), qs(layer->output_shape), formatSeconds(layer->time),
@@ -211,7 +229,8 @@ void GraphScene::onSelectionChanged() {
   }
 }
 
-QSizeF GraphScene::paintLegend(QPainter& painter, const QPointF& topLeft, const QFont& font) {
+QSizeF GraphScene::paintLegend(QPainter& painter, const QPointF& topLeft, const QFont& font,
+                               const QString& differsFrom) {
   painter.save();
   painter.setFont(font);
   const QFontMetricsF metrics(font);
@@ -225,6 +244,17 @@ QSizeF GraphScene::paintLegend(QPainter& painter, const QPointF& topLeft, const 
     painter.drawRoundedRect(box, 3, 3);
     painter.setPen(Qt::black);
     const QString name = splitKindName(kind);
+    const double w = metrics.horizontalAdvance(name);
+    painter.drawText(QRectF(box.right() + 5, topLeft.y(), w + 2, swatch), Qt::AlignVCenter | Qt::AlignLeft, name);
+    x = box.right() + 5 + w + 18;
+  }
+  if (!differsFrom.isEmpty()) {
+    const QRectF box(x, topLeft.y() + 1, swatch * 1.6, swatch - 2);
+    painter.setPen(QPen(differsColor().darker(170), 2.5, Qt::DashLine));
+    painter.setBrush(Qt::NoBrush);
+    painter.drawRoundedRect(box, 3, 3);
+    painter.setPen(Qt::black);
+    const QString name = QObject::tr("otherwise than %1").arg(differsFrom);
     const double w = metrics.horizontalAdvance(name);
     painter.drawText(QRectF(box.right() + 5, topLeft.y(), w + 2, swatch), Qt::AlignVCenter | Qt::AlignLeft, name);
     x = box.right() + 5 + w + 18;

@@ -43,8 +43,10 @@ public:
   // Ops whose name or type contains `text` (case-insensitive), in op order.
   std::vector<graph::OpId> find(const QString& text) const;
 
-  // The legend of the split kinds, drawn at `topLeft`; returns its size.
-  static QSizeF paintLegend(QPainter& painter, const QPointF& topLeft, const QFont& font);
+  // The legend of the split kinds, drawn at `topLeft`, and the outline of the auto family's
+  // departures from `differsFrom` (a family name) when given; returns its size.
+  static QSizeF paintLegend(QPainter& painter, const QPointF& topLeft, const QFont& font,
+                            const QString& differsFrom = {});
 
 Q_SIGNALS:
   void opSelected(graph::OpId id); // by the user

@@ -102,14 +102,25 @@ public:
     }
     setToolTip(tip);
   }
+  void setDiffersFrom(const QString& family) {
+    m_differsFrom = family;
+    update();
+  }
 
 protected:
   void paintEvent(QPaintEvent*) override {
     QPainter painter(this);
     painter.setRenderHint(QPainter::Antialiasing);
-    GraphScene::paintLegend(painter, QPointF(6, 4), font());
+    GraphScene::paintLegend(painter, QPointF(6, 4), font(), m_differsFrom);
   }
+
+private:
+  QString m_differsFrom;
 };
+
+QString differsFrom(const Analysis* a) {
+  return a != nullptr && a->families ? qs(a->families->closest) : QString();
+}
 
 } // namespace
 
@@ -190,6 +201,7 @@ GraphView::~GraphView() = default;
 
 void GraphView::setAnalysis(const std::shared_ptr<const Analysis>& analysis) {
   m_current = analysis;
+  static_cast<LegendWidget*>(m_legend)->setDiffersFrom(differsFrom(analysis.get()));
   if (!analysis) {
     m_job->cancel();
     m_scene->clearGraph();
@@ -328,7 +340,7 @@ QString GraphView::exportImage(const QString& path) const {
     painter.fillRect(QRectF(QPointF(0, 0), size * scale), Qt::white);
     painter.save();
     painter.scale(scale, scale);
-    GraphScene::paintLegend(painter, QPointF(8, 8), font);
+    GraphScene::paintLegend(painter, QPointF(8, 8), font, differsFrom(m_scene->shownAnalysis().get()));
     painter.restore();
     m_scene->render(&painter, QRectF(0, legendHeight * scale, source.width() * scale, source.height() * scale), source);
   });

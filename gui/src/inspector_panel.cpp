@@ -14,6 +14,9 @@
 #include <QTextBrowser>
 #include <QVBoxLayout>
 
+#include <algorithm>
+#include <cmath>
+
 namespace partita::gui {
 
 namespace {
@@ -31,6 +34,57 @@ QString termRows(const std::vector<cost::Term>& terms, bool time) {
 QString costTable(const cost::OpCost& c) {
   return QStringLiteral("<table cellspacing=0 cellpadding=3>") + termRows(c.time, true) + termRows(c.memory, false) +
          QStringLiteral("</table>");
+}
+
+// The auto family's runner-up of one op beside its chosen configuration, term by term: the op's
+// own time terms and the redistribution of its inputs; what remains of the difference is the
+// redistribution its consumers would need.
+QString runnerUpTable(const search::AutoOpReport& r, const QString& chosen, const QString& runnerUp) {
+  std::vector<std::string> names;
+  auto sum = [&names](const std::vector<cost::Term>& terms, std::vector<double>& into) {
+    for (const auto& t : terms) {
+      auto it = std::find(names.begin(), names.end(), t.name);
+      if (it == names.end()) {
+        names.push_back(t.name);
+        into.resize(names.size());
+        it = names.end() - 1;
+      }
+      into.resize(names.size());
+      into[static_cast<std::size_t>(it - names.begin())] += t.value;
+    }
+  };
+  std::vector<double> a, b;
+  sum(r.chosen_terms, a);
+  sum(r.runner_up_terms, b);
+  a.resize(names.size());
+  b.resize(names.size());
+  auto cell = [](double v) {
+    return QStringLiteral("<td align=right>%1</td>").arg(v == 0 ? QStringLiteral("0") : formatSeconds(v));
+  };
+  auto diff = [](double v) {
+    return QStringLiteral("<td align=right>%1</td>")
+        .arg(v == 0 ? QStringLiteral("0") : (v > 0 ? QStringLiteral("+") : QString()) + formatSeconds(v));
+  };
+  QString html = QObject::tr("<table cellspacing=0 cellpadding=3><tr><th align=left>term</th><th>%1</th><th>%2</th>"
+                             "<th>difference</th></tr>")
+                     .arg(chosen.toHtmlEscaped(), runnerUp.toHtmlEscaped());
+  double own = 0;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    if (a[i] == 0 && b[i] == 0) {
+      continue;
+    }
+    own += b[i] - a[i];
+    html += QStringLiteral("<tr><td>%1</td>").arg(qs(names[i]).toHtmlEscaped()) + cell(a[i]) + cell(b[i]) +
+            diff(b[i] - a[i]) + QStringLiteral("</tr>");
+  }
+  const double rest = r.runner_up_delta - own;
+  if (std::abs(rest) > 1e-12 * std::max(1.0, std::abs(r.runner_up_delta))) {
+    html +=
+        QObject::tr("<tr><td>consumers' redistribution</td><td></td><td></td>") + diff(rest) + QStringLiteral("</tr>");
+  }
+  html += QObject::tr("<tr><td><b>iteration</b></td><td></td><td></td>") + diff(r.runner_up_delta) +
+          QStringLiteral("</tr></table>");
+  return html;
 }
 
 } // namespace
@@ -101,7 +155,10 @@ void InspectorPanel::showOp(graph::OpId id) {
   const int fastest = m_proxy->rowCount() > 0 ? m_proxy->mapToSource(m_proxy->index(0, 0)).row() : -1;
   const int chosen = m_model->chosenRow();
   QString verdict;
-  if (chosen >= 0 && fastest >= 0 && chosen != fastest) {
+  if (layer != nullptr && !layer->runner_up.empty()) {
+    verdict = tr(" Runner-up in the search: <b>%1</b>, %2 slower.")
+                  .arg(qs(layer->runner_up).toHtmlEscaped(), formatSeconds(layer->runner_up_delta));
+  } else if (chosen >= 0 && fastest >= 0 && chosen != fastest) {
     verdict = tr(" Not the fastest alone: the strategy weighs redistribution to its neighbours and the family's "
                  "rules too.");
   }
@@ -125,7 +182,15 @@ void InspectorPanel::showFormulas(int candidateRow) {
     return;
   }
   const auto& pred = m_analysis->prediction.ops[static_cast<std::size_t>(m_op)];
-  QString html = tr("<h3>Chosen configuration, as evaluated in the strategy</h3>") + costTable(pred.cost);
+  QString html;
+  const auto* layer = m_analysis->layer_of(m_op);
+  const auto& search = m_analysis->search;
+  if (search && layer != nullptr && static_cast<std::size_t>(m_op) < search->ops.size() &&
+      search->ops[static_cast<std::size_t>(m_op)].has_runner_up) {
+    html += tr("<h3>The search's runner-up, every other op as chosen</h3>") +
+            runnerUpTable(search->ops[static_cast<std::size_t>(m_op)], qs(layer->configuration), qs(layer->runner_up));
+  }
+  html += tr("<h3>Chosen configuration, as evaluated in the strategy</h3>") + costTable(pred.cost);
   const auto& candidates = m_model->candidates();
   if (candidateRow >= 0 && static_cast<std::size_t>(candidateRow) < candidates.size() &&
       !candidates[static_cast<std::size_t>(candidateRow)].chosen) {

@@ -1,6 +1,7 @@
 #include "layer_table_model.h"
 
 #include "format.h"
+#include "split_category.h"
 
 #include <QBrush>
 #include <QColor>
@@ -61,11 +62,25 @@ QVariant LayerTableModel::data(const QModelIndex& index, int role) const {
     return l.op;
   }
   if (role == Qt::TextAlignmentRole) {
-    return column >= Compute || column == Index ? QVariant(Qt::AlignRight | Qt::AlignVCenter)
-                                                : QVariant(Qt::AlignLeft | Qt::AlignVCenter);
+    return (column >= Compute && column != RunnerUp) || column == Index ? QVariant(Qt::AlignRight | Qt::AlignVCenter)
+                                                                        : QVariant(Qt::AlignLeft | Qt::AlignVCenter);
   }
   if (role == Qt::ToolTipRole && column == Name) {
     return qs(l.name);
+  }
+  const auto* families = m_analysis->families ? &*m_analysis->families : nullptr;
+  if (l.differs_from_family && families != nullptr && (column == Configuration || column == Index)) {
+    // What auto chose otherwise than the closest hand-made family.
+    if (role == Qt::BackgroundRole) {
+      return QBrush(differsColor());
+    }
+    if (role == Qt::ToolTipRole) {
+      return tr("Configured otherwise than %1, the hand-made family closest to this plan").arg(qs(families->closest));
+    }
+  }
+  if (role == Qt::ToolTipRole && column == RunnerUp && !l.runner_up.empty()) {
+    return tr("With %1 here and every other op as chosen, the iteration would take %2 longer")
+        .arg(qs(l.runner_up), formatSeconds(l.runner_up_delta));
   }
   const strategy::OpComparison* m = m_measured && l.op >= 0 && static_cast<std::size_t>(l.op) < m_measured->ops.size()
                                         ? &m_measured->ops[static_cast<std::size_t>(l.op)]
@@ -93,6 +108,12 @@ QVariant LayerTableModel::data(const QModelIndex& index, int role) const {
   case Redistribution: return sort ? QVariant(l.redistribution) : QVariant(formatMs(l.redistribution));
   case Memory: return sort ? QVariant(l.memory) : QVariant(formatMiB(l.memory));
   case Share: return sort ? QVariant(l.share) : QVariant(formatPercent(l.share));
+  case RunnerUp:
+    if (l.runner_up.empty()) {
+      return sort ? QVariant(0.0) : QVariant(QStringLiteral("-"));
+    }
+    return sort ? QVariant(l.runner_up_delta)
+                : QVariant(QStringLiteral("%1 (+%2)").arg(qs(l.runner_up), formatMs(l.runner_up_delta)));
   case Measured:
     if (m == nullptr) {
       return sort ? QVariant(0.0) : QVariant(QStringLiteral("-"));
@@ -119,6 +140,7 @@ QVariant LayerTableModel::headerData(int section, Qt::Orientation orientation, i
     case Redistribution: return tr("Moving inputs from the producer's layout to this op's layout");
     case Memory: return tr("Parameters, gradients, optimizer state, activations and backward workspace per device");
     case Share: return tr("Share of the iteration time");
+    case RunnerUp: return tr("The auto family: the op's best other configuration and the milliseconds it would add");
     case Measured: return tr("Forward, backward and communication time a run of this plan measured (Run tab)");
     case Error: return tr("(predicted - measured) / measured of the op's total");
     default: return {};
@@ -138,6 +160,7 @@ QVariant LayerTableModel::headerData(int section, Qt::Orientation orientation, i
   case Redistribution: return tr("Redist. ms");
   case Memory: return tr("Memory MiB");
   case Share: return tr("Share");
+  case RunnerUp: return tr("Runner-up (+ms)");
   case Measured: return tr("Measured ms");
   case Error: return tr("Error");
   case ColumnCount: break;

@@ -28,6 +28,7 @@ public:
     Redistribution,
     Memory,
     Share,
+    RunnerUp, // the auto family: the best other configuration and what it would add
     Measured, // of a run of this plan (Run tab), when there is one
     Error,
     ColumnCount

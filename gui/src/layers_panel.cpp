@@ -2,6 +2,7 @@
 
 #include "format.h"
 #include "layer_table_model.h"
+#include "split_category.h"
 
 #include <QHeaderView>
 #include <QItemSelectionModel>
@@ -80,7 +81,39 @@ void LayersPanel::setAnalysis(const std::shared_ptr<const Analysis>& analysis) {
                              QString::number(analysis->cluster.device_count()), formatSeconds(p.iteration_time),
                              terms.join(QStringLiteral(", ")), QString::number(p.samples_per_second, 'f', 1),
                              QString::number(p.batch), formatBytes(p.peak_memory))
-                        .arg(formatBytes(p.memory_capacity), fits));
+                        .arg(formatBytes(p.memory_capacity), fits) +
+                    autoSummary(*analysis));
+}
+
+QString LayersPanel::autoSummary(const Analysis& a) {
+  if (!a.search) {
+    return {};
+  }
+  const auto& r = *a.search;
+  QString text;
+  if (a.families && !a.families->closest.empty()) {
+    const auto& f = *a.families;
+    const double t = a.prediction.iteration_time;
+    const double margin = f.best_family_time > 0 ? 1 - t / f.best_family_time : 0;
+    text += tr("<br>auto: like <b>%1</b>, except <span style='background:%2'>&nbsp;%3 ops&nbsp;</span>; "
+               "%4 than the fastest hand-made family, %5 (%6)")
+                .arg(qs(f.closest), differsColor().name())
+                .arg(f.different.size())
+                .arg(margin >= 0 ? tr("%1% faster").arg(100 * margin, 0, 'f', 1)
+                                 : tr("%1% slower").arg(-100 * margin, 0, 'f', 1),
+                     qs(f.best_family), formatSeconds(f.best_family_time));
+  }
+  if (r.lower_bound < r.objective) {
+    text += tr("; within %1% of the fastest plan that fits %2 (Lagrangian bound)")
+                .arg(100 * (r.objective / r.lower_bound - 1), 0, 'f', 2)
+                .arg(formatBytes(r.memory_limit));
+  }
+  text += tr(" · searched %1 configurations of %2 ops (%3 distinct), %4 of tables")
+              .arg(r.stats.configurations, 0, 'g', 4)
+              .arg(r.stats.ops)
+              .arg(r.stats.distinct_ops)
+              .arg(formatBytes(r.stats.table_bytes + r.stats.dp.peak_bytes));
+  return text;
 }
 
 void LayersPanel::selectOp(graph::OpId id) {

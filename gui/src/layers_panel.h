@@ -36,6 +36,8 @@ Q_SIGNALS:
   void opSelected(graph::OpId id);
 
 private:
+  static QString autoSummary(const Analysis& a); // the auto family: its margin, departures and search size
+
   LayerTableModel* m_model;
   QSortFilterProxyModel* m_proxy;
   QLineEdit* m_filter;

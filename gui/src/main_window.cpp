@@ -98,6 +98,7 @@ MainWindow::MainWindow(QWidget* parent)
 
   connect(close, &QToolButton::clicked, this, &MainWindow::hideError);
   connect(m_setup, &SetupPanel::evaluateRequested, this, &MainWindow::evaluate);
+  connect(m_setup, &SetupPanel::replanRequested, this, &MainWindow::evaluate);
   connect(m_setup, &SetupPanel::openFileRequested, this, &MainWindow::openFileDialog);
   connect(m_compare, &ComparePanel::compareRequested, this, &MainWindow::compare);
   connect(m_run, &RunPanel::runsChanged, this, &MainWindow::showMeasured);

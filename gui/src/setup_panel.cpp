@@ -15,23 +15,45 @@
 #include <QFileInfo>
 #include <QFormLayout>
 #include <QGroupBox>
+#include <QHBoxLayout>
 #include <QLabel>
 #include <QLineEdit>
 #include <QPushButton>
+#include <QRegularExpression>
 #include <QSignalBlocker>
+#include <QSlider>
 #include <QSpinBox>
 #include <QVBoxLayout>
+
+#include <algorithm>
 
 namespace partita::gui {
 
 namespace {
 constexpr int ZooRole = Qt::UserRole + 10; // bool: a zoo model (else an ONNX file path in UserRole)
+constexpr int max_log2_devices = 10;       // the devices slider: 1 .. 1024
+constexpr int max_log2_batch = 12;         // the batch slider: 1 .. 4096
+
+const QRegularExpression& batchParameter() {
+  static const QRegularExpression re(QStringLiteral("(^|&)\\s*batch\\s*=\\s*([0-9]+)\\s*(?=&|$)"));
+  return re;
+}
+
+int floorLog2(int v) {
+  int k = 0;
+  while (v > 1) {
+    v >>= 1;
+    ++k;
+  }
+  return k;
+}
 } // namespace
 
 SetupPanel::SetupPanel(QWidget* parent)
     : QWidget(parent), m_model(new QComboBox(this)), m_parameters(new QLineEdit(this)), m_modelHelp(new QLabel(this)),
       m_cluster(new QComboBox(this)), m_editCluster(new QPushButton(tr("Edit cluster…"), this)),
-      m_nodes(new QSpinBox(this)), m_devices(new QSpinBox(this)), m_clusterHelp(new QLabel(this)),
+      m_nodes(new QSpinBox(this)), m_devices(new QSpinBox(this)), m_devicesSlider(new QSlider(Qt::Horizontal, this)),
+      m_batchSlider(new QSlider(Qt::Horizontal, this)), m_batchLabel(new QLabel(this)), m_clusterHelp(new QLabel(this)),
       m_family(new QComboBox(this)), m_precision(new QComboBox(this)), m_optimizer(new QComboBox(this)),
       m_zero(new QSpinBox(this)), m_recompute(new QComboBox(this)), m_evaluate(new QPushButton(tr("&Evaluate"), this)) {
   auto* layout = new QVBoxLayout(this);
@@ -52,6 +74,15 @@ SetupPanel::SetupPanel(QWidget* parent)
   m_parameters->setObjectName(QStringLiteral("parametersEdit"));
   m_parameters->setClearButtonEnabled(true);
   modelForm->addRow(tr("Parameters"), m_parameters);
+  m_batchSlider->setObjectName(QStringLiteral("batchSlider"));
+  m_batchSlider->setRange(0, max_log2_batch);
+  m_batchSlider->setPageStep(1);
+  m_batchSlider->setTickPosition(QSlider::TicksBelow);
+  m_batchSlider->setToolTip(tr("The batch, in powers of two: moving it sets batch= in the parameters and re-plans"));
+  auto* batchRow = new QHBoxLayout;
+  batchRow->addWidget(m_batchSlider, 1);
+  batchRow->addWidget(m_batchLabel);
+  modelForm->addRow(tr("Batch"), batchRow);
   m_modelHelp->setWordWrap(true);
   m_modelHelp->setStyleSheet(QStringLiteral("color: palette(mid);"));
   modelForm->addRow(m_modelHelp);
@@ -71,6 +102,13 @@ SetupPanel::SetupPanel(QWidget* parent)
   clusterForm->addRow(QString(), m_editCluster);
   clusterForm->addRow(tr("Nodes"), m_nodes);
   clusterForm->addRow(tr("Devices"), m_devices);
+  m_devicesSlider->setObjectName(QStringLiteral("devicesSlider"));
+  m_devicesSlider->setRange(0, max_log2_devices);
+  m_devicesSlider->setPageStep(1);
+  m_devicesSlider->setTickPosition(QSlider::TicksBelow);
+  m_devicesSlider->setToolTip(
+      tr("Devices in powers of two, 1 to %1: moving it re-plans (presets grow by nodes)").arg(1 << max_log2_devices));
+  clusterForm->addRow(QString(), m_devicesSlider);
   clusterForm->addRow(m_clusterHelp);
   layout->addWidget(clusterBox);
 
@@ -113,6 +151,10 @@ SetupPanel::SetupPanel(QWidget* parent)
   connect(m_editCluster, &QPushButton::clicked, this, &SetupPanel::editCluster);
   connect(m_nodes, &QSpinBox::valueChanged, this, &SetupPanel::updateDeviceLimit);
   connect(m_devices, &QSpinBox::valueChanged, this, &SetupPanel::updateDeviceLimit);
+  connect(m_devices, &QSpinBox::valueChanged, this, &SetupPanel::syncSliders);
+  connect(m_parameters, &QLineEdit::textChanged, this, &SetupPanel::syncSliders);
+  connect(m_devicesSlider, &QSlider::valueChanged, this, &SetupPanel::onDevicesSlider);
+  connect(m_batchSlider, &QSlider::valueChanged, this, &SetupPanel::onBatchSlider);
 
   onModelChanged();
   setInput(AnalysisInput{});
@@ -265,6 +307,64 @@ void SetupPanel::onModelChanged() {
     m_parameters->setToolTip(tr("Values of the file's symbolic dimensions, NAME=VALUE joined by '&'"));
     m_modelHelp->setText(tr("ONNX file %1").arg(m_model->currentData().toString()));
   }
+}
+
+int SetupPanel::currentBatch() const {
+  const auto match = batchParameter().match(m_parameters->text());
+  if (match.hasMatch()) {
+    bool ok = false;
+    const int batch = match.captured(2).toInt(&ok);
+    return ok ? batch : 0;
+  }
+  if (!m_model->currentData(ZooRole).toBool()) {
+    return 0; // a file's dimensions are known once it is loaded; batch= in the parameters names one
+  }
+  const auto name = m_model->currentText().toStdString();
+  for (const auto& m : zoo::models()) {
+    for (const auto& p : m.params) {
+      if (m.name == name && p.name == "batch") {
+        return QString::fromStdString(p.default_value).toInt();
+      }
+    }
+  }
+  return 0;
+}
+
+void SetupPanel::syncSliders() {
+  const QSignalBlocker devices(m_devicesSlider), batch(m_batchSlider);
+  m_devicesSlider->setValue(std::min(max_log2_devices, floorLog2(m_devices->value())));
+  const int b = currentBatch();
+  m_batchSlider->setEnabled(b > 0);
+  m_batchSlider->setValue(b > 0 ? std::min(max_log2_batch, floorLog2(b)) : 0);
+  m_batchLabel->setText(b > 0 ? QString::number(b) : tr("n/a"));
+  m_batchLabel->setToolTip(b > 0 ? QString()
+                                 : tr("This model names no batch: give batch=N in the parameters for a file whose "
+                                      "batch dimension is called 'batch'"));
+}
+
+void SetupPanel::onDevicesSlider(int position) {
+  const int devices = 1 << position;
+  if (devices != m_devices->value()) {
+    m_devices->setValue(devices); // grows a preset by nodes through updateDeviceLimit
+    Q_EMIT replanRequested();
+  }
+}
+
+void SetupPanel::onBatchSlider(int position) {
+  const int batch = 1 << position;
+  if (batch == currentBatch()) {
+    return;
+  }
+  QString text = m_parameters->text().trimmed();
+  const auto match = batchParameter().match(text);
+  const QString item = QStringLiteral("batch=%1").arg(batch);
+  if (match.hasMatch()) {
+    text.replace(match.capturedStart(0), match.capturedLength(0), match.captured(1) + item);
+  } else {
+    text += (text.isEmpty() ? QString() : QStringLiteral("&")) + item;
+  }
+  m_parameters->setText(text); // syncSliders follows through textChanged
+  Q_EMIT replanRequested();
 }
 
 void SetupPanel::updateDeviceLimit() {

@@ -13,6 +13,7 @@ class QComboBox;
 class QLabel;
 class QLineEdit;
 class QPushButton;
+class QSlider;
 class QSpinBox;
 
 namespace partita::gui {
@@ -39,11 +40,15 @@ public:
   QPushButton* editClusterButton() const { return m_editCluster; }
   QSpinBox* nodesSpin() const { return m_nodes; }
   QSpinBox* devicesSpin() const { return m_devices; }
+  QSlider* devicesSlider() const { return m_devicesSlider; }
+  QSlider* batchSlider() const { return m_batchSlider; }
   QComboBox* familyCombo() const { return m_family; }
   QPushButton* evaluateButton() const { return m_evaluate; }
 
 Q_SIGNALS:
   void evaluateRequested();
+  // A slider moved: re-plan now (a new request supersedes the one in flight).
+  void replanRequested();
   void openFileRequested();
   void customClusterChanged(const std::string& json); // an edited cluster joined the list
 
@@ -52,6 +57,12 @@ private:
   void onClusterChanged();
   void setClusterFields(const AnalysisInput& input);
   void updateDeviceLimit();
+  // The sliders follow the fields: devices from the spin box, batch from the parameters.
+  void syncSliders();
+  void onDevicesSlider(int position);
+  void onBatchSlider(int position);
+  // The batch the parameters give (or the zoo model's default); 0 when the model has none known.
+  int currentBatch() const;
 
   QComboBox* m_model;
   QLineEdit* m_parameters;
@@ -61,6 +72,9 @@ private:
   std::string m_customCluster; // JSON of the edited cluster in the list, if any
   QSpinBox* m_nodes;
   QSpinBox* m_devices;
+  QSlider* m_devicesSlider; // log2 of the devices
+  QSlider* m_batchSlider;   // log2 of the batch
+  QLabel* m_batchLabel;
   QLabel* m_clusterHelp;
   QComboBox* m_family;
   QComboBox* m_precision;

@@ -44,6 +44,10 @@ QColor splitKindColor(SplitKind kind) {
   return Qt::white;
 }
 
+QColor differsColor() {
+  return {0xb8, 0xe8, 0xc4};
+}
+
 std::vector<std::vector<bool>> batchDims(const graph::Graph& g, const std::vector<graph::OpSemantics>& semantics) {
   std::vector<std::vector<bool>> batch(g.ops().size());
   std::vector<std::vector<bool>> tensorBatch(g.tensors().size()); // per tensor dim

@@ -21,6 +21,9 @@ inline constexpr int SplitKindCount = 5;
 QString splitKindName(SplitKind kind);
 QString splitKindDescription(SplitKind kind); // one line for the legend's tooltip
 QColor splitKindColor(SplitKind kind);        // box fill: light enough for black text
+// The auto family's departures from the closest hand-made family: a table cell's background, and
+// darker(), a graph box's outline.
+QColor differsColor();
 
 // Per op, per iteration dim: whether it is a batch dim, i.e. carries dim 0 of a graph input
 // through the ops' tensor maps (the same rule the core's data-parallel builder applies).

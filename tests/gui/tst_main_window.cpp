@@ -18,6 +18,7 @@
 #include "partita/zoo/zoo.h"
 
 #include <QAbstractItemModelTester>
+
 #include <QComboBox>
 #include <QFile>
 #include <QFileInfo>
@@ -27,13 +28,17 @@
 #include <QPushButton>
 #include <QSettings>
 #include <QSignalSpy>
+#include <QSlider>
 #include <QSortFilterProxyModel>
+#include <QSpinBox>
 #include <QStandardPaths>
 #include <QTableView>
 #include <QTemporaryDir>
 #include <QTest>
 #include <QTextBrowser>
 #include <QUrl>
+
+#include <algorithm>
 
 using namespace partita;
 using namespace partita::gui;
@@ -240,6 +245,89 @@ private Q_SLOTS:
     QCOMPARE(w.analysis()->input.model, smallInput().model);
     QTest::qWait(50);
     QCOMPARE(shown.count(), 1);
+  }
+
+  // The auto family: the search's runner-ups in the table and the inspector, the ops it configures
+  // otherwise than the closest hand-made family marked, and sliders that re-plan.
+  void autoFamilyRunnerUpsAndSliders() {
+    MainWindow w;
+    w.show();
+    AnalysisInput in = smallInput();
+    in.family = "auto";
+    QVERIFY(evaluated(w, in));
+    auto a = w.analysis();
+    QVERIFY(a->search.has_value());
+    QVERIFY(a->families.has_value());
+    QVERIFY(!a->families->closest.empty());
+    QVERIFY(w.layersPanel()->totalsLabel()->text().contains(QStringLiteral("like <b>")));
+
+    // Runner-up column: the search's report, per op; the marked rows are the ops that differ.
+    const auto* model = w.layersPanel()->model();
+    int withRunnerUp = 0, marked = 0;
+    for (int row = 0; row < model->rowCount(); ++row) {
+      const auto& l = a->layers[static_cast<std::size_t>(row)];
+      const auto& report = a->search->ops[static_cast<std::size_t>(l.op)];
+      const QString cell = model->index(row, LayerTableModel::RunnerUp).data().toString();
+      if (report.has_runner_up) {
+        ++withRunnerUp;
+        QVERIFY(
+            cell.startsWith(qs(sharding::to_string(report.runner_up, a->semantics[static_cast<std::size_t>(l.op)]))));
+        QCOMPARE(model->index(row, LayerTableModel::RunnerUp).data(SortRole).toDouble(), report.runner_up_delta);
+        QVERIFY(report.runner_up_delta >= 0); // the chosen one is optimal
+      } else {
+        QCOMPARE(cell, QStringLiteral("-"));
+      }
+      if (model->index(row, LayerTableModel::Configuration).data(Qt::BackgroundRole).isValid()) {
+        ++marked;
+        QVERIFY(std::find(a->families->different.begin(), a->families->different.end(), l.op) !=
+                a->families->different.end());
+      }
+    }
+    QVERIFY(withRunnerUp > 0);
+    QCOMPARE(marked, static_cast<int>(a->families->different.size()));
+
+    // The inspector sets the runner-up beside the chosen configuration, term by term.
+    graph::OpId withOne = -1;
+    for (const auto& l : a->layers) {
+      if (!l.runner_up.empty()) {
+        withOne = l.op;
+        break;
+      }
+    }
+    w.layersPanel()->selectOp(withOne); // the table selects, the inspector follows
+    QVERIFY(w.inspector()->header()->text().contains(QStringLiteral("Runner-up")));
+    const QString formulas = w.inspector()->formulas()->toPlainText();
+    QVERIFY(formulas.contains(QStringLiteral("runner-up")));
+    QVERIFY(formulas.contains(formatSeconds(a->layer_of(withOne)->runner_up_delta)));
+
+    // The devices slider re-plans at once; a second move supersedes the first.
+    QSignalSpy shown(&w, &MainWindow::analysisShown);
+    auto* devices = w.setupPanel()->devicesSlider();
+    QCOMPARE(devices->value(), 2); // 4 devices
+    devices->setValue(3);
+    QVERIFY(w.isBusy());
+    devices->setValue(1);
+    QVERIFY(shown.wait(wait_ms));
+    QTest::qWait(50);
+    QCOMPARE(shown.count(), 1);
+    QCOMPARE(w.analysis()->strategy.devices, 2);
+    QCOMPARE(w.setupPanel()->devicesSpin()->value(), 2);
+
+    // The batch slider writes batch= into the parameters and re-plans.
+    auto* batch = w.setupPanel()->batchSlider();
+    QVERIFY(batch->isEnabled());
+    QCOMPARE(batch->value(), 1); // batch=2
+    batch->setValue(3);
+    QCOMPARE(w.setupPanel()->parametersEdit()->text(), QStringLiteral("layers=1&hidden=64&heads=2&seq=8&batch=8"));
+    QVERIFY(shown.wait(wait_ms));
+    QCOMPARE(w.analysis()->prediction.batch, 8);
+    QVERIFY(w.analysis()->search.has_value());
+
+    // A model that names no batch: the slider is off, nothing is written.
+    w.setupPanel()->parametersEdit()->setText(QStringLiteral("layers=1"));
+    QVERIFY(batch->isEnabled()); // gpt2's default batch
+    w.setupPanel()->selectModelFile(QStringLiteral("/nonexistent/model.onnx"));
+    QVERIFY(!batch->isEnabled());
   }
 };
 

@@ -92,6 +92,29 @@ public:
     return {c, devices(c)};
   }
 
+  // Op `id`'s time terms in configuration x (op_cost's) and the redistribution of each of its
+  // inputs from its producer's configuration in `choice`, named as evaluate() names them.
+  std::vector<cost::Term> terms(graph::OpId id, int x, const std::vector<int>& choice) const {
+    const auto i = static_cast<std::size_t>(id);
+    const auto a = assignment(id, x);
+    auto out = cost::op_cost(m_g, id, m_sem[i], a.config, a.devices, *m_r.cluster, m_r.setup, m_keep[i]).time;
+    std::vector<strategy::OpAssignment> scratch(m_g.ops().size());
+    scratch[i] = a;
+    const auto& op = m_g.op(id);
+    for (std::size_t in = 0; in < op.inputs.size(); ++in) {
+      const graph::TensorId t = op.inputs[in];
+      if (t == graph::no_tensor || m_g.tensor(t).producer < 0) {
+        continue;
+      }
+      const graph::OpId prod = m_g.tensor(t).producer;
+      scratch[static_cast<std::size_t>(prod)] = assignment(prod, choice[static_cast<std::size_t>(prod)]);
+      for (auto& term : strategy::input_redistribution(m_g, m_sem, scratch, *m_r.cluster, m_r.setup, id, in)) {
+        out.push_back(std::move(term));
+      }
+    }
+    return out;
+  }
+
   void check_cancel() const {
     if (m_r.cancel != nullptr && m_r.cancel->load()) {
       throw Cancelled();
@@ -188,7 +211,6 @@ private:
           const auto& from = pt.output_key[out];
           const auto& to = ct.input_key[in];
           std::vector<double> costs(from.size() * to.size(), 0.0);
-          std::map<std::pair<int, int>, double> pairs; // distinct placements, priced once
           for (std::size_t a = 0; a < from.size(); ++a) {
             for (std::size_t b = 0; b < to.size(); ++b) {
               const auto key = std::make_tuple(tsig, from[a], to[b]);
@@ -448,6 +470,8 @@ AutoResult auto_search(const Request& r) {
       rep.has_runner_up = true;
       rep.runner_up = t.configs[static_cast<std::size_t>(runner)];
       rep.runner_up_delta = runner_cost - chosen;
+      rep.chosen_terms = cg.terms(static_cast<graph::OpId>(i), choice[i], choice);
+      rep.runner_up_terms = cg.terms(static_cast<graph::OpId>(i), runner, choice);
     }
   }
   if (r.progress) {

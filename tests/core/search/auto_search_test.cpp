@@ -156,6 +156,35 @@ TEST(AutoSearch, NamesTheRunnerUpOfEveryOpWithAChoice) {
   }
   EXPECT_EQ(r.stats.ops, static_cast<int>(s.model.graph.ops().size()));
   EXPECT_LT(r.stats.distinct_ops, r.stats.ops) << "the two hidden layers share their tables";
+
+  // Term by term: the chosen configuration's terms are what evaluate() charges the op (every tensor
+  // of an MLP has one reader, so each move is priced once either way); for an op whose outputs
+  // nobody reads inside the graph, the runner-up's terms account for the whole difference.
+  const auto p = strategy::evaluate(s.model.graph, s.cluster, r.strategy, s.request.setup);
+  auto sum = [](const std::vector<cost::Term>& terms) {
+    double t = 0;
+    for (const auto& term : terms) {
+      t += term.value;
+    }
+    return t;
+  };
+  int last_checked = 0;
+  for (std::size_t i = 0; i < r.ops.size(); ++i) {
+    const auto& op = r.ops[i];
+    if (!op.has_runner_up) {
+      continue;
+    }
+    EXPECT_NEAR(sum(op.chosen_terms), p.ops[i].time, 1e-9 * p.iteration_time) << s.model.graph.op(i).name;
+    bool read = false;
+    for (auto t : s.model.graph.op(static_cast<graph::OpId>(i)).outputs) {
+      read = read || !s.model.graph.tensor(t).consumers.empty();
+    }
+    if (!read) {
+      EXPECT_NEAR(sum(op.runner_up_terms) - sum(op.chosen_terms), op.runner_up_delta, 1e-9 * p.iteration_time);
+      ++last_checked;
+    }
+  }
+  EXPECT_GT(last_checked, 0);
 }
 
 TEST(AutoSearch, RepeatedBlocksShareTheirTables) {
