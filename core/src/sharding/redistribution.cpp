@@ -58,12 +58,32 @@ void check_layout(const TensorLayout& l, const Config& c, std::span<const int> d
                               j, l.parts[j]));
     }
   }
-  detail::check_device_copies(c, devices, fmt::format("redistribute ({})", side));
+  detail::check_device_copies(c, devices, side[0] == 'p' ? "redistribute (producer)" : "redistribute (consumer)");
   for (const int d : devices) {
     if (d < 0) {
       throw Error(fmt::format("redistribute: {} device id {} is negative", side, d));
     }
   }
+}
+
+// The grid coordinates of every position 0 .. devices()-1 of a config, position-major (what
+// detail::unravel gives, without a division per coordinate).
+std::vector<int> grid_coords(const Config& c) {
+  const std::size_t axes = c.splits.size();
+  const auto k = static_cast<std::size_t>(c.devices());
+  std::vector<int> out(k * axes, 0);
+  for (std::size_t p = 1; p < k; ++p) {
+    std::copy_n(out.begin() + static_cast<std::ptrdiff_t>((p - 1) * axes), axes,
+                out.begin() + static_cast<std::ptrdiff_t>(p * axes));
+    for (std::size_t i = axes; i-- > 0;) {
+      int& x = out[p * axes + i];
+      if (++x < c.splits[i]) {
+        break;
+      }
+      x = 0;
+    }
+  }
+  return out;
 }
 
 // The block grid position `coords` of a layout holds, per dim, written into begin/end.
@@ -165,11 +185,20 @@ Redistribution redistribute(const TensorLayout& from, const Config& from_config,
     stride[j] = cells;
     cells *= from.parts[j];
   }
-  std::vector<int> coords(std::max(from_config.splits.size(), to_config.splits.size()), 0);
+  const auto from_coords = grid_coords(from_config);
+  const auto to_coords = grid_coords(to_config);
+  const std::size_t from_axes = from_config.splits.size(), to_axes = to_config.splits.size();
+  const int from_k = from_config.devices(), to_k = to_config.devices();
+  auto from_at = [&](int p) {
+    return std::span<const int>(from_coords).subspan(static_cast<std::size_t>(p % from_k) * from_axes, from_axes);
+  };
+  auto to_at = [&](int t) {
+    return std::span<const int>(to_coords).subspan(static_cast<std::size_t>(t % to_k) * to_axes, to_axes);
+  };
   std::vector<std::int64_t> cell_of_pos(from_devices.size());
   std::vector<int> holder_start(static_cast<std::size_t>(cells) + 1, 0);
   for (std::size_t p = 0; p < from_devices.size(); ++p) {
-    detail::unravel(from_config, static_cast<int>(p) % from_config.devices(), coords);
+    const auto coords = from_at(static_cast<int>(p));
     std::int64_t cell = 0;
     for (std::size_t j = 0; j < r; ++j) {
       const int a = from.dim_axis[j];
@@ -218,7 +247,7 @@ Redistribution redistribute(const TensorLayout& from, const Config& from_config,
 
   for (std::size_t t = 0; t < to_devices.size(); ++t) {
     const int d = to_devices[t];
-    detail::unravel(to_config, static_cast<int>(t) % to_config.devices(), coords);
+    const auto coords = to_at(static_cast<int>(t));
     block_at(to, coords, nb, ne);
     std::int64_t to_cell = 0, to_stride = 1;
     for (std::size_t j = r; j-- > 0;) {
@@ -235,8 +264,7 @@ Redistribution redistribute(const TensorLayout& from, const Config& from_config,
     std::int64_t held = 0, common = 0, own_cell = -1;
     if (p >= 0) {
       own_cell = cell_of_pos[static_cast<std::size_t>(p)];
-      detail::unravel(from_config, p % from_config.devices(), coords);
-      block_at(from, coords, hb, he);
+      block_at(from, from_at(p), hb, he);
       held = common = 1;
       for (std::size_t j = 0; j < r; ++j) {
         held *= he[j] - hb[j];
