@@ -10,6 +10,7 @@
 #include "partita/proto/partita.pb.h"
 #include "partita/search/auto_search.h"
 #include "partita/search/optimizer.h"
+#include "partita/search/pase.h"
 #include "partita/strategy/plan_file.h"
 
 #include <fmt/format.h>
@@ -29,7 +30,61 @@ struct PlanOptions {
   std::string family = "auto";
   std::string output;
   bool json = false;
+  // --cost-model pase: PaSE's benchmark graphs in its own cost model.
+  std::string cost_model = "partita";
+  double flops = search::pase::Options{}.flops;
+  double bw = search::pase::Options{}.bw;
+  CLI::Option* flops_option = nullptr;
+  CLI::Option* bw_option = nullptr;
 };
+
+// --cost-model pase: the optimum of one of PaSE's graphs as its reference implementation prices it
+// (FLOP units), layer by layer, and its total cost (what the reference prints).
+void plan_pase(const PlanOptions& o, const CLI::App& cmd) {
+  if (o.family != "auto") {
+    throw Error(
+        fmt::format("--cost-model pase is searched by the exact per-layer search only: drop --strategy {}", o.family));
+  }
+  for (const char* name : {"--output", "--json", "--dim", "--plan", "--cluster"}) {
+    if (cmd.count(name) > 0) {
+      throw Error(fmt::format("{} does not apply with --cost-model pase (PaSE's graphs are not ONNX models and its "
+                              "machine is --flops and --bw)",
+                              name));
+    }
+  }
+  search::pase::Options options;
+  const auto graph = search::pase::parse_spec(o.model.model, options);
+  if (o.model.batch > 0) {
+    if (o.model.model.find("batch=") != std::string::npos) {
+      throw Error(fmt::format("{}: batch given twice (in the model and by --batch)", o.model.model));
+    }
+    options.batch = o.model.batch;
+  }
+  options.procs = o.devices;
+  options.flops = o.flops;
+  options.bw = o.bw;
+  if (!(options.flops > 0) || !(options.bw > 0)) {
+    throw Error(fmt::format("--flops and --bw must be positive (got {} and {})", options.flops, options.bw));
+  }
+  const auto r = search::pase::search(graph, options);
+  std::cout << fmt::format("plan {} in PaSE's cost model: {} devices, batch {}, {} TFLOP/s per device, {} GB/s "
+                           "between devices (a word moved costs {:.6g} FLOP)\n\n",
+                           o.model.model, options.procs, options.batch, options.flops, options.bw,
+                           search::pase::comm_ratio(options));
+  Table t({{"#"}, {"layer", Table::Align::left}, {"op", Table::Align::left}, {"split", Table::Align::left}, {"cost"}});
+  for (std::size_t i = 0; i < r.layers.size(); ++i) {
+    const auto& l = r.layers[i];
+    t.add_row({std::to_string(i), l.name, l.op, l.split, search::pase::format_cost(l.cost)});
+  }
+  std::cout << t.render();
+  std::cout << fmt::format("\nTotal cost {} (PaSE's units: FLOPs, communication converted by the ratio above; the "
+                           "layers' own costs plus the redistributions between them)\n",
+                           search::pase::format_cost(r.total_cost));
+  std::cout << fmt::format("search: {} configurations of {} layers (at most {} per layer), {} edges, widest dependent "
+                           "set {}, largest table {:.3g} entries, {:.1f} MiB at peak\n",
+                           r.configs, r.vertices, r.max_configs, r.edges, r.stats.width, r.stats.largest_table,
+                           r.stats.peak_bytes / (1024.0 * 1024));
+}
 
 std::string ms(double seconds) {
   return fmt::format("{:.3f}", seconds * 1e3);
@@ -104,7 +159,23 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--strategy", o->family, "strategy family (see partita compare --help)")->capture_default_str();
   cmd->add_option("-o,--output", o->output, "write the plan as JSON (partita.proto's Plan)");
   cmd->add_flag("--json", o->json, "print the plan as JSON instead of a table");
-  cmd->callback([o] {
+  cmd->add_option("--cost-model", o->cost_model,
+                  "partita, or pase: PaSE's benchmark graphs (zoo:pase?graph=alexnet|resnet101|inception3|rnnlm|"
+                  "transformer[&batch=N]) priced as its reference implementation does, in FLOPs")
+      ->check(CLI::IsMember({"partita", "pase"}))
+      ->capture_default_str();
+  o->flops_option =
+      cmd->add_option("--flops", o->flops, "with --cost-model pase: TFLOP/s of a device")->capture_default_str();
+  o->bw_option = cmd->add_option("--bw", o->bw, "with --cost-model pase: GB/s between devices")->capture_default_str();
+  cmd->callback([o, cmd] {
+    if (o->cost_model == "pase") {
+      plan_pase(*o, *cmd);
+      return;
+    }
+    if (o->flops_option->count() > 0 || o->bw_option->count() > 0) {
+      throw Error("--flops and --bw set PaSE's machine: they apply with --cost-model pase only (the partita cost "
+                  "model reads the cluster)");
+    }
     const auto model = o->model.load();
     const auto& g = model.graph;
     const auto cl = cluster_for(o->setup.cluster, o->devices);

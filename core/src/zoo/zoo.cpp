@@ -219,6 +219,9 @@ onnx::ModelProto build(std::string_view spec) {
   const std::string name(spec.substr(0, question));
   const auto& entries = registry();
   const auto entry = std::find_if(entries.begin(), entries.end(), [&](const Entry& e) { return e.name == name; });
+  if (entry == entries.end() && name == "pase")
+    throw Error("zoo:pase?graph=NAME names one of PaSE's benchmark graphs, which exist in PaSE's own cost model only: "
+                "plan it with `partita plan zoo:pase?graph=NAME --cost-model pase`");
   if (entry == entries.end())
     throw Error(fmt::format("unknown zoo model '{}' (known models: {})", name, names_of(entries)));
 

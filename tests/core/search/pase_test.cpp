@@ -156,5 +156,29 @@ TEST(Pase, CommunicationRatioIsTheReferenceDefault) {
   EXPECT_DOUBLE_EQ(pase::comm_ratio(o), 2500.0);
 }
 
+TEST(Pase, ModelNamesAreParsedStrictly) {
+  pase::Options o;
+  EXPECT_TRUE(pase::is_spec("zoo:pase?graph=alexnet"));
+  EXPECT_TRUE(pase::is_spec("pase"));
+  EXPECT_FALSE(pase::is_spec("zoo:paseo"));
+  EXPECT_FALSE(pase::is_spec("zoo:alexnet"));
+  EXPECT_EQ(pase::parse_spec("zoo:pase?graph=rnnlm&batch=64", o), "rnnlm");
+  EXPECT_EQ(o.batch, 64);
+  auto fails = [](const char* spec, const char* why) {
+    pase::Options options;
+    EXPECT_THAT([&] { (void)pase::parse_spec(spec, options); }, ::testing::ThrowsMessage<Error>(HasSubstr(why)))
+        << spec;
+    EXPECT_EQ(options.batch, pase::Options{}.batch) << spec;
+  };
+  fails("zoo:pase", "give graph=NAME");
+  fails("zoo:pase?graph=vgg", "unknown graph 'vgg'");
+  fails("zoo:pase?graph=alexnet&graph=rnnlm", "'graph' given twice");
+  fails("zoo:pase?graph=alexnet&batch=0", "positive integer");
+  fails("zoo:pase?graph=alexnet&batch=12x", "positive integer");
+  fails("zoo:pase?graph=alexnet&procs=4", "no parameter 'procs'");
+  fails("zoo:pase?graph", "expected key=value");
+  fails("zoo:mlp", "not one of PaSE's graphs");
+}
+
 } // namespace
 } // namespace partita::search

@@ -79,6 +79,13 @@ Result search(std::string_view graph, const Options& options);
 // "alexnet", "resnet101", "inception3", "rnnlm", "transformer".
 const std::vector<std::string>& graph_names();
 
+// A model name for these graphs: "zoo:pase?graph=NAME[&batch=N]" (the "zoo:" prefix optional).
+bool is_spec(std::string_view model);
+// The graph of a spec, and its batch written into options.batch when given. Throws partita::Error
+// naming the spec and the bad part (no graph, an unknown graph or parameter, a batch that is not
+// a positive integer, a parameter given twice).
+std::string parse_spec(std::string_view model, Options& options);
+
 // The total as the reference prints it ("%0.2f").
 std::string format_cost(double cost);
 

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
 
 namespace partita::search::pase {
 
@@ -84,6 +85,65 @@ Result search(std::string_view graph, const Options& options) {
     r.layers.push_back({l.name, l.op, split_text(l, l.configs.at(c)), l.costs.at(c)});
   }
   return r;
+}
+
+bool is_spec(std::string_view model) {
+  if (model.starts_with("zoo:")) {
+    model.remove_prefix(4);
+  }
+  return model == "pase" || model.starts_with("pase?");
+}
+
+std::string parse_spec(std::string_view model, Options& options) {
+  const std::string spec(model);
+  if (!is_spec(model)) {
+    throw Error(fmt::format("'{}' is not one of PaSE's graphs: name them zoo:pase?graph=NAME (NAME one of {})", spec,
+                            fmt::join(graph_names(), ", ")));
+  }
+  const auto question = model.find('?');
+  std::string_view query = question == std::string_view::npos ? std::string_view{} : model.substr(question + 1);
+  std::string graph;
+  bool batch_given = false;
+  while (!query.empty()) {
+    const auto amp = query.find('&');
+    const auto item = query.substr(0, amp);
+    query = amp == std::string_view::npos ? std::string_view{} : query.substr(amp + 1);
+    if (item.empty()) {
+      continue;
+    }
+    const auto eq = item.find('=');
+    const std::string key(item.substr(0, eq));
+    const std::string value(eq == std::string_view::npos ? std::string_view{} : item.substr(eq + 1));
+    if (eq == std::string_view::npos) {
+      throw Error(fmt::format("{}: expected key=value, got '{}'", spec, key));
+    }
+    if (key == "graph") {
+      if (!graph.empty()) {
+        throw Error(fmt::format("{}: parameter 'graph' given twice", spec));
+      }
+      if (std::find(graph_names().begin(), graph_names().end(), value) == graph_names().end()) {
+        throw Error(fmt::format("{}: unknown graph '{}' (known: {})", spec, value, fmt::join(graph_names(), ", ")));
+      }
+      graph = value;
+    } else if (key == "batch") {
+      if (batch_given) {
+        throw Error(fmt::format("{}: parameter 'batch' given twice", spec));
+      }
+      int batch = 0;
+      const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), batch);
+      if (ec != std::errc() || end != value.data() + value.size() || batch < 1) {
+        throw Error(fmt::format("{}: batch must be a positive integer, got '{}'", spec, value));
+      }
+      options.batch = batch;
+      batch_given = true;
+    } else {
+      throw Error(fmt::format("{}: no parameter '{}' (parameters: graph, batch)", spec, key));
+    }
+  }
+  if (graph.empty()) {
+    throw Error(fmt::format("{}: which graph? give graph=NAME (NAME one of {})", spec, fmt::join(graph_names(), ", ")));
+  }
+  return graph;
 }
 
 std::string format_cost(double cost) {
