@@ -29,23 +29,66 @@ double peak_rss_mib() {
   return static_cast<double>(u.ru_maxrss) / 1024.0;
 }
 
+constexpr const char* usage = "usage: partita_bench_auto [--limit SECONDS] [--devices 8,64,...] [MODEL...]";
+
+// A positive number from argv, or a message naming the option.
+double positive(const std::string& option, const std::string& text) {
+  std::size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != text.size() || !(v > 0)) {
+    throw partita::Error(fmt::format("{}: expected a positive number, got '{}'\n{}", option, text, usage));
+  }
+  return v;
+}
+
+int run(int argc, char** argv);
+
 } // namespace
 
 int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "partita_bench_auto: {}\n", e.what());
+    return 1;
+  }
+}
+
+namespace {
+
+int run(int argc, char** argv) {
   using namespace partita;
   double limit = 60;
   std::vector<int> device_counts{8, 64, 256, 1024};
   std::vector<std::string> models;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--limit" && i + 1 < argc) {
-      limit = std::stod(argv[++i]);
-    } else if (a == "--devices" && i + 1 < argc) {
+    if (a == "--help" || a == "-h") {
+      fmt::print("{}\n", usage);
+      return 0;
+    }
+    if ((a == "--limit" || a == "--devices") && i + 1 >= argc) {
+      throw Error(fmt::format("{} needs a value\n{}", a, usage));
+    }
+    if (a == "--limit") {
+      limit = positive(a, argv[++i]);
+    } else if (a == "--devices") {
       device_counts.clear();
       std::stringstream ss(argv[++i]);
       for (std::string item; std::getline(ss, item, ',');) {
-        device_counts.push_back(std::stoi(item));
+        const double d = positive(a, item);
+        if (d != static_cast<int>(d)) {
+          throw Error(fmt::format("--devices: '{}' is not a whole number", item));
+        }
+        device_counts.push_back(static_cast<int>(d));
       }
+    } else if (a.starts_with("-")) {
+      throw Error(fmt::format("unknown option '{}'\n{}", a, usage));
     } else {
       models.push_back(a);
     }
@@ -105,4 +148,7 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
     }
   }
+  return 0;
 }
+
+} // namespace
