@@ -1,7 +1,9 @@
 // The per-layer search's speed: every zoo model (default parameters) at 8, 64, 256 and 1024
 // devices of dgx-a100 nodes, one core; a search still running after --limit seconds (default 60)
 // is cancelled and shown as "> limit". Prints the search time, its tables' memory and the process
-// peak RSS. Usage: partita_bench_auto [--limit S] [--devices 8,64] [MODEL...]
+// peak RSS. With --cancel-after MS every search is cancelled after MS milliseconds instead, and the
+// time it took to stop is printed (the GUI's sliders cancel the search in flight).
+// Usage: partita_bench_auto [--limit S] [--devices 8,64] [--cancel-after MS] [MODEL...]
 
 #include "partita/cluster/cluster.h"
 #include "partita/graph/error.h"
@@ -29,7 +31,8 @@ double peak_rss_mib() {
   return static_cast<double>(u.ru_maxrss) / 1024.0;
 }
 
-constexpr const char* usage = "usage: partita_bench_auto [--limit SECONDS] [--devices 8,64,...] [MODEL...]";
+constexpr const char* usage =
+    "usage: partita_bench_auto [--limit SECONDS] [--devices 8,64,...] [--cancel-after MS] [MODEL...]";
 
 // A positive number from argv, or a message naming the option.
 double positive(const std::string& option, const std::string& text) {
@@ -64,6 +67,7 @@ namespace {
 int run(int argc, char** argv) {
   using namespace partita;
   double limit = 60;
+  double cancel_after_ms = 0; // > 0: cancel every search then, and print how long it took to stop
   std::vector<int> device_counts{8, 64, 256, 1024};
   std::vector<std::string> models;
   for (int i = 1; i < argc; ++i) {
@@ -72,11 +76,13 @@ int run(int argc, char** argv) {
       fmt::print("{}\n", usage);
       return 0;
     }
-    if ((a == "--limit" || a == "--devices") && i + 1 >= argc) {
+    if ((a == "--limit" || a == "--devices" || a == "--cancel-after") && i + 1 >= argc) {
       throw Error(fmt::format("{} needs a value\n{}", a, usage));
     }
     if (a == "--limit") {
       limit = positive(a, argv[++i]);
+    } else if (a == "--cancel-after") {
+      cancel_after_ms = positive(a, argv[++i]);
     } else if (a == "--devices") {
       device_counts.clear();
       std::stringstream ss(argv[++i]);
@@ -113,9 +119,12 @@ int run(int argc, char** argv) {
       std::mutex m;
       std::condition_variable cv;
       bool done = false;
+      const double wait = cancel_after_ms > 0 ? cancel_after_ms / 1e3 : limit;
+      std::chrono::steady_clock::time_point cancelled_at;
       std::thread watchdog([&] {
         std::unique_lock lock(m);
-        if (!cv.wait_for(lock, std::chrono::duration<double>(limit), [&] { return done; })) {
+        if (!cv.wait_for(lock, std::chrono::duration<double>(wait), [&] { return done; })) {
+          cancelled_at = std::chrono::steady_clock::now();
           cancel = true;
         }
       });
@@ -125,7 +134,12 @@ int run(int argc, char** argv) {
       try {
         result = search::auto_search(r);
       } catch (const Cancelled&) {
-        outcome = fmt::format("> {:.0f}", limit);
+        const auto stopped = std::chrono::steady_clock::now();
+        std::lock_guard lock(m);
+        outcome = cancel_after_ms > 0
+                      ? fmt::format("cancelled at {:.0f} ms, stopped {:.1f} ms later", cancel_after_ms,
+                                    std::chrono::duration<double, std::milli>(stopped - cancelled_at).count())
+                      : fmt::format("> {:.0f}", limit);
       } catch (const Error& e) {
         outcome = std::string("error: ") + e.what();
       }

@@ -140,6 +140,7 @@ private:
       }
     }
     for (const auto& c : t.configs) {
+      check_cancel(); // thousands of configurations of a convolution at 1,024 devices
       const auto devs = devices(c);
       const auto oc = cost::op_cost(m_g, id, s, c, devs, *m_r.cluster, m_r.setup, m_keep[i]);
       t.time.push_back(oc.time_total());
@@ -213,6 +214,7 @@ private:
           std::vector<double> costs(from.size() * to.size(), 0.0);
           for (std::size_t a = 0; a < from.size(); ++a) {
             for (std::size_t b = 0; b < to.size(); ++b) {
+              check_cancel(); // pricing one move takes up to a millisecond at 1,024 devices
               const auto key = std::make_tuple(tsig, from[a], to[b]);
               auto [mit, unseen] = m_moves.try_emplace(key, 0.0);
               if (unseen) {

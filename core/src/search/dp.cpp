@@ -251,8 +251,13 @@ private:
     const auto& unary = m_unary[vi];
     std::vector<std::size_t> counter(k, 0), base(nf, 0);
     std::vector<double> sum(static_cast<std::size_t>(dv));
+    // Polled every ~256K sums (a millisecond or so), however wide v's domain is.
+    const std::size_t poll =
+        std::max<std::size_t>(1, (std::size_t{1} << 18) / (static_cast<std::size_t>(dv) * (nf + 1)));
+    std::size_t until_poll = poll;
     for (std::size_t index = 0; index < n; ++index) {
-      if ((index & 0xFFFF) == 0xFFFF) {
+      if (--until_poll == 0) {
+        until_poll = poll;
         check_cancel();
       }
       std::copy(unary.begin(), unary.end(), sum.begin());

@@ -39,7 +39,7 @@ struct Options {
   // partita::Error naming the vertex and its dependent set rather than run out of memory.
   double max_table_entries = 6e7;
   std::function<void(double)> progress;      // fraction done
-  const std::atomic<bool>* cancel = nullptr; // polled at least every few million table entries
+  const std::atomic<bool>* cancel = nullptr; // polled every ~256K table sums (about a millisecond)
 };
 
 struct Stats {
