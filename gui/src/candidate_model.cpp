@@ -72,7 +72,7 @@ QVariant CandidateModel::data(const QModelIndex& index, int role) const {
   if (column == TotalColumn) {
     value = c.cost.time_total();
   } else if (column == memoryColumn()) {
-    return sort ? QVariant(c.cost.memory_total()) : QVariant(formatMiB(c.cost.memory_total()));
+    return sort ? QVariant(c.cost.memory_total()) : QVariant(formatBytes(c.cost.memory_total()));
   } else {
     value = c.cost.get(m_timeTerms[static_cast<std::size_t>(column - FixedColumns)]);
   }
@@ -96,7 +96,7 @@ QVariant CandidateModel::headerData(int section, Qt::Orientation orientation, in
     return tr("Total ms");
   }
   if (section == memoryColumn()) {
-    return tr("Memory MiB");
+    return tr("Memory");
   }
   return QString(qs(m_timeTerms[static_cast<std::size_t>(section - FixedColumns)]) + tr(" ms"));
 }

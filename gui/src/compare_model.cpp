@@ -57,7 +57,7 @@ QVariant CompareModel::data(const QModelIndex& index, int role) const {
     if (failed) {
       return sort ? QVariant(0.0) : QVariant(QStringLiteral("-"));
     }
-    return sort ? QVariant(p.samples_per_second) : QVariant(QString::number(p.samples_per_second, 'f', 1));
+    return sort ? QVariant(p.samples_per_second) : QVariant(formatRate(p.samples_per_second));
   case PeakMemory:
     if (failed) {
       return sort ? QVariant(0.0) : QVariant(QStringLiteral("-"));
@@ -81,7 +81,7 @@ QVariant CompareModel::headerData(int section, Qt::Orientation orientation, int 
   case Family: return tr("Family");
   case Title: return tr("Strategy");
   case Iteration: return tr("Iteration ms");
-  case Throughput: return tr("Samples/s");
+  case Throughput: return tr("Throughput");
   case PeakMemory: return tr("Peak GiB");
   case Fits: return tr("Fits");
   case ColumnCount: break;

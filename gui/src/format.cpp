@@ -35,6 +35,9 @@ QString formatSeconds(double seconds) {
 
 QString formatBytes(double bytes) {
   const double a = std::abs(bytes);
+  if (a >= 1024.0 * 1024.0 * 1024.0 * 1024.0) {
+    return QString::number(bytes / (1024.0 * 1024.0 * 1024.0 * 1024.0), 'f', 2) + QStringLiteral(" TiB");
+  }
   if (a >= 1024.0 * 1024.0 * 1024.0) {
     return formatGiB(bytes) + QStringLiteral(" GiB");
   }
@@ -42,6 +45,20 @@ QString formatBytes(double bytes) {
     return QString::number(bytes / (1024.0 * 1024.0), 'f', 1) + QStringLiteral(" MiB");
   }
   return QString::number(bytes / 1024.0, 'f', 1) + QStringLiteral(" KiB");
+}
+
+QString formatRate(double samplesPerSecond) {
+  auto significant = [](double v) {
+    if (v >= 1000) {
+      return QString::number(std::round(v), 'f', 0);
+    }
+    const int decimals = v >= 100 ? 0 : v >= 10 ? 1 : v >= 1 ? 2 : 3;
+    return QString::number(v, 'f', decimals);
+  };
+  if (samplesPerSecond > 0 && samplesPerSecond < 0.1) {
+    return significant(samplesPerSecond * 3600) + QStringLiteral(" samples/h");
+  }
+  return significant(samplesPerSecond) + QStringLiteral(" samples/s");
 }
 
 } // namespace partita::gui

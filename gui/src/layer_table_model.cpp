@@ -106,7 +106,7 @@ QVariant LayerTableModel::data(const QModelIndex& index, int role) const {
   case Compute: return sort ? QVariant(l.compute) : QVariant(formatMs(l.compute));
   case Communication: return sort ? QVariant(l.communication) : QVariant(formatMs(l.communication));
   case Redistribution: return sort ? QVariant(l.redistribution) : QVariant(formatMs(l.redistribution));
-  case Memory: return sort ? QVariant(l.memory) : QVariant(formatMiB(l.memory));
+  case Memory: return sort ? QVariant(l.memory) : QVariant(formatBytes(l.memory));
   case Share: return sort ? QVariant(l.share) : QVariant(formatPercent(l.share));
   case RunnerUp:
     if (l.runner_up.empty()) {
@@ -158,7 +158,7 @@ QVariant LayerTableModel::headerData(int section, Qt::Orientation orientation, i
   case Compute: return tr("Compute ms");
   case Communication: return tr("Comm. ms");
   case Redistribution: return tr("Redist. ms");
-  case Memory: return tr("Memory MiB");
+  case Memory: return tr("Memory");
   case Share: return tr("Share");
   case RunnerUp: return tr("Runner-up (+ms)");
   case Measured: return tr("Measured ms");

@@ -74,12 +74,12 @@ void LayersPanel::setAnalysis(const std::shared_ptr<const Analysis>& analysis) {
   }
   const QString fits = p.fits ? tr("<span style='color:#207020'>fits</span>")
                               : tr("<span style='color:#c02020'><b>does not fit</b></span>");
-  m_totals->setText(tr("<b>%1</b> · %2 on %3 of %4 devices · iteration <b>%5</b> (%6) · <b>%7</b> samples/s at "
+  m_totals->setText(tr("<b>%1</b> · %2 on %3 of %4 devices · iteration <b>%5</b> (%6) · <b>%7</b> at "
                        "batch %8 · peak memory <b>%9</b> of %10 per device: %11")
                         .arg(qs(analysis->model_label).toHtmlEscaped(), qs(analysis->family_title),
                              QString::number(analysis->strategy.devices),
                              QString::number(analysis->cluster.device_count()), formatSeconds(p.iteration_time),
-                             terms.join(QStringLiteral(", ")), QString::number(p.samples_per_second, 'f', 1),
+                             terms.join(QStringLiteral(", ")), formatRate(p.samples_per_second),
                              QString::number(p.batch), formatBytes(p.peak_memory))
                         .arg(formatBytes(p.memory_capacity), fits) +
                     autoSummary(*analysis));

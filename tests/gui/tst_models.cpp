@@ -40,6 +40,19 @@ private:
   std::shared_ptr<const Analysis> m_analysis;
 
 private Q_SLOTS:
+  // Numbers a user reads: three significant digits, samples per hour for slow models, and bytes in
+  // the unit that fits.
+  void numbersReadable() {
+    QCOMPARE(formatRate(1783.8), QStringLiteral("1784 samples/s"));
+    QCOMPARE(formatRate(12.345), QStringLiteral("12.3 samples/s"));
+    QCOMPARE(formatRate(0.5123), QStringLiteral("0.512 samples/s"));
+    QCOMPARE(formatRate(0.001), QStringLiteral("3.60 samples/h"));
+    QCOMPARE(formatRate(0), QStringLiteral("0.000 samples/s"));
+    QCOMPARE(formatBytes(666062.39 * 1024 * 1024), QStringLiteral("650.45 GiB"));
+    QCOMPARE(formatBytes(3.0 * 1024 * 1024 * 1024 * 1024), QStringLiteral("3.00 TiB"));
+    QCOMPARE(formatBytes(1536), QStringLiteral("1.5 KiB"));
+  }
+
   void initTestCase() {
     m_analysis = run_analysis(smallInput());
     QVERIFY(m_analysis);
