@@ -28,13 +28,22 @@
 
 namespace partita::gui {
 
+namespace {
+std::string fmt_value(const std::string& v) {
+  return v.empty() ? std::string("(none)") : v;
+}
+std::string fmt_value(int v) {
+  return std::to_string(v);
+}
+} // namespace
+
 MainWindow::MainWindow(QWidget* parent)
     : QMainWindow(parent), m_runner(new AnalysisRunner(this)), m_setup(new SetupPanel(this)),
-      m_messageBar(new QWidget(this)), m_message(new QLabel(m_messageBar)), m_tabs(new QTabWidget(this)),
-      m_layers(new LayersPanel(this)), m_inspector(new InspectorPanel(this)), m_charts(new ChartsPanel(this)),
-      m_graph(new GraphView(this)), m_compare(new ComparePanel(this)), m_sweep(new SweepPanel(this)),
-      m_sideBySide(new SideBySidePanel(this)), m_run(new RunPanel(this)), m_status(new QLabel(this)),
-      m_progress(new QProgressBar(this)), m_cancel(new QPushButton(tr("Cancel"), this)) {
+      m_messageBar(new QWidget(this)), m_message(new QLabel(m_messageBar)), m_staleBar(new QLabel(this)),
+      m_tabs(new QTabWidget(this)), m_layers(new LayersPanel(this)), m_inspector(new InspectorPanel(this)),
+      m_charts(new ChartsPanel(this)), m_graph(new GraphView(this)), m_compare(new ComparePanel(this)),
+      m_sweep(new SweepPanel(this)), m_sideBySide(new SideBySidePanel(this)), m_run(new RunPanel(this)),
+      m_status(new QLabel(this)), m_progress(new QProgressBar(this)), m_cancel(new QPushButton(tr("Cancel"), this)) {
   setWindowTitle(tr("Partita"));
   setAcceptDrops(true);
 
@@ -71,6 +80,13 @@ MainWindow::MainWindow(QWidget* parent)
   auto* rightLayout = new QVBoxLayout(right);
   rightLayout->setContentsMargins(0, 0, 0, 0);
   rightLayout->addWidget(m_messageBar);
+  // Results of another set-up than the panel's are marked until evaluated again.
+  m_staleBar->setObjectName(QStringLiteral("staleBar"));
+  m_staleBar->setWordWrap(true);
+  m_staleBar->setStyleSheet(
+      QStringLiteral("#staleBar { background: #fff4c2; border: 1px solid #e0c860; padding: 4px 8px; }"));
+  m_staleBar->hide();
+  rightLayout->addWidget(m_staleBar);
   rightLayout->addWidget(m_tabs, 1);
 
   auto* scroll = new QScrollArea(this);
@@ -99,6 +115,7 @@ MainWindow::MainWindow(QWidget* parent)
   connect(close, &QToolButton::clicked, this, &MainWindow::hideError);
   connect(m_setup, &SetupPanel::evaluateRequested, this, &MainWindow::evaluate);
   connect(m_setup, &SetupPanel::replanRequested, this, &MainWindow::evaluate);
+  connect(m_setup, &SetupPanel::inputChanged, this, &MainWindow::updateStale);
   connect(m_setup, &SetupPanel::openFileRequested, this, &MainWindow::openFileDialog);
   connect(m_compare, &ComparePanel::compareRequested, this, &MainWindow::compare);
   connect(m_run, &RunPanel::runsChanged, this, &MainWindow::showMeasured);
@@ -204,6 +221,7 @@ void MainWindow::showAnalysis(std::shared_ptr<const Analysis> analysis) {
       m_analysis && m_analysis->input.model == analysis->input.model && m_analysis->input.dims == analysis->input.dims;
   const graph::OpId previous = sameModel ? m_inspector->op() : -1;
   m_analysis = std::move(analysis);
+  updateStale();
   m_layers->setAnalysis(m_analysis);
   m_inspector->setAnalysis(m_analysis);
   m_charts->setAnalysis(m_analysis);
@@ -253,6 +271,43 @@ void MainWindow::showError(const QString& message) {
   m_messageBar->show();
   m_status->setText(tr("Failed; the previous result stays on screen."));
   Q_EMIT errorShown(message);
+}
+
+QString MainWindow::staleReason() const {
+  if (!m_analysis) {
+    return {};
+  }
+  const auto& was = m_analysis->input;
+  const auto now = m_setup->input();
+  QStringList changed;
+  auto check = [&changed](const char* name, const auto& a, const auto& b) {
+    if (a != b) {
+      changed << QStringLiteral("%1 %2 → %3").arg(QString::fromUtf8(name), qs(fmt_value(a)), qs(fmt_value(b)));
+    }
+  };
+  check("model", was.model, now.model);
+  check("dimensions", was.dims, now.dims);
+  check("cluster", was.cluster, now.cluster);
+  if (was.custom_cluster != now.custom_cluster) {
+    changed << tr("the edited cluster");
+  }
+  check("nodes", was.nodes, now.nodes);
+  check("devices", was.devices, now.devices);
+  check("family", was.family, now.family);
+  check("precision", was.precision, now.precision);
+  check("optimizer", was.optimizer, now.optimizer);
+  check("ZeRO stage", was.zero_stage, now.zero_stage);
+  check("recompute", was.recompute, now.recompute);
+  return changed.join(QStringLiteral(", "));
+}
+
+void MainWindow::updateStale() {
+  const QString reason = staleReason();
+  m_staleBar->setVisible(!reason.isEmpty());
+  m_staleBar->setText(reason.isEmpty() ? QString()
+                                       : tr("These results are of another set-up: %1. Press Enter in any field or "
+                                            "Evaluate (Ctrl+Enter) to update them.")
+                                             .arg(reason.toHtmlEscaped()));
 }
 
 void MainWindow::hideError() {

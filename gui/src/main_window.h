@@ -59,6 +59,9 @@ public:
 
   std::shared_ptr<const Analysis> analysis() const { return m_analysis; }
   QString errorMessage() const; // empty when the message bar is hidden
+  // What of the set-up differs from the analysis on screen ("devices 8 → 64, family"); empty when
+  // the results are current. Shown above the results until they are.
+  QString staleReason() const;
   bool isBusy() const;
   QStringList recentFiles() const;
 
@@ -94,6 +97,7 @@ private:
   void showMeasured();
   void showError(const QString& message);
   void hideError();
+  void updateStale();
   void setBusy(bool busy, const QString& what = {});
   void addRecentFile(const QString& path);
   void rebuildRecentMenu();
@@ -108,6 +112,7 @@ private:
   SetupPanel* m_setup;
   QWidget* m_messageBar;
   QLabel* m_message;
+  QLabel* m_staleBar;
   QTabWidget* m_tabs;
   LayersPanel* m_layers;
   InspectorPanel* m_inspector;

@@ -11,11 +11,13 @@
 #include "partita/search/optimizer.h"
 #include "partita/zoo/zoo.h"
 
+#include <QAbstractItemView>
 #include <QComboBox>
 #include <QFileInfo>
 #include <QFormLayout>
 #include <QGroupBox>
 #include <QHBoxLayout>
+#include <QKeyEvent>
 #include <QLabel>
 #include <QLineEdit>
 #include <QPushButton>
@@ -156,8 +158,33 @@ SetupPanel::SetupPanel(QWidget* parent)
   connect(m_devicesSlider, &QSlider::valueChanged, this, &SetupPanel::onDevicesSlider);
   connect(m_batchSlider, &QSlider::valueChanged, this, &SetupPanel::onBatchSlider);
 
+  // Every field reports a change, and Enter in any of them evaluates.
+  for (auto* combo : {m_model, m_cluster, m_family, m_precision, m_optimizer, m_recompute}) {
+    connect(combo, &QComboBox::currentIndexChanged, this, &SetupPanel::inputChanged);
+    combo->installEventFilter(this);
+  }
+  for (auto* spin : {m_nodes, m_devices, m_zero}) {
+    connect(spin, &QSpinBox::valueChanged, this, &SetupPanel::inputChanged);
+    spin->installEventFilter(this);
+  }
+  connect(m_parameters, &QLineEdit::textChanged, this, &SetupPanel::inputChanged);
+  connect(this, &SetupPanel::customClusterChanged, this, &SetupPanel::inputChanged);
+
   onModelChanged();
   setInput(AnalysisInput{});
+}
+
+bool SetupPanel::eventFilter(QObject* watched, QEvent* event) {
+  if (event->type() == QEvent::KeyPress) {
+    const int key = static_cast<QKeyEvent*>(event)->key();
+    auto* combo = qobject_cast<QComboBox*>(watched);
+    // An open combo box's popup takes Enter for itself (it gets the events, not the box).
+    if ((key == Qt::Key_Return || key == Qt::Key_Enter) && (combo == nullptr || !combo->view()->isVisible())) {
+      Q_EMIT evaluateRequested();
+      return true;
+    }
+  }
+  return QWidget::eventFilter(watched, event);
 }
 
 AnalysisInput SetupPanel::input() const {

@@ -49,8 +49,15 @@ Q_SIGNALS:
   void evaluateRequested();
   // A slider moved: re-plan now (a new request supersedes the one in flight).
   void replanRequested();
+  // Any field changed (what input() returns may differ from what was evaluated).
+  void inputChanged();
+
   void openFileRequested();
   void customClusterChanged(const std::string& json); // an edited cluster joined the list
+
+protected:
+  // Enter in any field evaluates.
+  bool eventFilter(QObject* watched, QEvent* event) override;
 
 private:
   void onModelChanged();

@@ -247,6 +247,34 @@ private Q_SLOTS:
     QCOMPARE(shown.count(), 1);
   }
 
+  // A changed field marks the results as another set-up's until evaluated; Enter in a field evaluates.
+  void staleUntilEvaluated() {
+    MainWindow w;
+    w.show();
+    QVERIFY(evaluated(w, smallInput()));
+    QVERIFY(w.staleReason().isEmpty());
+    auto* family = w.setupPanel()->familyCombo();
+    family->setCurrentIndex(family->findData(QStringLiteral("dp")));
+    QCOMPARE(w.staleReason(), QStringLiteral("family hybrid → dp"));
+    w.setupPanel()->devicesSpin()->setValue(2);
+    QVERIFY(w.staleReason().contains(QStringLiteral("devices 4 → 2")));
+    auto* bar = w.findChild<QLabel*>(QStringLiteral("staleBar"));
+    QVERIFY(bar != nullptr && bar->isVisible());
+    QVERIFY(bar->text().contains(QStringLiteral("family hybrid → dp")));
+    // Back to what was evaluated: current again.
+    w.setupPanel()->devicesSpin()->setValue(4);
+    family->setCurrentIndex(family->findData(QStringLiteral("hybrid")));
+    QVERIFY(!bar->isVisible());
+
+    family->setCurrentIndex(family->findData(QStringLiteral("dp")));
+    QSignalSpy shown(&w, &MainWindow::analysisShown);
+    QTest::keyClick(w.setupPanel()->devicesSpin(), Qt::Key_Return);
+    QVERIFY(shown.wait(wait_ms));
+    QCOMPARE(w.analysis()->input.family, "dp");
+    QVERIFY(w.staleReason().isEmpty());
+    QVERIFY(!bar->isVisible());
+  }
+
   // The auto family: the search's runner-ups in the table and the inspector, the ops it configures
   // otherwise than the closest hand-made family marked, and sliders that re-plan.
   void autoFamilyRunnerUpsAndSliders() {
