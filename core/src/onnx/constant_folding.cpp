@@ -89,7 +89,13 @@ ConstTensor fold_cast(const FoldArgs& a) {
     } else if (to == TP::BOOL) {
       out.ints.push_back(x.as_double(i) != 0 ? 1 : 0);
     } else {
-      out.ints.push_back(wrap_to(to, x.as_int(i)));
+      try {
+        out.ints.push_back(wrap_to(to, x.as_int(i)));
+      } catch (const FoldError&) {
+        // NaN or infinity (a -inf mask element, say): ONNX leaves the result undefined, so the
+        // value stays unknown rather than failing the import.
+        throw FoldDeclined("a value out of the integer range");
+      }
     }
   }
   return out;
@@ -191,7 +197,7 @@ ConstTensor fold_slice(const FoldArgs& a) {
     }
     const std::int64_t span = s > 0 ? e - b : b - e;
     const std::int64_t magnitude = s > 0 ? s : (s == std::numeric_limits<std::int64_t>::min() ? dim + 1 : -s);
-    out_dims[static_cast<std::size_t>(axis)] = span <= 0 ? 0 : (span + magnitude - 1) / magnitude;
+    out_dims[static_cast<std::size_t>(axis)] = span <= 0 ? 0 : span / magnitude + (span % magnitude != 0 ? 1 : 0);
     first[static_cast<std::size_t>(axis)] = b;
     step[static_cast<std::size_t>(axis)] = s > 0 ? magnitude : -magnitude;
   }

@@ -180,8 +180,10 @@ InferredValues infer_node_by_node(onnx::GraphProto& g, const std::unordered_map<
                                   std::string_view source, std::vector<std::string>& warnings) {
   InferredValues r;
   std::unordered_map<std::string, const onnx::TensorProto*> data;
-  // Contents known to the folder: small inline initializers, then what it folds.
+  // Contents known to the folder: what it folded, and initializers, read when a rule needs them
+  // (most are weights, which no rule reads).
   std::unordered_map<std::string, ConstTensor> known;
+  std::unordered_map<std::string, const onnx::TensorProto*> initializers;
   std::deque<onnx::TensorProto> folded_protos; // what `data` points at for folded values
   for (const auto* list : {&g.input(), &g.value_info(), &g.output()}) {
     for (const auto& v : *list) {
@@ -205,9 +207,7 @@ InferredValues infer_node_by_node(onnx::GraphProto& g, const std::unordered_map<
          init.float_data_size() > 0 || init.double_data_size() > 0)) {
       data[init.name()] = &init;
     }
-    if (auto value = read_const(init)) {
-      known.emplace(init.name(), *std::move(value));
-    }
+    initializers[init.name()] = &init;
   }
 
   const auto* registry = onnx::OpSchemaRegistry::Instance();
@@ -291,6 +291,13 @@ InferredValues infer_node_by_node(onnx::GraphProto& g, const std::unordered_map<
       std::vector<const ConstTensor*> values;
       for (const auto& in : node.input()) {
         auto it = known.find(in);
+        if (it == known.end() && has_fold_rule(node.op_type())) {
+          if (auto init = initializers.find(in); init != initializers.end()) {
+            if (auto value = read_const(*init->second)) {
+              it = known.emplace(in, *std::move(value)).first;
+            }
+          }
+        }
         values.push_back(it == known.end() ? nullptr : &it->second);
       }
       try {
