@@ -388,7 +388,9 @@ InferredValues infer_node_by_node(onnx::GraphProto& g, const std::unordered_map<
         }
         r.generated[out] = std::move(as_shape);
       }
-      r.folded[out] = *folded;
+      if (!folded->is_float()) {
+        r.folded[out] = *folded;
+      }
       known[out] = *std::move(folded);
     }
   }

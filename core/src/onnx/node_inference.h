@@ -26,7 +26,7 @@ namespace partita::onnx_import::detail {
 struct InferredValues {
   std::unordered_map<std::string, onnx::TypeProto> types;            // every value's type
   std::unordered_map<std::string, onnx::TensorShapeProto> generated; // integer contents, by data propagation
-  std::unordered_map<std::string, ConstTensor> folded;               // node outputs the constant folder evaluated
+  std::unordered_map<std::string, ConstTensor> folded;               // integer node outputs the folder evaluated
 };
 
 // `graph` must have been checked for dangling references and cycles. Throws partita::Error
