@@ -117,6 +117,7 @@ public:
     check_references();
     detail::ShapeResolution shapes = detail::resolve_shapes(m_model, m_source, m_options, result.warnings);
     result.graph = build_graph(shapes);
+    result.constant_node_params = m_constant_node_params;
     for (std::size_t i = 0; i < result.graph.ops().size(); ++i) {
       const auto s = graph::describe(result.graph, static_cast<graph::OpId>(i));
       if (s.op_class == graph::OpClass::opaque) {
@@ -283,7 +284,26 @@ private:
     for (int i = 0; i < gp.node_size(); ++i) {
       g.add_op(convert_node(g, gp.node(i), names[static_cast<std::size_t>(i)]));
     }
-    settle_initializer_roles(g, initializer_names);
+    // Weights held in Constant nodes (as Paddle2ONNX writes them) are parameters by the same
+    // rule as initializers. A one-element Constant is an operand (an epsilon, a scale), not a
+    // weight: exporters write those as Constant nodes by the hundred.
+    std::set<std::string> held_weights;
+    for (const auto& node : gp.node()) {
+      if (node.op_type() == "Constant" && node.output_size() == 1 && !node.output(0).empty()) {
+        const graph::Tensor& t = g.tensor(g.find_tensor(node.output(0)));
+        if (graph::is_floating(t.dtype) && t.elements() > 1) {
+          held_weights.insert(t.name);
+        }
+      }
+    }
+    settle_roles(g, initializer_names);
+    settle_roles(g, held_weights);
+    for (const auto& name : held_weights) {
+      const graph::Tensor& t = g.tensor(g.find_tensor(name));
+      if (t.role == TensorRole::parameter) {
+        m_constant_node_params += t.elements();
+      }
+    }
     for (const auto& out : gp.output()) {
       const graph::TensorId id = g.find_tensor(out.name());
       if (id == graph::no_tensor) {
@@ -367,10 +387,11 @@ private:
     return op;
   }
 
-  // A float initializer read as data or weight is a trainable parameter; one read only as
-  // state (BatchNorm running statistics) is a buffer; the rest are constants.
-  static void settle_initializer_roles(graph::Graph& g, const std::set<std::string>& initializer_names) {
-    for (const auto& name : initializer_names) {
+  // A float initializer (or Constant-held weight) read as data or weight is a trainable
+  // parameter; one read only as state (BatchNorm running statistics) is a buffer; the rest are
+  // constants.
+  static void settle_roles(graph::Graph& g, const std::set<std::string>& names) {
+    for (const auto& name : names) {
       graph::Tensor& t = g.tensor(g.find_tensor(name));
       bool trainable = false;
       bool state = false;
@@ -399,6 +420,7 @@ private:
   onnx::ModelProto& m_model;
   std::string_view m_source;
   const ImportOptions& m_options;
+  std::int64_t m_constant_node_params = 0;
 };
 
 } // namespace

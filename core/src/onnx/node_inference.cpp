@@ -1,5 +1,6 @@
 #include "onnx/node_inference.h"
 
+#include "onnx/constant_folding.h"
 #include "onnx/opset_adapter.h"
 
 #include "partita/graph/error.h"
@@ -163,12 +164,27 @@ std::vector<int> dataflow_order(const onnx::GraphProto& g) {
   return order; // a cycle leaves nodes out; the importer reported cycles before this runs
 }
 
+onnx::TypeProto type_of(const ConstTensor& t) {
+  onnx::TypeProto type;
+  type.mutable_tensor_type()->set_elem_type(t.elem_type);
+  auto* shape = type.mutable_tensor_type()->mutable_shape();
+  for (auto d : t.dims) {
+    shape->add_dim()->set_dim_value(d);
+  }
+  return type;
+}
+
 } // namespace
 
 InferredValues infer_node_by_node(onnx::GraphProto& g, const std::unordered_map<std::string, int>& opsets,
                                   std::string_view source, std::vector<std::string>& warnings) {
   InferredValues r;
   std::unordered_map<std::string, const onnx::TensorProto*> data;
+  // Contents known to the folder: what it folded, and initializers, read when a rule needs them
+  // (most are weights, which no rule reads).
+  std::unordered_map<std::string, ConstTensor> known;
+  std::unordered_map<std::string, const onnx::TensorProto*> initializers;
+  std::deque<onnx::TensorProto> folded_protos; // what `data` points at for folded values
   for (const auto* list : {&g.input(), &g.value_info(), &g.output()}) {
     for (const auto& v : *list) {
       if (v.has_type()) {
@@ -191,6 +207,7 @@ InferredValues infer_node_by_node(onnx::GraphProto& g, const std::unordered_map<
          init.float_data_size() > 0 || init.double_data_size() > 0)) {
       data[init.name()] = &init;
     }
+    initializers[init.name()] = &init;
   }
 
   const auto* registry = onnx::OpSchemaRegistry::Instance();
@@ -232,6 +249,9 @@ InferredValues infer_node_by_node(onnx::GraphProto& g, const std::unordered_map<
 
     if (opset->second > libonnx_max_opset && domain.empty()) {
       auto constant_ints = [&](const std::string& name) -> std::optional<std::vector<std::int64_t>> {
+        if (auto it = known.find(name); it != known.end() && !it->second.is_float()) {
+          return it->second.ints;
+        }
         if (auto it = data.find(name); it != data.end() && (it->second->data_type() == onnx::TensorProto::INT64 ||
                                                             it->second->data_type() == onnx::TensorProto::INT32)) {
           const auto* t = it->second;
@@ -266,6 +286,51 @@ InferredValues infer_node_by_node(onnx::GraphProto& g, const std::unordered_map<
       throw Error(fmt::format("{}: {}: {}", source, node_label(node, index), reason));
     }
 
+    std::optional<ConstTensor> folded;
+    {
+      std::vector<const ConstTensor*> values;
+      for (const auto& in : node.input()) {
+        auto it = known.find(in);
+        if (it == known.end() && has_fold_rule(node.op_type())) {
+          if (auto init = initializers.find(in); init != initializers.end()) {
+            if (auto value = read_const(*init->second)) {
+              it = known.emplace(in, *std::move(value)).first;
+            }
+          }
+        }
+        values.push_back(it == known.end() ? nullptr : &it->second);
+      }
+      try {
+        folded = fold_node(node, values, input_types);
+      } catch (const FoldError& e) {
+        throw Error(
+            fmt::format("{}: {}: cannot evaluate its constant inputs: {}", source, node_label(node, index), e.what()));
+      }
+    }
+    if (folded && node.output_size() > 0 && !node.output(0).empty()) {
+      // Known before inference runs, so that inference checks its result against the value.
+      const std::string& out = node.output(0);
+      const onnx::TypeProto type = type_of(*folded);
+      if (auto existing = r.types.find(out); existing == r.types.end()) {
+        r.types[out] = type;
+      } else {
+        try {
+          onnx::shape_inference::checkShapesAndTypes(type, existing->second);
+          onnx::shape_inference::mergeShapesAndTypes(type, &existing->second);
+        } catch (const std::exception& e) {
+          throw Error(fmt::format("{}: {}: its evaluated output '{}' (shape {}) disagrees with the file: {}", source,
+                                  node_label(node, index), out, dims_text(folded->dims), e.what()));
+        }
+      }
+      const bool half = folded->elem_type == onnx::TensorProto::FLOAT16 ||
+                        folded->elem_type == onnx::TensorProto::BFLOAT16; // no inference rule reads those
+      if (!half && data.find(out) == data.end()) {
+        data[out] = &folded_protos.emplace_back(to_proto(*folded, out));
+      }
+    } else {
+      folded.reset();
+    }
+
     try {
       onnx::shape_inference::InferenceContextImpl ctx(node, types, data, {}, &r.generated, &graph_context);
       if (schema->has_type_and_shape_inference_function()) {
@@ -287,7 +352,9 @@ InferredValues infer_node_by_node(onnx::GraphProto& g, const std::unordered_map<
           onnx::shape_inference::mergeShapesAndTypes(*inferred, &existing->second);
         }
       }
-      if (schema->has_data_propagation_function()) {
+      // libonnx's data propagation is what the folder does, less completely; where the folder
+      // evaluated the node it is skipped (it also misreads an empty folded value as rank 0).
+      if (!folded && schema->has_data_propagation_function()) {
         std::unordered_map<std::string, onnx::TypeProto*> now;
         for (const auto& in : node.input()) {
           auto it = r.types.find(in);
@@ -305,9 +372,26 @@ InferredValues infer_node_by_node(onnx::GraphProto& g, const std::unordered_map<
     if (node.op_type() == "Constant" && node.output_size() == 1) {
       for (const auto& a : node.attribute()) {
         if (a.name() == "value" && a.has_t()) {
-          data[node.output(0)] = &a.t();
+          data.emplace(node.output(0), &a.t());
         }
       }
+    }
+    if (folded) {
+      const std::string& out = node.output(0);
+      // What libonnx's own data propagation reads: 1-D integer contents, as a shape. Not an
+      // empty one: Concat's propagation takes the length of its first input's data for a rank
+      // and rejects axis 0 of "rank 0".
+      if (!folded->is_float() && folded->dims.size() <= 1 && folded->size() > 0) {
+        onnx::TensorShapeProto as_shape;
+        for (auto v : folded->ints) {
+          as_shape.add_dim()->set_dim_value(v);
+        }
+        r.generated[out] = std::move(as_shape);
+      }
+      if (!folded->is_float()) {
+        r.folded[out] = *folded;
+      }
+      known[out] = *std::move(folded);
     }
   }
   return r;

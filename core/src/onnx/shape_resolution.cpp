@@ -141,6 +141,11 @@ ShapeResolution resolve_shapes(onnx::ModelProto& model, std::string_view source,
       r.values[name] = std::move(values);
     }
   }
+  for (auto& [name, value] : inferred.folded) {
+    if (!value.is_float()) {
+      r.values[name] = std::move(value.ints);
+    }
+  }
   return r;
 }
 

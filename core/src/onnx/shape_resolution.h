@@ -1,7 +1,7 @@
 #pragma once
 
 // Gives every value of an ONNX graph a concrete shape: symbolic dimensions replaced by the
-// user's values, then ONNX shape inference with data propagation (which folds the Shape ->
+// user's values, then ONNX shape inference with the constant folder (which evaluates the Shape ->
 // Gather -> Concat -> Reshape chains exporters emit). Ops ONNX does not know get their first
 // input's type, with a warning, so that inference can go on past them.
 
@@ -18,7 +18,7 @@ namespace partita::onnx_import::detail {
 
 struct ShapeResolution {
   std::unordered_map<std::string, onnx::TypeProto> types;            // every value's type
-  std::unordered_map<std::string, std::vector<std::int64_t>> values; // integer contents folded by inference
+  std::unordered_map<std::string, std::vector<std::int64_t>> values; // integer contents, folded or propagated
 };
 
 // Throws partita::Error naming every unresolved symbolic dimension, or the node whose shape

@@ -5,6 +5,7 @@
 #include <onnx/onnx_pb.h>
 
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -75,6 +76,70 @@ public:
     }
     return *this;
   }
+  // An int64 initializer of any shape (a scalar with dims {}).
+  ModelBuilder& ints(const std::string& name, const std::vector<std::int64_t>& dims,
+                     const std::vector<std::int64_t>& values) {
+    auto* t = m_model.mutable_graph()->add_initializer();
+    *t = int_tensor(name, dims, values);
+    return *this;
+  }
+  // A Constant node holding an int64 tensor.
+  onnx::NodeProto& constant_ints(const std::string& output, const std::vector<std::int64_t>& dims,
+                                 const std::vector<std::int64_t>& values) {
+    auto& n = node("Constant", {}, {output}, output + "_const");
+    tensor_attr(n, "value", int_tensor(output, dims, values));
+    return n;
+  }
+  // A Constant node holding a float tensor with its bytes inline (as Paddle2ONNX writes weights);
+  // every element is `fill`.
+  onnx::NodeProto& constant_floats(const std::string& output, const std::vector<std::int64_t>& dims,
+                                   float fill = 0.5F) {
+    auto& n = node("Constant", {}, {output}, output + "_const");
+    tensor_attr(n, "value", float_tensor(output, dims, fill));
+    return n;
+  }
+  static onnx::TensorProto int_tensor(const std::string& name, const std::vector<std::int64_t>& dims,
+                                      const std::vector<std::int64_t>& values) {
+    onnx::TensorProto t;
+    t.set_name(name);
+    t.set_data_type(onnx::TensorProto::INT64);
+    for (auto d : dims) {
+      t.add_dims(d);
+    }
+    for (auto v : values) {
+      t.add_int64_data(v);
+    }
+    return t;
+  }
+  static onnx::TensorProto float_tensor(const std::string& name, const std::vector<std::int64_t>& dims, float fill) {
+    onnx::TensorProto t;
+    t.set_name(name);
+    t.set_data_type(onnx::TensorProto::FLOAT);
+    std::int64_t n = 1;
+    for (auto d : dims) {
+      t.add_dims(d);
+      n *= d;
+    }
+    std::string raw(static_cast<std::size_t>(n) * 4, '\0');
+    for (std::int64_t i = 0; i < n; ++i) {
+      std::memcpy(raw.data() + i * 4, &fill, 4);
+    }
+    t.set_raw_data(raw);
+    return t;
+  }
+  static void tensor_attr(onnx::NodeProto& n, const std::string& key, const onnx::TensorProto& value) {
+    auto* a = n.add_attribute();
+    a->set_name(key);
+    a->set_type(onnx::AttributeProto::TENSOR);
+    *a->mutable_t() = value;
+  }
+  static void attr(onnx::NodeProto& n, const std::string& key, const std::string& v) {
+    auto* a = n.add_attribute();
+    a->set_name(key);
+    a->set_type(onnx::AttributeProto::STRING);
+    a->set_s(v);
+  }
+
   onnx::NodeProto& node(const std::string& type, const std::vector<std::string>& inputs,
                         const std::vector<std::string>& outputs, const std::string& name = "") {
     auto* n = m_model.mutable_graph()->add_node();

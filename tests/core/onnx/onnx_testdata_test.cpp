@@ -45,9 +45,10 @@ TEST(OnnxTestdata, EveryModelImportsOrFailsClearly) {
   for (const auto& [reason, n] : reasons) {
     std::printf("  %4d x %s\n", n, reason.c_str());
   }
-  // Measured: 840 of 1072 import. The rest are opset 1-6 tests (138), sequence/optional types,
-  // and data-dependent shapes; each is refused with its reason.
-  EXPECT_GE(imported, 835);
+  // Measured: 884 of 1072 import (840 before the constant folder: the "_expanded" function
+  // bodies compute shapes from shapes). The rest are opset 1-6 tests (138), sequence/optional
+  // types, and data-dependent shapes; each is refused with its reason.
+  EXPECT_GE(imported, 880);
 }
 
 } // namespace

@@ -1,9 +1,9 @@
 #pragma once
 
 // ONNX import: ModelProto (libonnx's protobufs) -> partita::graph::Graph. Reads shapes only:
-// initializer bytes are never loaded, except small integer tensors needed for shape
-// computation. Runs ONNX shape inference with data propagation, then resolves symbolic
-// dimensions from user-given values.
+// initializer bytes are never loaded, except small tensors needed for shape computation.
+// Replaces symbolic dimensions with user-given values, then runs ONNX shape inference node by
+// node with a constant folder that evaluates the shape computations exporters emit.
 
 #include "partita/graph/graph.h"
 
@@ -36,6 +36,8 @@ struct ImportResult {
   std::vector<std::string> warnings; // opaque ops by name, folded/ignored details
   std::int64_t opset = 0;            // default-domain opset
   std::string producer;              // producer_name + version
+  // Parameters held in Constant nodes rather than initializers (Paddle2ONNX writes them so).
+  std::int64_t constant_node_params = 0;
 };
 
 // Throws partita::Error naming the file, node or field and the reason.
