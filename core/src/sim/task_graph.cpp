@@ -14,24 +14,15 @@ namespace partita::sim {
 
 std::string_view task_kind_name(TaskKind k) {
   switch (k) {
-  case TaskKind::forward:
-    return "forward";
-  case TaskKind::backward:
-    return "backward";
-  case TaskKind::recompute:
-    return "recompute";
-  case TaskKind::collective:
-    return "collective";
-  case TaskKind::parameter_gather:
-    return "parameter gather";
-  case TaskKind::redistribution:
-    return "redistribution";
-  case TaskKind::send:
-    return "send";
-  case TaskKind::gradient_sync:
-    return "gradient sync";
-  case TaskKind::optimizer_step:
-    return "optimizer step";
+  case TaskKind::forward: return "forward";
+  case TaskKind::backward: return "backward";
+  case TaskKind::recompute: return "recompute";
+  case TaskKind::collective: return "collective";
+  case TaskKind::parameter_gather: return "parameter gather";
+  case TaskKind::redistribution: return "redistribution";
+  case TaskKind::send: return "send";
+  case TaskKind::gradient_sync: return "gradient sync";
+  case TaskKind::optimizer_step: return "optimizer step";
   }
   return "?";
 }
@@ -59,10 +50,10 @@ struct OpPlan {
 // simulator does not know would otherwise vanish from the iteration.
 std::string_view known_term(std::string_view name, std::string_view op) {
   static constexpr std::array terms{
-      cost::term::forward_compute,  cost::term::backward_compute,    cost::term::recompute,
-      cost::term::forward_reduce,   cost::term::backward_reduce,     cost::term::gradient_sync,
-      cost::term::parameter_gather, cost::term::optimizer_step,      cost::term::halo_exchange,
-      cost::term::statistics_sync,  cost::term::redistribution,      cost::term::redistribution_copies};
+      cost::term::forward_compute,  cost::term::backward_compute, cost::term::recompute,
+      cost::term::forward_reduce,   cost::term::backward_reduce,  cost::term::gradient_sync,
+      cost::term::parameter_gather, cost::term::optimizer_step,   cost::term::halo_exchange,
+      cost::term::statistics_sync,  cost::term::redistribution,   cost::term::redistribution_copies};
   for (auto t : terms) {
     if (t == name) {
       return t;
@@ -121,8 +112,8 @@ OpPlan plan_op(const graph::Graph& g, graph::OpId id, const strategy::OpPredicti
       auto kind = TaskKind::redistribution;
       if (transfer && input >= 0 && !stage_of_op.empty()) {
         const graph::OpId producer = g.tensor(op.inputs[static_cast<std::size_t>(input)]).producer;
-        if (producer >= 0 && stage_of_op[static_cast<std::size_t>(producer)] !=
-                                 stage_of_op[static_cast<std::size_t>(id)]) {
+        if (producer >= 0 &&
+            stage_of_op[static_cast<std::size_t>(producer)] != stage_of_op[static_cast<std::size_t>(id)]) {
           kind = TaskKind::send;
         }
       }
@@ -284,8 +275,8 @@ private:
                               m_options.bucket_bytes));
     }
     if (m_st.ops.size() != n) {
-      throw Error(fmt::format("simulate: strategy '{}' assigns {} ops, the model has {}", m_st.family, m_st.ops.size(),
-                              n));
+      throw Error(
+          fmt::format("simulate: strategy '{}' assigns {} ops, the model has {}", m_st.family, m_st.ops.size(), n));
     }
     if (m_p.ops.size() != n) {
       throw Error(fmt::format("simulate: the prediction has {} ops, the model has {}", m_p.ops.size(), n));
@@ -453,8 +444,8 @@ private:
   void add_to_bucket(int stage, graph::OpId id, const std::vector<int>& done) {
     const auto i = static_cast<std::size_t>(id);
     auto& pending = m_pending[static_cast<std::size_t>(stage)];
-    auto it = std::find_if(pending.begin(), pending.end(),
-                           [&](const PendingBucket& b) { return b.group == m_group[i]; });
+    auto it =
+        std::find_if(pending.begin(), pending.end(), [&](const PendingBucket& b) { return b.group == m_group[i]; });
     if (it == pending.end()) {
       pending.push_back({m_group[i], {}, 0, {}});
       it = std::prev(pending.end());

@@ -1,46 +1,395 @@
-// The event simulator against the additive prediction, closed forms and monotonicity.
+// The event simulator against the additive prediction (overlap off), the closed-form pipeline
+// bubble, and what overlap and faster links may never do.
 
+#include "partita/cost/op_cost.h"
 #include "partita/graph/error.h"
 #include "partita/search/optimizer.h"
 #include "partita/sim/simulate.h"
 #include "partita/strategy/strategy.h"
 #include "partita/zoo/zoo.h"
-#include "simple_cluster.h"
+#include "test_support.h"
 
+#include <fmt/format.h>
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
+#include <numeric>
 
 namespace partita {
 namespace {
 
-TEST(Explore, Print) {
-  const auto cluster = cluster::load_cluster("dgx-a100");
-  for (const char* spec : {"zoo:mlp", "zoo:bert?layers=2&hidden=256&heads=4&seq=64&batch=16",
-                           "zoo:gpt2?layers=2&hidden=256&heads=4&seq=64&batch=16",
-                           "zoo:resnet50?batch=16&image=64"}) {
-    const auto model = zoo::load(spec);
-    for (const auto& o : search::optimizers()) {
-      if (o->name() == "given") continue;
-      search::Request r;
-      r.graph = &model.graph;
-      r.cluster = &cluster;
-      r.devices = 8;
-      strategy::Strategy st;
-      try {
-        st = o->optimize(r);
-      } catch (const Error& e) {
-        std::printf("%s %s: %s\n", spec, std::string(o->name()).c_str(), e.what());
-        continue;
+using ::testing::HasSubstr;
+
+constexpr double tolerance = 1e-9;
+
+const std::vector<std::string>& zoo_models() {
+  static const std::vector<std::string> specs{"zoo:mlp", "zoo:bert?layers=2&hidden=256&heads=4&seq=64&batch=16",
+                                              "zoo:gpt2?layers=2&hidden=256&heads=4&seq=64&batch=16",
+                                              "zoo:resnet50?batch=16&image=64"};
+  return specs;
+}
+
+const onnx_import::ImportResult& model(const std::string& spec) {
+  static std::map<std::string, onnx_import::ImportResult> cache;
+  auto it = cache.find(spec);
+  if (it == cache.end()) {
+    it = cache.emplace(spec, zoo::load(spec)).first;
+  }
+  return it->second;
+}
+
+struct Planned {
+  std::string spec, family;
+  strategy::Strategy strategy;
+};
+
+// Every family's strategy for every zoo model at 8 devices of a DGX A100 (those that apply).
+const std::vector<Planned>& plans() {
+  static const std::vector<Planned> all = [] {
+    const auto cluster = cluster::load_cluster("dgx-a100");
+    std::vector<Planned> v;
+    for (const auto& spec : zoo_models()) {
+      for (const auto& o : search::optimizers()) {
+        if (o->name() == "given") {
+          continue;
+        }
+        search::Request r;
+        r.graph = &model(spec).graph;
+        r.cluster = &cluster;
+        r.devices = 8;
+        v.push_back({spec, std::string(o->name()), o->optimize(r)});
       }
-      const auto off = sim::simulate(model.graph, cluster, st, {}, {.overlap = false});
-      const auto on = sim::simulate(model.graph, cluster, st, {}, {.overlap = true});
-      std::printf("%-60s %-9s add %.6g off %.6g (rel %.2e) on %.6g tasks %zu cp %zu\n", spec,
-                  std::string(o->name()).c_str(), off.prediction.iteration_time, off.result.iteration_time,
-                  off.result.iteration_time / off.prediction.iteration_time - 1, on.result.iteration_time,
-                  on.tasks.tasks.size(), on.result.critical_path.size());
+    }
+    return v;
+  }();
+  return all;
+}
+
+double relative(double a, double b) {
+  return std::abs(a - b) / std::max(std::abs(b), 1e-300);
+}
+
+double total_duration(const sim::TaskGraph& tg, int stage = -1) {
+  double sum = 0;
+  for (const auto& t : tg.tasks) {
+    if (stage < 0 || t.stage == stage) {
+      sum += t.duration;
     }
   }
+  return sum;
+}
+
+TEST(Simulate, WithoutOverlapEqualsTheAdditivePredictionForEveryFamily) {
+  const auto cluster = cluster::load_cluster("dgx-a100");
+  int compared = 0;
+  for (const auto& p : plans()) {
+    SCOPED_TRACE(p.spec + " " + p.family);
+    const auto s = sim::simulate(model(p.spec).graph, cluster, p.strategy, {}, {.overlap = false});
+    if (p.strategy.pipeline) {
+      continue; // below
+    }
+    EXPECT_LE(relative(s.result.iteration_time, s.prediction.iteration_time), tolerance)
+        << "simulated " << s.result.iteration_time << " s, additive " << s.prediction.iteration_time << " s";
+    ++compared;
+  }
+  EXPECT_GE(compared, 28) << "every non-pipeline family on four models";
+}
+
+// A pipeline's additive time paces every stage, in the fill and the drain too, at the slowest
+// stage: (m + p - 1) x slowest + the slowest stage's sync. The simulation runs the schedule; each
+// stage still runs exactly its own terms, one at a time.
+TEST(Simulate, WithoutOverlapAPipelineRunsEachStagesTermsAndNoMoreThanTheAdditiveBound) {
+  const auto cluster = cluster::load_cluster("dgx-a100");
+  int pipelines = 0;
+  for (const auto& p : plans()) {
+    if (!p.strategy.pipeline) {
+      continue;
+    }
+    SCOPED_TRACE(p.spec + " " + p.family);
+    ++pipelines;
+    const auto s = sim::simulate(model(p.spec).graph, cluster, p.strategy, {}, {.overlap = false});
+    const auto& pl = *p.strategy.pipeline;
+    std::vector<double> stage_time(static_cast<std::size_t>(pl.stages), 0.0);
+    for (std::size_t i = 0; i < s.prediction.ops.size(); ++i) {
+      stage_time[static_cast<std::size_t>(pl.stage_of_op[i])] += s.prediction.ops[i].time;
+    }
+    for (int stage = 0; stage < pl.stages; ++stage) {
+      EXPECT_LE(relative(total_duration(s.tasks, stage), stage_time[static_cast<std::size_t>(stage)]), tolerance)
+          << "stage " << stage;
+    }
+    // No device does more than its stage's work, and the iteration is no shorter than a stage's.
+    const double longest = *std::max_element(stage_time.begin(), stage_time.end());
+    EXPECT_GE(s.result.iteration_time, longest * (1 - tolerance));
+    EXPECT_LE(s.result.iteration_time, s.prediction.iteration_time * (1 + tolerance));
+  }
+  EXPECT_GE(pipelines, 4);
+}
+
+TEST(Simulate, EveryTimeTermIsRunOnceWhateverTheSetup) {
+  const auto cluster = cluster::load_cluster("dgx-a100");
+  const auto& g = model("zoo:gpt2?layers=2&hidden=256&heads=4&seq=64&batch=16").graph;
+  for (const char* family : {"dp", "megatron", "pipeline"}) {
+    search::Request r;
+    r.graph = &g;
+    r.cluster = &cluster;
+    r.devices = 8;
+    const auto st = search::find_optimizer(family).optimize(r);
+    for (int zero : {0, 1, 3}) {
+      for (auto recompute : {cost::Recompute::none, cost::Recompute::full}) {
+        cost::TrainingSetup setup;
+        setup.zero_stage = zero;
+        setup.recompute = recompute;
+        setup.precision = cluster::Precision::bf16;
+        for (bool overlap : {false, true}) {
+          SCOPED_TRACE(fmt::format("{} ZeRO-{} recompute {} overlap {}", family, zero, cost::recompute_name(recompute),
+                                   overlap));
+          const auto s = sim::simulate(g, cluster, st, setup, {.overlap = overlap});
+          double terms = 0;
+          for (const auto& op : s.prediction.ops) {
+            terms += op.time;
+          }
+          EXPECT_LE(relative(total_duration(s.tasks), terms), tolerance);
+          if (!st.pipeline && !overlap) {
+            EXPECT_LE(relative(s.result.iteration_time, s.prediction.iteration_time), tolerance);
+          }
+          if (zero == 3 && st.family == "dp") {
+            EXPECT_TRUE(std::any_of(s.tasks.tasks.begin(), s.tasks.tasks.end(), [](const sim::Task& t) {
+              return t.kind == sim::TaskKind::parameter_gather && t.pass == sim::Pass::backward;
+            })) << "ZeRO-3 gathers the weights again before the backward pass";
+          }
+        }
+      }
+    }
+  }
+}
+
+// p stages of k identical ops, one device each, nothing to communicate: a pipeline of uniform
+// stages, built by hand so that its closed form is exact.
+struct UniformPipeline {
+  graph::Graph g;
+  strategy::Strategy st;
+  strategy::Prediction p;
+  static constexpr double forward = 1e-3, backward = 2e-3, step = 0.25e-3; // per op, whole batch
+
+  UniformPipeline(int stages, int ops_per_stage, int micro, strategy::Schedule schedule) {
+    test::tensor(g, "x0", {64, 64}, graph::TensorRole::input);
+    const int n = stages * ops_per_stage;
+    st.family = "pipeline";
+    st.devices = stages;
+    st.pipeline = strategy::Pipeline{stages, micro, schedule, {}};
+    for (int i = 0; i < n; ++i) {
+      test::tensor(g, fmt::format("x{}", i + 1), {64, 64});
+      test::op(g, "Relu", {fmt::format("x{}", i)}, {fmt::format("x{}", i + 1)});
+      st.ops.push_back({{}, {i / ops_per_stage}});
+      st.pipeline->stage_of_op.push_back(i / ops_per_stage);
+      strategy::OpPrediction op;
+      op.cost.time = {{std::string(cost::term::forward_compute), forward, ""},
+                      {std::string(cost::term::backward_compute), backward, ""},
+                      {std::string(cost::term::optimizer_step), step, ""}};
+      op.time = forward + backward + step;
+      op.term_input = {-1, -1, -1};
+      p.ops.push_back(op);
+    }
+  }
+};
+
+TEST(Simulate, APipelineOfUniformStagesHasTheClosedFormBubble) {
+  for (auto schedule : {strategy::Schedule::gpipe, strategy::Schedule::one_f_one_b}) {
+    for (int stages : {2, 4, 8}) {
+      for (int micro : {1, 3, 8, 32}) {
+        for (bool overlap : {false, true}) {
+          SCOPED_TRACE(
+              fmt::format("{} p={} m={} overlap {}", strategy::schedule_name(schedule), stages, micro, overlap));
+          const int k = 3;
+          UniformPipeline u(stages, k, micro, schedule);
+          const auto tg = sim::build_task_graph(u.g, u.st, u.p, stages, {.overlap = overlap});
+          const auto r = sim::simulate(tg);
+          const double per_micro = k * (u.forward + u.backward) / micro;
+          const double steps = k * u.step;
+          EXPECT_LE(relative(r.iteration_time, (micro + stages - 1) * per_micro + steps), tolerance);
+          const double bubble = static_cast<double>(stages - 1) / (micro + stages - 1);
+          for (int d = 0; d < stages; ++d) {
+            const auto& dev = r.devices[static_cast<std::size_t>(d)];
+            EXPECT_LE(relative(dev.busy, micro * per_micro + steps), tolerance) << "device " << d;
+            EXPECT_LE(relative(dev.idle / (r.iteration_time - steps), bubble), tolerance) << "device " << d;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(Simulate, OneFOneBStartsBackwardBeforeTheLastForwardAndGPipeDoesNot) {
+  for (auto schedule : {strategy::Schedule::gpipe, strategy::Schedule::one_f_one_b}) {
+    UniformPipeline u(4, 2, 8, schedule);
+    const auto tg = sim::build_task_graph(u.g, u.st, u.p, 4);
+    const auto r = sim::simulate(tg);
+    double first_backward = 1e300, last_forward = 0;
+    for (std::size_t i = 0; i < tg.tasks.size(); ++i) {
+      const auto& t = tg.tasks[i];
+      if (t.stage != 0) {
+        continue;
+      }
+      if (t.kind == sim::TaskKind::backward) {
+        first_backward = std::min(first_backward, r.schedule[i].start);
+      } else if (t.kind == sim::TaskKind::forward) {
+        last_forward = std::max(last_forward, r.schedule[i].start);
+      }
+    }
+    if (schedule == strategy::Schedule::gpipe) {
+      EXPECT_GT(first_backward, last_forward);
+    } else {
+      EXPECT_LT(first_backward, last_forward);
+    }
+  }
+}
+
+cluster::Cluster faster_links(cluster::Cluster c) {
+  for (auto* link : {&c.intra_link, &c.intra_fallback, &c.nic}) {
+    link->bandwidth *= 2;
+    for (auto& p : link->protocols) {
+      p.bandwidth *= 2;
+    }
+    for (auto& figures : link->collectives) {
+      figures.bandwidth *= 2;
+      for (auto& p : figures.protocols) {
+        p.bandwidth *= 2;
+      }
+    }
+  }
+  return c;
+}
+
+TEST(Simulate, OverlapAndFasterLinksNeverLengthenAnIteration) {
+  const auto cluster = cluster::load_cluster("dgx-a100");
+  const auto faster = faster_links(cluster);
+  int shortened = 0;
+  for (const auto& p : plans()) {
+    SCOPED_TRACE(p.spec + " " + p.family);
+    const auto& g = model(p.spec).graph;
+    const auto off = sim::simulate(g, cluster, p.strategy, {}, {.overlap = false});
+    const auto on = sim::simulate(g, cluster, p.strategy, {}, {.overlap = true});
+    EXPECT_LE(on.result.iteration_time, off.result.iteration_time * (1 + tolerance));
+    shortened += on.result.iteration_time < off.result.iteration_time * (1 - 1e-6) ? 1 : 0;
+    for (bool overlap : {false, true}) {
+      const auto slow = overlap ? on.result.iteration_time : off.result.iteration_time;
+      const auto fast = sim::simulate(g, faster, p.strategy, {}, {.overlap = overlap});
+      EXPECT_LE(fast.result.iteration_time, slow * (1 + tolerance)) << "overlap " << overlap;
+    }
+  }
+  EXPECT_GE(shortened, 10) << "overlap hides communication in many of the plans";
+}
+
+TEST(Simulate, TheCriticalPathAddsUpToTheIterationAndTheDevicesAccountForIt) {
+  const auto cluster = cluster::load_cluster("dgx-a100");
+  for (const auto& p : plans()) {
+    SCOPED_TRACE(p.spec + " " + p.family);
+    const auto s = sim::simulate(model(p.spec).graph, cluster, p.strategy, {});
+    const auto& r = s.result;
+    ASSERT_FALSE(r.critical_path.empty());
+    double along = 0, at = 0;
+    for (int t : r.critical_path) {
+      const auto& span = r.schedule[static_cast<std::size_t>(t)];
+      EXPECT_DOUBLE_EQ(span.start, at) << sim::task_name(model(p.spec).graph, s.tasks, t);
+      at = span.finish;
+      along += s.tasks.tasks[static_cast<std::size_t>(t)].duration;
+    }
+    EXPECT_LE(relative(along, r.iteration_time), tolerance);
+    for (std::size_t d = 0; d < r.devices.size(); ++d) {
+      const auto& dev = r.devices[d];
+      if (!dev.used) {
+        continue;
+      }
+      EXPECT_LE(relative(dev.busy + dev.exposed_communication + dev.idle, r.iteration_time), tolerance);
+      EXPECT_LE(dev.exposed_communication, dev.communication * (1 + tolerance));
+    }
+  }
+}
+
+TEST(Simulate, DataParallelGradientsAreSynchronizedInBucketsDuringTheBackwardPass) {
+  const auto cluster = cluster::load_cluster("dgx-a100");
+  const auto& g = model("zoo:resnet50?batch=16&image=64").graph;
+  search::Request r;
+  r.graph = &g;
+  r.cluster = &cluster;
+  r.devices = 8;
+  const auto st = search::find_optimizer("dp").optimize(r);
+  const auto p = strategy::evaluate(g, cluster, st, {});
+  int synced = 0;
+  for (const auto& op : p.ops) {
+    synced += op.cost.get(cost::term::gradient_sync) > 0 ? 1 : 0;
+  }
+  const auto per_op = sim::build_task_graph(g, st, p, 8, {.bucket_bytes = 1});
+  EXPECT_EQ(per_op.buckets.size(), static_cast<std::size_t>(synced));
+  const auto one = sim::build_task_graph(g, st, p, 8, {.bucket_bytes = 1e12});
+  EXPECT_EQ(one.buckets.size(), 1U);
+  const auto ddp = sim::build_task_graph(g, st, p, 8);
+  ASSERT_GT(ddp.buckets.size(), 1U);
+  ASSERT_LT(ddp.buckets.size(), static_cast<std::size_t>(synced));
+  for (std::size_t b = 0; b + 1 < ddp.buckets.size(); ++b) {
+    EXPECT_GE(ddp.buckets[b].bytes, 25e6) << "every bucket but the last is full";
+  }
+  // With overlap, the first bucket's all-reduce runs while the backward pass goes on.
+  const auto res = sim::simulate(ddp);
+  double first_sync = 1e300, last_backward = 0;
+  for (std::size_t i = 0; i < ddp.tasks.size(); ++i) {
+    if (ddp.tasks[i].kind == sim::TaskKind::gradient_sync) {
+      first_sync = std::min(first_sync, res.schedule[i].start);
+    } else if (ddp.tasks[i].kind == sim::TaskKind::backward) {
+      last_backward = std::max(last_backward, res.schedule[i].finish);
+    }
+  }
+  EXPECT_LT(first_sync, last_backward);
+  EXPECT_LT(res.devices[0].exposed_communication, res.devices[0].communication);
+  // One bucket overlaps nothing: it waits for the whole backward pass.
+  EXPECT_GT(sim::simulate(one).iteration_time, res.iteration_time);
+}
+
+TEST(Simulate, TasksAreNamedAfterTheirOpAndTerm) {
+  UniformPipeline u(2, 1, 2, strategy::Schedule::one_f_one_b);
+  const auto tg = sim::build_task_graph(u.g, u.st, u.p, 2);
+  EXPECT_EQ(sim::task_name(u.g, tg, 0), fmt::format("{}: forward compute, micro-batch 0", u.g.op(0).name));
+}
+
+TEST(Simulate, BadInputIsRefusedWithTheFieldAndTheReason) {
+  UniformPipeline u(2, 2, 4, strategy::Schedule::gpipe);
+  const auto build = [&](const strategy::Strategy& st, const strategy::Prediction& p, sim::Options o = {}) {
+    return sim::build_task_graph(u.g, st, p, 2, o);
+  };
+  const auto message = [&](auto&& f) {
+    try {
+      f();
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_THAT(message([&] { build(u.st, u.p, {.bucket_bytes = 0}); }), HasSubstr("'bucket_bytes'"));
+  EXPECT_THAT(message([&] { build(u.st, u.p, {.bucket_bytes = std::nan("")}); }), HasSubstr("'bucket_bytes'"));
+  auto fewer = u.p;
+  fewer.ops.pop_back();
+  EXPECT_THAT(message([&] { build(u.st, fewer); }), HasSubstr("the prediction has 3 ops, the model has 4"));
+  auto backwards = u.st;
+  backwards.pipeline->stage_of_op = {1, 1, 0, 0};
+  EXPECT_THAT(message([&] { build(backwards, u.p); }), HasSubstr("later stage 1"));
+  auto outside = u.st;
+  outside.pipeline->stage_of_op[3] = 2;
+  EXPECT_THAT(message([&] { build(outside, u.p); }), HasSubstr("stage 2 is not one of the pipeline's 2"));
+  auto off_cluster = u.st;
+  off_cluster.ops[0].devices = {5};
+  EXPECT_THAT(message([&] { build(off_cluster, u.p); }), HasSubstr("device 5 is not in the cluster of 2 devices"));
+  auto unknown = u.p;
+  unknown.ops[1].cost.time.push_back({"teleportation", 1.0, ""});
+  unknown.ops[1].term_input.push_back(-1);
+  EXPECT_THAT(message([&] { build(u.st, unknown); }), HasSubstr("'teleportation' has no place"));
+  auto negative = u.p;
+  negative.ops[1].cost.time[0].value = -1;
+  EXPECT_THAT(message([&] { build(u.st, negative); }), HasSubstr("must be finite, >= 0"));
+  auto untagged = u.p;
+  untagged.ops[2].term_input.clear();
+  EXPECT_THAT(message([&] { build(u.st, untagged); }), HasSubstr("not made by evaluate()"));
 }
 
 } // namespace

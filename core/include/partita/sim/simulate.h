@@ -28,9 +28,9 @@ struct DeviceTime {
 
 struct Result {
   double iteration_time = 0;
-  std::vector<Span> schedule;       // per task
-  std::vector<DeviceTime> devices;  // per device of the cluster
-  std::vector<int> critical_path;   // tasks, first to last, each starting as the one before ends
+  std::vector<Span> schedule;      // per task
+  std::vector<DeviceTime> devices; // per device of the cluster
+  std::vector<int> critical_path;  // tasks, first to last, each starting as the one before ends
 };
 
 // Starts every task as soon as the tasks it comes after have finished and its resources are free:

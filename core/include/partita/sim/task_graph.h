@@ -51,14 +51,14 @@ struct Task {
   TaskKind kind = TaskKind::forward;
   Stream stream = Stream::compute;
   Pass pass = Pass::forward;
-  std::string_view term; // the cost::term its duration is a share of
-  int group = 0;         // index into TaskGraph::groups: the devices it occupies
-  int stage = 0;         // pipeline stage (0 without a pipeline); a send belongs to its receiver's
-  int micro_batch = -1;  // -1: once per iteration
-  graph::OpId op = -1;   // -1 for a gradient bucket
-  int input = -1;        // the input a redistribution moves, else -1
-  int bucket = -1;       // index into TaskGraph::buckets for a gradient bucket, else -1
-  double duration = 0;   // seconds
+  std::string_view term;  // the cost::term its duration is a share of
+  int group = 0;          // index into TaskGraph::groups: the devices it occupies
+  int stage = 0;          // pipeline stage (0 without a pipeline); a send belongs to its receiver's
+  int micro_batch = -1;   // -1: once per iteration
+  graph::OpId op = -1;    // -1 for a gradient bucket
+  int input = -1;         // the input a redistribution moves, else -1
+  int bucket = -1;        // index into TaskGraph::buckets for a gradient bucket, else -1
+  double duration = 0;    // seconds
   std::vector<int> after; // tasks that must finish first, all with smaller indices
 };
 
@@ -68,10 +68,10 @@ struct Bucket {
 };
 
 struct TaskGraph {
-  std::vector<Task> tasks;               // in the order the devices issue them
-  std::vector<std::vector<int>> groups;  // distinct device sets, ascending ids
+  std::vector<Task> tasks;              // in the order the devices issue them
+  std::vector<std::vector<int>> groups; // distinct device sets, ascending ids
   std::vector<Bucket> buckets;
-  int devices = 0;     // of the cluster: device ids are below it
+  int devices = 0; // of the cluster: device ids are below it
   int stages = 1;
   int micro_batches = 1;
   bool overlap = true; // Options::overlap it was built with
