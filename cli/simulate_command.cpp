@@ -147,9 +147,10 @@ void print(const graph::Graph& g, const cluster::Cluster& cl, const strategy::St
     std::cout << fmt::format("... {} more (--path-limit)\n", r.critical_path.size() - shown);
   }
   const double additive = s.prediction.iteration_time;
+  double change = additive > 0 ? 100 * (r.iteration_time / additive - 1) : 0.0;
+  change = std::abs(change) < 0.05 ? 0.0 : change; // no "-0.0%" for rounding noise
   std::cout << fmt::format("\niteration {} ms simulated; the additive prediction is {} ms ({:+.1f}%)\n",
-                           ms(r.iteration_time), ms(additive),
-                           additive > 0 ? 100 * (r.iteration_time / additive - 1) : 0.0);
+                           ms(r.iteration_time), ms(additive), change);
   std::cout << fmt::format("throughput {:.1f} samples/s at batch {}\n",
                            r.iteration_time > 0 ? s.prediction.batch / r.iteration_time : 0.0, s.prediction.batch);
   if (!o.trace.empty()) {
