@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <map>
 #include <queue>
 #include <utility>
 
@@ -67,6 +68,74 @@ double length(const std::vector<Span>& spans) {
     total += s.finish - s.start;
   }
   return total;
+}
+
+// Busy, communication, exposed and idle time per device. Devices that take part in the same task
+// groups run the same spans (a stage's data x tensor grid does): each such class is measured once.
+void account_devices(const TaskGraph& tg, Result& r) {
+  const auto devices = static_cast<std::size_t>(tg.devices);
+  std::vector<bool> group_used(tg.groups.size(), false);
+  for (const auto& t : tg.tasks) {
+    group_used[static_cast<std::size_t>(t.group)] = true;
+  }
+  std::vector<std::vector<int>> groups_of(devices);
+  for (std::size_t g = 0; g < tg.groups.size(); ++g) {
+    if (!group_used[g]) {
+      continue;
+    }
+    for (int d : tg.groups[g]) {
+      groups_of[static_cast<std::size_t>(d)].push_back(static_cast<int>(g));
+    }
+  }
+  std::map<std::vector<int>, int> classes;
+  std::vector<int> class_of(devices, -1);
+  for (std::size_t d = 0; d < devices; ++d) {
+    if (!groups_of[d].empty()) {
+      class_of[d] = classes.try_emplace(groups_of[d], static_cast<int>(classes.size())).first->second;
+    }
+  }
+  std::vector<std::vector<int>> classes_of_group(tg.groups.size());
+  for (std::size_t g = 0; g < tg.groups.size(); ++g) {
+    if (!group_used[g]) {
+      continue;
+    }
+    for (int d : tg.groups[g]) {
+      classes_of_group[g].push_back(class_of[static_cast<std::size_t>(d)]);
+    }
+    auto& c = classes_of_group[g];
+    std::sort(c.begin(), c.end());
+    c.erase(std::unique(c.begin(), c.end()), c.end());
+  }
+  // Each stream and channel runs one task at a time: a class's spans are disjoint.
+  std::vector<std::vector<Span>> compute(classes.size()), communication(classes.size());
+  for (std::size_t i = 0; i < tg.tasks.size(); ++i) {
+    const auto& t = tg.tasks[i];
+    if (!(t.duration > 0)) {
+      continue;
+    }
+    auto& lanes = t.stream == Stream::compute ? compute : communication;
+    for (int c : classes_of_group[static_cast<std::size_t>(t.group)]) {
+      lanes[static_cast<std::size_t>(c)].push_back(r.schedule[i]);
+    }
+  }
+  const auto by_start = [](const Span& a, const Span& b) { return a.start < b.start; };
+  std::vector<DeviceTime> per_class(classes.size());
+  for (std::size_t c = 0; c < classes.size(); ++c) {
+    std::sort(compute[c].begin(), compute[c].end(), by_start);
+    std::sort(communication[c].begin(), communication[c].end(), by_start);
+    auto& out = per_class[c];
+    out.used = true;
+    out.busy = length(compute[c]);
+    out.communication = length(communication[c]);
+    out.exposed_communication = uncovered(communication[c], compute[c]);
+    out.idle = std::max(0.0, r.iteration_time - out.busy - out.exposed_communication);
+  }
+  r.devices.assign(devices, DeviceTime{});
+  for (std::size_t d = 0; d < devices; ++d) {
+    if (class_of[d] >= 0) {
+      r.devices[d] = per_class[static_cast<std::size_t>(class_of[d])];
+    }
+  }
 }
 
 } // namespace
@@ -166,39 +235,7 @@ Result simulate(const TaskGraph& tg) {
   }
   std::reverse(r.critical_path.begin(), r.critical_path.end());
 
-  // Per device: what its stream and channel ran (each runs one task at a time: disjoint spans).
-  std::vector<std::vector<Span>> compute(devices), communication(devices);
-  for (std::size_t i = 0; i < n; ++i) {
-    const auto& t = tg.tasks[i];
-    if (!(t.duration > 0)) {
-      continue;
-    }
-    auto& lanes = t.stream == Stream::compute ? compute : communication;
-    for (int d : tg.groups[static_cast<std::size_t>(t.group)]) {
-      lanes[static_cast<std::size_t>(d)].push_back(r.schedule[i]);
-    }
-  }
-  r.devices.resize(devices);
-  std::vector<bool> used(devices, false);
-  for (const auto& t : tg.tasks) {
-    for (int d : tg.groups[static_cast<std::size_t>(t.group)]) {
-      used[static_cast<std::size_t>(d)] = true;
-    }
-  }
-  const auto by_start = [](const Span& a, const Span& b) { return a.start < b.start; };
-  for (std::size_t d = 0; d < devices; ++d) {
-    auto& out = r.devices[d];
-    out.used = used[d];
-    if (!out.used) {
-      continue;
-    }
-    std::sort(compute[d].begin(), compute[d].end(), by_start);
-    std::sort(communication[d].begin(), communication[d].end(), by_start);
-    out.busy = length(compute[d]);
-    out.communication = length(communication[d]);
-    out.exposed_communication = uncovered(communication[d], compute[d]);
-    out.idle = std::max(0.0, r.iteration_time - out.busy - out.exposed_communication);
-  }
+  account_devices(tg, r);
   return r;
 }
 

@@ -9,6 +9,7 @@
 #include <array>
 #include <cmath>
 #include <map>
+#include <utility>
 
 namespace partita::sim {
 
@@ -339,6 +340,18 @@ private:
     return it->second;
   }
 
+  // The group of the devices of groups `a` and `b` together (looked up once per pair).
+  int union_of(int a, int b) {
+    const auto [it, added] = m_unions.try_emplace({a, b}, -1);
+    if (added) {
+      auto devices = m_out.groups[static_cast<std::size_t>(a)];
+      const auto& other = m_out.groups[static_cast<std::size_t>(b)];
+      devices.insert(devices.end(), other.begin(), other.end());
+      it->second = group_of(std::move(devices));
+    }
+    return it->second;
+  }
+
   std::size_t slot(graph::OpId id, int micro_batch) const {
     return static_cast<std::size_t>(micro_batch) * m_g.ops().size() + static_cast<std::size_t>(id);
   }
@@ -348,10 +361,12 @@ private:
   int add(Task task, std::vector<int> after) {
     const int index = static_cast<int>(m_out.tasks.size());
     if (task.stream == Stream::compute) {
+      int previous = -1; // the devices of a group mostly ran the same kernel last
       for (int d : m_out.groups[static_cast<std::size_t>(task.group)]) {
         auto& last = m_last_compute[static_cast<std::size_t>(d)];
-        if (last >= 0) {
+        if (last >= 0 && last != previous) {
           after.push_back(last);
+          previous = last;
         }
         last = index;
       }
@@ -373,10 +388,7 @@ private:
       if (piece.input >= 0 && piece.stream == Stream::communication) { // a transfer spans both sides
         const graph::OpId producer = m_g.tensor(m_g.op(id).inputs[static_cast<std::size_t>(piece.input)]).producer;
         if (producer >= 0 && m_group[static_cast<std::size_t>(producer)] != group) {
-          auto devices = m_out.groups[static_cast<std::size_t>(group)];
-          const auto& other = m_out.groups[static_cast<std::size_t>(m_group[static_cast<std::size_t>(producer)])];
-          devices.insert(devices.end(), other.begin(), other.end());
-          group = group_of(std::move(devices));
+          group = union_of(group, m_group[static_cast<std::size_t>(producer)]);
         }
       }
       Task t;
@@ -525,6 +537,7 @@ private:
   std::vector<int> m_stage, m_group;
   std::vector<OpPlan> m_plan;
   std::map<std::vector<int>, int> m_groups;
+  std::map<std::pair<int, int>, int> m_unions;
   std::vector<std::vector<int>> m_forward_done, m_backward_done; // per (micro-batch, op)
   std::vector<int> m_last_compute;                               // per device
   std::vector<std::vector<PendingBucket>> m_pending, m_closed;   // per stage
