@@ -224,6 +224,7 @@ public:
     // of micro-batch j after the stage before's, its backward after the stage after's.
     const auto schedule = m_st.pipeline ? m_st.pipeline->schedule : strategy::Schedule::gpipe;
     std::vector<std::vector<Unit>> programs;
+    programs.reserve(static_cast<std::size_t>(stages));
     for (int s = 0; s < stages; ++s) {
       programs.push_back(stage_program(schedule, stages, s, micro));
     }
@@ -426,8 +427,8 @@ private:
 
   void emit_backward(int stage, int micro_batch) {
     const bool last = micro_batch == m_out.micro_batches - 1;
-    for (auto it = m_order.rbegin(); it != m_order.rend(); ++it) {
-      const graph::OpId id = *it;
+    for (std::size_t k = m_order.size(); k-- > 0;) { // the backward pass: reverse topological order
+      const graph::OpId id = m_order[k];
       const auto i = static_cast<std::size_t>(id);
       if (m_stage[i] != stage) {
         continue;
@@ -507,14 +508,15 @@ private:
     m_closed[s].clear();
     m_pending[s].clear();
     const int last = m_out.micro_batches - 1;
-    for (auto it = m_order.rbegin(); it != m_order.rend(); ++it) {
-      const auto i = static_cast<std::size_t>(*it);
+    for (std::size_t k = m_order.size(); k-- > 0;) { // the backward pass: reverse topological order
+      const graph::OpId id = m_order[k];
+      const auto i = static_cast<std::size_t>(id);
       if (m_stage[i] != stage || !(m_plan[i].step > 0)) {
         continue;
       }
-      const auto synced = m_synced.find(*it);
+      const auto synced = m_synced.find(id);
       std::vector<int> after =
-          synced != m_synced.end() ? std::vector<int>{synced->second} : m_backward_done[slot(*it, last)];
+          synced != m_synced.end() ? std::vector<int>{synced->second} : m_backward_done[slot(id, last)];
       Task t;
       t.kind = TaskKind::optimizer_step;
       t.stream = Stream::compute;
@@ -522,7 +524,7 @@ private:
       t.term = cost::term::optimizer_step;
       t.group = m_group[i];
       t.stage = stage;
-      t.op = *it;
+      t.op = id;
       t.duration = m_plan[i].step;
       add(std::move(t), std::move(after));
     }
