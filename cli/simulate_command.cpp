@@ -75,7 +75,10 @@ nlohmann::json to_json(const graph::Graph& g, const sim::Simulation& s, const Si
                        {"busy_seconds", dev.busy},
                        {"communication_seconds", dev.communication},
                        {"exposed_communication_seconds", dev.exposed_communication},
-                       {"idle_seconds", dev.idle}});
+                       {"idle_seconds", dev.idle},
+                       {"peak_memory_bytes", dev.peak_memory},
+                       {"peak_activation_bytes", dev.peak_activations},
+                       {"peak_at_seconds", dev.peak_at}});
   }
   nlohmann::json path = nlohmann::json::array();
   for (int t : r.critical_path) {
@@ -110,7 +113,15 @@ void print(const graph::Graph& g, const cluster::Cluster& cl, const strategy::St
   std::cout << fmt::format("{} tasks{}; overlap {}{}\n\n", s.tasks.tasks.size(), pipeline, o.no_overlap ? "off" : "on",
                            o.no_overlap ? "" : fmt::format(", gradient buckets of {:g} MB", o.bucket_mb));
 
-  Table t({{"device"}, {"stage"}, {"busy ms"}, {"comm ms"}, {"exposed comm ms"}, {"idle ms"}, {"busy"}});
+  Table t({{"device"},
+           {"stage"},
+           {"busy ms"},
+           {"comm ms"},
+           {"exposed comm ms"},
+           {"idle ms"},
+           {"busy"},
+           {"peak MiB"},
+           {"peak at ms"}});
   const auto stages = device_stages(s.tasks);
   for (std::size_t d = 0; d < r.devices.size(); ++d) {
     const auto& dev = r.devices[d];
@@ -118,7 +129,8 @@ void print(const graph::Graph& g, const cluster::Cluster& cl, const strategy::St
       continue;
     }
     t.add_row({std::to_string(d), stages[d] >= 0 ? std::to_string(stages[d]) : "-", ms(dev.busy), ms(dev.communication),
-               ms(dev.exposed_communication), ms(dev.idle), percent(dev.busy, r.iteration_time)});
+               ms(dev.exposed_communication), ms(dev.idle), percent(dev.busy, r.iteration_time), mib(dev.peak_memory),
+               ms(dev.peak_at)});
   }
   std::cout << t.render();
 

@@ -64,6 +64,19 @@ std::string chrome_trace(const graph::Graph& g, const TaskGraph& tasks, const Re
                         {"args", args}});
     }
   }
+  // Memory per device as a counter track: what it holds, in GiB, as the tasks allocate and free.
+  for (int d = 0; d < tasks.devices; ++d) {
+    if (static_cast<std::size_t>(d) >= result.devices.size() || !result.devices[static_cast<std::size_t>(d)].used) {
+      continue;
+    }
+    for (const auto& [at, bytes] : memory_timeline(tasks, result, d)) {
+      events.push_back({{"ph", "C"},
+                        {"name", "memory"},
+                        {"pid", d},
+                        {"ts", at * 1e6},
+                        {"args", {{"GiB", bytes / (1024.0 * 1024 * 1024)}}}});
+    }
+  }
   nlohmann::json trace = {{"traceEvents", std::move(events)},
                           {"displayTimeUnit", "ms"},
                           {"otherData", {{"iteration_seconds", result.iteration_time}}}};

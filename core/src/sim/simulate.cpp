@@ -119,6 +119,17 @@ void account_devices(const TaskGraph& tg, Result& r) {
     }
   }
   const auto by_start = [](const Span& a, const Span& b) { return a.start < b.start; };
+  std::vector<std::vector<std::pair<double, double>>> memory(classes.size()); // (time, change)
+  for (std::size_t i = 0; i < tg.tasks.size(); ++i) {
+    const auto& t = tg.tasks[i];
+    if (t.memory == 0) {
+      continue;
+    }
+    const double at = t.memory > 0 ? r.schedule[i].start : r.schedule[i].finish;
+    for (int c : classes_of_group[static_cast<std::size_t>(t.group)]) {
+      memory[static_cast<std::size_t>(c)].emplace_back(at, t.memory);
+    }
+  }
   std::vector<DeviceTime> per_class(classes.size());
   for (std::size_t c = 0; c < classes.size(); ++c) {
     std::sort(compute[c].begin(), compute[c].end(), by_start);
@@ -129,11 +140,24 @@ void account_devices(const TaskGraph& tg, Result& r) {
     out.communication = length(communication[c]);
     out.exposed_communication = uncovered(communication[c], compute[c]);
     out.idle = std::max(0.0, r.iteration_time - out.busy - out.exposed_communication);
+    // Frees before allocations at the same instant: the kernel that frees has ended.
+    auto& changes = memory[c];
+    std::sort(changes.begin(), changes.end());
+    double alive = 0;
+    for (const auto& [at, change] : changes) {
+      alive += change;
+      if (alive > out.peak_activations) {
+        out.peak_activations = alive;
+        out.peak_at = at;
+      }
+    }
   }
   r.devices.assign(devices, DeviceTime{});
   for (std::size_t d = 0; d < devices; ++d) {
     if (class_of[d] >= 0) {
       r.devices[d] = per_class[static_cast<std::size_t>(class_of[d])];
+      const double resident = d < tg.resident_bytes.size() ? tg.resident_bytes[d] : 0.0;
+      r.devices[d].peak_memory = resident + r.devices[d].peak_activations;
     }
   }
 }
@@ -237,6 +261,34 @@ Result simulate(const TaskGraph& tg) {
 
   account_devices(tg, r);
   return r;
+}
+
+std::vector<std::pair<double, double>> memory_timeline(const TaskGraph& tg, const Result& r, int device) {
+  if (device < 0 || device >= tg.devices || r.schedule.size() != tg.tasks.size()) {
+    throw Error(
+        fmt::format("memory timeline: device {} of {} (or a result of another task graph)", device, tg.devices));
+  }
+  std::vector<bool> in_group(tg.groups.size(), false);
+  for (std::size_t g = 0; g < tg.groups.size(); ++g) {
+    in_group[g] = std::binary_search(tg.groups[g].begin(), tg.groups[g].end(), device);
+  }
+  std::vector<std::pair<double, double>> changes;
+  for (std::size_t i = 0; i < tg.tasks.size(); ++i) {
+    const auto& t = tg.tasks[i];
+    if (t.memory != 0 && in_group[static_cast<std::size_t>(t.group)]) {
+      changes.emplace_back(t.memory > 0 ? r.schedule[i].start : r.schedule[i].finish, t.memory);
+    }
+  }
+  std::sort(changes.begin(), changes.end());
+  const auto d = static_cast<std::size_t>(device);
+  std::vector<std::pair<double, double>> steps{{0.0, d < tg.resident_bytes.size() ? tg.resident_bytes[d] : 0.0}};
+  for (const auto& [at, change] : changes) {
+    if (at > steps.back().first) {
+      steps.emplace_back(at, steps.back().second);
+    }
+    steps.back().second += change;
+  }
+  return steps;
 }
 
 Simulation simulate(const graph::Graph& g, const cluster::Cluster& cluster, const strategy::Strategy& strategy,

@@ -37,6 +37,7 @@ struct Piece {
   std::string_view term;
   double seconds = 0;
   int input = -1;
+  double memory = 0; // activation bytes per device: allocated at the start (> 0), freed at the end (< 0)
 };
 
 // An op's terms sorted into the tasks of its forward and backward pass, per micro-batch, and
@@ -75,7 +76,9 @@ OpPlan plan_op(const graph::Graph& g, graph::OpId id, const strategy::OpPredicti
   // Per input, in input order: its transfer (a send when it crosses stages) and its copies.
   std::vector<Piece> in_forward, in_backward_copies, in_backward_transfer;
   std::vector<Piece> gather_f, gather_b, after_forward, after_backward;
-  Piece fwd, bwd, recompute;
+  Piece fwd{TaskKind::forward, Stream::compute, cost::term::forward_compute, 0, -1};
+  Piece bwd{TaskKind::backward, Stream::compute, cost::term::backward_compute, 0, -1};
+  Piece recompute{TaskKind::recompute, Stream::compute, cost::term::recompute, 0, -1};
   OpPlan plan;
   for (std::size_t k = 0; k < p.cost.time.size(); ++k) {
     const auto& term = p.cost.time[k];
@@ -93,11 +96,11 @@ OpPlan plan_op(const graph::Graph& g, graph::OpId id, const strategy::OpPredicti
                               op.inputs.size()));
     }
     if (name == cost::term::forward_compute) {
-      fwd = {TaskKind::forward, Stream::compute, name, fwd.seconds + term.value / m, -1};
+      fwd.seconds += term.value / m;
     } else if (name == cost::term::backward_compute) {
-      bwd = {TaskKind::backward, Stream::compute, name, bwd.seconds + term.value / m, -1};
+      bwd.seconds += term.value / m;
     } else if (name == cost::term::recompute) {
-      recompute = {TaskKind::recompute, Stream::compute, name, recompute.seconds + term.value / m, -1};
+      recompute.seconds += term.value / m;
     } else if (name == cost::term::forward_reduce) {
       after_forward.push_back({TaskKind::collective, Stream::communication, name, term.value / m, -1});
     } else if (name == cost::term::backward_reduce) {
@@ -128,6 +131,10 @@ OpPlan plan_op(const graph::Graph& g, graph::OpId id, const strategy::OpPredicti
     }
   }
   plan.gradient_bytes = std::max(p.cost.get(cost::term::parameters), p.cost.get(cost::term::gradients));
+  // A micro-batch's kept output lives from its forward kernel to its backward kernel (evaluate()
+  // holds the micro-batches a schedule has in flight; here the schedule itself says which).
+  fwd.memory = p.cost.get(cost::term::activations) / m;
+  bwd.memory = -fwd.memory;
   // Forward: gather the weights, receive the inputs, compute, reduce. Backward: gather again,
   // recompute, compute, reduce, then hand each input's gradient back to its producer.
   for (auto* part : {&gather_f, &in_forward}) {
@@ -142,7 +149,7 @@ OpPlan plan_op(const graph::Graph& g, graph::OpId id, const strategy::OpPredicti
     plan.backward.insert(plan.backward.end(), part->begin(), part->end());
   }
   for (auto* pass : {&plan.forward, &plan.backward}) {
-    std::erase_if(*pass, [](const Piece& piece) { return !(piece.seconds > 0); });
+    std::erase_if(*pass, [](const Piece& piece) { return !(piece.seconds > 0) && piece.memory == 0; });
   }
   return plan;
 }
@@ -196,6 +203,12 @@ public:
     m_out.stages = st.pipeline ? st.pipeline->stages : 1;
     m_out.micro_batches = st.pipeline ? st.pipeline->micro_batches : 1;
     m_out.overlap = options.overlap;
+    // What a device holds all iteration long (zeros for a prediction without memory).
+    m_out.resident_bytes.assign(static_cast<std::size_t>(std::max(devices, 0)), 0.0);
+    for (std::size_t d = 0; d < p.memory.size() && d < m_out.resident_bytes.size(); ++d) {
+      const auto& mem = p.memory[d];
+      m_out.resident_bytes[d] = mem.parameters + mem.gradients + mem.optimizer_state + mem.workspace;
+    }
   }
 
   TaskGraph build() {
@@ -279,6 +292,10 @@ private:
     if (m_st.ops.size() != n) {
       throw Error(
           fmt::format("simulate: strategy '{}' assigns {} ops, the model has {}", m_st.family, m_st.ops.size(), n));
+    }
+    if (!m_p.memory.empty() && m_p.memory.size() != static_cast<std::size_t>(m_out.devices)) {
+      throw Error(fmt::format("simulate: the prediction's memory covers {} devices, the cluster has {}",
+                              m_p.memory.size(), m_out.devices));
     }
     if (m_p.ops.size() != n) {
       throw Error(fmt::format("simulate: the prediction has {} ops, the model has {}", m_p.ops.size(), n));
@@ -403,6 +420,7 @@ private:
       t.op = id;
       t.input = piece.input;
       t.duration = piece.seconds;
+      t.memory = piece.memory;
       after = {add(std::move(t), std::move(after))};
     }
     return after;

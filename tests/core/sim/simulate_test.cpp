@@ -178,6 +178,7 @@ struct UniformPipeline {
   strategy::Strategy st;
   strategy::Prediction p;
   static constexpr double forward = 1e-3, backward = 2e-3, step = 0.25e-3; // per op, whole batch
+  static constexpr double activations = 64e6;                              // per op, whole batch
 
   UniformPipeline(int stages, int ops_per_stage, int micro, strategy::Schedule schedule) {
     test::tensor(g, "x0", {64, 64}, graph::TensorRole::input);
@@ -194,6 +195,7 @@ struct UniformPipeline {
       op.cost.time = {{std::string(cost::term::forward_compute), forward, ""},
                       {std::string(cost::term::backward_compute), backward, ""},
                       {std::string(cost::term::optimizer_step), step, ""}};
+      op.cost.memory = {{std::string(cost::term::activations), activations, ""}};
       op.time = forward + backward + step;
       op.term_input = {-1, -1, -1};
       p.ops.push_back(op);
@@ -223,6 +225,53 @@ TEST(Simulate, APipelineOfUniformStagesHasTheClosedFormBubble) {
           }
         }
       }
+    }
+  }
+}
+
+// The memory the schedule holds is evaluate()'s: resident state, plus the activations of every
+// micro-batch in flight (1F1B: stages - stage of them at most; GPipe: all).
+TEST(Simulate, PeakMemoryOfTheScheduleIsTheMemoryEvaluatePredicts) {
+  const auto cluster = cluster::load_cluster("dgx-a100");
+  for (const auto& p : plans()) {
+    SCOPED_TRACE(p.spec + " " + p.family);
+    for (bool overlap : {false, true}) {
+      const auto s = sim::simulate(model(p.spec).graph, cluster, p.strategy, {}, {.overlap = overlap});
+      int checked = 0;
+      for (std::size_t d = 0; d < s.result.devices.size(); ++d) {
+        if (!s.result.devices[d].used) {
+          continue;
+        }
+        ++checked;
+        EXPECT_LE(relative(s.result.devices[d].peak_memory, s.prediction.memory[d].total()), tolerance)
+            << "device " << d << ": activations at the peak " << s.result.devices[d].peak_activations << ", evaluate "
+            << s.prediction.memory[d].activations;
+      }
+      EXPECT_EQ(checked, s.prediction.devices_used);
+    }
+  }
+}
+
+TEST(Simulate, OneFOneBHoldsStagesMinusStageMicroBatchesAndGPipeAll) {
+  const int stages = 4, k = 2, micro = 8;
+  for (auto schedule : {strategy::Schedule::gpipe, strategy::Schedule::one_f_one_b}) {
+    UniformPipeline u(stages, k, micro, schedule);
+    const auto tg = sim::build_task_graph(u.g, u.st, u.p, stages);
+    const auto r = sim::simulate(tg);
+    for (int d = 0; d < stages; ++d) {
+      const int in_flight = schedule == strategy::Schedule::gpipe ? micro : std::min(stages - d, micro);
+      const double expected = in_flight * k * u.activations / micro;
+      EXPECT_LE(relative(r.devices[static_cast<std::size_t>(d)].peak_activations, expected), tolerance)
+          << strategy::schedule_name(schedule) << " device " << d;
+      const auto steps = sim::memory_timeline(tg, r, d);
+      ASSERT_FALSE(steps.empty());
+      EXPECT_EQ(steps.front().first, 0.0);
+      double most = 0;
+      for (const auto& [at, bytes] : steps) {
+        most = std::max(most, bytes);
+      }
+      EXPECT_LE(relative(most, expected), tolerance);
+      EXPECT_NEAR(steps.back().second, 0.0, 1e-3) << "every activation is freed by its backward kernel";
     }
   }
 }

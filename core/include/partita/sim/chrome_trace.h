@@ -2,7 +2,7 @@
 
 // The simulated iteration as Chrome Trace Event JSON, which Perfetto and chrome://tracing open:
 // one process per device, one thread per stream (compute, communication), a complete event per
-// task and device, the critical path marked in each event's args.
+// task and device, the critical path marked in each event's args, and a memory counter per device.
 
 #include "partita/graph/graph.h"
 #include "partita/sim/simulate.h"

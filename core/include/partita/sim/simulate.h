@@ -10,6 +10,7 @@
 #include "partita/sim/task_graph.h"
 #include "partita/strategy/strategy.h"
 
+#include <utility>
 #include <vector>
 
 namespace partita::sim {
@@ -24,6 +25,9 @@ struct DeviceTime {
   double communication = 0;         // its communication channel is busy
   double exposed_communication = 0; // the channel is busy and the compute stream is not
   double idle = 0;                  // neither: waiting for another device (pipeline bubbles included)
+  double peak_memory = 0;           // bytes: resident + the most activations alive at once
+  double peak_activations = 0;      // bytes of activations alive at the peak
+  double peak_at = 0;               // seconds: when the peak is first reached
 };
 
 struct Result {
@@ -37,6 +41,10 @@ struct Result {
 // the stream or channel of each of its devices (and, without overlap, its pipeline stage), served
 // in the order tasks become ready; tasks a stream runs in program order say so in `after`.
 Result simulate(const TaskGraph& tasks);
+
+// The memory of `device` over the iteration, as steps: (time, bytes held from then on), the
+// first at 0 with its resident bytes.
+std::vector<std::pair<double, double>> memory_timeline(const TaskGraph& tasks, const Result& result, int device);
 
 struct Simulation {
   strategy::Prediction prediction; // evaluate()'s, whose terms the tasks take their durations from

@@ -51,14 +51,17 @@ struct Task {
   TaskKind kind = TaskKind::forward;
   Stream stream = Stream::compute;
   Pass pass = Pass::forward;
-  std::string_view term;  // the cost::term its duration is a share of
-  int group = 0;          // index into TaskGraph::groups: the devices it occupies
-  int stage = 0;          // pipeline stage (0 without a pipeline); a send belongs to its receiver's
-  int micro_batch = -1;   // -1: once per iteration
-  graph::OpId op = -1;    // -1 for a gradient bucket
-  int input = -1;         // the input a redistribution moves, else -1
-  int bucket = -1;        // index into TaskGraph::buckets for a gradient bucket, else -1
-  double duration = 0;    // seconds
+  std::string_view term; // the cost::term its duration is a share of
+  int group = 0;         // index into TaskGraph::groups: the devices it occupies
+  int stage = 0;         // pipeline stage (0 without a pipeline); a send belongs to its receiver's
+  int micro_batch = -1;  // -1: once per iteration
+  graph::OpId op = -1;   // -1 for a gradient bucket
+  int input = -1;        // the input a redistribution moves, else -1
+  int bucket = -1;       // index into TaskGraph::buckets for a gradient bucket, else -1
+  double duration = 0;   // seconds
+  // Activation bytes per device of its group: allocated when it starts (> 0; a forward kernel's
+  // kept output) or freed when it ends (< 0; the backward kernel that consumed it).
+  double memory = 0;
   std::vector<int> after; // tasks that must finish first, all with smaller indices
 };
 
@@ -75,6 +78,9 @@ struct TaskGraph {
   int stages = 1;
   int micro_batches = 1;
   bool overlap = true; // Options::overlap it was built with
+  // Per device: the bytes it holds all iteration (parameters, gradients, optimizer state and the
+  // workspace of evaluate()'s memory terms); activations come and go with the tasks.
+  std::vector<double> resident_bytes;
 };
 
 // Throws partita::Error when the prediction or the strategy does not belong to the graph, a
