@@ -3,7 +3,9 @@
 
 #include "partita/cost/op_cost.h"
 #include "partita/graph/error.h"
+#include "partita/io/json_file.h"
 #include "partita/search/optimizer.h"
+#include "partita/sim/chrome_trace.h"
 #include "partita/sim/simulate.h"
 #include "partita/strategy/strategy.h"
 #include "partita/zoo/zoo.h"
@@ -11,11 +13,13 @@
 
 #include <fmt/format.h>
 #include <gmock/gmock.h>
+#include <google/protobuf/struct.pb.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <map>
 #include <numeric>
+#include <set>
 
 namespace partita {
 namespace {
@@ -400,6 +404,95 @@ TEST(Simulate, DataParallelGradientsAreSynchronizedInBucketsDuringTheBackwardPas
   EXPECT_LT(res.devices[0].exposed_communication, res.devices[0].communication);
   // One bucket overlaps nothing: it waits for the whole backward pass.
   EXPECT_GT(sim::simulate(one).iteration_time, res.iteration_time);
+}
+
+TEST(Simulate, PipelineStagesSendToEachOtherPointToPoint) {
+  const auto cluster = cluster::load_cluster("dgx-a100");
+  for (const auto& p : plans()) {
+    if (p.family != "pipeline") {
+      continue;
+    }
+    SCOPED_TRACE(p.spec);
+    const auto s = sim::simulate(model(p.spec).graph, cluster, p.strategy, {});
+    const auto& pl = *p.strategy.pipeline;
+    std::set<std::pair<int, int>> crossings; // (from stage, to stage) of forward sends
+    int sends = 0;
+    for (const auto& t : s.tasks.tasks) {
+      if (t.kind != sim::TaskKind::send) {
+        continue;
+      }
+      ++sends;
+      EXPECT_EQ(t.stream, sim::Stream::communication);
+      ASSERT_GE(t.input, 0);
+      const auto producer =
+          model(p.spec).graph.tensor(model(p.spec).graph.op(t.op).inputs[static_cast<std::size_t>(t.input)]).producer;
+      const int from = pl.stage_of_op[static_cast<std::size_t>(producer)];
+      EXPECT_LT(from, t.stage) << "a send goes to a later stage (its gradient comes back)";
+      // It occupies the channels of both sides.
+      const auto& group = s.tasks.groups[static_cast<std::size_t>(t.group)];
+      for (auto id : {producer, t.op}) {
+        for (int d : p.strategy.ops[static_cast<std::size_t>(id)].devices) {
+          EXPECT_TRUE(std::binary_search(group.begin(), group.end(), d));
+        }
+      }
+      if (t.pass == sim::Pass::forward) {
+        crossings.insert({from, t.stage});
+      }
+    }
+    EXPECT_GT(sends, 0);
+    for (int stage = 1; stage < pl.stages; ++stage) {
+      EXPECT_TRUE(crossings.count({stage - 1, stage})) << "stage " << stage << " receives from stage " << stage - 1;
+    }
+  }
+}
+
+TEST(Simulate, TheTraceHasAProcessPerDeviceAndATrackPerStream) {
+  const auto cluster = cluster::load_cluster("dgx-a100");
+  const auto& p = *std::find_if(plans().begin(), plans().end(), [](const Planned& x) {
+    return x.family == "pipeline" && x.spec.starts_with("zoo:gpt2");
+  });
+  const auto& g = model(p.spec).graph;
+  const auto s = sim::simulate(g, cluster, p.strategy, {});
+  google::protobuf::Struct trace;
+  io::parse_json(sim::chrome_trace(g, s.tasks, s.result), "trace", trace);
+  const auto& events = trace.fields().at("traceEvents").list_value().values();
+  std::set<int> processes, with_memory;
+  std::set<std::pair<int, int>> tracks;
+  std::size_t complete = 0, critical = 0;
+  for (const auto& v : events) {
+    const auto& e = v.struct_value().fields();
+    const auto ph = e.at("ph").string_value();
+    const int pid = static_cast<int>(e.at("pid").number_value());
+    if (ph == "M" && e.at("name").string_value() == "process_name") {
+      processes.insert(pid);
+    } else if (ph == "X") {
+      ++complete;
+      tracks.insert({pid, static_cast<int>(e.at("tid").number_value())});
+      critical += e.at("args").struct_value().fields().at("critical path").bool_value() ? 1 : 0;
+      EXPECT_GE(e.at("dur").number_value(), 0);
+    } else if (ph == "C") {
+      with_memory.insert(pid);
+    }
+  }
+  std::size_t expected = 0, on_path = 0;
+  for (std::size_t i = 0; i < s.tasks.tasks.size(); ++i) {
+    const auto& t = s.tasks.tasks[i];
+    if (t.duration > 0) {
+      expected += s.tasks.groups[static_cast<std::size_t>(t.group)].size();
+    }
+  }
+  for (int t : s.result.critical_path) {
+    const auto& task = s.tasks.tasks[static_cast<std::size_t>(t)];
+    on_path += task.duration > 0 ? s.tasks.groups[static_cast<std::size_t>(task.group)].size() : 0;
+  }
+  EXPECT_EQ(complete, expected) << "one complete event per task and device";
+  EXPECT_EQ(critical, on_path);
+  EXPECT_EQ(processes.size(), static_cast<std::size_t>(s.prediction.devices_used));
+  EXPECT_EQ(with_memory, processes);
+  for (int d : processes) {
+    EXPECT_TRUE(tracks.count({d, 0}) && tracks.count({d, 1})) << "device " << d << ": compute and communication";
+  }
+  EXPECT_EQ(tracks.size(), 2 * processes.size());
 }
 
 TEST(Simulate, TasksAreNamedAfterTheirOpAndTerm) {
