@@ -37,10 +37,11 @@ enum class Stream : std::uint8_t { compute, communication };
 enum class Pass : std::uint8_t { forward, backward, iteration };
 
 struct Options {
-  // On: communication runs on its own channel beside the compute stream, and gradient buckets are
-  // synchronized as soon as the backward pass has filled them (PyTorch DDP). Off: the additive
-  // model's assumption, one task at a time within each pipeline stage (the whole iteration without
-  // a pipeline), gradients synchronized after the backward pass.
+  // On: communication runs on its own channel beside the compute stream, ops on disjoint devices
+  // run side by side, and gradient buckets are synchronized as soon as the backward pass has
+  // filled them (PyTorch DDP). Off: the additive model's assumption, one task at a time within
+  // each pipeline stage (the whole iteration without a pipeline), gradients synchronized after
+  // the backward pass.
   bool overlap = true;
   // Gradients are synchronized in buckets of at least this many bytes (DDP's bucket_cap_mb), in the
   // order the backward pass produces them.
