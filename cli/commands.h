@@ -9,6 +9,7 @@ namespace partita::cli {
 void add_inspect_command(CLI::App& app);
 void add_zoo_command(CLI::App& app);
 void add_plan_command(CLI::App& app);
+void add_simulate_command(CLI::App& app);
 void add_compare_command(CLI::App& app);
 void add_run_command(CLI::App& app);
 void add_calibrate_command(CLI::App& app);

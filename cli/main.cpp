@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   partita::cli::add_inspect_command(app);
   partita::cli::add_zoo_command(app);
   partita::cli::add_plan_command(app);
+  partita::cli::add_simulate_command(app);
   partita::cli::add_compare_command(app);
   partita::cli::add_run_command(app);
   partita::cli::add_calibrate_command(app);

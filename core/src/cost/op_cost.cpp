@@ -226,7 +226,8 @@ void halo_terms(const graph::Graph& g, const graph::OpSemantics& s, const shardi
                    fmt::format("'{}' split {} ways along {}: a {}x kernel reads {} rows of {:.4g} KB from its "
                                "neighbour, forward and backward: 2 x {}",
                                x.name, config.splits[static_cast<std::size_t>(d)], name, kernel, rows, row_bytes / 1e3,
-                               c.formula)});
+                               c.formula),
+                   c.seconds});
   }
 }
 
@@ -251,7 +252,8 @@ void statistics_terms(const graph::OpSemantics& s, const sharding::Config& confi
   out.push_back({std::string(term::statistics_sync), 2 * c.seconds,
                  fmt::format("statistics over {} are synchronized: 2 values x {:.0f} channels, forward and "
                              "backward: 2 x {}",
-                             axes_text(s, config, axes), channels, c.formula)});
+                             axes_text(s, config, axes), channels, c.formula),
+                 c.seconds});
 }
 
 } // namespace
@@ -656,7 +658,8 @@ OpCost op_cost(const graph::Graph& g, graph::OpId id, const graph::OpSemantics& 
              fmt::format("ZeRO-3: gradient reduce-scatter over {} copies of '{}': {}", replicas, t.name, rs.formula)});
         cost.time.push_back(
             {std::string(term::parameter_gather), 2 * ag.seconds,
-             fmt::format("ZeRO-3 gathers '{}' before the forward and the backward pass: 2 x {}", t.name, ag.formula)});
+             fmt::format("ZeRO-3 gathers '{}' before the forward and the backward pass: 2 x {}", t.name, ag.formula),
+             ag.seconds});
       }
     }
   }

@@ -201,7 +201,8 @@ std::vector<cost::Term> input_redistribution(const graph::Graph& g, const std::v
                        fmt::format("'{}' from '{}': the same blocks; backward adds {:.4g} MB into the producer's "
                                    "gradient ({})",
                                    tensor.name, g.op(prod).name, to.shard_bytes() * scale / 1e6,
-                                   several ? "the tensor has several readers" : "a graph output")}};
+                                   several ? "the tensor has several readers" : "a graph output"),
+                       add}};
   }
   auto forward = sharding::redistribute(from, pa.config, pa.devices, to, a.config, a.devices);
   auto backward = sharding::redistribute(to, a.config, a.devices, from, pa.config, pa.devices);
@@ -213,8 +214,10 @@ std::vector<cost::Term> input_redistribution(const graph::Graph& g, const std::v
   if (!gradient) { // a mask computed from constants: no gradient goes back
     backward = {};
   }
-  const double copies = local_copy_seconds(forward.max_bytes_in, forward.max_block_bytes, false, cluster, setup) +
-                        local_copy_seconds(backward.max_bytes_in, backward.max_block_bytes, true, cluster, setup);
+  const double backward_copies =
+      local_copy_seconds(backward.max_bytes_in, backward.max_block_bytes, true, cluster, setup);
+  const double copies =
+      local_copy_seconds(forward.max_bytes_in, forward.max_block_bytes, false, cluster, setup) + backward_copies;
   std::vector<cost::Term> terms;
   if (forward.max_bytes_in > 0 || backward.max_bytes_in > 0) {
     const auto f = forward.max_bytes_in > 0 ? move_cost(cluster, forward) : cluster::CollectiveCost{};
@@ -224,14 +227,16 @@ std::vector<cost::Term> input_redistribution(const graph::Graph& g, const std::v
          fmt::format("'{}' from '{}': forward {} of {:.4g} MB per device{}; backward {} of {:.4g} MB{}", tensor.name,
                      g.op(prod).name, sharding::pattern_name(forward.pattern), forward.max_bytes_in / 1e6,
                      f.formula.empty() ? "" : " (" + f.formula + ")", sharding::pattern_name(backward.pattern),
-                     backward.max_bytes_in / 1e6, b.formula.empty() ? "" : " (" + b.formula + ")")});
+                     backward.max_bytes_in / 1e6, b.formula.empty() ? "" : " (" + b.formula + ")"),
+         b.seconds});
   }
   if (copies > 0) {
     terms.push_back({std::string(cost::term::redistribution_copies), copies,
                      fmt::format("'{}': forward writes a block of {:.4g} MB and packs {:.4g} MB; backward adds {:.4g} "
                                  "MB into the producer's gradient and packs {:.4g} MB (memory-bound copies)",
                                  tensor.name, forward.max_block_bytes / 1e6, forward.max_bytes_in / 1e6,
-                                 backward.max_block_bytes / 1e6, backward.max_bytes_in / 1e6)});
+                                 backward.max_block_bytes / 1e6, backward.max_bytes_in / 1e6),
+                     backward_copies});
   }
   return terms;
 }
@@ -268,6 +273,7 @@ Prediction evaluate(const graph::Graph& g, const cluster::Cluster& cluster, cons
     const auto& a = st.ops[static_cast<std::size_t>(id)];
     const auto& s = sem[static_cast<std::size_t>(id)];
     auto c = cost::op_cost(g, id, s, a.config, a.devices, cluster, setup, keep[static_cast<std::size_t>(id)]);
+    std::vector<int> input_of_term;
     // Inputs produced by another op arrive in that op's output layout. A tensor moved into a
     // layout once (say, gathered for Q, K and V) is not sent again for the next consumer; each
     // consumer still copies it into its own buffer, and adds its gradient back.
@@ -285,8 +291,11 @@ Prediction evaluate(const graph::Graph& g, const cluster::Cluster& cluster, cons
           moved.insert(key);
         }
         c.time.push_back(std::move(term));
+        input_of_term.resize(c.time.size(), -1);
+        input_of_term.back() = static_cast<int>(i);
       }
     }
+    input_of_term.resize(c.time.size(), -1);
     const double total = c.time_total();
     const double sync_time = c.get(cost::term::gradient_sync);
     const double step_time = c.get(cost::term::optimizer_step);
@@ -322,7 +331,7 @@ Prediction evaluate(const graph::Graph& g, const cluster::Cluster& cluster, cons
       m.activations += c.get(cost::term::activations) * in_flight;
       m.workspace = std::max(m.workspace, c.get(cost::term::workspace) / micro);
     }
-    p.ops[static_cast<std::size_t>(id)] = OpPrediction{std::move(c), total};
+    p.ops[static_cast<std::size_t>(id)] = OpPrediction{std::move(c), total, std::move(input_of_term)};
   }
 
   p.iteration = {{"compute", compute, "forward, backward and recomputation kernels, summed over ops"},

@@ -41,6 +41,10 @@ struct Term {
   std::string name;
   double value = 0; // seconds or bytes
   std::string formula;
+  // Of a time term that runs in both passes (halo exchange, sync-BN statistics, ZeRO-3 gathers,
+  // redistributions): the seconds it spends in the backward pass; the rest is forward. Terms of one
+  // pass leave it 0 (the event simulator places them by name).
+  double backward = 0;
 };
 
 enum class TimeKind : std::uint8_t { compute, communication };

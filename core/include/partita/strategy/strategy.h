@@ -47,6 +47,8 @@ struct Strategy {
 struct OpPrediction {
   cost::OpCost cost; // includes the redistribution of its inputs as a time term
   double time = 0;   // cost.time_total()
+  // Per time term: the input whose redistribution it is, -1 for the op's own terms.
+  std::vector<int> term_input = {};
 };
 
 struct DeviceMemory {

@@ -1,0 +1,478 @@
+#include "partita/sim/task_graph.h"
+
+#include "sim/op_plan.h"
+
+#include "partita/cost/op_cost.h"
+#include "partita/graph/error.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <utility>
+
+namespace partita::sim {
+
+std::string_view task_kind_name(TaskKind k) {
+  switch (k) {
+  case TaskKind::forward: return "forward";
+  case TaskKind::backward: return "backward";
+  case TaskKind::recompute: return "recompute";
+  case TaskKind::collective: return "collective";
+  case TaskKind::parameter_gather: return "parameter gather";
+  case TaskKind::redistribution: return "redistribution";
+  case TaskKind::send: return "send";
+  case TaskKind::gradient_sync: return "gradient sync";
+  case TaskKind::optimizer_step: return "optimizer step";
+  }
+  return "?";
+}
+
+namespace {
+
+using detail::OpPlan;
+using detail::Piece;
+using detail::plan_op;
+
+struct Unit {
+  bool forward = true;
+  int micro_batch = 0;
+};
+
+// The order a stage runs its micro-batches in: GPipe all forwards then all backwards; 1F1B
+// (PipeDream-Flush) min(stages - stage - 1, m) forwards to fill the pipe, then one forward and one
+// backward in turn, then the backwards left.
+std::vector<Unit> stage_program(strategy::Schedule schedule, int stages, int stage, int micro) {
+  std::vector<Unit> units;
+  if (schedule == strategy::Schedule::gpipe) {
+    for (int j = 0; j < micro; ++j) {
+      units.push_back({true, j});
+    }
+    for (int j = 0; j < micro; ++j) {
+      units.push_back({false, j});
+    }
+    return units;
+  }
+  const int warmup = std::min(stages - stage - 1, micro);
+  for (int j = 0; j < warmup; ++j) {
+    units.push_back({true, j});
+  }
+  for (int k = 0; k < micro - warmup; ++k) {
+    units.push_back({true, warmup + k});
+    units.push_back({false, k});
+  }
+  for (int j = micro - warmup; j < micro; ++j) {
+    units.push_back({false, j});
+  }
+  return units;
+}
+
+struct PendingBucket {
+  int group = 0;
+  Bucket bucket;
+  double seconds = 0;
+  std::vector<int> after;
+};
+
+class Builder {
+public:
+  Builder(const graph::Graph& g, const strategy::Strategy& st, const strategy::Prediction& p, int devices,
+          const Options& options)
+      : m_g(g), m_st(st), m_p(p), m_options(options) {
+    m_out.devices = devices;
+    m_out.stages = st.pipeline ? st.pipeline->stages : 1;
+    m_out.micro_batches = st.pipeline ? st.pipeline->micro_batches : 1;
+    m_out.overlap = options.overlap;
+    // What a device holds all iteration long (zeros for a prediction without memory).
+    m_out.resident_bytes.assign(static_cast<std::size_t>(std::max(devices, 0)), 0.0);
+    for (std::size_t d = 0; d < p.memory.size() && d < m_out.resident_bytes.size(); ++d) {
+      const auto& mem = p.memory[d];
+      m_out.resident_bytes[d] = mem.parameters + mem.gradients + mem.optimizer_state + mem.workspace;
+    }
+  }
+
+  TaskGraph build() {
+    check();
+    const auto n = m_g.ops().size();
+    const int stages = m_out.stages, micro = m_out.micro_batches;
+    m_order = m_g.topological_order();
+    m_stage.assign(n, 0);
+    if (m_st.pipeline) {
+      m_stage = m_st.pipeline->stage_of_op;
+    }
+    m_group.resize(n);
+    m_plan.reserve(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      const auto id = static_cast<graph::OpId>(i);
+      m_group[i] = group_of(m_st.ops[i].devices);
+      m_plan.push_back(plan_op(m_g, id, m_p.ops[i], micro, m_st.pipeline ? m_stage : std::vector<int>{}));
+    }
+    m_forward_done.assign(n * static_cast<std::size_t>(micro), {});
+    m_backward_done.assign(n * static_cast<std::size_t>(micro), {});
+    m_last_compute.assign(static_cast<std::size_t>(m_out.devices), -1);
+    m_pending.resize(static_cast<std::size_t>(stages));
+    m_closed.resize(static_cast<std::size_t>(stages));
+
+    // Merge the stages' programs into one issue order that respects the data: a stage's forward
+    // of micro-batch j after the stage before's, its backward after the stage after's.
+    const auto schedule = m_st.pipeline ? m_st.pipeline->schedule : strategy::Schedule::gpipe;
+    std::vector<std::vector<Unit>> programs;
+    programs.reserve(static_cast<std::size_t>(stages));
+    for (int s = 0; s < stages; ++s) {
+      programs.push_back(stage_program(schedule, stages, s, micro));
+    }
+    std::vector<std::size_t> next(static_cast<std::size_t>(stages), 0);
+    std::vector<std::vector<bool>> forwarded(static_cast<std::size_t>(stages), std::vector<bool>(micro, false));
+    auto backwarded = forwarded;
+    std::size_t left = static_cast<std::size_t>(stages) * 2 * static_cast<std::size_t>(micro);
+    while (left > 0) {
+      bool progress = false;
+      for (int s = 0; s < stages; ++s) {
+        const auto su = static_cast<std::size_t>(s);
+        auto& program = programs[su];
+        while (next[su] < program.size()) {
+          const Unit u = program[next[su]];
+          const auto j = static_cast<std::size_t>(u.micro_batch);
+          const bool ready = u.forward ? (s == 0 || forwarded[su - 1][j]) : (s == stages - 1 || backwarded[su + 1][j]);
+          if (!ready) {
+            break;
+          }
+          if (u.forward) {
+            emit_forward(s, u.micro_batch);
+            forwarded[su][j] = true;
+          } else {
+            emit_backward(s, u.micro_batch);
+            backwarded[su][j] = true;
+          }
+          ++next[su];
+          --left;
+          progress = true;
+          if (next[su] == program.size()) {
+            emit_stage_end(s);
+          }
+        }
+      }
+      if (!progress) {
+        throw Error("simulate: the pipeline schedule cannot make progress (a stage waits for itself)");
+      }
+    }
+    return std::move(m_out);
+  }
+
+private:
+  void check() const {
+    const auto n = m_g.ops().size();
+    if (m_out.devices < 1) {
+      throw Error(fmt::format("simulate: the cluster has {} devices; it needs at least one", m_out.devices));
+    }
+    if (!(m_options.bucket_bytes > 0) || !std::isfinite(m_options.bucket_bytes)) {
+      throw Error(fmt::format("simulate: option 'bucket_bytes' is {}; it must be a positive number of bytes",
+                              m_options.bucket_bytes));
+    }
+    if (m_st.ops.size() != n) {
+      throw Error(
+          fmt::format("simulate: strategy '{}' assigns {} ops, the model has {}", m_st.family, m_st.ops.size(), n));
+    }
+    if (!m_p.memory.empty() && m_p.memory.size() != static_cast<std::size_t>(m_out.devices)) {
+      throw Error(fmt::format("simulate: the prediction's memory covers {} devices, the cluster has {}",
+                              m_p.memory.size(), m_out.devices));
+    }
+    if (m_p.ops.size() != n) {
+      throw Error(fmt::format("simulate: the prediction has {} ops, the model has {}", m_p.ops.size(), n));
+    }
+    for (std::size_t i = 0; i < n; ++i) {
+      const auto& devices = m_st.ops[i].devices;
+      if (devices.empty()) {
+        throw Error(fmt::format("simulate: strategy '{}', op '{}': no devices", m_st.family, m_g.ops()[i].name));
+      }
+      for (int d : devices) {
+        if (d < 0 || d >= m_out.devices) {
+          throw Error(fmt::format("simulate: strategy '{}', op '{}': device {} is not in the cluster of {} devices",
+                                  m_st.family, m_g.ops()[i].name, d, m_out.devices));
+        }
+      }
+    }
+    if (!m_st.pipeline) {
+      return;
+    }
+    const auto& pl = *m_st.pipeline;
+    if (pl.stages < 1 || pl.micro_batches < 1) {
+      throw Error(fmt::format("simulate: strategy '{}': the pipeline has {} stages and {} micro-batches; it needs at "
+                              "least one of each",
+                              m_st.family, pl.stages, pl.micro_batches));
+    }
+    if (pl.stage_of_op.size() != n) {
+      throw Error(fmt::format("simulate: strategy '{}': the pipeline's stage_of_op has {} entries, the model {} ops",
+                              m_st.family, pl.stage_of_op.size(), n));
+    }
+    for (std::size_t i = 0; i < n; ++i) {
+      const int s = pl.stage_of_op[i];
+      if (s < 0 || s >= pl.stages) {
+        throw Error(fmt::format("simulate: strategy '{}', op '{}': stage {} is not one of the pipeline's {}",
+                                m_st.family, m_g.ops()[i].name, s, pl.stages));
+      }
+    }
+    for (std::size_t i = 0; i < n; ++i) {
+      for (graph::TensorId t : m_g.ops()[i].inputs) {
+        if (t == graph::no_tensor || m_g.tensor(t).producer < 0) {
+          continue;
+        }
+        const auto producer = static_cast<std::size_t>(m_g.tensor(t).producer);
+        if (pl.stage_of_op[producer] > pl.stage_of_op[i]) {
+          throw Error(fmt::format("simulate: strategy '{}', op '{}' in stage {} reads '{}' from op '{}' in the later "
+                                  "stage {}; stages must follow the data",
+                                  m_st.family, m_g.ops()[i].name, pl.stage_of_op[i], m_g.tensor(t).name,
+                                  m_g.ops()[producer].name, pl.stage_of_op[producer]));
+        }
+      }
+    }
+  }
+
+  int group_of(std::vector<int> devices) {
+    std::sort(devices.begin(), devices.end());
+    devices.erase(std::unique(devices.begin(), devices.end()), devices.end());
+    const auto [it, added] = m_groups.try_emplace(devices, static_cast<int>(m_out.groups.size()));
+    if (added) {
+      m_out.groups.push_back(std::move(devices));
+    }
+    return it->second;
+  }
+
+  // The group of the devices of groups `a` and `b` together (looked up once per pair).
+  int union_of(int a, int b) {
+    const auto [it, added] = m_unions.try_emplace({a, b}, -1);
+    if (added) {
+      auto devices = m_out.groups[static_cast<std::size_t>(a)];
+      const auto& other = m_out.groups[static_cast<std::size_t>(b)];
+      devices.insert(devices.end(), other.begin(), other.end());
+      it->second = group_of(std::move(devices));
+    }
+    return it->second;
+  }
+
+  std::size_t slot(graph::OpId id, int micro_batch) const {
+    return static_cast<std::size_t>(micro_batch) * m_g.ops().size() + static_cast<std::size_t>(id);
+  }
+
+  // Appends a task after `after`; a kernel also after the kernel its devices ran before (streams
+  // run in program order).
+  int add(Task task, std::vector<int> after) {
+    const int index = static_cast<int>(m_out.tasks.size());
+    if (task.stream == Stream::compute) {
+      int previous = -1; // the devices of a group mostly ran the same kernel last
+      for (int d : m_out.groups[static_cast<std::size_t>(task.group)]) {
+        auto& last = m_last_compute[static_cast<std::size_t>(d)];
+        if (last >= 0 && last != previous) {
+          after.push_back(last);
+          previous = last;
+        }
+        last = index;
+      }
+    }
+    std::sort(after.begin(), after.end());
+    after.erase(std::unique(after.begin(), after.end()), after.end());
+    task.after = std::move(after);
+    m_out.tasks.push_back(std::move(task));
+    return index;
+  }
+
+  // The pieces of one pass of op `id` as a chain of tasks after `after`; returns what the op's
+  // pass is done after (`after` itself when the pass has no tasks).
+  std::vector<int> emit_chain(graph::OpId id, int micro_batch, Pass pass, const std::vector<Piece>& pieces,
+                              std::vector<int> after) {
+    const auto i = static_cast<std::size_t>(id);
+    for (const auto& piece : pieces) {
+      int group = m_group[i];
+      if (piece.input >= 0 && piece.stream == Stream::communication) { // a transfer spans both sides
+        const graph::OpId producer = m_g.tensor(m_g.op(id).inputs[static_cast<std::size_t>(piece.input)]).producer;
+        if (producer >= 0 && m_group[static_cast<std::size_t>(producer)] != group) {
+          group = union_of(group, m_group[static_cast<std::size_t>(producer)]);
+        }
+      }
+      Task t;
+      t.kind = piece.kind;
+      t.stream = piece.stream;
+      t.pass = pass;
+      t.term = piece.term;
+      t.group = group;
+      t.stage = m_stage[i];
+      t.micro_batch = micro_batch;
+      t.op = id;
+      t.input = piece.input;
+      t.duration = piece.seconds;
+      t.memory = piece.memory;
+      after = {add(std::move(t), std::move(after))};
+    }
+    return after;
+  }
+
+  void emit_forward(int stage, int micro_batch) {
+    for (graph::OpId id : m_order) {
+      if (m_stage[static_cast<std::size_t>(id)] != stage) {
+        continue;
+      }
+      std::vector<int> after;
+      for (graph::TensorId t : m_g.op(id).inputs) {
+        if (t != graph::no_tensor && m_g.tensor(t).producer >= 0) {
+          const auto& done = m_forward_done[slot(m_g.tensor(t).producer, micro_batch)];
+          after.insert(after.end(), done.begin(), done.end());
+        }
+      }
+      m_forward_done[slot(id, micro_batch)] =
+          emit_chain(id, micro_batch, Pass::forward, m_plan[static_cast<std::size_t>(id)].forward, std::move(after));
+    }
+  }
+
+  void emit_backward(int stage, int micro_batch) {
+    const bool last = micro_batch == m_out.micro_batches - 1;
+    for (std::size_t k = m_order.size(); k-- > 0;) { // the backward pass: reverse topological order
+      const graph::OpId id = m_order[k];
+      const auto i = static_cast<std::size_t>(id);
+      if (m_stage[i] != stage) {
+        continue;
+      }
+      // After its own forward pass and after every reader has handed back its gradient.
+      std::vector<int> after = m_forward_done[slot(id, micro_batch)];
+      for (graph::TensorId t : m_g.op(id).outputs) {
+        if (t == graph::no_tensor) {
+          continue;
+        }
+        for (graph::OpId reader : m_g.tensor(t).consumers) {
+          const auto& done = m_backward_done[slot(reader, micro_batch)];
+          after.insert(after.end(), done.begin(), done.end());
+        }
+      }
+      auto done = emit_chain(id, micro_batch, Pass::backward, m_plan[i].backward, std::move(after));
+      m_backward_done[slot(id, micro_batch)] = done;
+      if (last && m_plan[i].sync > 0) {
+        add_to_bucket(stage, id, done);
+      }
+    }
+  }
+
+  // DDP: gradients join the bucket of their devices as the backward pass produces them; a full
+  // bucket is synchronized at once with overlap, after the backward pass without.
+  void add_to_bucket(int stage, graph::OpId id, const std::vector<int>& done) {
+    const auto i = static_cast<std::size_t>(id);
+    auto& pending = m_pending[static_cast<std::size_t>(stage)];
+    auto it =
+        std::find_if(pending.begin(), pending.end(), [&](const PendingBucket& b) { return b.group == m_group[i]; });
+    if (it == pending.end()) {
+      pending.push_back({m_group[i], {}, 0, {}});
+      it = std::prev(pending.end());
+    }
+    it->bucket.ops.push_back(id);
+    it->bucket.bytes += m_plan[i].gradient_bytes;
+    it->seconds += m_plan[i].sync;
+    it->after.insert(it->after.end(), done.begin(), done.end());
+    if (it->bucket.bytes >= m_options.bucket_bytes) {
+      auto full = std::move(*it);
+      pending.erase(it);
+      if (m_options.overlap) {
+        emit_bucket(stage, std::move(full));
+      } else {
+        m_closed[static_cast<std::size_t>(stage)].push_back(std::move(full));
+      }
+    }
+  }
+
+  void emit_bucket(int stage, PendingBucket b) {
+    const int index = static_cast<int>(m_out.buckets.size());
+    Task t;
+    t.kind = TaskKind::gradient_sync;
+    t.stream = Stream::communication;
+    t.pass = Pass::backward;
+    t.term = cost::term::gradient_sync;
+    t.group = b.group;
+    t.stage = stage;
+    t.bucket = index;
+    t.duration = b.seconds;
+    const int task = add(std::move(t), std::move(b.after));
+    for (graph::OpId id : b.bucket.ops) {
+      m_synced[id] = task;
+    }
+    m_out.buckets.push_back(std::move(b.bucket));
+  }
+
+  // After a stage's last backward: the buckets left, then the optimizer step of each op.
+  void emit_stage_end(int stage) {
+    const auto s = static_cast<std::size_t>(stage);
+    for (auto& b : m_closed[s]) {
+      emit_bucket(stage, std::move(b));
+    }
+    for (auto& b : m_pending[s]) {
+      emit_bucket(stage, std::move(b));
+    }
+    m_closed[s].clear();
+    m_pending[s].clear();
+    const int last = m_out.micro_batches - 1;
+    for (std::size_t k = m_order.size(); k-- > 0;) { // the backward pass: reverse topological order
+      const graph::OpId id = m_order[k];
+      const auto i = static_cast<std::size_t>(id);
+      if (m_stage[i] != stage || !(m_plan[i].step > 0)) {
+        continue;
+      }
+      const auto synced = m_synced.find(id);
+      std::vector<int> after =
+          synced != m_synced.end() ? std::vector<int>{synced->second} : m_backward_done[slot(id, last)];
+      Task t;
+      t.kind = TaskKind::optimizer_step;
+      t.stream = Stream::compute;
+      t.pass = Pass::iteration;
+      t.term = cost::term::optimizer_step;
+      t.group = m_group[i];
+      t.stage = stage;
+      t.op = id;
+      t.duration = m_plan[i].step;
+      add(std::move(t), std::move(after));
+    }
+  }
+
+  const graph::Graph& m_g;
+  const strategy::Strategy& m_st;
+  const strategy::Prediction& m_p;
+  Options m_options;
+  TaskGraph m_out;
+  std::vector<graph::OpId> m_order;
+  std::vector<int> m_stage, m_group;
+  std::vector<OpPlan> m_plan;
+  std::map<std::vector<int>, int> m_groups;
+  std::map<std::pair<int, int>, int> m_unions;
+  std::vector<std::vector<int>> m_forward_done, m_backward_done; // per (micro-batch, op)
+  std::vector<int> m_last_compute;                               // per device
+  std::vector<std::vector<PendingBucket>> m_pending, m_closed;   // per stage
+  std::map<graph::OpId, int> m_synced;                           // op -> its bucket's task
+};
+
+} // namespace
+
+TaskGraph build_task_graph(const graph::Graph& g, const strategy::Strategy& strategy,
+                           const strategy::Prediction& prediction, int cluster_devices, const Options& options) {
+  return Builder(g, strategy, prediction, cluster_devices, options).build();
+}
+
+std::string task_name(const graph::Graph& g, const TaskGraph& tasks, int task) {
+  const auto& t = tasks.tasks.at(static_cast<std::size_t>(task));
+  if (t.kind == TaskKind::gradient_sync) {
+    const auto& b = tasks.buckets.at(static_cast<std::size_t>(t.bucket));
+    return fmt::format("gradient sync bucket {} ({} op{}, {:.4g} MB)", t.bucket, b.ops.size(),
+                       b.ops.size() == 1 ? "" : "s", b.bytes / 1e6);
+  }
+  const auto& op = g.op(t.op);
+  std::string name = fmt::format("{}: {}", op.name, t.term);
+  if (t.input >= 0) {
+    name += fmt::format(" of '{}'", g.tensor(op.inputs[static_cast<std::size_t>(t.input)]).name);
+  }
+  const bool both_passes = t.term == cost::term::halo_exchange || t.term == cost::term::statistics_sync ||
+                           t.term == cost::term::parameter_gather || t.input >= 0;
+  if (both_passes) {
+    name += t.pass == Pass::backward ? " (backward)" : " (forward)";
+  }
+  if (t.micro_batch >= 0 && tasks.micro_batches > 1) {
+    name += fmt::format(", micro-batch {}", t.micro_batch);
+  }
+  return name;
+}
+
+} // namespace partita::sim

@@ -1,0 +1,544 @@
+// The event simulator against the additive prediction (overlap off), the closed-form pipeline
+// bubble, and what overlap and faster links may never do.
+
+#include "partita/cost/op_cost.h"
+#include "partita/graph/error.h"
+#include "partita/io/json_file.h"
+#include "partita/search/optimizer.h"
+#include "partita/sim/chrome_trace.h"
+#include "partita/sim/simulate.h"
+#include "partita/strategy/strategy.h"
+#include "partita/zoo/zoo.h"
+#include "test_support.h"
+
+#include <fmt/format.h>
+#include <gmock/gmock.h>
+#include <google/protobuf/struct.pb.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <numeric>
+#include <set>
+
+namespace partita {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr double tolerance = 1e-9;
+
+const std::vector<std::string>& zoo_models() {
+  static const std::vector<std::string> specs{"zoo:mlp", "zoo:bert?layers=2&hidden=256&heads=4&seq=64&batch=16",
+                                              "zoo:gpt2?layers=2&hidden=256&heads=4&seq=64&batch=16",
+                                              "zoo:resnet50?batch=16&image=64"};
+  return specs;
+}
+
+const onnx_import::ImportResult& model(const std::string& spec) {
+  static std::map<std::string, onnx_import::ImportResult> cache;
+  auto it = cache.find(spec);
+  if (it == cache.end()) {
+    it = cache.emplace(spec, zoo::load(spec)).first;
+  }
+  return it->second;
+}
+
+struct Planned {
+  std::string spec, family;
+  strategy::Strategy strategy;
+};
+
+// Every family's strategy for every zoo model at 8 devices of a DGX A100 (those that apply).
+const std::vector<Planned>& plans() {
+  static const std::vector<Planned> all = [] {
+    const auto cluster = cluster::load_cluster("dgx-a100");
+    std::vector<Planned> v;
+    for (const auto& spec : zoo_models()) {
+      for (const auto& o : search::optimizers()) {
+        if (o->name() == "given") {
+          continue;
+        }
+        search::Request r;
+        r.graph = &model(spec).graph;
+        r.cluster = &cluster;
+        r.devices = 8;
+        v.push_back({spec, std::string(o->name()), o->optimize(r)});
+      }
+    }
+    return v;
+  }();
+  return all;
+}
+
+double relative(double a, double b) {
+  return std::abs(a - b) / std::max(std::abs(b), 1e-300);
+}
+
+double total_duration(const sim::TaskGraph& tg, int stage = -1) {
+  double sum = 0;
+  for (const auto& t : tg.tasks) {
+    if (stage < 0 || t.stage == stage) {
+      sum += t.duration;
+    }
+  }
+  return sum;
+}
+
+TEST(Simulate, WithoutOverlapEqualsTheAdditivePredictionForEveryFamily) {
+  const auto cluster = cluster::load_cluster("dgx-a100");
+  int compared = 0;
+  for (const auto& p : plans()) {
+    SCOPED_TRACE(p.spec + " " + p.family);
+    const auto s = sim::simulate(model(p.spec).graph, cluster, p.strategy, {}, {.overlap = false});
+    if (p.strategy.pipeline) {
+      continue; // below
+    }
+    EXPECT_LE(relative(s.result.iteration_time, s.prediction.iteration_time), tolerance)
+        << "simulated " << s.result.iteration_time << " s, additive " << s.prediction.iteration_time << " s";
+    ++compared;
+  }
+  EXPECT_GE(compared, 28) << "every non-pipeline family on four models";
+}
+
+// A pipeline's additive time paces every stage, in the fill and the drain too, at the slowest
+// stage's forward + backward: (m + p - 1) x slowest + the largest sync. The simulation runs the
+// schedule instead, so the two part where stages differ (below the additive time when one stage
+// is the slowest both ways, above it when the slowest forward and the slowest backward are on
+// different stages); equal stages are checked against the closed form below. Without overlap each
+// stage still runs exactly its own terms, one at a time.
+TEST(Simulate, WithoutOverlapAPipelineStageRunsExactlyItsTermsOneAtATime) {
+  const auto cluster = cluster::load_cluster("dgx-a100");
+  int pipelines = 0;
+  for (const auto& p : plans()) {
+    if (!p.strategy.pipeline) {
+      continue;
+    }
+    SCOPED_TRACE(p.spec + " " + p.family);
+    ++pipelines;
+    const auto s = sim::simulate(model(p.spec).graph, cluster, p.strategy, {}, {.overlap = false});
+    const auto& pl = *p.strategy.pipeline;
+    std::vector<double> stage_time(static_cast<std::size_t>(pl.stages), 0.0);
+    for (std::size_t i = 0; i < s.prediction.ops.size(); ++i) {
+      stage_time[static_cast<std::size_t>(pl.stage_of_op[i])] += s.prediction.ops[i].time;
+    }
+    for (int stage = 0; stage < pl.stages; ++stage) {
+      EXPECT_LE(relative(total_duration(s.tasks, stage), stage_time[static_cast<std::size_t>(stage)]), tolerance)
+          << "stage " << stage;
+    }
+    // A stage runs one task at a time: the iteration is at least its work; and something runs at
+    // every instant: at most all stages' work.
+    const double longest = *std::max_element(stage_time.begin(), stage_time.end());
+    const double all = std::accumulate(stage_time.begin(), stage_time.end(), 0.0);
+    EXPECT_GE(s.result.iteration_time, longest * (1 - tolerance));
+    EXPECT_LE(s.result.iteration_time, all * (1 + tolerance));
+    EXPECT_GT(s.result.iteration_time, longest * (1 + 1e-6)) << "the fill and drain of the pipeline cost time";
+  }
+  EXPECT_GE(pipelines, 4);
+}
+
+TEST(Simulate, EveryTimeTermIsRunOnceWhateverTheSetup) {
+  const auto cluster = cluster::load_cluster("dgx-a100");
+  const auto& g = model("zoo:gpt2?layers=2&hidden=256&heads=4&seq=64&batch=16").graph;
+  for (const char* family : {"dp", "megatron", "pipeline"}) {
+    search::Request r;
+    r.graph = &g;
+    r.cluster = &cluster;
+    r.devices = 8;
+    const auto st = search::find_optimizer(family).optimize(r);
+    for (int zero : {0, 1, 3}) {
+      for (auto recompute : {cost::Recompute::none, cost::Recompute::full}) {
+        cost::TrainingSetup setup;
+        setup.zero_stage = zero;
+        setup.recompute = recompute;
+        setup.precision = cluster::Precision::bf16;
+        for (bool overlap : {false, true}) {
+          SCOPED_TRACE(fmt::format("{} ZeRO-{} recompute {} overlap {}", family, zero, cost::recompute_name(recompute),
+                                   overlap));
+          const auto s = sim::simulate(g, cluster, st, setup, {.overlap = overlap});
+          double terms = 0;
+          for (const auto& op : s.prediction.ops) {
+            terms += op.time;
+          }
+          EXPECT_LE(relative(total_duration(s.tasks), terms), tolerance);
+          if (!st.pipeline && !overlap) {
+            EXPECT_LE(relative(s.result.iteration_time, s.prediction.iteration_time), tolerance);
+          }
+          if (zero == 3 && st.family == "dp") {
+            EXPECT_TRUE(std::any_of(s.tasks.tasks.begin(), s.tasks.tasks.end(), [](const sim::Task& t) {
+              return t.kind == sim::TaskKind::parameter_gather && t.pass == sim::Pass::backward;
+            })) << "ZeRO-3 gathers the weights again before the backward pass";
+          }
+        }
+      }
+    }
+  }
+}
+
+// p stages of k identical ops, one device each, nothing to communicate: a pipeline of uniform
+// stages, built by hand so that its closed form is exact.
+struct UniformPipeline {
+  graph::Graph g;
+  strategy::Strategy st;
+  strategy::Prediction p;
+  static constexpr double forward = 1e-3, backward = 2e-3, step = 0.25e-3; // per op, whole batch
+  static constexpr double activations = 64e6;                              // per op, whole batch
+
+  UniformPipeline(int stages, int ops_per_stage, int micro, strategy::Schedule schedule) {
+    test::tensor(g, "x0", {64, 64}, graph::TensorRole::input);
+    const int n = stages * ops_per_stage;
+    st.family = "pipeline";
+    st.devices = stages;
+    st.pipeline = strategy::Pipeline{stages, micro, schedule, {}};
+    for (int i = 0; i < n; ++i) {
+      test::tensor(g, fmt::format("x{}", i + 1), {64, 64});
+      test::op(g, "Relu", {fmt::format("x{}", i)}, {fmt::format("x{}", i + 1)});
+      st.ops.push_back({{}, {i / ops_per_stage}});
+      st.pipeline->stage_of_op.push_back(i / ops_per_stage);
+      strategy::OpPrediction op;
+      op.cost.time = {{std::string(cost::term::forward_compute), forward, ""},
+                      {std::string(cost::term::backward_compute), backward, ""},
+                      {std::string(cost::term::optimizer_step), step, ""}};
+      op.cost.memory = {{std::string(cost::term::activations), activations, ""}};
+      op.time = forward + backward + step;
+      op.term_input = {-1, -1, -1};
+      p.ops.push_back(op);
+    }
+  }
+};
+
+TEST(Simulate, APipelineOfUniformStagesHasTheClosedFormBubble) {
+  for (auto schedule : {strategy::Schedule::gpipe, strategy::Schedule::one_f_one_b}) {
+    for (int stages : {2, 4, 8}) {
+      for (int micro : {1, 3, 8, 32}) {
+        for (bool overlap : {false, true}) {
+          SCOPED_TRACE(
+              fmt::format("{} p={} m={} overlap {}", strategy::schedule_name(schedule), stages, micro, overlap));
+          const int k = 3;
+          UniformPipeline u(stages, k, micro, schedule);
+          const auto tg = sim::build_task_graph(u.g, u.st, u.p, stages, {.overlap = overlap});
+          const auto r = sim::simulate(tg);
+          const double per_micro = k * (u.forward + u.backward) / micro;
+          const double steps = k * u.step;
+          EXPECT_LE(relative(r.iteration_time, (micro + stages - 1) * per_micro + steps), tolerance);
+          const double bubble = static_cast<double>(stages - 1) / (micro + stages - 1);
+          for (int d = 0; d < stages; ++d) {
+            const auto& dev = r.devices[static_cast<std::size_t>(d)];
+            EXPECT_LE(relative(dev.busy, micro * per_micro + steps), tolerance) << "device " << d;
+            EXPECT_LE(relative(dev.idle / (r.iteration_time - steps), bubble), tolerance) << "device " << d;
+          }
+        }
+      }
+    }
+  }
+}
+
+// The memory the schedule holds is evaluate()'s: resident state, plus the activations of every
+// micro-batch in flight (1F1B: stages - stage of them at most; GPipe: all).
+TEST(Simulate, PeakMemoryOfTheScheduleIsTheMemoryEvaluatePredicts) {
+  const auto cluster = cluster::load_cluster("dgx-a100");
+  for (const auto& p : plans()) {
+    SCOPED_TRACE(p.spec + " " + p.family);
+    for (bool overlap : {false, true}) {
+      const auto s = sim::simulate(model(p.spec).graph, cluster, p.strategy, {}, {.overlap = overlap});
+      int checked = 0;
+      for (std::size_t d = 0; d < s.result.devices.size(); ++d) {
+        if (!s.result.devices[d].used) {
+          continue;
+        }
+        ++checked;
+        EXPECT_LE(relative(s.result.devices[d].peak_memory, s.prediction.memory[d].total()), tolerance)
+            << "device " << d << ": activations at the peak " << s.result.devices[d].peak_activations << ", evaluate "
+            << s.prediction.memory[d].activations;
+      }
+      EXPECT_EQ(checked, s.prediction.devices_used);
+    }
+  }
+}
+
+TEST(Simulate, OneFOneBHoldsStagesMinusStageMicroBatchesAndGPipeAll) {
+  const int stages = 4, k = 2, micro = 8;
+  for (auto schedule : {strategy::Schedule::gpipe, strategy::Schedule::one_f_one_b}) {
+    UniformPipeline u(stages, k, micro, schedule);
+    const auto tg = sim::build_task_graph(u.g, u.st, u.p, stages);
+    const auto r = sim::simulate(tg);
+    for (int d = 0; d < stages; ++d) {
+      const int in_flight = schedule == strategy::Schedule::gpipe ? micro : std::min(stages - d, micro);
+      const double expected = in_flight * k * u.activations / micro;
+      EXPECT_LE(relative(r.devices[static_cast<std::size_t>(d)].peak_activations, expected), tolerance)
+          << strategy::schedule_name(schedule) << " device " << d;
+      const auto steps = sim::memory_timeline(tg, r, d);
+      ASSERT_FALSE(steps.empty());
+      EXPECT_EQ(steps.front().first, 0.0);
+      double most = 0;
+      for (const auto& [at, bytes] : steps) {
+        most = std::max(most, bytes);
+      }
+      EXPECT_LE(relative(most, expected), tolerance);
+      EXPECT_NEAR(steps.back().second, 0.0, 1e-3) << "every activation is freed by its backward kernel";
+    }
+  }
+}
+
+TEST(Simulate, OneFOneBStartsBackwardBeforeTheLastForwardAndGPipeDoesNot) {
+  for (auto schedule : {strategy::Schedule::gpipe, strategy::Schedule::one_f_one_b}) {
+    UniformPipeline u(4, 2, 8, schedule);
+    const auto tg = sim::build_task_graph(u.g, u.st, u.p, 4);
+    const auto r = sim::simulate(tg);
+    double first_backward = 1e300, last_forward = 0;
+    for (std::size_t i = 0; i < tg.tasks.size(); ++i) {
+      const auto& t = tg.tasks[i];
+      if (t.stage != 0) {
+        continue;
+      }
+      if (t.kind == sim::TaskKind::backward) {
+        first_backward = std::min(first_backward, r.schedule[i].start);
+      } else if (t.kind == sim::TaskKind::forward) {
+        last_forward = std::max(last_forward, r.schedule[i].start);
+      }
+    }
+    if (schedule == strategy::Schedule::gpipe) {
+      EXPECT_GT(first_backward, last_forward);
+    } else {
+      EXPECT_LT(first_backward, last_forward);
+    }
+  }
+}
+
+cluster::Cluster faster_links(cluster::Cluster c) {
+  for (auto* link : {&c.intra_link, &c.intra_fallback, &c.nic}) {
+    link->bandwidth *= 2;
+    for (auto& p : link->protocols) {
+      p.bandwidth *= 2;
+    }
+    for (auto& figures : link->collectives) {
+      figures.bandwidth *= 2;
+      for (auto& p : figures.protocols) {
+        p.bandwidth *= 2;
+      }
+    }
+  }
+  return c;
+}
+
+TEST(Simulate, OverlapAndFasterLinksNeverLengthenAnIteration) {
+  const auto cluster = cluster::load_cluster("dgx-a100");
+  const auto faster = faster_links(cluster);
+  int shortened = 0;
+  for (const auto& p : plans()) {
+    SCOPED_TRACE(p.spec + " " + p.family);
+    const auto& g = model(p.spec).graph;
+    const auto off = sim::simulate(g, cluster, p.strategy, {}, {.overlap = false});
+    const auto on = sim::simulate(g, cluster, p.strategy, {}, {.overlap = true});
+    EXPECT_LE(on.result.iteration_time, off.result.iteration_time * (1 + tolerance));
+    shortened += on.result.iteration_time < off.result.iteration_time * (1 - 1e-6) ? 1 : 0;
+    for (bool overlap : {false, true}) {
+      const auto slow = overlap ? on.result.iteration_time : off.result.iteration_time;
+      const auto fast = sim::simulate(g, faster, p.strategy, {}, {.overlap = overlap});
+      EXPECT_LE(fast.result.iteration_time, slow * (1 + tolerance)) << "overlap " << overlap;
+    }
+  }
+  EXPECT_GE(shortened, 10) << "overlap hides communication in many of the plans";
+}
+
+TEST(Simulate, TheCriticalPathAddsUpToTheIterationAndTheDevicesAccountForIt) {
+  const auto cluster = cluster::load_cluster("dgx-a100");
+  for (const auto& p : plans()) {
+    SCOPED_TRACE(p.spec + " " + p.family);
+    const auto s = sim::simulate(model(p.spec).graph, cluster, p.strategy, {});
+    const auto& r = s.result;
+    ASSERT_FALSE(r.critical_path.empty());
+    double along = 0, at = 0;
+    for (int t : r.critical_path) {
+      const auto& span = r.schedule[static_cast<std::size_t>(t)];
+      EXPECT_DOUBLE_EQ(span.start, at) << sim::task_name(model(p.spec).graph, s.tasks, t);
+      at = span.finish;
+      along += s.tasks.tasks[static_cast<std::size_t>(t)].duration;
+    }
+    EXPECT_LE(relative(along, r.iteration_time), tolerance);
+    for (std::size_t d = 0; d < r.devices.size(); ++d) {
+      const auto& dev = r.devices[d];
+      if (!dev.used) {
+        continue;
+      }
+      EXPECT_LE(relative(dev.busy + dev.exposed_communication + dev.idle, r.iteration_time), tolerance);
+      EXPECT_LE(dev.exposed_communication, dev.communication * (1 + tolerance));
+    }
+  }
+}
+
+TEST(Simulate, DataParallelGradientsAreSynchronizedInBucketsDuringTheBackwardPass) {
+  const auto cluster = cluster::load_cluster("dgx-a100");
+  const auto& g = model("zoo:resnet50?batch=16&image=64").graph;
+  search::Request r;
+  r.graph = &g;
+  r.cluster = &cluster;
+  r.devices = 8;
+  const auto st = search::find_optimizer("dp").optimize(r);
+  const auto p = strategy::evaluate(g, cluster, st, {});
+  int synced = 0;
+  for (const auto& op : p.ops) {
+    synced += op.cost.get(cost::term::gradient_sync) > 0 ? 1 : 0;
+  }
+  const auto per_op = sim::build_task_graph(g, st, p, 8, {.bucket_bytes = 1});
+  EXPECT_EQ(per_op.buckets.size(), static_cast<std::size_t>(synced));
+  const auto one = sim::build_task_graph(g, st, p, 8, {.bucket_bytes = 1e12});
+  EXPECT_EQ(one.buckets.size(), 1U);
+  const auto ddp = sim::build_task_graph(g, st, p, 8);
+  ASSERT_GT(ddp.buckets.size(), 1U);
+  ASSERT_LT(ddp.buckets.size(), static_cast<std::size_t>(synced));
+  for (std::size_t b = 0; b + 1 < ddp.buckets.size(); ++b) {
+    EXPECT_GE(ddp.buckets[b].bytes, 25e6) << "every bucket but the last is full";
+  }
+  // With overlap, the first bucket's all-reduce runs while the backward pass goes on.
+  const auto res = sim::simulate(ddp);
+  double first_sync = 1e300, last_backward = 0;
+  for (std::size_t i = 0; i < ddp.tasks.size(); ++i) {
+    if (ddp.tasks[i].kind == sim::TaskKind::gradient_sync) {
+      first_sync = std::min(first_sync, res.schedule[i].start);
+    } else if (ddp.tasks[i].kind == sim::TaskKind::backward) {
+      last_backward = std::max(last_backward, res.schedule[i].finish);
+    }
+  }
+  EXPECT_LT(first_sync, last_backward);
+  EXPECT_LT(res.devices[0].exposed_communication, res.devices[0].communication);
+  // One bucket overlaps nothing: it waits for the whole backward pass.
+  EXPECT_GT(sim::simulate(one).iteration_time, res.iteration_time);
+}
+
+TEST(Simulate, PipelineStagesSendToEachOtherPointToPoint) {
+  const auto cluster = cluster::load_cluster("dgx-a100");
+  for (const auto& p : plans()) {
+    if (p.family != "pipeline") {
+      continue;
+    }
+    SCOPED_TRACE(p.spec);
+    const auto s = sim::simulate(model(p.spec).graph, cluster, p.strategy, {});
+    const auto& pl = *p.strategy.pipeline;
+    std::set<std::pair<int, int>> crossings; // (from stage, to stage) of forward sends
+    int sends = 0;
+    for (const auto& t : s.tasks.tasks) {
+      if (t.kind != sim::TaskKind::send) {
+        continue;
+      }
+      ++sends;
+      EXPECT_EQ(t.stream, sim::Stream::communication);
+      ASSERT_GE(t.input, 0);
+      const auto producer =
+          model(p.spec).graph.tensor(model(p.spec).graph.op(t.op).inputs[static_cast<std::size_t>(t.input)]).producer;
+      const int from = pl.stage_of_op[static_cast<std::size_t>(producer)];
+      EXPECT_LT(from, t.stage) << "a send goes to a later stage (its gradient comes back)";
+      // It occupies the channels of both sides.
+      const auto& group = s.tasks.groups[static_cast<std::size_t>(t.group)];
+      for (auto id : {producer, t.op}) {
+        for (int d : p.strategy.ops[static_cast<std::size_t>(id)].devices) {
+          EXPECT_TRUE(std::binary_search(group.begin(), group.end(), d));
+        }
+      }
+      if (t.pass == sim::Pass::forward) {
+        crossings.insert({from, t.stage});
+      }
+    }
+    EXPECT_GT(sends, 0);
+    for (int stage = 1; stage < pl.stages; ++stage) {
+      EXPECT_TRUE(crossings.count({stage - 1, stage})) << "stage " << stage << " receives from stage " << stage - 1;
+    }
+  }
+}
+
+TEST(Simulate, TheTraceHasAProcessPerDeviceAndATrackPerStream) {
+  const auto cluster = cluster::load_cluster("dgx-a100");
+  const auto& p = *std::find_if(plans().begin(), plans().end(), [](const Planned& x) {
+    return x.family == "pipeline" && x.spec.starts_with("zoo:gpt2");
+  });
+  const auto& g = model(p.spec).graph;
+  const auto s = sim::simulate(g, cluster, p.strategy, {});
+  google::protobuf::Struct trace;
+  io::parse_json(sim::chrome_trace(g, s.tasks, s.result), "trace", trace);
+  const auto& events = trace.fields().at("traceEvents").list_value().values();
+  std::set<int> processes, with_memory;
+  std::set<std::pair<int, int>> tracks;
+  std::size_t complete = 0, critical = 0;
+  for (const auto& v : events) {
+    const auto& e = v.struct_value().fields();
+    const auto ph = e.at("ph").string_value();
+    const int pid = static_cast<int>(e.at("pid").number_value());
+    if (ph == "M" && e.at("name").string_value() == "process_name") {
+      processes.insert(pid);
+    } else if (ph == "X") {
+      ++complete;
+      tracks.insert({pid, static_cast<int>(e.at("tid").number_value())});
+      critical += e.at("args").struct_value().fields().at("critical path").bool_value() ? 1 : 0;
+      EXPECT_GE(e.at("dur").number_value(), 0);
+    } else if (ph == "C") {
+      with_memory.insert(pid);
+    }
+  }
+  std::size_t expected = 0, on_path = 0;
+  for (std::size_t i = 0; i < s.tasks.tasks.size(); ++i) {
+    const auto& t = s.tasks.tasks[i];
+    if (t.duration > 0) {
+      expected += s.tasks.groups[static_cast<std::size_t>(t.group)].size();
+    }
+  }
+  for (int t : s.result.critical_path) {
+    const auto& task = s.tasks.tasks[static_cast<std::size_t>(t)];
+    on_path += task.duration > 0 ? s.tasks.groups[static_cast<std::size_t>(task.group)].size() : 0;
+  }
+  EXPECT_EQ(complete, expected) << "one complete event per task and device";
+  EXPECT_EQ(critical, on_path);
+  EXPECT_EQ(processes.size(), static_cast<std::size_t>(s.prediction.devices_used));
+  EXPECT_EQ(with_memory, processes);
+  for (int d : processes) {
+    EXPECT_TRUE(tracks.count({d, 0}) && tracks.count({d, 1})) << "device " << d << ": compute and communication";
+  }
+  EXPECT_EQ(tracks.size(), 2 * processes.size());
+}
+
+TEST(Simulate, TasksAreNamedAfterTheirOpAndTerm) {
+  UniformPipeline u(2, 1, 2, strategy::Schedule::one_f_one_b);
+  const auto tg = sim::build_task_graph(u.g, u.st, u.p, 2);
+  EXPECT_EQ(sim::task_name(u.g, tg, 0), fmt::format("{}: forward compute, micro-batch 0", u.g.op(0).name));
+}
+
+TEST(Simulate, BadInputIsRefusedWithTheFieldAndTheReason) {
+  UniformPipeline u(2, 2, 4, strategy::Schedule::gpipe);
+  const auto build = [&](const strategy::Strategy& st, const strategy::Prediction& p, sim::Options o = {}) {
+    return sim::build_task_graph(u.g, st, p, 2, o);
+  };
+  const auto message = [&](auto&& f) {
+    try {
+      f();
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_THAT(message([&] { build(u.st, u.p, {.bucket_bytes = 0}); }), HasSubstr("'bucket_bytes'"));
+  EXPECT_THAT(message([&] { build(u.st, u.p, {.bucket_bytes = std::nan("")}); }), HasSubstr("'bucket_bytes'"));
+  auto fewer = u.p;
+  fewer.ops.pop_back();
+  EXPECT_THAT(message([&] { build(u.st, fewer); }), HasSubstr("the prediction has 3 ops, the model has 4"));
+  auto backwards = u.st;
+  backwards.pipeline->stage_of_op = {1, 1, 0, 0};
+  EXPECT_THAT(message([&] { build(backwards, u.p); }), HasSubstr("later stage 1"));
+  auto outside = u.st;
+  outside.pipeline->stage_of_op[3] = 2;
+  EXPECT_THAT(message([&] { build(outside, u.p); }), HasSubstr("stage 2 is not one of the pipeline's 2"));
+  auto off_cluster = u.st;
+  off_cluster.ops[0].devices = {5};
+  EXPECT_THAT(message([&] { build(off_cluster, u.p); }), HasSubstr("device 5 is not in the cluster of 2 devices"));
+  auto unknown = u.p;
+  unknown.ops[1].cost.time.push_back({"teleportation", 1.0, ""});
+  unknown.ops[1].term_input.push_back(-1);
+  EXPECT_THAT(message([&] { build(u.st, unknown); }), HasSubstr("'teleportation' has no place"));
+  auto negative = u.p;
+  negative.ops[1].cost.time[0].value = -1;
+  EXPECT_THAT(message([&] { build(u.st, negative); }), HasSubstr("must be finite, >= 0"));
+  auto untagged = u.p;
+  untagged.ops[2].term_input.clear();
+  EXPECT_THAT(message([&] { build(u.st, untagged); }), HasSubstr("not made by evaluate()"));
+}
+
+} // namespace
+} // namespace partita
