@@ -7,6 +7,7 @@
 #include "commands.h"
 #include "launch.h"
 #include "table.h"
+#include "validators.h"
 
 #include "partita/cluster/cluster.h"
 #include "partita/cost/calibration.h"
@@ -191,19 +192,19 @@ void add_calibrate_command(CLI::App& app) {
   cmd->add_option("--cluster", o->cluster, "the cluster to calibrate (preset or file): names, capacity and link kinds")
       ->capture_default_str();
   cmd->add_option("-n,--np", o->ranks, "MPI ranks, one per device (-np P also works)")
-      ->check(CLI::PositiveNumber)
+      ->check(whole(1, 4096, "ranks"))
       ->capture_default_str();
   cmd->add_option("-o,--output", o->output, "the calibrated cluster file (default: <cluster>-calibrated.json)");
   cmd->add_flag("--quick", o->quick, "fewer sizes and shorter trials (collectives up to 4 MiB)");
   cmd->add_option("--threads", o->threads, "compute threads per rank (OMP_NUM_THREADS)")
-      ->check(CLI::PositiveNumber)
+      ->check(whole(1, 1024, "threads"))
       ->capture_default_str();
   cmd->add_option("--passes", o->passes,
                   "passes of the kernel and collective sweeps, each timing keeping its median, against a shared "
                   "host's slow spells and swings (default 3; 1 with --quick)")
-      ->check(CLI::PositiveNumber);
+      ->check(whole(1, 100, "passes"));
   cmd->add_option("--timeout", o->timeout, "seconds before mpirun ends a run that hangs")
-      ->check(CLI::PositiveNumber)
+      ->check(whole(1, 7 * 24 * 3600, "seconds"))
       ->capture_default_str();
   cmd->add_option("--work-dir", o->work_dir, "where the measurements go (default: a new temporary directory)");
   cmd->add_option("--mpirun", o->mpirun, "the MPI launcher")->capture_default_str();

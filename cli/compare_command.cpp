@@ -4,6 +4,7 @@
 #include "commands.h"
 #include "model_options.h"
 #include "table.h"
+#include "validators.h"
 
 #include "partita/graph/error.h"
 #include "partita/search/optimizer.h"
@@ -44,7 +45,7 @@ void add_compare_command(CLI::App& app) {
   o->setup.add_to(*cmd);
   cmd->add_option("--devices", o->devices, "device count, or a list for a scaling sweep: 1,2,4,8")
       ->delimiter(',')
-      ->check(CLI::PositiveNumber);
+      ->check(whole(1, max_devices, "devices"));
   cmd->add_option("--strategies", o->families, "families to compare (default: all)")->delimiter(',');
   cmd->add_flag("--json", o->json, "print JSON instead of tables");
   cmd->callback([o] {

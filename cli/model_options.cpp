@@ -1,4 +1,5 @@
 #include "model_options.h"
+#include "validators.h"
 
 #include "partita/graph/error.h"
 #include "partita/proto/partita.pb.h"
@@ -28,7 +29,7 @@ void ModelOptions::add_to(CLI::App& cmd) {
   cmd.add_option("model", model, "an ONNX file, or a built-in model such as zoo:resnet50?batch=64")->required();
   cmd.add_option("--dim", dims, "value of a symbolic dimension, NAME=VALUE (repeatable)");
   cmd.add_option("--batch", batch, "batch size (a zoo model's batch parameter, or the symbolic dimension 'batch')")
-      ->check(CLI::PositiveNumber);
+      ->check(whole(1, std::int64_t{1} << 30, "samples"));
 }
 
 std::string ModelOptions::spec() const {

@@ -3,6 +3,7 @@
 #include "commands.h"
 #include "model_options.h"
 #include "table.h"
+#include "validators.h"
 
 #include "partita/graph/error.h"
 #include "partita/graph/summary.h"
@@ -155,7 +156,9 @@ void add_plan_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("plan", "Plan one strategy family: per-layer split, time and memory terms");
   o->model.add_to(*cmd);
   o->setup.add_to(*cmd);
-  cmd->add_option("--devices", o->devices, "devices to use")->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--devices", o->devices, "devices to use")
+      ->check(whole(1, max_devices, "devices"))
+      ->capture_default_str();
   cmd->add_option("--strategy", o->family, "strategy family (see partita compare --help)")->capture_default_str();
   cmd->add_option("-o,--output", o->output, "write the plan as JSON (partita.proto's Plan)");
   cmd->add_flag("--json", o->json, "print the plan as JSON instead of a table");

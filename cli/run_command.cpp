@@ -6,6 +6,7 @@
 #include "launch.h"
 #include "model_options.h"
 #include "table.h"
+#include "validators.h"
 
 #include "partita/graph/error.h"
 #include "partita/io/json_file.h"
@@ -71,23 +72,25 @@ void add_run_command(CLI::App& app) {
   o->setup.add_to(*cmd);
   cmd->add_option("--strategy", o->family, "strategy family (see partita compare --help)")->capture_default_str();
   cmd->add_option("-n,--np", o->ranks, "MPI ranks = devices of the plan (-np P also works)")
-      ->check(CLI::PositiveNumber)
+      ->check(whole(1, 4096, "ranks"))
       ->capture_default_str();
-  cmd->add_option("--iterations", o->iterations, "timed iterations")->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--iterations", o->iterations, "timed iterations")
+      ->check(whole(1, 1000000, "iterations"))
+      ->capture_default_str();
   cmd->add_option("--warmup", o->warmup, "untimed iterations first")
-      ->check(CLI::NonNegativeNumber)
+      ->check(whole(0, 1000000, "iterations"))
       ->capture_default_str();
   cmd->add_option("--backend", o->backend, "partita-run's backend: cpu (oneDNN + MPI) or cuda (cuBLAS/cuDNN + NCCL)")
       ->check(CLI::IsMember({"cpu", "cuda"}))
       ->capture_default_str();
   cmd->add_option("--threads", o->threads, "compute threads per rank")
-      ->check(CLI::PositiveNumber)
+      ->check(whole(1, 1024, "threads"))
       ->capture_default_str();
   cmd->add_option("--top", o->top, "ops shown in the per-op table (by measured time)")
-      ->check(CLI::PositiveNumber)
+      ->check(whole(1, 1 << 30, "ops"))
       ->capture_default_str();
   cmd->add_option("--timeout", o->timeout, "seconds before mpirun ends a run that hangs")
-      ->check(CLI::PositiveNumber)
+      ->check(whole(1, 7 * 24 * 3600, "seconds"))
       ->capture_default_str();
   cmd->add_option("--work-dir", o->work_dir,
                   "where the plan, trace and measurements go (default: a new temporary directory)");

@@ -4,6 +4,7 @@
 #include "commands.h"
 #include "model_options.h"
 #include "table.h"
+#include "validators.h"
 
 #include "partita/graph/error.h"
 #include "partita/search/optimizer.h"
@@ -178,7 +179,9 @@ void add_simulate_command(CLI::App& app) {
       "simulate", "Simulate one training iteration of a strategy: time, per-device breakdown, critical path, trace");
   o->model.add_to(*cmd);
   o->setup.add_to(*cmd);
-  cmd->add_option("--devices", o->devices, "devices to use")->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--devices", o->devices, "devices to use")
+      ->check(whole(1, max_devices, "devices"))
+      ->capture_default_str();
   cmd->add_option("--strategy", o->family, "strategy family (see partita compare --help)")->capture_default_str();
   cmd->add_flag("--no-overlap", o->no_overlap,
                 "run one task at a time per pipeline stage, as the additive prediction assumes");
@@ -186,7 +189,7 @@ void add_simulate_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--trace", o->trace, "write the timeline as Chrome trace JSON (Perfetto opens it)");
   cmd->add_option("--path-limit", o->path_limit, "critical-path tasks to list")
-      ->check(CLI::NonNegativeNumber)
+      ->check(whole(0, 1 << 30, "tasks"))
       ->capture_default_str();
   cmd->add_flag("--json", o->json, "print JSON instead of tables");
   cmd->callback([o] {

@@ -281,7 +281,16 @@ void export_onnx(std::string_view spec, const std::string& path) {
 onnx_import::ImportResult load(std::string_view model, const onnx_import::ImportOptions& options) {
   if (model.starts_with(zoo_prefix))
     return onnx_import::import_model(build(model), model, options);
-  return onnx_import::import_file(std::filesystem::path(std::string(model)), options);
+  const std::filesystem::path path{std::string(model)};
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) {
+    // "resnet50" or "gpt2?layers=2": a built-in model's name without its prefix.
+    const auto name = model.substr(0, model.find('?'));
+    const auto& entries = registry();
+    if (name == "pase" || std::any_of(entries.begin(), entries.end(), [&](const Entry& e) { return e.name == name; }))
+      throw Error(fmt::format("{}: no such file; did you mean the built-in model zoo:{}?", model, model));
+  }
+  return onnx_import::import_file(path, options);
 }
 
 } // namespace partita::zoo
