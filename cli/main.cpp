@@ -1,6 +1,7 @@
 // partita: the command line of the Partita explorer.
 
 #include "commands.h"
+#include "safe_output.h"
 
 #include "partita/graph/error.h"
 
@@ -35,6 +36,8 @@ std::size_t edit_distance(const std::string& a, const std::string& b) {
 } // namespace
 
 int main(int argc, char** argv) {
+  // Names from files (nodes, tensors, graphs) may carry control characters: printed escaped.
+  const partita::cli::SafeOutput safe_out(std::cout), safe_err(std::cerr);
   CLI::App app{"Partita: explore parallelization strategies for training deep neural networks", "partita"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "partita 0.1.0");
