@@ -284,6 +284,20 @@ strategy::Strategy Builder::finish(std::string explanation) {
   }
   strategy::Strategy st;
   st.family = m_family;
+  // A batch smaller than the devices cannot be split over them all, whatever the family intends:
+  // say so rather than describe splits that did not happen.
+  const int batch = strategy::batch_size(graph());
+  const bool copies = std::any_of(m_ops.begin(), m_ops.end(), [](const auto& a) { return a.copies() > 1; });
+  if (batch < m_request.devices && copies) {
+    explanation += batch == 1 ? fmt::format(" But the batch is 1, so no op can split it: every split of the batch "
+                                            "above is replaced by copies on all {} devices that compute the same "
+                                            "thing.",
+                                            m_request.devices)
+                              : fmt::format(" But the batch ({}) is smaller than the {} devices, so no op splits its "
+                                            "batch more than {} ways; the other devices hold copies that compute the "
+                                            "same thing.",
+                                            batch, m_request.devices, floor_pow2(batch));
+  }
   st.explanation = std::move(explanation);
   st.devices = m_request.devices;
   st.ops = std::move(m_ops);

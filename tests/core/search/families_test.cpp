@@ -56,6 +56,17 @@ TEST(Families, DataParallelSplitsTheBatchOfEveryLayer) {
   EXPECT_GT(p.iteration[3].value, 0) << "weight gradients are synchronized";
 }
 
+TEST(Families, SayWhenTheBatchIsSmallerThanTheDevices) {
+  Fixture one("zoo:resnet50?batch=1&image=32");
+  const auto st = one.run("dp", 8);
+  EXPECT_EQ(st.ops[static_cast<std::size_t>(one.op("conv1"))].copies(), 8);
+  EXPECT_THAT(st.explanation, HasSubstr("the batch is 1, so no op can split it"));
+  Fixture two("zoo:resnet50?batch=2&image=32");
+  EXPECT_THAT(two.run("dp", 8).explanation, HasSubstr("the batch (2) is smaller than the 8 devices"));
+  Fixture enough("zoo:resnet50?batch=8&image=32");
+  EXPECT_THAT(enough.run("dp", 8).explanation, Not(HasSubstr("smaller than")));
+}
+
 TEST(Families, ModelParallelSplitsOutputFeatures) {
   Fixture f("zoo:resnet50?batch=16&image=64");
   const auto st = f.run("mp", 8);
