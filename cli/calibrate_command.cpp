@@ -73,14 +73,11 @@ struct Measurements {
 
 // partita-calibrate's file; errors name the file and the entry.
 Measurements read_measurements(const fs::path& path) {
-  std::ifstream in(path);
-  if (!in) {
-    throw Error(fmt::format("{}: cannot open", path.string()));
-  }
+  const std::string text = io::read_text_file(path);
   Measurements m;
   std::string where = path.string();
   try {
-    const auto doc = nlohmann::json::parse(in);
+    const auto doc = nlohmann::json::parse(text);
     if (doc.value("format", "") != "partita-calibrate measurements 1") {
       throw Error(fmt::format("{}: field 'format': not a partita-calibrate measurements file", path.string()));
     }

@@ -105,6 +105,8 @@ Cluster load_cluster(std::string_view spec) {
   } else if (std::filesystem::is_regular_file(std::filesystem::path(base), ec)) {
     source = std::string(base);
     io::read_json_file(std::filesystem::path(base), p);
+  } else if (looks_like_path(base) && std::filesystem::exists(std::filesystem::path(base), ec)) {
+    io::read_json_file(std::filesystem::path(base), p); // names why it is not a file it reads
   } else if (looks_like_path(base)) {
     throw Error(fmt::format("{}: no such cluster file", base));
   } else {

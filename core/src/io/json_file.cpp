@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <google/protobuf/util/json_util.h>
 
+#include <array>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -80,17 +81,42 @@ void parse_json(std::string_view json, std::string_view source, google::protobuf
   }
 }
 
-void read_json_file(const std::filesystem::path& path, google::protobuf::Message& message) {
+std::string read_text_file(const std::filesystem::path& path, std::uintmax_t max_bytes) {
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  if (ec || !std::filesystem::exists(status)) {
+    throw Error(fmt::format("{}: cannot open: no such file", path.string()));
+  }
+  if (!std::filesystem::is_regular_file(status)) {
+    throw Error(fmt::format("{}: not a regular file ({}): give the path of a file", path.string(),
+                            std::filesystem::is_directory(status) ? "a directory"
+                            : std::filesystem::is_fifo(status)    ? "a FIFO"
+                                                                  : "a device or socket"));
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     throw Error(fmt::format("{}: cannot open: {}", path.string(), errno_text(errno)));
   }
-  std::ostringstream text;
-  text << in.rdbuf();
+  // Read at most one byte past the limit: a file that grows while read is bounded too.
+  std::string text;
+  std::array<char, 1 << 16> chunk{};
+  while (in) {
+    in.read(chunk.data(), chunk.size());
+    text.append(chunk.data(), static_cast<std::size_t>(in.gcount()));
+    if (text.size() > max_bytes) {
+      throw Error(fmt::format(
+          "{}: larger than {}, more than any file of this kind: is it the right file?", path.string(),
+          max_bytes >= (1u << 20) ? fmt::format("{} MiB", max_bytes >> 20) : fmt::format("{} bytes", max_bytes)));
+    }
+  }
   if (in.bad()) {
     throw Error(fmt::format("{}: cannot read", path.string()));
   }
-  parse_json(text.str(), path.string(), message);
+  return text;
+}
+
+void read_json_file(const std::filesystem::path& path, google::protobuf::Message& message) {
+  parse_json(read_text_file(path), path.string(), message);
 }
 
 std::string to_json(const google::protobuf::Message& message) {

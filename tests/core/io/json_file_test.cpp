@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include <sys/resource.h>
+#include <sys/stat.h>
 
 namespace partita {
 namespace {
@@ -117,6 +118,27 @@ TEST(JsonFile, MissingFileIsNamed) {
   } catch (const Error& e) {
     EXPECT_THAT(e.what(), HasSubstr(path.string()));
   }
+}
+
+// What is not a regular file of a sensible size is refused before anything is read: a device that
+// never ends, a FIFO no one writes to, a directory, a file past the limit.
+TEST(JsonFile, ReadsOnlyRegularFilesOfBoundedSize) {
+  proto::Cluster c;
+  auto refused = [&c](const fs::path& path, const char* why) {
+    EXPECT_THAT([&] { io::read_json_file(path, c); }, ::testing::ThrowsMessage<Error>(HasSubstr(why))) << path;
+  };
+  refused("/dev/zero", "not a regular file (a device or socket)");
+  refused("/dev/urandom", "not a regular file (a device or socket)");
+  const fs::path dir = test::scratch_dir();
+  refused(dir, "not a regular file (a directory)");
+  const fs::path fifo = dir / "fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  refused(fifo, "not a regular file (a FIFO)");
+  const fs::path big = dir / "big.json";
+  std::ofstream(big) << std::string(4096, ' ') << "{}";
+  EXPECT_THAT([&] { (void)io::read_text_file(big, 1024); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("larger than 1024 bytes")));
+  EXPECT_EQ(io::read_text_file(big).size(), 4098u);
 }
 
 TEST(JsonFile, WriteThenReadLeavesNoTemporary) {
