@@ -15,6 +15,7 @@
 #include "collectives.h"
 #include "sweeps.h"
 #include "tensor_memory.h"
+#include "validators.h"
 
 #include "partita/graph/error.h"
 #include "partita/io/json_file.h"
@@ -349,16 +350,17 @@ int main(int argc, char** argv) {
   Options opt;
   app.add_option("-o,--output", opt.output, "measurements as JSON, written by rank 0 (read by partita calibrate)");
   app.add_flag("--quick", opt.quick, "fewer sizes, shorter trials, collectives up to 4 MiB");
-  app.add_option("--threads", opt.threads, "compute threads per rank")->check(CLI::PositiveNumber);
+  app.add_option("--threads", opt.threads, "compute threads per rank")->check(partita::cli::whole(1, 1024, "threads"));
   app.add_option("--passes", opt.passes,
                  "passes of the kernel and collective sweeps, each timing keeping its median (default 3; 1 with "
                  "--quick)")
-      ->check(CLI::PositiveNumber);
+      ->check(partita::cli::whole(1, 100, "passes"));
   app.add_flag("--probe", opt.probe,
                "time only the GEMMs of 10^8.5 FLOPs (one per family), the memory-bound kernels of 10^6.5 and 10^7 "
                "bytes and the all-reduce inside a node of 128 KiB, 512 KiB and 2 MiB, and write them to --output: is "
                "the host at its calibrated speed now?");
-  app.add_option("--max-bytes", opt.max_bytes, "largest collective size in bytes")->check(CLI::PositiveNumber);
+  app.add_option("--max-bytes", opt.max_bytes, "largest collective size in bytes")
+      ->check(partita::cli::real(1024, 64.0 * 1024 * 1024 * 1024, "bytes"));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

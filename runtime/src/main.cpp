@@ -8,6 +8,7 @@
 #include "pipeline_executor.h"
 #include "plan_loading.h"
 #include "trace.h"
+#include "validators.h"
 #include "verify.h"
 #include "watchdog.h"
 
@@ -178,6 +179,14 @@ int run(const Options& opt, int rank, int size) {
   std::optional<std::string> failure;
   try {
     loaded = load_plan(opt.plan, size);
+    if (rank == 0) {
+      // Rank 0 writes these at the end: a path that cannot take them is found now, not after the run.
+      for (const auto* out : {&opt.trace, &opt.measurements}) {
+        if (!out->empty()) {
+          io::check_writable(*out);
+        }
+      }
+    }
     if (opt.verify) {
       std::string missing;
       for (std::size_t id = 0; id < loaded->imported.graph.ops().size(); ++id) {
@@ -376,23 +385,26 @@ int main(int argc, char** argv) {
   CLI::App app{"partita-run: execute a Partita plan over MPI (start with mpirun -np P)"};
   Options opt;
   app.add_option("plan", opt.plan, "plan file written by `partita plan -o`")->required();
-  app.add_option("--warmup", opt.warmup, "untimed iterations first")->check(CLI::NonNegativeNumber);
-  app.add_option("--iterations", opt.iterations, "timed iterations")->check(CLI::PositiveNumber);
+  app.add_option("--warmup", opt.warmup, "untimed iterations first")
+      ->check(partita::cli::whole(0, 1000000, "iterations"));
+  app.add_option("--iterations", opt.iterations, "timed iterations")
+      ->check(partita::cli::whole(1, 1000000, "iterations"));
   app.add_flag("--verify", opt.verify,
                "compare one iteration (outputs, gradients, and the weights after the optimizer step) with the "
                "unsharded single-device reference");
-  app.add_option("--tolerance", opt.tolerance, "relative tolerance of --verify");
+  app.add_option("--tolerance", opt.tolerance, "relative tolerance of --verify")
+      ->check(partita::cli::real(1e-12, 1, "(relative)"));
   app.add_option("--trace", opt.trace, "Chrome Trace Event JSON written by rank 0");
   app.add_option("--measurements", opt.measurements,
                  "per-op mean times and iteration mean/min/max as JSON, written by rank 0 (read by partita run)");
-  app.add_option("--threads", opt.threads, "compute threads per rank")->check(CLI::PositiveNumber);
+  app.add_option("--threads", opt.threads, "compute threads per rank")->check(partita::cli::whole(1, 1024, "threads"));
   app.add_option("--backend", opt.backend,
                  fmt::format("kernels and collectives: cpu (oneDNN, MPI) or cuda (cuBLAS/cuDNN, NCCL; one GPU per "
                              "rank); this binary has: {}",
                              fmt::join(backend_names(), ", ")));
   app.add_option("--timeout", opt.timeout,
                  "seconds without progress after which a rank ends the job, writing its partial trace (0: never)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(partita::cli::real(0, 7 * 24 * 3600, "seconds"));
   app.add_option("--inject-fault", opt.inject_fault,
                  "for testing robustness: fail:RANK:OP[:ITERATION] throws, hang:RANK:OP[:ITERATION] blocks, in the "
                  "forward of op OP in that timed iteration (default 0)");

@@ -136,7 +136,45 @@ void write_json_file(const std::filesystem::path& path, const google::protobuf::
   write_file_atomically(path, to_json(message));
 }
 
-void write_file_atomically(const std::filesystem::path& path, std::string_view contents) {
+namespace {
+// A symbolic link is written through to its target (replacing the link with a file would cut it).
+std::filesystem::path write_target(const std::filesystem::path& path) {
+  std::filesystem::path p = path;
+  std::error_code ec;
+  // Follow the chain (a dangling link too: its target is created), as the kernel's 40 levels do.
+  for (int level = 0; level < 40 && std::filesystem::is_symlink(p, ec); ++level) {
+    auto target = std::filesystem::read_symlink(p, ec);
+    if (ec) {
+      break;
+    }
+    p = target.is_absolute() ? target : p.parent_path() / target;
+  }
+  return p;
+}
+} // namespace
+
+void check_writable(const std::filesystem::path& requested) {
+  const auto path = write_target(requested);
+  if (path.filename().empty()) {
+    throw Error(fmt::format("{}: not a file name", requested.string()));
+  }
+  const std::filesystem::path folder = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
+  std::string pattern = (folder / ("." + path.filename().string() + ".tmp-XXXXXX")).string();
+  const int fd = ::mkstemp(pattern.data());
+  if (fd < 0) {
+    throw Error(fmt::format("{}: cannot be written: cannot create a file in {}: {}", requested.string(),
+                            folder.string(), errno_text(errno)));
+  }
+  ::close(fd);
+  ::unlink(pattern.c_str());
+  std::error_code ec;
+  if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec)) {
+    throw Error(fmt::format("{}: cannot be written: it exists and is not a regular file", requested.string()));
+  }
+}
+
+void write_file_atomically(const std::filesystem::path& requested, std::string_view contents) {
+  const auto path = write_target(requested);
   if (path.filename().empty()) {
     throw Error(fmt::format("{}: not a file name", path.string()));
   }

@@ -141,6 +141,23 @@ TEST(JsonFile, ReadsOnlyRegularFilesOfBoundedSize) {
   EXPECT_EQ(io::read_text_file(big).size(), 4098u);
 }
 
+TEST(JsonFile, WritesThroughASymbolicLink) {
+  const fs::path dir = test::scratch_dir();
+  fs::create_directory(dir / "real");
+  fs::create_symlink("real/cluster.json", dir / "link.json"); // dangling until written
+  io::write_json_file(dir / "link.json", sample());
+  EXPECT_TRUE(fs::is_symlink(dir / "link.json")) << "the link stays a link";
+  EXPECT_TRUE(fs::is_regular_file(dir / "real" / "cluster.json"));
+  proto::Cluster back;
+  io::read_json_file(dir / "link.json", back);
+  EXPECT_EQ(back.name(), "sample");
+  io::check_writable(dir / "link.json");
+  EXPECT_THAT([&] { io::check_writable(dir / "missing-folder" / "x.json"); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("cannot be written")));
+  EXPECT_THAT([&] { io::check_writable(dir / "real"); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("not a regular file")));
+}
+
 TEST(JsonFile, WriteThenReadLeavesNoTemporary) {
   const fs::path dir = test::scratch_dir();
   const fs::path path = dir / "cluster.json";

@@ -31,7 +31,10 @@ std::string to_json(const google::protobuf::Message& message);
 // Writes `path` atomically (temporary file in the same folder, then rename); throws
 // partita::Error naming the path on failure, leaving any previous file intact.
 void write_json_file(const std::filesystem::path& path, const google::protobuf::Message& message);
-// Writes any text atomically, same guarantees.
+// Writes any text atomically, same guarantees. A symbolic link is written through to its target.
 void write_file_atomically(const std::filesystem::path& path, std::string_view contents);
+// Throws partita::Error naming the path when a file could not be written there now (its folder
+// missing or read-only, the path a directory): checked before work whose result would be lost.
+void check_writable(const std::filesystem::path& path);
 
 } // namespace partita::io
