@@ -18,8 +18,7 @@ namespace partita::cli {
 namespace {
 
 struct InspectOptions {
-  std::string model;
-  std::vector<std::string> dims;
+  ModelOptions model;
   bool json = false;
 };
 
@@ -108,16 +107,15 @@ void add_inspect_command(CLI::App& app) {
   auto opts = std::make_shared<InspectOptions>();
   auto* cmd =
       app.add_subcommand("inspect", "Print the per-layer table of a model: shapes, parameters, FLOPs, activations");
-  cmd->add_option("model", opts->model, "an ONNX file, or a built-in model such as zoo:resnet50?batch=64")->required();
-  cmd->add_option("--dim", opts->dims, "value of a symbolic dimension, NAME=VALUE (repeatable)");
+  opts->model.add_to(*cmd);
   cmd->add_flag("--json", opts->json, "print JSON instead of a table");
   cmd->callback([opts] {
-    const auto result = zoo::load(opts->model, parse_dims(opts->dims));
+    const auto result = opts->model.load();
     const auto summary = graph::summarize(result.graph);
     if (opts->json) {
-      std::cout << to_json(result, summary, opts->model).dump(2) << "\n";
+      std::cout << to_json(result, summary, opts->model.spec()).dump(2) << "\n";
     } else {
-      std::cout << to_text(result, summary, opts->model);
+      std::cout << to_text(result, summary, opts->model.spec());
     }
   });
 }

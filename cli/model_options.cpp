@@ -27,8 +27,12 @@ onnx_import::ImportOptions parse_dims(const std::vector<std::string>& dims) {
 
 void ModelOptions::add_to(CLI::App& cmd) {
   cmd.add_option("model", model, "an ONNX file, or a built-in model such as zoo:resnet50?batch=64")->required();
-  cmd.add_option("--dim", dims, "value of a symbolic dimension, NAME=VALUE (repeatable)");
-  cmd.add_option("--batch", batch, "batch size (a zoo model's batch parameter, or the symbolic dimension 'batch')")
+  cmd.add_option("--dim", dims,
+                 "value of a dynamic dimension of the model's inputs: NAME=VALUE for a named one, INPUT:AXIS=VALUE "
+                 "for any, e.g. X:0=8 (repeatable)");
+  cmd.add_option("--batch", batch,
+                 "batch size (a zoo model's batch parameter; for a file, the dimension 'batch', else axis 0 of "
+                 "every input where it is dynamic)")
       ->check(whole(1, std::int64_t{1} << 30, "samples"));
 }
 

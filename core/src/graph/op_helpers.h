@@ -23,6 +23,7 @@ std::span<const OpDescriptor> pooling_ops();       // ops_pooling.cpp (pools, re
 std::span<const OpDescriptor> recurrent_ops();     // ops_recurrent.cpp
 std::span<const OpDescriptor> movement_ops();      // ops_movement.cpp (data movement, embedding)
 std::span<const OpDescriptor> shape_ops();         // ops_shape.cpp (views and metadata)
+std::span<const OpDescriptor> quantized_ops();     // ops_quantized.cpp (ONNX Runtime's quantizer)
 
 // Errors name the node.
 [[noreturn]] inline void fail(const Op& op, std::string_view reason) {

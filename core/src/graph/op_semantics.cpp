@@ -97,9 +97,9 @@ namespace {
 const std::map<std::string_view, const OpDescriptor*>& registry() {
   static const auto table = [] {
     std::map<std::string_view, const OpDescriptor*> m;
-    for (auto family :
-         {detail::contraction_ops(), detail::convolution_ops(), detail::elementwise_ops(), detail::normalization_ops(),
-          detail::pooling_ops(), detail::recurrent_ops(), detail::movement_ops(), detail::shape_ops()}) {
+    for (auto family : {detail::contraction_ops(), detail::convolution_ops(), detail::elementwise_ops(),
+                        detail::normalization_ops(), detail::pooling_ops(), detail::recurrent_ops(),
+                        detail::movement_ops(), detail::shape_ops(), detail::quantized_ops()}) {
       for (const OpDescriptor& d : family) {
         m.emplace(d.type, &d);
       }
@@ -162,10 +162,12 @@ void describe_opaque(const Op& op, const Graph& g, OpSemantics& s, std::string r
     s.outputs.push_back(TensorAccess{t, std::vector<int>(g.tensor(t).shape.size(), -1)});
     out_elems += static_cast<double>(g.tensor(t).elements());
   }
-  s.fwd_flops = out_elems;
+  // An op of a foreign domain (com.microsoft, ai.onnx.ml) is named, not guessed at: 0 FLOPs.
+  const bool foreign = !op.domain.empty() && op.domain != "ai.onnx";
+  s.fwd_flops = foreign ? 0.0 : out_elems;
   bool any_grad = std::any_of(op.inputs.begin(), op.inputs.end(),
                               [&](TensorId t) { return t != no_tensor && gets_gradient(g.tensor(t)); });
-  s.bwd_data_flops = any_grad ? 2 * out_elems : 0;
+  s.bwd_data_flops = any_grad && !foreign ? 2 * out_elems : 0;
   fill_bytes(op, g, s);
 }
 

@@ -259,6 +259,15 @@ private:
           continue;
         }
         auto it = shapes.types.find(out);
+        const auto cause = shapes.unknown_because.find(out);
+        if (cause != shapes.unknown_because.end() &&
+            (it == shapes.types.end() || !it->second.has_tensor_type() || !it->second.tensor_type().has_shape())) {
+          fail(fmt::format("{}: the shape of output '{}' is unknown: it comes from {}, an op of a domain Partita does "
+                           "not model, and the model's value_info does not give the shape of its outputs (add a "
+                           "value_info entry for them, e.g. by running ONNX Runtime's symbolic shape inference on "
+                           "the file)",
+                           where, out, cause->second));
+        }
         if (it == shapes.types.end()) {
           fail(fmt::format("{}: the shape of output '{}' is unknown after shape inference", where, out));
         }
@@ -380,7 +389,11 @@ private:
       }
       op.attrs.emplace(a.name(), to_attribute(a));
     }
-    if (!subgraphs.empty()) {
+    if (!op.domain.empty() && op.domain != "ai.onnx.preview.training") {
+      op.opaque_reason = fmt::format("{}.{}: an op of a domain Partita does not model; counted with 0 FLOPs, its "
+                                     "outputs' shapes from the model's value_info or unknown",
+                                     op.domain, op.type);
+    } else if (!subgraphs.empty()) {
       op.opaque_reason =
           fmt::format("holds nested subgraph(s) {}: kept whole, not analysed", fmt::join(subgraphs, ", "));
     }
@@ -409,7 +422,10 @@ private:
           }
         }
       }
-      if (!graph::is_floating(t.dtype) || (!trainable && !state)) {
+      // An 8-bit integer weight (ONNX Runtime's quantizer: ConvInteger's W, a DequantizeLinear
+      // input in the QDQ format) is a parameter of 1-byte elements.
+      const bool quantized = t.dtype == DType::i8 || t.dtype == DType::u8;
+      if ((!graph::is_floating(t.dtype) && !(quantized && trainable)) || (!trainable && !state)) {
         t.role = TensorRole::constant;
       } else {
         t.role = trainable ? TensorRole::parameter : TensorRole::state;

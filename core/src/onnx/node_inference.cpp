@@ -231,6 +231,47 @@ InferredValues infer_node_by_node(onnx::GraphProto& g, const std::unordered_map<
       }
     }
 
+    // Which foreign op, if any, an input's unknown shape comes from.
+    std::string because;
+    for (const auto& in : node.input()) {
+      if (auto it = r.unknown_because.find(in); it != r.unknown_because.end() && because.empty()) {
+        because = it->second;
+      }
+    }
+    const auto pass_on_cause = [&] {
+      for (const auto& out : node.output()) {
+        auto t = r.types.find(out);
+        if (!because.empty() && !out.empty() && (t == r.types.end() || rank_of(&t->second) < 0)) {
+          r.unknown_because[out] = because;
+        }
+      }
+    };
+    const std::string cause_text =
+        because.empty() ? std::string()
+                        : fmt::format(" (an input's shape is unknown: it comes from {}, an op of a domain Partita does "
+                                      "not model, whose outputs the model's value_info does not describe)",
+                                      because);
+    if (!domain.empty() && domain != "ai.onnx.preview.training") {
+      // A foreign domain (com.microsoft, ai.onnx.ml, ONNX Runtime extensions): kept as an opaque
+      // op; its outputs' shapes are what the file's value_info says, else unknown.
+      const std::string label = fmt::format(
+          "node '{}' ({}.{})", node.name().empty() ? fmt::format("{}_{}", node.op_type(), index) : node.name(), domain,
+          node.op_type());
+      std::vector<std::string> unknown;
+      for (const auto& out : node.output()) {
+        auto known = r.types.find(out);
+        if (!out.empty() && (known == r.types.end() || rank_of(&known->second) < 0)) {
+          unknown.push_back(fmt::format("'{}'", out));
+          r.unknown_because[out] = label;
+        }
+      }
+      warnings.push_back(fmt::format(
+          "{}: an op of the domain '{}', which Partita does not model: counted with 0 FLOPs; its outputs' shapes {}",
+          label, domain,
+          unknown.empty() ? std::string("are from the model's value_info")
+                          : fmt::format("are unknown ({} not in the model's value_info)", fmt::join(unknown, ", "))));
+      continue;
+    }
     if (schema == nullptr) {
       // Unknown to ONNX: outputs take the first input's type, so inference goes on past it.
       if (!input_types.empty() && input_types[0] != nullptr) {
@@ -244,6 +285,7 @@ InferredValues infer_node_by_node(onnx::GraphProto& g, const std::unordered_map<
           }
         }
       }
+      pass_on_cause();
       continue;
     }
 
@@ -283,7 +325,7 @@ InferredValues infer_node_by_node(onnx::GraphProto& g, const std::unordered_map<
       throw Error(fmt::format("{}: {}: {}", source, node_label(node, index), e.what()));
     }
     if (const std::string reason = guard(node, input_types); !reason.empty()) {
-      throw Error(fmt::format("{}: {}: {}", source, node_label(node, index), reason));
+      throw Error(fmt::format("{}: {}: {}{}", source, node_label(node, index), reason, cause_text));
     }
 
     std::optional<ConstTensor> folded;
@@ -366,8 +408,10 @@ InferredValues infer_node_by_node(onnx::GraphProto& g, const std::unordered_map<
         schema->GetDataPropagationFunction()(dctx);
       }
     } catch (const std::exception& e) {
-      throw Error(fmt::format("{}: {}: shape inference failed: {}", source, node_label(node, index), e.what()));
+      throw Error(
+          fmt::format("{}: {}: shape inference failed: {}{}", source, node_label(node, index), e.what(), cause_text));
     }
+    pass_on_cause();
     // A Constant's value feeds the inference of its users (Reshape targets, Slice starts...).
     if (node.op_type() == "Constant" && node.output_size() == 1) {
       for (const auto& a : node.attribute()) {

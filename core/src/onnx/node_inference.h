@@ -27,6 +27,9 @@ struct InferredValues {
   std::unordered_map<std::string, onnx::TypeProto> types;            // every value's type
   std::unordered_map<std::string, onnx::TensorShapeProto> generated; // integer contents, by data propagation
   std::unordered_map<std::string, ConstTensor> folded;               // integer node outputs the folder evaluated
+  // Values whose shape is unknown because they are computed from the output of an op of a foreign
+  // domain (com.microsoft, ai.onnx.ml, ...) that the file gives no value_info for: that op's label.
+  std::unordered_map<std::string, std::string> unknown_because;
 };
 
 // `graph` must have been checked for dangling references and cycles. Throws partita::Error

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include <map>
+#include <optional>
 #include <set>
 
 namespace partita::onnx_import::detail {
@@ -55,9 +56,11 @@ ShapeResolution resolve_shapes(onnx::ModelProto& model, std::string_view source,
     }
   }
 
-  // Symbolic dimensions of the graph inputs must all have values.
-  std::vector<Unresolved> unresolved;
-  std::set<std::string> used;
+  // Dynamic dimensions of the graph inputs must all have values: by name (dim_param), by
+  // INPUT:AXIS, or through "batch" for axis 0.
+  std::map<std::string, onnx::ValueInfoProto*> inputs;
+  std::set<std::string> params;
+  std::vector<std::string> input_names;
   for (auto& in : *g.mutable_input()) {
     if (initializers.count(in.name()) != 0) {
       continue;
@@ -69,18 +72,72 @@ ShapeResolution resolve_shapes(onnx::ModelProto& model, std::string_view source,
     if (!in.type().tensor_type().has_shape()) {
       throw Error(fmt::format("{}: graph input '{}' has no shape", source, in.name()));
     }
+    inputs[in.name()] = &in;
+    input_names.push_back(fmt::format("'{}'", in.name()));
+    for (const auto& d : in.type().tensor_type().shape().dim()) {
+      if (d.has_dim_param()) {
+        params.insert(d.dim_param());
+      }
+    }
+  }
+  std::map<std::string, std::int64_t> named; // dim_param -> value, for value_info and outputs too
+  std::map<std::pair<std::string, int>, std::int64_t> by_axis;
+  std::set<std::string> used;
+  for (const auto& [key, value] : options.dims) {
+    if (value <= 0) {
+      throw Error(fmt::format("{}: --dim {}={} is not positive", source, key, value));
+    }
+    const auto axis = params.count(key) != 0 ? std::nullopt : axis_key(key);
+    if (!axis) {
+      named[key] = value;
+      continue;
+    }
+    auto in = inputs.find(axis->input);
+    if (in == inputs.end()) {
+      throw Error(fmt::format("{}: --dim {}={}: the model has no input '{}' (its inputs: {})", source, key, value,
+                              axis->input, fmt::join(input_names, ", ")));
+    }
+    const auto& shape = in->second->type().tensor_type().shape();
+    if (axis->axis >= shape.dim_size()) {
+      throw Error(fmt::format("{}: --dim {}={}: input '{}' has rank {}, so axis {} does not exist", source, key, value,
+                              axis->input, shape.dim_size(), axis->axis));
+    }
+    const auto& d = shape.dim(static_cast<int>(axis->axis));
+    if (d.has_dim_value()) {
+      throw Error(fmt::format("{}: --dim {}={}: input '{}' axis {} is fixed at {} in the model, not dynamic", source,
+                              key, value, axis->input, axis->axis, d.dim_value()));
+    }
+    by_axis[{axis->input, static_cast<int>(axis->axis)}] = value;
+    used.insert(key);
+  }
+  // --batch for an export whose batch dimension is not called "batch": axis 0 of every input
+  // whose axis 0 is dynamic.
+  std::optional<std::int64_t> batch;
+  if (auto it = named.find("batch"); it != named.end() && params.count("batch") == 0) {
+    batch = it->second;
+    named.erase(it);
+  }
+  std::vector<Unresolved> unresolved;
+  for (auto& in : *g.mutable_input()) {
+    if (inputs.count(in.name()) == 0) {
+      continue;
+    }
     int index = 0;
     for (auto& d : *in.mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim()) {
-      if (d.has_dim_param()) {
-        auto it = options.dims.find(d.dim_param());
-        if (it != options.dims.end()) {
-          used.insert(d.dim_param());
-          d.set_dim_value(it->second);
-        } else {
-          unresolved.push_back({d.dim_param(), in.name(), index});
+      const bool dynamic = d.has_dim_param() || !d.has_dim_value();
+      if (auto it = by_axis.find({in.name(), index}); it != by_axis.end()) {
+        d.set_dim_value(it->second);
+      } else if (auto p = d.has_dim_param() ? named.find(d.dim_param()) : named.end(); p != named.end()) {
+        used.insert(d.dim_param());
+        d.set_dim_value(p->second);
+      } else if (dynamic && index == 0 && batch) {
+        used.insert("batch");
+        if (d.has_dim_param()) {
+          named[d.dim_param()] = *batch; // the same dimension elsewhere (value_info, outputs)
         }
-      } else if (!d.has_dim_value()) {
-        unresolved.push_back({"?", in.name(), index});
+        d.set_dim_value(*batch);
+      } else if (dynamic) {
+        unresolved.push_back({d.has_dim_param() ? d.dim_param() : "?", in.name(), index});
       } else if (d.dim_value() < 0 || (d.dim_value() == 0 && is_float(in.type().tensor_type().elem_type()))) {
         throw Error(fmt::format("{}: graph input '{}': dimension {} is {}, not positive", source, in.name(), index,
                                 d.dim_value()));
@@ -90,26 +147,30 @@ ShapeResolution resolve_shapes(onnx::ModelProto& model, std::string_view source,
   }
   if (!unresolved.empty()) {
     std::vector<std::string> parts;
+    std::vector<std::string> flags;
+    std::set<std::string> flagged;
     for (const auto& u : unresolved) {
-      parts.push_back(u.param == "?" ? fmt::format("an unnamed dimension (input '{}' dim {})", u.value, u.dim)
-                                     : fmt::format("{} (input '{}' dim {})", u.param, u.value, u.dim));
+      parts.push_back(u.param == "?" ? fmt::format("an unnamed dimension (input '{}' axis {})", u.value, u.dim)
+                                     : fmt::format("{} (input '{}' axis {})", u.param, u.value, u.dim));
+      const std::string flag =
+          u.param == "?" ? fmt::format("--dim {}:{}=VALUE", u.value, u.dim) : fmt::format("--dim {}=VALUE", u.param);
+      if (flagged.insert(flag).second) {
+        flags.push_back(flag);
+      }
     }
-    throw Error(fmt::format("{}: symbolic dimensions without a value: {}; give each with --dim NAME=VALUE", source,
-                            fmt::join(parts, ", ")));
+    throw Error(fmt::format("{}: symbolic dimensions without a value: {}; give each a value with {}", source,
+                            fmt::join(parts, ", "), fmt::join(flags, " ")));
   }
   for (const auto& [name, value] : options.dims) {
-    if (value <= 0) {
-      throw Error(fmt::format("{}: --dim {}={} is not positive", source, name, value));
-    }
     if (used.count(name) == 0) {
-      warnings.push_back(fmt::format("--dim {} names no symbolic dimension of the model's inputs", name));
+      warnings.push_back(fmt::format("--dim {} names no dynamic dimension of the model's inputs", name));
     }
   }
   for (auto& v : *g.mutable_value_info()) {
-    substitute(v, options.dims);
+    substitute(v, named);
   }
   for (auto& v : *g.mutable_output()) {
-    substitute(v, options.dims);
+    substitute(v, named);
   }
 
   std::int64_t opset = 0;
@@ -129,6 +190,7 @@ ShapeResolution resolve_shapes(onnx::ModelProto& model, std::string_view source,
   ShapeResolution r;
   InferredValues inferred = infer_node_by_node(g, opsets, source, warnings);
   r.types = std::move(inferred.types);
+  r.unknown_because = std::move(inferred.unknown_because);
   for (const auto& [name, shape] : inferred.generated) {
     std::vector<std::int64_t> values;
     for (const auto& d : shape.dim()) {

@@ -19,6 +19,7 @@ namespace partita::onnx_import::detail {
 struct ShapeResolution {
   std::unordered_map<std::string, onnx::TypeProto> types;            // every value's type
   std::unordered_map<std::string, std::vector<std::int64_t>> values; // integer contents, folded or propagated
+  std::unordered_map<std::string, std::string> unknown_because;      // see InferredValues
 };
 
 // Throws partita::Error naming every unresolved symbolic dimension, or the node whose shape

@@ -9,11 +9,13 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 namespace partita {
 namespace {
 
 using graph::TensorRole;
+using test::Dim;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 
@@ -54,7 +56,8 @@ TEST(OnnxImport, MlpWithSymbolicBatch) {
 TEST(OnnxImport, EveryUnresolvedSymbolicDimensionIsNamed) {
   auto b = test::mlp({"batch", "features"});
   expect_error([&] { onnx_import::import_model(b.model(), "m.onnx"); },
-               {"m.onnx", "batch (input 'x' dim 0)", "features (input 'x' dim 1)", "--dim"});
+               {"m.onnx", "batch (input 'x' axis 0)", "features (input 'x' axis 1)",
+                "give each a value with --dim batch=VALUE --dim features=VALUE"});
 }
 
 TEST(OnnxImport, NonPositiveDimensionValuesAreRejected) {
@@ -65,6 +68,62 @@ TEST(OnnxImport, NonPositiveDimensionValuesAreRejected) {
       {"m.onnx", "batch", "not positive"});
   auto b = test::mlp({std::int64_t{0}, 16});
   expect_error([&] { onnx_import::import_model(b.model(), "zero.onnx"); }, {"zero.onnx", "'x'", "dimension 0"});
+}
+
+TEST(OnnxImportDims, UnnamedDimensionsAreNamedByInputAndAxis) {
+  auto b = test::mlp({Dim(std::int64_t{-1}), 16});
+  b.model()
+      .mutable_graph()
+      ->mutable_input(0)
+      ->mutable_type()
+      ->mutable_tensor_type()
+      ->mutable_shape()
+      ->mutable_dim(0)
+      ->clear_dim_value();
+  expect_error([&] { onnx_import::import_model(b.model(), "m.onnx"); },
+               {"m.onnx: symbolic dimensions without a value: an unnamed dimension (input 'x' axis 0); give each a "
+                "value with --dim x:0=VALUE"});
+  const auto r = onnx_import::import_model(b.model(), "m.onnx", onnx_import::parse_dims("x:0=8"));
+  EXPECT_EQ(r.graph.tensor(r.graph.find_tensor("y")).shape, (graph::Shape{8, 10}));
+  // --batch (the key "batch") reaches an unnamed axis 0 as well.
+  const auto rb = onnx_import::import_model(b.model(), "m.onnx", {{{"batch", 3}}});
+  EXPECT_EQ(rb.graph.tensor(rb.graph.find_tensor("y")).shape, (graph::Shape{3, 10}));
+  EXPECT_TRUE(rb.warnings.empty() || rb.warnings.front().find("--dim") == std::string::npos);
+}
+
+TEST(OnnxImportDims, NamedDimensionsCanBeGivenByAxisAndBatchReachesOtherNames) {
+  auto b = test::mlp({"N", 16});
+  const auto r = onnx_import::import_model(b.model(), "m.onnx", onnx_import::parse_dims("x:0=5"));
+  EXPECT_EQ(r.graph.tensor(r.graph.find_tensor("x")).shape, (graph::Shape{5, 16}));
+  const auto rb = onnx_import::import_model(b.model(), "m.onnx", {{{"batch", 6}}});
+  EXPECT_EQ(rb.graph.tensor(rb.graph.find_tensor("y")).shape, (graph::Shape{6, 10}));
+}
+
+TEST(OnnxImportDims, InputNamesWithAColonAreSplitAtTheLastOne) {
+  const auto k = onnx_import::axis_key("input_1:0:2");
+  ASSERT_TRUE(k.has_value());
+  EXPECT_EQ(k->input, "input_1:0");
+  EXPECT_EQ(k->axis, 2);
+  EXPECT_FALSE(onnx_import::axis_key("batch").has_value());
+  EXPECT_FALSE(onnx_import::axis_key("x:-1").has_value());
+  EXPECT_FALSE(onnx_import::axis_key(":0").has_value());
+  EXPECT_EQ(onnx_import::parse_dims("x:0=8&seq=4").dims, (std::map<std::string, std::int64_t>{{"seq", 4}, {"x:0", 8}}));
+  EXPECT_EQ(onnx_import::format_dims(onnx_import::parse_dims("x:0=8")), "x:0=8");
+}
+
+TEST(OnnxImportDims, BadValuesAreRefusedNamingInputAndAxis) {
+  for (const auto* text : {"x:0=0", "x:0=-2", "x:0=eight", "x:0="}) {
+    expect_error([&] { (void)onnx_import::parse_dims(text); },
+                 {std::string("dimension '") + text + "'", "the value of input 'x' axis 0 must be a positive integer"});
+  }
+  expect_error([&] { (void)onnx_import::parse_dims("seq=0"); }, {"the value of 'seq' must be a positive integer"});
+  auto b = test::mlp({"batch", 16});
+  expect_error([&] { onnx_import::import_model(b.model(), "m.onnx", onnx_import::parse_dims("y:0=8&batch=2")); },
+               {"m.onnx: --dim y:0=8: the model has no input 'y' (its inputs: 'x')"});
+  expect_error([&] { onnx_import::import_model(b.model(), "m.onnx", onnx_import::parse_dims("x:2=8")); },
+               {"m.onnx: --dim x:2=8: input 'x' has rank 2, so axis 2 does not exist"});
+  expect_error([&] { onnx_import::import_model(b.model(), "m.onnx", onnx_import::parse_dims("x:1=8&batch=2")); },
+               {"m.onnx: --dim x:1=8: input 'x' axis 1 is fixed at 16 in the model, not dynamic"});
 }
 
 TEST(OnnxImport, ReadsFromFileAndNamesIt) {
@@ -317,6 +376,129 @@ TEST(OnnxImportNewOpsets, Opset21IsTheNewestAccepted) {
   c.node("Relu", {"x"}, {"y"}, "relu");
   c.output("y");
   expect_error([&] { onnx_import::import_model(c.model(), "o22.onnx"); }, {"o22.onnx", "opset 22"});
+}
+
+// An initializer of `type` with zero bytes inline (a quantized weight, a scale, a zero point).
+void raw_initializer(test::ModelBuilder& b, const std::string& name, const std::vector<std::int64_t>& dims, int type,
+                     std::size_t width) {
+  auto* t = b.model().mutable_graph()->add_initializer();
+  t->set_name(name);
+  t->set_data_type(type);
+  std::size_t n = 1;
+  for (auto d : dims) {
+    t->add_dims(d);
+    n *= static_cast<std::size_t>(d);
+  }
+  t->set_raw_data(std::string(n * width, '\0'));
+}
+
+test::ModelBuilder foreign_model(bool with_value_info) {
+  test::ModelBuilder b;
+  auto* o = b.model().add_opset_import();
+  o->set_domain("com.microsoft");
+  o->set_version(1);
+  b.input("x", {2, 4}).weight("W", {4, 8}).weight("B", {8});
+  b.node("MatMul", {"x", "W"}, {"h"}, "fc");
+  b.node("BiasGelu", {"h", "B"}, {"g"}, "gelu").set_domain("com.microsoft");
+  b.node("Relu", {"g"}, {"y"}, "act");
+  b.output("y");
+  if (with_value_info) {
+    auto* v = b.model().mutable_graph()->add_value_info();
+    v->set_name("g");
+    v->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+    v->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(2);
+    v->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(8);
+  }
+  return b;
+}
+
+TEST(OnnxImportForeign, ForeignDomainOpIsOpaqueNamedForWhatItIs) {
+  const auto r = onnx_import::import_model(foreign_model(true).model(), "f.onnx");
+  const auto& g = r.graph;
+  ASSERT_EQ(g.ops().size(), 3u);
+  const auto s = graph::describe(g, 1);
+  EXPECT_EQ(s.op_class, graph::OpClass::opaque);
+  EXPECT_EQ(s.opaque_reason, "com.microsoft.BiasGelu: an op of a domain Partita does not model; counted with 0 FLOPs, "
+                             "its outputs' shapes from the model's value_info or unknown");
+  EXPECT_EQ(s.fwd_flops, 0.0);
+  EXPECT_EQ(s.bwd_data_flops, 0.0);
+  EXPECT_EQ(g.tensor(g.find_tensor("y")).shape, (graph::Shape{2, 8}));
+  EXPECT_THAT(r.warnings, ::testing::Contains(std::string(
+                              "node 'gelu' (com.microsoft.BiasGelu): an op of the domain 'com.microsoft', which "
+                              "Partita does not model: counted with 0 FLOPs; its outputs' shapes are from the "
+                              "model's value_info")));
+}
+
+TEST(OnnxImportForeign, UnknownOutputShapeNamesTheForeignOpAsTheCause) {
+  expect_error([&] { onnx_import::import_model(foreign_model(false).model(), "f.onnx"); },
+               {"f.onnx", "node 'act' (Relu)",
+                "it comes from node 'gelu' (com.microsoft.BiasGelu), an op of a domain Partita does not model"});
+}
+
+TEST(OnnxImportQuantized, DynamicQuantizationCountsMacsAndInt8Parameters) {
+  test::ModelBuilder b(13);
+  b.input("x", {2, 3, 8, 8}).input("a", {2, 16});
+  raw_initializer(b, "Wq", {4, 3, 3, 3}, onnx::TensorProto::INT8, 1);
+  raw_initializer(b, "Bq", {16, 8}, onnx::TensorProto::INT8, 1);
+  b.node("DynamicQuantizeLinear", {"x"}, {"xq", "xs", "xz"}, "qx");
+  b.node("ConvInteger", {"xq", "Wq", "xz"}, {"y"}, "conv");
+  b.node("DynamicQuantizeLinear", {"a"}, {"aq", "as", "az"}, "qa");
+  b.node("MatMulInteger", {"aq", "Bq", "az"}, {"z"}, "mm");
+  b.output("y", onnx::TensorProto::INT32).output("z", onnx::TensorProto::INT32);
+  const auto r = onnx_import::import_model(b.model(), "q.onnx");
+  const auto& g = r.graph;
+  EXPECT_EQ(g.tensor(g.find_tensor("y")).shape, (graph::Shape{2, 4, 6, 6}));
+  EXPECT_EQ(g.tensor(g.find_tensor("Wq")).role, TensorRole::parameter);
+  EXPECT_EQ(g.tensor(g.find_tensor("Bq")).role, TensorRole::parameter);
+  EXPECT_EQ(g.tensor(g.find_tensor("xz")).role, TensorRole::activation);
+  const auto conv = graph::describe(g, 1);
+  EXPECT_EQ(conv.op_class, graph::OpClass::convolution);
+  EXPECT_TRUE(conv.opaque_reason.empty()) << conv.opaque_reason;
+  EXPECT_DOUBLE_EQ(conv.macs, 2.0 * 4 * 6 * 6 * 3 * 3 * 3);
+  const auto mm = graph::describe(g, 3);
+  EXPECT_EQ(mm.op_class, graph::OpClass::contraction);
+  EXPECT_DOUBLE_EQ(mm.macs, 2.0 * 16 * 8);
+  const auto q = graph::describe(g, 0);
+  EXPECT_EQ(q.op_class, graph::OpClass::elementwise);
+  EXPECT_DOUBLE_EQ(q.fwd_flops, 4.0 * 2 * 3 * 8 * 8);
+  const auto sum = graph::summarize(g);
+  EXPECT_EQ(sum.params, 4 * 3 * 3 * 3 + 16 * 8);
+  EXPECT_EQ(sum.param_bytes, 4 * 3 * 3 * 3 + 16 * 8); // 1-byte elements
+  EXPECT_DOUBLE_EQ(sum.macs, 2.0 * 4 * 6 * 6 * 3 * 3 * 3 + 2.0 * 16 * 8);
+  EXPECT_TRUE(sum.opaque_ops.empty());
+}
+
+TEST(OnnxImportQuantized, StaticQLinearOpsAndQdqPairs) {
+  test::ModelBuilder b(13);
+  b.input("a", {2, 16}, onnx::TensorProto::UINT8).input("x", {2, 16});
+  for (const auto* name : {"as", "bs", "ys", "ws"}) {
+    raw_initializer(b, name, {}, onnx::TensorProto::FLOAT, 4);
+  }
+  for (const auto* name : {"az", "yz"}) {
+    raw_initializer(b, name, {}, onnx::TensorProto::UINT8, 1);
+  }
+  for (const auto* name : {"bz", "wz"}) {
+    raw_initializer(b, name, {}, onnx::TensorProto::INT8, 1);
+  }
+  raw_initializer(b, "Bq", {16, 8}, onnx::TensorProto::INT8, 1);
+  raw_initializer(b, "Wq", {16, 4}, onnx::TensorProto::INT8, 1);
+  b.node("QLinearMatMul", {"a", "as", "az", "Bq", "bs", "bz", "ys", "yz"}, {"y"}, "qmm");
+  b.node("DequantizeLinear", {"Wq", "ws", "wz"}, {"W"}, "dq");
+  b.node("MatMul", {"x", "W"}, {"z"}, "mm");
+  b.output("y", onnx::TensorProto::UINT8).output("z");
+  const auto r = onnx_import::import_model(b.model(), "qdq.onnx");
+  const auto& g = r.graph;
+  EXPECT_EQ(g.tensor(g.find_tensor("y")).shape, (graph::Shape{2, 8}));
+  const auto qmm = graph::describe(g, 0);
+  EXPECT_EQ(qmm.op_class, graph::OpClass::contraction);
+  EXPECT_DOUBLE_EQ(qmm.macs, 2.0 * 16 * 8);
+  EXPECT_EQ(g.tensor(g.find_tensor("ys")).role, TensorRole::constant);
+  EXPECT_EQ(g.tensor(g.find_tensor("Wq")).role, TensorRole::parameter);
+  const auto sum = graph::summarize(g);
+  EXPECT_EQ(sum.params, 16 * 8 + 16 * 4);
+  EXPECT_EQ(sum.param_bytes, 16 * 8 + 16 * 4);
+  EXPECT_DOUBLE_EQ(sum.macs, 2.0 * 16 * 8 + 2.0 * 16 * 4);
+  EXPECT_TRUE(sum.opaque_ops.empty());
 }
 
 } // namespace

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -21,12 +22,25 @@ class ModelProto;
 namespace partita::onnx_import {
 
 struct ImportOptions {
-  // Values for symbolic dimensions (dim_param), e.g. {"batch", 32}, {"seq", 512}.
+  // Values for dynamic dimensions of the graph inputs, by two kinds of key:
+  // - a symbolic dimension's name (dim_param), e.g. {"batch", 32}, {"seq", 512};
+  // - "INPUT:AXIS" for one axis of one input, named or not, e.g. {"X:0", 8} (an input named
+  //   "x:0", as tf2onnx writes them, is "x:0:0").
+  // "batch", when no input has a dimension of that name, sets axis 0 of every input whose axis 0
+  // is dynamic (so that --batch works for any export).
   std::map<std::string, std::int64_t> dims;
 };
 
-// "batch=32&seq=128" (also ',' or spaces between pairs) -> symbolic dimension values; throws
-// partita::Error naming the pair that is not NAME=VALUE with a positive integer value.
+// A key "INPUT:AXIS" split at its last ':' when what follows is a non-negative integer.
+struct AxisKey {
+  std::string input;
+  std::int64_t axis = 0;
+};
+std::optional<AxisKey> axis_key(std::string_view key);
+
+// "batch=32&seq=128&X:0=8" (also ',' or spaces between pairs) -> dynamic dimension values;
+// throws partita::Error naming the pair that is not NAME=VALUE or INPUT:AXIS=VALUE with a
+// positive integer value.
 ImportOptions parse_dims(std::string_view text);
 // The inverse: "batch=32&seq=128", names in order.
 std::string format_dims(const ImportOptions& options);
