@@ -78,9 +78,10 @@ std::string to_text(const onnx_import::ImportResult& r, const graph::ModelSummar
   std::string out = fmt::format("model {}  (opset {}{})\n\n", model, r.opset,
                                 r.producer.empty() ? "" : ", produced by " + r.producer);
   out += t.render();
-  out += fmt::format("\nparameters {} ({:.2f} M, {} MiB)   forward {} GMAC   forward {} GFLOP   backward {} GFLOP\n",
-                     with_thousands(s.params), static_cast<double>(s.params) / 1e6,
-                     mib(static_cast<double>(s.param_bytes)), gflop(s.macs), gflop(s.fwd_flops), gflop(s.bwd_flops));
+  out += fmt::format("\nparameters {} ({}, {})   forward {} GMAC   forward {} GFLOP   backward {} GFLOP\n",
+                     with_thousands(s.params), count_short(static_cast<double>(s.params)),
+                     bytes_short(static_cast<double>(s.param_bytes)), gflop(s.macs), gflop(s.fwd_flops),
+                     gflop(s.bwd_flops));
   if (!s.opaque_ops.empty()) {
     out += fmt::format("\n{} opaque op(s) (*), costed as memory-bound:\n", s.opaque_ops.size());
     for (const auto& o : s.opaque_ops) {

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 
 namespace partita::cli {
 
@@ -85,6 +86,25 @@ std::string gflop(double flops) {
 
 std::string mib(double bytes) {
   return fmt::format("{:.2f}", bytes / (1024.0 * 1024.0));
+}
+
+std::string count_short(double v) {
+  const double a = std::abs(v);
+  return a >= 1e12  ? fmt::format("{:.2f} T", v / 1e12)
+         : a >= 1e9 ? fmt::format("{:.2f} B", v / 1e9)
+         : a >= 1e6 ? fmt::format("{:.2f} M", v / 1e6)
+         : a >= 1e3 ? fmt::format("{:.2f} K", v / 1e3)
+                    : fmt::format("{:.0f}", v);
+}
+
+std::string bytes_short(double bytes) {
+  const double a = std::abs(bytes);
+  constexpr double k = 1024.0;
+  return a >= k * k * k * k ? fmt::format("{:.2f} TiB", bytes / (k * k * k * k))
+         : a >= k * k * k   ? fmt::format("{:.2f} GiB", bytes / (k * k * k))
+         : a >= k * k       ? fmt::format("{:.2f} MiB", bytes / (k * k))
+         : a >= k           ? fmt::format("{:.2f} KiB", bytes / k)
+                            : fmt::format("{:.0f} B", bytes);
 }
 
 } // namespace partita::cli

@@ -32,5 +32,9 @@ std::string with_thousands(std::int64_t v);
 std::string gflop(double flops);
 // Bytes in MiB with two decimals
 std::string mib(double bytes);
+// A count in the unit that fits: "40", "124.44 M", "174.60 B", "1.02 T"
+std::string count_short(double v);
+// Bytes in the unit that fits: "512 B", "1.50 KiB", "650.45 GiB", "3.00 TiB"
+std::string bytes_short(double bytes);
 
 } // namespace partita::cli

@@ -390,9 +390,10 @@ private:
       op.attrs.emplace(a.name(), to_attribute(a));
     }
     if (!op.domain.empty() && op.domain != "ai.onnx.preview.training") {
-      op.opaque_reason = fmt::format("{}.{}: an op of a domain Partita does not model; counted with 0 FLOPs, its "
-                                     "outputs' shapes from the model's value_info or unknown",
-                                     op.domain, op.type);
+      op.opaque_reason =
+          fmt::format("{}.{}: an op of a domain Partita does not model; counted with 0 FLOPs, its "
+                      "outputs' shapes from the model's value_info, else assumed to be its first input's",
+                      op.domain, op.type);
     } else if (!subgraphs.empty()) {
       op.opaque_reason =
           fmt::format("holds nested subgraph(s) {}: kept whole, not analysed", fmt::join(subgraphs, ", "));

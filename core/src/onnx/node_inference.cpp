@@ -248,28 +248,42 @@ InferredValues infer_node_by_node(onnx::GraphProto& g, const std::unordered_map<
     };
     const std::string cause_text =
         because.empty() ? std::string()
-                        : fmt::format(" (an input's shape is unknown: it comes from {}, an op of a domain Partita does "
-                                      "not model, whose outputs the model's value_info does not describe)",
+                        : fmt::format(" (an input's shape is not known for sure: it comes from {}, an op of a domain "
+                                      "Partita does not model, whose outputs the model's value_info does not "
+                                      "describe)",
                                       because);
     if (!domain.empty() && domain != "ai.onnx.preview.training") {
       // A foreign domain (com.microsoft, ai.onnx.ml, ONNX Runtime extensions): kept as an opaque
-      // op; its outputs' shapes are what the file's value_info says, else unknown.
+      // op; its outputs' shapes are what the file's value_info says, else assumed to be its first
+      // input's (most such ops are fused element-wise kernels) and, when that is wrong, the error of
+      // the op it misleads names this one as the cause.
       const std::string label = fmt::format(
           "node '{}' ({}.{})", node.name().empty() ? fmt::format("{}_{}", node.op_type(), index) : node.name(), domain,
           node.op_type());
-      std::vector<std::string> unknown;
+      std::vector<std::string> assumed, unknown;
       for (const auto& out : node.output()) {
         auto known = r.types.find(out);
         if (!out.empty() && (known == r.types.end() || rank_of(&known->second) < 0)) {
-          unknown.push_back(fmt::format("'{}'", out));
           r.unknown_because[out] = label;
+          if (!input_types.empty() && input_types[0] != nullptr) {
+            r.types[out] = *input_types[0];
+            assumed.push_back(fmt::format("'{}'", out));
+          } else {
+            unknown.push_back(fmt::format("'{}'", out));
+          }
         }
+      }
+      std::string shapes = "are from the model's value_info";
+      if (!assumed.empty()) {
+        shapes = fmt::format("are not in the model's value_info: {} assumed to have the shape of input '{}'",
+                             fmt::join(assumed, ", "), node.input(0));
+      }
+      if (!unknown.empty()) {
+        shapes = fmt::format("are unknown ({} not in the model's value_info)", fmt::join(unknown, ", "));
       }
       warnings.push_back(fmt::format(
           "{}: an op of the domain '{}', which Partita does not model: counted with 0 FLOPs; its outputs' shapes {}",
-          label, domain,
-          unknown.empty() ? std::string("are from the model's value_info")
-                          : fmt::format("are unknown ({} not in the model's value_info)", fmt::join(unknown, ", "))));
+          label, domain, shapes));
       continue;
     }
     if (schema == nullptr) {

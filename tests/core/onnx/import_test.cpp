@@ -419,7 +419,7 @@ TEST(OnnxImportForeign, ForeignDomainOpIsOpaqueNamedForWhatItIs) {
   const auto s = graph::describe(g, 1);
   EXPECT_EQ(s.op_class, graph::OpClass::opaque);
   EXPECT_EQ(s.opaque_reason, "com.microsoft.BiasGelu: an op of a domain Partita does not model; counted with 0 FLOPs, "
-                             "its outputs' shapes from the model's value_info or unknown");
+                             "its outputs' shapes from the model's value_info, else assumed to be its first input's");
   EXPECT_EQ(s.fwd_flops, 0.0);
   EXPECT_EQ(s.bwd_data_flops, 0.0);
   EXPECT_EQ(g.tensor(g.find_tensor("y")).shape, (graph::Shape{2, 8}));
@@ -429,10 +429,31 @@ TEST(OnnxImportForeign, ForeignDomainOpIsOpaqueNamedForWhatItIs) {
                               "model's value_info")));
 }
 
-TEST(OnnxImportForeign, UnknownOutputShapeNamesTheForeignOpAsTheCause) {
-  expect_error([&] { onnx_import::import_model(foreign_model(false).model(), "f.onnx"); },
-               {"f.onnx", "node 'act' (Relu)",
-                "it comes from node 'gelu' (com.microsoft.BiasGelu), an op of a domain Partita does not model"});
+TEST(OnnxImportForeign, WithoutValueInfoTheFirstInputsShapeIsAssumedAndSaid) {
+  const auto r = onnx_import::import_model(foreign_model(false).model(), "f.onnx");
+  const auto& g = r.graph;
+  EXPECT_EQ(g.tensor(g.find_tensor("y")).shape, (graph::Shape{2, 8}));
+  EXPECT_THAT(r.warnings, ::testing::Contains(std::string(
+                              "node 'gelu' (com.microsoft.BiasGelu): an op of the domain 'com.microsoft', which "
+                              "Partita does not model: counted with 0 FLOPs; its outputs' shapes are not in the "
+                              "model's value_info: 'g' assumed to have the shape of input 'h'")));
+}
+
+// ONNX Runtime extensions' DecodeImage turns bytes into an image: the assumption is wrong, and the
+// op it misleads names it as the cause.
+TEST(OnnxImportForeign, AWrongAssumptionNamesTheForeignOpAsTheCause) {
+  test::ModelBuilder b;
+  auto* o = b.model().add_opset_import();
+  o->set_domain("ai.onnx.contrib");
+  o->set_version(1);
+  b.input("bytes", {1000}).weight("W", {4, 3, 3, 3});
+  b.node("DecodeImage", {"bytes"}, {"img"}, "decode").set_domain("ai.onnx.contrib");
+  b.node("Conv", {"img", "W"}, {"y"}, "conv");
+  b.output("y");
+  expect_error([&] { onnx_import::import_model(b.model(), "e.onnx"); },
+               {"e.onnx", "node 'conv' (Conv)",
+                "it comes from node 'decode' (ai.onnx.contrib.DecodeImage), an op of a domain Partita does not "
+                "model"});
 }
 
 TEST(OnnxImportQuantized, DynamicQuantizationCountsMacsAndInt8Parameters) {
