@@ -71,6 +71,7 @@ void SimTimelineView::setCriticalOnly(bool only) {
 
 void SimTimelineView::rebuild() {
   m_lanes.clear();
+  m_laneTops.clear();
   m_taskCount = 0;
   if (m_analysis && m_analysis->simulation) {
     const auto& sim = *m_analysis->simulation;
@@ -105,6 +106,12 @@ void SimTimelineView::rebuild() {
         const int lane = laneOf[static_cast<std::size_t>(d)][static_cast<std::size_t>(t.stream)];
         m_lanes[static_cast<std::size_t>(lane)].boxes.push_back({span.start, span.finish, static_cast<int>(i)});
       }
+    }
+    int top = axisHeight + deviceGap;
+    for (std::size_t i = 0; i < m_lanes.size(); ++i) {
+      m_laneTops.push_back(top);
+      const bool lastOfDevice = i + 1 == m_lanes.size() || m_lanes[i + 1].device != m_lanes[i].device;
+      top += laneHeight + (lastOfDevice ? deviceGap : laneGap);
     }
     for (auto& lane : m_lanes) {
       std::stable_sort(lane.boxes.begin(), lane.boxes.end(),
@@ -157,23 +164,17 @@ double SimTimelineView::xOf(double t) const {
 }
 
 int SimTimelineView::laneTop(int lane) const {
-  int y = axisHeight - verticalScrollBar()->value();
-  for (int i = 0; i < lane; ++i) {
-    const bool nextDevice =
-        m_lanes[static_cast<std::size_t>(i + 1)].device != m_lanes[static_cast<std::size_t>(i)].device;
-    y += laneHeight + (nextDevice ? deviceGap : laneGap);
-  }
-  return y + deviceGap;
+  return m_laneTops[static_cast<std::size_t>(lane)] - verticalScrollBar()->value();
 }
 
 int SimTimelineView::laneAt(int y) const {
-  for (int i = 0; i < laneCount(); ++i) {
-    const int top = laneTop(i);
-    if (y >= top && y < top + laneHeight) {
-      return i;
-    }
+  const int content = y + verticalScrollBar()->value();
+  const auto it = std::upper_bound(m_laneTops.begin(), m_laneTops.end(), content);
+  if (it == m_laneTops.begin()) {
+    return -1;
   }
-  return -1;
+  const auto lane = static_cast<int>(it - m_laneTops.begin()) - 1;
+  return content < m_laneTops[static_cast<std::size_t>(lane)] + laneHeight ? lane : -1;
 }
 
 void SimTimelineView::updateScrollBars() {
@@ -185,7 +186,7 @@ void SimTimelineView::updateScrollBars() {
   h->setRange(0, std::max(0, contentWidth - timeWidth()));
   h->setPageStep(timeWidth());
   h->setValue(static_cast<int>(std::lround(m_start * pps)));
-  const int contentHeight = laneCount() == 0 ? 0 : laneTop(laneCount() - 1) + verticalScrollBar()->value() + laneHeight;
+  const int contentHeight = m_laneTops.empty() ? 0 : m_laneTops.back() + laneHeight;
   auto* v = verticalScrollBar();
   v->setRange(0, std::max(0, contentHeight + deviceGap - viewport()->height()));
   v->setPageStep(std::max(1, viewport()->height() - axisHeight));

@@ -92,6 +92,7 @@ private:
 
   std::shared_ptr<const Analysis> m_analysis;
   std::vector<Lane> m_lanes;
+  std::vector<int> m_laneTops;  // content y of each lane (before vertical scrolling)
   std::vector<bool> m_critical; // per task
   bool m_criticalOnly = false;
   int m_taskCount = 0;
