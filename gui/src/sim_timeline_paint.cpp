@@ -18,7 +18,8 @@ using namespace timeline_layout;
 
 namespace {
 
-const QColor criticalColor(0xe0, 0x10, 0x20);
+const QColor criticalColor(0xd0, 0x10, 0x20);
+constexpr double criticalStrip = 3;
 
 // 1, 2 or 5 times a power of ten, at least `raw`.
 double niceStep(double raw) {
@@ -89,25 +90,32 @@ void SimTimelineView::paintLane(QPainter& p, const Lane& lane, int top, double t
         continue;
       }
       mergedColumn = column;
-      p.fillRect(QRectF(static_cast<double>(column), top, 1, laneHeight),
-                 critical ? criticalColor : colorOf(task.kind));
+      p.fillRect(QRectF(static_cast<double>(column), top, 1, laneHeight), colorOf(task.kind));
+      if (critical) {
+        p.fillRect(QRectF(static_cast<double>(column), top, 1, criticalStrip), criticalColor);
+      }
       ++m_painted;
       continue;
     }
     const QRectF r(x0, top, x1 - x0, laneHeight);
     p.fillRect(r, colorOf(task.kind));
     ++m_painted;
-    if (critical) {
-      p.setPen(QPen(criticalColor, 2));
-      p.drawRect(r.adjusted(1, 1, -1, -1));
-    } else if (r.width() > 3) {
+    if (r.width() > 3) {
       p.setPen(palette().base().color());
       p.drawLine(r.topLeft(), r.bottomLeft());
+    }
+    // The critical path: a strip along the top, outlined where the box is wide enough.
+    if (critical) {
+      p.fillRect(QRectF(r.left(), top, r.width(), criticalStrip), criticalColor);
+      if (r.width() > 8) {
+        p.setPen(QPen(criticalColor, 1));
+        p.drawRect(r.adjusted(0.5, 0.5, -0.5, -0.5));
+      }
     }
     if (r.width() > 40) {
       const QString label = task.op >= 0 ? qs(g.op(task.op).name) : tr("bucket %1").arg(task.bucket);
       p.setPen(Qt::white);
-      const QRectF inner = r.adjusted(4, 0, -3, 0);
+      const QRectF inner = r.adjusted(4, criticalStrip, -3, 0);
       p.drawText(inner, Qt::AlignLeft | Qt::AlignVCenter,
                  p.fontMetrics().elidedText(label, Qt::ElideRight, static_cast<int>(inner.width())));
     }

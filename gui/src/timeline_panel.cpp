@@ -30,7 +30,7 @@ QString legend() {
     html += QStringLiteral("<span style='color:%1'>■</span>&nbsp;%2&nbsp;&nbsp; ")
                 .arg(SimTimelineView::colorOf(k).name(), qs(sim::task_kind_name(k)));
   }
-  return html + QStringLiteral("<span style='color:#e01020'>□</span>&nbsp;") + QObject::tr("critical path");
+  return html + QStringLiteral("<span style='color:#d01020'>▀</span>&nbsp;") + QObject::tr("critical path");
 }
 
 } // namespace
@@ -48,6 +48,7 @@ TimelinePanel::TimelinePanel(QWidget* parent)
   m_fit->setToolTip(tr("The whole iteration"));
   m_criticalOnly->setToolTip(tr("Show only the tasks that make up the iteration time, one after another"));
   auto* legendLabel = new QLabel(legend(), this);
+  legendLabel->setWordWrap(true);
 
   auto* bar = new QHBoxLayout;
   bar->addWidget(m_zoomIn);
