@@ -52,6 +52,34 @@ proto::Cluster custom_proto(const AnalysisInput& input) {
   return p;
 }
 
+// The strategy's iteration under the event simulator, unless it has more than max_simulated_tasks
+// tasks (each op runs at least once per micro-batch: larger ones are not even built).
+void simulate_iteration(Analysis& a) {
+  const auto& g = a.model.graph;
+  const auto micro_batches = static_cast<std::size_t>(a.strategy.pipeline ? a.strategy.pipeline->micro_batches : 1);
+  const auto too_large = [&a](std::size_t tasks) {
+    a.simulation_note = fmt::format("Not simulated: about {} tasks, more than the {} the GUI simulates; "
+                                    "`partita simulate` runs it.",
+                                    tasks, max_simulated_tasks);
+  };
+  if (g.ops().size() * micro_batches > max_simulated_tasks) {
+    too_large(g.ops().size() * micro_batches);
+    return;
+  }
+  try {
+    SimulatedIteration s;
+    s.tasks = sim::build_task_graph(g, a.strategy, a.prediction, a.cluster.device_count());
+    if (s.tasks.tasks.size() > max_simulated_tasks) {
+      too_large(s.tasks.tasks.size());
+      return;
+    }
+    s.result = sim::simulate(s.tasks);
+    a.simulation = std::move(s);
+  } catch (const Error& e) {
+    a.simulation_note = fmt::format("Not simulated: {}", e.what());
+  }
+}
+
 std::string model_label(const AnalysisInput& input) {
   return input.dims.empty() || input.model.rfind("zoo:", 0) == 0 ? input.model : input.model + " (" + input.dims + ")";
 }
@@ -152,6 +180,8 @@ std::shared_ptr<const Analysis> run_analysis(const AnalysisInput& input, const s
     a->families = search::compare_with_families(request, a->strategy);
     check_cancel(cancel);
   }
+  simulate_iteration(*a);
+  check_cancel(cancel);
   a->summary = graph::summarize(g);
   a->semantics.reserve(g.ops().size());
   for (graph::OpId id = 0; id < static_cast<graph::OpId>(g.ops().size()); ++id) {

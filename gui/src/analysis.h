@@ -12,6 +12,7 @@
 #include "partita/search/auto_search.h"
 #include "partita/search/optimizer.h"
 #include "partita/search/sweep.h"
+#include "partita/sim/simulate.h"
 #include "partita/strategy/strategy.h"
 
 #include <atomic>
@@ -67,6 +68,16 @@ struct LayerResult {
   bool differs_from_family = false;
 };
 
+// The predicted iteration as the event simulator runs it: sim::simulate with its default options
+// (communication overlapped with compute).
+struct SimulatedIteration {
+  sim::TaskGraph tasks;
+  sim::Result result;
+};
+
+// Larger iterations are not simulated in the GUI, to keep an evaluation quick.
+inline constexpr std::size_t max_simulated_tasks = 200000;
+
 struct Analysis {
   AnalysisInput input;
   std::string model_label; // what the window shows as the model's name
@@ -83,6 +94,9 @@ struct Analysis {
   // differs from the hand-made families.
   std::optional<search::AutoResult> search;
   std::optional<search::FamilyComparison> families;
+  // Absent when the iteration was not simulated; simulation_note then says why.
+  std::optional<SimulatedIteration> simulation;
+  std::string simulation_note;
 
   const LayerResult* layer_of(graph::OpId id) const;
 };

@@ -12,6 +12,7 @@
 #include "setup_panel.h"
 #include "side_by_side_panel.h"
 #include "sweep_panel.h"
+#include "timeline_panel.h"
 
 #include "partita/graph/error.h"
 
@@ -41,9 +42,10 @@ MainWindow::MainWindow(QWidget* parent)
     : QMainWindow(parent), m_runner(new AnalysisRunner(this)), m_setup(new SetupPanel(this)),
       m_messageBar(new QWidget(this)), m_message(new QLabel(m_messageBar)), m_staleBar(new QLabel(this)),
       m_tabs(new QTabWidget(this)), m_layers(new LayersPanel(this)), m_inspector(new InspectorPanel(this)),
-      m_charts(new ChartsPanel(this)), m_graph(new GraphView(this)), m_compare(new ComparePanel(this)),
-      m_sweep(new SweepPanel(this)), m_sideBySide(new SideBySidePanel(this)), m_run(new RunPanel(this)),
-      m_status(new QLabel(this)), m_progress(new QProgressBar(this)), m_cancel(new QPushButton(tr("Cancel"), this)) {
+      m_charts(new ChartsPanel(this)), m_timeline(new TimelinePanel(this)), m_graph(new GraphView(this)),
+      m_compare(new ComparePanel(this)), m_sweep(new SweepPanel(this)), m_sideBySide(new SideBySidePanel(this)),
+      m_run(new RunPanel(this)), m_status(new QLabel(this)), m_progress(new QProgressBar(this)),
+      m_cancel(new QPushButton(tr("Cancel"), this)) {
   setWindowTitle(tr("Partita"));
   setAcceptDrops(true);
 
@@ -71,6 +73,7 @@ MainWindow::MainWindow(QWidget* parent)
   m_tabs->addTab(layersSplitter, tr("&Layers"));
   m_tabs->addTab(m_graph, tr("&Graph"));
   m_tabs->addTab(m_charts, tr("C&harts"));
+  m_tabs->addTab(m_timeline, tr("&Timeline"));
   m_tabs->addTab(m_compare, tr("Com&pare"));
   m_tabs->addTab(m_sweep, tr("&Scaling"));
   m_tabs->addTab(m_sideBySide, tr("Side &by side"));
@@ -225,6 +228,7 @@ void MainWindow::showAnalysis(std::shared_ptr<const Analysis> analysis) {
   m_layers->setAnalysis(m_analysis);
   m_inspector->setAnalysis(m_analysis);
   m_charts->setAnalysis(m_analysis);
+  m_timeline->setAnalysis(m_analysis);
   m_graph->setAnalysis(m_analysis);
   m_run->setAnalysis(m_analysis);
   showMeasured();

@@ -29,6 +29,7 @@ class RunPanel;
 class SetupPanel;
 class SideBySidePanel;
 class SweepPanel;
+class TimelinePanel;
 
 class MainWindow : public QMainWindow {
   Q_OBJECT
@@ -69,6 +70,7 @@ public:
   LayersPanel* layersPanel() const { return m_layers; }
   InspectorPanel* inspector() const { return m_inspector; }
   ChartsPanel* chartsPanel() const { return m_charts; }
+  TimelinePanel* timelinePanel() const { return m_timeline; }
   GraphView* graphView() const { return m_graph; }
   ComparePanel* comparePanel() const { return m_compare; }
   SweepPanel* sweepPanel() const { return m_sweep; }
@@ -117,6 +119,7 @@ private:
   LayersPanel* m_layers;
   InspectorPanel* m_inspector;
   ChartsPanel* m_charts;
+  TimelinePanel* m_timeline;
   GraphView* m_graph;
   ComparePanel* m_compare;
   SweepPanel* m_sweep;

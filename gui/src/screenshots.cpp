@@ -11,6 +11,7 @@
 #include "setup_panel.h"
 #include "side_by_side_panel.h"
 #include "sweep_panel.h"
+#include "timeline_panel.h"
 
 #include "partita/proto/partita.pb.h"
 
@@ -82,6 +83,10 @@ int render_screenshots(MainWindow& window, const QString& directory) {
   window.tabs()->setCurrentWidget(window.chartsPanel());
   settle();
   ok = save(&window, dir.filePath(QStringLiteral("charts.png"))) && ok;
+  // The simulated iteration, every device's compute and communication lanes.
+  window.tabs()->setCurrentWidget(window.timelinePanel());
+  settle();
+  ok = save(&window, dir.filePath(QStringLiteral("timeline.png"))) && ok;
   // The graph at a readable zoom, centred on the inspected (most expensive) op.
   auto* graph = window.graphView();
   window.tabs()->setCurrentWidget(graph);

@@ -1,0 +1,153 @@
+// The Timeline tab: after evaluating a small model, the simulated iteration is on screen as the
+// core computed it, one lane per device and stream, every task modelled; the critical-path filter,
+// the summary, zoom and pan, and the hover text.
+
+#include "format.h"
+#include "main_window.h"
+#include "setup_panel.h"
+#include "sim_timeline_layout.h"
+#include "sim_timeline_view.h"
+#include "timeline_panel.h"
+
+#include "partita/sim/simulate.h"
+
+#include <QApplication>
+#include <QCheckBox>
+#include <QLabel>
+#include <QScrollBar>
+#include <QSignalSpy>
+#include <QStandardPaths>
+#include <QTabWidget>
+#include <QTest>
+#include <QToolButton>
+#include <QWheelEvent>
+
+#include <set>
+#include <utility>
+
+using namespace partita;
+using namespace partita::gui;
+
+namespace {
+
+constexpr int wait_ms = 120000; // generous: a shared machine; not a timing check
+
+AnalysisInput smallInput() {
+  AnalysisInput in;
+  in.model = "zoo:gpt2?layers=1&hidden=64&heads=2&seq=8&batch=2";
+  in.cluster = "dgx-a100";
+  in.devices = 4;
+  in.family = "hybrid";
+  return in;
+}
+
+} // namespace
+
+class TestTimeline : public QObject {
+  Q_OBJECT
+private Q_SLOTS:
+  void initTestCase() {
+    QStandardPaths::setTestModeEnabled(true);
+    QCoreApplication::setOrganizationName(QStringLiteral("PartitaTest"));
+    QCoreApplication::setApplicationName(QStringLiteral("tst_timeline"));
+  }
+
+  void simulatedIterationOnScreen() {
+    MainWindow w;
+    w.resize(1400, 900);
+    w.show();
+    auto* panel = w.timelinePanel();
+    auto* view = panel->view();
+    QCOMPARE(view->laneCount(), 0);
+    QSignalSpy shown(&w, &MainWindow::analysisShown);
+    w.setupPanel()->setInput(smallInput());
+    w.evaluate();
+    QVERIFY(shown.wait(wait_ms));
+    w.tabs()->setCurrentWidget(panel);
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+
+    const auto a = w.analysis();
+    QVERIFY(a->simulation.has_value());
+    const auto& sim = *a->simulation;
+    // What the core computes for the same strategy, with the default options (overlap on).
+    const auto direct = sim::simulate(a->model.graph, a->cluster, a->strategy, a->setup);
+    QCOMPARE(sim.tasks.tasks.size(), direct.tasks.tasks.size());
+    QCOMPARE(sim.result.iteration_time, direct.result.iteration_time);
+    QVERIFY(sim.tasks.overlap);
+
+    // One lane per device and stream that runs a task; devices with communication get two.
+    std::set<std::pair<int, int>> lanes;
+    int boxes = 0;
+    for (const auto& t : sim.tasks.tasks) {
+      for (int d : sim.tasks.groups[static_cast<std::size_t>(t.group)]) {
+        lanes.insert({d, static_cast<int>(t.stream)});
+        ++boxes;
+      }
+    }
+    QCOMPARE(view->laneCount(), static_cast<int>(lanes.size()));
+    QVERIFY(view->laneCount() > a->prediction.devices_used); // communication lanes too
+    QCOMPARE(view->laneLabel(0), QStringLiteral("device 0 compute"));
+    QCOMPARE(view->taskCount(), static_cast<int>(sim.tasks.tasks.size()));
+    QCOMPARE(view->boxCount(), boxes);
+    view->viewport()->repaint();
+    QVERIFY(view->paintedBoxes() > 0);
+    QVERIFY(view->paintedBoxes() <= boxes);
+
+    // The summary states the simulated iteration and the additive prediction.
+    const QString summary = panel->summaryLabel()->text();
+    QVERIFY2(summary.contains(formatSeconds(sim.result.iteration_time)), qPrintable(summary));
+    QVERIFY2(summary.contains(formatSeconds(a->prediction.iteration_time)), qPrintable(summary));
+    QVERIFY2(summary.contains(QStringLiteral("exposed comm")), qPrintable(summary));
+
+    // Only the critical path: fewer tasks, exactly the path's.
+    QVERIFY(!sim.result.critical_path.empty());
+    QVERIFY(sim.result.critical_path.size() < sim.tasks.tasks.size());
+    panel->criticalOnlyBox()->setChecked(true);
+    QCOMPARE(view->taskCount(), static_cast<int>(sim.result.critical_path.size()));
+    QVERIFY(view->boxCount() < boxes);
+    view->viewport()->repaint();
+    QVERIFY(view->paintedBoxes() > 0);
+    panel->criticalOnlyBox()->setChecked(false);
+    QCOMPARE(view->taskCount(), static_cast<int>(sim.tasks.tasks.size()));
+
+    // Zoom: the whole iteration first, then half of it per click, about the centre.
+    const double whole = view->visibleSpan();
+    QCOMPARE(whole, sim.result.iteration_time);
+    QCOMPARE(view->horizontalScrollBar()->maximum(), 0);
+    QTest::mouseClick(panel->zoomInButton(), Qt::LeftButton);
+    QVERIFY(qAbs(view->visibleSpan() - whole / 2) < whole * 1e-9);
+    QVERIFY(qAbs(view->visibleStart() - whole / 4) < whole * 1e-9);
+    QVERIFY(view->horizontalScrollBar()->maximum() > 0);
+    // Ctrl+wheel zooms in further; a plain wheel does not.
+    const QPointF at(timeline_layout::labelWidth + 50, 60);
+    QWheelEvent plain(at, view->viewport()->mapToGlobal(at), {}, {0, 120}, Qt::NoButton, Qt::NoModifier,
+                      Qt::NoScrollPhase, false);
+    QApplication::sendEvent(view->viewport(), &plain);
+    QVERIFY(qAbs(view->visibleSpan() - whole / 2) < whole * 1e-9);
+    QWheelEvent ctrl(at, view->viewport()->mapToGlobal(at), {}, {0, 120}, Qt::NoButton, Qt::ControlModifier,
+                     Qt::NoScrollPhase, false);
+    QApplication::sendEvent(view->viewport(), &ctrl);
+    QVERIFY(view->visibleSpan() < whole / 2 * 0.9);
+    // Pan with the scroll bar: the start moves, the span stays.
+    const double span = view->visibleSpan();
+    view->horizontalScrollBar()->setValue(view->horizontalScrollBar()->maximum());
+    QVERIFY(qAbs(view->visibleStart() + span - whole) < whole * 1e-3);
+    QVERIFY(qAbs(view->visibleSpan() - span) < whole * 1e-9);
+    QTest::mouseClick(panel->zoomOutButton(), Qt::LeftButton);
+    QVERIFY(view->visibleSpan() > span * 1.9);
+
+    // Hovering a box names its task, kind, start and duration.
+    view->zoomToFit();
+    QString text;
+    const int y = timeline_layout::axisHeight + timeline_layout::deviceGap + timeline_layout::laneHeight / 2;
+    for (int x = timeline_layout::labelWidth; x < view->viewport()->width() && text.isEmpty(); ++x) {
+      text = view->textAt(QPoint(x, y));
+    }
+    QVERIFY2(text.contains(QStringLiteral("kind: ")), qPrintable(text));
+    QVERIFY2(text.contains(QStringLiteral("duration")), qPrintable(text));
+    QVERIFY(view->textAt(QPoint(5, y)).isEmpty()); // the lane names
+  }
+};
+
+QTEST_MAIN(TestTimeline)
+#include "tst_timeline.moc"
