@@ -114,6 +114,7 @@ int run(int argc, char** argv) {
       r.graph = &model.graph;
       r.cluster = &cluster;
       r.devices = devices;
+      r.max_search_work = 0; // measured, not refused: --limit cancels what runs too long
       std::atomic<bool> cancel{false};
       r.cancel = &cancel;
       std::mutex m;

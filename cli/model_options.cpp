@@ -98,6 +98,11 @@ void SetupOptions::add_to(CLI::App& cmd) {
   cmd.add_option("--min-piece", min_piece, "auto: the fewest elements a split may leave of a dimension")
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 40).description("an integer >= 1"))
       ->capture_default_str();
+  cmd.add_option("--search-limit", search_limit,
+                 "auto: the largest search run (layout pairs its tables price x devices); a larger one is refused "
+                 "at once with its size")
+      ->check(real(1, 1e18, "units of work"))
+      ->capture_default_str();
   cmd.add_option("--memory-limit", memory_limit_gib,
                  "auto: GiB per device the plan must fit in (default: the cluster's device memory)")
       ->check(CLI::Range(1e-6, 1e9).description("GiB > 0"));
@@ -121,6 +126,7 @@ void SetupOptions::fill(search::Request& request) const {
   request.all_divisors = all_divisors;
   request.min_piece = min_piece;
   request.memory_limit = memory_limit_gib * 1024.0 * 1024.0 * 1024.0;
+  request.max_search_work = search_limit;
 }
 
 cost::TrainingSetup SetupOptions::setup() const {

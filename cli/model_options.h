@@ -48,6 +48,7 @@ struct SetupOptions {
   bool all_divisors = false;
   std::int64_t min_piece = 1;
   double memory_limit_gib = 0;
+  double search_limit = search::Request{}.max_search_work;
 
   void add_to(CLI::App& cmd);
   cost::TrainingSetup setup() const;

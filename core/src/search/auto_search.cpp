@@ -15,6 +15,7 @@
 #include <limits>
 #include <map>
 #include <numeric>
+#include <set>
 #include <tuple>
 
 namespace partita::search {
@@ -51,18 +52,26 @@ public:
     m_keep = strategy::kept_outputs(m_g, m_order, m_sem, r.setup.recompute);
     m_class_of.resize(n);
     std::map<std::string, int> classes;
-    for (std::size_t done = 0; done < m_order.size(); ++done) {
-      check_cancel();
-      const graph::OpId id = m_order[done];
+    std::vector<graph::OpId> first_of; // per class, its first op
+    for (const graph::OpId id : m_order) {
       const auto i = static_cast<std::size_t>(id);
       auto [it, fresh] =
-          classes.try_emplace(cost::cost_signature(m_g, id, m_sem[i], m_keep[i]), static_cast<int>(m_classes.size()));
+          classes.try_emplace(cost::cost_signature(m_g, id, m_sem[i], m_keep[i]), static_cast<int>(first_of.size()));
       m_class_of[i] = it->second;
       if (fresh) {
-        m_classes.push_back(build_class(id));
+        first_of.push_back(id);
       }
-      if (r.progress && done % 32 == 0) {
-        r.progress(0.3 * static_cast<double>(done) / static_cast<double>(m_order.size()));
+    }
+    std::vector<std::vector<sharding::Config>> configs;
+    for (const graph::OpId id : first_of) {
+      check_cancel();
+      configs.push_back(enumerate(id));
+    }
+    check_size(configs);
+    for (std::size_t c = 0; c < first_of.size(); ++c) {
+      m_classes.push_back(build_class(first_of[c], std::move(configs[c])));
+      if (r.progress) {
+        r.progress(0.3 * static_cast<double>(c + 1) / static_cast<double>(first_of.size()));
       }
     }
     build_problem();
@@ -122,23 +131,63 @@ public:
   }
 
 private:
-  OpClassTables build_class(graph::OpId id) {
-    const auto i = static_cast<std::size_t>(id);
-    const auto& s = m_sem[i];
-    const auto& op = m_g.op(id);
-    OpClassTables t;
+  // The configurations op id may take (the search space of its class).
+  std::vector<sharding::Config> enumerate(graph::OpId id) const {
+    const auto& s = m_sem[static_cast<std::size_t>(id)];
     sharding::EnumerateOptions eo;
     eo.max_devices = m_r.devices;
     eo.powers_of_two = !m_r.all_divisors;
+    std::vector<sharding::Config> out;
     for (auto& c : sharding::enumerate_configs(s, eo)) {
       bool keep = !m_r.all_divisors || m_r.devices % c.devices() == 0;
       for (std::size_t d = 0; d < c.splits.size() && keep; ++d) {
         keep = c.splits[d] == 1 || s.dims[d].size / c.splits[d] >= m_r.min_piece;
       }
       if (keep) {
-        t.configs.push_back(std::move(c));
+        out.push_back(std::move(c));
       }
     }
+    return out;
+  }
+
+  // Refuses, before any pricing, a search whose edge tables would take hours: at most
+  // |producer configurations| x |consumer configurations| layout pairs per distinct edge table,
+  // each priced over every device.
+  void check_size(const std::vector<std::vector<sharding::Config>>& configs) {
+    std::set<std::tuple<int, std::size_t, int, std::size_t, int>> tables;
+    double pairs = 0;
+    for (const graph::OpId id : m_order) {
+      const auto& op = m_g.op(id);
+      for (std::size_t in = 0; in < op.inputs.size(); ++in) {
+        const graph::TensorId t = op.inputs[in];
+        if (t == graph::no_tensor || m_g.tensor(t).producer < 0) {
+          continue;
+        }
+        const graph::OpId prod = m_g.tensor(t).producer;
+        const auto& outs = m_g.op(prod).outputs;
+        const auto out = static_cast<std::size_t>(std::find(outs.begin(), outs.end(), t) - outs.begin());
+        if (tables.emplace(class_of(prod), out, class_of(id), in, tensor_signature(id, t)).second) {
+          pairs += static_cast<double>(configs[static_cast<std::size_t>(class_of(prod))].size()) *
+                   static_cast<double>(configs[static_cast<std::size_t>(class_of(id))].size());
+        }
+      }
+    }
+    const double work = pairs * m_r.devices;
+    if (m_r.max_search_work > 0 && work > m_r.max_search_work) {
+      throw Error(fmt::format("auto: the search is too large to run here: on {} devices its {} edge tables would "
+                              "price up to {:.3g} layout pairs, each over every device ({:.3g} units of work, the "
+                              "limit is {:.3g}); use fewer devices, a --min-piece that drops thin slivers, or raise "
+                              "--search-limit to wait for it",
+                              m_r.devices, tables.size(), pairs, work, m_r.max_search_work));
+    }
+  }
+
+  OpClassTables build_class(graph::OpId id, std::vector<sharding::Config> configs) {
+    const auto i = static_cast<std::size_t>(id);
+    const auto& s = m_sem[i];
+    const auto& op = m_g.op(id);
+    OpClassTables t;
+    t.configs = std::move(configs);
     for (const auto& c : t.configs) {
       check_cancel(); // thousands of configurations of a convolution at 1,024 devices
       const auto devs = devices(c);

@@ -18,6 +18,7 @@
 namespace partita {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 struct Case {
@@ -185,6 +186,20 @@ TEST(AutoSearch, NamesTheRunnerUpOfEveryOpWithAChoice) {
     }
   }
   EXPECT_GT(last_checked, 0);
+}
+
+TEST(AutoSearch, RefusesATooLargeSearchAtOnceNamingItsSize) {
+  Case s("zoo:resnet50?batch=32&image=64", 1024, "dgx-a100?nodes=128");
+  // Default limit: ResNet-50 on 1,024 devices would price tens of millions of layout pairs.
+  EXPECT_THAT([&] { search::auto_search(s.request); },
+              ::testing::ThrowsMessage<Error>(AllOf(HasSubstr("too large to run here"), HasSubstr("1024 devices"),
+                                                    HasSubstr("--search-limit"))));
+  Case small("zoo:mlp?batch=64&input=256&hidden=1024&layers=2&classes=10", 8);
+  small.request.max_search_work = 10;
+  EXPECT_THAT([&] { search::auto_search(small.request); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("the limit is 10")));
+  small.request.max_search_work = 0; // no limit
+  EXPECT_NO_THROW(search::auto_search(small.request));
 }
 
 TEST(AutoSearch, RepeatedBlocksShareTheirTables) {

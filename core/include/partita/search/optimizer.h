@@ -38,6 +38,10 @@ struct Request {
   bool all_divisors = false;
   std::int64_t min_piece = 1;
   double memory_limit = 0;
+  // "auto": the most layout pairs x devices its tables may price (pricing one pair walks every
+  // device): a search past it is refused at once, naming its size, rather than run for hours.
+  // The default takes a minute or two on one core.
+  double max_search_work = 4e8;
   // "given": the plan file to read (partita.proto Plan as JSON).
   std::string plan_file;
   std::function<void(double)> progress;      // fraction done, may be empty
