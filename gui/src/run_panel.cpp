@@ -47,6 +47,8 @@ RunPanel::RunPanel(QWidget* parent)
   m_progress->setValue(0);
   m_progress->setTextVisible(true);
   m_status->setWordWrap(true);
+  m_status->setObjectName(QStringLiteral("runStatus"));
+  m_status->setTextFormat(Qt::RichText); // every text set below is escaped: '&' in a model spec shows as '&'
   m_status->setTextInteractionFlags(Qt::TextSelectableByMouse);
   m_summary->setWordWrap(true);
   m_summary->setTextFormat(Qt::RichText);
@@ -198,7 +200,7 @@ bool RunPanel::startRun() {
   m_progress->setRange(0, 0); // busy until the first timed iteration
   const bool ok = m_job->start(m_analysis, settings());
   if (ok) {
-    m_status->setText(tr("Running: %1").arg(m_job->commandLine()));
+    m_status->setText(tr("Running: %1").arg(m_job->commandLine().toHtmlEscaped()));
   }
   updateButtons();
   return ok;
@@ -211,7 +213,7 @@ void RunPanel::cancelRun() {
 void RunPanel::onFinished(std::shared_ptr<const RunRecord> run) {
   m_progress->setRange(0, 1);
   m_progress->setValue(1);
-  m_status->setText(tr("Finished: %1").arg(m_job->commandLine()));
+  m_status->setText(tr("Finished: %1").arg(m_job->commandLine().toHtmlEscaped()));
   addRun(std::move(run));
   updateButtons();
 }

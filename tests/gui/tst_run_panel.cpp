@@ -16,6 +16,7 @@
 #include "timeline_widget.h"
 
 #include <QAbstractItemModelTester>
+#include <QLabel>
 #include <QPushButton>
 #include <QSignalSpy>
 #include <QTemporaryDir>
@@ -45,6 +46,17 @@ private:
   std::shared_ptr<const Analysis> m_small = mlp("batch=16&input=64&hidden=64&layers=2&classes=8");
 
 private Q_SLOTS:
+  // The model spec's '&' is shown as '&': rich text, escaped exactly once.
+  void statusShowsTheModelSpecAsTyped() {
+    RunPanel panel;
+    panel.setAnalysis(m_small);
+    auto* status = panel.findChild<QLabel*>(QStringLiteral("runStatus"));
+    QVERIFY(status != nullptr);
+    QCOMPARE(status->textFormat(), Qt::RichText);
+    QVERIFY(status->text().contains(QStringLiteral("batch=16&amp;input=64")));
+    QVERIFY(!status->text().contains(QStringLiteral("&amp;amp;")));
+  }
+
   void runsAndComparesWithThePrediction() {
     RunPanel panel;
     panel.setAnalysis(m_small);
