@@ -6,6 +6,7 @@
 
 #include "commands.h"
 #include "launch.h"
+#include "model_options.h"
 #include "table.h"
 #include "validators.h"
 
@@ -29,8 +30,6 @@
 #include <vector>
 
 namespace partita::cli {
-
-cluster::Cluster cluster_for(const std::string& spec, int devices); // plan_command.cpp
 
 namespace {
 

@@ -18,8 +18,6 @@
 
 namespace partita::cli {
 
-cluster::Cluster cluster_for(const std::string& spec, int devices);
-
 namespace {
 
 struct CompareOptions {

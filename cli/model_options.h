@@ -58,6 +58,10 @@ struct SetupOptions {
 
 onnx_import::ImportOptions parse_dims(const std::vector<std::string>& dims);
 
+// The cluster of --cluster with at least `devices` devices: a preset grows by whole nodes; a file
+// or a preset with ?nodes= must already hold them (else partita::Error).
+cluster::Cluster cluster_for(const std::string& spec, int devices);
+
 // A family's strategy for a model on `devices` devices of a cluster, its prediction and the plan
 // file (what `partita plan` prints and writes, and `partita run` executes).
 struct Planned {

@@ -27,8 +27,6 @@
 
 namespace partita::cli {
 
-cluster::Cluster cluster_for(const std::string& spec, int devices); // plan_command.cpp
-
 namespace {
 
 namespace fs = std::filesystem;

@@ -22,8 +22,6 @@
 
 namespace partita::cli {
 
-cluster::Cluster cluster_for(const std::string& spec, int devices); // plan_command.cpp
-
 namespace {
 
 struct SimulateOptions {

@@ -62,6 +62,7 @@ public:
         first_of.push_back(id);
       }
     }
+    list_edges();
     std::vector<std::vector<sharding::Config>> configs;
     for (const graph::OpId id : first_of) {
       check_cancel();
@@ -109,15 +110,10 @@ public:
     auto out = cost::op_cost(m_g, id, m_sem[i], a.config, a.devices, *m_r.cluster, m_r.setup, m_keep[i]).time;
     std::vector<strategy::OpAssignment> scratch(m_g.ops().size());
     scratch[i] = a;
-    const auto& op = m_g.op(id);
-    for (std::size_t in = 0; in < op.inputs.size(); ++in) {
-      const graph::TensorId t = op.inputs[in];
-      if (t == graph::no_tensor || m_g.tensor(t).producer < 0) {
-        continue;
-      }
-      const graph::OpId prod = m_g.tensor(t).producer;
-      scratch[static_cast<std::size_t>(prod)] = assignment(prod, choice[static_cast<std::size_t>(prod)]);
-      for (auto& term : strategy::input_redistribution(m_g, m_sem, scratch, *m_r.cluster, m_r.setup, id, in)) {
+    for (const std::size_t e : m_edges_into[i]) {
+      const auto& edge = m_edges[e];
+      scratch[static_cast<std::size_t>(edge.prod)] = assignment(edge.prod, choice[static_cast<std::size_t>(edge.prod)]);
+      for (auto& term : strategy::input_redistribution(m_g, m_sem, scratch, *m_r.cluster, m_r.setup, id, edge.in)) {
         out.push_back(std::move(term));
       }
     }
@@ -154,22 +150,12 @@ private:
   // |producer configurations| x |consumer configurations| layout pairs per distinct edge table,
   // each priced over every device.
   void check_size(const std::vector<std::vector<sharding::Config>>& configs) {
-    std::set<std::tuple<int, std::size_t, int, std::size_t, int>> tables;
+    std::set<EdgeMemo> tables;
     double pairs = 0;
-    for (const graph::OpId id : m_order) {
-      const auto& op = m_g.op(id);
-      for (std::size_t in = 0; in < op.inputs.size(); ++in) {
-        const graph::TensorId t = op.inputs[in];
-        if (t == graph::no_tensor || m_g.tensor(t).producer < 0) {
-          continue;
-        }
-        const graph::OpId prod = m_g.tensor(t).producer;
-        const auto& outs = m_g.op(prod).outputs;
-        const auto out = static_cast<std::size_t>(std::find(outs.begin(), outs.end(), t) - outs.begin());
-        if (tables.emplace(class_of(prod), out, class_of(id), in, tensor_signature(id, t)).second) {
-          pairs += static_cast<double>(configs[static_cast<std::size_t>(class_of(prod))].size()) *
-                   static_cast<double>(configs[static_cast<std::size_t>(class_of(id))].size());
-        }
+    for (const auto& e : m_edges) {
+      if (tables.insert(memo_of(e)).second) {
+        pairs += static_cast<double>(configs[static_cast<std::size_t>(class_of(e.prod))].size()) *
+                 static_cast<double>(configs[static_cast<std::size_t>(class_of(e.cons))].size());
       }
     }
     const double work = pairs * m_r.devices;
@@ -237,54 +223,71 @@ private:
       m_problem.add_vertex(static_cast<int>(c.configs.size()), m_g.op(static_cast<graph::OpId>(i)).name);
       m_problem.unary[i] = m_class_table[static_cast<std::size_t>(m_class_of[i])];
     }
-    std::map<std::tuple<int, std::size_t, int, std::size_t, int>, int> edge_tables;
+    std::map<EdgeMemo, int> edge_tables;
     std::vector<strategy::OpAssignment> scratch(n);
-    for (std::size_t done = 0; done < m_order.size(); ++done) {
+    for (std::size_t done = 0; done < m_edges.size(); ++done) {
       check_cancel();
-      const graph::OpId id = m_order[done];
+      const auto& e = m_edges[done];
+      auto [it, fresh] = edge_tables.try_emplace(memo_of(e), -1);
+      if (fresh) {
+        const auto& from = tables(e.prod).output_key[e.out];
+        const auto& to = tables(e.cons).input_key[e.in];
+        std::vector<double> costs(from.size() * to.size(), 0.0);
+        for (std::size_t a = 0; a < from.size(); ++a) {
+          for (std::size_t b = 0; b < to.size(); ++b) {
+            check_cancel(); // pricing one move takes up to a millisecond at 1,024 devices
+            auto [mit, unseen] = m_moves.try_emplace(std::make_tuple(e.tensor, from[a], to[b]), 0.0);
+            if (unseen) {
+              scratch[static_cast<std::size_t>(e.prod)] = assignment(e.prod, static_cast<int>(a));
+              scratch[static_cast<std::size_t>(e.cons)] = assignment(e.cons, static_cast<int>(b));
+              double sum = 0;
+              for (const auto& term :
+                   strategy::input_redistribution(m_g, m_sem, scratch, *m_r.cluster, m_r.setup, e.cons, e.in)) {
+                sum += term.value;
+              }
+              mit->second = sum;
+            }
+            costs[a * to.size() + b] = mit->second;
+          }
+        }
+        it->second = m_problem.add_table(std::move(costs));
+      }
+      m_problem.edges.push_back({static_cast<int>(e.prod), static_cast<int>(e.cons), it->second});
+      if (m_r.progress && done % 32 == 0) {
+        m_r.progress(0.3 + 0.3 * static_cast<double>(done) / static_cast<double>(m_edges.size()));
+      }
+    }
+  }
+
+  // A producer-consumer pair through one tensor: an edge of the problem.
+  struct Edge {
+    graph::OpId prod = -1, cons = -1;
+    std::size_t out = 0, in = 0; // the tensor's slot among the producer's outputs, the consumer's inputs
+    int tensor = 0;              // tensor_signature
+  };
+  // Edges whose cost tables are equal: same classes, slots and tensor signature.
+  using EdgeMemo = std::tuple<int, std::size_t, int, std::size_t, int>;
+  EdgeMemo memo_of(const Edge& e) const { return {class_of(e.prod), e.out, class_of(e.cons), e.in, e.tensor}; }
+
+  // Every edge, consumers in topological order, and per op the edges into it.
+  void list_edges() {
+    m_edges_into.assign(m_g.ops().size(), {});
+    for (const graph::OpId id : m_order) {
       const auto& op = m_g.op(id);
       for (std::size_t in = 0; in < op.inputs.size(); ++in) {
         const graph::TensorId t = op.inputs[in];
         if (t == graph::no_tensor || m_g.tensor(t).producer < 0) {
           continue;
         }
-        const graph::OpId prod = m_g.tensor(t).producer;
-        const auto& pop = m_g.op(prod);
-        const auto out =
-            static_cast<std::size_t>(std::find(pop.outputs.begin(), pop.outputs.end(), t) - pop.outputs.begin());
-        const int tsig = tensor_signature(id, t);
-        const auto memo = std::make_tuple(class_of(prod), out, class_of(id), in, tsig);
-        auto [it, fresh] = edge_tables.try_emplace(memo, -1);
-        if (fresh) {
-          const auto& pt = tables(prod);
-          const auto& ct = tables(id);
-          const auto& from = pt.output_key[out];
-          const auto& to = ct.input_key[in];
-          std::vector<double> costs(from.size() * to.size(), 0.0);
-          for (std::size_t a = 0; a < from.size(); ++a) {
-            for (std::size_t b = 0; b < to.size(); ++b) {
-              check_cancel(); // pricing one move takes up to a millisecond at 1,024 devices
-              const auto key = std::make_tuple(tsig, from[a], to[b]);
-              auto [mit, unseen] = m_moves.try_emplace(key, 0.0);
-              if (unseen) {
-                scratch[static_cast<std::size_t>(prod)] = assignment(prod, static_cast<int>(a));
-                scratch[static_cast<std::size_t>(id)] = assignment(id, static_cast<int>(b));
-                double sum = 0;
-                for (const auto& term :
-                     strategy::input_redistribution(m_g, m_sem, scratch, *m_r.cluster, m_r.setup, id, in)) {
-                  sum += term.value;
-                }
-                mit->second = sum;
-              }
-              costs[a * to.size() + b] = mit->second;
-            }
-          }
-          it->second = m_problem.add_table(std::move(costs));
-        }
-        m_problem.edges.push_back({static_cast<int>(prod), static_cast<int>(id), it->second});
-      }
-      if (m_r.progress && done % 32 == 0) {
-        m_r.progress(0.3 + 0.3 * static_cast<double>(done) / static_cast<double>(m_order.size()));
+        Edge e;
+        e.prod = m_g.tensor(t).producer;
+        e.cons = id;
+        const auto& outs = m_g.op(e.prod).outputs;
+        e.out = static_cast<std::size_t>(std::find(outs.begin(), outs.end(), t) - outs.begin());
+        e.in = in;
+        e.tensor = tensor_signature(id, t);
+        m_edges_into[static_cast<std::size_t>(id)].push_back(m_edges.size());
+        m_edges.push_back(e);
       }
     }
   }
@@ -296,6 +299,8 @@ private:
   std::vector<bool> m_keep;
   std::vector<int> m_class_of;
   std::vector<OpClassTables> m_classes;
+  std::vector<Edge> m_edges;
+  std::vector<std::vector<std::size_t>> m_edges_into; // per op, indices into m_edges
   std::map<std::vector<std::int64_t>, int> m_keys;
   std::map<std::string, int> m_tensor_sigs;
   std::map<std::tuple<int, int, int>, double> m_moves;

@@ -192,8 +192,8 @@ TEST(AutoSearch, RefusesATooLargeSearchAtOnceNamingItsSize) {
   Case s("zoo:resnet50?batch=32&image=64", 1024, "dgx-a100?nodes=128");
   // Default limit: ResNet-50 on 1,024 devices would price tens of millions of layout pairs.
   EXPECT_THAT([&] { search::auto_search(s.request); },
-              ::testing::ThrowsMessage<Error>(AllOf(HasSubstr("too large to run here"), HasSubstr("1024 devices"),
-                                                    HasSubstr("--search-limit"))));
+              ::testing::ThrowsMessage<Error>(
+                  AllOf(HasSubstr("too large to run here"), HasSubstr("1024 devices"), HasSubstr("--search-limit"))));
   Case small("zoo:mlp?batch=64&input=256&hidden=1024&layers=2&classes=10", 8);
   small.request.max_search_work = 10;
   EXPECT_THAT([&] { search::auto_search(small.request); },
