@@ -155,8 +155,10 @@ std::string spatial_name(std::string_view prefix, std::size_t i, std::size_t cou
 
 int normalize_axis(const Op& op, std::int64_t axis, std::size_t rank) {
   const auto r = static_cast<std::int64_t>(rank);
-  if (axis < -r || axis >= std::max<std::int64_t>(r, 1)) {
-    fail(op, fmt::format("axis {} is out of range for rank {}", axis, rank));
+  // Every caller indexes the op's dims with the result: a scalar (rank 0) has no axis to name.
+  if (axis < -r || axis >= r) {
+    fail(op, r == 0 ? fmt::format("axis {} names a dimension of a scalar, which has none", axis)
+                    : fmt::format("axis {} is out of range for rank {}", axis, rank));
   }
   return static_cast<int>(axis < 0 ? axis + r : axis);
 }
