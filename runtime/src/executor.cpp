@@ -256,7 +256,10 @@ Executor::Executor(const graph::Graph& g, const strategy::Strategy& st, MPI_Comm
       in.parameter = t.role == graph::TensorRole::parameter;
       in.copies = a.copies();
       if (in.needs_gradient) {
-        const auto groups = cost::device_groups(a.config, a.devices, layout.replica_axes, true);
+        // Copies of the grid compute the same gradient: only a ZeRO-sharded weight, whose state
+        // is sharded over its copies too, reduces over them (as the cost model prices it).
+        const bool sharded_state = in.parameter && m_training.zero_stage >= 1;
+        const auto groups = cost::device_groups(a.config, a.devices, layout.replica_axes, sharded_state);
         m_comms.add(groups);
         in.reduce_group = my_group(groups);
       }
@@ -633,15 +636,11 @@ void Executor::backward() {
           m_recorder.add(m_rank, id, Phase::backward_redistribution, h0, MPI_Wtime(), in.halo->bytes_in);
         }
       }
-      // Activations read whole by several devices: their partial gradients are summed now;
-      // copies computed the same thing, so the sum is divided by their number.
+      // Activations read whole along a replica axis: their partial gradients are summed now.
       for (auto& in : state.inputs) {
         if (in.gradient && !in.parameter && in.reduce_group.size() > 1) {
           const double r0 = MPI_Wtime();
           reduce(in.reduce_group, *in.gradient);
-          if (in.copies > 1) {
-            scale(*in.gradient, 1.F / static_cast<float>(in.copies));
-          }
           m_recorder.add(m_rank, id, Phase::backward_reduce, r0, MPI_Wtime(),
                          static_cast<double>(in.gradient->elements()) * 4);
         }
@@ -689,7 +688,7 @@ void Executor::synchronize_gradients() {
         }
       } else {
         reduce(in.reduce_group, *in.gradient);
-        if (in.copies > 1) {
+        if (in.copies > 1 && m_training.zero_stage >= 1) { // a tied weight under ZeRO: reduced over its copies
           scale(*in.gradient, 1.F / static_cast<float>(in.copies));
         }
       }

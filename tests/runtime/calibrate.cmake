@@ -95,10 +95,11 @@ if(rc EQUAL 0 OR NOT err MATCHES "damaged.json: field 'collectives\\[0\\]'.*seco
   message(FATAL_ERROR "a damaged measurements file was not refused with its name and field (${rc}): ${err}")
 endif()
 
-# Transposes that move the last dim and copies of rows have curves of their own.
+# Transposes that move the last dim and copies of rows have curves of their own, or (when a busy
+# machine made their timings inconsistent) the fit says so and names the curve used instead.
 foreach(family copy transpose)
-  if(NOT json MATCHES "\"kernel_class\": *\"${family}\"")
-    message(FATAL_ERROR "${cluster}: no memory curve of the '${family}' kernels")
+  if(NOT json MATCHES "\"kernel_class\": *\"${family}\"" AND NOT err MATCHES "${family} kernels use the [a-z]+ curve")
+    message(FATAL_ERROR "${cluster}: no memory curve of the '${family}' kernels, and no warning saying why")
   endif()
 endforeach()
 

@@ -607,26 +607,27 @@ OpCost op_cost(const graph::Graph& g, graph::OpId id, const graph::OpSemantics& 
     }
     const auto layout = sharding::input_layout(g, s, config, i);
     const double bytes = stored_bytes(t, layout.shard_bytes(), setup);
-    const int replicas = axes_size(config, layout.replica_axes) * copies;
+    // A tensor read whole along a replica axis gets a partial gradient on each device of the
+    // axis: activations reduce it for their producer, weights synchronize it. Copies of the grid
+    // compute the same thing from the same gradient, so they already agree and reduce nothing;
+    // only ZeRO shards a weight's state over its copies too (and so reduce-scatters over them).
+    const int axis_replicas = axes_size(config, layout.replica_axes);
+    const bool sharded_state = t.role == TensorRole::parameter && setup.zero_stage >= 1;
+    const int replicas = sharded_state ? axis_replicas * copies : axis_replicas;
     const bool replicated = replicas > 1;
-    // A tensor read whole by several devices (a replica axis, or the copies) gets a partial
-    // gradient on each: activations reduce it for their producer, weights synchronize it.
-    const auto groups = device_groups(config, devices, layout.replica_axes, true);
+    const auto groups = device_groups(config, devices, layout.replica_axes, sharded_state);
     if (t.role == TensorRole::activation && graph::gets_gradient(t) && replicated) {
       const auto c = collective_on_groups(cluster, Collective::all_reduce, groups, bytes);
-      cost.time.push_back(
-          {std::string(term::backward_reduce), c.seconds,
-           fmt::format("'{}' is read whole by the {} devices of {}, so its gradient is a partial sum "
-                       "reduced over them: {}",
-                       t.name, replicas,
-                       copies > 1 ? fmt::format("{} copies", copies) : axes_text(s, config, layout.replica_axes),
-                       c.formula)});
+      cost.time.push_back({std::string(term::backward_reduce), c.seconds,
+                           fmt::format("'{}' is read whole by the {} devices of {}, so its gradient is a partial sum "
+                                       "reduced over them: {}",
+                                       t.name, replicas, axes_text(s, config, layout.replica_axes), c.formula)});
     }
     if (t.role != TensorRole::parameter) {
       continue;
     }
     const std::string over = layout.replica_axes.empty() ? fmt::format("{} copies", copies)
-                             : copies > 1
+                             : copies > 1 && sharded_state
                                  ? fmt::format("{} x {} copies", axes_text(s, config, layout.replica_axes), copies)
                                  : axes_text(s, config, layout.replica_axes);
     // Weights: a replica group synchronizes gradients; ZeRO shards state over that group.

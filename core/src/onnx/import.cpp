@@ -2,6 +2,7 @@
 
 #include "onnx/proto_reader.h"
 #include "onnx/shape_resolution.h"
+#include "onnx/interleave_projections.h"
 #include "partita/graph/error.h"
 #include "partita/graph/op_semantics.h"
 
@@ -321,6 +322,7 @@ private:
       g.graph_outputs.push_back(id);
     }
     try {
+      interleave_fused_projections(g);
       g.validate();
       graph::mark_gradients(g);
     } catch (const Error& e) {

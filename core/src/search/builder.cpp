@@ -38,23 +38,56 @@ GroupChoice fastest_group(const Request& r, int max_group, const std::function<s
   return best;
 }
 
+bool is_weight(const graph::Graph& g, graph::TensorId t) {
+  for (int depth = 0; depth < 16 && t != graph::no_tensor; ++depth) {
+    const graph::Tensor& x = g.tensor(t);
+    if (x.role == graph::TensorRole::parameter) {
+      return true;
+    }
+    if (x.role != graph::TensorRole::activation || x.producer < 0) {
+      return false;
+    }
+    const graph::Op& op = g.op(x.producer);
+    const graph::OpDescriptor* d = op.domain.empty() ? graph::find_descriptor(op.type) : nullptr;
+    if (d == nullptr || (d->op_class != graph::OpClass::shape && d->op_class != graph::OpClass::data_movement)) {
+      return false;
+    }
+    graph::TensorId data = graph::no_tensor;
+    for (std::size_t i = 0; i < op.inputs.size(); ++i) {
+      if (op.inputs[i] != graph::no_tensor && graph::input_slot(op, i) == graph::InputSlot::data) {
+        if (data != graph::no_tensor) {
+          return false; // Concat of a weight and something else: not a view
+        }
+        data = op.inputs[i];
+      }
+    }
+    t = data;
+  }
+  return false;
+}
+
 bool has_weight(const graph::Graph& g, graph::OpId id) {
   for (graph::TensorId t : g.op(id).inputs) {
-    if (t != graph::no_tensor && g.tensor(t).role == graph::TensorRole::parameter) {
+    if (t != graph::no_tensor && is_weight(g, t)) {
       return true;
     }
   }
   return false;
 }
 
+bool is_weight_view(const graph::Graph& g, const graph::OpSemantics& s, graph::OpId id) {
+  return (s.op_class == graph::OpClass::shape || s.op_class == graph::OpClass::data_movement) &&
+         !g.op(id).outputs.empty() && g.op(id).outputs[0] != graph::no_tensor && is_weight(g, g.op(id).outputs[0]);
+}
+
 namespace {
 
-// Iteration dims that index a parameter input of the op.
+// Iteration dims that index a parameter input of the op (or a view of one).
 std::set<int> weight_dims(const graph::Graph& g, const graph::OpSemantics& s, graph::OpId id) {
   std::set<int> dims;
   const auto& op = g.op(id);
   for (std::size_t i = 0; i < op.inputs.size(); ++i) {
-    if (op.inputs[i] != graph::no_tensor && g.tensor(op.inputs[i]).role == graph::TensorRole::parameter) {
+    if (op.inputs[i] != graph::no_tensor && is_weight(g, op.inputs[i])) {
       for (int d : s.inputs[i].dims) {
         if (d >= 0) {
           dims.insert(d);

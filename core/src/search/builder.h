@@ -47,6 +47,7 @@ public:
   // and replication (time of the op plus redistribution of its inputs).
   void follow(graph::OpId id);
   bool assigned(graph::OpId id) const { return m_assigned[static_cast<std::size_t>(id)]; }
+  const strategy::OpAssignment& assignment(graph::OpId id) const { return m_ops[static_cast<std::size_t>(id)]; }
 
   // The layout this op's input `i` arrives in, carried over onto this op's dims (nullopt when the
   // input has no producer).
@@ -72,8 +73,13 @@ private:
   std::vector<int> m_pool;
 };
 
-// The op reads a trainable parameter (a "layer with weights").
+// A trainable parameter, or one seen through views and transposes (a tied LM head reads the
+// embedding table through a Transpose): a weight of whatever reads it.
+bool is_weight(const graph::Graph& g, graph::TensorId t);
+// The op reads a weight (a "layer with weights").
 bool has_weight(const graph::Graph& g, graph::OpId id);
+// The op only views or moves a weight (the Transpose of a tied embedding table).
+bool is_weight_view(const graph::Graph& g, const graph::OpSemantics& s, graph::OpId id);
 // The non-reduction splittable dim that indexes both a parameter input and the output (Conv co,
 // Gemm/MatMul n, embedding hidden), preferring the largest; -1 if none.
 int feature_dim(const graph::Graph& g, const graph::OpSemantics& s, graph::OpId id);

@@ -10,9 +10,17 @@ strategy::Strategy data_parallel(const Request& r);
 strategy::Strategy model_parallel(const Request& r);
 strategy::Strategy one_weird_trick(const Request& r);
 strategy::Strategy megatron(const Request& r);
+// What Megatron's decisions came to: column- and row-parallel products, and the ops where a
+// tensor-parallel split could not be carried on (a view whose dims do not divide by t: fewer
+// attention heads than devices), so that their input is gathered there.
+struct MegatronTally {
+  int column = 0, row = 0;
+  std::vector<graph::OpId> lost;
+  std::string lost_text(const Builder& b, int t) const; // "" when none
+};
 // Megatron's decision for one op on the builder's current device pool (t-way tensor parallel,
-// data parallel over the rest of the pool); counts column- and row-parallel products.
-void megatron_op(Builder& b, graph::OpId id, int t, int& column, int& row);
+// data parallel over the rest of the pool).
+void megatron_op(Builder& b, graph::OpId id, int t, MegatronTally& tally);
 int tensor_parallel_degree(const Request& r);
 strategy::Strategy hybrid(const Request& r);
 strategy::Strategy gholami(const Request& r);

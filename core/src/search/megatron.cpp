@@ -6,6 +6,9 @@
 
 #include "search/families.h"
 
+#include <algorithm>
+#include <optional>
+
 namespace partita::search::detail {
 
 int tensor_parallel_degree(const Request& r) {
@@ -14,13 +17,115 @@ int tensor_parallel_degree(const Request& r) {
   return std::max(t, 1);
 }
 
-void megatron_op(Builder& b, graph::OpId id, int t, int& column, int& row) {
+namespace {
+
+// Vocabulary-parallel (Megatron-LM's VocabParallelEmbedding) only for a table of a vocabulary:
+// looked up by data (token ids), with more rows than columns. Position and token-type tables,
+// looked up by constants or small, are replicated as Megatron-LM replicates them.
+bool vocabulary_parallel(const graph::Graph& g, graph::OpId id) {
+  const auto& op = g.op(id);
+  if (op.inputs.size() < 2 || op.inputs[0] == graph::no_tensor || op.inputs[1] == graph::no_tensor) {
+    return false;
+  }
+  const auto& table = g.tensor(op.inputs[0]);
+  const auto& ids = g.tensor(op.inputs[1]);
+  return ids.role != graph::TensorRole::constant && !ids.int_values && table.shape.size() == 2 &&
+         table.shape[0] > table.shape[1];
+}
+
+// An op without weights: inside a tensor-parallel region (an input arrives split along a dim
+// other than the batch: between a column- and a row-parallel product, the attention heads) it
+// keeps that split; elsewhere (LayerNorm, residual adds, dropout, the embeddings' sum) it is
+// replicated across the tensor-parallel group and split by the batch over the d groups.
+// Whether input `i` arrives split along a tensor dim other than the batch.
+bool arrives_tensor_split(const Builder& b, graph::OpId id, std::size_t i) {
+  const auto& g = b.graph();
+  const graph::TensorId t = g.op(id).inputs[i];
+  if (t == graph::no_tensor || g.tensor(t).producer < 0 || !b.assigned(g.tensor(t).producer)) {
+    return false;
+  }
+  const graph::OpId prod = g.tensor(t).producer;
+  const auto& prod_op = g.op(prod);
+  const auto out = static_cast<std::size_t>(std::find(prod_op.outputs.begin(), prod_op.outputs.end(), t) -
+                                            prod_op.outputs.begin());
+  const auto& ps = b.semantics(prod);
+  const auto layout = sharding::output_layout(g, ps, b.assignment(prod).config, out);
+  for (std::size_t j = 0; j < layout.parts.size(); ++j) {
+    if (layout.parts[j] > 1 && layout.dim_axis[j] != b.batch_dim(prod)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+void megatron_weightless(Builder& b, graph::OpId id, int d, MegatronTally& tally) {
+  const int batch = b.batch_dim(id);
+  std::optional<sharding::Config> region;
+  bool arrived_split = false;
+  for (std::size_t i = 0; i < b.graph().op(id).inputs.size(); ++i) {
+    arrived_split = arrived_split || arrives_tensor_split(b, id, i);
+    const auto c = b.carried_config(id, i);
+    if (!c) {
+      continue;
+    }
+    bool tensor_split = false;
+    for (std::size_t j = 0; j < c->splits.size(); ++j) {
+      tensor_split = tensor_split || (static_cast<int>(j) != batch && c->splits[j] > 1);
+    }
+    if (tensor_split && (!region || c->devices() > region->devices())) {
+      region = c;
+    }
+  }
+  if (arrived_split && !region && b.graph().op(id).outputs.size() == 1) {
+    tally.lost.push_back(id);
+  }
+  if (region) {
+    b.assign(id, *region);
+    return;
+  }
+  // Replicated over the tensor-parallel group: the copies of each batch block sit together on
+  // the group's devices (the innermost), as the products around the op hold that block.
+  const auto config = b.split(id, {{batch, d}});
+  const auto& pool = b.pool();
+  const std::size_t k = static_cast<std::size_t>(config.devices());
+  const std::size_t copies = pool.size() / k;
+  std::vector<int> devices;
+  devices.reserve(k * copies);
+  for (std::size_t c = 0; c < copies; ++c) {
+    for (std::size_t j = 0; j < k; ++j) {
+      devices.push_back(pool[j * copies + c]);
+    }
+  }
+  b.assign_on(id, config, devices);
+}
+
+} // namespace
+
+std::string MegatronTally::lost_text(const Builder& b, int t) const {
+  if (lost.empty()) {
+    return "";
+  }
+  const auto& op = b.graph().op(lost.front());
+  return fmt::format(" Not Megatron-LM's layout everywhere: at {} ops the tensor-parallel split cannot go on, so "
+                     "their input is gathered (first '{}' ({}), whose dims do not divide by {}: Megatron-LM needs the "
+                     "attention heads and the hidden sizes divisible by the tensor-parallel width).",
+                     lost.size(), op.name, op.type, t);
+}
+
+void megatron_op(Builder& b, graph::OpId id, int t, MegatronTally& tally) {
   const int d = std::max(1, b.devices() / t);
   const auto& s = b.semantics(id);
+  const int batch = b.batch_dim(id);
+  if (is_weight_view(b.graph(), s, id)) {
+    // The Transpose of a tied embedding table: split along the vocabulary as the table is.
+    b.assign(id, b.split(id, {{batch, d}, {feature_dim(b.graph(), s, id), t}}));
+    return;
+  }
   const bool weighted = has_weight(b.graph(), id) &&
-                        (s.op_class == graph::OpClass::contraction || s.op_class == graph::OpClass::embedding);
+                        (s.op_class == graph::OpClass::contraction ||
+                         (s.op_class == graph::OpClass::embedding && vocabulary_parallel(b.graph(), id)));
   if (!weighted) {
-    b.follow(id);
+    megatron_weightless(b, id, d, tally);
     return;
   }
   const int k = weight_reduction_dim(b.graph(), s, id);
@@ -32,14 +137,13 @@ void megatron_op(Builder& b, graph::OpId id, int t, int& column, int& row) {
       }
     }
   }
-  const int batch = b.batch_dim(id);
   if (input_split_on_k || s.op_class == graph::OpClass::embedding) {
     // Row-parallel (or vocabulary-parallel embedding): partial sums over the t devices.
     b.assign(id, b.split(id, {{batch, d}, {k, t}}));
-    ++row;
+    ++tally.row;
   } else {
     b.assign(id, b.split(id, {{batch, d}, {feature_dim(b.graph(), s, id), t}}));
-    ++column;
+    ++tally.column;
   }
 }
 
@@ -47,16 +151,16 @@ strategy::Strategy megatron(const Request& r) {
   Builder b(r, "megatron");
   const int t = tensor_parallel_degree(r);
   const int d = b.devices() / t;
-  int column = 0, row = 0;
+  MegatronTally tally;
   for (graph::OpId id : b.order()) {
     b.check_cancel();
-    megatron_op(b, id, t, column, row);
+    megatron_op(b, id, t, tally);
   }
   return b.finish(fmt::format("Tensor parallelism over groups of {} devices (the innermost, fastest links) and data "
                               "parallelism over {} groups: {} weighted products are column-parallel (input whole, "
                               "output features split), {} are row-parallel or vocabulary-parallel (reduction split, "
-                              "partial sums all-reduced), the ops between them keep the split.",
-                              t, d, column, row));
+                              "partial sums all-reduced), the ops between them keep the split.{}",
+                              t, d, tally.column, tally.row, tally.lost_text(b, t)));
 }
 
 } // namespace partita::search::detail

@@ -121,7 +121,7 @@ strategy::Strategy pipeline(const Request& r) {
   pipe.stage_of_op.assign(b.graph().ops().size(), 0);
   // Inside a stage: data parallel, or Megatron tensor parallel when asked (--tp).
   const int t = r.tensor_parallel > 1 ? std::min(floor_pow2(r.tensor_parallel), floor_pow2(per_stage)) : 1;
-  int column = 0, row = 0;
+  MegatronTally tally;
   int stage = 0;
   for (int i = 0; i < n; ++i) {
     b.check_cancel();
@@ -134,7 +134,7 @@ strategy::Strategy pipeline(const Request& r) {
     std::iota(devices.begin(), devices.end(), stage * per_stage);
     b.set_pool(std::move(devices));
     if (t > 1) {
-      megatron_op(b, id, t, column, row);
+      megatron_op(b, id, t, tally);
     } else {
       b.assign(id, stage_config(id));
     }
@@ -142,8 +142,9 @@ strategy::Strategy pipeline(const Request& r) {
   const std::string inside =
       t > 1 ? fmt::format("{}-way tensor parallel x {}-way data parallel inside each", t, per_stage / t)
             : "data parallel inside each";
-  auto st = b.finish(fmt::format("{} stages of {} devices ({}), cut {}; {} micro-batches, {} schedule.", stages,
-                                 per_stage, inside, how, micro, strategy::schedule_name(r.schedule)));
+  auto st = b.finish(fmt::format("{} stages of {} devices ({}), cut {}; {} micro-batches, {} schedule.{}", stages,
+                                 per_stage, inside, how, micro, strategy::schedule_name(r.schedule),
+                                 tally.lost_text(b, t)));
   st.pipeline = std::move(pipe);
   return st;
 }

@@ -1,0 +1,138 @@
+// Megatron as Megatron-LM runs it (Shoeybi et al. 2019, section 3): per transformer layer two
+// all-reduces of b·s·h values in the forward pass (after the attention's and the MLP's row-parallel
+// products) and two in the backward pass (the input gradients of the column-parallel products),
+// heads split across the tensor-parallel group, nothing redistributed inside a block.
+
+#include "partita/cluster/collectives.h"
+#include "partita/cost/op_cost.h"
+#include "partita/search/optimizer.h"
+#include "partita/strategy/strategy.h"
+#include "partita/zoo/zoo.h"
+#include "simple_cluster.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <numeric>
+
+namespace partita {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+struct Layer {
+  std::vector<std::string> forward_reduces, backward_reduces;
+  double redistribution = 0; // seconds moved between devices inside the block
+};
+
+struct Planned {
+  onnx_import::ImportResult model;
+  cluster::Cluster cluster;
+  strategy::Strategy strategy;
+  strategy::Prediction prediction;
+
+  Planned(const std::string& spec, int devices, int tp, int per_node = 8)
+      : model(zoo::load(spec)), cluster(test::simple_cluster(per_node)) {
+    cluster.nodes = devices / per_node;
+    search::Request r;
+    r.graph = &model.graph;
+    r.cluster = &cluster;
+    r.devices = devices;
+    r.tensor_parallel = tp;
+    strategy = search::find_optimizer("megatron").optimize(r);
+    prediction = strategy::evaluate(model.graph, cluster, strategy, {});
+  }
+
+  // The ops whose names start with `prefix` (one layer).
+  Layer layer(const std::string& prefix) const {
+    Layer l;
+    for (std::size_t i = 0; i < model.graph.ops().size(); ++i) {
+      const auto& name = model.graph.ops()[i].name;
+      if (name.rfind(prefix, 0) != 0) {
+        continue;
+      }
+      const auto& c = prediction.ops[i].cost;
+      if (c.get(cost::term::forward_reduce) > 0) {
+        l.forward_reduces.push_back(name);
+      }
+      if (c.get(cost::term::backward_reduce) > 0) {
+        l.backward_reduces.push_back(name);
+      }
+      for (const auto& t : c.time) {
+        if (t.name == cost::term::redistribution) {
+          l.redistribution += t.value;
+        }
+      }
+    }
+    return l;
+  }
+  std::string config(const std::string& name) const {
+    for (std::size_t i = 0; i < model.graph.ops().size(); ++i) {
+      if (model.graph.ops()[i].name == name) {
+        return sharding::to_string(strategy.ops[i].config, graph::describe(model.graph, static_cast<graph::OpId>(i)));
+      }
+    }
+    ADD_FAILURE() << "no op " << name;
+    return {};
+  }
+  double time_of(const std::string& name, std::string_view term) const {
+    for (std::size_t i = 0; i < model.graph.ops().size(); ++i) {
+      if (model.graph.ops()[i].name == name) {
+        return prediction.ops[i].cost.get(term);
+      }
+    }
+    ADD_FAILURE() << "no op " << name;
+    return 0;
+  }
+};
+
+// GPT (fused QKV, split head by head), 16 devices: 8-way tensor parallel x 2-way data parallel.
+TEST(Megatron, GptLayerHasTwoAllReducesEachWayOfBsh) {
+  const std::int64_t b = 4, s = 64, h = 256;
+  Planned p("zoo:gpt3?layers=2&hidden=256&heads=16&seq=64&batch=8&vocab=1024&positions=64", 16, 8);
+  for (const char* layer : {"h.0.", "h.1."}) {
+    const auto l = p.layer(layer);
+    EXPECT_THAT(l.forward_reduces, ::testing::ElementsAre(std::string(layer) + "attn.proj",
+                                                          std::string(layer) + "mlp.proj"));
+    EXPECT_THAT(l.backward_reduces, ::testing::ElementsAre(std::string(layer) + "attn.qkv",
+                                                           std::string(layer) + "mlp.fc"));
+    EXPECT_EQ(l.redistribution, 0) << layer;
+  }
+  // Heads split across the group, the batch across the two groups.
+  EXPECT_EQ(p.config("h.0.attn.scores"), "b0:2 b1:8");
+  EXPECT_EQ(p.config("h.0.attn.softmax"), "d0:2 d1:8");
+  // Each all-reduce moves b·s·h values (b the batch of one data-parallel group) over 8 devices.
+  std::vector<int> group(8);
+  std::iota(group.begin(), group.end(), 0);
+  const double bsh = static_cast<double>(b * s * h) * 4;
+  const double all_reduce = cluster::collective_cost(p.cluster, cluster::Collective::all_reduce, group, bsh).seconds;
+  EXPECT_DOUBLE_EQ(p.time_of("h.0.attn.proj", cost::term::forward_reduce), all_reduce);
+  EXPECT_DOUBLE_EQ(p.time_of("h.0.mlp.fc", cost::term::backward_reduce), all_reduce);
+  // Vocabulary-parallel embedding and output layer; the position table replicated.
+  EXPECT_EQ(p.config("wte"), "d0:2 v:8");
+  EXPECT_EQ(p.config("lm_head"), "b0:2 n:8");
+  EXPECT_EQ(p.config("wpe"), "replicated");
+  EXPECT_THAT(p.strategy.explanation, Not(HasSubstr("Not Megatron-LM's layout")));
+}
+
+// Separate Q, K and V projections (BERT): the heads still split; each projection reads the
+// layer's input whole, so each reduces its input gradient.
+TEST(Megatron, BertLayerSplitsHeadsWithoutRedistribution) {
+  Planned p("zoo:bert?layers=1&hidden=256&heads=8&seq=32&batch=4&vocab=1000&positions=64", 8, 8);
+  const auto l = p.layer("encoder.layer.0.");
+  EXPECT_THAT(l.forward_reduces, ::testing::ElementsAre("encoder.layer.0.attention.proj", "encoder.layer.0.output.dense"));
+  EXPECT_EQ(l.redistribution, 0);
+  EXPECT_THAT(p.config("encoder.layer.0.attention.scores"), HasSubstr("b1:8"));
+}
+
+// Fewer heads than the tensor-parallel width: the textbook layout is impossible, and the plan
+// says where and why.
+TEST(Megatron, ExplainsWhereTheHeadsDoNotDivide) {
+  Planned p("zoo:gpt2?layers=1&hidden=64&heads=4&seq=16&batch=8&vocab=100&positions=32", 8, 8);
+  EXPECT_THAT(p.strategy.explanation, HasSubstr("Not Megatron-LM's layout"));
+  EXPECT_THAT(p.strategy.explanation, HasSubstr("split_heads"));
+}
+
+} // namespace
+} // namespace partita
