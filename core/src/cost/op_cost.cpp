@@ -396,13 +396,13 @@ double kernel_time(double flops, double bytes, const cluster::Device& device, cl
   return std::max(compute, memory) + device.kernel_launch_overhead;
 }
 
-std::string cost_signature(const graph::Graph& g, graph::OpId id, const graph::OpSemantics& s, bool keep_output) {
+std::string cost_signature(const graph::Graph& g, graph::OpId id, const graph::OpSemantics& s, Saved saved) {
   const graph::Op& op = g.op(id);
   std::string out = fmt::format(
       "{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}", op.type, static_cast<int>(s.op_class), s.macs, s.fwd_flops,
       s.bwd_data_flops, s.bwd_weight_flops, s.fwd_bytes_read, s.fwd_bytes_written, s.bwd_bytes, s.backward_reads_inputs,
       static_cast<int>(s.forward_kernel), static_cast<int>(s.backward_kernel), static_cast<int>(s.compute_class),
-      s.backward_reduction_bytes, s.opaque_reason, keep_output, gradient_written_just_before(g, id));
+      s.backward_reduction_bytes, s.opaque_reason, static_cast<int>(saved), gradient_written_just_before(g, id));
   for (const auto& d : s.dims) {
     out += fmt::format("|d{},{},{},{},{}", d.name, d.size, d.reduction, d.splittable, d.statistics);
   }
@@ -435,8 +435,7 @@ std::string cost_signature(const graph::Graph& g, graph::OpId id, const graph::O
 }
 
 OpCost op_cost(const graph::Graph& g, graph::OpId id, const graph::OpSemantics& s, const sharding::Config& config,
-               std::span<const int> devices, const cluster::Cluster& cluster, const TrainingSetup& setup,
-               bool keep_output) {
+               std::span<const int> devices, const cluster::Cluster& cluster, const TrainingSetup& setup, Saved saved) {
   const graph::Op& op = g.op(id);
   if (config.splits.size() != s.dims.size()) {
     throw Error(fmt::format("op '{}': the configuration has {} factors for {} iteration dimensions", op.name,
@@ -570,7 +569,7 @@ OpCost op_cost(const graph::Graph& g, graph::OpId id, const graph::OpSemantics& 
                          s.bwd_data_flops / parts / 1e9, s.bwd_weight_flops / parts / 1e9, peak_text, bwd_bytes / 1e6,
                          fresh_text(operands ? 0 : fresh_dy, "the output's gradient"),
                          graph::kernel_class_name(s.backward_kernel), operand_text, reset_text, parts)});
-  if (!keep_output && fwd > 0) {
+  if (saved == Saved::recomputed && fwd > 0) {
     cost.time.push_back({std::string(term::recompute), fwd, "the forward pass again, before the backward pass"});
   }
 
@@ -701,7 +700,7 @@ OpCost op_cost(const graph::Graph& g, graph::OpId id, const graph::OpSemantics& 
     cost.memory.push_back({std::string(term::workspace), gradient_buffers,
                            "output gradient and input gradients of the backward pass, held while the op runs"});
   }
-  if (keep_output && s.op_class != graph::OpClass::shape && shard_out > 0) {
+  if (saved == Saved::kept && s.op_class != graph::OpClass::shape && shard_out > 0) {
     cost.memory.push_back(
         {std::string(term::activations), shard_out, "this op's output shard, kept for the backward pass"});
   }

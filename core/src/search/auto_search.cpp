@@ -49,7 +49,7 @@ public:
       m_sem.push_back(graph::describe(m_g, static_cast<graph::OpId>(i)));
     }
     m_order = m_g.topological_order();
-    m_keep = strategy::kept_outputs(m_g, m_order, m_sem, r.setup.recompute);
+    m_keep = strategy::saved_outputs(m_g, m_order, m_sem, r.setup.recompute);
     m_class_of.resize(n);
     std::map<std::string, int> classes;
     std::vector<graph::OpId> first_of; // per class, its first op
@@ -296,7 +296,7 @@ private:
   const graph::Graph& m_g;
   std::vector<graph::OpSemantics> m_sem;
   std::vector<graph::OpId> m_order;
-  std::vector<bool> m_keep;
+  std::vector<cost::Saved> m_keep;
   std::vector<int> m_class_of;
   std::vector<OpClassTables> m_classes;
   std::vector<Edge> m_edges;

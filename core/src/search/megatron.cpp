@@ -46,8 +46,8 @@ bool arrives_tensor_split(const Builder& b, graph::OpId id, std::size_t i) {
   }
   const graph::OpId prod = g.tensor(t).producer;
   const auto& prod_op = g.op(prod);
-  const auto out = static_cast<std::size_t>(std::find(prod_op.outputs.begin(), prod_op.outputs.end(), t) -
-                                            prod_op.outputs.begin());
+  const auto out =
+      static_cast<std::size_t>(std::find(prod_op.outputs.begin(), prod_op.outputs.end(), t) - prod_op.outputs.begin());
   const auto& ps = b.semantics(prod);
   const auto layout = sharding::output_layout(g, ps, b.assignment(prod).config, out);
   for (std::size_t j = 0; j < layout.parts.size(); ++j) {
@@ -121,9 +121,9 @@ void megatron_op(Builder& b, graph::OpId id, int t, MegatronTally& tally) {
     b.assign(id, b.split(id, {{batch, d}, {feature_dim(b.graph(), s, id), t}}));
     return;
   }
-  const bool weighted = has_weight(b.graph(), id) &&
-                        (s.op_class == graph::OpClass::contraction ||
-                         (s.op_class == graph::OpClass::embedding && vocabulary_parallel(b.graph(), id)));
+  const bool weighted =
+      has_weight(b.graph(), id) && (s.op_class == graph::OpClass::contraction ||
+                                    (s.op_class == graph::OpClass::embedding && vocabulary_parallel(b.graph(), id)));
   if (!weighted) {
     megatron_weightless(b, id, d, tally);
     return;

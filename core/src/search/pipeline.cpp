@@ -77,7 +77,17 @@ strategy::Strategy pipeline(const Request& r) {
   }
   const int per_stage = r.devices / stages;
   const int batch = strategy::batch_size(b.graph());
-  const int micro = std::max(1, std::min(r.micro_batches > 0 ? r.micro_batches : 4 * stages, batch / per_stage));
+  // Inside a stage: data parallel, or Megatron tensor parallel when asked (--tp); a micro-batch
+  // gives every data-parallel replica of a stage at least one sample.
+  const int t = r.tensor_parallel > 1 ? std::min(floor_pow2(r.tensor_parallel), floor_pow2(per_stage)) : 1;
+  const int replicas = std::max(1, per_stage / t);
+  const int asked = r.micro_batches > 0 ? r.micro_batches : 4 * stages;
+  const int micro = std::max(1, std::min(asked, batch / replicas));
+  const std::string capped =
+      micro < asked ? fmt::format(" ({} asked: the batch of {} gives each of the {} data-parallel replicas of a stage "
+                                  "at least one sample at {})",
+                                  asked, batch, replicas, micro)
+                    : "";
 
   // Per-op time on one stage's devices, data parallel inside the stage.
   std::vector<int> first_stage(static_cast<std::size_t>(per_stage));
@@ -119,8 +129,6 @@ strategy::Strategy pipeline(const Request& r) {
   pipe.micro_batches = micro;
   pipe.schedule = r.schedule;
   pipe.stage_of_op.assign(b.graph().ops().size(), 0);
-  // Inside a stage: data parallel, or Megatron tensor parallel when asked (--tp).
-  const int t = r.tensor_parallel > 1 ? std::min(floor_pow2(r.tensor_parallel), floor_pow2(per_stage)) : 1;
   MegatronTally tally;
   int stage = 0;
   for (int i = 0; i < n; ++i) {
@@ -142,9 +150,9 @@ strategy::Strategy pipeline(const Request& r) {
   const std::string inside =
       t > 1 ? fmt::format("{}-way tensor parallel x {}-way data parallel inside each", t, per_stage / t)
             : "data parallel inside each";
-  auto st = b.finish(fmt::format("{} stages of {} devices ({}), cut {}; {} micro-batches, {} schedule.{}", stages,
-                                 per_stage, inside, how, micro, strategy::schedule_name(r.schedule),
-                                 tally.lost_text(b, t)));
+  auto st =
+      b.finish(fmt::format("{} stages of {} devices ({}), cut {}; {} micro-batches, {} schedule.{}", stages, per_stage,
+                           inside, how, micro, strategy::schedule_name(r.schedule), tally.lost_text(b, t)));
   st.pipeline = std::move(pipe);
   return st;
 }

@@ -36,23 +36,6 @@ int batch_size(const graph::Graph& g) {
   return 1;
 }
 
-std::vector<bool> kept_outputs(const graph::Graph& g, const std::vector<graph::OpId>& order,
-                               const std::vector<graph::OpSemantics>& sem, cost::Recompute policy) {
-  std::vector<bool> keep(g.ops().size(), true);
-  if (policy == cost::Recompute::selective) {
-    for (std::size_t i = 0; i < keep.size(); ++i) {
-      const auto c = sem[i].op_class;
-      keep[i] = !(c == graph::OpClass::elementwise || c == graph::OpClass::softmax);
-    }
-  } else if (policy == cost::Recompute::full) {
-    const auto k = static_cast<std::size_t>(std::ceil(std::sqrt(static_cast<double>(order.size()))));
-    for (std::size_t i = 0; i < order.size(); ++i) {
-      keep[static_cast<std::size_t>(order[i])] = k == 0 || (i + 1) % k == 0;
-    }
-  }
-  return keep;
-}
-
 namespace {
 
 void check(const graph::Graph& g, const cluster::Cluster& cluster, const Strategy& st,
@@ -250,7 +233,7 @@ Prediction evaluate(const graph::Graph& g, const cluster::Cluster& cluster, cons
   }
   check(g, cluster, st, sem);
   const auto order = g.topological_order();
-  const auto keep = kept_outputs(g, order, sem, setup.recompute);
+  const auto keep = saved_outputs(g, order, sem, setup.recompute);
 
   Prediction p;
   p.batch = batch_size(g);

@@ -93,10 +93,10 @@ TEST(Megatron, GptLayerHasTwoAllReducesEachWayOfBsh) {
   Planned p("zoo:gpt3?layers=2&hidden=256&heads=16&seq=64&batch=8&vocab=1024&positions=64", 16, 8);
   for (const char* layer : {"h.0.", "h.1."}) {
     const auto l = p.layer(layer);
-    EXPECT_THAT(l.forward_reduces, ::testing::ElementsAre(std::string(layer) + "attn.proj",
-                                                          std::string(layer) + "mlp.proj"));
-    EXPECT_THAT(l.backward_reduces, ::testing::ElementsAre(std::string(layer) + "attn.qkv",
-                                                           std::string(layer) + "mlp.fc"));
+    EXPECT_THAT(l.forward_reduces,
+                ::testing::ElementsAre(std::string(layer) + "attn.proj", std::string(layer) + "mlp.proj"));
+    EXPECT_THAT(l.backward_reduces,
+                ::testing::ElementsAre(std::string(layer) + "attn.qkv", std::string(layer) + "mlp.fc"));
     EXPECT_EQ(l.redistribution, 0) << layer;
   }
   // Heads split across the group, the batch across the two groups.
@@ -121,7 +121,8 @@ TEST(Megatron, GptLayerHasTwoAllReducesEachWayOfBsh) {
 TEST(Megatron, BertLayerSplitsHeadsWithoutRedistribution) {
   Planned p("zoo:bert?layers=1&hidden=256&heads=8&seq=32&batch=4&vocab=1000&positions=64", 8, 8);
   const auto l = p.layer("encoder.layer.0.");
-  EXPECT_THAT(l.forward_reduces, ::testing::ElementsAre("encoder.layer.0.attention.proj", "encoder.layer.0.output.dense"));
+  EXPECT_THAT(l.forward_reduces,
+              ::testing::ElementsAre("encoder.layer.0.attention.proj", "encoder.layer.0.output.dense"));
   EXPECT_EQ(l.redistribution, 0);
   EXPECT_THAT(p.config("encoder.layer.0.attention.scores"), HasSubstr("b1:8"));
 }

@@ -49,6 +49,11 @@ struct Term {
 
 enum class TimeKind : std::uint8_t { compute, communication };
 
+// What the backward pass does with an op's output (strategy::saved_outputs decides it from the
+// graph and the recomputation policy): nothing (no backward reads it: an Add's output, a
+// Transpose's), keep it in memory from the forward pass, or compute it again before the backward.
+enum class Saved : std::uint8_t { none, kept, recomputed };
+
 struct OpCost {
   std::vector<Term> time;   // seconds, for one training iteration, on the op's slowest device
   std::vector<Term> memory; // bytes per device
@@ -66,16 +71,17 @@ bool is_redistribution_term(std::string_view name);
 
 // The op `id` under `config`, placed on `devices`: copies x config.devices() distinct cluster
 // device ids, copy c in devices[c*k .. c*k+k) in grid order. Copies are replicas of the grid
-// (same blocks, same work), so gradients of what they read are reduced across them. `keep_output`: its output is stored
-// for the backward pass (false when a recomputation scheme recomputes it; then a recompute term is added).
+// (same blocks, same work): they compute the same gradients, so they reduce nothing among
+// themselves. `saved`: whether its output is held for the backward pass (an activations term),
+// recomputed before it (a recompute term), or needed by no backward.
 OpCost op_cost(const graph::Graph& g, graph::OpId id, const graph::OpSemantics& s, const sharding::Config& config,
                std::span<const int> devices, const cluster::Cluster& cluster, const TrainingSetup& setup,
-               bool keep_output = true);
+               Saved saved = Saved::kept);
 
 // Everything op_cost reads about op `id` besides its configuration, devices, cluster and setup,
 // as text: two ops with equal signatures cost the same under every configuration (the search
 // prices repeated blocks once).
-std::string cost_signature(const graph::Graph& g, graph::OpId id, const graph::OpSemantics& s, bool keep_output);
+std::string cost_signature(const graph::Graph& g, graph::OpId id, const graph::OpSemantics& s, Saved saved);
 
 // Groups of devices along `axes` of the grid; with `across_copies`, each group also spans the
 // same grid position in every copy (the gradient-reduction groups of replicated tensors).

@@ -12,9 +12,9 @@ enum class Optimizer : std::uint8_t { sgd, momentum, adam };
 std::string_view optimizer_name(Optimizer o);
 
 enum class Recompute : std::uint8_t {
-  none,      // every op's output is kept for the backward pass
-  selective, // outputs of cheap pointwise ops (activations, softmax, dropout) are recomputed
-  full,      // only every k-th op's output is kept, k = sqrt(ops) (Chen et al. 2016); the rest is recomputed
+  none,      // every output a backward pass reads is kept
+  selective, // the attention core (scores, softmax, dropout) is recomputed (Korthikanti et al. 2022)
+  full,      // only the tensors that cut the graph (a layer's inputs) are kept; the rest is recomputed
 };
 std::string_view recompute_name(Recompute r);
 

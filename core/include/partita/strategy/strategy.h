@@ -86,10 +86,16 @@ std::vector<cost::Term> input_redistribution(const graph::Graph& g, const std::v
                                              const std::vector<OpAssignment>& ops, const cluster::Cluster& cluster,
                                              const cost::TrainingSetup& setup, graph::OpId id, std::size_t input);
 
-// Which ops keep their output for the backward pass under the recompute policy (per op; `order`
-// is the graph's topological order).
-std::vector<bool> kept_outputs(const graph::Graph& g, const std::vector<graph::OpId>& order,
-                               const std::vector<graph::OpSemantics>& sem, cost::Recompute policy);
+// What the backward pass does with each op's output (per op; `order` is the graph's topological
+// order), the activation memory of training (saved_tensors.cpp): an output is held when some
+// op's backward reads it (a product's operands, a softmax's output, a normalization's input; not
+// an Add's, a Transpose's or a scaling by a constant's), element-wise chains fused as frameworks
+// fuse them (a chain's backward recomputes its intermediates from the chain's inputs). Under
+// selective recomputation (Korthikanti et al. 2022) the attention core (a product of two
+// activations and the element-wise and softmax ops after it) is recomputed; under full
+// recomputation only the tensors that cut the graph (a layer's input) are held.
+std::vector<cost::Saved> saved_outputs(const graph::Graph& g, const std::vector<graph::OpId>& order,
+                                       const std::vector<graph::OpSemantics>& sem, cost::Recompute policy);
 
 // The batch size of a graph: the first dimension of its first data input (1 if none).
 int batch_size(const graph::Graph& g);
