@@ -48,6 +48,7 @@ onnx::ModelProto build_transformer(const Params& p);
 onnx::ModelProto build_bert(const Params& p);
 onnx::ModelProto build_gpt2(const Params& p);
 onnx::ModelProto build_gpt3(const Params& p);
+onnx::ModelProto build_llama(const Params& p);
 
 // Output extent of a convolution or pooling window; Params::fail when the input is too small.
 std::int64_t window_out(const Params& p, const std::string& where, std::int64_t in, std::int64_t kernel,

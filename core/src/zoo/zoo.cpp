@@ -127,6 +127,15 @@ const std::vector<Entry>& registry() {
         {"vocab", "50257", "vocabulary size", {}},
         {"positions", "2048", "position embeddings", {}}},
        detail::build_gpt3},
+      {"llama",
+       "Llama 2 and 3 decoder-only language models: RMSNorm, SwiGLU, rotary embeddings, grouped-query attention, "
+       "untied LM head",
+       {size({"2-7b", "2-13b", "2-70b", "3-8b", "3-70b", "3-405b"}), batch(),
+        override_of("seq", "sequence length in tokens"), override_of("layers", "transformer blocks"),
+        override_of("hidden", "model width"), override_of("heads", "query heads"),
+        override_of("kv_heads", "key/value heads, dividing heads"), override_of("ffn", "SwiGLU MLP width"),
+        override_of("vocab", "vocabulary size")},
+       detail::build_llama},
   };
   return entries;
 }

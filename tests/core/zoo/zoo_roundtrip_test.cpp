@@ -28,6 +28,7 @@ const char* const small_specs[] = {
     "bert?layers=2&hidden=64&heads=4&seq=16&vocab=100",
     "gpt2?layers=2&hidden=128&heads=4&seq=32",
     "gpt3?layers=2&hidden=64&heads=4&seq=16",
+    "llama?layers=2&hidden=64&heads=4&kv_heads=2&ffn=96&vocab=100&seq=16",
 };
 
 std::string with_batch(const std::string& spec, int batch) {

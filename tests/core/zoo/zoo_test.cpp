@@ -83,7 +83,7 @@ TEST(ZooModels, ListsEveryModelWithABatchParameter) {
     EXPECT_TRUE(has_batch) << m.name;
   }
   EXPECT_EQ(names, (std::set<std::string>{"mlp", "alexnet", "vgg16", "resnet50", "resnet101", "inception-v3", "gnmt",
-                                          "rnnlm", "transformer", "bert", "gpt2", "gpt3"}));
+                                          "rnnlm", "transformer", "bert", "gpt2", "gpt3", "llama"}));
 }
 
 TEST(ZooBuild, PrefixIsOptionalAndParametersApply) {
@@ -127,7 +127,8 @@ TEST(ZooBuild, EveryPresetSizeBuilds) {
   for (const auto* spec :
        {"gpt2?size=medium&seq=8", "gpt2?size=large&seq=8", "gpt2?size=xl&seq=8", "gpt3?size=medium&seq=8",
         "gpt3?size=large&seq=8", "gpt3?size=xl&seq=8", "gpt3?size=2.7b&seq=8", "gpt3?size=6.7b&seq=8",
-        "gpt3?size=13b&seq=8", "gpt3?size=175b&seq=8", "transformer?size=big&seq=8", "bert?size=large&seq=8"}) {
+        "gpt3?size=13b&seq=8", "gpt3?size=175b&seq=8", "transformer?size=big&seq=8", "bert?size=large&seq=8",
+        "llama?size=2-70b&seq=8&layers=2", "llama?size=3-405b&seq=8&layers=2"}) {
     EXPECT_GT(zoo::build(spec).graph().node_size(), 0) << spec;
   }
 }
