@@ -3,10 +3,10 @@
 
 #include "partita/graph/error.h"
 #include "partita/launch/launch.h"
+#include "test_support.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -48,9 +48,7 @@ std::string error_of(const std::function<void()>& f) {
 }
 
 fs::path scratch(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / ("partita-launch-test-" + std::to_string(getpid()));
-  fs::create_directories(dir);
-  return dir / name;
+  return fs::path(test::scratch_dir()) / name;
 }
 
 void write(const fs::path& path, const std::string& text) {
