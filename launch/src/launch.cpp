@@ -70,10 +70,6 @@ Launcher parse_launcher(const std::string& name) {
   throw Error(fmt::format("unknown launcher '{}': mpirun or srun", name));
 }
 
-const char* launcher_name(Launcher launcher) {
-  return launcher == Launcher::srun ? "srun" : "mpirun";
-}
-
 std::string launcher_program(const MpiJob& job) {
   return job.launcher == Launcher::srun ? "srun" : job.mpirun;
 }

@@ -27,7 +27,6 @@ enum class Launcher { mpirun, srun };
 
 // "mpirun" or "srun"; throws partita::Error naming the choices otherwise.
 Launcher parse_launcher(const std::string& name);
-const char* launcher_name(Launcher launcher);
 
 struct MpiJob {
   std::string mpirun = "mpirun"; // the mpirun to start (a name on PATH or a path); unused by srun
@@ -40,9 +39,9 @@ struct MpiJob {
   std::filesystem::path hostfile; // mpirun --hostfile; empty: this machine
 };
 
-// The launcher's command line, launcher first. mpirun: --hostfile when given, --oversubscribe
-// when the ranks outnumber this machine's cores (without a hostfile: its slots say how many ranks
-// each host takes), --allow-run-as-root as root, OMP_NUM_THREADS exported to every rank. srun:
+// The launcher's command line, launcher first. mpirun: --hostfile when given (its slots say how
+// many ranks each host takes), else --oversubscribe when the ranks outnumber this machine's cores;
+// --allow-run-as-root as root, OMP_NUM_THREADS exported to every rank. srun:
 // `srun -n P --kill-on-bad-exit=1 --export=ALL,OMP_NUM_THREADS=T`, no mpirun flags. Throws
 // partita::Error for a hostfile under srun.
 std::vector<std::string> job_command(const MpiJob& job);
