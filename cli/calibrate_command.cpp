@@ -220,8 +220,14 @@ void add_calibrate_command(CLI::App& app) {
       if (o->passes > 0) {
         arguments.insert(arguments.end(), {"--passes", std::to_string(o->passes)});
       }
-      const std::string command =
-          launch::shell_line(launch::mpirun_command({o->mpirun, o->ranks, o->threads, o->timeout, program, arguments}));
+      launch::MpiJob job;
+      job.mpirun = o->mpirun;
+      job.ranks = o->ranks;
+      job.threads = o->threads;
+      job.timeout = o->timeout;
+      job.program = program;
+      job.arguments = arguments;
+      const std::string command = launch::shell_line(launch::job_command(job));
       std::cout << fmt::format("running: {}\n", command) << std::flush;
       const auto [status, output] = run_streaming(command);
       if (status != 0) {

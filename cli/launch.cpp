@@ -14,7 +14,9 @@ namespace partita::cli {
 
 void require_launcher(const std::string& mpirun) {
   if (!launch::on_path(mpirun)) {
-    throw Error(fmt::format("'{}' was not found on PATH: install Open MPI (openmpi-bin) or pass --mpirun", mpirun));
+    throw Error(fmt::format("'{}' was not found on PATH: {}", mpirun,
+                            mpirun == "srun" ? "--launcher srun needs Slurm's srun (run inside an allocation)"
+                                             : "install Open MPI (openmpi-bin) or pass --mpirun"));
   }
 }
 

@@ -44,6 +44,8 @@ struct RunOptions {
   int timeout = 600;
   std::string work_dir;
   std::string mpirun = "mpirun";
+  std::string launcher = "mpirun";
+  std::string hostfile;
   std::string json;
   std::string measurements; // an earlier run's: compare, do not launch
 };
@@ -92,7 +94,15 @@ void add_run_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--work-dir", o->work_dir,
                   "where the plan, trace and measurements go (default: a new temporary directory)");
-  cmd->add_option("--mpirun", o->mpirun, "the MPI launcher")->capture_default_str();
+  cmd->add_option("--mpirun", o->mpirun, "the mpirun to start (with --launcher mpirun)")->capture_default_str();
+  cmd->add_option("--launcher", o->launcher,
+                  "what starts the ranks: mpirun (this machine, or the hosts of --hostfile) or srun (inside a Slurm "
+                  "allocation: srun -n P, its hosts)")
+      ->check(CLI::IsMember({"mpirun", "srun"}))
+      ->capture_default_str();
+  cmd->add_option("--hostfile", o->hostfile,
+                  "Open MPI hostfile (one host a line, e.g. 'node1 slots=4'), passed to mpirun as --hostfile; "
+                  "partita-run must be at the same path on every host");
   cmd->add_option("--measurements", o->measurements,
                   "compare an earlier run's measurements (the measurements.json of its work directory) with this "
                   "prediction instead of launching a run: a recalibrated cluster against what was measured (with "
@@ -101,6 +111,16 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--json", o->json,
                   "also write predicted against measured, per op and per iteration, as JSON to this file");
   cmd->callback([o] {
+    launch::MpiJob job;
+    job.launcher = launch::parse_launcher(o->launcher);
+    job.mpirun = o->mpirun;
+    job.ranks = o->ranks;
+    job.threads = o->threads;
+    job.timeout = o->timeout;
+    job.hostfile = o->hostfile;
+    if (o->measurements.empty()) {
+      launch::check_job(job); // before planning, which can take a while
+    }
     // 1. Plan, exactly as `partita plan` does.
     const auto model = o->model.load();
     const auto& g = model.graph;
@@ -123,15 +143,15 @@ void add_run_command(CLI::App& app) {
                              o->ranks, cl.device_count(), family.name(), ms(p.iteration_time));
     fs::path measurements = o->measurements;
     if (measurements.empty()) {
-      const fs::path runner = launch::find_runtime_program("partita-run", "PARTITA_RUN");
-      require_launcher(o->mpirun);
+      job.program = launch::find_runtime_program("partita-run", "PARTITA_RUN");
+      require_launcher(launch::launcher_program(job));
       const fs::path work = launch::make_work_dir(o->work_dir, "partita-run");
       const fs::path plan_file = work / "plan.json", trace = work / "trace.json";
       measurements = work / "measurements.json";
       io::write_json_file(plan_file, plan);
-      const std::string command = launch::shell_line(launch::mpirun_command(
-          {o->mpirun, o->ranks, o->threads, o->timeout, runner,
-           launch::run_arguments(plan_file, o->warmup, o->iterations, o->threads, trace, measurements, o->backend)}));
+      job.arguments =
+          launch::run_arguments(plan_file, o->warmup, o->iterations, o->threads, trace, measurements, o->backend);
+      const std::string command = launch::shell_line(launch::job_command(job));
       std::cout << fmt::format("running: {}\n", command) << std::flush;
       const auto [status, output] = run_streaming(command);
       if (status != 0) {

@@ -53,10 +53,19 @@ bool RunJob::start(const std::shared_ptr<const Analysis>& analysis, const RunSet
   m_pending.clear();
   m_cancelled = false;
   try {
-    const fs::path runner = launch::find_runtime_program("partita-run", "PARTITA_RUN");
-    if (!launch::on_path(settings.mpirun.toStdString())) {
-      throw Error(
-          fmt::format("'{}' was not found on PATH: install Open MPI (openmpi-bin)", settings.mpirun.toStdString()));
+    launch::MpiJob job;
+    job.launcher = launch::parse_launcher(settings.launcher.toStdString());
+    job.mpirun = settings.mpirun.toStdString();
+    job.threads = settings.threads;
+    job.timeout = settings.timeout;
+    job.hostfile = settings.hostfile.trimmed().toStdString();
+    launch::check_job(job);
+    job.program = launch::find_runtime_program("partita-run", "PARTITA_RUN");
+    if (!launch::on_path(launch::launcher_program(job))) {
+      throw Error(fmt::format("'{}' was not found on PATH: {}", launch::launcher_program(job),
+                              job.launcher == launch::Launcher::srun
+                                  ? "srun is Slurm's (start the GUI inside an allocation)"
+                                  : "install Open MPI (openmpi-bin)"));
     }
     m_dir = std::make_unique<QTemporaryDir>(QDir::tempPath() + QStringLiteral("/partita-gui-run-XXXXXX"));
     if (!m_dir->isValid()) {
@@ -69,10 +78,11 @@ bool RunJob::start(const std::shared_ptr<const Analysis>& analysis, const RunSet
       (*m_plan.mutable_dims())[name] = value;
     }
     io::write_json_file(dir / "plan.json", m_plan);
-    const auto command = launch::mpirun_command(
-        {settings.mpirun.toStdString(), m_plan.devices(), settings.threads, settings.timeout, runner,
-         launch::run_arguments(dir / "plan.json", settings.warmup, settings.iterations, settings.threads,
-                               dir / "trace.json", dir / "measurements.json", settings.backend.toStdString())});
+    job.ranks = m_plan.devices();
+    job.arguments =
+        launch::run_arguments(dir / "plan.json", settings.warmup, settings.iterations, settings.threads,
+                              dir / "trace.json", dir / "measurements.json", settings.backend.toStdString());
+    const auto command = launch::job_command(job);
     m_command = qs(launch::shell_line(command));
     QStringList arguments;
     for (std::size_t i = 1; i < command.size(); ++i) {

@@ -41,6 +41,8 @@ struct RunSettings {
   int timeout = 600;                       // seconds, the whole job
   QString backend = QStringLiteral("cpu"); // partita-run --backend: cpu or cuda
   QString mpirun = QStringLiteral("mpirun");
+  QString launcher = QStringLiteral("mpirun"); // or srun (inside a Slurm allocation)
+  QString hostfile;                            // mpirun --hostfile; empty: this machine
 };
 
 class RunJob : public QObject {

@@ -11,6 +11,7 @@
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QLabel>
+#include <QLineEdit>
 #include <QListWidget>
 #include <QPlainTextEdit>
 #include <QProgressBar>
@@ -31,10 +32,11 @@ RunPanel::RunPanel(QWidget* parent)
     : QWidget(parent), m_job(new RunJob(this)), m_model(new RunOpsModel(this)),
       m_proxy(new QSortFilterProxyModel(this)), m_run(new QPushButton(tr("&Run on this machine"), this)),
       m_cancel(new QPushButton(tr("Cancel"), this)), m_iterations(new QSpinBox(this)), m_threads(new QSpinBox(this)),
-      m_backend(new QComboBox(this)), m_progress(new QProgressBar(this)), m_status(new QLabel(this)),
-      m_summary(new QLabel(this)), m_list(new QListWidget(this)), m_compareWith(new QComboBox(this)),
-      m_view(new QTableView(this)), m_scatter(new ChartWidget(this)), m_timeline(new TimelineWidget(this)),
-      m_iteration(new QSpinBox(this)), m_log(new QPlainTextEdit(this)) {
+      m_backend(new QComboBox(this)), m_launcher(new QComboBox(this)), m_hostfile(new QLineEdit(this)),
+      m_progress(new QProgressBar(this)), m_status(new QLabel(this)), m_summary(new QLabel(this)),
+      m_list(new QListWidget(this)), m_compareWith(new QComboBox(this)), m_view(new QTableView(this)),
+      m_scatter(new ChartWidget(this)), m_timeline(new TimelineWidget(this)), m_iteration(new QSpinBox(this)),
+      m_log(new QPlainTextEdit(this)) {
   m_run->setToolTip(tr("Write the plan on screen and run it for real: mpirun -np <devices> partita-run plan.json"));
   m_iterations->setRange(1, 1000);
   m_iterations->setValue(10);
@@ -43,6 +45,16 @@ RunPanel::RunPanel(QWidget* parent)
   m_backend->addItem(tr("CPU (oneDNN + MPI)"), QStringLiteral("cpu"));
   m_backend->addItem(tr("CUDA (cuBLAS/cuDNN + NCCL)"), QStringLiteral("cuda"));
   m_backend->setToolTip(tr("partita-run's backend; CUDA needs one GPU per rank"));
+  m_launcher->addItem(tr("mpirun"), QStringLiteral("mpirun"));
+  m_launcher->addItem(tr("srun (Slurm)"), QStringLiteral("srun"));
+  m_launcher->setToolTip(tr("What starts the ranks: Open MPI's mpirun (this machine, or the hosts of the hostfile), "
+                            "or srun -n <devices> inside a Slurm allocation"));
+  m_hostfile->setPlaceholderText(tr("hostfile (empty: this machine)"));
+  m_hostfile->setClearButtonEnabled(true);
+  m_hostfile->setToolTip(tr("An Open MPI hostfile, one host a line (node1 slots=4), passed to mpirun as --hostfile; "
+                            "partita-run must be at the same path on every host"));
+  connect(m_launcher, &QComboBox::currentIndexChanged, this,
+          [this] { m_hostfile->setEnabled(m_launcher->currentData().toString() == QStringLiteral("mpirun")); });
   m_progress->setRange(0, 1);
   m_progress->setValue(0);
   m_progress->setTextVisible(true);
@@ -76,6 +88,8 @@ RunPanel::RunPanel(QWidget* parent)
   controls->addWidget(new QLabel(tr("threads per rank"), this));
   controls->addWidget(m_threads);
   controls->addWidget(m_backend);
+  controls->addWidget(m_launcher);
+  controls->addWidget(m_hostfile);
   controls->addWidget(m_progress, 1);
 
   auto* left = new QWidget(this);
@@ -152,6 +166,10 @@ RunSettings RunPanel::settings() const {
   s.iterations = m_iterations->value();
   s.threads = m_threads->value();
   s.backend = m_backend->currentData().toString();
+  s.launcher = m_launcher->currentData().toString();
+  if (m_hostfile->isEnabled()) {
+    s.hostfile = m_hostfile->text().trimmed();
+  }
   return s;
 }
 

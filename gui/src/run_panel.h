@@ -14,6 +14,7 @@
 
 class QComboBox;
 class QLabel;
+class QLineEdit;
 class QListWidget;
 class QPlainTextEdit;
 class QProgressBar;
@@ -59,6 +60,8 @@ public:
   QString logText() const;
   QPushButton* runButton() const { return m_run; }
   QPushButton* cancelButton() const { return m_cancel; }
+  QComboBox* launcherChoice() const { return m_launcher; }
+  QLineEdit* hostfileEdit() const { return m_hostfile; }
 
 Q_SIGNALS:
   void runFinished(std::shared_ptr<const RunRecord> run); // also for restored runs
@@ -80,6 +83,8 @@ private:
   QSpinBox* m_iterations;
   QSpinBox* m_threads;
   QComboBox* m_backend;
+  QComboBox* m_launcher;
+  QLineEdit* m_hostfile;
   QProgressBar* m_progress;
   QLabel* m_status;
   QLabel* m_summary;

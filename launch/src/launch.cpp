@@ -1,10 +1,12 @@
 #include "partita/launch/launch.h"
 
 #include "partita/graph/error.h"
+#include "partita/io/json_file.h"
 
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdlib>
 #include <sstream>
@@ -58,10 +60,73 @@ bool on_path(const std::string& program) {
   return false;
 }
 
-std::vector<std::string> mpirun_command(const MpiJob& job) {
+Launcher parse_launcher(const std::string& name) {
+  if (name == "mpirun") {
+    return Launcher::mpirun;
+  }
+  if (name == "srun") {
+    return Launcher::srun;
+  }
+  throw Error(fmt::format("unknown launcher '{}': mpirun or srun", name));
+}
+
+std::string launcher_program(const MpiJob& job) {
+  return job.launcher == Launcher::srun ? "srun" : job.mpirun;
+}
+
+void check_hostfile(const fs::path& hostfile) {
+  // A hostfile lists hosts, a few lines each: 1 MiB is far past any real one.
+  std::string text;
+  try {
+    text = io::read_text_file(hostfile, std::uintmax_t{1} << 20);
+  } catch (const Error& e) {
+    throw Error(fmt::format("hostfile {}", e.what()));
+  }
+  std::istringstream lines(text);
+  std::string line;
+  while (std::getline(lines, line)) {
+    const auto first = line.find_first_not_of(" \t\r");
+    if (first != std::string::npos && line[first] != '#') {
+      return;
+    }
+  }
+  throw Error(fmt::format("hostfile {}: names no host (it is {}): list one host a line, e.g. "
+                          "'node1 slots=4'",
+                          hostfile.string(), text.empty() ? "empty" : "only blank lines and # comments"));
+}
+
+namespace {
+void refuse_hostfile_under_srun(const MpiJob& job) {
+  if (job.launcher == Launcher::srun && !job.hostfile.empty()) {
+    throw Error(fmt::format("hostfile {}: a hostfile is for mpirun; under srun the hosts are the Slurm allocation's",
+                            job.hostfile.string()));
+  }
+}
+} // namespace
+
+void check_job(const MpiJob& job) {
+  refuse_hostfile_under_srun(job);
+  if (!job.hostfile.empty()) {
+    check_hostfile(job.hostfile);
+  }
+}
+
+std::vector<std::string> job_command(const MpiJob& job) {
+  refuse_hostfile_under_srun(job);
+  if (job.launcher == Launcher::srun) {
+    std::vector<std::string> out{"srun",
+                                 "-n",
+                                 std::to_string(job.ranks),
+                                 "--kill-on-bad-exit=1",
+                                 fmt::format("--export=ALL,OMP_NUM_THREADS={}", job.threads),
+                                 job.program.string()};
+    out.insert(out.end(), job.arguments.begin(), job.arguments.end());
+    return out;
+  }
   std::vector<std::string> out{job.mpirun, "--timeout", std::to_string(job.timeout), "-np", std::to_string(job.ranks)};
-  const unsigned cores = std::max(1U, std::thread::hardware_concurrency());
-  if (static_cast<unsigned>(job.ranks) > cores) {
+  if (!job.hostfile.empty()) {
+    out.insert(out.end(), {"--hostfile", job.hostfile.string()});
+  } else if (static_cast<unsigned>(job.ranks) > std::max(1U, std::thread::hardware_concurrency())) {
     out.emplace_back("--oversubscribe");
   }
   if (geteuid() == 0) {

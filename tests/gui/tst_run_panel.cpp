@@ -16,7 +16,9 @@
 #include "timeline_widget.h"
 
 #include <QAbstractItemModelTester>
+#include <QComboBox>
 #include <QLabel>
+#include <QLineEdit>
 #include <QPushButton>
 #include <QSignalSpy>
 #include <QTemporaryDir>
@@ -118,6 +120,22 @@ private Q_SLOTS:
     QCOMPARE(failed.last().at(0).toString(), QStringLiteral("Run cancelled."));
     QVERIFY(!panel.job()->isRunning());
     QVERIFY(panel.runs().empty());
+  }
+
+  void badHostfileIsNamed() {
+    RunPanel panel;
+    panel.setAnalysis(m_small);
+    QSignalSpy failed(panel.job(), &RunJob::failed);
+    panel.hostfileEdit()->setText(QStringLiteral("/nonexistent/hosts"));
+    QCOMPARE(panel.settings().hostfile, QStringLiteral("/nonexistent/hosts"));
+    QVERIFY(!panel.startRun());
+    QCOMPARE(failed.size(), 1);
+    QCOMPARE(failed.last().at(0).toString(), QStringLiteral("hostfile /nonexistent/hosts: cannot open: no such file"));
+    // srun takes its hosts from the Slurm allocation: the hostfile field is off, and not passed.
+    panel.launcherChoice()->setCurrentIndex(panel.launcherChoice()->findData(QStringLiteral("srun")));
+    QVERIFY(!panel.hostfileEdit()->isEnabled());
+    QCOMPARE(panel.settings().launcher, QStringLiteral("srun"));
+    QVERIFY(panel.settings().hostfile.isEmpty());
   }
 
   void missingRuntimeIsNamed() {
