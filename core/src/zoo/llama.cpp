@@ -96,18 +96,17 @@ struct Rotary {
 };
 
 // HF's tables: angle[pos, j] = pos * theta^(-2 (j mod half) / head_dim), the same frequencies for
-// both halves of a head, from integer index constants.
-Rotary rotary_tables(OnnxBuilder& b, const std::string& positions, const Dimensions& m) {
-  const std::string n = "rotary";
-  const std::int64_t hd = m.head_dim();
-  Dims exponent(static_cast<std::size_t>(hd));
-  for (std::int64_t j = 0; j < hd; ++j)
-    exponent[static_cast<std::size_t>(j)] = 2 * (j % (hd / 2));
+// both halves of a head, from integer constants (`exponent` holds 2 (j mod half)). HF computes
+// them once per forward pass; here each layer computes its own (a few tiny ops), because tables
+// shared by every layer widen the per-layer search's dependent sets past what it can solve.
+Rotary rotary_tables(OnnxBuilder& b, const std::string& n, const std::string& positions, const std::string& exponent,
+                     const Dimensions& m) {
   const auto to_float = attr("to", static_cast<std::int64_t>(onnx::TensorProto::FLOAT));
   auto pos = b.op("Cast", {positions}, n + ".positions", {to_float});
   pos = b.op("Unsqueeze", {pos, b.shape({1})}, n + ".column"); // [seq, 1]
-  auto freq = b.op("Cast", {b.int_constant(n + ".exponent", exponent)}, n + ".exponent.cast", {to_float});
-  freq = b.op("Mul", {freq, b.float_scalar(static_cast<float>(-std::log(m.rope_theta) / static_cast<double>(hd)))},
+  auto freq = b.op("Cast", {exponent}, n + ".exponent", {to_float});
+  freq = b.op("Mul",
+              {freq, b.float_scalar(static_cast<float>(-std::log(m.rope_theta) / static_cast<double>(m.head_dim())))},
               n + ".log_frequency");
   freq = b.op("Exp", {freq}, n + ".frequency");
   const auto angle = b.op("Mul", {pos, freq}, n + ".angle"); // [seq, head_dim]
@@ -186,10 +185,14 @@ onnx::ModelProto build_llama(const Params& p) {
   const auto positions = b.int_constant("position_ids", iota(m.seq));
   auto x = b.op("Gather", {b.weight("embed_tokens.weight", {m.vocab, m.d}), ids}, "embed_tokens");
   const auto mask = causal_mask(b, "causal_mask", positions);
-  const auto rotary = rotary_tables(b, positions, m);
+  Dims pair_exponent(static_cast<std::size_t>(m.head_dim()));
+  for (std::int64_t j = 0; j < m.head_dim(); ++j)
+    pair_exponent[static_cast<std::size_t>(j)] = 2 * (j % (m.head_dim() / 2));
+  const auto exponent = b.int_constant("rotary.exponent", pair_exponent);
 
   for (std::int64_t i = 0; i < m.layers; ++i) {
     const auto n = fmt::format("layers.{}", i);
+    const auto rotary = rotary_tables(b, n + ".rotary", positions, exponent, m);
     auto a = rms_norm(b, n + ".input_layernorm", x, m.d);
     a = attention(b, n + ".self_attn", a, mask, rotary, m);
     x = b.op("Add", {x, a}, n + ".self_attn.residual");
