@@ -98,7 +98,7 @@ endif()
 # Transposes that move the last dim and copies of rows have curves of their own, or (when a busy
 # machine made their timings inconsistent) the fit says so and names the curve used instead.
 foreach(family copy transpose)
-  if(NOT json MATCHES "\"kernel_class\": *\"${family}\"" AND NOT err MATCHES "${family} kernels use the [a-z]+ curve")
+  if(NOT json MATCHES "\"kernel_class\": *\"${family}\"" AND NOT "${out}${err}" MATCHES "${family} kernels use the [a-z]+ curve")
     message(FATAL_ERROR "${cluster}: no memory curve of the '${family}' kernels, and no warning saying why")
   endif()
 endforeach()
