@@ -83,6 +83,15 @@ void megatron_weightless(Builder& b, graph::OpId id, int d, MegatronTally& tally
     b.assign(id, *region);
     return;
   }
+  // Downstream of a convolution (a CNN, where Megatron splits no product): data parallel over
+  // the whole pool, carried on.
+  for (std::size_t i = 0; i < b.graph().op(id).inputs.size(); ++i) {
+    const auto c = b.carried_config(id, i);
+    if (c && batch >= 0 && c->splits[static_cast<std::size_t>(batch)] > d) {
+      b.assign(id, *c);
+      return;
+    }
+  }
   // Replicated over the tensor-parallel group: the copies of each batch block sit together on
   // the group's devices (the innermost), as the products around the op hold that block.
   const auto config = b.split(id, {{batch, d}});
@@ -116,6 +125,11 @@ void megatron_op(Builder& b, graph::OpId id, int t, MegatronTally& tally) {
   const int d = std::max(1, b.devices() / t);
   const auto& s = b.semantics(id);
   const int batch = b.batch_dim(id);
+  if (s.op_class == graph::OpClass::convolution) {
+    // Tensor parallelism splits matrix products; a convolution is data parallel over the pool.
+    b.assign(id, b.split(id, {{batch, b.devices()}}));
+    return;
+  }
   if (is_weight_view(b.graph(), s, id)) {
     // The Transpose of a tied embedding table: split along the vocabulary as the table is.
     b.assign(id, b.split(id, {{batch, d}, {feature_dim(b.graph(), s, id), t}}));
