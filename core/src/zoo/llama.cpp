@@ -97,8 +97,10 @@ struct Rotary {
 
 // HF's tables: angle[pos, j] = pos * theta^(-2 (j mod half) / head_dim), the same frequencies for
 // both halves of a head, from integer constants (`exponent` holds 2 (j mod half)). HF computes
-// them once per forward pass; here each layer computes its own (a few tiny ops), because tables
-// shared by every layer widen the per-layer search's dependent sets past what it can solve.
+// them once per forward pass; here the queries and the keys of each layer compute their own (a
+// few tiny ops), because tables shared between layers, or between the query and key paths of one
+// layer, widen the per-layer search's dependent sets (from 3 to 5 at 8 devices: 1,000 times the
+// table entries, and past its limit at 16 devices).
 Rotary rotary_tables(OnnxBuilder& b, const std::string& n, const std::string& positions, const std::string& exponent,
                      const Dimensions& m) {
   const auto to_float = attr("to", static_cast<std::int64_t>(onnx::TensorProto::FLOAT));
@@ -114,9 +116,11 @@ Rotary rotary_tables(OnnxBuilder& b, const std::string& n, const std::string& po
 }
 
 // x * cos + rotate_half(x) * sin on [batch, heads, seq, head_dim], rotate_half(x) being
-// concat(-x[..., half:], x[..., :half]).
-std::string apply_rotary(OnnxBuilder& b, const std::string& name, const std::string& x, const Rotary& r,
-                         std::int64_t hd) {
+// concat(-x[..., half:], x[..., :half]), with its own tables.
+std::string apply_rotary(OnnxBuilder& b, const std::string& name, const std::string& x, const std::string& positions,
+                         const std::string& exponent, const Dimensions& m) {
+  const std::int64_t hd = m.head_dim();
+  const auto r = rotary_tables(b, name, positions, exponent, m);
   const auto axis = b.shape({3});
   const auto first = b.op("Slice", {x, b.shape({0}), b.shape({hd / 2}), axis}, name + ".first_half");
   const auto second = b.op("Slice", {x, b.shape({hd / 2}), b.shape({hd}), axis}, name + ".second_half");
@@ -129,7 +133,7 @@ std::string apply_rotary(OnnxBuilder& b, const std::string& name, const std::str
 
 // Grouped-query self-attention with rotary embeddings and the causal mask.
 std::string attention(OnnxBuilder& b, const std::string& name, const std::string& x, const std::string& mask,
-                      const Rotary& rotary, const Dimensions& m) {
+                      const std::string& positions, const std::string& exponent, const Dimensions& m) {
   const std::int64_t hd = m.head_dim();
   const std::int64_t repeat = m.heads / m.kv_heads;
   // [batch, seq, n * head_dim] -> [batch, n, seq, head_dim]
@@ -149,8 +153,8 @@ std::string attention(OnnxBuilder& b, const std::string& name, const std::string
   auto q = split_heads(linear(b, name + ".q_proj", x, m.d, m.heads * hd, false), m.heads, "q");
   auto k = split_heads(linear(b, name + ".k_proj", x, m.d, m.kv_heads * hd, false), m.kv_heads, "k");
   auto v = split_heads(linear(b, name + ".v_proj", x, m.d, m.kv_heads * hd, false), m.kv_heads, "v");
-  q = apply_rotary(b, name + ".q.rotary", q, rotary, hd);
-  k = apply_rotary(b, name + ".k.rotary", k, rotary, hd);
+  q = apply_rotary(b, name + ".q.rotary", q, positions, exponent, m);
+  k = apply_rotary(b, name + ".k.rotary", k, positions, exponent, m);
   k = repeat_kv(k, "k");
   v = repeat_kv(v, "v");
   const auto kt = b.op("Transpose", {k}, name + ".k.transpose_keys", {attr("perm", Dims{0, 1, 3, 2})});
@@ -192,9 +196,8 @@ onnx::ModelProto build_llama(const Params& p) {
 
   for (std::int64_t i = 0; i < m.layers; ++i) {
     const auto n = fmt::format("layers.{}", i);
-    const auto rotary = rotary_tables(b, n + ".rotary", positions, exponent, m);
     auto a = rms_norm(b, n + ".input_layernorm", x, m.d);
-    a = attention(b, n + ".self_attn", a, mask, rotary, m);
+    a = attention(b, n + ".self_attn", a, mask, positions, exponent, m);
     x = b.op("Add", {x, a}, n + ".self_attn.residual");
     auto h = rms_norm(b, n + ".post_attention_layernorm", x, m.d);
     h = swiglu(b, n + ".mlp", h, m);
