@@ -1,8 +1,8 @@
 #include "partita/onnx/import.h"
 
+#include "onnx/interleave_projections.h"
 #include "onnx/proto_reader.h"
 #include "onnx/shape_resolution.h"
-#include "onnx/interleave_projections.h"
 #include "partita/graph/error.h"
 #include "partita/graph/op_semantics.h"
 

@@ -229,7 +229,7 @@ void Builder::assign_on(graph::OpId id, const sharding::Config& config, std::spa
   m_assigned[static_cast<std::size_t>(id)] = true;
 }
 
-std::optional<sharding::Config> Builder::carried_config(graph::OpId id, std::size_t input) const {
+std::optional<sharding::TensorLayout> Builder::arriving_layout(graph::OpId id, std::size_t input) const {
   const auto& g = graph();
   const graph::TensorId t = g.op(id).inputs[input];
   if (t == graph::no_tensor || g.tensor(t).producer < 0 || !assigned(g.tensor(t).producer)) {
@@ -241,7 +241,15 @@ std::optional<sharding::Config> Builder::carried_config(graph::OpId id, std::siz
   while (out < prod_op.outputs.size() && prod_op.outputs[out] != t) {
     ++out;
   }
-  const auto from = sharding::output_layout(g, semantics(prod), m_ops[static_cast<std::size_t>(prod)].config, out);
+  return sharding::output_layout(g, semantics(prod), m_ops[static_cast<std::size_t>(prod)].config, out);
+}
+
+std::optional<sharding::Config> Builder::carried_config(graph::OpId id, std::size_t input) const {
+  const auto arriving = arriving_layout(id, input);
+  if (!arriving) {
+    return std::nullopt;
+  }
+  const auto& from = *arriving;
   const auto& s = semantics(id);
   sharding::Config c{std::vector<int>(s.dims.size(), 1)};
   int used = 1;

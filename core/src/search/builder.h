@@ -47,8 +47,10 @@ public:
   // and replication (time of the op plus redistribution of its inputs).
   void follow(graph::OpId id);
   bool assigned(graph::OpId id) const { return m_assigned[static_cast<std::size_t>(id)]; }
-  const strategy::OpAssignment& assignment(graph::OpId id) const { return m_ops[static_cast<std::size_t>(id)]; }
 
+  // The layout input `i` arrives in: its producer's output layout (nullopt when the input has no
+  // producer, or one not assigned yet).
+  std::optional<sharding::TensorLayout> arriving_layout(graph::OpId id, std::size_t input) const;
   // The layout this op's input `i` arrives in, carried over onto this op's dims (nullopt when the
   // input has no producer).
   std::optional<sharding::Config> carried_config(graph::OpId id, std::size_t input) const;

@@ -6,7 +6,6 @@
 
 #include "search/families.h"
 
-#include <algorithm>
 #include <optional>
 
 namespace partita::search::detail {
@@ -39,19 +38,13 @@ bool vocabulary_parallel(const graph::Graph& g, graph::OpId id) {
 // replicated across the tensor-parallel group and split by the batch over the d groups.
 // Whether input `i` arrives split along a tensor dim other than the batch.
 bool arrives_tensor_split(const Builder& b, graph::OpId id, std::size_t i) {
-  const auto& g = b.graph();
-  const graph::TensorId t = g.op(id).inputs[i];
-  if (t == graph::no_tensor || g.tensor(t).producer < 0 || !b.assigned(g.tensor(t).producer)) {
+  const auto layout = b.arriving_layout(id, i);
+  if (!layout) {
     return false;
   }
-  const graph::OpId prod = g.tensor(t).producer;
-  const auto& prod_op = g.op(prod);
-  const auto out =
-      static_cast<std::size_t>(std::find(prod_op.outputs.begin(), prod_op.outputs.end(), t) - prod_op.outputs.begin());
-  const auto& ps = b.semantics(prod);
-  const auto layout = sharding::output_layout(g, ps, b.assignment(prod).config, out);
-  for (std::size_t j = 0; j < layout.parts.size(); ++j) {
-    if (layout.parts[j] > 1 && layout.dim_axis[j] != b.batch_dim(prod)) {
+  const int producer_batch = b.batch_dim(b.graph().tensor(b.graph().op(id).inputs[i]).producer);
+  for (std::size_t j = 0; j < layout->parts.size(); ++j) {
+    if (layout->parts[j] > 1 && layout->dim_axis[j] != producer_batch) {
       return true;
     }
   }
