@@ -42,6 +42,7 @@ struct CalibrateOptions {
   bool quick = false;
   int threads = 1;
   int passes = 0; // 0: partita-calibrate's default
+  std::string backend = "cpu";
   int timeout = 1800;
   std::string work_dir;
   std::string mpirun = "mpirun";
@@ -199,6 +200,11 @@ void add_calibrate_command(CLI::App& app) {
                   "passes of the kernel and collective sweeps, each timing keeping its median, against a shared "
                   "host's slow spells and swings (default 3; 1 with --quick)")
       ->check(whole(1, 100, "passes"));
+  cmd->add_option("--backend", o->backend,
+                  "whose kernels are measured: cpu (oneDNN) or cuda (cuBLAS/cuDNN, one GPU per rank; the collectives "
+                  "are MPI's either way)")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
   cmd->add_option("--timeout", o->timeout, "seconds before mpirun ends a run that hangs")
       ->check(whole(1, 7 * 24 * 3600, "seconds"))
       ->capture_default_str();
@@ -219,6 +225,9 @@ void add_calibrate_command(CLI::App& app) {
       }
       if (o->passes > 0) {
         arguments.insert(arguments.end(), {"--passes", std::to_string(o->passes)});
+      }
+      if (o->backend != "cpu") {
+        arguments.insert(arguments.end(), {"--backend", o->backend});
       }
       launch::MpiJob job;
       job.mpirun = o->mpirun;

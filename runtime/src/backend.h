@@ -51,6 +51,13 @@ public:
   // Waits until every kernel and collective started so far has finished (nothing to wait for on
   // the CPU, whose calls return when done).
   virtual void synchronize() {}
+  // Whether the kernels run on the host and read what the host wrote where it left it (its
+  // caches): the CPU backend. The calibration's fresh-read sweep measures only such a backend.
+  virtual bool kernels_on_host() const { return true; }
+  // Moves `count` floats of tensor memory to where the kernels read them, ahead of their first
+  // use (CUDA managed memory the host wrote last: onto the GPU, instead of page by page on the
+  // first kernel's faults); nothing on the CPU.
+  virtual void prefetch(const float* data, std::int64_t count) { (void)data, (void)count; }
 
   // Sums `count` floats in place over `comm` (nothing for MPI_COMM_NULL): every rank of `comm`
   // calls it with the same count, in the same order.

@@ -12,6 +12,7 @@
 //                                                           its calibrated speed now?)
 
 #include "backend.h"
+#include "backends.h"
 #include "collectives.h"
 #include "sweeps.h"
 #include "tensor_memory.h"
@@ -22,6 +23,7 @@
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <mpi.h>
 #include <nlohmann/json.hpp>
 
@@ -44,6 +46,7 @@ struct Options {
   int passes = 0; // 0: 3, or 1 with --quick
   bool probe = false;
   double max_bytes = 256.0 * 1024 * 1024;
+  std::string backend = "cpu";
 };
 
 // Where every rank runs: nodes are MPI's shared-memory domains. Devices of the calibrated
@@ -169,8 +172,7 @@ void say(int rank, const std::string& text) {
 
 int run(const Options& opt, int rank, int size) {
   const Placement where = place(rank, size);
-  keep_freed_memory(); // as partita-run does
-  auto backend = make_cpu_backend(opt.threads);
+  auto backend = make_backend(opt.backend, opt.threads, MPI_COMM_WORLD); // as partita-run makes it
   const SweepBudget budget = opt.quick ? SweepBudget{0.002, 3, 500} : SweepBudget{0.01, 5, 2000};
   say(rank, fmt::format("partita-calibrate: {} ranks on {} node(s), backend {}, {} thread(s) per rank{}\n", size,
                         where.nodes, backend->name(), opt.threads, opt.quick ? ", quick" : ""));
@@ -359,6 +361,10 @@ int main(int argc, char** argv) {
                "time only the GEMMs of 10^8.5 FLOPs (one per family), the memory-bound kernels of 10^6.5 and 10^7 "
                "bytes and the all-reduce inside a node of 128 KiB, 512 KiB and 2 MiB, and write them to --output: is "
                "the host at its calibrated speed now?");
+  app.add_option("--backend", opt.backend,
+                 fmt::format("whose kernels the compute and memory sweeps time: cpu (oneDNN) or cuda (cuBLAS/cuDNN, "
+                             "one GPU per rank); this binary has: {}",
+                             fmt::join(backend_names(), ", ")));
   app.add_option("--max-bytes", opt.max_bytes, "largest collective size in bytes")
       ->check(partita::cli::real(1024, 64.0 * 1024 * 1024 * 1024, "bytes"));
   try {

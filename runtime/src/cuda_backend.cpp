@@ -19,7 +19,9 @@
 
 #include <algorithm>
 #include <climits>
+#include <map>
 #include <new>
+#include <vector>
 
 namespace partita::runtime {
 namespace {
@@ -145,7 +147,10 @@ struct ConvSetup {
                                           CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
           "cudnnSetConvolution2dDescriptor");
     check(cudnnSetConvolutionGroupCount(conv, as_int(s.groups, "groups")), "cudnnSetConvolutionGroupCount");
-    check(cudnnSetConvolutionMathType(conv, CUDNN_DEFAULT_MATH), "cudnnSetConvolutionMathType"); // fp32, no TF32
+    // FMA kernels only: CUDNN_DEFAULT_MATH lets cuDNN pick TF32 tensor-core kernels for fp32 on
+    // Ampere and Hopper (seen on an H100: a grouped convolution 4e-4 off oneDNN's, its gradients
+    // 1e-4 to 5e-4), where partita-run computes fp32 as the CPU backend does.
+    check(cudnnSetConvolutionMathType(conv, CUDNN_FMA_MATH), "cudnnSetConvolutionMathType");
   }
   ~ConvSetup() { cudnnDestroyConvolutionDescriptor(conv); }
   ConvSetup(const ConvSetup&) = delete;
@@ -162,7 +167,7 @@ int destroy_nccl(MPI_Comm, int, void* value, void*) {
 
 class CudaBackend final : public Backend {
 public:
-  CudaBackend(int device, int devices) {
+  CudaBackend(int device, int devices) : m_device(device) {
     check(cudaSetDevice(device), "cudaSetDevice");
     cudaDeviceProp prop{};
     check(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties");
@@ -198,6 +203,16 @@ public:
   std::string_view name() const override { return m_name; }
 
   void synchronize() override { check(cudaStreamSynchronize(m_stream), "cudaStreamSynchronize"); }
+  bool kernels_on_host() const override { return false; }
+  void prefetch(const float* data, std::int64_t count) override {
+    if (count > 0) {
+      cudaMemLocation where{};
+      where.type = cudaMemLocationTypeDevice;
+      where.id = m_device;
+      check(cudaMemPrefetchAsync(data, static_cast<std::size_t>(count) * sizeof(float), where, 0, m_stream),
+            "cudaMemPrefetchAsync");
+    }
+  }
 
   void all_reduce_sum(MPI_Comm comm, float* data, std::int64_t count) override {
     if (comm == MPI_COMM_NULL || count == 0) {
@@ -273,6 +288,26 @@ public:
     cuda::layer_norm_backward(m_stream, rows, norm, epsilon, x, scale, dy, dx, d_scale, d_shift, stats.get());
   }
 
+  // The algorithm cuDNN's heuristics pick for a convolution, and its workspace, asked once per
+  // shape and direction: the query (and the legacy API's translation into cuDNN 9's graphs) took
+  // longer than a small convolution itself.
+  struct ConvAlgorithm {
+    int algo = 0;
+    std::size_t bytes = 0;
+  };
+  template <class Query> ConvAlgorithm conv_algorithm(int direction, const ConvShape& s, Query&& query) {
+    const auto& w = s.window;
+    std::vector<std::int64_t> key{direction, s.n,        s.c_in,       s.c_out,      s.groups,
+                                  s.h,       s.w,        s.oh,         s.ow,         w.kh,
+                                  w.kw,      w.stride_h, w.stride_w,   w.dilation_h, w.dilation_w,
+                                  w.pad_top, w.pad_left, w.pad_bottom, w.pad_right};
+    const auto it = m_conv_algorithms.find(key);
+    if (it != m_conv_algorithms.end()) {
+      return it->second;
+    }
+    return m_conv_algorithms.emplace(std::move(key), query()).first->second;
+  }
+
   void conv_forward(const ConvShape& s, const float* x, const float* w, const float* bias, float* y) override {
     const ConvSetup setup(s);
     const Scratch padded(m_stream,
@@ -281,15 +316,20 @@ public:
     const TensorDesc xd(s.n, s.c_in, setup.shape.h, setup.shape.w), yd(s.n, s.c_out, s.oh, s.ow);
     const FilterDesc wd(s);
     check_output(setup, xd, wd, s);
-    int found = 0;
-    cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-    check(cudnnGetConvolutionForwardAlgorithm_v7(m_dnn, xd.d, wd.d, setup.conv, yd.d, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
-                                                 &found, perf),
-          "cudnnGetConvolutionForwardAlgorithm_v7");
-    const auto algo = first_usable(perf, found, "forward").algo;
-    std::size_t bytes = 0;
-    check(cudnnGetConvolutionForwardWorkspaceSize(m_dnn, xd.d, wd.d, setup.conv, yd.d, algo, &bytes),
-          "cudnnGetConvolutionForwardWorkspaceSize");
+    const auto chosen = conv_algorithm(0, s, [&] {
+      int found = 0;
+      cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+      check(cudnnGetConvolutionForwardAlgorithm_v7(m_dnn, xd.d, wd.d, setup.conv, yd.d,
+                                                   CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &found, perf),
+            "cudnnGetConvolutionForwardAlgorithm_v7");
+      const auto a = first_usable(perf, found, "forward").algo;
+      std::size_t b = 0;
+      check(cudnnGetConvolutionForwardWorkspaceSize(m_dnn, xd.d, wd.d, setup.conv, yd.d, a, &b),
+            "cudnnGetConvolutionForwardWorkspaceSize");
+      return ConvAlgorithm{static_cast<int>(a), b};
+    });
+    const auto algo = static_cast<cudnnConvolutionFwdAlgo_t>(chosen.algo);
+    const std::size_t bytes = chosen.bytes;
     const Scratch workspace(m_stream, (bytes + sizeof(float) - 1) / sizeof(float));
     const float one = 1.F, zero = 0.F;
     check(cudnnConvolutionForward(m_dnn, &one, xd.d, in, wd.d, w, setup.conv, algo, workspace.get(), bytes, &zero, yd.d,
@@ -308,15 +348,20 @@ public:
     const TensorDesc xd(s.n, s.c_in, setup.shape.h, setup.shape.w), yd(s.n, s.c_out, s.oh, s.ow);
     const FilterDesc wd(s);
     check_output(setup, xd, wd, s);
-    int found = 0;
-    cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-    check(cudnnGetConvolutionBackwardDataAlgorithm_v7(m_dnn, wd.d, yd.d, setup.conv, xd.d,
-                                                      CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &found, perf),
-          "cudnnGetConvolutionBackwardDataAlgorithm_v7");
-    const auto algo = first_usable(perf, found, "backward data").algo;
-    std::size_t bytes = 0;
-    check(cudnnGetConvolutionBackwardDataWorkspaceSize(m_dnn, wd.d, yd.d, setup.conv, xd.d, algo, &bytes),
-          "cudnnGetConvolutionBackwardDataWorkspaceSize");
+    const auto chosen = conv_algorithm(1, s, [&] {
+      int found = 0;
+      cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+      check(cudnnGetConvolutionBackwardDataAlgorithm_v7(m_dnn, wd.d, yd.d, setup.conv, xd.d,
+                                                        CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &found, perf),
+            "cudnnGetConvolutionBackwardDataAlgorithm_v7");
+      const auto a = first_usable(perf, found, "backward data").algo;
+      std::size_t b = 0;
+      check(cudnnGetConvolutionBackwardDataWorkspaceSize(m_dnn, wd.d, yd.d, setup.conv, xd.d, a, &b),
+            "cudnnGetConvolutionBackwardDataWorkspaceSize");
+      return ConvAlgorithm{static_cast<int>(a), b};
+    });
+    const auto algo = static_cast<cudnnConvolutionBwdDataAlgo_t>(chosen.algo);
+    const std::size_t bytes = chosen.bytes;
     const Scratch workspace(m_stream, (bytes + sizeof(float) - 1) / sizeof(float));
     const float one = 1.F, zero = 0.F;
     float* out = setup.padded ? padded.get() : dx;
@@ -337,15 +382,20 @@ public:
     const TensorDesc xd(s.n, s.c_in, setup.shape.h, setup.shape.w), yd(s.n, s.c_out, s.oh, s.ow);
     const FilterDesc wd(s);
     check_output(setup, xd, wd, s);
-    int found = 0;
-    cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-    check(cudnnGetConvolutionBackwardFilterAlgorithm_v7(m_dnn, xd.d, yd.d, setup.conv, wd.d,
-                                                        CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &found, perf),
-          "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
-    const auto algo = first_usable(perf, found, "backward filter").algo;
-    std::size_t bytes = 0;
-    check(cudnnGetConvolutionBackwardFilterWorkspaceSize(m_dnn, xd.d, yd.d, setup.conv, wd.d, algo, &bytes),
-          "cudnnGetConvolutionBackwardFilterWorkspaceSize");
+    const auto chosen = conv_algorithm(2, s, [&] {
+      int found = 0;
+      cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+      check(cudnnGetConvolutionBackwardFilterAlgorithm_v7(m_dnn, xd.d, yd.d, setup.conv, wd.d,
+                                                          CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &found, perf),
+            "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
+      const auto a = first_usable(perf, found, "backward filter").algo;
+      std::size_t b = 0;
+      check(cudnnGetConvolutionBackwardFilterWorkspaceSize(m_dnn, xd.d, yd.d, setup.conv, wd.d, a, &b),
+            "cudnnGetConvolutionBackwardFilterWorkspaceSize");
+      return ConvAlgorithm{static_cast<int>(a), b};
+    });
+    const auto algo = static_cast<cudnnConvolutionBwdFilterAlgo_t>(chosen.algo);
+    const std::size_t bytes = chosen.bytes;
     const Scratch workspace(m_stream, (bytes + sizeof(float) - 1) / sizeof(float));
     const float one = 1.F, zero = 0.F;
     check(cudnnConvolutionBackwardFilter(m_dnn, &one, xd.d, in, yd.d, dy, setup.conv, algo, workspace.get(), bytes,
@@ -597,6 +647,8 @@ private:
   int m_keyval = MPI_KEYVAL_INVALID;
   void* m_scratch = nullptr;
   std::size_t m_scratch_bytes = 0;
+  int m_device = 0;
+  std::map<std::vector<std::int64_t>, ConvAlgorithm> m_conv_algorithms;
 };
 
 } // namespace

@@ -44,6 +44,7 @@ struct Options {
   std::string measurements;
   int threads = 1;
   std::string backend = "cpu";
+  std::string reference_backend; // empty: --backend's
   double timeout = 300;
   std::string inject_fault;
 };
@@ -175,6 +176,15 @@ int run(const Options& opt, int rank, int size) {
   if (!agree(backend_unavailable(opt.backend), rank, fmt::format("--backend {}", opt.backend).c_str())) {
     return 2;
   }
+  if (!opt.reference_backend.empty()) {
+    std::optional<std::string> why = backend_unavailable(opt.reference_backend);
+    if (!why && !opt.verify) {
+      why = "it is the backend of --verify's reference, and --verify was not given";
+    }
+    if (!agree(why, rank, fmt::format("--reference-backend {}", opt.reference_backend).c_str())) {
+      return 2;
+    }
+  }
   std::optional<LoadedPlan> loaded;
   std::optional<std::string> failure;
   try {
@@ -208,6 +218,13 @@ int run(const Options& opt, int rank, int size) {
   const graph::Graph& g = loaded->imported.graph;
   const Training training = training_of(loaded->setup);
   auto backend = make_backend(opt.backend, opt.threads, MPI_COMM_WORLD);
+  // --verify's reference on the backend named (another instance, even of the same kind): rank 0 alone runs it. Tensor
+  // memory stays what the run's backend made it (CUDA managed memory is valid on the host, where the CPU kernels read
+  // it).
+  std::unique_ptr<Backend> reference_backend;
+  if (opt.verify && rank == 0 && !opt.reference_backend.empty()) {
+    reference_backend = make_backend(opt.reference_backend, opt.threads, MPI_COMM_SELF);
+  }
   Recorder recorder;
   g_failure = {&opt, &g, &recorder,
                RunInfo{loaded->model, loaded->family, std::string(backend->name()), size, opt.threads,
@@ -294,8 +311,8 @@ int run(const Options& opt, int rank, int size) {
       const auto single = single_device(g);
       if (rank == 0) {
         // The same optimizer on one device: nothing to shard, ZeRO or not.
-        reference.emplace(g, single, MPI_COMM_SELF, *backend, unused, Training{training.optimizer, 0},
-                          loaded->constants);
+        reference.emplace(g, single, MPI_COMM_SELF, reference_backend ? *reference_backend : *backend, unused,
+                          Training{training.optimizer, 0}, loaded->constants);
         reference->forward();
         reference->backward();
         reference->synchronize_gradients();
@@ -308,8 +325,10 @@ int run(const Options& opt, int rank, int size) {
       passed = ok != 0;
       if (rank == 0) {
         fmt::print(
-            "verify against the single-device reference (tolerance {:g} of max(|reference|, 1e-3)):\n{}verify: {}\n",
-            opt.tolerance, result.report, passed ? "PASSED" : "FAILED");
+            "verify against the single-device reference{} (tolerance {:g} of max(|reference|, 1e-3)):\n{}verify: "
+            "{}\n",
+            reference_backend ? fmt::format(" on backend {}", reference_backend->name()) : std::string(), opt.tolerance,
+            result.report, passed ? "PASSED" : "FAILED");
         std::fflush(stdout);
       }
     }
@@ -402,6 +421,10 @@ int main(int argc, char** argv) {
                  fmt::format("kernels and collectives: cpu (oneDNN, MPI) or cuda (cuBLAS/cuDNN, NCCL; one GPU per "
                              "rank); this binary has: {}",
                              fmt::join(backend_names(), ", ")));
+  app.add_option(
+      "--reference-backend", opt.reference_backend,
+      "the backend --verify's single-device reference runs on (default: --backend's): `--backend cuda "
+      "--reference-backend cpu` checks the CUDA kernels against oneDNN's on the same plan, weights and inputs");
   app.add_option("--timeout", opt.timeout,
                  "seconds without progress after which a rank ends the job, writing its partial trace (0: never)")
       ->check(partita::cli::real(0, 7 * 24 * 3600, "seconds"));

@@ -15,11 +15,19 @@
 
 namespace partita::runtime {
 
-double time_per_call(MPI_Comm comm, const SweepBudget& budget, const std::function<void()>& f) {
+double time_per_call(MPI_Comm comm, const SweepBudget& budget, const std::function<void()>& f,
+                     const std::function<void()>& finish) {
+  const auto done = [&] {
+    if (finish) {
+      finish();
+    }
+  };
   f(); // warm-up: first-touch pages, oneDNN's primitive cache, MPI's connections
+  done();
   MPI_Barrier(comm);
   double t0 = MPI_Wtime();
   f();
+  done();
   double one = MPI_Wtime() - t0;
   double slowest = 0;
   check_mpi(MPI_Allreduce(&one, &slowest, 1, MPI_DOUBLE, MPI_MAX, comm), "MPI_Allreduce");
@@ -33,6 +41,7 @@ double time_per_call(MPI_Comm comm, const SweepBudget& budget, const std::functi
     for (int i = 0; i < calls; ++i) {
       f();
     }
+    done();
     const double mine = (MPI_Wtime() - t0) / calls;
     double worst = 0;
     check_mpi(MPI_Allreduce(&mine, &worst, 1, MPI_DOUBLE, MPI_MAX, comm), "MPI_Allreduce");
@@ -121,7 +130,8 @@ std::vector<KernelTiming> gemm_sweep(Backend& backend, MPI_Comm comm, const Swee
   // call multiplies the next slices of `cold` arenas (on operands kept in cache GPT-2's products
   // ran 10-15% faster here than in partita-run).
   std::vector<KernelTiming> out;
-  std::vector<float> a, b, c;
+  Floats a, b, c; // tensor memory: where a GPU backend's kernels can read them
+  const auto finish = [&] { backend.synchronize(); };
   for (const auto& f : families) {
     for (const double work : work_points(lo, hi, per_decade)) {
       const double s = std::cbrt(work / (2 * f.m * f.n * f.k));
@@ -132,11 +142,17 @@ std::vector<KernelTiming> gemm_sweep(Backend& backend, MPI_Comm comm, const Swee
       a.assign(slots.floats(), 0.5F);
       b.assign(slots.floats(), 0.25F);
       c.assign(slots.floats(), 0.0F);
+      for (const auto* v : {&a, &b, &c}) {
+        backend.prefetch(v->data(), static_cast<std::int64_t>(v->size()));
+      }
       std::size_t turn = 0;
-      const double seconds = time_per_call(comm, budget, [&] {
-        const std::size_t o = slots.offset(turn++);
-        backend.matmul(shape, a.data() + o, false, b.data() + o, f.trans_b, c.data() + o);
-      });
+      const double seconds = time_per_call(
+          comm, budget,
+          [&] {
+            const std::size_t o = slots.offset(turn++);
+            backend.matmul(shape, a.data() + o, false, b.data() + o, f.trans_b, c.data() + o);
+          },
+          finish);
       const double flops = 2.0 * static_cast<double>(shape.m * shape.n * shape.k);
       const double bytes = 4.0 * static_cast<double>(na + nb + nc);
       KernelTiming row{fmt::format("{} {}x{}x{}", f.name, shape.m, shape.n, shape.k), flops, bytes, seconds};
@@ -191,11 +207,15 @@ struct OneOpGraph {
   }
   // Copies of the buffers (inputs with their values: a gather's indices) to cycle through, up to
   // about `cold` bytes in all and at most 4096.
-  void make_spares() {
+  void make_spares(Backend& backend) {
     const auto count = std::clamp<std::size_t>(static_cast<std::size_t>(static_cast<double>(cold) / bytes()), 1, 4096);
     for (auto* list : {&inputs, &outputs}) {
       for (const auto& x : *list) {
         spares.emplace_back(count, x.data);
+        backend.prefetch(x.data.data(), static_cast<std::int64_t>(x.data.size()));
+        for (const auto& spare : spares.back()) {
+          backend.prefetch(spare.data(), static_cast<std::int64_t>(spare.size()));
+        }
       }
     }
   }
@@ -234,8 +254,13 @@ std::vector<KernelTiming> memory_sweep(Backend& backend, MPI_Comm comm, const Sw
   // of the rate that calls on the same cached buffers reach. So each call here works on the next
   // slice of arenas of at least `cold` bytes, and a small kernel is timed as a step meets it.
   const auto largest = std::max(static_cast<std::size_t>(sizes.back() / 4) + width + 1, cold / 4);
-  std::vector<float> x(largest, 0.5F), y(largest, 0.0F), z(std::max(largest / 3 + 1, cold / 4), 0.0F),
+  // Tensor memory, where a GPU backend's kernels can read them.
+  Floats x(largest, 0.5F), y(largest, 0.0F), z(std::max(largest / 3 + 1, cold / 4), 0.0F),
       v(z.size(), 0.0F); // Adam's second moment (z its first)
+  const auto finish = [&] { backend.synchronize(); };
+  for (const auto* buffer : {&x, &y, &z, &v}) {
+    backend.prefetch(buffer->data(), static_cast<std::int64_t>(buffer->size()));
+  }
   std::size_t offset = 0;
   // The offset of the next call's operands of n floats in every arena (64-byte aligned).
   const auto next = [&](std::int64_t n) {
@@ -248,7 +273,7 @@ std::vector<KernelTiming> memory_sweep(Backend& backend, MPI_Comm comm, const Sw
   };
   const auto time = [&](const char* kernel, KernelClass k, double bytes, const std::function<void()>& f) {
     offset = 0;
-    out.push_back({kernel, 0, bytes, time_per_call(comm, budget, f), k});
+    out.push_back({kernel, 0, bytes, time_per_call(comm, budget, f, finish), k});
   };
   for (const double bytes : sizes) {
     // ReLU reads and writes n floats; add reads two and writes one. The executor's memory-bound
@@ -269,7 +294,9 @@ std::vector<KernelTiming> memory_sweep(Backend& backend, MPI_Comm comm, const Sw
     // kernel reads the gradient the one before wrote): a 2 MB ReLU ran a quarter faster so. Each
     // is timed call by call, the fresh call after its inputs are written (untimed), against the
     // same calls on inputs in memory; the calibration fits Device::fresh_read from the ratio.
-    if (bytes <= 1e8) {
+    // Measured where the host writes what the kernels read next (the CPU backend): a GPU's kernels
+    // find the inputs another kernel wrote in its L2, which a host write cannot stand in for.
+    if (bytes <= 1e8 && backend.kernels_on_host()) {
       const auto fresh = [&](const char* kernel, std::int64_t n, int inputs, double kernel_bytes,
                              const std::function<void(std::size_t)>& call) {
         const Slots slots(static_cast<std::size_t>(n), z.size());
@@ -315,7 +342,7 @@ std::vector<KernelTiming> memory_sweep(Backend& backend, MPI_Comm comm, const Sw
       const auto o = next(norm_rows * width);
       backend.softmax_forward(rows_dims, 1, x.data() + o, y.data() + o);
     });
-    const std::vector<float> scale(width, 1.F), shift(width, 0.F);
+    const Floats scale(width, 1.F), shift(width, 0.F);
     time("layer norm", KernelClass::normalization, 8.0 * static_cast<double>(norm_rows * width), [&] {
       const auto o = next(norm_rows * width);
       backend.layer_norm_forward(norm_rows, width, 1e-5F, x.data() + o, scale.data(), shift.data(), y.data() + o,
@@ -325,7 +352,7 @@ std::vector<KernelTiming> memory_sweep(Backend& backend, MPI_Comm comm, const Sw
     // gradient and writes the weight; momentum also reads and writes a velocity, Adam m and v.
     const std::int64_t n_sgd = at_least_one(bytes / 12), n_momentum = at_least_one(bytes / 20),
                        n_adam = at_least_one(bytes / 28);
-    std::vector<float>& w = y;
+    Floats& w = y;
     time("sgd step", KernelClass::optimizer, 12.0 * static_cast<double>(n_sgd), [&] {
       const auto o = next(n_sgd);
       backend.sgd_update(n_sgd, 1e-6F, x.data() + o, w.data() + o);
@@ -348,7 +375,7 @@ std::vector<KernelTiming> memory_sweep(Backend& backend, MPI_Comm comm, const Sw
     for (std::int64_t i = 0; i < picked; ++i) {
       gather.inputs[1].data[static_cast<std::size_t>(i)] = static_cast<float>((i * 7919) % picked);
     }
-    gather.make_spares();
+    gather.make_spares(backend);
     time("gather rows", KernelClass::gather, gather.bytes(), [&] {
       gather.cycle();
       run_forward(backend, gather.g, 0, gather.buffers);
@@ -358,7 +385,7 @@ std::vector<KernelTiming> memory_sweep(Backend& backend, MPI_Comm comm, const Sw
     const std::int64_t blocks = std::max<std::int64_t>(1, picked / 64);
     OneOpGraph transpose("Transpose", {{blocks, 64, width}}, {{blocks, width, 64}},
                          {{"perm", std::vector<std::int64_t>{0, 2, 1}}});
-    transpose.make_spares();
+    transpose.make_spares(backend);
     time("transpose", KernelClass::transpose, transpose.bytes(), [&] {
       transpose.cycle();
       run_forward(backend, transpose.g, 0, transpose.buffers);
@@ -368,13 +395,13 @@ std::vector<KernelTiming> memory_sweep(Backend& backend, MPI_Comm comm, const Sw
     const std::int64_t heads = 4;
     OneOpGraph heads_transpose("Transpose", {{blocks, 64, heads, width / heads}}, {{blocks, heads, 64, width / heads}},
                                {{"perm", std::vector<std::int64_t>{0, 2, 1, 3}}});
-    heads_transpose.make_spares();
+    heads_transpose.make_spares(backend);
     time("heads transpose", KernelClass::copy, heads_transpose.bytes(), [&] {
       heads_transpose.cycle();
       run_forward(backend, heads_transpose.g, 0, heads_transpose.buffers);
     });
     OneOpGraph split("Split", {{picked, 2 * width}}, {{picked, width}, {picked, width}}, {{"axis", std::int64_t{1}}});
-    split.make_spares();
+    split.make_spares(backend);
     time("split", KernelClass::copy, split.bytes(), [&] {
       split.cycle();
       run_forward(backend, split.g, 0, split.buffers);

@@ -25,8 +25,10 @@ struct SweepBudget {
 };
 
 // Calls f() on every rank of `comm` together; the per-call time of the slowest rank, median over
-// trials (after one untimed warm-up call).
-double time_per_call(MPI_Comm comm, const SweepBudget& budget, const std::function<void()>& f);
+// trials (after one untimed warm-up call). `finish` (when set) runs after the calls of a trial and
+// before the clock is read: a GPU backend's synchronize(), since its calls only queue kernels.
+double time_per_call(MPI_Comm comm, const SweepBudget& budget, const std::function<void()>& f,
+                     const std::function<void()>& finish = {});
 
 // One call at a time, as partita-run times a collective: prepare(i) (untimed), a barrier, then
 // call(i) timed on every rank; a call's time is the fastest rank's (the rank that came last spent

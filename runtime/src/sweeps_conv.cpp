@@ -98,7 +98,7 @@ std::vector<ConvCase> conv_cases(double lo, double hi, const std::vector<std::in
 std::vector<KernelTiming> conv_sweep(Backend& backend, MPI_Comm comm, const SweepBudget& budget,
                                      const std::vector<ConvCase>& cases) {
   std::vector<KernelTiming> out;
-  std::vector<float> x, w, y, dy, dx, dw;
+  Floats x, w, y, dy, dx, dw; // tensor memory, where a GPU backend's kernels can read them
   for (const auto& c : cases) {
     const auto& s = c.shape;
     const auto size = [](std::int64_t a, std::int64_t b, std::int64_t h, std::int64_t v) {
@@ -110,6 +110,9 @@ std::vector<KernelTiming> conv_sweep(Backend& backend, MPI_Comm comm, const Swee
     dw.assign(w.size(), 0.0F);
     y.assign(size(s.n, s.c_out, s.oh, s.ow), 0.0F);
     dy.assign(y.size(), 0.25F);
+    for (const auto* v : {&x, &dx, &w, &dw, &y, &dy}) {
+      backend.prefetch(v->data(), static_cast<std::int64_t>(v->size()));
+    }
     const double fwd = time_per_call(comm, budget, [&] {
       backend.conv_forward(s, x.data(), w.data(), nullptr, y.data());
       backend.synchronize();
