@@ -1,10 +1,10 @@
 // The CUDA backend: cuBLAS matrix products, cuDNN convolutions, pooling, batch normalization and
 // softmax (cuDNN 9's legacy API, still in its headers), cuDNN's RNN API for LSTM, GRU and RNN
 // layers (cuda_recurrent.cpp), NCCL all-reduces on communicators bootstrapped over MPI, and small
-// kernels of our own (cuda_kernels.cu) for the rest. Every call
-// is queued on one stream per rank; synchronize() waits for it. Tensors live in CUDA managed
-// memory (tensor_memory.h), so the executor packs, unpacks and sends them over MPI on the host
-// between kernels, and the kernels read them where they are.
+// kernels of our own (cuda_kernels.cu) for the rest. Every call is queued on one stream per rank;
+// synchronize() waits for it. Tensors live in CUDA managed memory (tensor_memory.h), so the
+// executor packs, unpacks and sends them over MPI on the host between kernels, and the kernels
+// read them where they are.
 
 #include "backends.h"
 #include "cuda_kernels.h"

@@ -1,6 +1,7 @@
 // LSTM, GRU and RNN on local shards (op_kernels.h says how shards relate to the op). ONNX's
 // defaults run on the backend's recurrent kernels; what oneDNN's primitives cannot compute (cell
-// clipping, other activations, coupled input and forget gates) is refused with the reason, and
+// clipping, other activations, coupled input and forget gates) is refused with the reason (the
+// CUDA backend refuses, besides, what cuDNN's cells cannot: cuda_recurrent.cpp), and
 // sequence_lens is accepted when every sequence has the full length (checked on the data).
 // layout 1 (batch first) is transposed to time-major and back around the kernels.
 
