@@ -1,12 +1,15 @@
 // The CUDA backend: cuBLAS matrix products, cuDNN convolutions, pooling, batch normalization and
-// softmax (cuDNN 9's legacy API, still in its headers), NCCL all-reduces on communicators
-// bootstrapped over MPI, and small kernels of our own (cuda_kernels.cu) for the rest. Every call
-// is queued on one stream per rank; synchronize() waits for it. Tensors live in CUDA managed
-// memory (tensor_memory.h), so the executor packs, unpacks and sends them over MPI on the host
-// between kernels, and the kernels read them where they are.
+// softmax (cuDNN 9's legacy API, still in its headers), cuDNN's RNN API for LSTM, GRU and RNN
+// layers (cuda_recurrent.cpp), NCCL all-reduces on communicators bootstrapped over MPI, and small
+// kernels of our own (cuda_kernels.cu) for the rest. Every call is queued on one stream per rank;
+// synchronize() waits for it. Tensors live in CUDA managed memory (tensor_memory.h), so the
+// executor packs, unpacks and sends them over MPI on the host between kernels, and the kernels
+// read them where they are.
 
 #include "backends.h"
 #include "cuda_kernels.h"
+#include "cuda_recurrent.h"
+#include "cuda_support.h"
 #include "tensor_memory.h"
 
 #include "partita/graph/error.h"
@@ -26,32 +29,19 @@
 namespace partita::runtime {
 namespace {
 
-void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) {
-    throw Error(fmt::format("{} failed: {} ({})", what, cudaGetErrorString(e), static_cast<int>(e)));
-  }
-}
+using cuda::as_int;
+using cuda::check;
+using cuda::Scratch;
+
 void check(cublasStatus_t s, const char* what) {
   if (s != CUBLAS_STATUS_SUCCESS) {
     throw Error(fmt::format("{} failed: {} ({})", what, cublasGetStatusString(s), static_cast<int>(s)));
-  }
-}
-void check(cudnnStatus_t s, const char* what) {
-  if (s != CUDNN_STATUS_SUCCESS) {
-    throw Error(fmt::format("{} failed: {} ({})", what, cudnnGetErrorString(s), static_cast<int>(s)));
   }
 }
 void check(ncclResult_t r, const char* what) {
   if (r != ncclSuccess) {
     throw Error(fmt::format("{} failed: {} ({})", what, ncclGetErrorString(r), static_cast<int>(r)));
   }
-}
-
-int as_int(std::int64_t v, const char* what) {
-  if (v < 0 || v > INT_MAX) {
-    throw Error(fmt::format("{}: {} does not fit the int that cuBLAS/cuDNN take", what, v));
-  }
-  return static_cast<int>(v);
 }
 
 // CUDA managed memory: one pointer for the host (packing, MPI) and the device (kernels).
@@ -69,28 +59,6 @@ class ManagedMemory final : public std::pmr::memory_resource {
     (void)cudaFree(p);
   }
   bool do_is_equal(const std::pmr::memory_resource& other) const noexcept override { return this == &other; }
-};
-
-// Stream-ordered device scratch (workspaces, padded copies), freed on the stream.
-class Scratch {
-public:
-  Scratch(cudaStream_t stream, std::size_t floats) : m_stream(stream) {
-    if (floats > 0) {
-      check(cudaMallocAsync(reinterpret_cast<void**>(&m_data), floats * sizeof(float), stream), "cudaMallocAsync");
-    }
-  }
-  ~Scratch() {
-    if (m_data != nullptr) {
-      (void)cudaFreeAsync(m_data, m_stream);
-    }
-  }
-  Scratch(const Scratch&) = delete;
-  Scratch& operator=(const Scratch&) = delete;
-  float* get() const { return m_data; }
-
-private:
-  cudaStream_t m_stream;
-  float* m_data = nullptr;
 };
 
 // cuDNN descriptors, destroyed with their scope.
@@ -464,6 +432,16 @@ public:
                                       const float* mean, const float* variance, const float* d_scale,
                                       const float* d_shift, float* dx) override {
     cuda::batch_norm_backward_statistics(m_stream, s, count, x, scale, mean, variance, d_scale, d_shift, dx);
+  }
+
+  void recurrent_forward(const RecurrentShape& s, const RecurrentInputs& in, const RecurrentOutputs& out,
+                         Floats& saved) override {
+    cuda::recurrent_forward(m_dnn, m_stream, s, in, out, saved);
+  }
+
+  void recurrent_backward(const RecurrentShape& s, const RecurrentInputs& in, const Floats& saved,
+                          const RecurrentOutputGradients& d_out, const RecurrentInputGradients& d_in) override {
+    cuda::recurrent_backward(m_dnn, m_stream, s, in, saved, d_out, d_in);
   }
 
   void sgd_update(std::int64_t n, float learning_rate, const float* gradient, float* weights) override {

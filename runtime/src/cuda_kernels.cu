@@ -316,6 +316,26 @@ __global__ void pad2d_kernel(std::int64_t planes, Frame f, float value, const fl
   }
 }
 
+__global__ void fill_kernel(std::int64_t n, std::int32_t value, std::int32_t* out) {
+  for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += std::int64_t{gridDim.x} * blockDim.x) {
+    out[i] = value;
+  }
+}
+
+// Destination [seq, b, a, width] from source [seq, a, b, width], source step seq - 1 - t when
+// `reverse`.
+__global__ void sequence_transpose_kernel(std::int64_t seq, std::int64_t a, std::int64_t b, std::int64_t width,
+                                          bool reverse, const float* from, float* to) {
+  const std::int64_t n = seq * a * b * width;
+  for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += std::int64_t{gridDim.x} * blockDim.x) {
+    const std::int64_t w = i % width, ia = (i / width) % a, ib = (i / (width * a)) % b, t = i / (width * a * b);
+    const std::int64_t source_t = reverse ? seq - 1 - t : t;
+    to[i] = from[((source_t * a + ia) * b + ib) * width + w];
+  }
+}
+
 __global__ void crop2d_kernel(std::int64_t planes, Frame f, const float* padded, float* x) {
   const std::int64_t n = planes * f.h * f.w;
   for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < n;
@@ -570,6 +590,18 @@ void crop2d(cudaStream_t stream, std::int64_t planes, std::int64_t h, std::int64
   const Frame f{h, w, top, left, h + top + bottom, w + left + right};
   crop2d_kernel<<<grid_for(planes * h * w), block_threads, 0, stream>>>(planes, f, padded, x);
   check_launch("crop2d");
+}
+
+void fill(cudaStream_t stream, std::int64_t n, std::int32_t value, std::int32_t* out) {
+  fill_kernel<<<grid_for(n), block_threads, 0, stream>>>(n, value, out);
+  check_launch("fill");
+}
+
+void sequence_transpose(cudaStream_t stream, std::int64_t seq, std::int64_t a, std::int64_t b, std::int64_t width,
+                        bool reverse, const float* from, float* to) {
+  sequence_transpose_kernel<<<grid_for(seq * a * b * width), block_threads, 0, stream>>>(seq, a, b, width, reverse,
+                                                                                         from, to);
+  check_launch("sequence_transpose");
 }
 
 void pool_forward(cudaStream_t stream, Pool kind, const PoolShape& s, const float* x, float* y) {

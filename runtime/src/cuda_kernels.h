@@ -2,9 +2,10 @@
 
 // The CUDA backend's own kernels (cuda_kernels.cu), for what no cuBLAS or cuDNN call does as
 // ONNX means it: element-wise ops and their derivatives, broadcasting binary ops, sums over dims,
-// layer normalization, batch-norm statistics and the gradient through them, zero padding, and
-// 2-D pooling windows cuDNN cannot express (asymmetric pads, dilation). Every launch goes on
-// `stream` and returns at once; launch errors are thrown as partita::Error.
+// layer normalization, batch-norm statistics and the gradient through them, zero padding, 2-D
+// pooling windows cuDNN cannot express (asymmetric pads, dilation), and the transposes around
+// cuDNN's recurrent layers. Every launch goes on `stream` and returns at once; launch errors are
+// thrown as partita::Error.
 
 #include "kernel_shapes.h"
 
@@ -56,6 +57,14 @@ void pad2d(cudaStream_t stream, std::int64_t planes, std::int64_t h, std::int64_
 // The inverse: the [h, w] interior of each padded plane.
 void crop2d(cudaStream_t stream, std::int64_t planes, std::int64_t h, std::int64_t w, std::int64_t top,
             std::int64_t left, std::int64_t bottom, std::int64_t right, const float* padded, float* x);
+
+// out[0, n) = value (cuDNN's sequence lengths, which it reads on the device).
+void fill(cudaStream_t stream, std::int64_t n, std::int32_t value, std::int32_t* out);
+// Time-major sequences [seq, a, b, width] into [seq, b, a, width] (the two middle dims swapped),
+// the time axis reversed when `reverse`: a recurrent layer's Y between cuDNN's layout and ONNX's,
+// and X read from its last step.
+void sequence_transpose(cudaStream_t stream, std::int64_t seq, std::int64_t a, std::int64_t b, std::int64_t width,
+                        bool reverse, const float* from, float* to);
 
 // Direct 2-D pooling over any window (dx is zeroed and accumulated by the backward pass).
 void pool_forward(cudaStream_t stream, Pool kind, const PoolShape& s, const float* x, float* y);

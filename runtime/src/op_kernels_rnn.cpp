@@ -1,6 +1,7 @@
 // LSTM, GRU and RNN on local shards (op_kernels.h says how shards relate to the op). ONNX's
 // defaults run on the backend's recurrent kernels; what oneDNN's primitives cannot compute (cell
-// clipping, other activations, coupled input and forget gates) is refused with the reason, and
+// clipping, other activations, coupled input and forget gates) is refused with the reason (the
+// CUDA backend refuses, besides, what cuDNN's cells cannot: cuda_recurrent.cpp), and
 // sequence_lens is accepted when every sequence has the full length (checked on the data).
 // layout 1 (batch first) is transposed to time-major and back around the kernels.
 
@@ -240,6 +241,11 @@ Dims state_dims(const RecurrentShape& s) {
   return {s.directions(), s.batch, s.hidden};
 }
 
+// Layout 1 is transposed on the host, after the kernels that wrote its inputs have finished.
+bool batch_first(const graph::Op& op) {
+  return op.attr_int("layout", 0) != 0;
+}
+
 Floats& saved_of(const graph::Op& op, const OpBuffers& buf) {
   if (buf.saved == nullptr) {
     throw Error(
@@ -271,6 +277,9 @@ std::string missing_kernel(const graph::Graph& g, graph::OpId id) {
 
 void forward(Backend& backend, const graph::Graph& g, graph::OpId id, const OpBuffers& buf) {
   const graph::Op& op = g.op(id);
+  if (batch_first(op)) {
+    backend.synchronize();
+  }
   auto p = plan(g, op, buf);
   const auto& s = p.shape;
   Shard* y = optional_output(buf, y_out);
@@ -287,6 +296,7 @@ void forward(Backend& backend, const graph::Graph& g, graph::OpId id, const OpBu
   Floats ty(y != nullptr ? static_cast<std::size_t>(s.seq * s.directions() * s.batch * s.hidden) : 0);
   Floats th(static_cast<std::size_t>(s.directions() * s.batch * s.hidden)), tc(th.size());
   backend.recurrent_forward(s, p.inputs, {y != nullptr ? ty.data() : nullptr, th.data(), tc.data()}, saved_of(op, buf));
+  backend.synchronize(); // the host transposes what the kernel wrote
   if (y != nullptr) {
     y->data = permuted(ty.data(), y_dims(s), {2, 0, 1, 3});
   }
@@ -301,6 +311,9 @@ void forward(Backend& backend, const graph::Graph& g, graph::OpId id, const OpBu
 void backward(Backend& backend, const graph::Graph& g, graph::OpId id, const OpBuffers& buf,
               const std::vector<const Shard*>& d_out, const std::vector<Shard*>& d_in) {
   const graph::Op& op = g.op(id);
+  if (batch_first(op)) {
+    backend.synchronize();
+  }
   auto p = plan(g, op, buf);
   const auto& s = p.shape;
   const auto grad_out = [&](std::size_t k) {
@@ -338,6 +351,7 @@ void backward(Backend& backend, const graph::Graph& g, graph::OpId id, const OpB
   gi.d_initial_h = dh0.empty() ? nullptr : dh0.data();
   gi.d_initial_c = dc0.empty() ? nullptr : dc0.data();
   backend.recurrent_backward(s, p.inputs, saved_of(op, buf), {or_null(dy), or_null(dh), or_null(dc)}, gi);
+  backend.synchronize(); // the host transposes what the kernel wrote
   if (dx_out != nullptr) {
     const auto back = permuted(dx.data(), {s.seq, s.batch, s.input}, {1, 0, 2});
     std::copy(back.begin(), back.end(), dx_out);
