@@ -115,7 +115,7 @@ Setup setup(cudnnHandle_t dnn, const RecurrentShape& s) {
   // fp32 data and math, no tensor cores (TF32): as the CPU computes it.
   check(cudnnSetRNNDescriptor_v8(u.rnn.get(), CUDNN_RNN_ALGO_STANDARD, cudnn_mode(s.cell), CUDNN_RNN_DOUBLE_BIAS,
                                  dirs == 2 ? CUDNN_BIDIRECTIONAL : CUDNN_UNIDIRECTIONAL, CUDNN_LINEAR_INPUT,
-                                 CUDNN_DATA_FLOAT, CUDNN_DATA_FLOAT, CUDNN_DEFAULT_MATH, input, hidden, hidden, 1,
+                                 CUDNN_DATA_FLOAT, CUDNN_DATA_FLOAT, CUDNN_FMA_MATH, input, hidden, hidden, 1,
                                  u.dropout.get(), CUDNN_RNN_PADDED_IO_DISABLED),
         "cudnnSetRNNDescriptor_v8");
   // Every sequence has the full length, so the packed layout is the dense [seq, batch, vector].
