@@ -373,13 +373,13 @@ double OpCost::get(std::string_view name) const {
 
 double kernel_time(double flops, double bytes, const cluster::Device& device, cluster::Precision precision,
                    graph::KernelClass kernel, graph::ComputeClass compute_class, double fresh_bytes,
-                   std::optional<double> operand_bytes) {
+                   std::optional<double> operand_bytes, bool matrix_units) {
   if (flops <= 0 && bytes <= 0) {
     return 0;
   }
   const double peak = device.peak(precision);
-  const double compute =
-      flops > 0 && peak > 0 ? flops / (peak * device.compute_efficiency_for(compute_class, flops)) : 0;
+  const double efficiency = matrix_units ? device.compute_efficiency_for(compute_class, flops) : 1.0;
+  const double compute = flops > 0 && peak > 0 ? flops / (peak * efficiency) : 0;
   if (operand_bytes && compute > 0 && device.matmul_operand_bandwidth > 0) {
     return compute + *operand_bytes / device.matmul_operand_bandwidth + device.kernel_launch_overhead;
   }
@@ -500,10 +500,11 @@ OpCost op_cost(const graph::Graph& g, graph::OpId id, const graph::OpSemantics& 
   const double fwd_bytes = s.op_class == graph::OpClass::shape ? 0 : shard_in + shard_out;
   const bool packs = packs_operands(s.op_class, family, dev);
   const auto operands = packs ? std::optional(cold_operand_bytes(g, op, input_shards, input_fresh)) : std::nullopt;
-  const double fwd = s.op_class == graph::OpClass::shape
-                         ? 0
-                         : kernel_time(fwd_flops, fwd_bytes, dev, precision, s.forward_kernel, family, fresh_in,
-                                       operands ? std::optional(operands->forward) : std::nullopt);
+  const double fwd =
+      s.op_class == graph::OpClass::shape
+          ? 0
+          : kernel_time(fwd_flops, fwd_bytes, dev, precision, s.forward_kernel, family, fresh_in,
+                        operands ? std::optional(operands->forward) : std::nullopt, uses_matrix_units(s.op_class));
   const std::string operand_text =
       operands ? fmt::format(", {:.4g} MB of operands read from memory at {:.4g} GB/s on top of the arithmetic",
                              operands->backward / 1e6, dev.matmul_operand_bandwidth / 1e9)
@@ -547,7 +548,7 @@ OpCost op_cost(const graph::Graph& g, graph::OpId id, const graph::OpSemantics& 
   const double bwd =
       (bwd_flops > 0 || bwd_bytes > reduction_bytes
            ? kernel_time(bwd_flops, bwd_bytes - reduction_bytes, dev, precision, s.backward_kernel, family, fresh_dy,
-                         operands ? std::optional(operands->backward) : std::nullopt)
+                         operands ? std::optional(operands->backward) : std::nullopt, uses_matrix_units(s.op_class))
            : 0.0) +
       (reduction_bytes > 0 ? kernel_time(0, reduction_bytes, dev, precision, graph::KernelClass::reduction,
                                          graph::ComputeClass::matmul, fresh_reduction)

@@ -98,11 +98,15 @@ std::vector<int> statistics_axes(const graph::OpSemantics& s, const sharding::Co
 // before has just written: an element-wise kernel takes the device's fresh_read fraction of a
 // read from memory for them. A matrix product that reads `operand_bytes` of its operands from
 // memory (those no kernel has just written) on a device with a calibrated matmul_operand_bandwidth
-// takes compute + operand_bytes / that bandwidth instead of the roofline.
+// takes compute + operand_bytes / that bandwidth instead of the roofline. FLOPs that do not run on
+// the matrix units (`matrix_units` false: an element-wise op's, a softmax's) run at the peak: the
+// compute curve is fitted on whole GEMM calls, whose per-call cost at small sizes the memory
+// curve already carries for such a kernel (a ReLU of 4 MB priced at 29 us on an H100, where the
+// GEMM curve's small-size efficiency met its 0.5 MFLOP; it ran in 13 us).
 double kernel_time(double flops, double bytes, const cluster::Device& device, cluster::Precision precision,
                    graph::KernelClass kernel = graph::KernelClass::eltwise,
                    graph::ComputeClass compute = graph::ComputeClass::matmul, double fresh_bytes = 0,
-                   std::optional<double> operand_bytes = std::nullopt);
+                   std::optional<double> operand_bytes = std::nullopt, bool matrix_units = true);
 
 // Whether kernel_time prices an op of this class and compute family as a matrix product that
 // reads its operands on top of its arithmetic on `device` (a calibrated matmul_operand_bandwidth).
