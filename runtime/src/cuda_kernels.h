@@ -2,8 +2,9 @@
 
 // The CUDA backend's own kernels (cuda_kernels.cu), for what no cuBLAS or cuDNN call does as
 // ONNX means it: element-wise ops and their derivatives, broadcasting binary ops, sums over dims,
-// layer normalization, batch-norm statistics and the gradient through them, zero padding, and
-// 2-D pooling windows cuDNN cannot express (asymmetric pads, dilation). Every launch goes on
+// layer normalization, batch-norm statistics and the gradient through them, zero padding, 2-D
+// pooling windows cuDNN cannot express (asymmetric pads, dilation), and the data movement of an
+// iteration (strided copies, scales, fills, gathers, comparisons and Where). Every launch goes on
 // `stream` and returns at once; launch errors are thrown as partita::Error.
 
 #include "kernel_shapes.h"
