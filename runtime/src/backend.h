@@ -10,6 +10,7 @@
 // timestamp, calls synchronize() first.
 
 #include "kernel_shapes.h"
+#include "shard.h"
 #include "tensor_memory.h"
 
 #include <mpi.h>
@@ -156,6 +157,25 @@ public:
   // weights -= lr * (m / (1 - b1^step)) / (sqrt(v / (1 - b2^step)) + epsilon).
   virtual void adam_update(std::int64_t n, const AdamParameters& p, int step, const float* gradient, float* m, float* v,
                            float* weights) = 0;
+
+  // The data movement of a training iteration, so that nothing on the host touches tensor memory
+  // between kernels (on a GPU, a host loop over managed memory moves every page it touches to the
+  // host and back: Transpose, Split and the like ran 10 to 70 times slower than their copies).
+  // dst = src over the box `c` (dst += src with `accumulate`); src and dst do not overlap.
+  virtual void copy(const StridedCopy& c, const float* src, float* dst, bool accumulate) = 0;
+  // y = a * x over n elements (y may be x).
+  virtual void scale(std::int64_t n, float a, const float* x, float* y) = 0;
+  virtual void fill(std::int64_t n, float value, float* y) = 0;
+  // Y = Gather(data, indices) (GatherShape); an index outside the axis throws on the CPU and reads
+  // as NaN on a GPU, whose kernels cannot throw.
+  virtual void gather(const GatherShape& s, const float* data, const float* indices, float* y) = 0;
+  // Its gradient: d_data = 0, then every dy row added into the row its index names (rows held
+  // elsewhere skipped).
+  virtual void gather_backward(const GatherShape& s, const float* indices, const float* dy, float* d_data) = 0;
+  // y = a (op) b for a comparison (1 or 0), y = a != 0 ? b : c for Where; every input broadcast to
+  // y_dims (same rank, 1 where it broadcasts); c is nullptr for a comparison.
+  virtual void select(Select kind, const Dims& y_dims, const Dims& a_dims, const float* a, const Dims& b_dims,
+                      const float* b, const Dims& c_dims, const float* c, float* y) = 0;
 
   // The stand-in for an op without a kernel: reads and writes `bytes` bytes of memory.
   virtual void memory_bound(std::int64_t bytes) = 0;

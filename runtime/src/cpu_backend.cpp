@@ -7,6 +7,7 @@
 #include "backend.h"
 #include "collectives.h"
 #include "cpu_recurrent.h"
+#include "host_movement.h"
 #include "vector_kernels.h"
 
 #include "partita/graph/error.h"
@@ -563,6 +564,26 @@ public:
     const AdamCorrection c = adam_correction(p, step);
     vector_kernels::adam_update(n, p.learning_rate, p.beta1, p.beta2, p.epsilon, c.first, c.second, gradient, m, v,
                                 weights);
+  }
+
+  void copy(const StridedCopy& c, const float* src, float* dst, bool accumulate) override {
+    host::copy(c, src, dst, accumulate);
+  }
+  void scale(std::int64_t n, float a, const float* x, float* y) override {
+    host::scale(n, a, x, y);
+  }
+  void fill(std::int64_t n, float value, float* y) override {
+    host::fill(n, value, y);
+  }
+  void gather(const GatherShape& s, const float* data, const float* indices, float* y) override {
+    host::gather(s, data, indices, y);
+  }
+  void gather_backward(const GatherShape& s, const float* indices, const float* dy, float* d_data) override {
+    host::gather_backward(s, indices, dy, d_data);
+  }
+  void select(Select kind, const Dims& y_dims, const Dims& a_dims, const float* a, const Dims& b_dims, const float* b,
+              const Dims& c_dims, const float* c, float* y) override {
+    host::select(kind, y_dims, a_dims, a, b_dims, b, c_dims, c, y);
   }
 
   void memory_bound(std::int64_t bytes) override {

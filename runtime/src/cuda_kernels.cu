@@ -439,6 +439,93 @@ __global__ void adam_kernel(std::int64_t n, float learning_rate, float beta1, fl
   }
 }
 
+__global__ void copy_kernel(StridedCopy c, std::int64_t n, const float* src, float* dst, bool accumulate) {
+  for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += std::int64_t{gridDim.x} * blockDim.x) {
+    std::int64_t rest = i, from = 0, to = 0;
+    for (int d = c.rank - 1; d >= 0; --d) {
+      const std::int64_t coord = rest % c.extent[d];
+      rest /= c.extent[d];
+      from += coord * c.src_stride[d];
+      to += coord * c.dst_stride[d];
+    }
+    dst[to] = accumulate ? dst[to] + src[from] : src[from];
+  }
+}
+
+__global__ void scale_kernel(std::int64_t n, float a, const float* x, float* y) {
+  for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += std::int64_t{gridDim.x} * blockDim.x) {
+    y[i] = x[i] * a;
+  }
+}
+
+__global__ void fill_kernel(std::int64_t n, float value, float* y) {
+  for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += std::int64_t{gridDim.x} * blockDim.x) {
+    y[i] = value;
+  }
+}
+
+// The held row index j names (relative to the shard's first row), -1 for a row held elsewhere and
+// -2 for an index outside the axis.
+__device__ std::int64_t gather_row(const GatherShape& s, const float* indices, std::int64_t j) {
+  auto row = static_cast<std::int64_t>(llroundf(indices[j]));
+  if (row < 0) {
+    row += s.axis_size;
+  }
+  if (row < 0 || row >= s.axis_size) {
+    return -2;
+  }
+  row -= s.first_row;
+  return row >= 0 && row < s.rows ? row : -1;
+}
+
+__global__ void gather_kernel(GatherShape s, std::int64_t n, const float* data, const float* indices, float* y) {
+  for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += std::int64_t{gridDim.x} * blockDim.x) {
+    const std::int64_t in = i % s.inner, j = (i / s.inner) % s.count, o = i / (s.inner * s.count);
+    const std::int64_t row = gather_row(s, indices, j);
+    y[i] = row >= 0 ? data[(o * s.rows + row) * s.inner + in] : row == -1 ? 0.F : nanf("");
+  }
+}
+
+__global__ void gather_backward_kernel(GatherShape s, std::int64_t n, const float* indices, const float* dy,
+                                       float* d_data) {
+  for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += std::int64_t{gridDim.x} * blockDim.x) {
+    const std::int64_t in = i % s.inner, j = (i / s.inner) % s.count, o = i / (s.inner * s.count);
+    const std::int64_t row = gather_row(s, indices, j);
+    if (row >= 0) {
+      atomicAdd(d_data + (o * s.rows + row) * s.inner + in, dy[i]);
+    }
+  }
+}
+
+__global__ void select_kernel(Select kind, Broadcast3 s, std::int64_t n, const float* a, const float* b, const float* c,
+                              float* y) {
+  for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += std::int64_t{gridDim.x} * blockDim.x) {
+    std::int64_t rest = i, ia = 0, ib = 0, ic = 0;
+    for (int d = s.rank - 1; d >= 0; --d) {
+      const std::int64_t coord = rest % s.out[d];
+      rest /= s.out[d];
+      ia += coord * s.a_stride[d];
+      ib += coord * s.b_stride[d];
+      ic += coord * s.c_stride[d];
+    }
+    const float u = a[ia], v = b[ib];
+    switch (kind) {
+    case Select::greater: y[i] = u > v ? 1.F : 0.F; break;
+    case Select::less: y[i] = u < v ? 1.F : 0.F; break;
+    case Select::equal: y[i] = u == v ? 1.F : 0.F; break;
+    case Select::greater_or_equal: y[i] = u >= v ? 1.F : 0.F; break;
+    case Select::less_or_equal: y[i] = u <= v ? 1.F : 0.F; break;
+    case Select::where: y[i] = u != 0.F ? v : c[ic]; break;
+    }
+  }
+}
+
 } // namespace
 
 void momentum_update(cudaStream_t stream, std::int64_t n, float learning_rate, float momentum, const float* gradient,
@@ -617,6 +704,63 @@ void pool_backward(cudaStream_t stream, Pool kind, const PoolShape& s, const flo
   }
   pool_backward_kernel<<<grid_for(s.n * s.c * s.oh * s.ow), block_threads, 0, stream>>>(kind, s, x, dy, dx);
   check_launch("pool_backward");
+}
+
+void copy(cudaStream_t stream, const StridedCopy& c, const float* src, float* dst, bool accumulate) {
+  const std::int64_t n = c.elements();
+  if (n == 0) {
+    return;
+  }
+  copy_kernel<<<grid_for(n), block_threads, 0, stream>>>(c, n, src, dst, accumulate);
+  check_launch("copy");
+}
+
+void scale(cudaStream_t stream, std::int64_t n, float a, const float* x, float* y) {
+  if (n == 0) {
+    return;
+  }
+  scale_kernel<<<grid_for(n), block_threads, 0, stream>>>(n, a, x, y);
+  check_launch("scale");
+}
+
+void fill(cudaStream_t stream, std::int64_t n, float value, float* y) {
+  if (n == 0) {
+    return;
+  }
+  fill_kernel<<<grid_for(n), block_threads, 0, stream>>>(n, value, y);
+  check_launch("fill");
+}
+
+void gather(cudaStream_t stream, const GatherShape& s, const float* data, const float* indices, float* y) {
+  const std::int64_t n = s.outer * s.count * s.inner;
+  if (n == 0) {
+    return;
+  }
+  gather_kernel<<<grid_for(n), block_threads, 0, stream>>>(s, n, data, indices, y);
+  check_launch("gather");
+}
+
+void gather_backward(cudaStream_t stream, const GatherShape& s, const float* indices, const float* dy, float* d_data) {
+  fill(stream, s.outer * s.rows * s.inner, 0.F, d_data);
+  const std::int64_t n = s.outer * s.count * s.inner;
+  if (n == 0) {
+    return;
+  }
+  gather_backward_kernel<<<grid_for(n), block_threads, 0, stream>>>(s, n, indices, dy, d_data);
+  check_launch("gather backward");
+}
+
+void select(cudaStream_t stream, Select kind, const Broadcast3& shape, const float* a, const float* b, const float* c,
+            float* y) {
+  std::int64_t n = 1;
+  for (int d = 0; d < shape.rank; ++d) {
+    n *= shape.out[d];
+  }
+  if (n == 0) {
+    return;
+  }
+  select_kernel<<<grid_for(n), block_threads, 0, stream>>>(kind, shape, n, a, b, c, y);
+  check_launch("select");
 }
 
 } // namespace partita::runtime::cuda

@@ -3,8 +3,9 @@
 // The CUDA backend's own kernels (cuda_kernels.cu), for what no cuBLAS or cuDNN call does as
 // ONNX means it: element-wise ops and their derivatives, broadcasting binary ops, sums over dims,
 // layer normalization, batch-norm statistics and the gradient through them, zero padding, 2-D
-// pooling windows cuDNN cannot express (asymmetric pads, dilation), and the transposes around
-// cuDNN's recurrent layers. Every launch goes on `stream` and returns at once; launch errors are
+// pooling windows cuDNN cannot express (asymmetric pads, dilation), the transposes around cuDNN's
+// recurrent layers, and the data movement of an iteration (strided copies, scales, fills, gathers,
+// comparisons and Where). Every launch goes on `stream` and returns at once; launch errors are
 // thrown as partita::Error.
 
 #include "kernel_shapes.h"
@@ -25,6 +26,27 @@ struct Broadcast {
   std::int64_t a_stride[max_rank] = {};
   std::int64_t b_stride[max_rank] = {};
 };
+
+// Three inputs broadcast to one output: Where's condition and its two sources (c unused for a
+// comparison).
+struct Broadcast3 {
+  int rank = 0;
+  std::int64_t out[max_rank] = {};
+  std::int64_t a_stride[max_rank] = {};
+  std::int64_t b_stride[max_rank] = {};
+  std::int64_t c_stride[max_rank] = {};
+};
+
+// The Backend's data movement (backend.h): a strided box copy (or add), y = a * x, a fill, an
+// embedding's gather and its scatter-add (atomic adds: the order of a row's sums may differ from
+// run to run), comparisons and Where.
+void copy(cudaStream_t stream, const StridedCopy& c, const float* src, float* dst, bool accumulate);
+void scale(cudaStream_t stream, std::int64_t n, float a, const float* x, float* y);
+void fill(cudaStream_t stream, std::int64_t n, float value, float* y);
+void gather(cudaStream_t stream, const GatherShape& s, const float* data, const float* indices, float* y);
+void gather_backward(cudaStream_t stream, const GatherShape& s, const float* indices, const float* dy, float* d_data);
+void select(cudaStream_t stream, Select kind, const Broadcast3& shape, const float* a, const float* b, const float* c,
+            float* y);
 
 void eltwise_forward(cudaStream_t stream, Eltwise kind, std::int64_t n, const float* x, float* y);
 void eltwise_backward(cudaStream_t stream, Eltwise kind, std::int64_t n, const float* x, const float* dy, float* dx);

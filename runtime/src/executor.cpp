@@ -66,12 +66,6 @@ std::int64_t elements(const sharding::Block& b) {
   return n;
 }
 
-void scale(Shard& s, float factor) {
-  for (auto& v : s.data) {
-    v *= factor;
-  }
-}
-
 bool same_block(const sharding::Block& a, const sharding::Block& b) {
   return a.begin == b.begin && a.end == b.end;
 }
@@ -415,9 +409,13 @@ void Executor::sum_tied_gradients() {
       const auto [op, i] = tie.readers[r];
       return m_ops[static_cast<std::size_t>(op)].inputs[i].gradient;
     };
+    // Each reader's sum starts as its own gradient, copied on the backend.
     std::vector<std::optional<Shard>> sums(tie.readers.size());
     for (std::size_t r = 0; r < tie.readers.size(); ++r) {
-      sums[r] = gradient(r);
+      if (const auto& own = gradient(r)) {
+        sums[r] = Shard{own->block, uninitialized_floats(own->data.size())};
+        m_backend.copy(contiguous_copy(own->elements()), own->data.data(), sums[r]->data.data(), false);
+      }
     }
     const double t0 = MPI_Wtime();
     double bytes = 0;
@@ -428,7 +426,7 @@ void Executor::sum_tied_gradients() {
         }
         const auto& ex = tie.exchanges[to][from];
         const auto& src = gradient(from);
-        run_exchange(ex, src ? &*src : nullptr, sums[to] ? &*sums[to] : nullptr, true, m_comm);
+        run_exchange(ex, src ? &*src : nullptr, sums[to] ? &*sums[to] : nullptr, true, m_comm, &m_backend);
         bytes += ex.bytes_in;
       }
     }
@@ -437,6 +435,7 @@ void Executor::sum_tied_gradients() {
         gradient(r) = std::move(sums[r]);
       }
     }
+    m_backend.synchronize();
     m_recorder.add(m_rank, tie.readers.front().first, Phase::gradient_sync, t0, MPI_Wtime(), bytes);
   }
 }
@@ -487,8 +486,10 @@ void Executor::forward() {
       }
       const auto& src = m_ops[static_cast<std::size_t>(in.producer)].outputs[in.producer_output].value;
       const double t0 = MPI_Wtime();
-      run_exchange(in.forward_exchange, src ? &*src : nullptr, in.value ? &*in.value : nullptr, false, m_comm);
+      run_exchange(in.forward_exchange, src ? &*src : nullptr, in.value ? &*in.value : nullptr, false, m_comm,
+                   &m_backend);
       if (in.value) {
+        m_backend.synchronize(); // the copies' time is the move's
         m_recorder.add(m_rank, id, Phase::forward_redistribution, t0, MPI_Wtime(), in.forward_exchange.bytes_in);
       }
     }
@@ -549,7 +550,7 @@ void Executor::backward() {
       }
       const bool graph_output = m_graph.is_graph_output(op.outputs[j]);
       if (!out.external && !graph_output && !out.gradient_overwritten) {
-        std::fill(grad->data.begin(), grad->data.end(), 0.F);
+        m_backend.fill(grad->elements(), 0.F, grad->data.data());
         reset = true;
       }
       const auto& t = m_graph.tensor(op.outputs[j]);
@@ -566,15 +567,13 @@ void Executor::backward() {
           fill_slice(cached->second, slice, m_micro_batch, "loss-gradient:" + t.name, value_scale);
         }
         const Shard& seed = cached->second;
-        if (out.external) { // the caller wrote its part first
-          std::transform(seed.data.begin(), seed.data.end(), grad->data.begin(), grad->data.begin(), std::plus<>());
-        } else {
-          std::copy(seed.data.begin(), seed.data.end(), grad->data.begin());
-        }
+        // Added to what the caller wrote first when it writes a part (external), else copied.
+        m_backend.copy(contiguous_copy(seed.elements()), seed.data.data(), grad->data.data(), out.external);
         reset = true;
       }
     }
     if (reset && m_ops[id].active) {
+      m_backend.synchronize();
       m_recorder.add(m_rank, static_cast<graph::OpId>(id), Phase::backward, t0, MPI_Wtime());
     }
   }
@@ -623,10 +622,11 @@ void Executor::backward() {
       }
       for (auto& in : state.inputs) {
         if (m_accumulate && in.parameter && in.gradient) {
-          std::transform(in.gradient->data.begin(), in.gradient->data.end(), in.scratch->data.begin(),
-                         in.gradient->data.begin(), std::plus<>());
+          m_backend.copy(contiguous_copy(in.gradient->elements()), in.scratch->data.data(), in.gradient->data.data(),
+                         true);
         }
       }
+      m_backend.synchronize();
       m_recorder.add(m_rank, id, Phase::backward, t0, MPI_Wtime(), 0, !state.has_kernel);
       release_parameters(state);
       for (auto& in : state.inputs) {
@@ -652,8 +652,10 @@ void Executor::backward() {
       }
       auto& dst = m_ops[static_cast<std::size_t>(in.producer)].outputs[in.producer_output].gradient;
       const double t0 = MPI_Wtime();
-      run_exchange(in.backward_exchange, in.gradient ? &*in.gradient : nullptr, dst ? &*dst : nullptr, true, m_comm);
-      if (dst || in.gradient) { // the consumer's: the cost model prices an input's move both ways on its reader
+      run_exchange(in.backward_exchange, in.gradient ? &*in.gradient : nullptr, dst ? &*dst : nullptr, true, m_comm,
+                   &m_backend);
+      if (dst || in.gradient) {  // the consumer's: the cost model prices an input's move both ways on its reader
+        m_backend.synchronize(); // the copies' time is the move's
         m_recorder.add(m_rank, id, Phase::backward_redistribution, t0, MPI_Wtime(), in.backward_exchange.bytes_in);
       }
     }
@@ -670,28 +672,30 @@ void Executor::synchronize_gradients() {
       const auto bytes = static_cast<double>(in.gradient->elements()) * 4;
       if (in.zero) {
         auto& z = *in.zero;
-        z.gradient.assign(static_cast<std::size_t>(z.counts[static_cast<std::size_t>(z.part)]), 0.F);
+        z.gradient = uninitialized_floats(static_cast<std::size_t>(z.counts[static_cast<std::size_t>(z.part)]));
         m_backend.reduce_scatter_sum(m_comms.get(in.reduce_group), in.gradient->data.data(), z.counts,
                                      z.gradient.data());
-        m_backend.synchronize();
         if (in.copies > 1) {
-          for (auto& v : z.gradient) {
-            v *= 1.F / static_cast<float>(in.copies);
-          }
+          m_backend.scale(static_cast<std::int64_t>(z.gradient.size()), 1.F / static_cast<float>(in.copies),
+                          z.gradient.data(), z.gradient.data());
         }
         if (m_training.zero_stage >= 2) {
           Floats().swap(in.gradient->data); // the whole gradient is gone until the next backward pass
         } else {
           // ZeRO-1 keeps the whole gradient (as the cost model prices it): the slice goes back in place.
-          std::copy(z.gradient.begin(), z.gradient.end(), in.gradient->data.begin() + z.offset);
+          m_backend.copy(contiguous_copy(static_cast<std::int64_t>(z.gradient.size())), z.gradient.data(),
+                         in.gradient->data.data() + z.offset, false);
+          m_backend.synchronize(); // before the slice is freed
           Floats().swap(z.gradient);
         }
       } else {
         reduce(in.reduce_group, *in.gradient);
         if (in.copies > 1 && m_training.zero_stage >= 1) { // a tied weight under ZeRO: reduced over its copies
-          scale(*in.gradient, 1.F / static_cast<float>(in.copies));
+          m_backend.scale(in.gradient->elements(), 1.F / static_cast<float>(in.copies), in.gradient->data.data(),
+                          in.gradient->data.data());
         }
       }
+      m_backend.synchronize();
       m_recorder.add(m_rank, id, Phase::gradient_sync, t0, MPI_Wtime(), bytes);
     }
   }
@@ -707,7 +711,8 @@ void Executor::restore_weight_gradients() {
     for (auto& in : state.inputs) {
       const auto n = in.gradient ? static_cast<std::size_t>(elements(in.gradient->block)) : 0;
       if (in.parameter && in.gradient && in.gradient->data.size() != n) {
-        in.gradient->data.assign(n, 0.F);
+        in.gradient->data = uninitialized_floats(n);
+        m_backend.fill(static_cast<std::int64_t>(n), 0.F, in.gradient->data.data());
       }
     }
   }
@@ -762,8 +767,10 @@ void Executor::gather_parameters(graph::OpId id, OpState& state) {
     }
     const double t0 = MPI_Wtime();
     const auto& z = *in.zero;
-    in.value->data.assign(static_cast<std::size_t>(elements(in.value->block)), 0.F);
-    std::copy(z.weights.begin(), z.weights.end(), in.value->data.begin() + z.offset);
+    // Every slice is written: this rank's copied here, the others by the all-gather.
+    in.value->data = uninitialized_floats(static_cast<std::size_t>(elements(in.value->block)));
+    m_backend.copy(contiguous_copy(static_cast<std::int64_t>(z.weights.size())), z.weights.data(),
+                   in.value->data.data() + z.offset, false);
     m_backend.all_gather(m_comms.get(in.reduce_group), z.counts, in.value->data.data());
     m_backend.synchronize();
     m_recorder.add(m_rank, id, Phase::parameter_gather, t0, MPI_Wtime(), static_cast<double>(in.value->elements()) * 4);
@@ -820,7 +827,7 @@ void Executor::zero_weight_gradients() {
   for (auto& state : m_ops) {
     for (auto& in : state.inputs) {
       if (in.parameter && in.gradient) {
-        std::fill(in.gradient->data.begin(), in.gradient->data.end(), 0.F);
+        m_backend.fill(in.gradient->elements(), 0.F, in.gradient->data.data());
       }
     }
   }
@@ -914,6 +921,7 @@ Shard* Executor::buffer(graph::OpId op, Buffer which, std::size_t index) {
 }
 
 std::vector<Snapshot> Executor::snapshot() const {
+  m_backend.synchronize(); // the host reads what the kernels wrote
   std::vector<Snapshot> out;
   for (std::size_t id = 0; id < m_ops.size(); ++id) {
     const auto& state = m_ops[id];
@@ -949,6 +957,7 @@ std::vector<Snapshot> Executor::snapshot() const {
 }
 
 std::vector<Snapshot> Executor::weight_snapshot() const {
+  m_backend.synchronize(); // the host reads what the kernels wrote
   std::vector<Snapshot> out;
   for (std::size_t id = 0; id < m_ops.size(); ++id) {
     const auto& state = m_ops[id];

@@ -13,6 +13,39 @@ using Dims = std::vector<std::int64_t>;
 enum class Eltwise : std::uint8_t { relu, tanh, sigmoid, gelu, erf, exp, sin, cos };
 enum class Binary : std::uint8_t { add, sub, mul, div };
 
+// A box of `extent` elements copied between two buffers that each hold it with their own strides
+// (in elements, per dim of the box): a transpose (permuted source strides), a slice, a split or a
+// concatenation (a box inside a larger buffer, its offset applied to the pointer), a block of a
+// shard. Dims of extent 1 are dropped and dims that run on in both buffers merged first
+// (strided_copy in backend.h), so that any copy of the runtime fits max_copy_rank dims.
+inline constexpr int max_copy_rank = 8;
+struct StridedCopy {
+  int rank = 0;
+  std::int64_t extent[max_copy_rank] = {};
+  std::int64_t src_stride[max_copy_rank] = {};
+  std::int64_t dst_stride[max_copy_rank] = {};
+  std::int64_t elements() const {
+    std::int64_t n = 1;
+    for (int d = 0; d < rank; ++d) {
+      n *= extent[d];
+    }
+    return n;
+  }
+};
+
+// An ONNX Gather as rows of a table: data [outer, rows, inner] (the rows this shard holds, the
+// first of them global row `first_row` of an axis of `axis_size`), indices [count] held as floats,
+// y [outer, count, inner]. A negative index counts from the axis's end; a row another rank holds
+// (an embedding split over its vocabulary) reads as 0: a partial sum.
+struct GatherShape {
+  std::int64_t outer = 1, count = 1, inner = 1;
+  std::int64_t rows = 1, first_row = 0, axis_size = 1;
+};
+
+// The element-wise ops with a boolean in them: comparisons (1 or 0) and Where (a ? b : c), each
+// input broadcast to the output (numpy rules).
+enum class Select : std::uint8_t { greater, less, equal, greater_or_equal, less_or_equal, where };
+
 struct MatmulShape {
   std::int64_t batch = 1, m = 1, n = 1, k = 1;
 };

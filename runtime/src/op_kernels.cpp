@@ -13,6 +13,7 @@
 #include <map>
 #include <numeric>
 #include <optional>
+#include <utility>
 
 namespace partita::runtime {
 namespace {
@@ -206,113 +207,6 @@ void remap(const graph::Op& op, const Shard& in, const Shard& out, Map&& source,
   }
 }
 
-// Offsets into a broadcast input (dims aligned to the output's rank, 1 where it broadcasts) for
-// every output element, row-major.
-std::vector<std::int64_t> broadcast_offsets(const Dims& in, const Dims& out) {
-  std::vector<std::int64_t> offsets(static_cast<std::size_t>(product(out)));
-  Coord o(out.size(), 0);
-  for (auto& off : offsets) {
-    std::int64_t f = 0;
-    for (std::size_t d = 0; d < out.size(); ++d) {
-      f = f * in[d] + (in[d] == 1 ? 0 : o[d]);
-    }
-    off = f;
-    for (std::size_t d = out.size(); d-- > 0;) {
-      if (++o[d] < out[d]) {
-        break;
-      }
-      o[d] = 0;
-    }
-  }
-  return offsets;
-}
-
-// Transpose of a local block into one whose dims are the input block's permuted (out dim i is in
-// dim perm[i], same begin and extent): a copy tiled 32 x 32 over the output's last dim and the
-// output dim that is the input's last, so that both reads and writes stay within a few cache
-// lines (remap's rows read the input with a stride: a cache line an element; a weight's
-// transpose ran at a third of the copy rate, and its gradient, written with a stride, slower).
-// False, with nothing written, when the blocks do not correspond that way (remap handles that).
-bool tiled_transpose(const std::vector<std::int64_t>& perm, const Shard& in, Shard& out) {
-  const auto& ib = in.block;
-  const auto& ob = out.block;
-  const std::size_t r = perm.size();
-  if (r == 0 || ib.begin.size() != r || ob.begin.size() != r) {
-    return false;
-  }
-  std::vector<std::int64_t> in_extent(r), out_extent(r), in_stride(r), out_stride(r);
-  for (std::size_t d = 0; d < r; ++d) {
-    in_extent[d] = ib.end[d] - ib.begin[d];
-  }
-  for (std::size_t d = 0; d < r; ++d) {
-    const auto p = static_cast<std::size_t>(perm[d]);
-    out_extent[d] = ob.end[d] - ob.begin[d];
-    if (p >= r || out_extent[d] != in_extent[p] || ob.begin[d] != ib.begin[p]) {
-      return false;
-    }
-  }
-  in_stride[r - 1] = out_stride[r - 1] = 1;
-  for (std::size_t d = r - 1; d-- > 0;) {
-    in_stride[d] = in_stride[d + 1] * in_extent[d + 1];
-    out_stride[d] = out_stride[d + 1] * out_extent[d + 1];
-  }
-  // Each output dim's step in the input.
-  std::vector<std::int64_t> step(r);
-  for (std::size_t d = 0; d < r; ++d) {
-    step[d] = in_stride[static_cast<std::size_t>(perm[d])];
-  }
-  const std::size_t a = r - 1; // the output's last dim
-  std::size_t q = 0;           // the output dim that is the input's last
-  while (static_cast<std::size_t>(perm[q]) != r - 1) {
-    ++q;
-  }
-  const float* from = in.data.data();
-  float* to = out.data.data();
-  if (out.elements() == 0) {
-    return true;
-  }
-  // Odometer over the other dims (all but a and q).
-  std::vector<std::int64_t> idx(r, 0);
-  constexpr std::int64_t tile = 32;
-  while (true) {
-    std::int64_t in_base = 0, out_base = 0;
-    for (std::size_t d = 0; d < r; ++d) {
-      in_base += idx[d] * step[d];
-      out_base += idx[d] * out_stride[d];
-    }
-    if (q == a) { // the last dim stays last: rows copy as they are
-      std::copy_n(from + in_base, out_extent[a], to + out_base);
-    } else {
-      const std::int64_t ni = out_extent[q], nj = out_extent[a], sq = out_stride[q], sa = step[a];
-      for (std::int64_t i0 = 0; i0 < ni; i0 += tile) {
-        for (std::int64_t j0 = 0; j0 < nj; j0 += tile) {
-          const std::int64_t i1 = std::min(ni, i0 + tile), j1 = std::min(nj, j0 + tile);
-          for (std::int64_t i = i0; i < i1; ++i) {
-            const float* src = from + in_base + i;
-            float* dst = to + out_base + i * sq;
-            for (std::int64_t j = j0; j < j1; ++j) {
-              dst[j] = src[j * sa];
-            }
-          }
-        }
-      }
-    }
-    std::size_t d = r;
-    while (d-- > 0) {
-      if (d == a || d == q) {
-        continue;
-      }
-      if (++idx[d] < out_extent[d]) {
-        break;
-      }
-      idx[d] = 0;
-    }
-    if (d == static_cast<std::size_t>(-1)) {
-      return true;
-    }
-  }
-}
-
 // The source mapping of a remap op's output `k` (global coordinates).
 struct RemapSource {
   const graph::Graph& g;
@@ -407,20 +301,14 @@ RemapSource remap_source(const graph::Graph& g, const graph::Op& op, const OpBuf
   return src;
 }
 
-bool (*comparison(const std::string& type))(float, float) {
-  if (type == "Greater") {
-    return [](float a, float b) { return a > b; };
-  }
-  if (type == "Less") {
-    return [](float a, float b) { return a < b; };
-  }
-  if (type == "GreaterOrEqual") {
-    return [](float a, float b) { return a >= b; };
-  }
-  if (type == "LessOrEqual") {
-    return [](float a, float b) { return a <= b; };
-  }
-  return [](float a, float b) { return a == b; };
+Select select_of(const std::string& type) {
+  static const std::map<std::string, Select, std::less<>> table{{"Greater", Select::greater},
+                                                                {"Less", Select::less},
+                                                                {"Equal", Select::equal},
+                                                                {"GreaterOrEqual", Select::greater_or_equal},
+                                                                {"LessOrEqual", Select::less_or_equal},
+                                                                {"Where", Select::where}};
+  return table.at(type);
 }
 
 struct LayerNormShape {
@@ -459,18 +347,11 @@ GemmAttrs gemm_attrs(const graph::Op& op, const OpBuffers& buf) {
   return a;
 }
 
-void scale_in_place(float* p, std::int64_t n, float factor) {
-  if (factor != 1.F) {
-    for (std::int64_t i = 0; i < n; ++i) {
-      p[i] *= factor;
-    }
-  }
-}
-
 // Concat: its axis is whole on every rank (core keeps it whole), so the output block is the
-// inputs' blocks laid side by side along it. Visits (input, offset in the input, offset in the
-// output, run length) for every contiguous run.
-template <class Visit> void concat_runs(const graph::Op& op, const OpBuffers& buf, const Shard& y, Visit&& visit) {
+// inputs' blocks laid side by side along it. For each input, the box it fills in the output
+// (read densely from the input, written with the output's row pitch) and the box's offset there.
+std::vector<std::pair<StridedCopy, std::int64_t>> concat_boxes(const graph::Op& op, const OpBuffers& buf,
+                                                               const Shard& y) {
   const Dims ye = y.extents();
   auto axis = op.attr_int("axis", 0);
   axis = axis < 0 ? axis + static_cast<std::int64_t>(ye.size()) : axis;
@@ -489,45 +370,39 @@ template <class Visit> void concat_runs(const graph::Op& op, const OpBuffers& bu
     throw Error(fmt::format("op '{}' (Concat): the input blocks add up to {} along axis {}, the output block has {}",
                             op.name, along, axis, ye[a]));
   }
-  for (std::int64_t o = 0; o < outer; ++o) {
-    std::int64_t at = o * ye[a] * inner;
-    for (std::size_t j = 0; j < buf.inputs.size(); ++j) {
-      const std::int64_t run = buf.inputs[j]->extents()[a] * inner;
-      visit(j, o * run, at, run);
-      at += run;
-    }
+  std::vector<std::pair<StridedCopy, std::int64_t>> boxes;
+  std::int64_t at = 0;
+  for (const auto* in : buf.inputs) {
+    const std::int64_t run = in->extents()[a] * inner;
+    boxes.emplace_back(strided_copy({outer, run}, {run, 1}, {ye[a] * inner, 1}), at);
+    at += run;
   }
+  return boxes;
 }
 
-// Split output `source.k`, when its block is the input block's along every dim but the axis and
-// lies inside it along the axis (as the layouts core plans give): visits (offset in the output,
-// offset in the input, run length) for each contiguous run, one per row of the dims before the
-// axis, and returns true. False, with nothing visited, for any other pair of blocks (remap
-// handles those, element by element where it must): remap finds these runs too, but pays a
-// coordinate walk per row, which made Split three times slower than a copy of its bytes.
-template <class Visit> bool split_runs(const RemapSource& source, const Shard& in, const Shard& out, Visit&& visit) {
-  const auto& ib = in.block;
-  const auto& ob = out.block;
-  const std::size_t r = ob.begin.size(), a = source.axis;
-  if (r == 0 || ib.begin.size() != r || a >= r) {
-    return false;
+// `to` = `from`, both blocks the same size (an element-wise op's layouts): a dense copy on the
+// backend. Blocks of different sizes, as the plain assignment took them before, are copied on the
+// host.
+void copy_whole(Backend& backend, const Shard& from, Shard& to) {
+  if (from.elements() == to.elements()) {
+    backend.copy(contiguous_copy(to.elements()), from.data.data(), to.data.data(), false);
+    return;
   }
-  for (std::size_t d = 0; d < r; ++d) {
-    if (d != a && (ib.begin[d] != ob.begin[d] || ib.end[d] != ob.end[d])) {
-      return false;
-    }
+  backend.synchronize();
+  to.data = from.data;
+}
+
+// The same box read the other way: from the buffer it was written to back into the one it was read
+// from (a gradient).
+StridedCopy reversed(StridedCopy c) {
+  for (int d = 0; d < c.rank; ++d) {
+    std::swap(c.src_stride[d], c.dst_stride[d]);
   }
-  const std::int64_t first = ob.begin[a] + source.split_offset, last = ob.end[a] + source.split_offset;
-  if (first < ib.begin[a] || last > ib.end[a]) {
-    return false;
-  }
-  const Dims ie = in.extents();
-  const std::int64_t outer = product(ie, 0, a), inner = product(ie, a + 1);
-  const std::int64_t run = (last - first) * inner, row = ie[a] * inner, skip = (first - ib.begin[a]) * inner;
-  for (std::int64_t o = 0; run > 0 && o < outer; ++o) {
-    visit(o * run, o * row + skip, run);
-  }
-  return true;
+  return c;
+}
+
+bool same_block(const sharding::Block& a, const sharding::Block& b) {
+  return a.begin == b.begin && a.end == b.end;
 }
 
 } // namespace
@@ -607,6 +482,108 @@ Walk walk_of(const sharding::Block& b, const graph::Shape& shape) {
   return w;
 }
 
+// A remap op's output (Transpose, Split, a view) as one box of its input: the output block, read
+// from the input with `box.src_stride` from `offset` on and written row-major. None when the blocks
+// do not correspond that way (remap then walks them on the host).
+struct RemapBox {
+  StridedCopy box;
+  std::int64_t offset = 0;
+};
+
+std::optional<RemapBox> remap_box(const graph::Graph& g, const graph::Op& op, const RemapSource& source,
+                                  const Shard& in, const Shard& out) {
+  const auto& ib = in.block;
+  const auto& ob = out.block;
+  const std::size_t r = ob.begin.size();
+  const Dims ie = in.extents(), oe = out.extents();
+  const Dims in_stride = row_major_strides(ie), out_stride = row_major_strides(oe);
+  if (is_view(op.type)) {
+    // The same elements in the same order (is_buffer_view's test): a dense copy.
+    if (in.elements() != out.elements() ||
+        walk_of(ib, g.tensor(op.inputs[0]).shape) != walk_of(ob, g.tensor(op.outputs[source.k]).shape)) {
+      return std::nullopt;
+    }
+    return RemapBox{contiguous_copy(out.elements()), 0};
+  }
+  if (ib.begin.size() != r) {
+    return std::nullopt;
+  }
+  if (op.type == "Transpose") { // out dim d is in dim perm[d], with the same begin and extent
+    if (source.perm.size() != r) {
+      return std::nullopt;
+    }
+    Dims step(r);
+    for (std::size_t d = 0; d < r; ++d) {
+      const auto p = static_cast<std::size_t>(source.perm[d]);
+      if (p >= r || oe[d] != ie[p] || ob.begin[d] != ib.begin[p]) {
+        return std::nullopt;
+      }
+      step[d] = in_stride[p];
+    }
+    return RemapBox{strided_copy(oe, step, out_stride), 0};
+  }
+  if (op.type == "Split") { // the input block off the axis, a part of it along the axis
+    const std::size_t a = source.axis;
+    if (a >= r) {
+      return std::nullopt;
+    }
+    for (std::size_t d = 0; d < r; ++d) {
+      if (d != a && (ib.begin[d] != ob.begin[d] || ib.end[d] != ob.end[d])) {
+        return std::nullopt;
+      }
+    }
+    const std::int64_t first = ob.begin[a] + source.split_offset, last = ob.end[a] + source.split_offset;
+    if (first < ib.begin[a] || last > ib.end[a]) {
+      return std::nullopt;
+    }
+    return RemapBox{strided_copy(oe, in_stride, out_stride), (first - ib.begin[a]) * in_stride[a]};
+  }
+  return std::nullopt;
+}
+
+// A Gather whose output block is the data block's off the axis and the indices' block along the
+// index dims, with every row it may read held here or, for an embedding, a partial sum elsewhere,
+// as the backend's gather. None for other blocks (remap then walks them on the host).
+std::optional<GatherShape> gather_shape(const graph::Graph& g, const graph::Op& op, const RemapSource& source,
+                                        const Shard& data, const Shard& indices, const Shard& out) {
+  const auto& db = data.block;
+  const auto& xb = indices.block;
+  const auto& ob = out.block;
+  const std::size_t rank = db.begin.size(), r = xb.begin.size(), axis = source.axis;
+  const auto& shape = g.tensor(op.inputs[0]).shape;
+  if (axis >= rank || ob.begin.size() != rank - 1 + r) {
+    return std::nullopt;
+  }
+  const auto same = [](const sharding::Block& a, std::size_t da, const sharding::Block& b, std::size_t dbi) {
+    return a.begin[da] == b.begin[dbi] && a.end[da] == b.end[dbi];
+  };
+  for (std::size_t d = 0; d < rank; ++d) {
+    if (d < axis && !same(ob, d, db, d)) {
+      return std::nullopt;
+    }
+    if (d > axis && !same(ob, d - 1 + r, db, d)) {
+      return std::nullopt;
+    }
+  }
+  for (std::size_t d = 0; d < r; ++d) {
+    if (!same(ob, axis + d, xb, d)) {
+      return std::nullopt;
+    }
+  }
+  if (!source.embedding && (db.begin[axis] != 0 || db.end[axis] != shape[axis])) {
+    return std::nullopt; // a row of an activation held elsewhere is an error remap reports
+  }
+  const Dims de = data.extents();
+  GatherShape s;
+  s.outer = product(de, 0, axis);
+  s.inner = product(de, axis + 1);
+  s.count = indices.elements();
+  s.rows = de[axis];
+  s.first_row = db.begin[axis];
+  s.axis_size = shape[axis];
+  return s;
+}
+
 } // namespace
 
 bool is_buffer_view(const graph::Graph& g, graph::OpId id, const Shard& in, const Shard& out) {
@@ -649,14 +626,20 @@ void run_forward(Backend& backend, const graph::Graph& g, graph::OpId id, const 
     Shard& y = *buf.outputs[0];
     backend.matmul(a.shape, buf.inputs[0]->data.data(), a.trans_a, buf.inputs[1]->data.data(), a.trans_b,
                    y.data.data());
-    backend.synchronize(); // the host scales what the kernel wrote
-    scale_in_place(y.data.data(), y.elements(), a.alpha);
+    if (a.alpha != 1.F) {
+      backend.scale(y.elements(), a.alpha, y.data.data(), y.data.data());
+    }
     if (a.adds_bias) {
       const Dims c = y.extents();
-      Floats bias(buf.inputs[2]->data);
-      scale_in_place(bias.data(), static_cast<std::int64_t>(bias.size()), a.beta);
-      backend.binary(Binary::add, c, y.data.data(), aligned(buf.inputs[2]->extents(), c.size()), bias.data(), c,
-                     y.data.data());
+      const Shard& given = *buf.inputs[2];
+      Floats scaled;
+      const float* bias = given.data.data();
+      if (a.beta != 1.F) {
+        scaled = uninitialized_floats(given.data.size());
+        backend.scale(given.elements(), a.beta, bias, scaled.data());
+        bias = scaled.data();
+      }
+      backend.binary(Binary::add, c, y.data.data(), aligned(given.extents(), c.size()), bias, c, y.data.data());
     }
   } else if (op.type == "LayerNormalization") {
     const auto ln = layer_norm_shape(op, buf.inputs[0]->extents());
@@ -665,7 +648,8 @@ void run_forward(Backend& backend, const graph::Graph& g, graph::OpId id, const 
     if (buf.inputs.size() > 2 && buf.inputs[2] != nullptr) {
       shift = buf.inputs[2]->data.data();
     } else {
-      zeros.assign(static_cast<std::size_t>(ln.norm), 0.F);
+      zeros = uninitialized_floats(static_cast<std::size_t>(ln.norm));
+      backend.fill(ln.norm, 0.F, zeros.data());
       shift = zeros.data();
     }
     const auto stat = [&](std::size_t j) {
@@ -681,14 +665,18 @@ void run_forward(Backend& backend, const graph::Graph& g, graph::OpId id, const 
       Shard& y = *buf.outputs[k];
       const Shard& x = *buf.inputs[0];
       const RemapSource source = remap_source(g, op, buf, k);
-      if (op.type == "Transpose" && tiled_transpose(source.perm, x, y)) {
+      if (op.type == "Gather") {
+        if (const auto shape = gather_shape(g, op, source, x, *buf.inputs[1], y)) {
+          backend.gather(*shape, x.data.data(), buf.inputs[1]->data.data(), y.data.data());
+          continue;
+        }
+      } else if (const auto box = remap_box(g, op, source, x, y)) {
+        backend.copy(box->box, x.data.data() + box->offset, y.data.data(), false);
         continue;
       }
-      if (op.type == "Split" && split_runs(source, x, y, [&](std::int64_t o, std::int64_t i, std::int64_t n) {
-            std::copy_n(x.data.data() + i, n, y.data.data() + o);
-          })) {
-        continue;
-      }
+      // Blocks that are not one box of each other: walked on the host, once the kernels that wrote
+      // the input have finished.
+      backend.synchronize();
       if (source.embedding) { // embedding rows held elsewhere stay 0 (partial sums)
         std::fill(y.data.begin(), y.data.end(), 0.F);
       }
@@ -706,31 +694,22 @@ void run_forward(Backend& backend, const graph::Graph& g, graph::OpId id, const 
     }
   } else if (op.type == "Concat") {
     Shard& y = *buf.outputs[0];
-    concat_runs(op, buf, y, [&](std::size_t j, std::int64_t from, std::int64_t to, std::int64_t n) {
-      std::copy_n(buf.inputs[j]->data.begin() + from, n, y.data.begin() + to);
-    });
+    const auto boxes = concat_boxes(op, buf, y);
+    for (std::size_t j = 0; j < boxes.size(); ++j) {
+      backend.copy(boxes[j].first, buf.inputs[j]->data.data(), y.data.data() + boxes[j].second, false);
+    }
   } else if (op.type == "Cast") {
     // Every tensor is held as fp32 (integers and booleans exactly): a cast is a copy.
-    buf.outputs[0]->data = buf.inputs[0]->data;
+    copy_whole(backend, *buf.inputs[0], *buf.outputs[0]);
   } else if (is_comparison(op.type) || op.type == "Where") {
     Shard& y = *buf.outputs[0];
     const Dims c = y.extents();
-    std::vector<std::vector<std::int64_t>> at;
-    for (const auto* in : buf.inputs) {
-      at.push_back(broadcast_offsets(aligned(in->extents(), c.size()), c));
-    }
-    const auto v = [&](std::size_t input, std::size_t i) {
-      return buf.inputs[input]->data[static_cast<std::size_t>(at[input][i])];
-    };
+    const auto dims = [&](std::size_t i) { return aligned(buf.inputs[i]->extents(), c.size()); };
+    const auto data = [&](std::size_t i) { return buf.inputs[i]->data.data(); };
     if (op.type == "Where") {
-      for (std::size_t i = 0; i < y.data.size(); ++i) {
-        y.data[i] = v(0, i) != 0.F ? v(1, i) : v(2, i);
-      }
+      backend.select(Select::where, c, dims(0), data(0), dims(1), data(1), dims(2), data(2), y.data.data());
     } else {
-      const auto test = comparison(op.type); // chosen once, not per element (string compares: 14 ns each)
-      for (std::size_t i = 0; i < y.data.size(); ++i) {
-        y.data[i] = test(v(0, i), v(1, i)) ? 1.F : 0.F;
-      }
+      backend.select(select_of(op.type), c, dims(0), data(0), dims(1), data(1), {}, nullptr, y.data.data());
     }
   } else if (op.type == "Constant") {
     // Filled once when the executor allocated it.
@@ -783,7 +762,7 @@ void run_backward(Backend& backend, const graph::Graph& g, graph::OpId id, const
       if (target == c) {
         return dst;
       }
-      full.resize(static_cast<std::size_t>(product(c)));
+      full = uninitialized_floats(static_cast<std::size_t>(product(c)));
       return full.data();
     };
     const auto sum_into = [&](const Dims& target, const float* from, float* dst) {
@@ -811,10 +790,7 @@ void run_backward(Backend& backend, const graph::Graph& g, graph::OpId id, const
       case Binary::add: backend.reduce_sum(c, dy, bd, db); break;
       case Binary::sub:
         backend.reduce_sum(c, dy, bd, db);
-        backend.synchronize(); // the host negates what the kernel wrote
-        for (auto& v : d_in[1]->data) {
-          v = -v;
-        }
+        backend.scale(d_in[1]->elements(), -1.F, db, db);
         break;
       case Binary::mul: {
         float* t = into(bd, db);
@@ -827,10 +803,7 @@ void run_backward(Backend& backend, const graph::Graph& g, graph::OpId id, const
         backend.binary(Binary::mul, c, dy, c, buf.outputs[0]->data.data(), c, t);
         backend.binary(Binary::div, c, t, bd, buf.inputs[1]->data.data(), c, t);
         sum_into(bd, t, db);
-        backend.synchronize();
-        for (auto& v : d_in[1]->data) {
-          v = -v;
-        }
+        backend.scale(d_in[1]->elements(), -1.F, db, db);
         break;
       }
       }
@@ -854,8 +827,9 @@ void run_backward(Backend& backend, const graph::Graph& g, graph::OpId id, const
       } else { // dA[k, m] = B' . dY^T
         backend.matmul({1, s.k, s.m, s.n}, B, a.trans_b, dy, true, da);
       }
-      backend.synchronize();
-      scale_in_place(da, d_in[0]->elements(), a.alpha);
+      if (a.alpha != 1.F) {
+        backend.scale(d_in[0]->elements(), a.alpha, da, da);
+      }
     }
     if (wants(1)) {
       float* db = d_in[1]->data.data();
@@ -864,28 +838,29 @@ void run_backward(Backend& backend, const graph::Graph& g, graph::OpId id, const
       } else { // dB[n, k] = dY^T . A'
         backend.matmul({1, s.n, s.k, s.m}, dy, true, A, a.trans_a, db);
       }
-      backend.synchronize();
-      scale_in_place(db, d_in[1]->elements(), a.alpha);
+      if (a.alpha != 1.F) {
+        backend.scale(d_in[1]->elements(), a.alpha, db, db);
+      }
     }
     if (wants(2)) {
       Shard& dc = *d_in[2];
       if (a.adds_bias) { // only the rank that added C: the replica reduction over k then counts it once
         const Dims c = d_out[0]->extents();
         backend.reduce_sum(c, dy, aligned(dc.extents(), c.size()), dc.data.data());
-        backend.synchronize();
-        scale_in_place(dc.data.data(), dc.elements(), a.beta);
+        if (a.beta != 1.F) {
+          backend.scale(dc.elements(), a.beta, dc.data.data(), dc.data.data());
+        }
       } else {
-        std::fill(dc.data.begin(), dc.data.end(), 0.F);
+        backend.fill(dc.elements(), 0.F, dc.data.data());
       }
     }
   } else if (op.type == "LayerNormalization") {
     const auto ln = layer_norm_shape(op, buf.inputs[0]->extents());
-    Floats d_scale(static_cast<std::size_t>(ln.norm)), d_shift(static_cast<std::size_t>(ln.norm));
-    Floats dx(wants(0) ? 0 : static_cast<std::size_t>(ln.rows * ln.norm));
+    // Scratch for an unwanted dx only: the kernels skip unwanted d_scale and d_shift.
+    Floats dx = uninitialized_floats(wants(0) ? 0 : static_cast<std::size_t>(ln.rows * ln.norm));
     backend.layer_norm_backward(ln.rows, ln.norm, ln.epsilon, buf.inputs[0]->data.data(), buf.inputs[1]->data.data(),
                                 d_out[0]->data.data(), wants(0) ? d_in[0]->data.data() : dx.data(),
-                                wants(1) ? d_in[1]->data.data() : d_scale.data(),
-                                wants(2) ? d_in[2]->data.data() : d_shift.data());
+                                wants(1) ? d_in[1]->data.data() : nullptr, wants(2) ? d_in[2]->data.data() : nullptr);
   } else if (is_remap(op.type)) {
     if (wants(0)) {
       // Gather is a scatter-add: an element read by several outputs (an embedding row) sums their
@@ -893,6 +868,7 @@ void run_backward(Backend& backend, const graph::Graph& g, graph::OpId id, const
       // gradients hold as many elements as the input's, each element of dx is written once, with
       // no zero fill before (the fill and the adds made Transpose's backward 1.5 times its forward).
       Shard& dx = *d_in[0];
+      const Shard& x = *buf.inputs[0];
       std::int64_t covered = 0;
       bool all = true;
       for (const Shard* dy : d_out) {
@@ -900,39 +876,36 @@ void run_backward(Backend& backend, const graph::Graph& g, graph::OpId id, const
         covered += dy != nullptr ? dy->elements() : 0;
       }
       const bool write = op.type != "Gather" && all && covered == dx.elements();
-      bool tiled = false;
-      if (write && op.type == "Transpose") { // dX is dY transposed back
-        const auto perm = remap_source(g, op, buf, 0).perm;
-        std::vector<std::int64_t> inverse(perm.size());
-        for (std::size_t d = 0; d < perm.size(); ++d) {
-          inverse[static_cast<std::size_t>(perm[d])] = static_cast<std::int64_t>(d);
-        }
-        tiled = tiled_transpose(inverse, *d_out[0], dx);
+      std::optional<GatherShape> gather;
+      if (op.type == "Gather" && d_out[0] != nullptr && same_block(dx.block, x.block)) {
+        gather = gather_shape(g, op, remap_source(g, op, buf, 0), x, *buf.inputs[1], *d_out[0]);
       }
-      if (!write) {
-        std::fill(dx.data.begin(), dx.data.end(), 0.F);
+      if (gather) {
+        backend.gather_backward(*gather, buf.inputs[1]->data.data(), d_out[0]->data.data(), dx.data.data());
+      } else if (!write) {
+        backend.fill(dx.elements(), 0.F, dx.data.data());
       }
-      for (std::size_t k = 0; k < d_out.size() && !tiled; ++k) {
+      bool host = false; // whether the host has waited for the kernels before it walks blocks itself
+      for (std::size_t k = 0; k < d_out.size() && !gather; ++k) {
         if (d_out[k] == nullptr) {
           continue;
         }
         const Shard& dy = *d_out[k];
+        const RemapSource source = remap_source(g, op, buf, k);
+        // The box's input offsets are into the input's block: dX must hold that block to take them.
+        if (same_block(dx.block, x.block)) {
+          if (const auto box = remap_box(g, op, source, x, dy)) {
+            backend.copy(reversed(box->box), dy.data.data(), dx.data.data() + box->offset, !write);
+            continue;
+          }
+        }
+        if (!host) {
+          backend.synchronize();
+          host = true;
+        }
         float* to = dx.data.data();
         const float* from = dy.data.data();
-        const RemapSource source = remap_source(g, op, buf, k);
-        // The runs' input offsets are into the input's block: dX must hold that block to take them.
-        if (op.type == "Split" && dx.block.begin == buf.inputs[0]->block.begin &&
-            dx.block.end == buf.inputs[0]->block.end &&
-            split_runs(source, dx, dy, [&](std::int64_t o, std::int64_t i, std::int64_t n) {
-              if (write) {
-                std::copy_n(from + o, n, to + i);
-              } else {
-                std::transform(from + o, from + o + n, to + i, to + i, std::plus<>());
-              }
-            })) {
-          continue;
-        }
-        remap(op, *buf.inputs[0], dy, source, [&](std::int64_t o, std::int64_t i, std::int64_t n, std::int64_t s) {
+        remap(op, x, dy, source, [&](std::int64_t o, std::int64_t i, std::int64_t n, std::int64_t s) {
           if (write) {
             for (std::int64_t j = 0; j < n; ++j) {
               to[i + j * s] = from[o + j];
@@ -946,28 +919,31 @@ void run_backward(Backend& backend, const graph::Graph& g, graph::OpId id, const
       }
     }
   } else if (op.type == "Concat") {
-    concat_runs(op, buf, *d_out[0], [&](std::size_t j, std::int64_t from, std::int64_t to, std::int64_t n) {
+    const auto boxes = concat_boxes(op, buf, *d_out[0]);
+    for (std::size_t j = 0; j < boxes.size(); ++j) {
       if (wants(j)) {
-        std::copy_n(d_out[0]->data.begin() + to, n, d_in[j]->data.begin() + from);
+        backend.copy(reversed(boxes[j].first), d_out[0]->data.data() + boxes[j].second, d_in[j]->data.data(), false);
       }
-    });
+    }
   } else if (op.type == "Cast") {
     if (wants(0)) {
-      d_in[0]->data = d_out[0]->data;
+      copy_whole(backend, *d_out[0], *d_in[0]);
     }
   } else if (op.type == "Where") {
     const Dims c = d_out[0]->extents();
-    const auto cond = broadcast_offsets(aligned(buf.inputs[0]->extents(), c.size()), c);
+    const Dims cond = aligned(buf.inputs[0]->extents(), c.size());
+    // dY where the condition picked this input, 0 elsewhere, summed over its broadcast dims.
+    Floats zero = uninitialized_floats(1);
+    backend.fill(1, 0.F, zero.data());
+    const Dims scalar(c.size(), 1);
     for (std::size_t i = 1; i < 3; ++i) {
       if (!wants(i)) {
         continue;
       }
-      backend.synchronize(); // the previous input's reduction has finished before the host writes again
-      Floats full(d_out[0]->data);
-      for (std::size_t e = 0; e < full.size(); ++e) {
-        const bool picked = buf.inputs[0]->data[static_cast<std::size_t>(cond[e])] != 0.F;
-        full[e] = picked == (i == 1) ? full[e] : 0.F;
-      }
+      Floats full = uninitialized_floats(static_cast<std::size_t>(product(c)));
+      const float* dy = d_out[0]->data.data();
+      backend.select(Select::where, c, cond, buf.inputs[0]->data.data(), i == 1 ? c : scalar, i == 1 ? dy : zero.data(),
+                     i == 1 ? scalar : c, i == 1 ? zero.data() : dy, full.data());
       backend.reduce_sum(c, full.data(), aligned(d_in[i]->extents(), c.size()), d_in[i]->data.data());
     }
   } else if (is_comparison(op.type) || op.type == "Constant") {

@@ -160,7 +160,7 @@ struct Region {
   const float* data = nullptr;
 };
 
-Region read_region(const graph::Op& op, const Shard& x, const sharding::Block& region) {
+Region read_region(Backend& backend, const graph::Op& op, const Shard& x, const sharding::Block& region) {
   if (!contains(x.block, region)) {
     throw Error(fmt::format("op '{}' ({}): its output block reads input region {}, which this rank's input block {} "
                             "does not hold (a spatial split reads a halo from its neighbours)",
@@ -168,17 +168,23 @@ Region read_region(const graph::Op& op, const Shard& x, const sharding::Block& r
   }
   Region r{region, {}, x.data.data()};
   if (region.begin != x.block.begin || region.end != x.block.end) {
-    r.copy.resize(static_cast<std::size_t>(region.elements()));
-    pack(x, region, r.copy.data());
+    r.copy = uninitialized_floats(static_cast<std::size_t>(region.elements()));
+    std::int64_t from = 0, to = 0;
+    const StridedCopy c = region_copy(x.block, region, region, from, to);
+    backend.copy(c, x.data.data() + from, r.copy.data() + to, false);
     r.data = r.copy.data();
   }
   return r;
 }
 
 // Writes a gradient computed over `region` into `dx` (zero outside it).
-void write_region(Shard& dx, const sharding::Block& region, const Floats& values) {
-  std::fill(dx.data.begin(), dx.data.end(), 0.F);
-  unpack(dx, region, values.data(), false);
+void write_region(Backend& backend, Shard& dx, const sharding::Block& region, const Floats& values) {
+  if (region.begin != dx.block.begin || region.end != dx.block.end) {
+    backend.fill(dx.elements(), 0.F, dx.data.data());
+  }
+  std::int64_t from = 0, to = 0;
+  const StridedCopy c = region_copy(region, dx.block, region, from, to);
+  backend.copy(c, values.data() + from, dx.data.data() + to, false);
 }
 
 std::int64_t extent(const sharding::Block& b, std::size_t d) {
@@ -286,15 +292,17 @@ void batch_norm_forward(Backend& backend, const graph::Graph& g, const graph::Op
         fmt::format("op '{}' (BatchNormalization): no room to keep the statistics for the backward pass", op.name));
   }
   auto& saved = *buf.saved; // mean, variance
-  saved.assign(2 * c, 0.F);
+  if (saved.size() != 2 * c) {
+    saved = uninitialized_floats(2 * c); // the forward kernel writes both
+  }
   float* mean = saved.data();
   float* variance = saved.data() + c;
   const float* scale = buf.inputs[1]->data.data();
   const float* shift = buf.inputs[2]->data.data();
   float* y = buf.outputs[0]->data.data();
   backend.batch_norm_forward(s, x.data.data(), scale, shift, mean, variance, false, y);
-  backend.synchronize(); // the host reads the statistics below
   if (buf.sum_statistics) {
+    backend.synchronize(); // the host turns the statistics into sums for the group's MPI reduction
     // This shard's count x (mean, mean of squares), summed over the group, gives the batch's.
     const auto m = static_cast<float>(local_count(s));
     Floats sums(2 * c);
@@ -320,8 +328,13 @@ void batch_norm_forward(Backend& backend, const graph::Graph& g, const graph::Op
     const float* running =
         buf.inputs.size() > k + 2 && buf.inputs[k + 2] != nullptr ? buf.inputs[k + 2]->data.data() : nullptr;
     const float* current = k == 1 ? mean : variance;
-    for (std::size_t i = 0; i < c; ++i) {
-      buf.outputs[k]->data[i] = (running != nullptr ? momentum * running[i] : 0.F) + (1.F - momentum) * current[i];
+    const auto n = static_cast<std::int64_t>(c);
+    float* out = buf.outputs[k]->data.data();
+    backend.scale(n, 1.F - momentum, current, out);
+    if (running != nullptr) {
+      Floats kept = uninitialized_floats(c);
+      backend.scale(n, momentum, running, kept.data());
+      backend.binary(Binary::add, {n}, kept.data(), {n}, out, {n}, out);
     }
   }
 }
@@ -339,16 +352,14 @@ void batch_norm_backward(Backend& backend, const graph::Graph& g, const graph::O
   const float* variance = saved.data() + c;
   const float* scale = buf.inputs[1]->data.data();
   const auto wants = [&](std::size_t i) { return i < d_in.size() && d_in[i] != nullptr; };
-  Floats dx_scratch, d_scale(c), d_shift(c);
-  if (!wants(0)) {
-    dx_scratch.resize(static_cast<std::size_t>(x.elements()));
-  }
+  Floats dx_scratch = uninitialized_floats(wants(0) ? 0 : static_cast<std::size_t>(x.elements()));
+  Floats d_scale = uninitialized_floats(c), d_shift = uninitialized_floats(c);
   float* dx = wants(0) ? d_in[0]->data.data() : dx_scratch.data();
   const bool synced = static_cast<bool>(buf.sum_statistics);
   backend.batch_norm_backward(s, x.data.data(), scale, mean, variance, dy.data.data(), synced, dx, d_scale.data(),
                               d_shift.data());
-  backend.synchronize(); // the host reads d_scale and d_shift below
   if (synced) {
+    backend.synchronize(); // the host gathers d_scale and d_shift for the group's MPI reduction
     // The part of dx through the batch's statistics needs the batch's sums of dy * xhat and dy;
     // the weight gradients stay this shard's partial sums (the executor reduces them).
     Floats totals(d_scale);
@@ -359,10 +370,10 @@ void batch_norm_backward(Backend& backend, const graph::Graph& g, const graph::O
     backend.synchronize();
   }
   if (wants(1)) {
-    std::copy(d_scale.begin(), d_scale.end(), d_in[1]->data.begin());
+    backend.copy(contiguous_copy(static_cast<std::int64_t>(c)), d_scale.data(), d_in[1]->data.data(), false);
   }
   if (wants(2)) {
-    std::copy(d_shift.begin(), d_shift.end(), d_in[2]->data.begin());
+    backend.copy(contiguous_copy(static_cast<std::int64_t>(c)), d_shift.data(), d_in[2]->data.data(), false);
   }
 }
 
@@ -434,13 +445,13 @@ void forward(Backend& backend, const graph::Graph& g, graph::OpId id, const OpBu
   Shard& y = *buf.outputs[0];
   if (op.type == "Conv") {
     const auto p = conv_plan(g, op, buf);
-    const auto in = read_region(op, x, p.x_region);
+    const auto in = read_region(backend, op, x, p.x_region);
     backend.conv_forward(p.shape, in.data, buf.inputs[1]->data.data(),
                          p.adds_bias ? buf.inputs[2]->data.data() : nullptr, y.data.data());
     return;
   }
   const auto p = pool_plan(g, op, x, y);
-  const auto in = read_region(op, x, p.x_region);
+  const auto in = read_region(backend, op, x, p.x_region);
   backend.pool_forward(pool_kind(op), p.shape, in.data, y.data.data());
 }
 
@@ -456,23 +467,22 @@ void backward(Backend& backend, const graph::Graph& g, graph::OpId id, const OpB
   const Shard& x = *buf.inputs[0];
   if (op.type == "Conv") {
     const auto p = conv_plan(g, op, buf);
-    const auto in = read_region(op, x, p.x_region);
+    const auto in = read_region(backend, op, x, p.x_region);
     if (wants(0)) {
-      Floats dx(static_cast<std::size_t>(p.x_region.elements()));
+      Floats dx = uninitialized_floats(static_cast<std::size_t>(p.x_region.elements()));
       backend.conv_backward_data(p.shape, buf.inputs[1]->data.data(), dy.data.data(), dx.data());
-      backend.synchronize(); // write_region unpacks on the host
-      write_region(*d_in[0], p.x_region, dx);
+      write_region(backend, *d_in[0], p.x_region, dx);
     }
     if (wants(1) || wants(2)) {
-      Floats dw(wants(1) ? 0 : static_cast<std::size_t>(buf.inputs[1]->elements()));
-      Floats db(static_cast<std::size_t>(p.shape.c_out));
+      Floats dw = uninitialized_floats(wants(1) ? 0 : static_cast<std::size_t>(buf.inputs[1]->elements()));
+      Floats db = uninitialized_floats(static_cast<std::size_t>(p.shape.c_out));
       backend.conv_backward_weights(p.shape, in.data, dy.data.data(), wants(1) ? d_in[1]->data.data() : dw.data(),
                                     wants(2) ? db.data() : nullptr);
-      backend.synchronize();
       if (wants(2)) { // only the rank that added the bias: the replica reduction over ci then counts it once
-        std::fill(d_in[2]->data.begin(), d_in[2]->data.end(), 0.F);
         if (p.adds_bias) {
-          std::copy(db.begin(), db.end(), d_in[2]->data.begin());
+          backend.copy(contiguous_copy(d_in[2]->elements()), db.data(), d_in[2]->data.data(), false);
+        } else {
+          backend.fill(d_in[2]->elements(), 0.F, d_in[2]->data.data());
         }
       }
     }
@@ -480,11 +490,10 @@ void backward(Backend& backend, const graph::Graph& g, graph::OpId id, const OpB
   }
   if (wants(0)) {
     const auto p = pool_plan(g, op, x, dy);
-    const auto in = read_region(op, x, p.x_region);
-    Floats dx(static_cast<std::size_t>(p.x_region.elements()));
+    const auto in = read_region(backend, op, x, p.x_region);
+    Floats dx = uninitialized_floats(static_cast<std::size_t>(p.x_region.elements()));
     backend.pool_backward(pool_kind(op), p.shape, in.data, dy.data.data(), dx.data());
-    backend.synchronize();
-    write_region(*d_in[0], p.x_region, dx);
+    write_region(backend, *d_in[0], p.x_region, dx);
   }
 }
 

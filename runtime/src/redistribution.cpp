@@ -112,7 +112,8 @@ private:
 
 } // namespace
 
-void run_exchange(const Exchange& ex, const Shard* source, Shard* target, bool accumulate, MPI_Comm comm) {
+void run_exchange(const Exchange& ex, const Shard* source, Shard* target, bool accumulate, MPI_Comm comm,
+                  Backend* backend) {
   if (!ex.local.empty() || !ex.sends.empty()) {
     if (source == nullptr) {
       throw Error("redistribution: this rank must send a block it does not hold");
@@ -122,10 +123,19 @@ void run_exchange(const Exchange& ex, const Shard* source, Shard* target, bool a
     throw Error("redistribution: this rank receives a block it has no room for");
   }
   for (const auto& region : ex.local) {
-    copy_region(*source, *target, region, accumulate);
+    if (backend != nullptr) {
+      std::int64_t from = 0, to = 0;
+      const StridedCopy c = region_copy(source->block, target->block, region, from, to);
+      backend->copy(c, source->data.data() + from, target->data.data() + to, accumulate);
+    } else {
+      copy_region(*source, *target, region, accumulate);
+    }
   }
   if (!ex.remote) {
     return;
+  }
+  if (backend != nullptr) {
+    backend->synchronize(); // the host packs the source and unpacks into the target next
   }
   const auto total = [](const std::vector<int>& counts) {
     std::size_t n = 0;

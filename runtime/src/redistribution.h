@@ -6,6 +6,7 @@
 // ranks agree without talking. The data then moves in one MPI_Alltoallv. Backward, the same
 // machinery moves gradients from the consumer's layout back to the producer's, adding them up.
 
+#include "backend.h"
 #include "shard.h"
 
 #include "partita/sharding/config.h"
@@ -41,7 +42,11 @@ Exchange plan_exchange(const Placement& from, const Placement& to, int me, int r
 
 // Runs it: `source` is this rank's block under `from` (nullptr when it holds none), `target`
 // its block under `to` (nullptr when it needs none). Collective over `comm` when ex.remote.
-void run_exchange(const Exchange& ex, const Shard* source, Shard* target, bool accumulate, MPI_Comm comm);
+// With a backend, the regions this rank copies from itself are copied by its kernels (queued, not
+// waited for: the caller synchronizes before it reads the target on the host); what travels over
+// MPI is packed and unpacked on the host after the kernels that wrote the source have finished.
+void run_exchange(const Exchange& ex, const Shard* source, Shard* target, bool accumulate, MPI_Comm comm,
+                  Backend* backend = nullptr);
 
 // The same exchange point to point, for holders and consumers that run at different times
 // (pipeline stages): each peer's pieces travel as one message tagged `tag`.

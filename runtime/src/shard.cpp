@@ -2,7 +2,10 @@
 
 #include "partita/graph/error.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <array>
 #include <functional>
 
 namespace partita::runtime {
@@ -156,6 +159,66 @@ void copy_region(const Shard& from, Shard& to, const sharding::Block& region, bo
   for_each_row(region, from.block, to.block, [&](std::int64_t src, std::int64_t dst, std::int64_t run) {
     put_run(from.data.data() + src, run, to.data.data() + dst, accumulate);
   });
+}
+
+StridedCopy strided_copy(const Dims& extent, const Dims& src_stride, const Dims& dst_stride) {
+  StridedCopy c;
+  std::vector<std::array<std::int64_t, 3>> dims; // (extent, src stride, dst stride), outermost first
+  for (std::size_t d = 0; d < extent.size(); ++d) {
+    if (extent[d] == 0) {
+      c.rank = 1; // nothing to copy
+      return c;
+    }
+    if (extent[d] == 1) {
+      continue;
+    }
+    if (!dims.empty() && dims.back()[1] == src_stride[d] * extent[d] && dims.back()[2] == dst_stride[d] * extent[d]) {
+      dims.back() = {dims.back()[0] * extent[d], src_stride[d], dst_stride[d]}; // runs on in both: one longer dim
+    } else {
+      dims.push_back({extent[d], src_stride[d], dst_stride[d]});
+    }
+  }
+  if (dims.size() > static_cast<std::size_t>(max_copy_rank)) {
+    throw Error(fmt::format("a copy of a box of {} dims that do not merge (the backends take up to {})", dims.size(),
+                            max_copy_rank));
+  }
+  c.rank = static_cast<int>(dims.size());
+  for (std::size_t d = 0; d < dims.size(); ++d) {
+    c.extent[d] = dims[d][0];
+    c.src_stride[d] = dims[d][1];
+    c.dst_stride[d] = dims[d][2];
+  }
+  return c;
+}
+
+StridedCopy contiguous_copy(std::int64_t n) {
+  return strided_copy({n}, {1}, {1});
+}
+
+Dims row_major_strides(const Dims& extent) {
+  Dims s(extent.size(), 1);
+  for (std::size_t d = extent.size(); d-- > 1;) {
+    s[d - 1] = s[d] * extent[d];
+  }
+  return s;
+}
+
+StridedCopy region_copy(const sharding::Block& from, const sharding::Block& to, const sharding::Block& region,
+                        std::int64_t& from_offset, std::int64_t& to_offset) {
+  const std::size_t rank = region.begin.size();
+  Dims extent(rank), fe(rank), te(rank);
+  for (std::size_t d = 0; d < rank; ++d) {
+    extent[d] = region.end[d] - region.begin[d];
+    fe[d] = from.end[d] - from.begin[d];
+    te[d] = to.end[d] - to.begin[d];
+  }
+  const Dims fs = row_major_strides(fe), ts = row_major_strides(te);
+  from_offset = to_offset = 0;
+  for (std::size_t d = 0; d < rank; ++d) {
+    from_offset += (region.begin[d] - from.begin[d]) * fs[d];
+    to_offset += (region.begin[d] - to.begin[d]) * ts[d];
+  }
+  return strided_copy(extent, fs, ts);
 }
 
 } // namespace partita::runtime

@@ -5,6 +5,7 @@
 // name and each element's global index, so that any rank can generate any block and the
 // unsharded reference sees exactly the same numbers.
 
+#include "kernel_shapes.h"
 #include "tensor_memory.h"
 
 #include "partita/graph/types.h"
@@ -46,5 +47,18 @@ void unpack(Shard& to, const sharding::Block& region, const float* in, bool accu
 // Writes (or adds) `region` of `from` into `to` row by row, without staging it (both blocks must
 // contain the region).
 void copy_region(const Shard& from, Shard& to, const sharding::Block& region, bool accumulate);
+// The box of `extent` (row-major dims) read with `src_stride` and written with `dst_stride`, as a
+// StridedCopy (a Backend::copy): dims of extent 1 dropped, neighbours that run on in both buffers
+// merged. Throws partita::Error when more than max_copy_rank dims remain.
+StridedCopy strided_copy(const Dims& extent, const Dims& src_stride, const Dims& dst_stride);
+// A dense copy of n elements.
+StridedCopy contiguous_copy(std::int64_t n);
+// Row-major strides of a buffer of `extent`.
+Dims row_major_strides(const Dims& extent);
+// The same copy as a backend's box copy: `region` of a buffer holding block `from` (read from
+// `from_offset` on) into one holding block `to` (written from `to_offset` on). Throws
+// partita::Error when the box has more dims than a backend takes.
+StridedCopy region_copy(const sharding::Block& from, const sharding::Block& to, const sharding::Block& region,
+                        std::int64_t& from_offset, std::int64_t& to_offset);
 
 } // namespace partita::runtime

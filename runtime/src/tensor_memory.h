@@ -8,7 +8,9 @@
 
 #include <cstddef>
 #include <memory_resource>
+#include <new>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace partita::runtime {
@@ -38,24 +40,49 @@ public:
   using propagate_on_container_swap = std::true_type;
 
   TensorAllocator() noexcept : m_resource(tensor_memory()) {}
+  // An allocator whose containers leave new elements uninitialized (resize(n), a container of n).
+  struct Uninitialized {};
+  explicit TensorAllocator(Uninitialized) noexcept : m_resource(tensor_memory()), m_uninitialized(true) {}
   template <class U>
-  TensorAllocator(const TensorAllocator<U>& other) noexcept : m_resource(other.resource()) {} // NOLINT: rebinding
+  TensorAllocator(const TensorAllocator<U>& other) noexcept // NOLINT: rebinding
+      : m_resource(other.resource()), m_uninitialized(other.uninitialized()) {}
 
   T* allocate(std::size_t n) { return static_cast<T*>(m_resource->allocate(n * sizeof(T), alignof(T))); }
   void deallocate(T* p, std::size_t n) noexcept { m_resource->deallocate(p, n * sizeof(T), alignof(T)); }
+  template <class U> void construct(U* p) noexcept(std::is_nothrow_default_constructible_v<U>) {
+    if (m_uninitialized) {
+      ::new (static_cast<void*>(p)) U; // default-initialized: a float keeps whatever is there
+    } else {
+      ::new (static_cast<void*>(p)) U();
+    }
+  }
+  template <class U, class... Args> void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
   // A copy is a new buffer: it lives where new buffers live now.
   TensorAllocator select_on_container_copy_construction() const noexcept { return {}; }
 
   std::pmr::memory_resource* resource() const noexcept { return m_resource; }
+  bool uninitialized() const noexcept { return m_uninitialized; }
   friend bool operator==(const TensorAllocator& a, const TensorAllocator& b) noexcept {
     return a.m_resource == b.m_resource;
   }
 
 private:
   std::pmr::memory_resource* m_resource;
+  bool m_uninitialized = false;
 };
 
 // A tensor buffer: what a Shard holds, and any scratch a backend kernel reads or writes.
 using Floats = std::vector<float, TensorAllocator<float>>;
+
+// Scratch of n floats that a backend kernel writes whole before anything reads it, not zeroed: a
+// zeroed Floats is written on the host, which on a GPU backend moves its pages to the host and,
+// at the kernel, back to the device.
+inline Floats uninitialized_floats(std::size_t n) {
+  Floats f(TensorAllocator<float>(TensorAllocator<float>::Uninitialized{}));
+  f.resize(n);
+  return f;
+}
 
 } // namespace partita::runtime
