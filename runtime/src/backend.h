@@ -59,6 +59,12 @@ public:
   // use (CUDA managed memory the host wrote last: onto the GPU, instead of page by page on the
   // first kernel's faults); nothing on the CPU.
   virtual void prefetch(const float* data, std::int64_t count) { (void)data, (void)count; }
+  // Timestamps in the queue of an asynchronous backend (kernels_on_host() false): mark() notes the
+  // point the work queued so far has reached and returns its number; mark_times() waits for the
+  // queue, then gives the time of every mark since the last call on the host's clock (MPI_Wtime),
+  // indexed by number, and starts the numbering again. Unused by a backend whose calls return done.
+  virtual std::size_t mark() { return 0; }
+  virtual std::vector<double> mark_times() { return {}; }
 
   // Sums `count` floats in place over `comm` (nothing for MPI_COMM_NULL): every rank of `comm`
   // calls it with the same count, in the same order.

@@ -27,6 +27,7 @@
 #include <algorithm>
 #include <climits>
 #include <map>
+#include <mutex>
 #include <new>
 #include <vector>
 
@@ -48,22 +49,117 @@ void check(ncclResult_t r, const char* what) {
   }
 }
 
-// CUDA managed memory: one pointer for the host (packing, MPI) and the device (kernels).
+// CUDA managed memory, pooled: one pointer for the host (packing, MPI) and the device (kernels).
+// A freed block is kept for the next request of its size class (within 1/8 of the size), as
+// PyTorch's caching allocator keeps device memory: cudaFree waits for the whole device, and an
+// iteration frees its temporaries op by op. The free is stream-ordered: an event recorded on the
+// backend's stream when the block is freed is waited for before the block is handed out again, so
+// a kernel still reading it finishes first, and nothing waits when it already has. A new block is
+// asked of the driver only when the device has room for it: managed memory beyond what the GPU
+// has free can hang it (the device tool's notes), so such a request fails with the sizes instead.
 class ManagedMemory final : public std::pmr::memory_resource {
+public:
+  // The stream frees are ordered on (nullptr: none; a free then waits for the device).
+  void set_stream(cudaStream_t stream) {
+    const std::lock_guard lock(m_mutex);
+    m_stream = stream;
+  }
+
+private:
+  struct Block {
+    void* data = nullptr;
+    cudaEvent_t freed = nullptr; // recorded on the stream at the free; nullptr: free already
+  };
+
+  static std::size_t size_class(std::size_t bytes) {
+    bytes = std::max<std::size_t>(bytes, 256);
+    int floor_log2 = 0;
+    while ((bytes >> (floor_log2 + 1)) != 0) {
+      ++floor_log2;
+    }
+    const std::size_t step = std::max<std::size_t>(256, std::size_t{1} << std::max(0, floor_log2 - 3));
+    return (bytes + step - 1) / step * step;
+  }
+
   void* do_allocate(std::size_t bytes, std::size_t) override {
+    const std::lock_guard lock(m_mutex);
+    const std::size_t size = size_class(bytes);
+    auto& list = m_free[size];
+    if (!list.empty()) {
+      const Block b = list.back();
+      list.pop_back();
+      if (b.freed != nullptr) {
+        (void)cudaEventSynchronize(b.freed);
+        m_events.push_back(b.freed);
+      }
+      return b.data;
+    }
+    std::size_t free_bytes = 0, total_bytes = 0;
+    if (cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess && size > free_bytes) {
+      release_cached();
+      (void)cudaMemGetInfo(&free_bytes, &total_bytes);
+      if (size > free_bytes) {
+        throw Error(fmt::format("a tensor buffer of {:.1f} MiB does not fit: {:.1f} MiB of the GPU's {:.1f} MiB are "
+                                "free (partita-run keeps tensors in managed memory, which must not exceed the device)",
+                                static_cast<double>(size) / (1 << 20), static_cast<double>(free_bytes) / (1 << 20),
+                                static_cast<double>(total_bytes) / (1 << 20)));
+      }
+    }
     void* p = nullptr;
-    if (cudaMallocManaged(&p, std::max<std::size_t>(bytes, 1), cudaMemAttachGlobal) != cudaSuccess) {
+    if (cudaMallocManaged(&p, size, cudaMemAttachGlobal) != cudaSuccess) {
+      (void)cudaGetLastError();
       throw std::bad_alloc();
     }
     return p; // 256-byte aligned
   }
-  void do_deallocate(void* p, std::size_t, std::size_t) override {
-    // A kernel may still read a scratch buffer that goes out of scope: wait for it first.
-    (void)cudaDeviceSynchronize();
-    (void)cudaFree(p);
+
+  void do_deallocate(void* p, std::size_t bytes, std::size_t) override {
+    const std::lock_guard lock(m_mutex);
+    Block b{p, nullptr};
+    if (m_stream != nullptr) {
+      if (m_events.empty()) {
+        cudaEvent_t e = nullptr;
+        if (cudaEventCreateWithFlags(&e, cudaEventDisableTiming) == cudaSuccess) {
+          m_events.push_back(e);
+        }
+      }
+      if (!m_events.empty() && cudaEventRecord(m_events.back(), m_stream) == cudaSuccess) {
+        b.freed = m_events.back();
+        m_events.pop_back();
+      }
+    }
+    if (b.freed == nullptr) {
+      (void)cudaDeviceSynchronize(); // no stream to order the free on: wait for every kernel
+    }
+    m_free[size_class(bytes)].push_back(b);
   }
+
+  // Hands every cached block back to the driver (a request the device has no room for).
+  void release_cached() {
+    (void)cudaDeviceSynchronize();
+    for (auto& [size, list] : m_free) {
+      for (const Block& b : list) {
+        if (b.freed != nullptr) {
+          m_events.push_back(b.freed);
+        }
+        (void)cudaFree(b.data);
+      }
+      list.clear();
+    }
+  }
+
   bool do_is_equal(const std::pmr::memory_resource& other) const noexcept override { return this == &other; }
+
+  std::mutex m_mutex;
+  cudaStream_t m_stream = nullptr;
+  std::map<std::size_t, std::vector<Block>> m_free;
+  std::vector<cudaEvent_t> m_events; // recorded and waited for: ready to record again
 };
+
+ManagedMemory& managed_memory() {
+  static ManagedMemory managed; // outlives every buffer: freed with the process
+  return managed;
+}
 
 // cuDNN descriptors, destroyed with their scope.
 struct TensorDesc {
@@ -161,6 +257,13 @@ public:
   }
   ~CudaBackend() override {
     (void)cudaStreamSynchronize(m_stream);
+    managed_memory().set_stream(nullptr);
+    for (cudaEvent_t e : m_marks) {
+      (void)cudaEventDestroy(e);
+    }
+    if (m_anchor != nullptr) {
+      (void)cudaEventDestroy(m_anchor);
+    }
     if (m_scratch != nullptr) {
       (void)cudaFree(m_scratch);
     }
@@ -176,6 +279,39 @@ public:
 
   void synchronize() override { check(cudaStreamSynchronize(m_stream), "cudaStreamSynchronize"); }
   bool kernels_on_host() const override { return false; }
+  cudaStream_t stream() const { return m_stream; }
+
+  // Marks are CUDA events on the stream. The first after mark_times() is preceded by an anchor,
+  // recorded on an idle stream (waited for) together with the host's clock, so that a mark's host
+  // time is the anchor's plus the events' elapsed time.
+  std::size_t mark() override {
+    if (m_marks_used == 0) {
+      synchronize();
+      if (m_anchor == nullptr) {
+        check(cudaEventCreate(&m_anchor), "cudaEventCreate");
+      }
+      check(cudaEventRecord(m_anchor, m_stream), "cudaEventRecord");
+      m_anchor_seconds = MPI_Wtime();
+    }
+    if (m_marks_used == m_marks.size()) {
+      cudaEvent_t e = nullptr;
+      check(cudaEventCreate(&e), "cudaEventCreate");
+      m_marks.push_back(e);
+    }
+    check(cudaEventRecord(m_marks[m_marks_used], m_stream), "cudaEventRecord");
+    return m_marks_used++;
+  }
+  std::vector<double> mark_times() override {
+    synchronize();
+    std::vector<double> out(m_marks_used);
+    for (std::size_t i = 0; i < m_marks_used; ++i) {
+      float ms = 0;
+      check(cudaEventElapsedTime(&ms, m_anchor, m_marks[i]), "cudaEventElapsedTime");
+      out[i] = m_anchor_seconds + static_cast<double>(ms) * 1e-3;
+    }
+    m_marks_used = 0;
+    return out;
+  }
   void prefetch(const float* data, std::int64_t count) override {
     if (count > 0) {
       cudaMemLocation where{};
@@ -662,6 +798,10 @@ private:
   void* m_scratch = nullptr;
   std::size_t m_scratch_bytes = 0;
   int m_device = 0;
+  cudaEvent_t m_anchor = nullptr;
+  double m_anchor_seconds = 0;
+  std::vector<cudaEvent_t> m_marks;
+  std::size_t m_marks_used = 0;
   std::map<std::vector<std::int64_t>, ConvAlgorithm> m_conv_algorithms;
 };
 
@@ -688,8 +828,8 @@ std::unique_ptr<Backend> make_cuda_backend(int local_rank) {
   check(cudaGetDeviceCount(&count), "cudaGetDeviceCount");
   auto backend = std::make_unique<CudaBackend>(local_rank % count, count);
   // Every shard from here on lives in managed memory; the resource outlives them all.
-  static ManagedMemory managed;
-  set_tensor_memory(&managed);
+  managed_memory().set_stream(backend->stream());
+  set_tensor_memory(&managed_memory());
   return backend;
 }
 

@@ -417,7 +417,7 @@ void Executor::sum_tied_gradients() {
         m_backend.copy(contiguous_copy(own->elements()), own->data.data(), sums[r]->data.data(), false);
       }
     }
-    const double t0 = MPI_Wtime();
+    const double t0 = clock_start();
     double bytes = 0;
     for (std::size_t to = 0; to < tie.readers.size(); ++to) {
       for (std::size_t from = 0; from < tie.readers.size(); ++from) {
@@ -436,7 +436,7 @@ void Executor::sum_tied_gradients() {
       }
     }
     m_backend.synchronize();
-    m_recorder.add(m_rank, tie.readers.front().first, Phase::gradient_sync, t0, MPI_Wtime(), bytes);
+    clock_add(tie.readers.front().first, Phase::gradient_sync, t0, bytes);
   }
 }
 
@@ -477,6 +477,34 @@ bool Executor::hands_buffer_over(graph::OpId id, const OpState& state) const {
          is_buffer_view(m_graph, id, *in.value, *out.value);
 }
 
+// Per-op times. The CPU backend's calls return done, so the host's clock around a step is its
+// time. An asynchronous backend (CUDA) only queues its kernels: waiting for the device after every
+// op, only to read the clock, cost each op a launch and a round trip that a training step does not
+// pay (about 10 us, the time of a small kernel), so there a step is timed by marks in the
+// backend's queue, resolved when the pass ends (flush_times, which waits for the device).
+double Executor::clock_start() {
+  return m_backend.kernels_on_host() ? MPI_Wtime() : static_cast<double>(m_backend.mark());
+}
+
+void Executor::clock_add(graph::OpId op, Phase phase, double start, double bytes, bool stand_in) {
+  if (m_backend.kernels_on_host()) {
+    m_recorder.add(m_rank, op, phase, start, MPI_Wtime(), bytes, stand_in);
+    return;
+  }
+  m_pending_times.push_back({op, phase, static_cast<std::size_t>(start), m_backend.mark(), bytes, stand_in});
+}
+
+void Executor::flush_times() {
+  if (m_backend.kernels_on_host()) {
+    return;
+  }
+  const std::vector<double> at = m_backend.mark_times();
+  for (const auto& p : m_pending_times) {
+    m_recorder.add(m_rank, p.op, p.phase, at.at(p.start), at.at(p.end), p.bytes, p.stand_in);
+  }
+  m_pending_times.clear();
+}
+
 void Executor::forward() {
   for (const auto id : m_order) {
     OpState& state = m_ops[static_cast<std::size_t>(id)];
@@ -485,12 +513,11 @@ void Executor::forward() {
         continue;
       }
       const auto& src = m_ops[static_cast<std::size_t>(in.producer)].outputs[in.producer_output].value;
-      const double t0 = MPI_Wtime();
+      const double t0 = clock_start();
       run_exchange(in.forward_exchange, src ? &*src : nullptr, in.value ? &*in.value : nullptr, false, m_comm,
                    &m_backend);
       if (in.value) {
-        m_backend.synchronize(); // the copies' time is the move's
-        m_recorder.add(m_rank, id, Phase::forward_redistribution, t0, MPI_Wtime(), in.forward_exchange.bytes_in);
+        clock_add(id, Phase::forward_redistribution, t0, in.forward_exchange.bytes_in);
       }
     }
     if (!state.active) {
@@ -498,14 +525,15 @@ void Executor::forward() {
     }
     for (auto& in : state.inputs) {
       if (in.halo) {
-        const double h0 = MPI_Wtime();
+        m_backend.synchronize(); // the host sends what the kernels wrote
+        const double h0 = clock_start();
         exchange_halo(*in.halo, *in.value, m_comm);
-        m_recorder.add(m_rank, id, Phase::forward_redistribution, h0, MPI_Wtime(), in.halo->bytes_in);
+        clock_add(id, Phase::forward_redistribution, h0, in.halo->bytes_in);
       }
     }
     gather_parameters(id, state);
     const OpBuffers op_buffers = buffers(state);
-    const double t0 = MPI_Wtime();
+    const double t0 = clock_start();
     try {
       if (state.borrows) {
         std::swap(lent_value(state).data, state.outputs[0].value->data);
@@ -513,22 +541,21 @@ void Executor::forward() {
         std::swap(state.inputs[0].value->data, state.outputs[0].value->data);
       } else {
         run_forward(m_backend, m_graph, id, op_buffers);
-        m_backend.synchronize();
       }
     } catch (const std::exception& e) {
       throw Error(fmt::format("op '{}' ({}) forward: {}", m_graph.op(id).name, m_graph.op(id).type, e.what()));
     }
-    m_recorder.add(m_rank, id, Phase::forward, t0, MPI_Wtime(), 0, !state.has_kernel);
+    clock_add(id, Phase::forward, t0, 0, !state.has_kernel);
     release_parameters(state);
     for (auto& out : state.outputs) {
       if (out.partial_group.size() > 1) {
-        const double r0 = MPI_Wtime();
+        const double r0 = clock_start();
         reduce(out.partial_group, *out.value);
-        m_recorder.add(m_rank, id, Phase::forward_reduce, r0, MPI_Wtime(),
-                       static_cast<double>(out.value->elements()) * 4);
+        clock_add(id, Phase::forward_reduce, r0, static_cast<double>(out.value->elements()) * 4);
       }
     }
   }
+  flush_times();
 }
 
 void Executor::backward() {
@@ -540,7 +567,7 @@ void Executor::backward() {
   // where the cost model prices it.
   for (std::size_t id = 0; id < m_ops.size(); ++id) {
     const auto& op = m_graph.op(static_cast<graph::OpId>(id));
-    const double t0 = MPI_Wtime();
+    const double t0 = clock_start();
     bool reset = false;
     for (std::size_t j = 0; j < m_ops[id].outputs.size(); ++j) {
       auto& out = m_ops[id].outputs[j];
@@ -573,8 +600,7 @@ void Executor::backward() {
       }
     }
     if (reset && m_ops[id].active) {
-      m_backend.synchronize();
-      m_recorder.add(m_rank, static_cast<graph::OpId>(id), Phase::backward, t0, MPI_Wtime());
+      clock_add(static_cast<graph::OpId>(id), Phase::backward, t0);
     }
   }
   for (auto it = m_order.rbegin(); it != m_order.rend(); ++it) {
@@ -601,7 +627,7 @@ void Executor::backward() {
       for (auto& out : state.outputs) {
         d_out.push_back(out.gradient ? &*out.gradient : nullptr);
       }
-      const double t0 = MPI_Wtime();
+      const double t0 = clock_start();
       try {
         const bool handed = hands_buffer_over(id, state) && state.inputs[0].gradient && state.outputs[0].gradient &&
                             d_in[0] == &*state.inputs[0].gradient;
@@ -615,7 +641,6 @@ void Executor::backward() {
           std::swap(state.inputs[0].gradient->data, state.outputs[0].gradient->data);
         } else if (wanted) { // an op computed from data and constants alone has nothing to do
           run_backward(m_backend, m_graph, id, op_buffers, d_out, d_in);
-          m_backend.synchronize();
         }
       } catch (const std::exception& e) {
         throw Error(fmt::format("op '{}' ({}) backward: {}", m_graph.op(id).name, m_graph.op(id).type, e.what()));
@@ -626,23 +651,22 @@ void Executor::backward() {
                          true);
         }
       }
-      m_backend.synchronize();
-      m_recorder.add(m_rank, id, Phase::backward, t0, MPI_Wtime(), 0, !state.has_kernel);
+      clock_add(id, Phase::backward, t0, 0, !state.has_kernel);
       release_parameters(state);
       for (auto& in : state.inputs) {
         if (in.gradient && in.halo) {
-          const double h0 = MPI_Wtime();
+          m_backend.synchronize(); // the host sends what the kernels wrote
+          const double h0 = clock_start();
           return_halo_gradient(*in.halo, *in.gradient, m_comm);
-          m_recorder.add(m_rank, id, Phase::backward_redistribution, h0, MPI_Wtime(), in.halo->bytes_in);
+          clock_add(id, Phase::backward_redistribution, h0, in.halo->bytes_in);
         }
       }
       // Activations read whole along a replica axis: their partial gradients are summed now.
       for (auto& in : state.inputs) {
         if (in.gradient && !in.parameter && in.reduce_group.size() > 1) {
-          const double r0 = MPI_Wtime();
+          const double r0 = clock_start();
           reduce(in.reduce_group, *in.gradient);
-          m_recorder.add(m_rank, id, Phase::backward_reduce, r0, MPI_Wtime(),
-                         static_cast<double>(in.gradient->elements()) * 4);
+          clock_add(id, Phase::backward_reduce, r0, static_cast<double>(in.gradient->elements()) * 4);
         }
       }
     }
@@ -651,15 +675,15 @@ void Executor::backward() {
         continue;
       }
       auto& dst = m_ops[static_cast<std::size_t>(in.producer)].outputs[in.producer_output].gradient;
-      const double t0 = MPI_Wtime();
+      const double t0 = clock_start();
       run_exchange(in.backward_exchange, in.gradient ? &*in.gradient : nullptr, dst ? &*dst : nullptr, true, m_comm,
                    &m_backend);
-      if (dst || in.gradient) {  // the consumer's: the cost model prices an input's move both ways on its reader
-        m_backend.synchronize(); // the copies' time is the move's
-        m_recorder.add(m_rank, id, Phase::backward_redistribution, t0, MPI_Wtime(), in.backward_exchange.bytes_in);
+      if (dst || in.gradient) { // the consumer's: the cost model prices an input's move both ways on its reader
+        clock_add(id, Phase::backward_redistribution, t0, in.backward_exchange.bytes_in);
       }
     }
   }
+  flush_times();
 }
 
 void Executor::synchronize_gradients() {
@@ -668,7 +692,7 @@ void Executor::synchronize_gradients() {
       if (!in.gradient || !in.parameter || in.reduce_group.size() <= 1) {
         continue;
       }
-      const double t0 = MPI_Wtime();
+      const double t0 = clock_start();
       const auto bytes = static_cast<double>(in.gradient->elements()) * 4;
       if (in.zero) {
         auto& z = *in.zero;
@@ -696,10 +720,11 @@ void Executor::synchronize_gradients() {
         }
       }
       m_backend.synchronize();
-      m_recorder.add(m_rank, id, Phase::gradient_sync, t0, MPI_Wtime(), bytes);
+      clock_add(id, Phase::gradient_sync, t0, bytes);
     }
   }
   sum_tied_gradients();
+  flush_times();
 }
 
 const float* Executor::zero_gradient(const Input& in) const {
@@ -721,7 +746,7 @@ void Executor::restore_weight_gradients() {
 void Executor::step() {
   ++m_steps;
   for (const auto id : m_order) {
-    const double t0 = MPI_Wtime();
+    const double t0 = clock_start();
     bool any = false;
     for (auto& in : m_ops[static_cast<std::size_t>(id)].inputs) {
       if (!in.gradient || !in.parameter) {
@@ -739,9 +764,8 @@ void Executor::step() {
       }
       any = true;
     }
-    m_backend.synchronize();
     if (any) {
-      m_recorder.add(m_rank, id, Phase::optimizer, t0, MPI_Wtime());
+      clock_add(id, Phase::optimizer, t0);
     }
     // ZeRO 1 and 2: every replica's updated slice to every replica (the second half of the sync
     // term). ZeRO-3 keeps the slices apart until the next pass gathers them.
@@ -749,12 +773,13 @@ void Executor::step() {
       if (!in.gradient || !in.parameter || !in.zero || m_training.zero_stage >= 3) {
         continue;
       }
-      const double g0 = MPI_Wtime();
+      const double g0 = clock_start();
       m_backend.all_gather(m_comms.get(in.reduce_group), in.zero->counts, in.value->data.data());
       m_backend.synchronize();
-      m_recorder.add(m_rank, id, Phase::gradient_sync, g0, MPI_Wtime(), static_cast<double>(in.value->elements()) * 4);
+      clock_add(id, Phase::gradient_sync, g0, static_cast<double>(in.value->elements()) * 4);
     }
   }
+  flush_times();
 }
 
 void Executor::gather_parameters(graph::OpId id, OpState& state) {
@@ -765,7 +790,7 @@ void Executor::gather_parameters(graph::OpId id, OpState& state) {
     if (!in.zero || !in.value) {
       continue;
     }
-    const double t0 = MPI_Wtime();
+    const double t0 = clock_start();
     const auto& z = *in.zero;
     // Every slice is written: this rank's copied here, the others by the all-gather.
     in.value->data = uninitialized_floats(static_cast<std::size_t>(elements(in.value->block)));
@@ -773,7 +798,7 @@ void Executor::gather_parameters(graph::OpId id, OpState& state) {
                    in.value->data.data() + z.offset, false);
     m_backend.all_gather(m_comms.get(in.reduce_group), z.counts, in.value->data.data());
     m_backend.synchronize();
-    m_recorder.add(m_rank, id, Phase::parameter_gather, t0, MPI_Wtime(), static_cast<double>(in.value->elements()) * 4);
+    clock_add(id, Phase::parameter_gather, t0, static_cast<double>(in.value->elements()) * 4);
   }
 }
 

@@ -132,6 +132,20 @@ public:
   const std::vector<std::pair<graph::OpId, std::string>>& stand_ins() const { return m_stand_ins; }
 
 private:
+  // Per-op times on the host's clock, or on an asynchronous backend's marks (executor.cpp).
+  struct PendingTime {
+    graph::OpId op = -1;
+    Phase phase = Phase::forward;
+    std::size_t start = 0, end = 0; // marks
+    double bytes = 0;
+    bool stand_in = false;
+  };
+  double clock_start();
+  void clock_add(graph::OpId op, Phase phase, double start, double bytes = 0, bool stand_in = false);
+  // Records what the marks timed (waiting for the device first); nothing on the CPU backend.
+  void flush_times();
+  std::vector<PendingTime> m_pending_times;
+
   struct Input {
     std::optional<Shard> value; // the block this rank reads (none when `alias`)
     bool alias = false;         // reads its producer's output shard in place: the same block
