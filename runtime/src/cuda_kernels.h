@@ -54,6 +54,10 @@ void binary(cudaStream_t stream, Binary kind, const Broadcast& shape, const floa
 // dst = src summed over the dims where dst_dims is 1 and src_dims is not (same rank <= max_rank).
 void reduce_sum(cudaStream_t stream, const Dims& src_dims, const float* src, const Dims& dst_dims, float* dst);
 
+// Softmax over the last dim of [rows, norm] (forward from x; backward from the output y).
+void softmax_rows_forward(cudaStream_t stream, std::int64_t rows, std::int64_t norm, const float* x, float* y);
+void softmax_rows_backward(cudaStream_t stream, std::int64_t rows, std::int64_t norm, const float* y, const float* dy,
+                           float* dx);
 void layer_norm_forward(cudaStream_t stream, std::int64_t rows, std::int64_t norm, float epsilon, const float* x,
                         const float* scale, const float* shift, float* y, float* mean, float* inv_std);
 // dx (when not nullptr) and d_scale / d_shift (when not nullptr); `scratch` holds 2 * rows floats.

