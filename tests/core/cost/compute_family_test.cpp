@@ -159,16 +159,22 @@ TEST(ComputeFamily, CurvesRoundTripThroughTheClusterFile) {
 }
 
 TEST(ComputeFamily, FilesWithoutTheCurvesStillLoad) {
-  // Every preset predates the field; so does a file written before it existed.
+  // The nominal presets have no such curves (the measured h100-measured has a convolution one); so
+  // has a file written before the field existed.
+  int without = 0;
   for (const auto& name : cluster::preset_names()) {
     const auto c = cluster::load_cluster(name);
-    EXPECT_TRUE(c.device.compute_efficiency_by_class.empty()) << name;
+    if (!c.device.compute_efficiency_by_class.empty()) {
+      continue;
+    }
+    ++without;
     for (const double flops : {1e5, 1e9}) {
       EXPECT_DOUBLE_EQ(c.device.compute_efficiency_for(ComputeClass::convolution, flops),
                        c.device.compute_efficiency.at(flops))
           << name;
     }
   }
+  EXPECT_GE(without, 5);
   auto p = cluster::to_proto(with_conv_curve());
   p.mutable_device()->clear_compute_classes();
   const auto file = std::filesystem::path(test::scratch_dir()) / "old.json";
