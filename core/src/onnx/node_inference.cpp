@@ -68,6 +68,14 @@ std::string guard(const onnx::NodeProto& n, const std::vector<const onnx::TypePr
       }
     }
   }
+  // libonnx 1.12's inference of RNN, GRU and LSTM before opset 7 reads dims 0 and 1 of X whatever
+  // its rank (the fuzzer found it copying a dimension past a rank-1 shape).
+  if ((n.op_type() == "RNN" || n.op_type() == "GRU" || n.op_type() == "LSTM") && !inputs.empty()) {
+    const int rank = rank_of(inputs[0]);
+    if (rank >= 0 && rank != 3) {
+      return fmt::format("input 0 (X) has rank {}, not 3 (sequence, batch, input)", rank);
+    }
+  }
   static const std::set<std::string> windowed = {"Conv",   "ConvTranspose", "MaxPool",     "AveragePool",
                                                  "LpPool", "ConvInteger",   "QLinearConv", "MaxUnpool"};
   if (windowed.count(n.op_type()) != 0 && !inputs.empty()) {
