@@ -18,6 +18,12 @@ namespace partita::cluster {
 
 namespace {
 
+// What any device or link has, with room on both sides: 1 MFLOP/s to 1 ZFLOP/s, 1 kB/s to
+// 100 PB/s, up to an exabyte and a thousand seconds. Past these, times overflow or vanish.
+constexpr double min_flops = 1e6, max_flops = 1e21;
+constexpr double min_rate = 1e3, max_rate = 1e17;
+constexpr double max_bytes = 1e18, max_seconds = 1e3;
+
 // The first failed check; caught by validate() and from_proto(), never escapes this file.
 struct Invalid {
   FieldError error;
@@ -38,6 +44,21 @@ public:
   double non_negative(double value, std::string_view field) const {
     if (!std::isfinite(value) || value < 0) {
       fail(field, fmt::format("must be zero or positive, got {}", value));
+    }
+    return value;
+  }
+  // A figure so far outside what any device or link has that the times computed from it overflow
+  // or vanish (a memory bandwidth of 1e-300 B/s made a plan's iteration "inf ms"): refused with the
+  // range, since such a figure is usually one in another unit. `zero` also allows 0 (not given).
+  double in_range(double value, std::string_view field, double lo, double hi, std::string_view unit,
+                  bool zero = false) const {
+    if (zero && value == 0) {
+      return value;
+    }
+    if (!std::isfinite(value) || value < lo || value > hi) {
+      fail(field, fmt::format("must be {}between {:g} and {:g} {} (no device or link is outside that; a figure in "
+                              "another unit?), got {:g}",
+                              zero ? "0 or " : "", lo, hi, unit, value));
     }
     return value;
   }
@@ -68,9 +89,11 @@ std::vector<LinkProtocol> protocols(const google::protobuf::RepeatedPtrField<pro
   for (int i = 0; i < list.size(); ++i) {
     const auto path = fmt::format("{}.protocols[{}]", field, i);
     const auto& q = list.Get(i);
-    LinkProtocol proto_figures{check.positive(q.from_bytes(), path + ".from_bytes"),
-                               check.positive(q.bandwidth(), path + ".bandwidth"),
-                               check.non_negative(q.latency(), path + ".latency")};
+    LinkProtocol proto_figures{
+        check.in_range(check.positive(q.from_bytes(), path + ".from_bytes"), path + ".from_bytes", 0, max_bytes, "B"),
+        check.in_range(check.positive(q.bandwidth(), path + ".bandwidth"), path + ".bandwidth", min_rate, max_rate,
+                       "B/s"),
+        check.in_range(check.non_negative(q.latency(), path + ".latency"), path + ".latency", 0, max_seconds, "s")};
     if (!out.empty() && proto_figures.from_bytes <= out.back().from_bytes) {
       check.fail(path + ".from_bytes", fmt::format("must be larger than the previous protocol's {}, got {}",
                                                    out.back().from_bytes, proto_figures.from_bytes));
@@ -83,8 +106,10 @@ std::vector<LinkProtocol> protocols(const google::protobuf::RepeatedPtrField<pro
 Link link(const proto::Link& p, const Checker& check, const std::string& field) {
   Link out;
   out.kind = link_kind(p.kind(), check, field + ".kind");
-  out.bandwidth = check.positive(p.bandwidth(), field + ".bandwidth");
-  out.latency = check.non_negative(p.latency(), field + ".latency");
+  out.bandwidth = check.in_range(check.positive(p.bandwidth(), field + ".bandwidth"), field + ".bandwidth", min_rate,
+                                 max_rate, "B/s");
+  out.latency =
+      check.in_range(check.non_negative(p.latency(), field + ".latency"), field + ".latency", 0, max_seconds, "s");
   out.protocols = protocols(p.protocols(), check, field);
   for (int i = 0; i < p.collectives_size(); ++i) {
     const auto path = fmt::format("{}.collectives[{}]", field, i);
@@ -101,9 +126,12 @@ Link link(const proto::Link& p, const Checker& check, const std::string& field) 
         check.fail(path + ".collective", fmt::format("'{}' is listed twice", c.collective()));
       }
     }
-    out.collectives.push_back({c.collective(), check.positive(c.bandwidth(), path + ".bandwidth"),
-                               check.non_negative(c.latency(), path + ".latency"),
-                               protocols(c.protocols(), check, path)});
+    out.collectives.push_back(
+        {c.collective(),
+         check.in_range(check.positive(c.bandwidth(), path + ".bandwidth"), path + ".bandwidth", min_rate, max_rate,
+                        "B/s"),
+         check.in_range(check.non_negative(c.latency(), path + ".latency"), path + ".latency", 0, max_seconds, "s"),
+         protocols(c.protocols(), check, path)});
   }
   return out;
 }
@@ -113,11 +141,13 @@ EfficiencyCurve curve(const google::protobuf::RepeatedPtrField<proto::Efficiency
   EfficiencyCurve out;
   for (int i = 0; i < points.size(); ++i) {
     const auto path = fmt::format("{}[{}]", field, i);
-    const double work = check.positive(points[i].work(), path + ".work");
+    const double work =
+        check.in_range(check.positive(points[i].work(), path + ".work"), path + ".work", 0, 1e30, "(FLOP or B)");
     const double fraction = points[i].fraction();
     if (!std::isfinite(fraction) || fraction <= 0 || fraction > 1) {
       check.fail(path + ".fraction", fmt::format("must be in (0, 1], got {}", fraction));
     }
+    check.in_range(fraction, path + ".fraction", 1e-9, 1, "(of the peak)");
     if (!out.points.empty() && work <= out.points.back().first) {
       check.fail(path + ".work", fmt::format("must be larger than the previous point's work {}, got {}",
                                              out.points.back().first, work));
@@ -130,14 +160,22 @@ EfficiencyCurve curve(const google::protobuf::RepeatedPtrField<proto::Efficiency
 Device device(const proto::Device& p, const Checker& check) {
   Device d;
   d.name = p.name();
-  d.peak_fp32 = check.positive(p.peak_fp32(), "device.peak_fp32");
-  d.peak_tf32 = check.non_negative(p.peak_tf32(), "device.peak_tf32");
-  d.peak_fp16 = check.non_negative(p.peak_fp16(), "device.peak_fp16");
-  d.peak_bf16 = check.non_negative(p.peak_bf16(), "device.peak_bf16");
-  d.peak_fp8 = check.non_negative(p.peak_fp8(), "device.peak_fp8");
-  d.memory_bandwidth = check.positive(p.memory_bandwidth(), "device.memory_bandwidth");
-  d.memory_capacity = check.positive(p.memory_capacity(), "device.memory_capacity");
-  d.kernel_launch_overhead = check.non_negative(p.kernel_launch_overhead(), "device.kernel_launch_overhead");
+  const auto flops = [&](double v, const char* field, bool zero) {
+    return check.in_range(zero ? check.non_negative(v, field) : check.positive(v, field), field, min_flops, max_flops,
+                          "FLOP/s", zero);
+  };
+  d.peak_fp32 = flops(p.peak_fp32(), "device.peak_fp32", false);
+  d.peak_tf32 = flops(p.peak_tf32(), "device.peak_tf32", true);
+  d.peak_fp16 = flops(p.peak_fp16(), "device.peak_fp16", true);
+  d.peak_bf16 = flops(p.peak_bf16(), "device.peak_bf16", true);
+  d.peak_fp8 = flops(p.peak_fp8(), "device.peak_fp8", true);
+  d.memory_bandwidth = check.in_range(check.positive(p.memory_bandwidth(), "device.memory_bandwidth"),
+                                      "device.memory_bandwidth", min_rate, max_rate, "B/s");
+  d.memory_capacity = check.in_range(check.positive(p.memory_capacity(), "device.memory_capacity"),
+                                     "device.memory_capacity", 1e3, max_bytes, "B");
+  d.kernel_launch_overhead =
+      check.in_range(check.non_negative(p.kernel_launch_overhead(), "device.kernel_launch_overhead"),
+                     "device.kernel_launch_overhead", 0, 1, "s");
   d.compute_efficiency = curve(p.compute_efficiency(), check, "device.compute_efficiency");
   d.memory_efficiency = curve(p.memory_efficiency(), check, "device.memory_efficiency");
   for (int i = 0; i < p.kernel_classes_size(); ++i) {
@@ -175,7 +213,9 @@ Device device(const proto::Device& p, const Checker& check) {
     }
   }
   d.fresh_read = curve(p.fresh_read(), check, "device.fresh_read");
-  d.matmul_operand_bandwidth = check.non_negative(p.matmul_operand_bandwidth(), "device.matmul_operand_bandwidth");
+  d.matmul_operand_bandwidth =
+      check.in_range(check.non_negative(p.matmul_operand_bandwidth(), "device.matmul_operand_bandwidth"),
+                     "device.matmul_operand_bandwidth", min_rate, max_rate, "B/s", true);
   return d;
 }
 

@@ -116,6 +116,37 @@ TEST(Cluster, SwitchedNodeWithPairsIsRejected) {
   EXPECT_THAT(error_of(p), HasSubstr("field 'intra_node.pairs'"));
 }
 
+// Positive figures outside anything real (a unit slip) would make times overflow to inf or vanish:
+// each is refused naming the field and the range.
+TEST(Cluster, FiguresOutsideAnyRealDeviceNameTheFieldAndRange) {
+  auto p = mesh();
+  p.mutable_device()->set_memory_bandwidth(1e-300);
+  EXPECT_THAT(error_of(p), HasSubstr("field 'device.memory_bandwidth': must be between 1000 and 1e+17 B/s"));
+  p = mesh();
+  p.mutable_device()->set_peak_fp32(1e-300);
+  EXPECT_THAT(error_of(p), HasSubstr("field 'device.peak_fp32': must be between 1e+06 and 1e+21 FLOP/s"));
+  p = mesh();
+  p.mutable_device()->set_peak_bf16(1e30);
+  EXPECT_THAT(error_of(p), HasSubstr("field 'device.peak_bf16': must be 0 or between 1e+06 and 1e+21 FLOP/s"));
+  p = mesh();
+  p.mutable_intra_node()->mutable_link()->set_bandwidth(1e-300);
+  EXPECT_THAT(error_of(p), HasSubstr("field 'intra_node.link.bandwidth': must be between"));
+  p = mesh();
+  p.mutable_inter_node()->mutable_nic()->set_latency(1e300);
+  EXPECT_THAT(error_of(p), HasSubstr("field 'inter_node.nic.latency': must be between 0 and 1000 s"));
+  p = mesh();
+  p.mutable_device()->set_memory_capacity(1e300);
+  EXPECT_THAT(error_of(p), HasSubstr("field 'device.memory_capacity'"));
+  p = mesh();
+  auto* point = p.mutable_device()->add_compute_efficiency();
+  point->set_work(1e9);
+  point->set_fraction(1e-300);
+  EXPECT_THAT(error_of(p), HasSubstr("field 'device.compute_efficiency[0].fraction': must be between 1e-09 and 1"));
+  p = mesh();
+  p.mutable_device()->set_peak_bf16(0); // not given: allowed
+  EXPECT_EQ(error_of(p), "no error");
+}
+
 TEST(Cluster, CountsAndDevice) {
   auto p = mesh();
   p.set_nodes(0);
