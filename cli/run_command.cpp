@@ -244,6 +244,21 @@ void add_run_command(CLI::App& app) {
                              ms(c.predicted_iteration), ms(c.measured_iteration), ms(c.measured_min),
                              ms(c.measured_max), ms(c.measured_optimizer),
                              error_percent(c.predicted_iteration, c.measured_iteration));
+    // A prediction for another machine (a GPU preset, a run on this CPU) is off by a factor, not by
+    // percent: say which machine each side is, and how to predict this one.
+    if (c.predicted_iteration > 0 && c.measured_iteration > 0) {
+      const double ratio = c.measured_iteration / c.predicted_iteration;
+      if (ratio > 3 || ratio < 1.0 / 3) {
+        std::cerr << fmt::format(
+            "partita run: warning: the run took {} the predicted time. The prediction is for cluster '{}' (device "
+            "{}) and the run measured backend {}: if that is not the machine the cluster describes, calibrate this "
+            "one (`partita calibrate --cluster {} -np {} -o mine.json`) and predict with --cluster mine.json\n",
+            ratio > 1 ? fmt::format("{:.1f} times", ratio) : fmt::format("1/{:.1f} of", 1 / ratio), cl.name,
+            cl.device.name.empty() ? std::string("unnamed") : cl.device.name,
+            doc.backend().empty() ? std::string("(not recorded)") : doc.backend(),
+            doc.backend().rfind("cuda", 0) == 0 ? "dgx-h100" : "localhost-cpu", o->ranks);
+      }
+    }
     double tensors = 0, resident = 0;
     for (const auto& m : doc.memory()) {
       tensors = std::max(tensors, m.tensor_bytes());
