@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <array>
+#include <set>
 
 namespace partita::strategy {
 
@@ -135,6 +136,18 @@ Strategy from_plan(const proto::Plan& plan, const graph::Graph& g, std::string_v
     if (a.devices.empty() || a.devices.size() % static_cast<std::size_t>(a.config.devices()) != 0) {
       throw Error(fmt::format("{}: field '{}.devices': {} devices for a configuration of {}", source, field,
                               a.devices.size(), a.config.devices()));
+    }
+    // Each device once, and one of the plan's (partita-run gave a device listed twice two blocks
+    // of the same op, and crashed).
+    std::set<int> seen;
+    for (const int d : a.devices) {
+      if (d < 0 || (plan.devices() > 0 && d >= plan.devices())) {
+        throw Error(fmt::format("{}: field '{}.devices': device {} is not one of the plan's {} devices (0..{})", source,
+                                field, d, plan.devices(), plan.devices() - 1));
+      }
+      if (!seen.insert(d).second) {
+        throw Error(fmt::format("{}: field '{}.devices': device {} is listed twice", source, field, d));
+      }
     }
     st.ops.push_back(std::move(a));
   }

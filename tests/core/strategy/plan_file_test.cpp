@@ -89,5 +89,30 @@ TEST(PlanFile, MismatchesNameTheOpAndField) {
   }
 }
 
+// Each op's devices once each, and the plan's: partita-run crashed on a device listed twice.
+TEST(PlanFile, DevicesListedTwiceOrOutsideThePlanNameTheField) {
+  const auto model = zoo::load("zoo:mlp?batch=4&input=8&hidden=8&layers=1&classes=2");
+  const auto& g = model.graph;
+  proto::Plan plan;
+  plan.set_devices(2);
+  for (const auto& op : g.ops()) {
+    auto* p = plan.add_ops();
+    p->set_name(op.name);
+    p->add_devices(0);
+    p->add_devices(1);
+  }
+  EXPECT_NO_THROW((void)strategy::from_plan(plan, g, "p.json"));
+  plan.mutable_ops(1)->set_devices(1, 0);
+  EXPECT_THAT([&] { (void)strategy::from_plan(plan, g, "p.json"); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("p.json: field 'ops[1].devices': device 0 is listed twice")));
+  plan.mutable_ops(1)->set_devices(1, 2);
+  EXPECT_THAT([&] { (void)strategy::from_plan(plan, g, "p.json"); },
+              ::testing::ThrowsMessage<Error>(
+                  HasSubstr("p.json: field 'ops[1].devices': device 2 is not one of the plan's 2 devices (0..1)")));
+  plan.mutable_ops(1)->set_devices(1, -1);
+  EXPECT_THAT([&] { (void)strategy::from_plan(plan, g, "p.json"); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("device -1 is not one of the plan's 2 devices")));
+}
+
 } // namespace
 } // namespace partita
