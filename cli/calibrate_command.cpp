@@ -43,11 +43,9 @@ struct CalibrateOptions {
   int threads = 1;
   int passes = 0; // 0: partita-calibrate's default
   std::string backend = "cpu";
-  std::string launcher = "mpirun";
-  std::string hostfile;
+  LaunchSettings launch;
   int timeout = 1800;
   std::string work_dir;
-  std::string mpirun = "mpirun";
   std::string measurements; // fit this file instead of running
 };
 
@@ -211,17 +209,10 @@ void add_calibrate_command(CLI::App& app) {
       ->check(whole(1, 7 * 24 * 3600, "seconds"))
       ->capture_default_str();
   cmd->add_option("--work-dir", o->work_dir, "where the measurements go (default: a new temporary directory)");
-  cmd->add_option("--mpirun", o->mpirun, "the mpirun to start (with --launcher mpirun)")->capture_default_str();
-  cmd->add_option("--launcher", o->launcher,
-                  "what starts the ranks: mpirun (this machine, or the hosts of --hostfile) or srun (inside a Slurm "
-                  "allocation: srun -n P, its hosts)")
-      ->check(CLI::IsMember({"mpirun", "srun"}))
-      ->capture_default_str();
-  cmd->add_option("--hostfile", o->hostfile,
-                  "Open MPI hostfile (one host a line, e.g. 'node1 slots=4'), passed to mpirun as --hostfile; "
-                  "partita-calibrate must be at the same path on every host, and rank 0 (the first host) writes the "
-                  "measurements into --work-dir, which this machine must see. Ranks are placed node by node, as "
-                  "the calibrated cluster numbers its devices");
+  add_launch_options(*cmd, o->launch,
+                     "partita-calibrate must be at the same path on every host, and rank 0 (the first host) writes "
+                     "the measurements into --work-dir, which this machine must see. Ranks are placed node by node, "
+                     "as the calibrated cluster numbers its devices");
   cmd->add_option("--measurements", o->measurements,
                   "fit a measurements file written by partita-calibrate instead of running it");
   cmd->callback([o] {
@@ -229,8 +220,8 @@ void add_calibrate_command(CLI::App& app) {
     if (!measurements.empty()) {
       // What would start a calibration run means nothing to a fit of an earlier one.
       for (const auto& [given, what] :
-           {std::pair{!o->hostfile.empty(), "--hostfile"}, std::pair{o->launcher != "mpirun", "--launcher"},
-            std::pair{o->backend != "cpu", "--backend"}}) {
+           {std::pair{!o->launch.hostfile.empty(), "--hostfile"},
+            std::pair{o->launch.launcher != "mpirun", "--launcher"}, std::pair{o->backend != "cpu", "--backend"}}) {
         if (given) {
           throw Error(fmt::format("{} is a setting of the calibration run, and --measurements fits the file of an "
                                   "earlier one instead of starting one: give one or the other",
@@ -239,14 +230,7 @@ void add_calibrate_command(CLI::App& app) {
       }
     }
     if (measurements.empty()) {
-      launch::MpiJob job;
-      job.launcher = launch::parse_launcher(o->launcher);
-      job.mpirun = o->mpirun;
-      job.hostfile = o->hostfile;
-      job.ranks = o->ranks;
-      job.threads = o->threads;
-      job.timeout = o->timeout;
-      launch::check_job(job);
+      launch::MpiJob job = checked_job(o->launch, o->ranks, o->threads, o->timeout);
       const fs::path program = launch::find_runtime_program("partita-calibrate", "PARTITA_CALIBRATE");
       require_launcher(launch::launcher_program(job));
       const fs::path dir = launch::make_work_dir(o->work_dir, "partita-calibrate");

@@ -3,6 +3,7 @@
 #include "partita/graph/error.h"
 #include "partita/launch/launch.h"
 
+#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <sys/wait.h>
 
@@ -18,6 +19,30 @@ void require_launcher(const std::string& mpirun) {
                             mpirun == "srun" ? "--launcher srun needs Slurm's srun (run inside an allocation)"
                                              : "install Open MPI (openmpi-bin) or pass --mpirun"));
   }
+}
+
+void add_launch_options(CLI::App& cmd, LaunchSettings& s, const std::string& hostfile_note) {
+  cmd.add_option("--mpirun", s.mpirun, "the mpirun to start (with --launcher mpirun)")->capture_default_str();
+  cmd.add_option("--launcher", s.launcher,
+                 "what starts the ranks: mpirun (this machine, or the hosts of --hostfile) or srun (inside a Slurm "
+                 "allocation: srun -n P, its hosts)")
+      ->check(CLI::IsMember({"mpirun", "srun"}))
+      ->capture_default_str();
+  cmd.add_option("--hostfile", s.hostfile,
+                 "Open MPI hostfile (one host a line, e.g. 'node1 slots=4'), passed to mpirun as --hostfile; " +
+                     hostfile_note);
+}
+
+launch::MpiJob checked_job(const LaunchSettings& s, int ranks, int threads, int timeout) {
+  launch::MpiJob job;
+  job.launcher = launch::parse_launcher(s.launcher);
+  job.mpirun = s.mpirun;
+  job.hostfile = s.hostfile;
+  job.ranks = ranks;
+  job.threads = threads;
+  job.timeout = timeout;
+  launch::check_job(job);
+  return job;
 }
 
 std::pair<int, std::string> run_streaming(const std::string& command) {

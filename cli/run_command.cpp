@@ -43,9 +43,7 @@ struct RunOptions {
   int top = 15;
   int timeout = 600;
   std::string work_dir;
-  std::string mpirun = "mpirun";
-  std::string launcher = "mpirun";
-  std::string hostfile;
+  LaunchSettings launch;
   std::string json;
   std::string measurements; // an earlier run's: compare, do not launch
 };
@@ -94,15 +92,7 @@ void add_run_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--work-dir", o->work_dir,
                   "where the plan, trace and measurements go (default: a new temporary directory)");
-  cmd->add_option("--mpirun", o->mpirun, "the mpirun to start (with --launcher mpirun)")->capture_default_str();
-  cmd->add_option("--launcher", o->launcher,
-                  "what starts the ranks: mpirun (this machine, or the hosts of --hostfile) or srun (inside a Slurm "
-                  "allocation: srun -n P, its hosts)")
-      ->check(CLI::IsMember({"mpirun", "srun"}))
-      ->capture_default_str();
-  cmd->add_option("--hostfile", o->hostfile,
-                  "Open MPI hostfile (one host a line, e.g. 'node1 slots=4'), passed to mpirun as --hostfile; "
-                  "partita-run must be at the same path on every host");
+  add_launch_options(*cmd, o->launch, "partita-run must be at the same path on every host");
   cmd->add_option("--measurements", o->measurements,
                   "compare an earlier run's measurements (the measurements.json of its work directory) with this "
                   "prediction instead of launching a run: a recalibrated cluster against what was measured (with "
@@ -111,16 +101,9 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--json", o->json,
                   "also write predicted against measured, per op and per iteration, as JSON to this file");
   cmd->callback([o] {
-    launch::MpiJob job;
-    job.launcher = launch::parse_launcher(o->launcher);
-    job.mpirun = o->mpirun;
-    job.ranks = o->ranks;
-    job.threads = o->threads;
-    job.timeout = o->timeout;
-    job.hostfile = o->hostfile;
-    if (o->measurements.empty()) {
-      launch::check_job(job); // before planning, which can take a while
-    }
+    // Checked before planning, which can take a while.
+    launch::MpiJob job =
+        o->measurements.empty() ? checked_job(o->launch, o->ranks, o->threads, o->timeout) : launch::MpiJob{};
     // 1. Plan, exactly as `partita plan` does.
     const auto model = o->model.load();
     const auto& g = model.graph;

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace partita::runtime::cuda {
 namespace {
@@ -18,6 +19,19 @@ constexpr int block_threads = 256;
 unsigned grid_for(std::int64_t n) {
   const std::int64_t blocks = (n + block_threads - 1) / block_threads;
   return static_cast<unsigned>(std::clamp<std::int64_t>(blocks, 1, 65535));
+}
+
+// How `outputs` sums of `summed` elements each are cut so that a large GPU has enough threads:
+// chunks of at least 32 summed elements, one thread per chunk and output, about 2^18 threads in all
+// (1 chunk when the outputs alone are that many). Returns {chunks, elements per chunk}.
+std::pair<std::int64_t, std::int64_t> sum_chunks(std::int64_t outputs, std::int64_t summed) {
+  constexpr std::int64_t busy = std::int64_t{1} << 18, least = 32;
+  std::int64_t chunks = 1;
+  if (outputs > 0 && outputs < busy && summed >= 2 * least) {
+    chunks = std::clamp<std::int64_t>(std::min((busy + outputs - 1) / outputs, summed / least), 1, 65535);
+  }
+  const std::int64_t per_chunk = std::max<std::int64_t>(1, (summed + chunks - 1) / chunks);
+  return {(summed + per_chunk - 1) / per_chunk, per_chunk};
 }
 
 void check_launch(const char* what) {
@@ -656,14 +670,7 @@ void reduce_sum(cudaStream_t stream, const Dims& src_dims, const float* src, con
   // A thread per destination element leaves a GPU idle when there are few of them and each sums
   // many (a bias gradient: 4,096 sums of 512 rows each ran at 2 GB/s on an H100): the summed
   // elements are then cut into chunks, each a thread's, and the chunks' sums added in order.
-  constexpr std::int64_t busy = std::int64_t{1} << 18; // threads that keep a large GPU busy
-  constexpr std::int64_t least = 32;                   // summed elements per thread, at least
-  std::int64_t chunks = 1;
-  if (n > 0 && n < busy && r.count >= 2 * least) {
-    chunks = std::clamp<std::int64_t>(std::min((busy + n - 1) / n, r.count / least), 1, 65535);
-  }
-  const std::int64_t per_chunk = (r.count + chunks - 1) / chunks;
-  chunks = (r.count + per_chunk - 1) / per_chunk;
+  const auto [chunks, per_chunk] = sum_chunks(n, r.count);
   if (chunks <= 1) {
     reduce_sum_kernel<<<grid_for(n), block_threads, 0, stream>>>(r, n, r.count, src, dst);
     check_launch("reduce_sum");
@@ -725,10 +732,7 @@ void layer_norm_backward(cudaStream_t stream, std::int64_t rows, std::int64_t no
   if (d_scale != nullptr || d_shift != nullptr) {
     // A thread per column summing every row left an H100 nearly idle (GPT-2's 768 columns of 1,024
     // rows: 0.2 ms, 15 times its forward): the rows are cut into chunks, as reduce_sum does.
-    const std::int64_t chunks =
-        std::clamp<std::int64_t>(std::min(((std::int64_t{1} << 18) + norm - 1) / norm, rows / 32), 1, 65535);
-    const std::int64_t per_chunk = (rows + chunks - 1) / chunks;
-    const std::int64_t used = (rows + per_chunk - 1) / per_chunk;
+    const auto [used, per_chunk] = sum_chunks(norm, rows);
     float* partial = nullptr;
     const cudaError_t e = cudaMallocAsync(reinterpret_cast<void**>(&partial),
                                           static_cast<std::size_t>(2 * used * norm) * sizeof(float), stream);

@@ -10,7 +10,6 @@
 #include <vector>
 
 namespace partita::runtime::host {
-namespace {
 
 void put_run(const float* in, std::int64_t run, float* out, bool accumulate) {
   if (accumulate) {
@@ -21,6 +20,8 @@ void put_run(const float* in, std::int64_t run, float* out, bool accumulate) {
     std::copy_n(in, run, out);
   }
 }
+
+namespace {
 
 // Calls visit(src offset, dst offset) for every combination of the dims not in `skip` (an
 // odometer; once when there are none).

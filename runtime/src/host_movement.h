@@ -12,6 +12,8 @@ namespace partita::runtime::host {
 // dst = src (or dst += src) over the box; rows that are dense in both buffers copy as runs, a
 // transpose copies 32 x 32 tiles so that both reads and writes stay within a few cache lines.
 void copy(const StridedCopy& c, const float* src, float* dst, bool accumulate);
+// Writes (or adds) `run` consecutive floats of `in` to `out`.
+void put_run(const float* in, std::int64_t run, float* out, bool accumulate);
 void scale(std::int64_t n, float a, const float* x, float* y);
 void fill(std::int64_t n, float value, float* y);
 // Throws partita::Error on an index outside the axis.

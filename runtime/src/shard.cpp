@@ -1,5 +1,7 @@
 #include "shard.h"
 
+#include "host_movement.h"
+
 #include "partita/graph/error.h"
 
 #include <fmt/format.h>
@@ -63,17 +65,6 @@ void for_each_row(const sharding::Block& region, const sharding::Block& a, const
     if (d < 0) {
       return;
     }
-  }
-}
-
-// Writes (or adds) `run` floats from `in` to `out`.
-void put_run(const float* in, std::int64_t run, float* out, bool accumulate) {
-  if (accumulate) {
-    for (std::int64_t i = 0; i < run; ++i) {
-      out[i] += in[i];
-    }
-  } else {
-    std::copy_n(in, run, out);
   }
 }
 
@@ -150,14 +141,14 @@ void pack(const Shard& from, const sharding::Block& region, float* out) {
 void unpack(Shard& to, const sharding::Block& region, const float* in, bool accumulate) {
   std::int64_t read = 0;
   for_each_row(region, to.block, to.block, [&](std::int64_t offset, std::int64_t, std::int64_t run) {
-    put_run(in + read, run, to.data.data() + offset, accumulate);
+    host::put_run(in + read, run, to.data.data() + offset, accumulate);
     read += run;
   });
 }
 
 void copy_region(const Shard& from, Shard& to, const sharding::Block& region, bool accumulate) {
   for_each_row(region, from.block, to.block, [&](std::int64_t src, std::int64_t dst, std::int64_t run) {
-    put_run(from.data.data() + src, run, to.data.data() + dst, accumulate);
+    host::put_run(from.data.data() + src, run, to.data.data() + dst, accumulate);
   });
 }
 
