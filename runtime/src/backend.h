@@ -10,6 +10,7 @@
 // timestamp, calls synchronize() first.
 
 #include "kernel_shapes.h"
+#include "rounding.h"
 #include "shard.h"
 #include "tensor_memory.h"
 
@@ -65,6 +66,17 @@ public:
   // indexed by number, and starts the numbering again. Unused by a backend whose calls return done.
   virtual std::size_t mark() { return 0; }
   virtual std::vector<double> mark_times() { return {}; }
+
+  // The arithmetic of matrix products and convolutions (rounding.h): fp32 (Rounding::none), or
+  // mixed precision, as PyTorch's autocast runs them: operands rounded to tf32, fp16 or bf16,
+  // fp32 accumulation and fp32 results. The executor sets it for its passes (MatrixPrecisionScope);
+  // recurrent layers, normalizations and the optimizer stay in fp32.
+  void set_matrix_rounding(Rounding r) { m_matrix_rounding = r; }
+  Rounding matrix_rounding() const { return m_matrix_rounding; }
+
+  // flag[0] = 1 where any of the n floats is infinite or NaN, else flag[0] left as it is (a
+  // mixed-precision step's overflow check; flag is tensor memory, read after synchronize()).
+  virtual void flag_nonfinite(std::int64_t n, const float* x, float* flag) = 0;
 
   // Sums `count` floats in place over `comm` (nothing for MPI_COMM_NULL): every rank of `comm`
   // calls it with the same count, in the same order.
@@ -185,6 +197,24 @@ public:
 
   // The stand-in for an op without a kernel: reads and writes `bytes` bytes of memory.
   virtual void memory_bound(std::int64_t bytes) = 0;
+
+private:
+  Rounding m_matrix_rounding = Rounding::none;
+};
+
+// The backend's matrix arithmetic set for a scope, restored at its end.
+class MatrixPrecisionScope {
+public:
+  MatrixPrecisionScope(Backend& backend, Rounding r) : m_backend(backend), m_previous(backend.matrix_rounding()) {
+    backend.set_matrix_rounding(r);
+  }
+  ~MatrixPrecisionScope() { m_backend.set_matrix_rounding(m_previous); }
+  MatrixPrecisionScope(const MatrixPrecisionScope&) = delete;
+  MatrixPrecisionScope& operator=(const MatrixPrecisionScope&) = delete;
+
+private:
+  Backend& m_backend;
+  Rounding m_previous;
 };
 
 // oneDNN on the CPU, `threads` OpenMP threads per rank.

@@ -157,6 +157,20 @@ dnnl::memory::desc bn_data(const BatchNormShape& s) {
   return nchw(s.n, s.c, s.spatial, 1);
 }
 
+// A kernel's operand as mixed precision reads it: a rounded copy (rounding.h), or the buffer itself
+// in fp32.
+struct Rounded {
+  Floats copy;
+  const float* data;
+  Rounded(Rounding r, std::int64_t n, const float* x) : data(x) {
+    if (r != Rounding::none) {
+      copy = uninitialized_floats(static_cast<std::size_t>(n));
+      host::round_into(r, n, x, copy.data());
+      data = copy.data();
+    }
+  }
+};
+
 class CpuBackend final : public Backend {
 public:
   explicit CpuBackend(int threads) : m_engine(dnnl::engine::kind::cpu, 0), m_stream(m_engine) {
@@ -170,6 +184,8 @@ public:
   }
 
   void matmul(const MatmulShape& s, const float* a, bool trans_a, const float* b, bool trans_b, float* c) override {
+    const Rounded ra(matrix_rounding(), s.batch * s.m * s.k, a), rb(matrix_rounding(), s.batch * s.k * s.n, b);
+    a = ra.data, b = rb.data;
     const dnnl::memory::dims ad{s.batch, s.m, s.k}, bd{s.batch, s.k, s.n}, cd{s.batch, s.m, s.n};
     // A transposed operand is the same buffer read with swapped strides.
     const dnnl::memory::desc amd(
@@ -367,6 +383,8 @@ public:
   }
 
   void conv_forward(const ConvShape& s, const float* x, const float* w, const float* bias, float* y) override {
+    const Rounded rx(matrix_rounding(), input_elements(s), x), rw(matrix_rounding(), weight_elements(s), w);
+    x = rx.data, w = rw.data;
     const dnnl::convolution_forward::primitive_desc pd(conv_forward_desc(s, bias != nullptr), m_engine);
     dnnl::memory xm(nchw(s.n, s.c_in, s.h, s.w), m_engine, mut(x));
     dnnl::memory wm(conv_weights(s, tag::oihw), m_engine, mut(w));
@@ -383,6 +401,8 @@ public:
   }
 
   void conv_backward_data(const ConvShape& s, const float* w, const float* dy, float* dx) override {
+    const Rounded rw(matrix_rounding(), weight_elements(s), w), rdy(matrix_rounding(), output_elements(s), dy);
+    w = rw.data, dy = rdy.data;
     const auto a = window_args(s.window);
     const dnnl::convolution_forward::primitive_desc hint(conv_forward_desc(s, false), m_engine);
     const dnnl::convolution_backward_data::primitive_desc pd(
@@ -401,6 +421,8 @@ public:
   }
 
   void conv_backward_weights(const ConvShape& s, const float* x, const float* dy, float* dw, float* d_bias) override {
+    const Rounded rx(matrix_rounding(), input_elements(s), x), rdy(matrix_rounding(), output_elements(s), dy);
+    x = rx.data, dy = rdy.data;
     const auto a = window_args(s.window);
     const bool bias = d_bias != nullptr;
     const dnnl::convolution_forward::primitive_desc hint(conv_forward_desc(s, bias), m_engine);
@@ -584,6 +606,10 @@ public:
   void select(Select kind, const Dims& y_dims, const Dims& a_dims, const float* a, const Dims& b_dims, const float* b,
               const Dims& c_dims, const float* c, float* y) override {
     host::select(kind, y_dims, a_dims, a, b_dims, b, c_dims, c, y);
+  }
+
+  void flag_nonfinite(std::int64_t n, const float* x, float* flag) override {
+    host::flag_nonfinite(n, x, flag);
   }
 
   void memory_bound(std::int64_t bytes) override {

@@ -212,7 +212,7 @@ struct ConvSetup {
   bool padded = false;
   cudnnConvolutionDescriptor_t conv = nullptr;
 
-  explicit ConvSetup(const ConvShape& s) : shape(s) {
+  ConvSetup(const ConvShape& s, Rounding rounding) : shape(s) {
     auto& w = shape.window;
     if (!symmetric(w)) {
       padded = true;
@@ -227,10 +227,13 @@ struct ConvSetup {
                                           CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
           "cudnnSetConvolution2dDescriptor");
     check(cudnnSetConvolutionGroupCount(conv, as_int(s.groups, "groups")), "cudnnSetConvolutionGroupCount");
-    // FMA kernels only: CUDNN_DEFAULT_MATH lets cuDNN pick TF32 tensor-core kernels for fp32 on
-    // Ampere and Hopper (seen on an H100: a grouped convolution 4e-4 off oneDNN's, its gradients
-    // 1e-4 to 5e-4), where partita-run computes fp32 as the CPU backend does.
-    check(cudnnSetConvolutionMathType(conv, CUDNN_FMA_MATH), "cudnnSetConvolutionMathType");
+    // fp32: FMA kernels only. CUDNN_DEFAULT_MATH lets cuDNN pick TF32 tensor-core kernels for fp32
+    // on Ampere and Hopper (seen on an H100: a grouped convolution 4e-4 off oneDNN's, its gradients
+    // 1e-4 to 5e-4), where partita-run computes fp32 as the CPU backend does. Mixed precision: the
+    // operands come rounded to tf32, fp16 or bf16 (Rounded), each exact in TF32 (10 mantissa bits,
+    // fp32's exponents), so that the tensor-core kernels compute what the CPU backend does.
+    check(cudnnSetConvolutionMathType(conv, rounding == Rounding::none ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH),
+          "cudnnSetConvolutionMathType");
   }
   ~ConvSetup() { cudnnDestroyConvolutionDescriptor(conv); }
   ConvSetup(const ConvSetup&) = delete;
@@ -353,10 +356,26 @@ public:
     // Row-major C = A B is column-major C^T = B^T A^T: B's buffer first, the m and n roles swapped.
     const int m = as_int(s.m, "matmul m"), n = as_int(s.n, "matmul n"), k = as_int(s.k, "matmul k");
     const float one = 1.F, zero = 0.F;
-    check(cublasSgemmStridedBatched(m_blas, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, n,
-                                    m, k, &one, b, trans_b ? k : n, s.k * s.n, a, trans_a ? m : k, s.m * s.k, &zero, c,
-                                    n, s.m * s.n, as_int(s.batch, "matmul batch")),
-          "cublasSgemmStridedBatched");
+    if (matrix_rounding() == Rounding::none) {
+      check(cublasSgemmStridedBatched(m_blas, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                      n, m, k, &one, b, trans_b ? k : n, s.k * s.n, a, trans_a ? m : k, s.m * s.k,
+                                      &zero, c, n, s.m * s.n, as_int(s.batch, "matmul batch")),
+            "cublasSgemmStridedBatched");
+      return;
+    }
+    // Mixed precision: fp32 operands, which cuBLAS converts to tf32, fp16 or bf16 for the tensor
+    // cores (round to nearest), fp32 accumulation and result. The handle's pedantic math mode,
+    // which keeps fp32 products off the tensor cores, is lifted for the call.
+    const cublasComputeType_t compute = matrix_rounding() == Rounding::tf32   ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                        : matrix_rounding() == Rounding::fp16 ? CUBLAS_COMPUTE_32F_FAST_16F
+                                                                              : CUBLAS_COMPUTE_32F_FAST_16BF;
+    check(cublasSetMathMode(m_blas, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
+    const cublasStatus_t status = cublasGemmStridedBatchedEx(
+        m_blas, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &one, b, CUDA_R_32F,
+        trans_b ? k : n, s.k * s.n, a, CUDA_R_32F, trans_a ? m : k, s.m * s.k, &zero, c, CUDA_R_32F, n, s.m * s.n,
+        as_int(s.batch, "matmul batch"), compute, CUBLAS_GEMM_DEFAULT);
+    check(cublasSetMathMode(m_blas, CUBLAS_PEDANTIC_MATH), "cublasSetMathMode");
+    check(status, "cublasGemmStridedBatchedEx");
   }
 
   void eltwise_forward(Eltwise kind, std::int64_t n, const float* x, float* y) override {
@@ -439,16 +458,47 @@ public:
   // The algorithm cuDNN's heuristics pick for a convolution, and its workspace, asked once per
   // shape and direction: the query (and the legacy API's translation into cuDNN 9's graphs) took
   // longer than a small convolution itself.
+  // A convolution's operand as mixed precision reads it: rounded into stream-ordered scratch, or
+  // the buffer itself in fp32.
+  struct Rounded {
+    Scratch copy;
+    const float* data;
+    Rounded(CudaBackend& backend, std::int64_t n, const float* x)
+        : copy(backend.m_stream, backend.matrix_rounding() == Rounding::none ? 0 : static_cast<std::size_t>(n)),
+          data(x) {
+      if (backend.matrix_rounding() != Rounding::none) {
+        cuda::round_into(backend.m_stream, backend.matrix_rounding(), n, x, copy.get());
+        data = copy.get();
+      }
+    }
+  };
+
   struct ConvAlgorithm {
     int algo = 0;
     std::size_t bytes = 0;
   };
   template <class Query> ConvAlgorithm conv_algorithm(int direction, const ConvShape& s, Query&& query) {
     const auto& w = s.window;
-    std::vector<std::int64_t> key{direction, s.n,        s.c_in,       s.c_out,      s.groups,
-                                  s.h,       s.w,        s.oh,         s.ow,         w.kh,
-                                  w.kw,      w.stride_h, w.stride_w,   w.dilation_h, w.dilation_w,
-                                  w.pad_top, w.pad_left, w.pad_bottom, w.pad_right};
+    std::vector<std::int64_t> key{static_cast<std::int64_t>(matrix_rounding()),
+                                  direction,
+                                  s.n,
+                                  s.c_in,
+                                  s.c_out,
+                                  s.groups,
+                                  s.h,
+                                  s.w,
+                                  s.oh,
+                                  s.ow,
+                                  w.kh,
+                                  w.kw,
+                                  w.stride_h,
+                                  w.stride_w,
+                                  w.dilation_h,
+                                  w.dilation_w,
+                                  w.pad_top,
+                                  w.pad_left,
+                                  w.pad_bottom,
+                                  w.pad_right};
     const auto it = m_conv_algorithms.find(key);
     if (it != m_conv_algorithms.end()) {
       return it->second;
@@ -457,7 +507,9 @@ public:
   }
 
   void conv_forward(const ConvShape& s, const float* x, const float* w, const float* bias, float* y) override {
-    const ConvSetup setup(s);
+    const Rounded rx(*this, input_elements(s), x), rw(*this, weight_elements(s), w);
+    x = rx.data, w = rw.data;
+    const ConvSetup setup(s, matrix_rounding());
     const Scratch padded(m_stream,
                          setup.padded ? static_cast<std::size_t>(s.n * s.c_in * setup.shape.h * setup.shape.w) : 0);
     const float* in = setup.padded ? pad(s, x, padded.get()) : x;
@@ -490,7 +542,9 @@ public:
   }
 
   void conv_backward_data(const ConvShape& s, const float* w, const float* dy, float* dx) override {
-    const ConvSetup setup(s);
+    const Rounded rw(*this, weight_elements(s), w), rdy(*this, output_elements(s), dy);
+    w = rw.data, dy = rdy.data;
+    const ConvSetup setup(s, matrix_rounding());
     const Scratch padded(m_stream,
                          setup.padded ? static_cast<std::size_t>(s.n * s.c_in * setup.shape.h * setup.shape.w) : 0);
     const TensorDesc xd(s.n, s.c_in, setup.shape.h, setup.shape.w), yd(s.n, s.c_out, s.oh, s.ow);
@@ -523,7 +577,9 @@ public:
   }
 
   void conv_backward_weights(const ConvShape& s, const float* x, const float* dy, float* dw, float* d_bias) override {
-    const ConvSetup setup(s);
+    const Rounded rx(*this, input_elements(s), x), rdy(*this, output_elements(s), dy);
+    x = rx.data, dy = rdy.data;
+    const ConvSetup setup(s, matrix_rounding());
     const Scratch padded(m_stream,
                          setup.padded ? static_cast<std::size_t>(s.n * s.c_in * setup.shape.h * setup.shape.w) : 0);
     const float* in = setup.padded ? pad(s, x, padded.get()) : x;
@@ -693,6 +749,9 @@ public:
     cuda::copy(m_stream, c, src, dst, accumulate);
   }
   void scale(std::int64_t n, float a, const float* x, float* y) override { cuda::scale(m_stream, n, a, x, y); }
+  void flag_nonfinite(std::int64_t n, const float* x, float* flag) override {
+    cuda::flag_nonfinite(m_stream, n, x, flag);
+  }
   void fill(std::int64_t n, float value, float* y) override { cuda::fill(m_stream, n, value, y); }
   void gather(const GatherShape& s, const float* data, const float* indices, float* y) override {
     cuda::gather(m_stream, s, data, indices, y);

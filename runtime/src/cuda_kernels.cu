@@ -2,6 +2,7 @@
 // reductions one block per row or channel, summed through shared memory.
 
 #include "cuda_kernels.h"
+#include "rounding.h"
 
 #include <cuda_runtime.h>
 
@@ -539,6 +540,23 @@ __global__ void scale_kernel(std::int64_t n, float a, const float* x, float* y) 
   }
 }
 
+__global__ void round_kernel(Rounding r, std::int64_t n, const float* x, float* y) {
+  for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += std::int64_t{gridDim.x} * blockDim.x) {
+    y[i] = round_to(r, x[i]);
+  }
+}
+
+// Every thread that finds a non-finite value writes the same 1: no atomics needed.
+__global__ void flag_nonfinite_kernel(std::int64_t n, const float* x, float* flag) {
+  for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += std::int64_t{gridDim.x} * blockDim.x) {
+    if (!isfinite(x[i])) {
+      flag[0] = 1;
+    }
+  }
+}
+
 __global__ void fill_kernel(std::int64_t n, float value, float* y) {
   for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < n;
        i += std::int64_t{gridDim.x} * blockDim.x) {
@@ -826,6 +844,22 @@ void scale(cudaStream_t stream, std::int64_t n, float a, const float* x, float* 
   }
   scale_kernel<<<grid_for(n), block_threads, 0, stream>>>(n, a, x, y);
   check_launch("scale");
+}
+
+void round_into(cudaStream_t stream, Rounding r, std::int64_t n, const float* x, float* y) {
+  if (n == 0) {
+    return;
+  }
+  round_kernel<<<grid_for(n), block_threads, 0, stream>>>(r, n, x, y);
+  check_launch("round_into");
+}
+
+void flag_nonfinite(cudaStream_t stream, std::int64_t n, const float* x, float* flag) {
+  if (n == 0) {
+    return;
+  }
+  flag_nonfinite_kernel<<<grid_for(n), block_threads, 0, stream>>>(n, x, flag);
+  check_launch("flag_nonfinite");
 }
 
 void fill(cudaStream_t stream, std::int64_t n, float value, float* y) {

@@ -9,6 +9,7 @@
 // thrown as partita::Error.
 
 #include "kernel_shapes.h"
+#include "rounding.h"
 
 #include <cuda_runtime_api.h>
 
@@ -43,6 +44,9 @@ struct Broadcast3 {
 void copy(cudaStream_t stream, const StridedCopy& c, const float* src, float* dst, bool accumulate);
 void scale(cudaStream_t stream, std::int64_t n, float a, const float* x, float* y);
 void fill(cudaStream_t stream, std::int64_t n, float value, float* y);
+// y = x rounded to the format (rounding.h); y may be x. flag[0] = 1 where any of x is not finite.
+void round_into(cudaStream_t stream, Rounding r, std::int64_t n, const float* x, float* y);
+void flag_nonfinite(cudaStream_t stream, std::int64_t n, const float* x, float* flag);
 void gather(cudaStream_t stream, const GatherShape& s, const float* data, const float* indices, float* y);
 void gather_backward(cudaStream_t stream, const GatherShape& s, const float* indices, const float* dy, float* d_data);
 void select(cudaStream_t stream, Select kind, const Broadcast3& shape, const float* a, const float* b, const float* c,

@@ -500,6 +500,7 @@ void Executor::flush_times() {
 }
 
 void Executor::forward() {
+  const MatrixPrecisionScope precision(m_backend, m_training.matrix);
   for (const auto id : m_order) {
     OpState& state = m_ops[static_cast<std::size_t>(id)];
     for (auto& in : state.inputs) {
@@ -553,7 +554,14 @@ void Executor::forward() {
 }
 
 void Executor::backward() {
+  const MatrixPrecisionScope precision(m_backend, m_training.matrix);
   restore_weight_gradients();
+  if (m_loss_scale != m_seed_scale) { // powers of two: the cached loss gradients scale exactly
+    for (auto& [key, seed] : m_loss_gradients) {
+      m_backend.scale(seed.elements(), m_loss_scale / m_seed_scale, seed.data.data(), seed.data.data());
+    }
+    m_seed_scale = m_loss_scale;
+  }
   // Output gradients: the loss gradient on graph outputs, zero where consumers add theirs. A
   // gradient that its only reader's kernel writes in place is left as it is (zeroing every
   // activation's gradient took 5 ms of a 90 ms GPT-2 iteration).
@@ -586,6 +594,10 @@ void Executor::backward() {
           const BatchSlice& slice = m_slices.empty() ? whole_slice : m_slices[static_cast<std::size_t>(op.outputs[j])];
           cached->second = make_shard(grad->block);
           fill_slice(cached->second, slice, m_micro_batch, "loss-gradient:" + t.name, value_scale);
+          if (m_seed_scale != 1) {
+            m_backend.scale(cached->second.elements(), m_seed_scale, cached->second.data.data(),
+                            cached->second.data.data());
+          }
         }
         const Shard& seed = cached->second;
         // Added to what the caller wrote first when it writes a part (external), else copied.
@@ -718,6 +730,32 @@ void Executor::synchronize_gradients() {
     }
   }
   sum_tied_gradients();
+  flush_times();
+}
+
+void Executor::unscale_gradients(float factor, float* flag) {
+  for (const auto id : m_order) {
+    const double t0 = clock_start();
+    bool any = false;
+    for (auto& in : m_ops[static_cast<std::size_t>(id)].inputs) {
+      if (!in.gradient || !in.parameter) {
+        continue;
+      }
+      // What step() reads: the ZeRO slice of the synchronized gradient, or the whole of it.
+      std::int64_t n = in.gradient->elements();
+      float* gradient = in.gradient->data.data();
+      if (in.zero) {
+        n = in.zero->counts[static_cast<std::size_t>(in.zero->part)];
+        gradient = const_cast<float*>(zero_gradient(in)); // NOLINT: this executor's own buffer
+      }
+      m_backend.scale(n, factor, gradient, gradient);
+      m_backend.flag_nonfinite(n, gradient, flag);
+      any = true;
+    }
+    if (any) {
+      clock_add(id, Phase::optimizer, t0);
+    }
+  }
   flush_times();
 }
 

@@ -91,6 +91,13 @@ public:
   // all-gather.
   void step();
 
+  // fp16's loss scaling (main.cpp's LossScaler): the loss gradient is multiplied by `scale`, a
+  // power of two, from the next backward pass on, and so is every gradient.
+  void set_loss_scale(float scale) { m_loss_scale = scale; }
+  // Multiplies every gradient the optimizer reads (synchronized: its ZeRO slice) by `factor` (one
+  // over the loss scale) and sets flag[0] = 1 (tensor memory) where any of them is not finite.
+  void unscale_gradients(float factor, float* flag);
+
   // Micro-batches: which slice of the full batch the data inputs and the loss gradient are.
   void set_micro_batch(int index) { m_micro_batch = index; }
   // Regenerates the data inputs for the current micro-batch.
@@ -245,6 +252,8 @@ private:
   int m_micro_batch = 0;
   // The loss gradient of each graph output, per micro-batch: fixed, so generated once.
   std::map<std::pair<graph::TensorId, int>, Shard> m_loss_gradients;
+  float m_loss_scale = 1; // what the loss gradient is multiplied by
+  float m_seed_scale = 1; // what m_loss_gradients are multiplied by now
   // held()'s copies of what borrowing views gave back to their producers (outputs, gradients).
   mutable std::map<std::tuple<graph::OpId, Held, int>, Shard> m_settled;
   bool m_accumulate = false;

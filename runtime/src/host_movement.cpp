@@ -115,6 +115,21 @@ void fill(std::int64_t n, float value, float* y) {
   std::fill_n(y, n, value);
 }
 
+void round_into(Rounding r, std::int64_t n, const float* x, float* y) {
+  for (std::int64_t i = 0; i < n; ++i) {
+    y[i] = round_to(r, x[i]);
+  }
+}
+
+void flag_nonfinite(std::int64_t n, const float* x, float* flag) {
+  for (std::int64_t i = 0; i < n; ++i) {
+    if (!std::isfinite(x[i])) {
+      flag[0] = 1;
+      return;
+    }
+  }
+}
+
 namespace {
 
 // The row of the data that index j names, relative to the rows this shard holds.

@@ -4,6 +4,7 @@
 // CPU backend's implementation, and the layout arithmetic every backend shares (strided_copy).
 
 #include "kernel_shapes.h"
+#include "rounding.h"
 
 #include <cstdint>
 
@@ -16,6 +17,10 @@ void copy(const StridedCopy& c, const float* src, float* dst, bool accumulate);
 void put_run(const float* in, std::int64_t run, float* out, bool accumulate);
 void scale(std::int64_t n, float a, const float* x, float* y);
 void fill(std::int64_t n, float value, float* y);
+// y = x rounded to the format (rounding.h); y may be x.
+void round_into(Rounding r, std::int64_t n, const float* x, float* y);
+// flag[0] = 1 where any of the n floats is infinite or NaN.
+void flag_nonfinite(std::int64_t n, const float* x, float* flag);
 // Throws partita::Error on an index outside the axis.
 void gather(const GatherShape& s, const float* data, const float* indices, float* y);
 // Adds in the order of dy's elements (row-major), so that a row read by several indices sums its

@@ -65,6 +65,16 @@ struct ConvShape {
   std::int64_t h = 1, w = 1, oh = 1, ow = 1;
   Window2d window;
 };
+// Elements of X [n, c_in, h, w], W [c_out, c_in / groups, kh, kw] and Y [n, c_out, oh, ow].
+inline std::int64_t input_elements(const ConvShape& s) {
+  return s.n * s.c_in * s.h * s.w;
+}
+inline std::int64_t weight_elements(const ConvShape& s) {
+  return s.c_out * (s.c_in / s.groups) * s.window.kh * s.window.kw;
+}
+inline std::int64_t output_elements(const ConvShape& s) {
+  return s.n * s.c_out * s.oh * s.ow;
+}
 
 // X [n, c, h, w], Y [n, c, oh, ow].
 struct PoolShape {

@@ -39,7 +39,8 @@ struct Options {
   int warmup = 1;
   int iterations = 5;
   bool verify = false;
-  double tolerance = 1e-4;
+  std::optional<double> tolerance; // none: default_tolerance(precision)
+  std::string precision;           // empty: the plan's
   std::string trace;
   std::string measurements;
   int threads = 1;
@@ -140,12 +141,58 @@ std::string optimizer_text(const OptimizerSettings& o) {
   return "?";
 }
 
+// --verify's default tolerance for a precision: fp32's 1e-4 of the largest magnitude; for mixed
+// precision, checked against fp32 by the rms error, 0.1 for tf32 and fp16 and 0.5 for bf16 (8
+// significant bits). Measured on the tests' small models after one iteration (rms): up to 0.05
+// with 11 significant bits and 0.35 with bf16's 8, on the scale gradient of a BatchNorm, a sum of
+// dy * xhat over the batch and pixels whose terms cancel (its error grows as the square root of
+// their count over the sum); most tensors 1e-3 to 1e-2.
+double default_tolerance(Rounding r) {
+  switch (r) {
+  case Rounding::none: return 1e-4;
+  case Rounding::tf32:
+  case Rounding::fp16: return 0.1;
+  case Rounding::bf16: return 0.5;
+  }
+  return 1e-4;
+}
+
+std::optional<cluster::Precision> precision_named(std::string_view name) {
+  for (const auto p : {cluster::Precision::fp32, cluster::Precision::tf32, cluster::Precision::fp16,
+                       cluster::Precision::bf16, cluster::Precision::fp8}) {
+    if (cluster::precision_name(p) == name) {
+      return p;
+    }
+  }
+  return std::nullopt;
+}
+
+// fp16's dynamic loss scaling, as PyTorch's GradScaler does it: the loss gradient (and so every
+// gradient) is multiplied by the scale, so that small gradients survive fp16's range; once the
+// gradients are synchronized they are divided by it and checked on every rank. A step with an
+// infinite or NaN gradient anywhere is skipped and the scale halved; 2000 steps in a row without
+// one double it.
+struct LossScaler {
+  static constexpr float initial = 65536.F;
+  static constexpr int growth_interval = 2000;
+  float scale = initial;
+  int good_steps = 0;
+  int skipped = 0;
+  bool skip_next = false;
+};
+
 // The plan's executor: one Executor over every rank, or a pipeline of stages.
 struct Runner {
   std::optional<Executor> flat;
   std::unique_ptr<PipelineExecutor> pipeline;
+  Backend* backend = nullptr;
+  std::optional<LossScaler> scaler; // fp16 only
+  Floats overflow;                  // the scaler's flag, one float of tensor memory
 
   void forward_backward() {
+    if (scaler) {
+      pipeline ? pipeline->set_loss_scale(scaler->scale) : flat->set_loss_scale(scaler->scale);
+    }
     if (pipeline) {
       pipeline->forward_backward();
     } else {
@@ -153,8 +200,37 @@ struct Runner {
       flat->backward();
     }
   }
-  void synchronize_gradients() { pipeline ? pipeline->synchronize_gradients() : flat->synchronize_gradients(); }
-  void step() { pipeline ? pipeline->step() : flat->step(); }
+  // Then, under loss scaling, the gradients unscaled and checked, every rank agreeing.
+  void synchronize_gradients() {
+    pipeline ? pipeline->synchronize_gradients() : flat->synchronize_gradients();
+    if (!scaler) {
+      return;
+    }
+    if (overflow.empty()) {
+      overflow = uninitialized_floats(1);
+    }
+    backend->fill(1, 0.F, overflow.data());
+    const float factor = 1.F / scaler->scale;
+    pipeline ? pipeline->unscale_gradients(factor, overflow.data()) : flat->unscale_gradients(factor, overflow.data());
+    backend->synchronize();
+    int mine = overflow[0] != 0 ? 1 : 0, any = 0;
+    MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    scaler->skip_next = any != 0;
+  }
+  void step() {
+    if (scaler && scaler->skip_next) {
+      scaler->skip_next = false;
+      ++scaler->skipped;
+      scaler->scale /= 2;
+      scaler->good_steps = 0;
+      return;
+    }
+    pipeline ? pipeline->step() : flat->step();
+    if (scaler && ++scaler->good_steps == LossScaler::growth_interval) {
+      scaler->scale *= 2;
+      scaler->good_steps = 0;
+    }
+  }
   void poison_gradients() { pipeline ? pipeline->poison_gradients() : flat->poison_gradients(); }
   std::vector<Snapshot> snapshot() { return pipeline ? pipeline->snapshot() : flat->snapshot(); }
   std::vector<Snapshot> weight_snapshot() const {
@@ -189,6 +265,19 @@ int run(const Options& opt, int rank, int size) {
   std::optional<std::string> failure;
   try {
     loaded = load_plan(opt.plan, size);
+    if (!opt.precision.empty()) {
+      const auto p = precision_named(opt.precision);
+      if (!p) {
+        throw Error(fmt::format("--precision {}: not a precision (fp32, tf32, fp16 or bf16)", opt.precision));
+      }
+      if (*p != loaded->setup.precision) {
+        loaded->notes.push_back(fmt::format("--precision {} instead of the plan's {}: the plan's prediction is for {}",
+                                            opt.precision, cluster::precision_name(loaded->setup.precision),
+                                            cluster::precision_name(loaded->setup.precision)));
+      }
+      loaded->setup.precision = *p;
+    }
+    (void)rounding_of(loaded->setup.precision); // fp8 is refused here, on every rank alike
     if (rank == 0) {
       // Rank 0 writes these at the end: a path that cannot take them is found now, not after the run.
       for (const auto* out : {&opt.trace, &opt.measurements}) {
@@ -217,6 +306,7 @@ int run(const Options& opt, int rank, int size) {
   }
   const graph::Graph& g = loaded->imported.graph;
   const Training training = training_of(loaded->setup);
+  const double tolerance = opt.tolerance.value_or(default_tolerance(training.matrix));
   auto backend = make_backend(opt.backend, opt.threads, MPI_COMM_WORLD);
   // --verify's reference on the backend named (another instance, even of the same kind): rank 0 alone runs it. Tensor
   // memory stays what the run's backend made it (CUDA managed memory is valid on the host, where the CPU kernels read
@@ -262,6 +352,10 @@ int run(const Options& opt, int rank, int size) {
   // Any failure from here on leaves this rank's partial results before the job ends.
   try {
     Runner ex;
+    ex.backend = backend.get();
+    if (training.matrix == Rounding::fp16) {
+      ex.scaler.emplace();
+    }
     if (loaded->pipelined()) {
       const graph::Graph& micro = loaded->micro ? loaded->micro->graph : g;
       ex.pipeline =
@@ -279,6 +373,16 @@ int run(const Options& opt, int rank, int size) {
                    size / pipe.stages, pipe.micro_batches, strategy::batch_size(g) / pipe.micro_batches,
                    strategy::schedule_name(pipe.schedule));
       }
+      fmt::print("  precision: {}\n",
+                 training.matrix == Rounding::none
+                     ? std::string("fp32")
+                     : fmt::format("{} matrix products and convolutions (operands rounded to {}, fp32 accumulation "
+                                   "and results; tensors, recurrent layers, normalizations and the optimizer in "
+                                   "fp32){}",
+                                   cluster::precision_name(loaded->setup.precision),
+                                   cluster::precision_name(loaded->setup.precision),
+                                   ex.scaler ? fmt::format(", dynamic loss scaling from {:g}", LossScaler::initial)
+                                             : std::string()));
       fmt::print("  optimizer: {}{}\n", optimizer_text(training.optimizer),
                  training.zero_stage > 0
                      ? fmt::format(", ZeRO-{} over each weight's data-parallel replicas", training.zero_stage)
@@ -302,6 +406,15 @@ int run(const Options& opt, int rank, int size) {
       ex.forward_backward();
       ex.synchronize_gradients();
       auto snaps = ex.snapshot();
+      if (ex.scaler) { // activation gradients still carry the loss scale (weight gradients were unscaled)
+        for (auto& snap : snaps) {
+          if (snap.kind == Held::input_gradient) {
+            for (auto& v : snap.shard.data) {
+              v /= ex.scaler->scale;
+            }
+          }
+        }
+      }
       ex.step();
       for (auto& w : ex.weight_snapshot()) {
         snaps.push_back(std::move(w));
@@ -311,24 +424,28 @@ int run(const Options& opt, int rank, int size) {
       const auto single = single_device(g);
       if (rank == 0) {
         // The same optimizer on one device: nothing to shard, ZeRO or not.
+        // fp32 whatever the run's precision: mixed precision is checked against fp32.
         reference.emplace(g, single, MPI_COMM_SELF, reference_backend ? *reference_backend : *backend, unused,
-                          Training{training.optimizer, 0}, loaded->constants);
+                          Training{training.optimizer, 0, Rounding::none}, loaded->constants);
         reference->forward();
         reference->backward();
         reference->synchronize_gradients();
         reference->step();
       }
-      const auto result = verify(g, snaps, reference ? &*reference : nullptr, MPI_COMM_WORLD, opt.tolerance,
-                                 training.optimizer.kind == cost::Optimizer::adam ? &training.optimizer.adam : nullptr);
+      const auto result = verify(g, snaps, reference ? &*reference : nullptr, MPI_COMM_WORLD, tolerance,
+                                 training.optimizer.kind == cost::Optimizer::adam ? &training.optimizer.adam : nullptr,
+                                 training.matrix == Rounding::none ? VerifyNorm::max : VerifyNorm::rms);
       int ok = result.passed ? 1 : 0;
       MPI_Bcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
       passed = ok != 0;
       if (rank == 0) {
-        fmt::print(
-            "verify against the single-device reference{} (tolerance {:g} of max(|reference|, 1e-3)):\n{}verify: "
-            "{}\n",
-            reference_backend ? fmt::format(" on backend {}", reference_backend->name()) : std::string(), opt.tolerance,
-            result.report, passed ? "PASSED" : "FAILED");
+        fmt::print("verify against the single-device {}reference{} (tolerance {:g} {}):\n{}verify: {}\n",
+                   training.matrix != Rounding::none ? "fp32 " : "",
+                   reference_backend ? fmt::format(" on backend {}", reference_backend->name()) : std::string(),
+                   tolerance,
+                   training.matrix != Rounding::none ? "of the rms error over max(rms of the reference, 1e-3)"
+                                                     : "of max(|reference|, 1e-3)",
+                   result.report, passed ? "PASSED" : "FAILED");
         std::fflush(stdout);
       }
     }
@@ -411,8 +528,14 @@ int main(int argc, char** argv) {
   app.add_flag("--verify", opt.verify,
                "compare one iteration (outputs, gradients, and the weights after the optimizer step) with the "
                "unsharded single-device reference");
-  app.add_option("--tolerance", opt.tolerance, "relative tolerance of --verify")
+  app.add_option("--tolerance", opt.tolerance,
+                 "relative tolerance of --verify (default 1e-4; with mixed precision, which is checked against an "
+                 "fp32 reference, 1e-2 for tf32 and fp16, 5e-2 for bf16)")
       ->check(partita::cli::real(1e-12, 1, "(relative)"));
+  app.add_option("--precision", opt.precision,
+                 "arithmetic of matrix products and convolutions (default: the plan's): fp32, or mixed precision "
+                 "tf32, fp16 (with dynamic loss scaling) or bf16: operands rounded to it, fp32 accumulation, fp32 "
+                 "tensors and master weights");
   app.add_option("--trace", opt.trace, "Chrome Trace Event JSON written by rank 0");
   app.add_option("--measurements", opt.measurements,
                  "per-op mean times and iteration mean/min/max as JSON, written by rank 0 (read by partita run)");

@@ -15,8 +15,20 @@ OptimizerSettings default_optimizer_settings(cost::Optimizer kind) {
   return s;
 }
 
+Rounding rounding_of(cluster::Precision p) {
+  switch (p) {
+  case cluster::Precision::fp32: return Rounding::none;
+  case cluster::Precision::tf32: return Rounding::tf32;
+  case cluster::Precision::fp16: return Rounding::fp16;
+  case cluster::Precision::bf16: return Rounding::bf16;
+  case cluster::Precision::fp8: break;
+  }
+  throw Error(fmt::format("precision {}: partita-run has no {} kernels (fp32, tf32, fp16 and bf16 run)",
+                          cluster::precision_name(p), cluster::precision_name(p)));
+}
+
 Training training_of(const cost::TrainingSetup& setup) {
-  return {default_optimizer_settings(setup.optimizer), setup.zero_stage};
+  return {default_optimizer_settings(setup.optimizer), setup.zero_stage, rounding_of(setup.precision)};
 }
 
 OptimizerState make_optimizer_state(const OptimizerSettings& settings, std::int64_t n) {

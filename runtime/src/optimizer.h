@@ -25,13 +25,18 @@ struct OptimizerSettings {
 // epsilon 1e-8.
 OptimizerSettings default_optimizer_settings(cost::Optimizer kind);
 
-// How the executors train: the optimizer and the ZeRO stage (0: none; 1: optimizer state sharded
-// over a weight's data-parallel replicas; 2: gradients too; 3: parameters too; executor.h).
+// How the executors train: the optimizer, the ZeRO stage (0: none; 1: optimizer state sharded
+// over a weight's data-parallel replicas; 2: gradients too; 3: parameters too; executor.h) and the
+// arithmetic of matrix products and convolutions (backend.h: fp32, or mixed precision).
 struct Training {
   OptimizerSettings optimizer;
   int zero_stage = 0;
+  Rounding matrix = Rounding::none;
 };
+// Throws partita::Error for a precision partita-run has no kernels for (fp8).
 Training training_of(const cost::TrainingSetup& setup);
+// The rounding of a plan's precision: fp32 none, tf32/fp16/bf16 theirs; throws for fp8.
+Rounding rounding_of(cluster::Precision p);
 
 // A weight's optimizer state over n elements, from tensor_memory(): momentum's velocity (first),
 // Adam's m and v (first, second); nothing for SGD. Zero-initialized.

@@ -43,6 +43,17 @@ public:
   void synchronize_gradients();
   // The stage's optimizer step (Executor::step: the same optimizer and ZeRO code).
   void step();
+  // Executor::set_loss_scale and unscale_gradients for the stage.
+  void set_loss_scale(float scale) {
+    if (m_executor) {
+      m_executor->set_loss_scale(scale);
+    }
+  }
+  void unscale_gradients(float factor, float* flag) {
+    if (m_executor) {
+      m_executor->unscale_gradients(factor, flag);
+    }
+  }
 
   // What this rank holds, in coordinates of the full-batch model: outputs and input gradients of
   // every micro-batch placed at its slice (summed over micro-batches for unbatched tensors), and

@@ -131,10 +131,6 @@ LoadedPlan load_plan(const std::filesystem::path& path, int ranks) {
       }
     }
   }
-  if (out.setup.precision != cluster::Precision::fp32) {
-    out.notes.push_back(fmt::format("the plan's precision is {}; partita-run computes in fp32",
-                                    cluster::precision_name(out.setup.precision)));
-  }
   if (out.setup.recompute != cost::Recompute::none) {
     out.notes.push_back("the plan recomputes activations; partita-run keeps them all");
   }

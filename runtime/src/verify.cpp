@@ -41,13 +41,15 @@ constexpr double magnitude_floor = 1e-3;
 
 struct Error_ {
   double abs = 0, ref_max = 0;
+  double error_squares = 0, reference_squares = 0; // over the elements compared
+  std::int64_t compared = 0;
   int blocks = 0;
 };
 
 } // namespace
 
 VerifyResult verify(const graph::Graph& g, const std::vector<Snapshot>& mine, const Executor* reference, MPI_Comm comm,
-                    double tolerance, const AdamParameters* adam) {
+                    double tolerance, const AdamParameters* adam, VerifyNorm norm) {
   int rank = 0, size = 1;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &size);
@@ -144,16 +146,25 @@ VerifyResult verify(const graph::Graph& g, const std::vector<Snapshot>& mine, co
         ++result.sign_steps; // within one step each way: not counted as an error
       } else {
         e.abs = std::max(e.abs, error);
+        e.error_squares += error * error;
       }
+      e.reference_squares += static_cast<double>(expected[offset + i]) * static_cast<double>(expected[offset + i]);
+      ++e.compared;
       result.weights += kind == Held::weight ? 1 : 0;
     }
   }
   result.report = fmt::format("{:<4} {:<32} {:<12} {:>7} {:>12} {:>12}\n", "#", "op", "held", "blocks", "max abs err",
-                              "max rel err");
+                              norm == VerifyNorm::max ? "max rel err" : "rms rel err");
   for (const auto& [key, e] : errors) {
-    // Relative to the reference's largest magnitude, floored: a gradient that is zero in exact
-    // arithmetic (a key bias under softmax) holds rounding noise in both runs.
-    const double rel = e.abs / std::max(e.ref_max, magnitude_floor);
+    // Relative to the reference's largest magnitude (or its root mean square), floored: a gradient
+    // that is zero in exact arithmetic (a key bias under softmax) holds rounding noise in both runs.
+    const double rel =
+        norm == VerifyNorm::max
+            ? e.abs / std::max(e.ref_max, magnitude_floor)
+            : (std::isfinite(e.abs)
+                   ? std::sqrt(e.error_squares / std::max(e.reference_squares, static_cast<double>(e.compared) *
+                                                                                   magnitude_floor * magnitude_floor))
+                   : std::numeric_limits<double>::infinity());
     const bool ok = rel <= tolerance;
     result.passed = result.passed && ok;
     result.report +=

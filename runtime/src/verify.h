@@ -21,8 +21,15 @@ struct VerifyResult {
   std::int64_t weights = 0, sign_steps = 0;
 };
 
+// How a tensor's error is measured against the reference's magnitude: `max`, its largest error
+// over the reference's largest magnitude (every element held to the tolerance: the check of a
+// distributed run against one device, same arithmetic); `rms`, the root mean square of the errors
+// over that of the reference (mixed precision against fp32, where an input rounded across zero
+// moves ReLU's mask or a max pool's choice and one element of a gradient is off by all of it).
+enum class VerifyNorm : std::uint8_t { max, rms };
+
 // Collective over `comm`. `reference` is non-null on rank 0 only. The relative error of a tensor
-// is its max abs error over the max abs value of the reference tensor.
+// is measured by `norm`, the magnitudes floored at 1e-3.
 //
 // `adam` (an Adam run's parameters, else nullptr): a first step moves a weight by about the learning rate times
 // the sign of its gradient whatever the gradient's size, so a gradient that is zero up to rounding
@@ -31,6 +38,6 @@ struct VerifyResult {
 // are compared to within one step each way (2 lr) rather than the tolerance; the report counts
 // those that needed it. Their gradients are compared with every other.
 VerifyResult verify(const graph::Graph& g, const std::vector<Snapshot>& mine, const Executor* reference, MPI_Comm comm,
-                    double tolerance, const AdamParameters* adam = nullptr);
+                    double tolerance, const AdamParameters* adam = nullptr, VerifyNorm norm = VerifyNorm::max);
 
 } // namespace partita::runtime
