@@ -27,6 +27,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstdint>
+#include <cstdio>
 #include <map>
 #include <mutex>
 #include <new>
@@ -97,8 +98,28 @@ private:
     }
     std::size_t free_bytes = 0, total_bytes = 0;
     if (cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess && size > free_bytes) {
-      release_cached();
+      // First the stream-ordered scratch pool's unused memory (kept between iterations, it grows to
+      // the largest workspaces seen), then this pool's cached blocks: both are made again later, so
+      // a run that comes here every iteration is slow, and says so once.
+      int device = 0;
+      cudaMemPool_t pool = nullptr;
+      (void)cudaDeviceSynchronize();
+      if (cudaGetDevice(&device) == cudaSuccess && cudaDeviceGetDefaultMemPool(&pool, device) == cudaSuccess) {
+        (void)cudaMemPoolTrimTo(pool, 0);
+      }
       (void)cudaMemGetInfo(&free_bytes, &total_bytes);
+      if (size > free_bytes) {
+        release_cached();
+        (void)cudaMemGetInfo(&free_bytes, &total_bytes);
+      }
+      if (!m_warned) {
+        m_warned = true;
+        std::fprintf(stderr,
+                     "partita-run: warning: the GPU ran short of memory for a %.1f MiB tensor buffer; unused "
+                     "scratch%s handed back to the driver (timings that include making them again are slow)\n",
+                     static_cast<double>(size) / (1 << 20), size > free_bytes ? "" : " and cached tensor blocks");
+        std::fflush(stderr);
+      }
       if (size > free_bytes) {
         throw Error(fmt::format("a tensor buffer of {:.1f} MiB does not fit: {:.1f} MiB of the GPU's {:.1f} MiB are "
                                 "free (partita-run keeps tensors in managed memory, which must not exceed the device)",
@@ -166,6 +187,7 @@ private:
   cudaStream_t m_stream = nullptr;
   std::map<std::size_t, std::vector<Block>> m_free;
   std::vector<cudaEvent_t> m_events; // recorded and waited for: ready to record again
+  bool m_warned = false;
 };
 
 ManagedMemory& managed_memory() {
@@ -855,11 +877,29 @@ private:
     }
   }
 
+  // cuDNN's fastest algorithm by its heuristics among those whose workspace takes at most an eighth
+  // of the GPU's free memory (64 MiB at least), else the one with the smallest workspace: the
+  // stream-ordered pool keeps the largest workspace it has given, and tensor buffers need the room.
   template <class Perf> static const Perf& first_usable(const Perf* perf, int found, const char* what) {
+    std::size_t free_bytes = 0, total_bytes = 0;
+    if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) {
+      (void)cudaGetLastError();
+    }
+    const std::size_t limit = std::max<std::size_t>(std::size_t{64} << 20, free_bytes / 8);
+    const Perf* smallest = nullptr;
     for (int i = 0; i < found; ++i) {
-      if (perf[i].status == CUDNN_STATUS_SUCCESS) {
+      if (perf[i].status != CUDNN_STATUS_SUCCESS) {
+        continue;
+      }
+      if (perf[i].memory <= limit) {
         return perf[i];
       }
+      if (smallest == nullptr || perf[i].memory < smallest->memory) {
+        smallest = &perf[i];
+      }
+    }
+    if (smallest != nullptr) {
+      return *smallest;
     }
     throw Error(fmt::format("cuDNN has no convolution {} algorithm for this shape", what));
   }
