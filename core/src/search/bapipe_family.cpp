@@ -1,0 +1,193 @@
+// The bapipe family: the exact partition at every stage count the devices allow, each candidate
+// predicted by evaluate() (the iteration time `partita plan` prints), the fastest that fits kept,
+// and an explanation naming the bottleneck stage and what binds it.
+
+#include "partita/search/bapipe.h"
+
+#include "partita/graph/error.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <limits>
+#include <optional>
+
+namespace partita::search::bapipe {
+
+namespace {
+
+std::string gib(double bytes) {
+  return fmt::format("{:.2f} GiB", bytes / (1024.0 * 1024.0 * 1024.0));
+}
+std::string ms(double seconds) {
+  return fmt::format("{:.4g} ms", seconds * 1e3);
+}
+
+struct Candidate {
+  Shape shape;
+  Tables tables;
+  Partition partition;
+  strategy::Strategy strategy;
+  strategy::Prediction prediction;
+};
+
+// What keeps the bottleneck where it is: memory when the same stages without a memory limit
+// would balance better; else the sends into the stage when they take most of it; else one op
+// that no cut can split; else the granularity of the ops (compute).
+std::string binding_constraint(const Candidate& c, const graph::Graph& g, int slowest) {
+  Problem free = c.tables.problem;
+  for (auto& sp : free.stages) {
+    sp.memory_limit = std::numeric_limits<double>::infinity();
+  }
+  const auto unlimited = partition(free);
+  if (unlimited.bottleneck < c.partition.bottleneck * (1 - 1e-9)) {
+    return fmt::format("memory: without the limit the stages would balance to {} per micro-batch",
+                       ms(unlimited.bottleneck));
+  }
+  const auto& st = c.partition.stages[static_cast<std::size_t>(slowest)];
+  if (st.receive > st.time / 2) {
+    return fmt::format("communication: receiving its inputs takes {} of its {}", ms(st.receive), ms(st.time));
+  }
+  const int first = c.partition.starts[static_cast<std::size_t>(slowest)];
+  const int last =
+      slowest + 1 < c.shape.stages ? c.partition.starts[static_cast<std::size_t>(slowest) + 1] : c.tables.problem.ops;
+  if (last - first == 1) {
+    return fmt::format("compute: the stage is one op, {}, which no cut can split",
+                       g.op(c.tables.order[static_cast<std::size_t>(first)]).name);
+  }
+  if (st.time - st.compute > st.time / 2) {
+    return fmt::format("communication: collectives inside the stage take {} of its {}",
+                       ms(st.time - st.compute - st.receive), ms(st.time));
+  }
+  return "compute: the ops' granularity (no cut point balances the stages better)";
+}
+
+std::string explain(const Candidate& c, const Request& r, const std::string& tried, int batch) {
+  const auto& g = *r.graph;
+  const auto& part = c.partition;
+  const int stages = c.shape.stages, micro = c.shape.micro_batches;
+  const int per_stage = r.devices / stages;
+  int slowest = 0;
+  for (int s = 0; s < stages; ++s) {
+    if (part.stages[static_cast<std::size_t>(s)].time > part.stages[static_cast<std::size_t>(slowest)].time) {
+      slowest = s;
+    }
+  }
+  const int first = part.starts[static_cast<std::size_t>(slowest)];
+  const int last = slowest + 1 < stages ? part.starts[static_cast<std::size_t>(slowest) + 1] : c.tables.problem.ops;
+  const auto& st = part.stages[static_cast<std::size_t>(slowest)];
+  const auto& sp = c.tables.problem.stages[static_cast<std::size_t>(slowest)];
+  std::vector<std::string> sizes;
+  for (int s = 0; s < stages; ++s) {
+    const int end = s + 1 < stages ? part.starts[static_cast<std::size_t>(s) + 1] : c.tables.problem.ops;
+    sizes.push_back(std::to_string(end - part.starts[static_cast<std::size_t>(s)]));
+  }
+  const std::string inside = c.shape.tensor_parallel > 1
+                                 ? fmt::format("{}-way tensor parallel x {}-way data parallel inside each",
+                                               c.shape.tensor_parallel, per_stage / c.shape.tensor_parallel)
+                                 : "data parallel inside each";
+  std::string text =
+      fmt::format("{} stages of {} devices ({}), {} micro-batches of {} samples, {} schedule; cut by exact dynamic "
+                  "programming over {} ops (BaPipe) into {} ops per stage.",
+                  stages, per_stage, inside, micro, batch / micro, strategy::schedule_name(c.shape.schedule),
+                  c.tables.problem.ops, fmt::join(sizes, "/"));
+  if (stages > 1) {
+    text +=
+        fmt::format(" Bottleneck: stage {} ({} .. {}), {} per micro-batch ({} compute, {} receiving), {} of "
+                    "{} per device; bubble {:.1f}% of the pipeline.",
+                    slowest, g.op(c.tables.order[static_cast<std::size_t>(first)]).name,
+                    g.op(c.tables.order[static_cast<std::size_t>(last) - 1]).name, ms(st.time), ms(st.compute),
+                    ms(st.receive), gib(st.memory), gib(sp.memory_limit), 100.0 * (stages - 1) / (micro + stages - 1));
+    text += fmt::format(" Binding constraint: {}.", binding_constraint(c, g, slowest));
+  } else {
+    text +=
+        fmt::format(" One stage is fastest: no pipeline ({} of {} per device).", gib(st.memory), gib(sp.memory_limit));
+  }
+  text += fmt::format(" Stage counts: {}.", tried);
+  if (r.micro_batches <= 0) {
+    text += " Micro-batches: the most the batch allows (one sample per data-parallel replica), since in this cost "
+            "model a micro-batch's kernels take their share of the batch's time, so more micro-batches shrink the "
+            "bubble and the in-flight activations and never cost time.";
+  }
+  return text;
+}
+
+} // namespace
+
+strategy::Strategy optimize(const Request& r) {
+  if (!r.cuts.empty()) {
+    throw Error("bapipe: it chooses the cut points itself; --cuts belongs to --strategy pipeline");
+  }
+  const auto& g = *r.graph;
+  const int n = static_cast<int>(g.ops().size());
+  const int batch = strategy::batch_size(g);
+  std::vector<int> counts;
+  if (r.stages > 0) {
+    counts.push_back(r.stages);
+  } else {
+    for (int s = 1; s <= std::min(r.devices, n); ++s) {
+      if (r.devices % s == 0) {
+        counts.push_back(s);
+      }
+    }
+  }
+  std::optional<Candidate> best;
+  std::vector<std::string> tried;
+  for (std::size_t ci = 0; ci < counts.size(); ++ci) {
+    const int stages = counts[ci];
+    const int per_stage = r.devices / std::max(1, stages);
+    Shape shape;
+    shape.stages = stages;
+    shape.schedule = r.schedule;
+    shape.tensor_parallel = r.tensor_parallel > 1 ? r.tensor_parallel : 1;
+    const bool given = r.stages > 0;
+    if (!given && per_stage % shape.tensor_parallel != 0) {
+      tried.push_back(fmt::format("{}: {}-way tensor parallel does not divide {} devices", stages,
+                                  shape.tensor_parallel, per_stage));
+      continue;
+    }
+    const int replicas = std::max(1, per_stage / shape.tensor_parallel);
+    if (r.micro_batches > 0) {
+      shape.micro_batches = r.micro_batches;
+    } else if (batch % replicas == 0) {
+      shape.micro_batches = batch / replicas;
+    } else {
+      if (given) {
+        throw Error(fmt::format("bapipe: the batch of {} does not split over the {} data-parallel replicas of a stage",
+                                batch, replicas));
+      }
+      tried.push_back(fmt::format("{}: the batch of {} does not split over {} replicas", stages, batch, replicas));
+      continue;
+    }
+    if (given || r.micro_batches > 0) {
+      check_shape(r, shape); // the user's values: refused with the reason, never replaced
+    }
+    Candidate c{shape, tables(r, shape), {}, {}, {}};
+    c.partition = partition(c.tables.problem);
+    if (!c.partition.feasible) {
+      tried.push_back(fmt::format("{}: does not fit", stages));
+    } else {
+      c.strategy = to_strategy(r, shape, c.tables, c.partition);
+      c.prediction = strategy::evaluate(g, *r.cluster, c.strategy, r.setup);
+      tried.push_back(fmt::format("{}: {}{}", stages, ms(c.prediction.iteration_time),
+                                  c.prediction.fits ? "" : " (evaluate: does not fit)"));
+      if (c.prediction.fits && (!best || c.prediction.iteration_time < best->prediction.iteration_time)) {
+        best = std::move(c);
+      }
+    }
+    if (r.progress) {
+      r.progress(static_cast<double>(ci + 1) / static_cast<double>(counts.size()));
+    }
+  }
+  const std::string table = fmt::format("{}", fmt::join(tried, ", "));
+  if (!best) {
+    const double limit = r.memory_limit > 0 ? r.memory_limit : r.cluster->device.memory_capacity;
+    throw Error(fmt::format("bapipe: no pipeline fits {} per device ({} schedule; stage counts {}); try more devices, "
+                            "--zero, --recompute or a smaller batch",
+                            gib(limit), strategy::schedule_name(r.schedule), table));
+  }
+  best->strategy.explanation = explain(*best, r, table, batch);
+  return std::move(best->strategy);
+}
+
+} // namespace partita::search::bapipe
