@@ -59,9 +59,10 @@ void check_shape(const Request& r, const Shape& shape) {
   const int replicas = per_stage / shape.tensor_parallel;
   const int size = batch / shape.micro_batches;
   if (size % replicas != 0) {
-    throw Error(fmt::format("bapipe: a micro-batch of {} samples ({} / {} micro-batches) does not split over the {} "
+    throw Error(fmt::format("bapipe: a micro-batch of {} sample{} ({} / {} micro-batches) does not split over the {} "
                             "data-parallel replicas of a stage ({} devices, {}-way tensor parallel)",
-                            size, batch, shape.micro_batches, replicas, per_stage, shape.tensor_parallel));
+                            size, size == 1 ? "" : "s", batch, shape.micro_batches, replicas, per_stage,
+                            shape.tensor_parallel));
   }
 }
 
@@ -173,7 +174,6 @@ Tables tables(const Request& r, const Shape& shape, const std::vector<cluster::D
     out.ops.push_back(std::move(ops));
   }
 
-  std::map<std::vector<int>, std::pair<std::vector<double>, std::vector<double>>> receives;
   const auto edges = p.edges.size();
   for (int s = 0; s < stages; ++s) {
     base.check_cancel();
@@ -214,38 +214,73 @@ Tables tables(const Request& r, const Shape& shape, const std::vector<cluster::D
       sp.activations[k] = pred.cost.get(cost::term::activations);
       sp.workspace[k] = pred.cost.get(cost::term::workspace);
     }
-    // The sends into the stage: each read with its producer laid out on the stage before.
-    if (s == 0) {
-      sp.receive_copies.assign(edges, 0.0);
-      sp.receive_transfer.assign(edges, 0.0);
-    } else {
-      // Two neighbouring stages sitting alike in their nodes send alike.
-      auto key = stage_key(*r.cluster, (s - 1) * per_stage, 2 * per_stage, device_index(s - 1));
-      key.push_back(device_index(s));
-      auto [it, inserted] = receives.try_emplace(std::move(key));
-      if (inserted) {
-        auto& [copies, transfer] = it->second;
-        copies.assign(edges, 0.0);
-        transfer.assign(edges, 0.0);
-        const auto& before = out.ops[static_cast<std::size_t>(s) - 1];
-        auto mixed = out.ops[static_cast<std::size_t>(s)];
-        const auto cl = cluster_of(s);
-        for (std::size_t e = 0; e < edges; ++e) {
-          base.check_cancel();
-          const auto [id, j] = slot[e];
-          const auto producer = static_cast<std::size_t>(g.tensor(g.op(id).inputs[j]).producer);
+    p.stages.push_back(std::move(sp));
+  }
+
+  // No partition fits (memory does not depend on the sends): leave them unpriced.
+  for (auto& sp : p.stages) {
+    sp.receive_copies.assign(edges, 0.0);
+    sp.receive_transfer.assign(edges, 0.0);
+  }
+  out.fits = partition(p).feasible;
+  if (!out.fits) {
+    return out;
+  }
+
+  // The sends into each stage: every read with its producer laid out on the stage before. Two
+  // neighbouring stages sitting alike in their nodes send alike, and so do reads alike in what
+  // input_redistribution() reads (the blocks of a transformer): each is priced once.
+  const auto keep = strategy::saved_outputs(g, out.order, sem, r.setup.recompute);
+  std::vector<std::string> signature(g.ops().size());
+  for (std::size_t i = 0; i < g.ops().size(); ++i) {
+    signature[i] = cost::cost_signature(g, static_cast<graph::OpId>(i), sem[i], keep[i]);
+  }
+  auto tensor_signature = [&](graph::OpId consumer, graph::TensorId t) {
+    const auto& x = g.tensor(t);
+    const auto& inputs = g.op(consumer).inputs;
+    return fmt::format("{}|{}|{}|{}|{}|{}", fmt::join(x.shape, ","), static_cast<int>(x.dtype), graph::gets_gradient(x),
+                       g.is_graph_output(t), x.consumers.size(), std::count(inputs.begin(), inputs.end(), t));
+  };
+  std::map<std::vector<int>, std::pair<std::vector<double>, std::vector<double>>> receives;
+  for (int s = 1; s < stages; ++s) {
+    auto key = stage_key(*r.cluster, (s - 1) * per_stage, 2 * per_stage, device_index(s - 1));
+    key.push_back(device_index(s));
+    auto [it, inserted] = receives.try_emplace(std::move(key));
+    if (inserted) {
+      auto& [copies, transfer] = it->second;
+      copies.assign(edges, 0.0);
+      transfer.assign(edges, 0.0);
+      const auto& before = out.ops[static_cast<std::size_t>(s) - 1];
+      auto mixed = out.ops[static_cast<std::size_t>(s)];
+      const auto cl = cluster_of(s);
+      std::map<std::string, std::pair<double, double>> priced;
+      for (std::size_t e = 0; e < edges; ++e) {
+        base.check_cancel();
+        const auto [id, j] = slot[e];
+        const graph::TensorId t = g.op(id).inputs[j];
+        const auto producer = static_cast<std::size_t>(g.tensor(t).producer);
+        const auto& outs = g.op(g.tensor(t).producer).outputs;
+        const auto& from = before[producer];
+        const auto& to = mixed[static_cast<std::size_t>(id)];
+        auto memo = fmt::format(
+            "{}#{}#{}#{}#{}#{}#{}#{}#{}", signature[producer], std::find(outs.begin(), outs.end(), t) - outs.begin(),
+            signature[static_cast<std::size_t>(id)], j, tensor_signature(id, t), fmt::join(from.config.splits, ","),
+            fmt::join(from.devices, ","), fmt::join(to.config.splits, ","), fmt::join(to.devices, ","));
+        auto [m, unseen] = priced.try_emplace(std::move(memo), 0.0, 0.0);
+        if (unseen) {
           const auto kept = mixed[producer];
-          mixed[producer] = before[producer];
+          mixed[producer] = from;
           for (const auto& term : strategy::input_redistribution(g, sem, mixed, cl, r.setup, id, j)) {
-            (term.name == cost::term::redistribution ? transfer : copies)[e] += term.value;
+            (term.name == cost::term::redistribution ? m->second.second : m->second.first) += term.value;
           }
           mixed[producer] = kept;
         }
+        copies[e] = m->second.first;
+        transfer[e] = m->second.second;
       }
-      sp.receive_copies = it->second.first;
-      sp.receive_transfer = it->second.second;
     }
-    p.stages.push_back(std::move(sp));
+    p.stages[static_cast<std::size_t>(s)].receive_copies = it->second.first;
+    p.stages[static_cast<std::size_t>(s)].receive_transfer = it->second.second;
   }
   return out;
 }

@@ -19,8 +19,11 @@ namespace {
 std::string gib(double bytes) {
   return fmt::format("{:.2f} GiB", bytes / (1024.0 * 1024.0 * 1024.0));
 }
+std::string count(int n, const char* one, const char* many) {
+  return fmt::format("{} {}", n, n == 1 ? one : many);
+}
 std::string ms(double seconds) {
-  return fmt::format("{:.4g} ms", seconds * 1e3);
+  return seconds >= 1 ? fmt::format("{:.0f} ms", seconds * 1e3) : fmt::format("{:.4g} ms", seconds * 1e3);
 }
 
 struct Candidate {
@@ -87,10 +90,11 @@ std::string explain(const Candidate& c, const Request& r, const std::string& tri
                                                c.shape.tensor_parallel, per_stage / c.shape.tensor_parallel)
                                  : "data parallel inside each";
   std::string text =
-      fmt::format("{} stages of {} devices ({}), {} micro-batches of {} samples, {} schedule; cut by exact dynamic "
-                  "programming over {} ops (BaPipe) into {} ops per stage.",
-                  stages, per_stage, inside, micro, batch / micro, strategy::schedule_name(c.shape.schedule),
-                  c.tables.problem.ops, fmt::join(sizes, "/"));
+      fmt::format("{} of {} ({}), {} of {}, {} schedule; cut by exact dynamic programming over {} ops (BaPipe) "
+                  "into {} ops per stage.",
+                  count(stages, "stage", "stages"), count(per_stage, "device", "devices"), inside,
+                  count(micro, "micro-batch", "micro-batches"), count(batch / micro, "sample", "samples"),
+                  strategy::schedule_name(c.shape.schedule), c.tables.problem.ops, fmt::join(sizes, "/"));
   if (stages > 1) {
     text +=
         fmt::format(" Bottleneck: stage {} ({} .. {}), {} per micro-batch ({} compute, {} receiving), {} of "
@@ -142,8 +146,8 @@ strategy::Strategy optimize(const Request& r) {
     shape.tensor_parallel = r.tensor_parallel > 1 ? r.tensor_parallel : 1;
     const bool given = r.stages > 0;
     if (!given && per_stage % shape.tensor_parallel != 0) {
-      tried.push_back(fmt::format("{}: {}-way tensor parallel does not divide {} devices", stages,
-                                  shape.tensor_parallel, per_stage));
+      tried.push_back(fmt::format("{}: {}-way tensor parallel does not divide {}", stages, shape.tensor_parallel,
+                                  count(per_stage, "device", "devices")));
       continue;
     }
     const int replicas = std::max(1, per_stage / shape.tensor_parallel);
@@ -163,7 +167,9 @@ strategy::Strategy optimize(const Request& r) {
       check_shape(r, shape); // the user's values: refused with the reason, never replaced
     }
     Candidate c{shape, tables(r, shape), {}, {}, {}};
-    c.partition = partition(c.tables.problem);
+    if (c.tables.fits) {
+      c.partition = partition(c.tables.problem);
+    }
     if (!c.partition.feasible) {
       tried.push_back(fmt::format("{}: does not fit", stages));
     } else {

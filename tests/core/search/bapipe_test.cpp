@@ -419,7 +419,7 @@ TEST(BaPipe, TheFamilyKeepsTheFastestStageCountThatFitsAndExplainsIt) {
     const auto other = search::find_optimizer("bapipe").optimize(q);
     EXPECT_LE(p.iteration_time, strategy::evaluate(s.model.graph, s.cluster, other, r.setup).iteration_time);
   }
-  EXPECT_THAT(st.explanation, HasSubstr(fmt::format("{} stages of", st.pipeline->stages)));
+  EXPECT_THAT(st.explanation, HasSubstr(fmt::format("{} stage", st.pipeline->stages)));
   EXPECT_THAT(st.explanation, HasSubstr(fmt::format("{} micro-batches", st.pipeline->micro_batches)));
   EXPECT_THAT(st.explanation, HasSubstr("1f1b schedule"));
   EXPECT_THAT(st.explanation, HasSubstr("Stage counts: 1: "));

@@ -88,6 +88,9 @@ struct Shape {
 // when set, else each stage's device memory.
 struct Tables {
   Problem problem;
+  // Whether some partition fits every stage's memory (memory does not depend on the sends between
+  // stages): when none does, the sends are left unpriced (zero).
+  bool fits = true;
   std::vector<graph::OpId> order;                       // position -> op
   std::vector<std::vector<strategy::OpAssignment>> ops; // per stage: every op's layout on its devices
 };
