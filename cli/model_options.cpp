@@ -86,12 +86,14 @@ void SetupOptions::add_to(CLI::App& cmd) {
   cmd.add_option("--optimizer", optimizer, "sgd, momentum or adam")->capture_default_str();
   cmd.add_option("--zero", zero, "ZeRO stage 0-3")->capture_default_str();
   cmd.add_option("--recompute", recompute, "none, selective or full")->capture_default_str();
-  cmd.add_option("--tp", tensor_parallel, "tensor-parallel degree for megatron (default: devices per node)");
+  cmd.add_option("--tp", tensor_parallel,
+                 "tensor-parallel degree for megatron (default: devices per node), and inside the stages of pipeline "
+                 "and bapipe (default: 1)");
   cmd.add_option("--stages", stages,
                  "pipeline stages (pipeline: 4 if they divide the devices, else 2; bapipe: searched)");
   cmd.add_option("--micro-batches", micro_batches,
-                 "pipeline micro-batches (pipeline: 4 x stages; bapipe: the most the batch allows); they must divide "
-                 "the batch");
+                 "pipeline micro-batches (pipeline: 4 x stages, at most the batch per replica; bapipe: the most the "
+                 "batch allows, and a count that does not divide it is refused)");
   cmd.add_option("--schedule", schedule, "pipeline schedule: gpipe or 1f1b")->capture_default_str();
   cmd.add_option("--balance", balance, "pipeline family's cuts: time (balanced) or even (by op count)")
       ->capture_default_str();

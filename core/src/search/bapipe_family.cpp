@@ -135,6 +135,7 @@ strategy::Strategy optimize(const Request& r) {
       }
     }
   }
+  const double limit = r.memory_limit > 0 ? r.memory_limit : r.cluster->device.memory_capacity;
   std::optional<Candidate> best;
   std::vector<std::string> tried;
   for (std::size_t ci = 0; ci < counts.size(); ++ci) {
@@ -175,9 +176,10 @@ strategy::Strategy optimize(const Request& r) {
     } else {
       c.strategy = to_strategy(r, shape, c.tables, c.partition);
       c.prediction = strategy::evaluate(g, *r.cluster, c.strategy, r.setup);
-      tried.push_back(fmt::format("{}: {}{}", stages, ms(c.prediction.iteration_time),
-                                  c.prediction.fits ? "" : " (evaluate: does not fit)"));
-      if (c.prediction.fits && (!best || c.prediction.iteration_time < best->prediction.iteration_time)) {
+      // Memory is priced per op exactly as evaluate() sums it; checked again all the same.
+      const bool fits = c.prediction.peak_memory <= limit * (1 + 1e-12);
+      tried.push_back(fmt::format("{}: {}{}", stages, ms(c.prediction.iteration_time), fits ? "" : " (does not fit)"));
+      if (fits && (!best || c.prediction.iteration_time < best->prediction.iteration_time)) {
         best = std::move(c);
       }
     }
@@ -187,7 +189,6 @@ strategy::Strategy optimize(const Request& r) {
   }
   const std::string table = fmt::format("{}", fmt::join(tried, ", "));
   if (!best) {
-    const double limit = r.memory_limit > 0 ? r.memory_limit : r.cluster->device.memory_capacity;
     throw Error(fmt::format("bapipe: no pipeline fits {} per device ({} schedule; stage counts {}); try more devices, "
                             "--zero, --recompute or a smaller batch",
                             gib(limit), strategy::schedule_name(r.schedule), table));

@@ -455,3 +455,30 @@ TEST(BaPipe, NeverASlowerBottleneckThanTheTimeBalancedCuts) {
 
 } // namespace
 } // namespace partita
+
+namespace partita {
+namespace {
+
+// A transformer is no chain (the residual stream skips ops, a tensor has several readers), yet on
+// one switched node the partition prices its stages as evaluate() does.
+TEST(BaPipe, OnATransformerTheBottleneckAndPeakAreEvaluatesOnOneNode) {
+  Gpt s;
+  for (int stages : {2, 4, 8}) {
+    auto r = s.request(8);
+    const search::bapipe::Shape shape{stages, 16 / (8 / stages), strategy::Schedule::one_f_one_b, 1};
+    const auto t = search::bapipe::tables(r, shape);
+    const auto part = search::bapipe::partition(t.problem);
+    ASSERT_TRUE(part.feasible);
+    const auto p = strategy::evaluate(s.model.graph, s.cluster, search::bapipe::to_strategy(r, shape, t, part), {});
+    double peak = 0;
+    for (const auto& st : part.stages) {
+      peak = std::max(peak, st.memory);
+    }
+    EXPECT_NEAR(part.bottleneck, term(p, "pipeline bubble") / (stages - 1), 1e-9 * part.bottleneck) << stages;
+    EXPECT_NEAR(peak, p.peak_memory, 1e-9 * peak) << stages;
+    EXPECT_NEAR(part.iteration_time, p.iteration_time, 1e-9 * p.iteration_time) << stages;
+  }
+}
+
+} // namespace
+} // namespace partita
