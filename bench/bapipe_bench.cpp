@@ -19,6 +19,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -55,13 +56,9 @@ int main(int argc, char** argv) {
       repeat = std::max(1, std::atoi(argv[++i]));
     } else if (std::strcmp(argv[i], "--stages") == 0 && value) {
       counts.clear();
-      for (const char* p = argv[++i]; *p != 0;) {
-        char* end = nullptr;
-        counts.push_back(std::max(1, static_cast<int>(std::strtol(p, &end, 10))));
-        p = *end == ',' ? end + 1 : end;
-        if (end == p && *p != 0) {
-          break;
-        }
+      std::stringstream list(argv[++i]);
+      for (std::string item; std::getline(list, item, ',');) {
+        counts.push_back(std::max(1, std::atoi(item.c_str())));
       }
     } else if (std::strcmp(argv[i], "--no-family") == 0) {
       family = false;

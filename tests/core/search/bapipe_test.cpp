@@ -482,3 +482,44 @@ TEST(BaPipe, OnATransformerTheBottleneckAndPeakAreEvaluatesOnOneNode) {
 
 } // namespace
 } // namespace partita
+
+namespace partita {
+namespace {
+
+// The tightest limit any partition fits (found by bisection): the cut moves, the bottleneck grows,
+// and the explanation says memory binds.
+TEST(BaPipe, AMemoryLimitThatMovesTheCutIsNamedAsTheBindingConstraint) {
+  Gpt s;
+  auto r = s.request(8);
+  r.stages = 4;
+  const search::bapipe::Shape shape{4, 8, strategy::Schedule::one_f_one_b, 1};
+  const auto t = search::bapipe::tables(r, shape);
+  const auto free = search::bapipe::partition(t.problem);
+  ASSERT_TRUE(free.feasible);
+  double peak = 0;
+  for (const auto& st : free.stages) {
+    peak = std::max(peak, st.memory);
+  }
+  auto limited = [&](double limit) {
+    auto p = t.problem;
+    for (auto& sp : p.stages) {
+      sp.memory_limit = limit;
+    }
+    return search::bapipe::partition(p);
+  };
+  double lo = 0, hi = peak;
+  for (int i = 0; i < 60; ++i) {
+    (limited((lo + hi) / 2).feasible ? hi : lo) = (lo + hi) / 2;
+  }
+  ASSERT_LT(hi, peak * 0.99) << "some partition holds less than the balanced one";
+  r.memory_limit = hi;
+  const auto bound = search::bapipe::partition(search::bapipe::tables(r, shape).problem);
+  ASSERT_TRUE(bound.feasible);
+  EXPECT_GT(bound.bottleneck, free.bottleneck);
+  const auto st = search::find_optimizer("bapipe").optimize(r);
+  EXPECT_THAT(st.explanation, HasSubstr("Binding constraint: memory: without the limit the stages would balance"));
+  EXPECT_LE(strategy::evaluate(s.model.graph, s.cluster, st, {}).peak_memory, r.memory_limit);
+}
+
+} // namespace
+} // namespace partita
