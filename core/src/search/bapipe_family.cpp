@@ -34,6 +34,44 @@ struct Candidate {
   strategy::Prediction prediction;
 };
 
+// A fitted candidate's iteration in three parts: the bubble, the steady state (micro-batches x the
+// slowest stage) and the once-per-iteration gradient sync and optimizer step after them.
+struct Summary {
+  int stages = 0, micro = 0;
+  double iteration = 0, bubble = 0, steady = 0, sync = 0;
+};
+
+Summary summarize(const Candidate& c) {
+  Summary s{c.shape.stages, c.shape.micro_batches, c.prediction.iteration_time, 0, 0, 0};
+  for (const auto& t : c.prediction.iteration) {
+    if (t.name == "pipeline bubble") {
+      s.bubble = t.value;
+    }
+  }
+  for (const auto& st : c.partition.stages) {
+    s.sync = std::max(s.sync, st.sync);
+  }
+  s.steady = s.iteration - s.bubble - s.sync;
+  return s;
+}
+
+// Why the runner-up is slower: the part of the iteration it loses most on.
+std::string runner_up_text(const Summary& best, const Summary& next) {
+  const double bubble = next.bubble - best.bubble, steady = next.steady - best.steady, sync = next.sync - best.sync;
+  std::string why;
+  if (bubble >= steady && bubble >= sync) {
+    why = fmt::format("its bubble, {} against {}", ms(next.bubble), ms(best.bubble));
+  } else if (steady >= sync) {
+    why = fmt::format("its steady state ({} micro-batches x its slowest stage), {} against {}", next.micro,
+                      ms(next.steady), ms(best.steady));
+  } else {
+    why = fmt::format("its gradient sync and optimizer step, {} against {}", ms(next.sync), ms(best.sync));
+  }
+  return fmt::format(" Runner-up: {} x {}, {} (+{:.1f}%), losing most on {}.", count(next.stages, "stage", "stages"),
+                     count(next.micro, "micro-batch", "micro-batches"), ms(next.iteration),
+                     100 * (next.iteration / best.iteration - 1), why);
+}
+
 // What keeps the bottleneck where it is: memory when the same stages without a memory limit
 // would balance better; else the sends into the stage when they take most of it; else one op
 // that no cut can split; else the granularity of the ops (compute).
@@ -65,7 +103,8 @@ std::string binding_constraint(const Candidate& c, const graph::Graph& g, int sl
   return "compute: the ops' granularity (no cut point balances the stages better)";
 }
 
-std::string explain(const Candidate& c, const Request& r, const std::string& tried, int batch) {
+std::string explain(const Candidate& c, const Request& r, const std::string& tried, int batch,
+                    const std::optional<Summary>& runner_up) {
   const auto& g = *r.graph;
   const auto& part = c.partition;
   const int stages = c.shape.stages, micro = c.shape.micro_batches;
@@ -108,6 +147,9 @@ std::string explain(const Candidate& c, const Request& r, const std::string& tri
         fmt::format(" One stage is fastest: no pipeline ({} of {} per device).", gib(st.memory), gib(sp.memory_limit));
   }
   text += fmt::format(" Stage counts: {}.", tried);
+  if (runner_up) {
+    text += runner_up_text(summarize(c), *runner_up);
+  }
   if (r.micro_batches <= 0) {
     text += " Micro-batches: the most the batch allows (one sample per data-parallel replica), since in this cost "
             "model a micro-batch's kernels take their share of the batch's time, so more micro-batches shrink the "
@@ -137,6 +179,7 @@ strategy::Strategy optimize(const Request& r) {
   }
   const double limit = r.memory_limit > 0 ? r.memory_limit : r.cluster->device.memory_capacity;
   std::optional<Candidate> best;
+  std::optional<Summary> runner_up;
   std::vector<std::string> tried;
   for (std::size_t ci = 0; ci < counts.size(); ++ci) {
     const int stages = counts[ci];
@@ -180,7 +223,12 @@ strategy::Strategy optimize(const Request& r) {
       const bool fits = c.prediction.peak_memory <= limit * (1 + 1e-12);
       tried.push_back(fmt::format("{}: {}{}", stages, ms(c.prediction.iteration_time), fits ? "" : " (does not fit)"));
       if (fits && (!best || c.prediction.iteration_time < best->prediction.iteration_time)) {
+        if (best) {
+          runner_up = summarize(*best);
+        }
         best = std::move(c);
+      } else if (fits && (!runner_up || c.prediction.iteration_time < runner_up->iteration)) {
+        runner_up = summarize(c);
       }
     }
     if (r.progress) {
@@ -193,7 +241,7 @@ strategy::Strategy optimize(const Request& r) {
                             "--zero, --recompute or a smaller batch",
                             gib(limit), strategy::schedule_name(r.schedule), table));
   }
-  best->strategy.explanation = explain(*best, r, table, batch);
+  best->strategy.explanation = explain(*best, r, table, batch, runner_up);
   return std::move(best->strategy);
 }
 

@@ -423,6 +423,8 @@ TEST(BaPipe, TheFamilyKeepsTheFastestStageCountThatFitsAndExplainsIt) {
   EXPECT_THAT(st.explanation, HasSubstr(fmt::format("{} micro-batches", st.pipeline->micro_batches)));
   EXPECT_THAT(st.explanation, HasSubstr("1f1b schedule"));
   EXPECT_THAT(st.explanation, HasSubstr("Stage counts: 1: "));
+  EXPECT_THAT(st.explanation, HasSubstr("Runner-up: ")); // every count fits here
+  EXPECT_THAT(st.explanation, HasSubstr(", losing most on its "));
   if (st.pipeline->stages > 1) {
     EXPECT_THAT(st.explanation, HasSubstr("Bottleneck: stage"));
     EXPECT_THAT(st.explanation, HasSubstr("Binding constraint: "));
