@@ -222,7 +222,7 @@ Tables tables(const Request& r, const Shape& shape, const std::vector<cluster::D
     sp.receive_copies.assign(edges, 0.0);
     sp.receive_transfer.assign(edges, 0.0);
   }
-  out.fits = partition(p).feasible;
+  out.fits = partition(p, r.cancel).feasible;
   if (!out.fits) {
     return out;
   }

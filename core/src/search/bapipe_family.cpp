@@ -212,7 +212,7 @@ strategy::Strategy optimize(const Request& r) {
     }
     Candidate c{shape, tables(r, shape), {}, {}, {}};
     if (c.tables.fits) {
-      c.partition = partition(c.tables.problem);
+      c.partition = partition(c.tables.problem, r.cancel);
     }
     if (!c.partition.feasible) {
       tried.push_back(fmt::format("{}: does not fit", stages));

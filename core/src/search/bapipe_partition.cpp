@@ -71,7 +71,7 @@ StageCost stage_cost(const Problem& p, int s, int first, int last) {
   return c;
 }
 
-Partition partition(const Problem& p) {
+Partition partition(const Problem& p, const std::atomic<bool>* cancel) {
   const int n = p.ops;
   const int stages = static_cast<int>(p.stages.size());
   if (stages < 1 || stages > n) {
@@ -103,6 +103,9 @@ Partition partition(const Problem& p) {
     const auto& sp = p.stages[static_cast<std::size_t>(s)];
     const int last_end = n - (stages - 1 - s);
     for (int b = s + 1; b <= last_end; ++b) {
+      if (cancel != nullptr && cancel->load(std::memory_order_relaxed)) {
+        throw Cancelled();
+      }
       ++sweep;
       double own = 0, inner = 0, receive = 0, resident = 0, activations = 0, workspace = 0;
       double& cell = best[at(s, b)];

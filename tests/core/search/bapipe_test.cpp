@@ -570,3 +570,19 @@ TEST(BaPipe, StagesPricedOnceForAlikePlacesStillMatchEvaluateAcrossNodes) {
 
 } // namespace
 } // namespace partita
+
+namespace partita {
+namespace {
+
+TEST(BaPipe, StopsWhenCancelled) {
+  Gpt s;
+  auto r = s.request(8);
+  std::atomic<bool> cancel{true};
+  r.cancel = &cancel;
+  EXPECT_THROW(search::find_optimizer("bapipe").optimize(r), Cancelled);
+  std::mt19937 rng(5);
+  EXPECT_THROW(search::bapipe::partition(random_problem(rng, 8, 3), &cancel), Cancelled);
+}
+
+} // namespace
+} // namespace partita

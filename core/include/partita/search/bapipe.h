@@ -11,6 +11,7 @@
 #include "partita/search/optimizer.h"
 #include "partita/strategy/strategy.h"
 
+#include <atomic>
 #include <string>
 #include <vector>
 
@@ -69,8 +70,9 @@ struct Partition {
 };
 
 // The partition minimizing the bottleneck among those where every stage fits its memory limit
-// (feasible = false when none does). Throws partita::Error when there are more stages than ops.
-Partition partition(const Problem& p);
+// (feasible = false when none does). Throws partita::Error when there are more stages than ops,
+// partita::Cancelled when `cancel` is set.
+Partition partition(const Problem& p, const std::atomic<bool>* cancel = nullptr);
 
 // How a pipeline is shaped: its stage count, micro-batches and schedule, and the tensor-parallel
 // width inside a stage (1: data parallel over the stage's devices).
