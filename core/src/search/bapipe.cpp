@@ -1,7 +1,6 @@
-// BaPipe's prices and the family around the partition: each stage's layout priced by evaluate()
-// on that stage's devices (its ops' kernels, their collectives, the moves inside the stage), the
-// sends between stages by input_redistribution() with the producer on the stage before, and the
-// stage count searched with evaluate()'s iteration time, the number `partita plan` prints.
+// BaPipe's prices: each stage's layout priced by evaluate() on that stage's devices (its ops'
+// kernels, their collectives, the moves inside the stage, its memory), and the sends between
+// stages by input_redistribution() with the producer laid out on the stage before.
 
 #include "partita/search/bapipe.h"
 
@@ -118,20 +117,8 @@ Tables tables(const Request& r, const Shape& shape, const std::vector<cluster::D
     c.device = device_of(s);
     return c;
   };
-  auto device_index = [&](int s) {
-    if (stage_devices.empty()) {
-      return -1;
-    }
-    for (int q = 0; q < s; ++q) { // the first stage with an equal device stands for it
-      const auto& a = stage_devices[static_cast<std::size_t>(q)];
-      const auto& b = stage_devices[static_cast<std::size_t>(s)];
-      if (a.name == b.name && a.peak_fp32 == b.peak_fp32 && a.peak_fp16 == b.peak_fp16 && a.peak_bf16 == b.peak_bf16 &&
-          a.memory_bandwidth == b.memory_bandwidth && a.memory_capacity == b.memory_capacity) {
-        return q;
-      }
-    }
-    return s;
-  };
+  // Stages given devices of their own are priced each on its own (-1: the cluster's device).
+  auto device_index = [&](int s) { return stage_devices.empty() ? -1 : s; };
 
   // Each stage's layout of every op, priced by evaluate() as if the whole graph ran there.
   std::map<std::vector<int>, Local> locals;

@@ -207,8 +207,16 @@ strategy::Strategy optimize(const Request& r) {
       tried.push_back(fmt::format("{}: the batch of {} does not split over {} replicas", stages, batch, replicas));
       continue;
     }
-    if (given || r.micro_batches > 0) {
-      check_shape(r, shape); // the user's values: refused with the reason, never replaced
+    try {
+      check_shape(r, shape);
+    } catch (const Error& e) {
+      if (given) {
+        throw; // the user's stage count: refused with the reason, never replaced
+      }
+      // --micro-batches that this stage count cannot take: another count may.
+      tried.push_back(
+          fmt::format("{}: {}", stages, std::string_view(e.what()).substr(std::string_view("bapipe: ").size())));
+      continue;
     }
     Candidate c{shape, tables(r, shape), {}, {}, {}};
     if (c.tables.fits) {
@@ -237,8 +245,8 @@ strategy::Strategy optimize(const Request& r) {
   }
   const std::string table = fmt::format("{}", fmt::join(tried, ", "));
   if (!best) {
-    throw Error(fmt::format("bapipe: no pipeline fits {} per device ({} schedule; stage counts {}); try more devices, "
-                            "--zero, --recompute or a smaller batch",
+    throw Error(fmt::format("bapipe: no pipeline fits {} per device with these options ({} schedule; stage counts "
+                            "{}); try more devices, --zero, --recompute or a smaller batch",
                             gib(limit), strategy::schedule_name(r.schedule), table));
   }
   best->strategy.explanation = explain(*best, r, table, batch, runner_up);

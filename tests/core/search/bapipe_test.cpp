@@ -400,6 +400,14 @@ TEST(BaPipe, RefusesPipelineOptionsThatCannotWorkNamingTheReason) {
   r.graph = &tiny;
   r.stages = 8;
   EXPECT_THAT(refusal(r), HasSubstr(fmt::format("8 stages for {} ops", tiny.ops().size())));
+  // Micro-batches that only some stage counts can take: those are tried, and named when none fits.
+  r = s.request(8);
+  r.micro_batches = 16;
+  const auto st = search::find_optimizer("bapipe").optimize(r);
+  EXPECT_EQ(st.pipeline->stages, 8);
+  EXPECT_THAT(st.explanation, HasSubstr("1: a micro-batch of 1 sample (16 / 16 micro-batches) does not split"));
+  r.memory_limit = 1024;
+  EXPECT_THAT(refusal(r), HasSubstr("4: a micro-batch of 1 sample (16 / 16 micro-batches) does not split over the 2"));
   r = s.request(8);
   r.memory_limit = 1024;
   EXPECT_THAT(refusal(r), HasSubstr("no pipeline fits 0.00 GiB per device"));
