@@ -86,11 +86,17 @@ void SetupOptions::add_to(CLI::App& cmd) {
   cmd.add_option("--optimizer", optimizer, "sgd, momentum or adam")->capture_default_str();
   cmd.add_option("--zero", zero, "ZeRO stage 0-3")->capture_default_str();
   cmd.add_option("--recompute", recompute, "none, selective or full")->capture_default_str();
-  cmd.add_option("--tp", tensor_parallel, "tensor-parallel degree for megatron (default: devices per node)");
-  cmd.add_option("--stages", stages, "pipeline stages (default: 4 if they divide the devices, else 2)");
-  cmd.add_option("--micro-batches", micro_batches, "pipeline micro-batches (default: 4 x stages)");
+  cmd.add_option("--tp", tensor_parallel,
+                 "tensor-parallel degree for megatron (default: devices per node), and inside the stages of pipeline "
+                 "and bapipe (default: 1)");
+  cmd.add_option("--stages", stages,
+                 "pipeline stages (pipeline: 4 if they divide the devices, else 2; bapipe: searched)");
+  cmd.add_option("--micro-batches", micro_batches,
+                 "pipeline micro-batches (pipeline: 4 x stages, at most the batch per replica; bapipe: the most the "
+                 "batch allows, and a count that does not divide it is refused)");
   cmd.add_option("--schedule", schedule, "pipeline schedule: gpipe or 1f1b")->capture_default_str();
-  cmd.add_option("--balance", balance, "pipeline cuts: time (balanced) or even (by op count)")->capture_default_str();
+  cmd.add_option("--balance", balance, "pipeline family's cuts: time (balanced) or even (by op count)")
+      ->capture_default_str();
   cmd.add_option("--cuts", cuts, "pipeline cut points: op indices (in the plan's order) that start a stage")
       ->delimiter(',');
   cmd.add_option("--plan", plan, "a plan file (partita plan -o) to evaluate as the 'given' strategy");
@@ -104,7 +110,7 @@ void SetupOptions::add_to(CLI::App& cmd) {
       ->check(real(1, 1e18, "units of work"))
       ->capture_default_str();
   cmd.add_option("--memory-limit", memory_limit_gib,
-                 "auto: GiB per device the plan must fit in (default: the cluster's device memory)")
+                 "auto, bapipe: GiB per device the plan must fit in (default: the cluster's device memory)")
       ->check(CLI::Range(1e-6, 1e9).description("GiB > 0"));
 }
 

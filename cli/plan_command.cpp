@@ -159,7 +159,13 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--devices", o->devices, "devices to use")
       ->check(whole(1, max_devices, "devices"))
       ->capture_default_str();
-  cmd->add_option("--strategy", o->family, "strategy family (see partita compare --help)")->capture_default_str();
+  std::vector<std::string> families;
+  for (const auto& f : search::optimizers()) {
+    families.emplace_back(f->name());
+  }
+  cmd->add_option("--strategy", o->family,
+                  fmt::format("strategy family: {} (see partita compare --help)", fmt::join(families, ", ")))
+      ->capture_default_str();
   cmd->add_option("-o,--output", o->output, "write the plan as JSON (partita.proto's Plan)");
   cmd->add_flag("--json", o->json, "print the plan as JSON instead of a table");
   cmd->add_option("--cost-model", o->cost_model,
@@ -203,6 +209,9 @@ void add_plan_command(CLI::App& app) {
                                        {"redist ms"},
                                        {"memory MiB"},
                                        {"share"}};
+    if (st.pipeline) {
+      columns.insert(columns.begin() + 1, {"stage"});
+    }
     if (planned.search) {
       columns.push_back({"runner-up (+ms)", Table::Align::left});
     }
@@ -222,6 +231,9 @@ void add_plan_command(CLI::App& app) {
           ms(redist),
           mib(pred.cost.memory_total()),
           fmt::format("{:.1f}%", p.iteration_time > 0 ? 100 * pred.time / p.iteration_time : 0.0)};
+      if (st.pipeline) {
+        row.insert(row.begin() + 1, std::to_string(st.pipeline->stage_of_op[static_cast<std::size_t>(id)]));
+      }
       if (planned.search) {
         const auto& r = planned.search->ops[static_cast<std::size_t>(id)];
         row.push_back(r.has_runner_up

@@ -2,6 +2,7 @@
 
 #include "partita/graph/error.h"
 #include "partita/search/auto_search.h"
+#include "partita/search/bapipe.h"
 #include "search/families.h"
 
 #include <fmt/format.h>
@@ -60,6 +61,11 @@ const std::vector<std::unique_ptr<Optimizer>>& optimizers() {
     v.push_back(std::make_unique<Family>(
         "pipeline", "pipeline (GPipe / 1F1B)",
         "contiguous stages with data parallelism inside, micro-batches, bubble by schedule", detail::pipeline));
+    v.push_back(std::make_unique<Family>(
+        "bapipe", "balanced pipeline (BaPipe)",
+        "contiguous stages cut by exact dynamic programming to balance compute, communication and memory, the stage "
+        "count searched (Zhao et al. 2020)",
+        bapipe::optimize));
     v.push_back(
         std::make_unique<Family>("given", "as given", "a strategy read from a plan file (--plan FILE)", detail::given));
     return v;

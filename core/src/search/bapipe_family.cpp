@@ -1,0 +1,256 @@
+// The bapipe family: the exact partition at every stage count the devices allow, each candidate
+// predicted by evaluate() (the iteration time `partita plan` prints), the fastest that fits kept,
+// and an explanation naming the bottleneck stage and what binds it.
+
+#include "partita/search/bapipe.h"
+
+#include "partita/graph/error.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <limits>
+#include <optional>
+
+namespace partita::search::bapipe {
+
+namespace {
+
+std::string gib(double bytes) {
+  return fmt::format("{:.2f} GiB", bytes / (1024.0 * 1024.0 * 1024.0));
+}
+std::string count(int n, const char* one, const char* many) {
+  return fmt::format("{} {}", n, n == 1 ? one : many);
+}
+std::string ms(double seconds) {
+  return seconds >= 1 ? fmt::format("{:.0f} ms", seconds * 1e3) : fmt::format("{:.4g} ms", seconds * 1e3);
+}
+
+struct Candidate {
+  Shape shape;
+  Tables tables;
+  Partition partition;
+  strategy::Strategy strategy;
+  strategy::Prediction prediction;
+};
+
+// A fitted candidate's iteration in three parts: the bubble, the steady state (micro-batches x the
+// slowest stage) and the once-per-iteration gradient sync and optimizer step after them.
+struct Summary {
+  int stages = 0, micro = 0;
+  double iteration = 0, bubble = 0, steady = 0, sync = 0;
+};
+
+Summary summarize(const Candidate& c) {
+  Summary s{c.shape.stages, c.shape.micro_batches, c.prediction.iteration_time, 0, 0, 0};
+  for (const auto& t : c.prediction.iteration) {
+    if (t.name == "pipeline bubble") {
+      s.bubble = t.value;
+    }
+  }
+  for (const auto& st : c.partition.stages) {
+    s.sync = std::max(s.sync, st.sync);
+  }
+  s.steady = s.iteration - s.bubble - s.sync;
+  return s;
+}
+
+// Why the runner-up is slower: the part of the iteration it loses most on.
+std::string runner_up_text(const Summary& best, const Summary& next) {
+  const double bubble = next.bubble - best.bubble, steady = next.steady - best.steady, sync = next.sync - best.sync;
+  std::string why;
+  if (bubble >= steady && bubble >= sync) {
+    why = fmt::format("its bubble, {} against {}", ms(next.bubble), ms(best.bubble));
+  } else if (steady >= sync) {
+    why = fmt::format("its steady state ({} micro-batches x its slowest stage), {} against {}", next.micro,
+                      ms(next.steady), ms(best.steady));
+  } else {
+    why = fmt::format("its gradient sync and optimizer step, {} against {}", ms(next.sync), ms(best.sync));
+  }
+  return fmt::format(" Runner-up: {} x {}, {} (+{:.1f}%), losing most on {}.", count(next.stages, "stage", "stages"),
+                     count(next.micro, "micro-batch", "micro-batches"), ms(next.iteration),
+                     100 * (next.iteration / best.iteration - 1), why);
+}
+
+// What keeps the bottleneck where it is: memory when the same stages without a memory limit
+// would balance better; else the sends into the stage when they take most of it; else one op
+// that no cut can split; else the granularity of the ops (compute).
+std::string binding_constraint(const Candidate& c, const graph::Graph& g, int slowest) {
+  Problem free = c.tables.problem;
+  for (auto& sp : free.stages) {
+    sp.memory_limit = std::numeric_limits<double>::infinity();
+  }
+  const auto unlimited = partition(free);
+  if (unlimited.bottleneck < c.partition.bottleneck * (1 - 1e-9)) {
+    return fmt::format("memory: without the limit the stages would balance to {} per micro-batch",
+                       ms(unlimited.bottleneck));
+  }
+  const auto& st = c.partition.stages[static_cast<std::size_t>(slowest)];
+  if (st.receive > st.time / 2) {
+    return fmt::format("communication: receiving its inputs takes {} of its {}", ms(st.receive), ms(st.time));
+  }
+  const int first = c.partition.starts[static_cast<std::size_t>(slowest)];
+  const int last =
+      slowest + 1 < c.shape.stages ? c.partition.starts[static_cast<std::size_t>(slowest) + 1] : c.tables.problem.ops;
+  if (last - first == 1) {
+    return fmt::format("compute: the stage is one op, {}, which no cut can split",
+                       g.op(c.tables.order[static_cast<std::size_t>(first)]).name);
+  }
+  if (st.time - st.compute > st.time / 2) {
+    return fmt::format("communication: collectives inside the stage take {} of its {}",
+                       ms(st.time - st.compute - st.receive), ms(st.time));
+  }
+  return "compute: the ops' granularity (no cut point balances the stages better)";
+}
+
+std::string explain(const Candidate& c, const Request& r, const std::string& tried, int batch,
+                    const std::optional<Summary>& runner_up) {
+  const auto& g = *r.graph;
+  const auto& part = c.partition;
+  const int stages = c.shape.stages, micro = c.shape.micro_batches;
+  const int per_stage = r.devices / stages;
+  int slowest = 0;
+  for (int s = 0; s < stages; ++s) {
+    if (part.stages[static_cast<std::size_t>(s)].time > part.stages[static_cast<std::size_t>(slowest)].time) {
+      slowest = s;
+    }
+  }
+  const int first = part.starts[static_cast<std::size_t>(slowest)];
+  const int last = slowest + 1 < stages ? part.starts[static_cast<std::size_t>(slowest) + 1] : c.tables.problem.ops;
+  const auto& st = part.stages[static_cast<std::size_t>(slowest)];
+  const auto& sp = c.tables.problem.stages[static_cast<std::size_t>(slowest)];
+  std::vector<std::string> sizes;
+  for (int s = 0; s < stages; ++s) {
+    const int end = s + 1 < stages ? part.starts[static_cast<std::size_t>(s) + 1] : c.tables.problem.ops;
+    sizes.push_back(std::to_string(end - part.starts[static_cast<std::size_t>(s)]));
+  }
+  const std::string inside = c.shape.tensor_parallel > 1
+                                 ? fmt::format("{}-way tensor parallel x {}-way data parallel inside each",
+                                               c.shape.tensor_parallel, per_stage / c.shape.tensor_parallel)
+                                 : "data parallel inside each";
+  std::string text =
+      fmt::format("{} of {} ({}), {} of {}, {} schedule; cut by exact dynamic programming over {} ops (BaPipe) "
+                  "into {} ops per stage.",
+                  count(stages, "stage", "stages"), count(per_stage, "device", "devices"), inside,
+                  count(micro, "micro-batch", "micro-batches"), count(batch / micro, "sample", "samples"),
+                  strategy::schedule_name(c.shape.schedule), c.tables.problem.ops, fmt::join(sizes, "/"));
+  if (stages > 1) {
+    text +=
+        fmt::format(" Bottleneck: stage {} ({} .. {}), {} per micro-batch ({} compute, {} receiving), {} of "
+                    "{} per device; bubble {:.1f}% of the pipeline.",
+                    slowest, g.op(c.tables.order[static_cast<std::size_t>(first)]).name,
+                    g.op(c.tables.order[static_cast<std::size_t>(last) - 1]).name, ms(st.time), ms(st.compute),
+                    ms(st.receive), gib(st.memory), gib(sp.memory_limit), 100.0 * (stages - 1) / (micro + stages - 1));
+    text += fmt::format(" Binding constraint: {}.", binding_constraint(c, g, slowest));
+  } else {
+    text +=
+        fmt::format(" One stage is fastest: no pipeline ({} of {} per device).", gib(st.memory), gib(sp.memory_limit));
+  }
+  text += fmt::format(" Stage counts: {}.", tried);
+  if (runner_up) {
+    text += runner_up_text(summarize(c), *runner_up);
+  }
+  if (r.micro_batches <= 0) {
+    text += " Micro-batches: the most the batch allows (one sample per data-parallel replica), since in this cost "
+            "model a micro-batch's kernels take their share of the batch's time, so more micro-batches shrink the "
+            "bubble and the in-flight activations and never cost time.";
+  }
+  return text;
+}
+
+} // namespace
+
+strategy::Strategy optimize(const Request& r) {
+  if (!r.cuts.empty()) {
+    throw Error("bapipe: it chooses the cut points itself; --cuts belongs to --strategy pipeline");
+  }
+  const auto& g = *r.graph;
+  const int n = static_cast<int>(g.ops().size());
+  const int batch = strategy::batch_size(g);
+  std::vector<int> counts;
+  if (r.stages > 0) {
+    counts.push_back(r.stages);
+  } else {
+    for (int s = 1; s <= std::min(r.devices, n); ++s) {
+      if (r.devices % s == 0) {
+        counts.push_back(s);
+      }
+    }
+  }
+  const double limit = r.memory_limit > 0 ? r.memory_limit : r.cluster->device.memory_capacity;
+  std::optional<Candidate> best;
+  std::optional<Summary> runner_up;
+  std::vector<std::string> tried;
+  for (std::size_t ci = 0; ci < counts.size(); ++ci) {
+    const int stages = counts[ci];
+    const int per_stage = r.devices / std::max(1, stages);
+    Shape shape;
+    shape.stages = stages;
+    shape.schedule = r.schedule;
+    shape.tensor_parallel = r.tensor_parallel > 1 ? r.tensor_parallel : 1;
+    const bool given = r.stages > 0;
+    if (!given && per_stage % shape.tensor_parallel != 0) {
+      tried.push_back(fmt::format("{}: {}-way tensor parallel does not divide {}", stages, shape.tensor_parallel,
+                                  count(per_stage, "device", "devices")));
+      continue;
+    }
+    const int replicas = std::max(1, per_stage / shape.tensor_parallel);
+    if (r.micro_batches > 0) {
+      shape.micro_batches = r.micro_batches;
+    } else if (batch % replicas == 0) {
+      shape.micro_batches = batch / replicas;
+    } else {
+      if (given) {
+        throw Error(fmt::format("bapipe: the batch of {} does not split over the {} data-parallel replicas of a stage",
+                                batch, replicas));
+      }
+      tried.push_back(fmt::format("{}: the batch of {} does not split over {} replicas", stages, batch, replicas));
+      continue;
+    }
+    try {
+      check_shape(r, shape);
+    } catch (const Error& e) {
+      if (given) {
+        throw; // the user's stage count: refused with the reason, never replaced
+      }
+      // --micro-batches that this stage count cannot take: another count may.
+      tried.push_back(
+          fmt::format("{}: {}", stages, std::string_view(e.what()).substr(std::string_view("bapipe: ").size())));
+      continue;
+    }
+    Candidate c{shape, tables(r, shape), {}, {}, {}};
+    if (c.tables.fits) {
+      c.partition = partition(c.tables.problem, r.cancel);
+    }
+    if (!c.partition.feasible) {
+      tried.push_back(fmt::format("{}: does not fit", stages));
+    } else {
+      c.strategy = to_strategy(r, shape, c.tables, c.partition);
+      c.prediction = strategy::evaluate(g, *r.cluster, c.strategy, r.setup);
+      // Memory is priced per op exactly as evaluate() sums it; checked again all the same.
+      const bool fits = c.prediction.peak_memory <= limit * (1 + 1e-12);
+      tried.push_back(fmt::format("{}: {}{}", stages, ms(c.prediction.iteration_time), fits ? "" : " (does not fit)"));
+      if (fits && (!best || c.prediction.iteration_time < best->prediction.iteration_time)) {
+        if (best) {
+          runner_up = summarize(*best);
+        }
+        best = std::move(c);
+      } else if (fits && (!runner_up || c.prediction.iteration_time < runner_up->iteration)) {
+        runner_up = summarize(c);
+      }
+    }
+    if (r.progress) {
+      r.progress(static_cast<double>(ci + 1) / static_cast<double>(counts.size()));
+    }
+  }
+  const std::string table = fmt::format("{}", fmt::join(tried, ", "));
+  if (!best) {
+    throw Error(fmt::format("bapipe: no pipeline fits {} per device with these options ({} schedule; stage counts "
+                            "{}); try more devices, --zero, --recompute or a smaller batch",
+                            gib(limit), strategy::schedule_name(r.schedule), table));
+  }
+  best->strategy.explanation = explain(*best, r, table, batch, runner_up);
+  return std::move(best->strategy);
+}
+
+} // namespace partita::search::bapipe
