@@ -458,9 +458,17 @@ void fit_compute(const std::vector<KernelSample>& samples, cluster::Device& dev,
   for (const auto& [work, rate] : gemm_rates) {
     peak = std::max(peak, rate);
   }
+  // Only rates within the sizes timed raise the peak: an extrapolated one (beyond a family's
+  // largest kernel) would scale the reduced-precision peaks too; it is held at the peak instead.
   for (const auto& [k, r] : class_rates) {
+    double largest = 0;
+    for (const auto& s : by_class.at(k)) {
+      largest = std::max(largest, s.flops);
+    }
     for (const auto& [work, rate] : r) {
-      peak = std::max(peak, rate);
+      if (work <= largest) {
+        peak = std::max(peak, rate);
+      }
     }
   }
   const auto to_curve = [&](const std::vector<std::pair<double, double>>& r) {

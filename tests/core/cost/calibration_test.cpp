@@ -403,7 +403,10 @@ TEST(Calibration, ConvolutionFitRecoversAPerCallCostAndAPeakRate) {
   // everywhere (at most 10% from the bend between knots a decade apart; a rate linear between
   // knots is 1.7x too fast halfway between two where the per-call cost dominates).
   constexpr double per_call = 50e-6, peak = 40e12;
-  auto data = measure(truth());
+  auto t = truth();
+  t.device.peak_fp32 = 2 * peak;    // GEMMs faster than the convolutions: the peak is theirs
+  t.device.memory_bandwidth = 1e13; // (and compute-bound)
+  auto data = measure(t);
   for (double e = 5; e <= 10; e += 0.25) {
     const double flops = std::pow(10.0, e);
     add_conv(data, flops, flops / (per_call + flops / peak));
@@ -416,7 +419,7 @@ TEST(Calibration, ConvolutionFitRecoversAPerCallCostAndAPeakRate) {
   }
   EXPECT_LT(fit_quality(cal.compute_by_class.at(graph::ComputeClass::convolution)).median_abs, 0.05);
   // Beyond the largest timed, the rate keeps rising towards the marginal rate of the largest
-  // ones (here the peak), never past it, and never falls.
+  // ones (here the convolutions' 40 TFLOP/s), never past it, and never falls.
   double before = conv_rate(d, 1e10);
   EXPECT_GT(conv_rate(d, 1e11), 1.1 * before);
   for (double e = 10; e <= 15; e += 0.1) {
@@ -425,6 +428,22 @@ TEST(Calibration, ConvolutionFitRecoversAPerCallCostAndAPeakRate) {
     EXPECT_LE(rate, peak * (1 + 1e-9)) << e;
     before = rate;
   }
+}
+
+TEST(Calibration, AConvolutionRateExtrapolatedBeyondTheTimedSizesDoesNotRaiseThePeak) {
+  // Convolutions faster than every GEMM and still speeding up at their largest: the peak is the
+  // fastest rate timed, and the rates beyond are held at it, not raised with it.
+  constexpr double per_call = 50e-6, conv_peak = 40e12;
+  auto data = measure(truth()); // GEMMs at up to 5e10 FLOP/s
+  for (double e = 5; e <= 10; e += 0.25) {
+    const double flops = std::pow(10.0, e);
+    add_conv(data, flops, flops / (per_call + flops / conv_peak));
+  }
+  const auto cal = calibrate(cluster::load_cluster("localhost-cpu"), data);
+  const auto& d = cal.cluster.device;
+  const double fastest_timed = 1e10 / (per_call + 1e10 / conv_peak);
+  EXPECT_NEAR(d.peak_fp32 / fastest_timed, 1, 1e-2);
+  EXPECT_NEAR(conv_rate(d, 1e12) / d.peak_fp32, 1, 1e-12);
 }
 
 TEST(Calibration, ConvolutionRatesBeyondTheLargestNeverFallBelowTheLargestTimed) {
