@@ -130,6 +130,140 @@ std::vector<std::pair<double, double>> fit_rate_curve(const std::vector<RateSamp
   return curve;
 }
 
+// Compute families other than GEMMs (convolutions): the logarithm of the rate, piecewise linear in
+// log10(work), fitted by least squares on log residuals. Why not fit_rate_curve's shape:
+// - A family's kernels of one size scatter by shape (a 3x3 layer runs several times faster than a
+//   1x1 one of the same FLOPs). A rate linear between knots, fitted on the relative error, can
+//   swing far below every sample near a knot or below zero; its logarithm cannot, and a log
+//   residual weighs an overestimate and an underestimate of the time alike.
+// - Small kernels cost a fixed time per call: there the rate grows in proportion to the work, a
+//   straight line in log-log; linear interpolation of the rate overestimates it up to 1.7x halfway
+//   between knots a decade apart.
+// The fit stays a function of the FLOPs alone: on the H100 sweep (bench/results/h100-2026-11-25)
+// adding the arithmetic intensity or a 3x3-stride-1 indicator as a second variable reduced the
+// scatter of the large convolutions by a point at most (median 18% either way).
+// Knots: the smallest and largest work and one every 1/knots_per_decade decade strictly between
+// them (none within half a spacing of an end). Each knot is clamped into the range of the rates of
+// the samples its hat touches, and the last one to at least the median rate of the largest samples
+// (those within 10% of the largest work: one size, several shapes). Beyond the largest work the
+// curve follows the marginal rate of the largest kernels (extend_by_marginal_rate) instead of
+// stopping at the last knot's.
+// Returned as (work, rate) points dense enough (neighbours within 25% of each other) that
+// EfficiencyCurve's linear interpolation follows the log-log line to within 0.7%.
+// Beyond the largest kernel timed, a larger one of the family runs at least as fast (more work to
+// fill the machine with), and its extra FLOPs cost what the extra FLOPs of the largest ones did:
+// time = a + W / m over the samples in the top 1/knots_per_decade decade (least squares on the
+// relative error), so the rate beyond the last point W_max, rate_max is
+// W / (W_max / rate_max + (W - W_max) / m): rising from rate_max towards m (capped at twice the
+// fastest rate measured in the family, should noise flatten the slope). Held at the last point where that cannot be
+// fitted (fewer than 3 such samples, less than a factor 2 of work between them, m not above rate_max). Points every
+// quarter decade for 3 decades; EfficiencyCurve holds the last one beyond.
+void extend_by_marginal_rate(const std::vector<RateSample>& samples, double knots_per_decade,
+                             std::vector<std::pair<double, double>>& curve) {
+  const double w_max = curve.back().first, rate_max = curve.back().second;
+  double s11 = 0, s1w = 0, sww = 0, s1 = 0, sw = 0, w_low = w_max, fastest = 0;
+  int count = 0;
+  for (const auto& s : samples) {
+    fastest = std::max(fastest, s.rate);
+    if (s.work < w_max / std::pow(10.0, 1 / knots_per_decade)) {
+      continue;
+    }
+    const double t = s.work / s.rate, p = 1 / t, q = s.work / t; // a p + u q = 1
+    s11 += p * p;
+    s1w += p * q;
+    sww += q * q;
+    s1 += p;
+    sw += q;
+    w_low = std::min(w_low, s.work);
+    ++count;
+  }
+  const double det = s11 * sww - s1w * s1w;
+  if (count < 3 || w_max < 2 * w_low || !(det > 0)) {
+    return;
+  }
+  const double u = (s11 * sw - s1w * s1) / det; // seconds per FLOP at the margin
+  if (!(u > 0)) {
+    return;
+  }
+  const double marginal = std::min(1 / u, 2 * fastest); // a guard against a slope lost in noise
+  if (marginal <= rate_max) {
+    return;
+  }
+  for (int k = 1; k <= 12; ++k) {
+    const double w = w_max * std::pow(10.0, k / 4.0);
+    curve.emplace_back(w, w / (w_max / rate_max + (w - w_max) / marginal));
+  }
+}
+
+std::vector<std::pair<double, double>> fit_log_rate_curve(std::vector<RateSample> samples, std::string_view what,
+                                                          double knots_per_decade) {
+  std::sort(samples.begin(), samples.end(), [](const RateSample& a, const RateSample& b) { return a.work < b.work; });
+  const double x_min = std::log10(samples.front().work), x_max = std::log10(samples.back().work);
+  const double spacing = 1 / knots_per_decade;
+  std::vector<double> knots{x_min};
+  if (x_max - x_min > 1e-9) {
+    for (double k = std::ceil(x_min / spacing); k * spacing < x_max; ++k) {
+      if (k * spacing > x_min + spacing / 2 && k * spacing < x_max - spacing / 2) {
+        knots.push_back(k * spacing);
+      }
+    }
+    knots.push_back(x_max);
+  }
+  const std::size_t n = knots.size();
+  std::vector<std::vector<double>> normal(n, std::vector<double>(n, 0.0));
+  std::vector<double> rhs(n, 0.0);
+  std::vector<double> low(n, std::numeric_limits<double>::infinity()), high(n, -low.front());
+  for (const auto& s : samples) {
+    const auto row = hat_weights(knots, s.work);
+    const double y = std::log(s.rate);
+    for (std::size_t i = 0; i < n; ++i) {
+      rhs[i] += row[i] * y;
+      if (row[i] > 0) {
+        low[i] = std::min(low[i], y);
+        high[i] = std::max(high[i], y);
+      }
+      for (std::size_t j = 0; j < n; ++j) {
+        normal[i][j] += row[i] * row[j];
+      }
+    }
+  }
+  double trace = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    trace += normal[i][i];
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    normal[i][i] += 1e-12 * trace / static_cast<double>(n);
+  }
+  auto c = solve(normal, rhs);
+  std::vector<double> top;
+  for (const auto& s : samples) {
+    if (s.work >= samples.back().work / 1.1) {
+      top.push_back(s.rate);
+    }
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    if (!std::isfinite(c[i])) {
+      throw Error(
+          fmt::format("calibration: {}: the fitted rate at {:.3g} is not finite", what, std::pow(10.0, knots[i])));
+    }
+    c[i] = std::clamp(c[i], low[i], high[i]);
+  }
+  c.back() = std::max(c.back(), std::log(median(top)));
+
+  std::vector<std::pair<double, double>> curve{{std::pow(10.0, knots.front()), std::exp(c.front())}};
+  const double step = std::log(1.25);
+  for (std::size_t i = 1; i < n; ++i) {
+    const int parts = std::max(1, static_cast<int>(std::ceil(std::fabs(c[i] - c[i - 1]) / step)));
+    for (int k = 1; k <= parts; ++k) {
+      const double t = static_cast<double>(k) / parts;
+      curve.emplace_back(std::pow(10.0, knots[i - 1] + t * (knots[i] - knots[i - 1])),
+                         std::exp(c[i - 1] + t * (c[i] - c[i - 1])));
+    }
+  }
+  extend_by_marginal_rate(samples, knots_per_decade, curve);
+  return curve;
+}
+
 std::vector<RateSample> rates(const std::vector<KernelSample>& samples, bool flops, std::string_view what) {
   std::vector<RateSample> out;
   for (const auto& s : samples) {
@@ -291,8 +425,8 @@ OperandFit fit_operand_bandwidth(const std::vector<KernelSample>& gemms) {
 
 // Compute kernels, one curve per family over one peak: the highest rate of any family, so that
 // every family's fractions lie in (0, 1]. GEMMs give compute_efficiency and must be there; the
-// other families with samples (convolutions) get their own curve, or, when they cannot be fitted
-// or were not measured, a warning and the GEMM curve.
+// other families with samples (convolutions) get their own curve (fit_log_rate_curve), or, when
+// they cannot be fitted or were not measured, a warning and the GEMM curve.
 void fit_compute(const std::vector<KernelSample>& samples, cluster::Device& dev, std::vector<std::string>& warnings) {
   std::map<graph::ComputeClass, std::vector<KernelSample>> by_class;
   for (const auto& s : samples) {
@@ -307,24 +441,9 @@ void fit_compute(const std::vector<KernelSample>& samples, cluster::Device& dev,
     if (k != graph::ComputeClass::matmul) {
       const auto what = fmt::format("compute ({} kernels)", graph::compute_class_name(k));
       try {
-        // A convolution's rate follows its shape as much as its FLOPs: layers of one size scatter
-        // by several times, and a knot every half decade would chase that scatter (a knot between
-        // a fast and a slow layer can swing far below both). One knot a decade averages it; where
-        // even that swings below zero (a loaded machine), knots twice as far apart, down to one.
-        const auto r = rates(list, true, what);
-        for (const double per_decade : {1.0, 0.5, 0.25, 0.0}) {
-          try {
-            class_rates[k] = fit_rate_curve(r, what, per_decade);
-            break;
-          } catch (const Error& e) {
-            if (per_decade == 0.0) {
-              throw;
-            }
-            warnings.push_back(fmt::format("{}; fitted again with {}", e.what(),
-                                           per_decade > 0.25 ? fmt::format("a knot every {:g} decades", 2 / per_decade)
-                                                             : std::string("one knot (a constant rate)")));
-          }
-        }
+        // A knot a decade: a convolution's rate follows its shape as much as its FLOPs (layers of
+        // one size scatter by several times), and closer knots would chase that scatter.
+        class_rates[k] = fit_log_rate_curve(rates(list, true, what), what, 1.0);
       } catch (const Error& e) { // an optional family: the GEMM curve stands in for it
         warnings.push_back(
             fmt::format("{}; {} ops use the matmul (GEMM) curve", e.what(), graph::compute_class_name(k)));
@@ -339,9 +458,17 @@ void fit_compute(const std::vector<KernelSample>& samples, cluster::Device& dev,
   for (const auto& [work, rate] : gemm_rates) {
     peak = std::max(peak, rate);
   }
+  // Only rates within the sizes timed raise the peak: an extrapolated one (beyond a family's
+  // largest kernel) would scale the reduced-precision peaks too; it is held at the peak instead.
   for (const auto& [k, r] : class_rates) {
+    double largest = 0;
+    for (const auto& s : by_class.at(k)) {
+      largest = std::max(largest, s.flops);
+    }
     for (const auto& [work, rate] : r) {
-      peak = std::max(peak, rate);
+      if (work <= largest) {
+        peak = std::max(peak, rate);
+      }
     }
   }
   const auto to_curve = [&](const std::vector<std::pair<double, double>>& r) {

@@ -253,6 +253,22 @@ TEST(Calibration, FitsTheMatmulOperandBandwidthFromGemmsOfOneSizeAndOtherBytes) 
   EXPECT_EQ(calibrate(cluster::load_cluster("localhost-cpu"), data).cluster.device.matmul_operand_bandwidth, 0);
 }
 
+// A curve whose logarithm is linear in log(work) between `knots` (the shape the convolution fit
+// has), as EfficiencyCurve points 32 a decade.
+cluster::EfficiencyCurve log_linear(const std::vector<std::pair<double, double>>& knots) {
+  cluster::EfficiencyCurve c;
+  for (std::size_t i = 0; i + 1 < knots.size(); ++i) {
+    const double x0 = std::log10(knots[i].first), x1 = std::log10(knots[i + 1].first);
+    const int parts = static_cast<int>(std::ceil((x1 - x0) * 32));
+    for (int k = i == 0 ? 0 : 1; k <= parts; ++k) {
+      const double t = static_cast<double>(k) / parts;
+      c.points.emplace_back(std::pow(10.0, x0 + t * (x1 - x0)),
+                            std::exp((1 - t) * std::log(knots[i].second) + t * std::log(knots[i + 1].second)));
+    }
+  }
+  return c;
+}
+
 // Convolutions timed as partita-calibrate times them: compute-bound, one sample per quarter
 // decade of FLOPs, each carrying its family.
 void add_convolutions(const cluster::Cluster& c, CalibrationData& d) {
@@ -270,15 +286,16 @@ TEST(Calibration, FitsTheConvolutionCurveOverOnePeak) {
   // GEMMs top out at 80% of the device's peak; convolutions reach all of it at 1e9 FLOPs and are
   // far slower than GEMMs at small sizes.
   t.device.compute_efficiency.points = {{1e5, 0.05}, {std::pow(10.0, 6.5), 0.3}, {1e8, 0.7}, {1e9, 0.8}};
-  t.device.compute_efficiency_by_class[graph::ComputeClass::convolution].points = {
-      {1e5, 0.01}, {1e7, 0.2}, {1e9, 1.0}, {1e10, 0.9}};
+  t.device.compute_efficiency_by_class[graph::ComputeClass::convolution] =
+      log_linear({{1e5, 0.01}, {1e7, 0.2}, {1e9, 1.0}, {1e10, 0.9}});
   auto data = measure(t);
   add_convolutions(t, data);
   const auto cal = calibrate(cluster::load_cluster("localhost-cpu"), data);
   const auto& d = cal.cluster.device;
   // The convolution rate exceeds every GEMM's: the peak rises to it, so that the GEMM curve stays
   // below 1 and the convolution curve reaches 1.
-  EXPECT_NEAR(d.peak_fp32 / t.device.peak_fp32, 1, 1e-6);
+  // (The convolution curve's points lie within 0.7% of its log-log line.)
+  EXPECT_NEAR(d.peak_fp32 / t.device.peak_fp32, 1, 1e-2);
   ASSERT_EQ(d.compute_efficiency_by_class.size(), 1U);
   const auto& conv = d.compute_efficiency_by_class.at(graph::ComputeClass::convolution);
   for (const auto* curve : {&d.compute_efficiency, &conv}) {
@@ -287,24 +304,24 @@ TEST(Calibration, FitsTheConvolutionCurveOverOnePeak) {
       EXPECT_LE(fraction, 1);
     }
   }
-  EXPECT_NEAR(d.compute_efficiency.at(1e9), 0.8, 1e-6);
-  EXPECT_NEAR(conv.at(1e9), 1.0, 1e-6);
+  EXPECT_NEAR(d.compute_efficiency.at(1e9), 0.8, 1e-2);
+  EXPECT_NEAR(conv.at(1e9), 1.0, 1e-2);
   // Rates per family and size are what made the timings.
   for (const auto k : {graph::ComputeClass::matmul, graph::ComputeClass::convolution}) {
     for (const double flops : {1e5, 3e6, 1e7, 1e8, 1e9, 1e10}) {
       EXPECT_NEAR(d.peak_fp32 * d.compute_efficiency_for(k, flops) /
                       (t.device.peak_fp32 * t.device.compute_efficiency_for(k, flops)),
-                  1, 1e-6)
+                  1, k == graph::ComputeClass::matmul ? 1e-6 : 1e-2)
           << graph::compute_class_name(k) << " at " << flops;
     }
   }
   // At 1e5 FLOPs a convolution is 5x slower than a GEMM: one curve for both would misprice it.
-  EXPECT_NEAR(d.compute_efficiency.at(1e5) / d.compute_efficiency_for(graph::ComputeClass::convolution, 1e5), 5, 1e-4);
+  EXPECT_NEAR(d.compute_efficiency.at(1e5) / d.compute_efficiency_for(graph::ComputeClass::convolution, 1e5), 5, 0.05);
   // The GEMM points and the convolution points apart, each reproduced by its own curve.
   ASSERT_EQ(cal.compute_by_class.count(graph::ComputeClass::convolution), 1U);
   const auto& points = cal.compute_by_class.at(graph::ComputeClass::convolution);
   EXPECT_EQ(points.size(), 21U);
-  EXPECT_LT(fit_quality(points).max_abs, 1e-6);
+  EXPECT_LT(fit_quality(points).max_abs, 1e-2);
   EXPECT_EQ(cal.compute.size(), 21U);
   EXPECT_LT(fit_quality(cal.compute).max_abs, 1e-6);
   for (const auto& w : cal.warnings) {
@@ -334,28 +351,123 @@ TEST(Calibration, WithoutConvolutionsWarnsAndKeepsTheGemmCurve) {
   EXPECT_THAT(cal.warnings.back(), HasSubstr("compute (convolution kernels) needs at least 2 timed kernels, got 1"));
 }
 
-TEST(Calibration, ScatteredConvolutionsAreFittedWithFewerKnots) {
-  // A slow layer just below 1e6 FLOPs and a fast one just above, then a very fast one at 1e7:
-  // with a knot every decade the knot at 1e6 swings below zero; knots two decades apart hold.
+// The convolution curve's rates (FLOP/s) at `flops`.
+double conv_rate(const cluster::Device& d, double flops) {
+  return d.peak_fp32 * d.compute_efficiency_for(graph::ComputeClass::convolution, flops);
+}
+
+// A convolution timed at `rate` FLOP/s, with too few bytes for truth()'s memory to bound it.
+void add_conv(CalibrationData& d, double flops, double rate) {
+  d.compute.push_back(
+      {"conv", flops, flops / 1e5, flops / rate, graph::KernelClass::eltwise, graph::ComputeClass::convolution});
+}
+
+TEST(Calibration, ScatteredConvolutionsStayWithinTheRatesAroundThem) {
+  // A slow layer just below 1e6 FLOPs and a fast one just above, then a very fast one at 1e7: a
+  // rate linear between knots a decade apart swung below zero at 1e6 on these. Its logarithm
+  // stays within the rates of the samples around each knot, with no warning.
   auto data = measure(truth());
-  for (const auto& [flops, rate] : std::vector<std::pair<double, double>>{
-           {1e5, 1e11}, {std::pow(10.0, 5.9), 1e9}, {std::pow(10.0, 6.1), 1e11}, {1e7, 2e12}}) {
-    data.compute.push_back(
-        {"conv", flops, flops / 100, flops / rate, graph::KernelClass::eltwise, graph::ComputeClass::convolution});
+  const std::vector<std::pair<double, double>> samples{
+      {1e5, 1e11}, {std::pow(10.0, 5.9), 1e9}, {std::pow(10.0, 6.1), 1e11}, {1e7, 2e12}};
+  for (const auto& [flops, rate] : samples) {
+    add_conv(data, flops, rate);
   }
   const auto cal = calibrate(cluster::load_cluster("localhost-cpu"), data);
   const auto& d = cal.cluster.device;
   ASSERT_EQ(d.compute_efficiency_by_class.count(graph::ComputeClass::convolution), 1U);
   for (const auto& [work, fraction] : d.compute_efficiency_by_class.at(graph::ComputeClass::convolution).points) {
-    EXPECT_GT(fraction, 1e-6) << work;
+    EXPECT_GT(fraction, 0) << work;
     EXPECT_LE(fraction, 1) << work;
+    // Never below the slowest sample within a decade of it, nor above the fastest.
+    double slowest = 1e300, fastest = 0;
+    for (const auto& [flops, rate] : samples) {
+      if (std::fabs(std::log10(flops / work)) <= 1) {
+        slowest = std::min(slowest, rate);
+        fastest = std::max(fastest, rate);
+      }
+    }
+    EXPECT_GE(d.peak_fp32 * fraction, slowest * (1 - 1e-9)) << work;
+    EXPECT_LE(d.peak_fp32 * fraction, fastest * (1 + 1e-9)) << work;
   }
-  ASSERT_FALSE(cal.warnings.empty());
-  EXPECT_THAT(cal.warnings.back(), HasSubstr("compute (convolution kernels): the fitted rate at 1e+06 is -"));
-  EXPECT_THAT(cal.warnings.back(), HasSubstr("fitted again with a knot every 2 decades"));
+  for (const auto& w : cal.warnings) {
+    EXPECT_THAT(w, ::testing::Not(HasSubstr("convolution")));
+  }
   // The conv rate (2 TFLOP/s at 1e7) is far above the GEMMs' best: the peak follows it.
   EXPECT_GT(d.peak_fp32, 1e12);
   EXPECT_NO_THROW(cluster::from_proto(cluster::to_proto(cal.cluster), "calibrated"));
+}
+
+TEST(Calibration, ConvolutionFitRecoversAPerCallCostAndAPeakRate) {
+  // time = 50 us + FLOPs / 40 TFLOP/s, every quarter decade from 1e5 to 1e10 FLOPs: the rate
+  // grows as the FLOPs (per-call cost) and then levels off. The curve follows it within 15%
+  // everywhere (at most 10% from the bend between knots a decade apart; a rate linear between
+  // knots is 1.7x too fast halfway between two where the per-call cost dominates).
+  constexpr double per_call = 50e-6, peak = 40e12;
+  auto t = truth();
+  t.device.peak_fp32 = 2 * peak;    // GEMMs faster than the convolutions: the peak is theirs
+  t.device.memory_bandwidth = 1e13; // (and compute-bound)
+  auto data = measure(t);
+  for (double e = 5; e <= 10; e += 0.25) {
+    const double flops = std::pow(10.0, e);
+    add_conv(data, flops, flops / (per_call + flops / peak));
+  }
+  const auto cal = calibrate(cluster::load_cluster("localhost-cpu"), data);
+  const auto& d = cal.cluster.device;
+  for (double e = 5; e <= 10; e += 0.125) {
+    const double flops = std::pow(10.0, e);
+    EXPECT_NEAR(conv_rate(d, flops) * (per_call + flops / peak) / flops, 1, 0.15) << flops;
+  }
+  EXPECT_LT(fit_quality(cal.compute_by_class.at(graph::ComputeClass::convolution)).median_abs, 0.05);
+  // Beyond the largest timed, the rate keeps rising towards the marginal rate of the largest
+  // ones (here the convolutions' 40 TFLOP/s), never past it, and never falls.
+  double before = conv_rate(d, 1e10);
+  EXPECT_GT(conv_rate(d, 1e11), 1.1 * before);
+  for (double e = 10; e <= 15; e += 0.1) {
+    const double rate = conv_rate(d, std::pow(10.0, e));
+    EXPECT_GE(rate, before * (1 - 1e-12)) << e;
+    EXPECT_LE(rate, peak * (1 + 1e-9)) << e;
+    before = rate;
+  }
+}
+
+TEST(Calibration, AConvolutionRateExtrapolatedBeyondTheTimedSizesDoesNotRaiseThePeak) {
+  // Convolutions faster than every GEMM and still speeding up at their largest: the peak is the
+  // fastest rate timed, and the rates beyond are held at it, not raised with it.
+  constexpr double per_call = 50e-6, conv_peak = 40e12;
+  auto data = measure(truth()); // GEMMs at up to 5e10 FLOP/s
+  for (double e = 5; e <= 10; e += 0.25) {
+    const double flops = std::pow(10.0, e);
+    add_conv(data, flops, flops / (per_call + flops / conv_peak));
+  }
+  const auto cal = calibrate(cluster::load_cluster("localhost-cpu"), data);
+  const auto& d = cal.cluster.device;
+  const double fastest_timed = 1e10 / (per_call + 1e10 / conv_peak);
+  EXPECT_NEAR(d.peak_fp32 / fastest_timed, 1, 1e-2);
+  EXPECT_NEAR(conv_rate(d, 1e12) / d.peak_fp32, 1, 1e-12);
+}
+
+TEST(Calibration, ConvolutionRatesBeyondTheLargestNeverFallBelowTheLargestTimed) {
+  // The largest convolutions scatter by shape (10 to 40 TFLOP/s at 1e10, slower than at 3e9 on
+  // average): beyond them the rate is held, at no less than their median.
+  auto data = measure(truth());
+  for (double e = 6; e < 9.5; e += 0.25) {
+    add_conv(data, std::pow(10.0, e), std::pow(10.0, e + 3.5));
+  }
+  for (const double rate : {30e12, 32e12, 35e12}) {
+    add_conv(data, 3e9, rate);
+  }
+  for (const double rate : {10e12, 20e12, 25e12, 40e12}) {
+    add_conv(data, 1e10, rate);
+  }
+  const auto cal = calibrate(cluster::load_cluster("localhost-cpu"), data);
+  const auto& d = cal.cluster.device;
+  double before = conv_rate(d, 1e10);
+  EXPECT_GE(before, 22.5e12 * (1 - 1e-9)); // the median of the four at 1e10
+  for (double e = 10; e <= 14; e += 0.1) {
+    const double rate = conv_rate(d, std::pow(10.0, e));
+    EXPECT_GE(rate, before * (1 - 1e-12)) << e;
+    before = rate;
+  }
 }
 
 TEST(Calibration, FollowsALinkThatChangesProtocolWithMessageSize) {

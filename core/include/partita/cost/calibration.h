@@ -20,8 +20,11 @@
 //   matmul_operand_bandwidth where a term bytes / bandwidth on top of the FLOPs reproduces them
 //   better than the rate curve alone (by more than a point of mean relative error): the rate
 //   curve is then fitted on what remains of each GEMM's time. Convolutions of
-//   one size scatter by shape, so their curve has a knot a decade (further apart, with a warning,
-//   where even that swings below zero); no convolution timed is a warning, not an error.
+//   one size scatter by shape, so their curve is the logarithm of the rate, piecewise linear in
+//   log(FLOPs) with a knot a decade, fitted on log residuals (it cannot swing below zero, and each
+//   knot stays within the rates of the samples around it); beyond the largest convolution timed the
+//   rate rises with the marginal rate of the largest ones and never falls below their median
+//   (calibration.cpp, fit_log_rate_curve); no convolution timed is a warning, not an error.
 // - Links: each collective timing is t = a x L + n x W / B where L (latency steps) and W (bytes
 //   factor) come from collective_cost itself, evaluated on a probe cluster whose link has unit
 //   latency and bandwidth; (a, 1/B) is the least-squares fit on relative error over every
