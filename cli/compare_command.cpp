@@ -94,7 +94,23 @@ void add_compare_command(CLI::App& app) {
              {"comm ms"},
              {"peak GiB"},
              {"fits", Table::Align::left}});
-    for (const auto& c : cells) {
+    // Per device count, the family to choose (the core's rule: the fastest that fits).
+    std::vector<char> chosen(cells.size(), 0);
+    for (const int devices : o->devices) {
+      std::vector<const strategy::Prediction*> alternatives;
+      std::vector<std::size_t> at;
+      for (std::size_t i = 0; i < cells.size(); ++i) {
+        if (cells[i].devices == devices) {
+          alternatives.push_back(cells[i].error.empty() ? &cells[i].prediction : nullptr);
+          at.push_back(i);
+        }
+      }
+      if (const auto best = strategy::fastest_that_fits(alternatives)) {
+        chosen[at[*best]] = 1;
+      }
+    }
+    for (std::size_t i = 0; i < cells.size(); ++i) {
+      const auto& c = cells[i];
       if (!c.error.empty()) {
         t.add_row({std::to_string(c.devices), c.family, "-", "-", "-", "-", "-", "error: " + c.error});
         continue;
@@ -103,7 +119,8 @@ void add_compare_command(CLI::App& app) {
       t.add_row({std::to_string(c.devices), c.family, fmt::format("{:.2f}", p.iteration_time * 1e3),
                  fmt::format("{:.1f}", p.samples_per_second), fmt::format("{:.2f}", p.compute_time * 1e3),
                  fmt::format("{:.2f}", p.communication_time * 1e3),
-                 fmt::format("{:.2f}", p.peak_memory / (1024.0 * 1024 * 1024)), p.fits ? "yes" : "no"});
+                 fmt::format("{:.2f}", p.peak_memory / (1024.0 * 1024 * 1024)),
+                 p.fits ? (chosen[i] != 0 ? "yes, the fastest that fits" : "yes") : "no"});
     }
     std::cout << t.render();
     // auto's margin over the fastest hand-made family at each device count.
@@ -139,24 +156,23 @@ void add_compare_command(CLI::App& app) {
       Table sweep(cols);
       for (int devices : o->devices) {
         std::vector<std::string> row{std::to_string(devices)};
-        double best = 0;
-        std::string best_family = "-";
+        std::vector<const strategy::Prediction*> alternatives;
         for (const auto& f : families) {
+          const strategy::Prediction* evaluated = nullptr;
           for (const auto& c : cells) {
             if (c.devices == devices && c.family == f) {
               if (!c.error.empty()) {
                 row.emplace_back("error");
               } else {
                 row.push_back(fmt::format("{:.1f}{}", c.prediction.samples_per_second, c.prediction.fits ? "" : "*"));
-                if (c.prediction.fits && c.prediction.samples_per_second > best) {
-                  best = c.prediction.samples_per_second;
-                  best_family = f;
-                }
+                evaluated = &c.prediction;
               }
             }
           }
+          alternatives.push_back(evaluated);
         }
-        row.push_back(best_family);
+        const auto best = strategy::fastest_that_fits(alternatives);
+        row.push_back(best ? families[*best] : "-");
         sweep.add_row(std::move(row));
       }
       std::cout << "\nscaling: samples/s (* = does not fit in device memory)\n\n" << sweep.render();

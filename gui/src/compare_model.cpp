@@ -4,6 +4,9 @@
 
 #include <QBrush>
 #include <QColor>
+#include <QFont>
+
+#include <vector>
 
 namespace partita::gui {
 
@@ -12,6 +15,16 @@ CompareModel::CompareModel(QObject* parent) : QAbstractTableModel(parent) {}
 void CompareModel::setComparison(std::shared_ptr<const Comparison> comparison) {
   beginResetModel();
   m_comparison = std::move(comparison);
+  m_best = -1;
+  if (m_comparison) {
+    std::vector<const strategy::Prediction*> alternatives;
+    for (const auto& f : m_comparison->families) {
+      alternatives.push_back(f.error.empty() ? &f.prediction : nullptr);
+    }
+    if (const auto best = strategy::fastest_that_fits(alternatives)) {
+      m_best = static_cast<int>(*best);
+    }
+  }
   endResetModel();
 }
 
@@ -33,6 +46,15 @@ QVariant CompareModel::data(const QModelIndex& index, int role) const {
   const bool failed = !f.error.empty();
   if (role == Qt::ToolTipRole && failed) {
     return qs(f.error);
+  }
+  const bool best = index.row() == m_best;
+  if (role == Qt::ToolTipRole && best) {
+    return tr("The family to choose: the fastest that fits the device memory");
+  }
+  if (role == Qt::FontRole && best) {
+    QFont bold;
+    bold.setBold(true);
+    return bold;
   }
   if (role == Qt::ForegroundRole && column == Fits && !failed && !p.fits) {
     return QBrush(QColor(0xc0, 0x20, 0x20));
@@ -67,7 +89,7 @@ QVariant CompareModel::data(const QModelIndex& index, int role) const {
     if (failed) {
       return tr("error: %1").arg(qs(f.error));
     }
-    return p.fits ? tr("yes") : tr("no");
+    return p.fits ? (best ? tr("yes, the fastest that fits") : tr("yes")) : tr("no");
   case ColumnCount: break;
   }
   return {};

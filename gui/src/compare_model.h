@@ -19,6 +19,8 @@ public:
 
   void setComparison(std::shared_ptr<const Comparison> comparison);
   const Comparison* comparison() const { return m_comparison.get(); }
+  // The row of the family to choose (strategy::fastest_that_fits), shown in bold; -1 when none fits.
+  int bestRow() const { return m_best; }
 
   int rowCount(const QModelIndex& parent = {}) const override;
   int columnCount(const QModelIndex& parent = {}) const override;
@@ -27,6 +29,7 @@ public:
 
 private:
   std::shared_ptr<const Comparison> m_comparison;
+  int m_best = -1;
 };
 
 } // namespace partita::gui

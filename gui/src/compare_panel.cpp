@@ -26,7 +26,9 @@ ComparePanel::ComparePanel(QWidget* parent)
   m_view->sortByColumn(-1, Qt::AscendingOrder); // the core's family order until a header is clicked
   m_view->verticalHeader()->hide();
   m_view->setSelectionBehavior(QAbstractItemView::SelectRows);
-  m_view->horizontalHeader()->setStretchLastSection(true);
+  // The strategy's description takes the spare width, not the last column.
+  m_view->horizontalHeader()->setStretchLastSection(false);
+  m_view->horizontalHeader()->setSectionResizeMode(CompareModel::Title, QHeaderView::Stretch);
   m_compare->setToolTip(tr("Run every strategy family on the model, cluster and devices chosen on the left"));
   m_header->setWordWrap(true);
 

@@ -2,6 +2,8 @@
 
 #include "main_window.h"
 
+#include "help.h"
+
 #include <QAction>
 #include <QApplication>
 #include <QDragEnterEvent>
@@ -58,6 +60,11 @@ void MainWindow::buildMenus() {
   run->addAction(tr("&Evaluate"), this, &MainWindow::evaluate)->setShortcut(QKeySequence(Qt::Key_F5));
   run->addAction(tr("&Compare all families"), this, &MainWindow::compare)->setShortcut(QKeySequence(Qt::Key_F6));
   run->addAction(tr("C&ancel"), this, &MainWindow::cancel);
+
+  auto* help = menuBar()->addMenu(tr("&Help"));
+  help->addAction(tr("Partita &Help"), this, [this] { showHelp(this); })->setShortcut(QKeySequence::HelpContents);
+  help->addAction(tr("&About Partita"), this, [this] { showAbout(this); });
+  help->addAction(tr("About &Qt"), qApp, &QApplication::aboutQt);
   rebuildRecentMenu();
 }
 

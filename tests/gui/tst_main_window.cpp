@@ -9,6 +9,7 @@
 #include "compare_model.h"
 #include "compare_panel.h"
 #include "format.h"
+#include "help.h"
 #include "inspector_panel.h"
 #include "layer_table_model.h"
 #include "layers_panel.h"
@@ -24,6 +25,7 @@
 #include <QFileInfo>
 #include <QLabel>
 #include <QLineEdit>
+#include <QMenuBar>
 #include <QMimeData>
 #include <QPushButton>
 #include <QSettings>
@@ -141,6 +143,22 @@ private Q_SLOTS:
     QVERIFY(shown.wait(wait_ms));
     QCOMPARE(w.comparePanel()->model()->rowCount(), static_cast<int>(offered_families().size()));
     QCOMPARE(w.comparePanel()->chart()->seriesCount(), 2);
+  }
+
+  void helpMenuAndGuide() {
+    MainWindow w;
+    QStringList menus;
+    for (auto* action : w.menuBar()->actions()) {
+      menus << action->text();
+    }
+    QVERIFY(menus.contains(QStringLiteral("&Help")));
+    // The guide lists every family the core offers, by its own name and title.
+    const QString html = helpHtml();
+    for (const auto* f : offered_families()) {
+      QVERIFY2(html.contains(QStringLiteral("<b>%1</b>").arg(qs(f->name()))), f->name().data());
+      QVERIFY(html.contains(qs(f->title()).toHtmlEscaped()));
+    }
+    QVERIFY(aboutHtml().contains(QStringLiteral("PaSE")));
   }
 
   void badFileKeepsThePreviousModel() {

@@ -12,6 +12,7 @@
 #include "partita/sharding/config.h"
 
 #include <QAbstractItemModelTester>
+#include <QFont>
 #include <QSortFilterProxyModel>
 #include <QTest>
 
@@ -194,6 +195,20 @@ private Q_SLOTS:
       }
     }
     QVERIFY(evaluated >= 2); // dp and hybrid at least apply to a one-layer GPT-2 on 4 devices
+    // The family to choose is marked: fits, and no family that fits is faster.
+    const int best = model.bestRow();
+    QVERIFY(best >= 0);
+    const auto& chosen = comparison->families[static_cast<std::size_t>(best)];
+    QVERIFY(chosen.error.empty() && chosen.prediction.fits);
+    for (const auto& f : comparison->families) {
+      QVERIFY(!f.error.empty() || !f.prediction.fits ||
+              f.prediction.iteration_time >= chosen.prediction.iteration_time);
+    }
+    QVERIFY(model.index(best, CompareModel::Family).data(Qt::FontRole).value<QFont>().bold());
+    QVERIFY(model.index(best, CompareModel::Fits).data().toString().contains(QStringLiteral("fastest")));
+    for (int row = 0; row < model.rowCount(); ++row) {
+      QCOMPARE(model.index(row, CompareModel::Family).data(Qt::FontRole).isValid(), row == best);
+    }
   }
 
   void errorsCarryTheCoreMessage() {

@@ -348,4 +348,15 @@ Prediction evaluate(const graph::Graph& g, const cluster::Cluster& cluster, cons
   return p;
 }
 
+std::optional<std::size_t> fastest_that_fits(const std::vector<const Prediction*>& alternatives) {
+  std::optional<std::size_t> best;
+  for (std::size_t i = 0; i < alternatives.size(); ++i) {
+    const Prediction* p = alternatives[i];
+    if (p != nullptr && p->fits && (!best || p->iteration_time < alternatives[*best]->iteration_time)) {
+      best = i;
+    }
+  }
+  return best;
+}
+
 } // namespace partita::strategy

@@ -172,6 +172,18 @@ TEST(Evaluate, MixedPrecisionHalvesValuesAndAddsMasterWeights) {
   EXPECT_DOUBLE_EQ(p.ops[1].cost.get(cost::term::optimizer_state), 256 * 12);
 }
 
+TEST(Evaluate, TheAlternativeToChooseIsTheFastestThatFits) {
+  strategy::Prediction fast_too_big, slow_fits, fast_fits, also_fast_fits;
+  fast_too_big.iteration_time = 1, fast_too_big.fits = false;
+  slow_fits.iteration_time = 3, slow_fits.fits = true;
+  fast_fits.iteration_time = 2, fast_fits.fits = true;
+  also_fast_fits.iteration_time = 2, also_fast_fits.fits = true;
+  EXPECT_EQ(strategy::fastest_that_fits({&fast_too_big, &slow_fits, nullptr, &fast_fits, &also_fast_fits}), 3U);
+  EXPECT_EQ(strategy::fastest_that_fits({&slow_fits}), 0U);
+  EXPECT_FALSE(strategy::fastest_that_fits({&fast_too_big, nullptr}).has_value());
+  EXPECT_FALSE(strategy::fastest_that_fits({}).has_value());
+}
+
 TEST(Evaluate, RejectsAStrategyThatDoesNotMatch) {
   FullyConnected fc;
   const auto c = test::simple_cluster(4);

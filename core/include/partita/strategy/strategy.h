@@ -72,6 +72,12 @@ struct Prediction {
   int devices_used = 0;
 };
 
+// The alternative to choose among predictions of the same model and batch (families, device
+// counts): the shortest iteration among those that fit the device memory, the first on a tie;
+// nullptr entries (alternatives that could not be evaluated) are skipped; none when nothing fits.
+// `partita compare` and the GUI's Compare tab mark it.
+std::optional<std::size_t> fastest_that_fits(const std::vector<const Prediction*>& alternatives);
+
 // Throws partita::Error when the strategy does not match the graph (op count, device ids,
 // configuration sizes).
 Prediction evaluate(const graph::Graph& g, const cluster::Cluster& cluster, const Strategy& strategy,
