@@ -127,6 +127,29 @@ std::string guard(const onnx::NodeProto& n, const std::vector<const onnx::TypePr
   return {};
 }
 
+// Every name the nodes of an If/Loop/Scan body read, at any depth: the values of the graphs around
+// it among them, which the node holding the body depends on as much as on its inputs.
+void names_read_in_bodies(const onnx::NodeProto& n, std::vector<std::string>& out) {
+  for (const auto& a : n.attribute()) {
+    std::vector<const onnx::GraphProto*> bodies;
+    if (a.has_g()) {
+      bodies.push_back(&a.g());
+    }
+    for (const auto& g : a.graphs()) {
+      bodies.push_back(&g);
+    }
+    for (const auto* body : bodies) {
+      for (const auto& inner : body->node()) {
+        out.insert(out.end(), inner.input().begin(), inner.input().end());
+        names_read_in_bodies(inner, out);
+      }
+      for (const auto& o : body->output()) {
+        out.push_back(o.name());
+      }
+    }
+  }
+}
+
 // Nodes in dataflow order (the file's order where it already is one).
 std::vector<int> dataflow_order(const onnx::GraphProto& g) {
   std::unordered_map<std::string, int> producer;
@@ -141,9 +164,11 @@ std::vector<int> dataflow_order(const onnx::GraphProto& g) {
   std::vector<std::vector<int>> users(static_cast<std::size_t>(g.node_size()));
   for (int i = 0; i < g.node_size(); ++i) {
     std::set<int> deps;
-    for (const auto& in : g.node(i).input()) {
+    std::vector<std::string> reads(g.node(i).input().begin(), g.node(i).input().end());
+    names_read_in_bodies(g.node(i), reads);
+    for (const auto& in : reads) {
       auto it = producer.find(in);
-      if (it != producer.end()) {
+      if (it != producer.end() && it->second != i) {
         deps.insert(it->second);
       }
     }

@@ -311,6 +311,36 @@ TEST(OnnxImportIf, BranchesThatDisagreeOnARuntimeConditionAreNamed) {
                 "'cond' is known only at run time"});
 }
 
+TEST(OnnxImportIf, ValuesABranchReadsFromOutsideAreInferredBeforeIt) {
+  // The If reads only `cond` as an input, but its branches read `r2`, two nodes down a chain
+  // that starts beside it: the If must wait for `r2` (Silero VAD v5's decoder does this).
+  test::ModelBuilder b;
+  b.input("x", {"batch", 4});
+  b.input("cond", {}, onnx::TensorProto::BOOL);
+  b.node("Relu", {"x"}, {"r1"}, "relu1");
+  b.node("Relu", {"r1"}, {"r2"}, "relu2");
+  auto& n = b.node("If", {"cond"}, {"y"}, "branch");
+  for (const char* key : {"then_branch", "else_branch"}) {
+    auto* a = n.add_attribute();
+    a->set_name(key);
+    a->set_type(onnx::AttributeProto::GRAPH);
+    auto* g = a->mutable_g();
+    g->set_name(key);
+    auto* node = g->add_node();
+    node->set_op_type(std::string(key) == "then_branch" ? "Identity" : "Neg");
+    node->add_input("r2");
+    node->add_output(std::string(key) + "_out");
+    auto* out = g->add_output();
+    out->set_name(std::string(key) + "_out");
+    out->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+  }
+  b.output("y");
+  onnx_import::ImportOptions o;
+  o.dims["batch"] = 3;
+  auto r = onnx_import::import_model(b.model(), "if.onnx", o);
+  EXPECT_EQ(r.graph.tensor(r.graph.find_tensor("y")).shape, (graph::Shape{3, 4}));
+}
+
 TEST(OnnxImport, ReshapeThroughShapeArithmeticIsFolded) {
   // PyTorch-style: Reshape(x, Concat(Gather(Shape(x), 0), [-1])) flattens x[batch,4,5] to [batch,20].
   test::ModelBuilder b;
