@@ -221,7 +221,12 @@ struct Scope {
   std::unordered_map<std::string, ConstTensor> known;
   std::unordered_map<std::string, const onnx::TensorProto*> initializers;
   std::deque<onnx::TensorProto> folded_protos; // what `data` points at for folded values
+  int depth = 0;                               // how many If branches this scope is inside
 };
+
+// Both branches of an If whose condition is unknown are inferred, and so on inside them: deeper
+// than this, a body's outputs stay as libonnx infers them (nesting would cost 2^depth).
+constexpr int max_if_depth = 6;
 
 void infer_scope(onnx::GraphProto& g, const std::unordered_map<std::string, int>& opsets, std::string_view source,
                  std::vector<std::string>& warnings, Scope& s);
@@ -231,6 +236,9 @@ void infer_scope(onnx::GraphProto& g, const std::unordered_map<std::string, int>
 // Only the branch taken when the condition is known; else where both branches agree.
 void refine_if_outputs(const onnx::NodeProto& node, const std::string& label,
                        const std::unordered_map<std::string, int>& opsets, std::string_view source, Scope& s) {
+  if (s.depth >= max_if_depth) {
+    return;
+  }
   std::optional<bool> condition;
   if (auto it = s.known.find(node.input(0));
       it != s.known.end() && !it->second.is_float() && it->second.ints.size() == 1) {
@@ -252,6 +260,7 @@ void refine_if_outputs(const onnx::NodeProto& node, const std::string& label,
     inner.data = s.data;
     inner.known = s.known;
     inner.initializers = s.initializers;
+    inner.depth = s.depth + 1;
     std::vector<std::string> ignored; // the If stays one opaque op: what its body warns of is not shown
     try {
       infer_scope(body, opsets, source, ignored, inner);
