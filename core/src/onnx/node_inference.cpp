@@ -127,6 +127,29 @@ std::string guard(const onnx::NodeProto& n, const std::vector<const onnx::TypePr
   return {};
 }
 
+// Every name the nodes of an If/Loop/Scan body read, at any depth: the values of the graphs around
+// it among them, which the node holding the body depends on as much as on its inputs.
+void names_read_in_bodies(const onnx::NodeProto& n, std::vector<std::string>& out) {
+  for (const auto& a : n.attribute()) {
+    std::vector<const onnx::GraphProto*> bodies;
+    if (a.has_g()) {
+      bodies.push_back(&a.g());
+    }
+    for (const auto& g : a.graphs()) {
+      bodies.push_back(&g);
+    }
+    for (const auto* body : bodies) {
+      for (const auto& inner : body->node()) {
+        out.insert(out.end(), inner.input().begin(), inner.input().end());
+        names_read_in_bodies(inner, out);
+      }
+      for (const auto& o : body->output()) {
+        out.push_back(o.name());
+      }
+    }
+  }
+}
+
 // Nodes in dataflow order (the file's order where it already is one).
 std::vector<int> dataflow_order(const onnx::GraphProto& g) {
   std::unordered_map<std::string, int> producer;
@@ -141,9 +164,11 @@ std::vector<int> dataflow_order(const onnx::GraphProto& g) {
   std::vector<std::vector<int>> users(static_cast<std::size_t>(g.node_size()));
   for (int i = 0; i < g.node_size(); ++i) {
     std::set<int> deps;
-    for (const auto& in : g.node(i).input()) {
+    std::vector<std::string> reads(g.node(i).input().begin(), g.node(i).input().end());
+    names_read_in_bodies(g.node(i), reads);
+    for (const auto& in : reads) {
       auto it = producer.find(in);
-      if (it != producer.end()) {
+      if (it != producer.end() && it->second != i) {
         deps.insert(it->second);
       }
     }
@@ -184,8 +209,11 @@ onnx::TypeProto type_of(const ConstTensor& t) {
 
 } // namespace
 
-InferredValues infer_node_by_node(onnx::GraphProto& g, const std::unordered_map<std::string, int>& opsets,
-                                  std::string_view source, std::vector<std::string>& warnings) {
+namespace {
+
+// What inference knows of the values in scope: a graph's own, and inside an If branch also those
+// of the graphs around it.
+struct Scope {
   InferredValues r;
   std::unordered_map<std::string, const onnx::TensorProto*> data;
   // Contents known to the folder: what it folded, and initializers, read when a rule needs them
@@ -193,6 +221,126 @@ InferredValues infer_node_by_node(onnx::GraphProto& g, const std::unordered_map<
   std::unordered_map<std::string, ConstTensor> known;
   std::unordered_map<std::string, const onnx::TensorProto*> initializers;
   std::deque<onnx::TensorProto> folded_protos; // what `data` points at for folded values
+  int depth = 0;                               // how many If branches this scope is inside
+};
+
+// Both branches of an If whose condition is unknown are inferred, and so on inside them: deeper
+// than this, a body's outputs stay as libonnx infers them (nesting would cost 2^depth).
+constexpr int max_if_depth = 6;
+
+void infer_scope(onnx::GraphProto& g, const std::unordered_map<std::string, int>& opsets, std::string_view source,
+                 std::vector<std::string>& warnings, Scope& s);
+
+// An If's outputs as its branches give them, each branch inferred node by node with the folder
+// (libonnx infers branches without it, so a shape computed from shapes inside one stays unknown).
+// Only the branch taken when the condition is known; else where both branches agree.
+void refine_if_outputs(const onnx::NodeProto& node, const std::string& label,
+                       const std::unordered_map<std::string, int>& opsets, std::string_view source, Scope& s) {
+  if (s.depth >= max_if_depth) {
+    return;
+  }
+  std::optional<bool> condition;
+  if (auto it = s.known.find(node.input(0));
+      it != s.known.end() && !it->second.is_float() && it->second.ints.size() == 1) {
+    condition = it->second.ints[0] != 0;
+  }
+  std::vector<std::vector<const onnx::TypeProto*>> branch_types; // [branch][output]
+  std::vector<std::string> branch_names;
+  std::deque<Scope> scopes;
+  std::deque<onnx::GraphProto> bodies;
+  for (const auto& a : node.attribute()) {
+    const bool then_branch = a.name() == "then_branch";
+    if (!a.has_g() || (!then_branch && a.name() != "else_branch") || (condition && *condition != then_branch)) {
+      continue;
+    }
+    onnx::GraphProto& body = bodies.emplace_back(a.g());
+    Scope& inner = scopes.emplace_back();
+    inner.r.types = s.r.types;
+    inner.r.generated = s.r.generated;
+    inner.data = s.data;
+    inner.known = s.known;
+    inner.initializers = s.initializers;
+    inner.depth = s.depth + 1;
+    std::vector<std::string> ignored; // the If stays one opaque op: what its body warns of is not shown
+    try {
+      infer_scope(body, opsets, source, ignored, inner);
+    } catch (const Error&) {
+      return; // the If's outputs stay as libonnx inferred them; an unknown one is reported by name later
+    }
+    auto& types = branch_types.emplace_back();
+    for (const auto& out : body.output()) {
+      auto it = inner.r.types.find(out.name());
+      types.push_back(it == inner.r.types.end() || rank_of(&it->second) < 0 ? nullptr : &it->second);
+    }
+    branch_names.push_back(a.name());
+  }
+  for (int i = 0; i < node.output_size(); ++i) {
+    const std::string& out = node.output(i);
+    const auto k = static_cast<std::size_t>(i);
+    if (out.empty() || branch_types.empty()) {
+      continue;
+    }
+    const onnx::TypeProto* first = k < branch_types[0].size() ? branch_types[0][k] : nullptr;
+    if (first == nullptr) {
+      continue;
+    }
+    auto existing = s.r.types.find(out);
+    if (condition) {
+      // The branch taken: its output is the If's, whatever libonnx made of the two branches
+      // (it merges them even where they differ in rank, as an If around a Squeeze does).
+      s.r.types[out] = *first;
+      continue;
+    }
+    if (existing == s.r.types.end() || rank_of(&existing->second) < 0) {
+      s.r.types[out] = *first;
+      existing = s.r.types.find(out);
+    }
+    auto* shape = existing->second.mutable_tensor_type()->mutable_shape();
+    for (int d = 0; d < shape->dim_size(); ++d) {
+      if (shape->dim(d).has_dim_value()) {
+        continue;
+      }
+      std::vector<std::int64_t> values;
+      for (const auto& types : branch_types) {
+        const onnx::TypeProto* t = k < types.size() ? types[k] : nullptr;
+        if (t == nullptr || rank_of(t) != shape->dim_size() || !t->tensor_type().shape().dim(d).has_dim_value()) {
+          values.clear();
+          break;
+        }
+        values.push_back(t->tensor_type().shape().dim(d).dim_value());
+      }
+      if (values.empty()) {
+        continue;
+      }
+      if (values.size() == 2 && values[0] != values[1]) {
+        throw Error(fmt::format("{}: {}: dimension {} of output '{}' is {} in {} and {} in {}, and the condition "
+                                "'{}' is known only at run time: Partita needs one shape for every value",
+                                source, label, d, out, values[0], branch_names[0], values[1], branch_names[1],
+                                node.input(0)));
+      }
+      shape->mutable_dim(d)->set_dim_value(values[0]);
+    }
+  }
+}
+
+} // namespace
+
+InferredValues infer_node_by_node(onnx::GraphProto& g, const std::unordered_map<std::string, int>& opsets,
+                                  std::string_view source, std::vector<std::string>& warnings) {
+  Scope s;
+  infer_scope(g, opsets, source, warnings, s);
+  return std::move(s.r);
+}
+
+namespace {
+
+void infer_scope(onnx::GraphProto& g, const std::unordered_map<std::string, int>& opsets, std::string_view source,
+                 std::vector<std::string>& warnings, Scope& s) {
+  InferredValues& r = s.r;
+  auto& data = s.data;
+  auto& known = s.known;
+  auto& initializers = s.initializers;
+  auto& folded_protos = s.folded_protos;
   for (const auto* list : {&g.input(), &g.value_info(), &g.output()}) {
     for (const auto& v : *list) {
       if (v.has_type()) {
@@ -419,19 +567,29 @@ InferredValues infer_node_by_node(onnx::GraphProto& g, const std::unordered_map<
       // libonnx's data propagation is what the folder does, less completely; where the folder
       // evaluated the node it is skipped (it also misreads an empty folded value as rank 0).
       if (!folded && schema->has_data_propagation_function()) {
+        // libonnx's propagation functions read every input's type without checking that there is
+        // one: a node with an input of unknown type is left to the folder.
         std::unordered_map<std::string, onnx::TypeProto*> now;
+        bool typed = true;
         for (const auto& in : node.input()) {
           auto it = r.types.find(in);
           if (it != r.types.end()) {
             now[in] = &it->second;
+          } else {
+            typed = typed && in.empty();
           }
         }
-        onnx::shape_inference::DataPropagationContextImpl dctx(node, now, data, r.generated);
-        schema->GetDataPropagationFunction()(dctx);
+        if (typed) {
+          onnx::shape_inference::DataPropagationContextImpl dctx(node, now, data, r.generated);
+          schema->GetDataPropagationFunction()(dctx);
+        }
       }
     } catch (const std::exception& e) {
       throw Error(
           fmt::format("{}: {}: shape inference failed: {}{}", source, node_label(node, index), e.what(), cause_text));
+    }
+    if (domain.empty() && node.op_type() == "If" && node.input_size() == 1) {
+      refine_if_outputs(node, node_label(node, index), opsets, source, s);
     }
     pass_on_cause();
     // A Constant's value feeds the inference of its users (Reshape targets, Slice starts...).
@@ -460,7 +618,8 @@ InferredValues infer_node_by_node(onnx::GraphProto& g, const std::unordered_map<
       known[out] = *std::move(folded);
     }
   }
-  return r;
 }
+
+} // namespace
 
 } // namespace partita::onnx_import::detail

@@ -246,6 +246,101 @@ TEST(OnnxImport, SubgraphNodesAreKeptOpaque) {
   EXPECT_THAT(r.graph.op(0).opaque_reason, AllOf(HasSubstr("then_branch"), HasSubstr("else_branch")));
 }
 
+// An If whose branches flatten an outer-scope x[batch,4,5] through a shape computed from its
+// shape (Div is beyond libonnx's own data propagation), as Silero VAD v5 exports hold their
+// network: each branch's width (`then_width`, `else_width`) is the second dimension it asks for.
+test::ModelBuilder if_reshaping(std::int64_t then_width, std::int64_t else_width) {
+  test::ModelBuilder b;
+  b.input("x", {"batch", 4, 5});
+  b.input("cond", {}, onnx::TensorProto::BOOL);
+  auto& n = b.node("If", {"cond"}, {"y"}, "branch");
+  for (const char* key : {"then_branch", "else_branch"}) {
+    const std::string k = key;
+    const std::int64_t width = k == "then_branch" ? then_width : else_width;
+    auto* a = n.add_attribute();
+    a->set_name(key);
+    a->set_type(onnx::AttributeProto::GRAPH);
+    auto* g = a->mutable_g();
+    g->set_name(key);
+    *g->add_initializer() = test::ModelBuilder::int_tensor(k + "_zero", {1}, {0});
+    *g->add_initializer() = test::ModelBuilder::int_tensor(k + "_one", {1}, {1});
+    *g->add_initializer() = test::ModelBuilder::int_tensor(k + "_div", {1}, {20 / width});
+    *g->add_initializer() = test::ModelBuilder::int_tensor(k + "_width", {1}, {width});
+    const auto add = [&](const std::string& type, std::vector<std::string> in, const std::string& out) {
+      auto* node = g->add_node();
+      node->set_op_type(type);
+      node->set_name(k + "_" + out);
+      for (const auto& i : in) {
+        node->add_input(i);
+      }
+      node->add_output(k + "_" + out);
+      return node;
+    };
+    add("Shape", {"x"}, "shape");
+    test::ModelBuilder::attr(*add("Gather", {k + "_shape", k + "_zero"}, "n"), "axis", std::int64_t{0});
+    add("Mul", {k + "_n", k + "_div"}, "rows");
+    add("Div", {k + "_rows", k + "_one"}, "rows_again");
+    test::ModelBuilder::attr(*add("Concat", {k + "_rows_again", k + "_width"}, "target"), "axis", std::int64_t{0});
+    add("Reshape", {"x", k + "_target"}, "out");
+    auto* out = g->add_output();
+    out->set_name(k + "_out");
+    auto* tt = out->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(onnx::TensorProto::FLOAT);
+    tt->mutable_shape()->add_dim();
+    tt->mutable_shape()->add_dim();
+  }
+  b.output("y");
+  return b;
+}
+
+TEST(OnnxImportIf, BranchShapesComputedFromShapesAreFolded) {
+  auto b = if_reshaping(20, 20);
+  onnx_import::ImportOptions o;
+  o.dims["batch"] = 3;
+  auto r = onnx_import::import_model(b.model(), "if.onnx", o);
+  ASSERT_EQ(r.graph.ops().size(), 1u);
+  EXPECT_EQ(r.graph.tensor(r.graph.find_tensor("y")).shape, (graph::Shape{3, 20}));
+}
+
+TEST(OnnxImportIf, BranchesThatDisagreeOnARuntimeConditionAreNamed) {
+  auto b = if_reshaping(20, 10);
+  onnx_import::ImportOptions o;
+  o.dims["batch"] = 3;
+  expect_error([&] { onnx_import::import_model(b.model(), "if.onnx", o); },
+               {"node 'branch' (If)", "dimension 0 of output 'y' is 3 in then_branch and 6 in else_branch",
+                "'cond' is known only at run time"});
+}
+
+TEST(OnnxImportIf, ValuesABranchReadsFromOutsideAreInferredBeforeIt) {
+  // The If reads only `cond` as an input, but its branches read `r2`, two nodes down a chain
+  // that starts beside it: the If must wait for `r2` (Silero VAD v5's decoder does this).
+  test::ModelBuilder b;
+  b.input("x", {"batch", 4});
+  b.input("cond", {}, onnx::TensorProto::BOOL);
+  b.node("Relu", {"x"}, {"r1"}, "relu1");
+  b.node("Relu", {"r1"}, {"r2"}, "relu2");
+  auto& n = b.node("If", {"cond"}, {"y"}, "branch");
+  for (const char* key : {"then_branch", "else_branch"}) {
+    auto* a = n.add_attribute();
+    a->set_name(key);
+    a->set_type(onnx::AttributeProto::GRAPH);
+    auto* g = a->mutable_g();
+    g->set_name(key);
+    auto* node = g->add_node();
+    node->set_op_type(std::string(key) == "then_branch" ? "Identity" : "Neg");
+    node->add_input("r2");
+    node->add_output(std::string(key) + "_out");
+    auto* out = g->add_output();
+    out->set_name(std::string(key) + "_out");
+    out->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+  }
+  b.output("y");
+  onnx_import::ImportOptions o;
+  o.dims["batch"] = 3;
+  auto r = onnx_import::import_model(b.model(), "if.onnx", o);
+  EXPECT_EQ(r.graph.tensor(r.graph.find_tensor("y")).shape, (graph::Shape{3, 4}));
+}
+
 TEST(OnnxImport, ReshapeThroughShapeArithmeticIsFolded) {
   // PyTorch-style: Reshape(x, Concat(Gather(Shape(x), 0), [-1])) flattens x[batch,4,5] to [batch,20].
   test::ModelBuilder b;
