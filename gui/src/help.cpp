@@ -73,7 +73,7 @@ QString aboutHtml() {
            QString::fromLatin1(qVersion()));
 }
 
-void showHelp(QWidget* parent) {
+QDialog* makeHelpDialog(QWidget* parent) {
   auto* dialog = new QDialog(parent);
   dialog->setAttribute(Qt::WA_DeleteOnClose);
   dialog->setWindowTitle(QObject::tr("Partita Help"));
@@ -85,7 +85,11 @@ void showHelp(QWidget* parent) {
   layout->addWidget(text, 1);
   layout->addWidget(buttons);
   dialog->resize(760, 640);
-  dialog->show();
+  return dialog;
+}
+
+void showHelp(QWidget* parent) {
+  makeHelpDialog(parent)->show();
 }
 
 void showAbout(QWidget* parent) {

@@ -6,6 +6,7 @@
 
 #include <QString>
 
+class QDialog;
 class QWidget;
 
 namespace partita::gui {
@@ -16,6 +17,8 @@ QString helpHtml();
 // The about text as HTML: version, what Partita implements and from which papers.
 QString aboutHtml();
 
+// The help window (not yet shown; deleted when closed), which showHelp shows.
+QDialog* makeHelpDialog(QWidget* parent);
 void showHelp(QWidget* parent);
 void showAbout(QWidget* parent);
 

@@ -5,6 +5,7 @@
 #include "cluster_editor.h"
 #include "compare_panel.h"
 #include "graph_view.h"
+#include "help.h"
 #include "inspector_panel.h"
 #include "main_window.h"
 #include "run_panel.h"
@@ -15,6 +16,8 @@
 
 #include "partita/proto/partita.pb.h"
 
+#include <QDialog>
+#include <QDialog>
 #include <QDir>
 #include <QEventLoop>
 #include <QLineEdit>
@@ -144,6 +147,13 @@ int render_screenshots(MainWindow& window, const QString& directory) {
   }
   settle();
   ok = save(&editor, dir.filePath(QStringLiteral("cluster-editor.png"))) && ok;
+
+  // Help > Partita Help.
+  QDialog* help = makeHelpDialog(&window);
+  help->show();
+  settle();
+  ok = save(help, dir.filePath(QStringLiteral("help.png"))) && ok;
+  help->close();
   editor.close();
 
   // A real run (mpirun + partita-run, 2 ranks of this machine) of a small transformer under
