@@ -17,7 +17,6 @@
 #include "partita/proto/partita.pb.h"
 
 #include <QDialog>
-#include <QDialog>
 #include <QDir>
 #include <QEventLoop>
 #include <QLineEdit>

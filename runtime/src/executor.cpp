@@ -741,15 +741,10 @@ void Executor::unscale_gradients(float factor, float* flag) {
       if (!in.gradient || !in.parameter) {
         continue;
       }
-      // What step() reads: the ZeRO slice of the synchronized gradient, or the whole of it.
-      std::int64_t n = in.gradient->elements();
-      float* gradient = in.gradient->data.data();
-      if (in.zero) {
-        n = in.zero->counts[static_cast<std::size_t>(in.zero->part)];
-        gradient = const_cast<float*>(zero_gradient(in)); // NOLINT: this executor's own buffer
-      }
-      m_backend.scale(n, factor, gradient, gradient);
-      m_backend.flag_nonfinite(n, gradient, flag);
+      const auto gradient = stepped_gradient(in);
+      const auto n = static_cast<std::int64_t>(gradient.size());
+      m_backend.scale(n, factor, gradient.data(), gradient.data());
+      m_backend.flag_nonfinite(n, gradient.data(), flag);
       any = true;
     }
     if (any) {
@@ -761,6 +756,14 @@ void Executor::unscale_gradients(float factor, float* flag) {
 
 const float* Executor::zero_gradient(const Input& in) const {
   return m_training.zero_stage >= 2 ? in.zero->gradient.data() : in.gradient->data.data() + in.zero->offset;
+}
+
+std::span<float> Executor::stepped_gradient(Input& in) {
+  if (!in.zero) {
+    return {in.gradient->data.data(), static_cast<std::size_t>(in.gradient->elements())};
+  }
+  float* slice = m_training.zero_stage >= 2 ? in.zero->gradient.data() : in.gradient->data.data() + in.zero->offset;
+  return {slice, static_cast<std::size_t>(in.zero->counts[static_cast<std::size_t>(in.zero->part)])};
 }
 
 void Executor::restore_weight_gradients() {
@@ -784,16 +787,13 @@ void Executor::step() {
       if (!in.gradient || !in.parameter) {
         continue;
       }
-      if (in.zero) {
-        // This replica's slice: its reduced gradient, its weights, its state.
-        auto& z = *in.zero;
-        optimizer_step(m_backend, m_training.optimizer, m_steps, z.counts[static_cast<std::size_t>(z.part)],
-                       zero_gradient(in),
-                       m_training.zero_stage >= 3 ? z.weights.data() : in.value->data.data() + z.offset, in.optimizer);
-      } else {
-        optimizer_step(m_backend, m_training.optimizer, m_steps, in.value->elements(), in.gradient->data.data(),
-                       in.value->data.data(), in.optimizer);
-      }
+      // A ZeRO replica steps its slice: its reduced gradient, its weights, its state.
+      const auto gradient = stepped_gradient(in);
+      float* weights = !in.zero                     ? in.value->data.data()
+                       : m_training.zero_stage >= 3 ? in.zero->weights.data()
+                                                    : in.value->data.data() + in.zero->offset;
+      optimizer_step(m_backend, m_training.optimizer, m_steps, static_cast<std::int64_t>(gradient.size()),
+                     gradient.data(), weights, in.optimizer);
       any = true;
     }
     if (any) {

@@ -36,6 +36,7 @@
 
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -224,6 +225,9 @@ private:
   void restore_weight_gradients();
   // A ZeRO weight's reduced gradient slice (after synchronize_gradients()).
   const float* zero_gradient(const Input& in) const;
+  // The gradient the optimizer steps a weight with: its ZeRO slice of the synchronized gradient,
+  // or the whole of it (step() and unscale_gradients()).
+  std::span<float> stepped_gradient(Input& in);
   // ZeRO-3: the op's sharded weights all-gathered into whole shards for one pass, then freed.
   void gather_parameters(graph::OpId id, OpState& state);
   void release_parameters(OpState& state);

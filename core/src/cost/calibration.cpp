@@ -22,7 +22,7 @@ using cluster::Collective;
 
 // Solves the n x n system m x = v in place (Gaussian elimination, partial pivoting); the caller
 // keeps m well conditioned (every knot has data, plus a tiny ridge).
-std::vector<double> solve(std::vector<std::vector<double>> m, std::vector<double> v) {
+std::vector<double> solve_system(std::vector<std::vector<double>> m, std::vector<double> v) {
   const std::size_t n = v.size();
   for (std::size_t col = 0; col < n; ++col) {
     std::size_t pivot = col;
@@ -54,6 +54,38 @@ std::vector<double> solve(std::vector<std::vector<double>> m, std::vector<double
   }
   return x;
 }
+
+// A linear least-squares fit built row by row (the normal equations), solved with a tiny ridge
+// (1e-12 of the mean diagonal) that keeps a knot with little data well conditioned.
+class NormalEquations {
+public:
+  explicit NormalEquations(std::size_t n) : m_normal(n, std::vector<double>(n, 0.0)), m_rhs(n, 0.0) {}
+  // One observation: sum_j row[j] c_j should be `target`.
+  void add(const std::vector<double>& row, double target) {
+    for (std::size_t i = 0; i < m_rhs.size(); ++i) {
+      m_rhs[i] += row[i] * target;
+      for (std::size_t j = 0; j < m_rhs.size(); ++j) {
+        m_normal[i][j] += row[i] * row[j];
+      }
+    }
+  }
+  std::vector<double> solve() const {
+    const std::size_t n = m_rhs.size();
+    auto normal = m_normal;
+    double trace = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      trace += normal[i][i];
+    }
+    for (std::size_t i = 0; i < n; ++i) {
+      normal[i][i] += 1e-12 * trace / static_cast<double>(n);
+    }
+    return solve_system(std::move(normal), m_rhs);
+  }
+
+private:
+  std::vector<std::vector<double>> m_normal;
+  std::vector<double> m_rhs;
+};
 
 struct RateSample {
   double work = 0; // FLOPs or bytes
@@ -96,28 +128,15 @@ std::vector<std::pair<double, double>> fit_rate_curve(const std::vector<RateSamp
   }
   const std::vector<double> knots(knot_set.begin(), knot_set.end());
   const std::size_t n = knots.size();
-  std::vector<std::vector<double>> normal(n, std::vector<double>(n, 0.0));
-  std::vector<double> rhs(n, 0.0);
+  NormalEquations equations(n);
   for (const auto& s : samples) {
     auto row = hat_weights(knots, s.work);
     for (auto& x : row) {
       x /= s.rate; // relative error: (sum_j c_j h_j - y) / y
     }
-    for (std::size_t i = 0; i < n; ++i) {
-      rhs[i] += row[i];
-      for (std::size_t j = 0; j < n; ++j) {
-        normal[i][j] += row[i] * row[j];
-      }
-    }
+    equations.add(row, 1.0);
   }
-  double trace = 0;
-  for (std::size_t i = 0; i < n; ++i) {
-    trace += normal[i][i];
-  }
-  for (std::size_t i = 0; i < n; ++i) {
-    normal[i][i] += 1e-12 * trace / static_cast<double>(n);
-  }
-  const auto c = solve(normal, rhs);
+  const auto c = equations.solve();
   std::vector<std::pair<double, double>> curve;
   for (std::size_t i = 0; i < n; ++i) {
     if (!std::isfinite(c[i]) || c[i] <= 0) {
@@ -210,31 +229,20 @@ std::vector<std::pair<double, double>> fit_log_rate_curve(std::vector<RateSample
     knots.push_back(x_max);
   }
   const std::size_t n = knots.size();
-  std::vector<std::vector<double>> normal(n, std::vector<double>(n, 0.0));
-  std::vector<double> rhs(n, 0.0);
+  NormalEquations equations(n);
   std::vector<double> low(n, std::numeric_limits<double>::infinity()), high(n, -low.front());
   for (const auto& s : samples) {
     const auto row = hat_weights(knots, s.work);
     const double y = std::log(s.rate);
+    equations.add(row, y);
     for (std::size_t i = 0; i < n; ++i) {
-      rhs[i] += row[i] * y;
       if (row[i] > 0) {
         low[i] = std::min(low[i], y);
         high[i] = std::max(high[i], y);
       }
-      for (std::size_t j = 0; j < n; ++j) {
-        normal[i][j] += row[i] * row[j];
-      }
     }
   }
-  double trace = 0;
-  for (std::size_t i = 0; i < n; ++i) {
-    trace += normal[i][i];
-  }
-  for (std::size_t i = 0; i < n; ++i) {
-    normal[i][i] += 1e-12 * trace / static_cast<double>(n);
-  }
-  auto c = solve(normal, rhs);
+  auto c = equations.solve();
   std::vector<double> top;
   for (const auto& s : samples) {
     if (s.work >= samples.back().work / 1.1) {
