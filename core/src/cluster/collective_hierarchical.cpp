@@ -25,8 +25,13 @@ struct TwoLevel {
   int m = 0;   // blocks
   Rate inner;  // the slowest block's ring
   Rate across; // the slowest shard ring
-  std::string where;
+  bool across_nodes = false;
 };
+
+std::string where(const TwoLevel& o) {
+  return o.across_nodes ? fmt::format("k = {} devices in each of m = {} nodes", o.k, o.m)
+                        : fmt::format("m = {} blocks of k = {} devices inside the node", o.m, o.k);
+}
 
 Rate ring_of(const Cluster& c, const std::vector<int>& devices) {
   const RingRate r = intra_node_ring(c, devices);
@@ -38,8 +43,8 @@ std::vector<TwoLevel> options(const Cluster& c, const Shape& s) {
   if (s.m >= 2) {
     if (s.k_min == s.k_max && s.k_min >= 2) {
       const double shard_nics = std::min(1.0, s.nic_share / s.k_min);
-      out.push_back(TwoLevel{s.k_min, s.m, s.intra, Rate{c.nic.bandwidth * shard_nics, c.nic.latency, c.nic.kind},
-                             fmt::format("k = {} devices in each of m = {} nodes", s.k_min, s.m)});
+      out.push_back(
+          TwoLevel{s.k_min, s.m, s.intra, Rate{c.nic.bandwidth * shard_nics, c.nic.latency, c.nic.kind}, true});
     }
     return out;
   }
@@ -49,7 +54,7 @@ std::vector<TwoLevel> options(const Cluster& c, const Shape& s) {
       continue;
     }
     const int m = s.p / k;
-    TwoLevel option{k, m, {}, {}, fmt::format("m = {} blocks of k = {} devices inside the node", m, k)};
+    TwoLevel option{k, m, {}, {}, false};
     for (int b = 0; b < m; ++b) {
       const Rate r = ring_of(c, std::vector<int>(devices.begin() + b * k, devices.begin() + (b + 1) * k));
       option.inner = b == 0 ? r : slower(option.inner, r);
@@ -67,7 +72,7 @@ std::vector<TwoLevel> options(const Cluster& c, const Shape& s) {
   return out;
 }
 
-Estimate estimate(Collective coll, const TwoLevel& o, double n) {
+Estimate estimate(Collective coll, const TwoLevel& o, double n, bool explain) {
   const double k = o.k;
   const double m = o.m;
   const double twice = coll == Collective::all_reduce ? 2.0 : 1.0;
@@ -77,6 +82,9 @@ Estimate estimate(Collective coll, const TwoLevel& o, double n) {
   e.bandwidth_seconds = inner_seconds + across_seconds;
   e.latency_seconds = twice * ((k - 1) * o.inner.latency + (m - 1) * o.across.latency);
   e.bottleneck = across_seconds >= inner_seconds ? o.across.kind : o.inner.kind;
+  if (!explain) {
+    return e;
+  }
   const char* steps = coll == Collective::all_reduce   ? "reduce-scatter in each block, all-reduce of the 1/k shard "
                                                          "across blocks, all-gather in each block"
                       : coll == Collective::all_gather ? "all-gather of the 1/k shard across blocks, then in each block"
@@ -85,20 +93,21 @@ Estimate estimate(Collective coll, const TwoLevel& o, double n) {
   const char* two = coll == Collective::all_reduce ? "2" : "";
   e.terms = fmt::format("{} ({}): {}(k-1)/k n/B_in + {}(m-1)/m (n/k)/B_across + {}(k-1) a_in + {}(m-1) a_across with "
                         "n = {}, B_in = {}, B_across = {} per shard, a_in = {}, a_across = {}",
-                        steps, o.where, two, two, two, two, human_bytes(n), human_rate(o.inner.bandwidth),
+                        steps, where(o), two, two, two, two, human_bytes(n), human_rate(o.inner.bandwidth),
                         human_rate(o.across.bandwidth), human_time(o.inner.latency), human_time(o.across.latency));
   return e;
 }
 
 } // namespace
 
-std::optional<Estimate> hierarchical_estimate(const Cluster& c, Collective coll, const Shape& s, double n) {
+std::optional<Estimate> hierarchical_estimate(const Cluster& c, Collective coll, const Shape& s, double n,
+                                              bool explain) {
   if (coll != Collective::all_reduce && coll != Collective::all_gather && coll != Collective::reduce_scatter) {
     return std::nullopt;
   }
   std::optional<Estimate> best;
   for (const auto& option : options(c, s)) {
-    Estimate e = estimate(coll, option, n);
+    Estimate e = estimate(coll, option, n, explain);
     if (!best || e.bandwidth_seconds + e.latency_seconds < best->bandwidth_seconds + best->latency_seconds) {
       best = std::move(e);
     }

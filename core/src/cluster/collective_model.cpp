@@ -77,7 +77,7 @@ std::string human_time(double seconds) {
 }
 
 Estimate ring_estimate(const Cluster& c, Collective coll, const Shape& s, std::span<const int> devices, double n,
-                       int concurrent_groups) {
+                       int concurrent_groups, bool explain) {
   const double p = s.p;
   Estimate e;
   if (coll == Collective::send_recv) {
@@ -91,7 +91,9 @@ Estimate ring_estimate(const Cluster& c, Collective coll, const Shape& s, std::s
     e.bandwidth_seconds = n / r.bandwidth;
     e.latency_seconds = r.latency;
     e.bottleneck = r.kind;
-    e.terms = fmt::format("n/B + a = {} / {} + {}", human_bytes(n), human_rate(r.bandwidth), human_time(r.latency));
+    if (explain) {
+      e.terms = fmt::format("n/B + a = {} / {} + {}", human_bytes(n), human_rate(r.bandwidth), human_time(r.latency));
+    }
     return e;
   }
   if (coll == Collective::all_to_all) {
@@ -118,6 +120,9 @@ Estimate ring_estimate(const Cluster& c, Collective coll, const Shape& s, std::s
     e.bandwidth_seconds = std::max(intra_seconds, net_seconds);
     e.latency_seconds = (p - 1) * latency;
     e.bottleneck = net_seconds >= intra_seconds && s.m >= 2 ? c.nic.kind : intra_kind;
+    if (!explain) {
+      return e;
+    }
     e.terms =
         fmt::format("every device sends n/p = {} to each of {} peers: {} of transfer + (p-1) a = {} x {}",
                     human_bytes(per_peer), s.p - 1, human_time(e.bandwidth_seconds), s.p - 1, human_time(latency));
@@ -154,18 +159,24 @@ Estimate ring_estimate(const Cluster& c, Collective coll, const Shape& s, std::s
   e.bandwidth_seconds = bw_factor * n / r.bandwidth;
   e.latency_seconds = alpha_steps * r.latency;
   e.bottleneck = r.kind;
+  if (!explain) {
+    return e;
+  }
   e.terms = fmt::format("{} = {:.4g} x {} / {} + {:g} x {}", shape_text, bw_factor, human_bytes(n),
                         human_rate(r.bandwidth), alpha_steps, human_time(r.latency));
   return e;
 }
 
-Estimate tree_estimate(const Shape& s, double n) {
+Estimate tree_estimate(const Shape& s, double n, bool explain) {
   const Rate r = flat_rate(s);
   const double depth = std::ceil(std::log2(static_cast<double>(s.p)));
   Estimate e;
   e.bandwidth_seconds = 2 * n / r.bandwidth;
   e.latency_seconds = 2 * depth * r.latency;
   e.bottleneck = r.kind;
+  if (!explain) {
+    return e;
+  }
   e.terms = fmt::format("2 n/B + 2 ceil(log2 p) a = 2 x {} / {} + {:g} x {}", human_bytes(n), human_rate(r.bandwidth),
                         2 * depth, human_time(r.latency));
   return e;

@@ -45,16 +45,19 @@ struct Estimate {
   double bandwidth_seconds = 0;
   double latency_seconds = 0;
   LinkKind bottleneck = LinkKind::shared_memory;
-  std::string terms; // "<formula> = <numbers>"
+  std::string terms; // "<formula> = <numbers>"; left empty when not explained
 };
 
+// Each estimate writes its `terms` only when `explain` is set: the numbers are the same either
+// way, and the search prices millions of moves whose text no one reads.
 // Ring (and, for all-to-all and send/recv, their point-to-point exchange).
 Estimate ring_estimate(const Cluster& c, Collective coll, const Shape& s, std::span<const int> devices, double n,
-                       int concurrent_groups);
+                       int concurrent_groups, bool explain);
 // Double binary tree all-reduce.
-Estimate tree_estimate(const Shape& s, double n);
+Estimate tree_estimate(const Shape& s, double n, bool explain);
 // Two-level all-reduce, all-gather or reduce-scatter; nothing when the group has no two levels.
-std::optional<Estimate> hierarchical_estimate(const Cluster& c, Collective coll, const Shape& s, double n);
+std::optional<Estimate> hierarchical_estimate(const Cluster& c, Collective coll, const Shape& s, double n,
+                                              bool explain);
 
 std::string human_bytes(double bytes);
 std::string human_rate(double bytes_per_second);

@@ -134,13 +134,17 @@ void check_group(const Cluster& c, Collective coll, std::span<const int> devices
 
 } // namespace
 
-CollectiveCost collective_cost(const Cluster& cluster, Collective collective, std::span<const int> devices,
-                               double bytes, Algorithm algorithm, int concurrent_groups) {
+namespace {
+
+CollectiveCost cost_of(const Cluster& cluster, Collective collective, std::span<const int> devices, double bytes,
+                       Algorithm algorithm, int concurrent_groups, bool explain) {
   if (devices.size() == 1 && collective != Collective::send_recv) {
     check_group(cluster, Collective::broadcast, devices, bytes, concurrent_groups);
     CollectiveCost none;
     none.algorithm = algorithm == Algorithm::automatic ? Algorithm::ring : algorithm;
-    none.formula = fmt::format("{} on a single device moves nothing: 0 s", collective_name(collective));
+    if (explain) {
+      none.formula = fmt::format("{} on a single device moves nothing: 0 s", collective_name(collective));
+    }
     return none;
   }
   check_group(cluster, collective, devices, bytes, concurrent_groups);
@@ -149,7 +153,7 @@ CollectiveCost collective_cost(const Cluster& cluster, Collective collective, st
     as.intra_link = cluster.intra_link.for_collective(collective_name(collective));
     as.intra_fallback = cluster.intra_fallback.for_collective(collective_name(collective));
     as.nic = cluster.nic.for_collective(collective_name(collective));
-    return collective_cost(as, collective, devices, bytes, algorithm, concurrent_groups);
+    return cost_of(as, collective, devices, bytes, algorithm, concurrent_groups, explain);
   }
   if (has_protocols(cluster)) { // every link at the figures of the protocol these messages run
     const double m = message_bytes(collective, bytes, static_cast<int>(devices.size()));
@@ -157,7 +161,7 @@ CollectiveCost collective_cost(const Cluster& cluster, Collective collective, st
     at.intra_link = cluster.intra_link.at(m);
     at.intra_fallback = cluster.intra_fallback.at(m);
     at.nic = cluster.nic.at(m);
-    return collective_cost(at, collective, devices, bytes, algorithm, concurrent_groups);
+    return cost_of(at, collective, devices, bytes, algorithm, concurrent_groups, explain);
   }
   const detail::Shape s = detail::shape_of(cluster, devices, concurrent_groups);
 
@@ -166,15 +170,17 @@ CollectiveCost collective_cost(const Cluster& cluster, Collective collective, st
     detail::Estimate estimate;
   };
   std::vector<Candidate> candidates;
-  const auto ring = [&] { return detail::ring_estimate(cluster, collective, s, devices, bytes, concurrent_groups); };
+  const auto ring = [&] {
+    return detail::ring_estimate(cluster, collective, s, devices, bytes, concurrent_groups, explain);
+  };
   const bool tree_applies = collective == Collective::all_reduce;
-  const auto hierarchical = detail::hierarchical_estimate(cluster, collective, s, bytes);
+  const auto hierarchical = detail::hierarchical_estimate(cluster, collective, s, bytes, explain);
   std::string note;
   switch (algorithm) {
   case Algorithm::automatic:
     candidates.push_back({Algorithm::ring, ring()});
     if (tree_applies) {
-      candidates.push_back({Algorithm::tree, detail::tree_estimate(s, bytes)});
+      candidates.push_back({Algorithm::tree, detail::tree_estimate(s, bytes, explain)});
     }
     if (hierarchical) {
       candidates.push_back({Algorithm::hierarchical, *hierarchical});
@@ -183,7 +189,7 @@ CollectiveCost collective_cost(const Cluster& cluster, Collective collective, st
   case Algorithm::ring: candidates.push_back({Algorithm::ring, ring()}); break;
   case Algorithm::tree:
     if (tree_applies) {
-      candidates.push_back({Algorithm::tree, detail::tree_estimate(s, bytes)});
+      candidates.push_back({Algorithm::tree, detail::tree_estimate(s, bytes, explain)});
     } else {
       note = " (tree is for all-reduce only; ring used)";
       candidates.push_back({Algorithm::ring, ring()});
@@ -219,6 +225,9 @@ CollectiveCost collective_cost(const Cluster& cluster, Collective collective, st
     cost.algbw = bytes / cost.seconds;
     cost.busbw = cost.algbw * bus_factor(collective, s.p);
   }
+  if (!explain) {
+    return cost;
+  }
   std::string where = "inside one node";
   if (s.m >= 2) {
     where = s.k_min == s.k_max ? fmt::format("across {} nodes ({} per node)", s.m, s.k_min)
@@ -231,6 +240,18 @@ CollectiveCost collective_cost(const Cluster& cluster, Collective collective, st
                              detail::human_bytes(bytes), s.p, where, best->estimate.terms,
                              detail::human_time(cost.seconds), link_kind_name(cost.bottleneck), note);
   return cost;
+}
+
+} // namespace
+
+CollectiveCost collective_cost(const Cluster& cluster, Collective collective, std::span<const int> devices,
+                               double bytes, Algorithm algorithm, int concurrent_groups) {
+  return cost_of(cluster, collective, devices, bytes, algorithm, concurrent_groups, true);
+}
+
+CollectiveCost collective_cost_unexplained(const Cluster& cluster, Collective collective, std::span<const int> devices,
+                                           double bytes, Algorithm algorithm, int concurrent_groups) {
+  return cost_of(cluster, collective, devices, bytes, algorithm, concurrent_groups, false);
 }
 
 } // namespace partita::cluster

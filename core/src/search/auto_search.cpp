@@ -15,6 +15,7 @@
 #include <limits>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <set>
 #include <tuple>
 
@@ -203,13 +204,14 @@ private:
     return t;
   }
 
-  // What input_redistribution reads of a tensor besides the two layouts.
-  int tensor_signature(graph::OpId consumer, graph::TensorId t) {
-    const auto& x = m_g.tensor(t);
-    const auto& inputs = m_g.op(consumer).inputs;
-    auto sig =
-        fmt::format("{}|{}|{}|{}|{}|{}", fmt::join(x.shape, ","), static_cast<int>(x.dtype), graph::gets_gradient(x),
-                    m_g.is_graph_output(t), x.consumers.size(), std::count(inputs.begin(), inputs.end(), t));
+  // What the cost of a move reads of a tensor besides the two layouts (strategy::move_terms): its
+  // shape and type, whether a gradient goes back, and whether that gradient is added into the
+  // producer's (several readers, or a graph output).
+  int tensor_signature(graph::OpId consumer, std::size_t input) {
+    const auto& x = m_g.tensor(m_g.op(consumer).inputs[input]);
+    const auto c = strategy::move_context(m_g, consumer, input, m_r.setup);
+    auto sig = fmt::format("{}|{}|{}|{}", fmt::join(x.shape, ","), static_cast<int>(x.dtype), c.gradient,
+                           c.several_readers || c.graph_output);
     return m_tensor_sigs.try_emplace(std::move(sig), static_cast<int>(m_tensor_sigs.size())).first->second;
   }
 
@@ -224,7 +226,6 @@ private:
       m_problem.unary[i] = m_class_table[static_cast<std::size_t>(m_class_of[i])];
     }
     std::map<EdgeMemo, int> edge_tables;
-    std::vector<strategy::OpAssignment> scratch(n);
     for (std::size_t done = 0; done < m_edges.size(); ++done) {
       check_cancel();
       const auto& e = m_edges[done];
@@ -232,17 +233,32 @@ private:
       if (fresh) {
         const auto& from = tables(e.prod).output_key[e.out];
         const auto& to = tables(e.cons).input_key[e.in];
+        const auto& from_configs = tables(e.prod).configs;
+        const auto& to_configs = tables(e.cons).configs;
+        const auto& prod_sem = m_sem[static_cast<std::size_t>(e.prod)];
+        const auto& cons_sem = m_sem[static_cast<std::size_t>(e.cons)];
+        const auto context = strategy::move_context(m_g, e.cons, e.in, m_r.setup);
+        // The producer's layouts, each computed once for this table.
+        std::vector<std::optional<std::pair<sharding::TensorLayout, strategy::OpAssignment>>> producer(from.size());
         std::vector<double> costs(from.size() * to.size(), 0.0);
-        for (std::size_t a = 0; a < from.size(); ++a) {
-          for (std::size_t b = 0; b < to.size(); ++b) {
-            check_cancel(); // pricing one move takes up to a millisecond at 1,024 devices
+        for (std::size_t b = 0; b < to.size(); ++b) {
+          std::optional<std::pair<sharding::TensorLayout, strategy::OpAssignment>> consumer;
+          for (std::size_t a = 0; a < from.size(); ++a) {
             auto [mit, unseen] = m_moves.try_emplace(std::make_tuple(e.tensor, from[a], to[b]), 0.0);
             if (unseen) {
-              scratch[static_cast<std::size_t>(e.prod)] = assignment(e.prod, static_cast<int>(a));
-              scratch[static_cast<std::size_t>(e.cons)] = assignment(e.cons, static_cast<int>(b));
+              check_cancel(); // pricing one move takes up to a millisecond at 1,024 devices
+              if (!producer[a]) {
+                producer[a].emplace(sharding::output_layout(m_g, prod_sem, from_configs[a], e.out),
+                                    assignment(e.prod, static_cast<int>(a)));
+              }
+              if (!consumer) {
+                consumer.emplace(sharding::input_layout(m_g, cons_sem, to_configs[b], e.in),
+                                 assignment(e.cons, static_cast<int>(b)));
+              }
+              const auto geometry =
+                  strategy::move_geometry(producer[a]->first, producer[a]->second, consumer->first, consumer->second);
               double sum = 0;
-              for (const auto& term :
-                   strategy::input_redistribution(m_g, m_sem, scratch, *m_r.cluster, m_r.setup, e.cons, e.in)) {
+              for (const auto& term : strategy::move_terms(geometry, context, *m_r.cluster, m_r.setup, false)) {
                 sum += term.value;
               }
               mit->second = sum;
@@ -285,7 +301,7 @@ private:
         const auto& outs = m_g.op(e.prod).outputs;
         e.out = static_cast<std::size_t>(std::find(outs.begin(), outs.end(), t) - outs.begin());
         e.in = in;
-        e.tensor = tensor_signature(id, t);
+        e.tensor = tensor_signature(id, in);
         m_edges_into[static_cast<std::size_t>(id)].push_back(m_edges.size());
         m_edges.push_back(e);
       }

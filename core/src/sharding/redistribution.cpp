@@ -68,10 +68,10 @@ void check_layout(const TensorLayout& l, const Config& c, std::span<const int> d
 
 // The grid coordinates of every position 0 .. devices()-1 of a config, position-major (what
 // detail::unravel gives, without a division per coordinate).
-std::vector<int> grid_coords(const Config& c) {
+void grid_coords(const Config& c, std::vector<int>& out) {
   const std::size_t axes = c.splits.size();
   const auto k = static_cast<std::size_t>(c.devices());
-  std::vector<int> out(k * axes, 0);
+  out.assign(k * axes, 0);
   for (std::size_t p = 1; p < k; ++p) {
     std::copy_n(out.begin() + static_cast<std::ptrdiff_t>((p - 1) * axes), axes,
                 out.begin() + static_cast<std::ptrdiff_t>(p * axes));
@@ -83,7 +83,6 @@ std::vector<int> grid_coords(const Config& c) {
       x = 0;
     }
   }
-  return out;
 }
 
 // The block grid position `coords` of a layout holds, per dim, written into begin/end.
@@ -102,7 +101,10 @@ void block_at(const TensorLayout& l, std::span<const int> coords, std::span<std:
 
 struct DisjointSets {
   std::vector<int> parent;
-  explicit DisjointSets(std::size_t n) : parent(n) { std::iota(parent.begin(), parent.end(), 0); }
+  void reset(std::size_t n) {
+    parent.resize(n);
+    std::iota(parent.begin(), parent.end(), 0);
+  }
   int find(int x) {
     while (parent[static_cast<std::size_t>(x)] != x) {
       int& p = parent[static_cast<std::size_t>(x)];
@@ -137,6 +139,16 @@ int nearest(std::span<const int> holders, int d) {
   return d - below <= above - d ? below : above;
 }
 
+// The buffers of one redistribute() call, kept per thread: the search calls it hundreds of
+// thousands of times, and allocating them each time cost as much as the geometry.
+struct Scratch {
+  std::vector<int> from_pos, from_coords, to_coords, holder_start, holders, fill, group_of_root;
+  std::vector<std::int64_t> stride, cell_of_pos, nb, ne, hb, he, lo, hi, cur;
+  std::vector<char> seen, involved;
+  std::vector<std::array<int, 2>> remembered;
+  DisjointSets sets;
+};
+
 } // namespace
 
 Redistribution redistribute(const TensorLayout& from, const Config& from_config, std::span<const int> from_devices,
@@ -158,7 +170,9 @@ Redistribution redistribute(const TensorLayout& from, const Config& from_config,
     max_id = std::max(max_id, d);
   }
   const auto ids = static_cast<std::size_t>(max_id) + 1;
-  std::vector<int> from_pos(ids, -1);
+  thread_local Scratch scratch;
+  auto& from_pos = scratch.from_pos;
+  from_pos.assign(ids, -1);
   for (std::size_t p = 0; p < from_devices.size(); ++p) {
     int& slot = from_pos[static_cast<std::size_t>(from_devices[p])];
     if (slot >= 0) {
@@ -168,25 +182,29 @@ Redistribution redistribute(const TensorLayout& from, const Config& from_config,
   }
   std::size_t components = from_devices.size(); // distinct devices of both sides, as singletons
   {
-    std::vector<bool> seen(ids, false);
+    auto& seen = scratch.seen;
+    seen.assign(ids, 0);
     for (const int d : to_devices) {
       if (seen[static_cast<std::size_t>(d)]) {
         throw Error(fmt::format("redistribute: consumer device {} is listed twice", d));
       }
-      seen[static_cast<std::size_t>(d)] = true;
+      seen[static_cast<std::size_t>(d)] = 1;
       components += from_pos[static_cast<std::size_t>(d)] < 0 ? 1 : 0;
     }
   }
 
   // Producer cells: cell id = the producer's part indices raveled, last dim fastest.
-  std::vector<std::int64_t> stride(r, 1);
+  auto& stride = scratch.stride;
+  stride.assign(r, 1);
   std::int64_t cells = 1;
   for (std::size_t j = r; j-- > 0;) {
     stride[j] = cells;
     cells *= from.parts[j];
   }
-  const auto from_coords = grid_coords(from_config);
-  const auto to_coords = grid_coords(to_config);
+  const auto& from_coords = scratch.from_coords;
+  const auto& to_coords = scratch.to_coords;
+  grid_coords(from_config, scratch.from_coords);
+  grid_coords(to_config, scratch.to_coords);
   const std::size_t from_axes = from_config.splits.size(), to_axes = to_config.splits.size();
   const int from_k = from_config.devices(), to_k = to_config.devices();
   auto from_at = [&](int p) {
@@ -195,8 +213,10 @@ Redistribution redistribute(const TensorLayout& from, const Config& from_config,
   auto to_at = [&](int t) {
     return std::span<const int>(to_coords).subspan(static_cast<std::size_t>(t % to_k) * to_axes, to_axes);
   };
-  std::vector<std::int64_t> cell_of_pos(from_devices.size());
-  std::vector<int> holder_start(static_cast<std::size_t>(cells) + 1, 0);
+  auto& cell_of_pos = scratch.cell_of_pos;
+  cell_of_pos.assign(from_devices.size(), 0);
+  auto& holder_start = scratch.holder_start;
+  holder_start.assign(static_cast<std::size_t>(cells) + 1, 0);
   for (std::size_t p = 0; p < from_devices.size(); ++p) {
     const auto coords = from_at(static_cast<int>(p));
     std::int64_t cell = 0;
@@ -208,9 +228,11 @@ Redistribution redistribute(const TensorLayout& from, const Config& from_config,
     ++holder_start[static_cast<std::size_t>(cell) + 1];
   }
   std::partial_sum(holder_start.begin(), holder_start.end(), holder_start.begin());
-  std::vector<int> holders(from_devices.size());
+  auto& holders = scratch.holders;
+  holders.assign(from_devices.size(), 0);
   {
-    std::vector<int> fill(holder_start.begin(), holder_start.end() - 1);
+    auto& fill = scratch.fill;
+    fill.assign(holder_start.begin(), holder_start.end() - 1);
     for (std::size_t p = 0; p < from_devices.size(); ++p) {
       holders[static_cast<std::size_t>(fill[static_cast<std::size_t>(cell_of_pos[p])]++)] = from_devices[p];
     }
@@ -228,20 +250,31 @@ Redistribution redistribute(const TensorLayout& from, const Config& from_config,
   for (const int p : to.parts) {
     to_cells *= p;
   }
-  std::vector<std::array<int, 2>> remembered(single_holder ? static_cast<std::size_t>(to_cells) : 0, {-1, -1});
+  auto& remembered = scratch.remembered;
+  remembered.assign(single_holder ? static_cast<std::size_t>(to_cells) : 0, {-1, -1});
 
-  DisjointSets sets(ids);
-  std::vector<bool> involved(ids, false);
+  auto& sets = scratch.sets;
+  sets.reset(ids);
+  auto& involved = scratch.involved;
+  involved.assign(ids, 0);
   std::size_t senders = 0; // producer devices marked involved
   auto involve = [&](int device) {
-    if (!involved[static_cast<std::size_t>(device)]) {
-      involved[static_cast<std::size_t>(device)] = true;
+    if (involved[static_cast<std::size_t>(device)] == 0) {
+      involved[static_cast<std::size_t>(device)] = 1;
       senders += from_pos[static_cast<std::size_t>(device)] >= 0 ? 1 : 0;
     }
   };
   auto link = [&](int a, int b) { components -= sets.unite(a, b) ? 1 : 0; };
-  std::vector<std::int64_t> nb(r), ne(r), hb(r), he(r);
-  std::vector<std::int64_t> lo(r), hi(r), cur(r);
+  auto& nb = scratch.nb;
+  auto& ne = scratch.ne;
+  auto& hb = scratch.hb;
+  auto& he = scratch.he;
+  auto& lo = scratch.lo;
+  auto& hi = scratch.hi;
+  auto& cur = scratch.cur;
+  for (auto* v : {&nb, &ne, &hb, &he, &lo, &hi, &cur}) {
+    v->assign(r, 0);
+  }
   double total = 0, max_in = 0, max_block = 0;
   bool any_slice = false, any_gather = false, any_a2a = false, any_fresh = false;
 
@@ -352,9 +385,10 @@ Redistribution redistribute(const TensorLayout& from, const Config& from_config,
                 : any_a2a    ? Pattern::all_to_all
                              : Pattern::send_recv;
 
-  std::vector<int> group_of_root(ids, -1);
+  auto& group_of_root = scratch.group_of_root;
+  group_of_root.assign(ids, -1);
   for (std::size_t d = 0; d < ids; ++d) {
-    if (!involved[d]) {
+    if (involved[d] == 0) {
       continue;
     }
     int& g = group_of_root[static_cast<std::size_t>(sets.find(static_cast<int>(d)))];

@@ -85,32 +85,50 @@ std::size_t output_index(const graph::Op& producer, graph::TensorId tensor) {
   return 0;
 }
 
-// Time to move `r` (forward) and the same gradient back (backward).
-// The slowest group's time to carry out one redistribution.
-cluster::CollectiveCost move_cost(const cluster::Cluster& cluster, const sharding::Redistribution& r) {
+// The slowest group's time to carry out one redistribution. Groups that sit alike on their nodes
+// (the same local devices on as many nodes) cost the same on a cluster of equal nodes: each shape
+// is priced once.
+cluster::CollectiveCost move_cost(const cluster::Cluster& cluster, const sharding::Redistribution& r, bool explain) {
   cluster::CollectiveCost worst;
+  std::vector<std::vector<int>> priced; // the shapes seen: per device, node rank x node size + local id
+  std::vector<int> shape;
   for (const auto& group : r.groups) {
     if (group.size() < 2) {
       continue;
     }
+    shape.clear();
+    int rank = -1, last_node = -1;
+    for (const int d : group) { // groups list their devices in ascending order
+      const int node = cluster.node_of(d);
+      rank += node != last_node ? 1 : 0;
+      last_node = node;
+      shape.push_back(rank * cluster.devices_per_node + d % cluster.devices_per_node);
+    }
+    if (std::find(priced.begin(), priced.end(), shape) != priced.end()) {
+      continue;
+    }
+    priced.push_back(shape);
     const auto p = static_cast<double>(group.size());
+    const auto cost = explain ? cluster::collective_cost : cluster::collective_cost_unexplained;
     cluster::CollectiveCost c;
     switch (r.pattern) {
     case sharding::Pattern::all_gather:
-      c = cluster::collective_cost(cluster, cluster::Collective::all_gather, group, r.max_bytes_in * p / (p - 1));
+      c = cost(cluster, cluster::Collective::all_gather, group, r.max_bytes_in * p / (p - 1),
+               cluster::Algorithm::automatic, 1);
       break;
     case sharding::Pattern::send_recv:
       if (group.size() == 2) {
-        c = cluster::collective_cost(cluster, cluster::Collective::send_recv, group, r.max_bytes_in);
+        c = cost(cluster, cluster::Collective::send_recv, group, r.max_bytes_in, cluster::Algorithm::automatic, 1);
         break;
       }
       [[fallthrough]]; // several senders and receivers: a many-to-many exchange
     default:
-      c = cluster::collective_cost(cluster, cluster::Collective::all_to_all, group, r.max_bytes_in * p / (p - 1));
+      c = cost(cluster, cluster::Collective::all_to_all, group, r.max_bytes_in * p / (p - 1),
+               cluster::Algorithm::automatic, 1);
       break;
     }
     if (c.seconds > worst.seconds) {
-      worst = c;
+      worst = std::move(c);
     }
   }
   return worst;
@@ -146,6 +164,105 @@ double local_copy_seconds(double bytes_in, double block_bytes, bool accumulate, 
 
 } // namespace
 
+MoveGeometry move_geometry(const sharding::TensorLayout& from, const OpAssignment& producer,
+                           const sharding::TensorLayout& to, const OpAssignment& consumer) {
+  MoveGeometry m;
+  m.consumer_shard_bytes = to.shard_bytes();
+  if (producer.devices == consumer.devices &&
+      sharding::block_signature(from, producer.config) == sharding::block_signature(to, consumer.config)) {
+    m.same_blocks = true;
+    return m;
+  }
+  // Copies of a grid hold the same blocks, so every device of either side takes part. The
+  // gradient goes back the other way: from this op's input layout (reduced over its replicas by
+  // the op's own input-gradient reduce) to the producer's output layout, often a mere slice.
+  m.forward = sharding::redistribute(from, producer.config, producer.devices, to, consumer.config, consumer.devices);
+  m.backward = sharding::redistribute(to, consumer.config, consumer.devices, from, producer.config, producer.devices);
+  return m;
+}
+
+std::vector<cost::Term> move_terms(const MoveGeometry& geometry, const MoveContext& context,
+                                   const cluster::Cluster& cluster, const cost::TrainingSetup& setup, bool explain) {
+  const double scale = context.scale;
+  if (geometry.same_blocks) {
+    // The same blocks on the same devices: nothing moves, and the reader works on the producer's
+    // buffer. Its gradient too, unless the tensor has several readers (or is a graph output, whose
+    // loss gradient is there first): then each adds its part into the producer's gradient.
+    if (!context.gradient || !(context.several_readers || context.graph_output)) {
+      return {};
+    }
+    const double bytes = geometry.consumer_shard_bytes * scale;
+    const double add = local_copy_seconds(0, bytes, true, cluster, setup);
+    return {cost::Term{std::string(cost::term::redistribution_copies), add,
+                       explain ? fmt::format("'{}' from '{}': the same blocks; backward adds {:.4g} MB into the "
+                                             "producer's gradient ({})",
+                                             context.tensor, context.producer, bytes / 1e6,
+                                             context.several_readers ? "the tensor has several readers"
+                                                                     : "a graph output")
+                               : std::string(),
+                       add}};
+  }
+  auto forward = geometry.forward;
+  auto backward = geometry.backward;
+  for (auto* r : {&forward, &backward}) {
+    r->max_bytes_in *= scale;
+    r->total_bytes *= scale;
+    r->max_block_bytes *= scale;
+  }
+  if (!context.gradient) { // a mask computed from constants: no gradient goes back
+    backward = {};
+  }
+  const double backward_copies =
+      local_copy_seconds(backward.max_bytes_in, backward.max_block_bytes, true, cluster, setup);
+  const double copies =
+      local_copy_seconds(forward.max_bytes_in, forward.max_block_bytes, false, cluster, setup) + backward_copies;
+  std::vector<cost::Term> terms;
+  if (forward.max_bytes_in > 0 || backward.max_bytes_in > 0) {
+    const auto f = forward.max_bytes_in > 0 ? move_cost(cluster, forward, explain) : cluster::CollectiveCost{};
+    const auto b = backward.max_bytes_in > 0 ? move_cost(cluster, backward, explain) : cluster::CollectiveCost{};
+    terms.push_back(
+        {std::string(cost::term::redistribution), f.seconds + b.seconds,
+         explain ? fmt::format("'{}' from '{}': forward {} of {:.4g} MB per device{}; backward {} of {:.4g} MB{}",
+                               context.tensor, context.producer, sharding::pattern_name(forward.pattern),
+                               forward.max_bytes_in / 1e6, f.formula.empty() ? "" : " (" + f.formula + ")",
+                               sharding::pattern_name(backward.pattern), backward.max_bytes_in / 1e6,
+                               b.formula.empty() ? "" : " (" + b.formula + ")")
+                 : std::string(),
+         b.seconds});
+  }
+  if (copies > 0) {
+    terms.push_back({std::string(cost::term::redistribution_copies), copies,
+                     explain ? fmt::format("'{}': forward writes a block of {:.4g} MB and packs {:.4g} MB; backward "
+                                           "adds {:.4g} MB into the producer's gradient and packs {:.4g} MB "
+                                           "(memory-bound copies)",
+                                           context.tensor, forward.max_block_bytes / 1e6, forward.max_bytes_in / 1e6,
+                                           backward.max_block_bytes / 1e6, backward.max_bytes_in / 1e6)
+                             : std::string(),
+                     backward_copies});
+  }
+  return terms;
+}
+
+MoveContext move_context(const graph::Graph& g, graph::OpId consumer, std::size_t input,
+                         const cost::TrainingSetup& setup) {
+  const auto& op = g.op(consumer);
+  const graph::TensorId t = op.inputs[input];
+  const auto& tensor = g.tensor(t);
+  MoveContext c;
+  // Layouts count the graph's element type; values travel at the training precision.
+  c.scale = graph::is_floating(tensor.dtype)
+                ? setup.value_bytes() / static_cast<double>(graph::dtype_size(tensor.dtype))
+                : 1.0;
+  c.gradient = graph::gets_gradient(tensor);
+  c.several_readers = tensor.consumers.size() > 1 || std::count(op.inputs.begin(), op.inputs.end(), t) > 1;
+  c.graph_output = g.is_graph_output(t);
+  c.tensor = tensor.name;
+  if (tensor.producer >= 0) {
+    c.producer = g.op(tensor.producer).name;
+  }
+  return c;
+}
+
 std::vector<cost::Term> input_redistribution(const graph::Graph& g, const std::vector<graph::OpSemantics>& sem,
                                              const std::vector<OpAssignment>& ops, const cluster::Cluster& cluster,
                                              const cost::TrainingSetup& setup, graph::OpId id, std::size_t input) {
@@ -160,68 +277,7 @@ std::vector<cost::Term> input_redistribution(const graph::Graph& g, const std::v
   const auto from =
       sharding::output_layout(g, sem[static_cast<std::size_t>(prod)], pa.config, output_index(g.op(prod), t));
   const auto to = sharding::input_layout(g, sem[static_cast<std::size_t>(id)], a.config, input);
-  // Copies of a grid hold the same blocks, so every device of either side takes part. The
-  // gradient goes back the other way: from this op's input layout (reduced over its replicas by
-  // the op's own input-gradient reduce) to the producer's output layout, often a mere slice.
-  const auto& tensor = g.tensor(t);
-  // Layouts count the graph's element type; values travel at the training precision.
-  const double scale = graph::is_floating(tensor.dtype)
-                           ? setup.value_bytes() / static_cast<double>(graph::dtype_size(tensor.dtype))
-                           : 1.0;
-  const bool gradient = graph::gets_gradient(tensor);
-  if (pa.devices == a.devices &&
-      sharding::block_signature(from, pa.config) == sharding::block_signature(to, a.config)) {
-    // The same blocks on the same devices: nothing moves, and the reader works on the producer's
-    // buffer. Its gradient too, unless the tensor has several readers (or is a graph output, whose
-    // loss gradient is there first): then each adds its part into the producer's gradient.
-    const bool several = tensor.consumers.size() > 1 || std::count(op.inputs.begin(), op.inputs.end(), t) > 1;
-    const bool output = g.is_graph_output(t);
-    if (!gradient || !(several || output)) {
-      return {};
-    }
-    const double add = local_copy_seconds(0, to.shard_bytes() * scale, true, cluster, setup);
-    return {cost::Term{std::string(cost::term::redistribution_copies), add,
-                       fmt::format("'{}' from '{}': the same blocks; backward adds {:.4g} MB into the producer's "
-                                   "gradient ({})",
-                                   tensor.name, g.op(prod).name, to.shard_bytes() * scale / 1e6,
-                                   several ? "the tensor has several readers" : "a graph output"),
-                       add}};
-  }
-  auto forward = sharding::redistribute(from, pa.config, pa.devices, to, a.config, a.devices);
-  auto backward = sharding::redistribute(to, a.config, a.devices, from, pa.config, pa.devices);
-  for (auto* r : {&forward, &backward}) {
-    r->max_bytes_in *= scale;
-    r->total_bytes *= scale;
-    r->max_block_bytes *= scale;
-  }
-  if (!gradient) { // a mask computed from constants: no gradient goes back
-    backward = {};
-  }
-  const double backward_copies =
-      local_copy_seconds(backward.max_bytes_in, backward.max_block_bytes, true, cluster, setup);
-  const double copies =
-      local_copy_seconds(forward.max_bytes_in, forward.max_block_bytes, false, cluster, setup) + backward_copies;
-  std::vector<cost::Term> terms;
-  if (forward.max_bytes_in > 0 || backward.max_bytes_in > 0) {
-    const auto f = forward.max_bytes_in > 0 ? move_cost(cluster, forward) : cluster::CollectiveCost{};
-    const auto b = backward.max_bytes_in > 0 ? move_cost(cluster, backward) : cluster::CollectiveCost{};
-    terms.push_back(
-        {std::string(cost::term::redistribution), f.seconds + b.seconds,
-         fmt::format("'{}' from '{}': forward {} of {:.4g} MB per device{}; backward {} of {:.4g} MB{}", tensor.name,
-                     g.op(prod).name, sharding::pattern_name(forward.pattern), forward.max_bytes_in / 1e6,
-                     f.formula.empty() ? "" : " (" + f.formula + ")", sharding::pattern_name(backward.pattern),
-                     backward.max_bytes_in / 1e6, b.formula.empty() ? "" : " (" + b.formula + ")"),
-         b.seconds});
-  }
-  if (copies > 0) {
-    terms.push_back({std::string(cost::term::redistribution_copies), copies,
-                     fmt::format("'{}': forward writes a block of {:.4g} MB and packs {:.4g} MB; backward adds {:.4g} "
-                                 "MB into the producer's gradient and packs {:.4g} MB (memory-bound copies)",
-                                 tensor.name, forward.max_block_bytes / 1e6, forward.max_bytes_in / 1e6,
-                                 backward.max_block_bytes / 1e6, backward.max_bytes_in / 1e6),
-                     backward_copies});
-  }
-  return terms;
+  return move_terms(move_geometry(from, pa, to, a), move_context(g, id, input, setup), cluster, setup, true);
 }
 
 Prediction evaluate(const graph::Graph& g, const cluster::Cluster& cluster, const Strategy& st,

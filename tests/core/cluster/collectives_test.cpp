@@ -299,5 +299,52 @@ TEST(Collectives, BadGroupsAreErrors) {
   EXPECT_THAT(error_of({0, 1}, Collective::all_reduce, 1e6, 0), HasSubstr("concurrent_groups"));
 }
 
+
+// The search prices collectives without their text: the same numbers, whatever the cluster, group,
+// algorithm or link figures (protocols by message size, a collective's own calibrated figures).
+TEST(Collectives, UnexplainedCostsAreTheExplainedOnesWithoutTheFormula) {
+  std::vector<Cluster> clusters{load_cluster("dgx-a100?nodes=2"), load_cluster("dgx1?nodes=2"),
+                                load_cluster("pcie-8gpu?nodes=2")};
+  Cluster calibrated = load_cluster("dgx-a100?nodes=2");
+  calibrated.intra_link.protocols = {{0, 20e9, 3e-6}, {65536, 150e9, 8e-6}};
+  calibrated.nic.protocols = {{0, 5e9, 4e-6}, {1 << 20, 22e9, 9e-6}};
+  CollectiveFigures all_gather;
+  all_gather.collective = "all-gather";
+  all_gather.bandwidth = 90e9;
+  all_gather.latency = 6e-6;
+  calibrated.intra_link.collectives.push_back(all_gather);
+  clusters.push_back(calibrated);
+  const std::vector<std::vector<int>> groups{range(0, 2),           range(0, 8), {1, 3, 4, 6}, {2, 9},
+                                             concat(range(0, 4), range(8, 4)), range(0, 16), {0}};
+  const Algorithm algorithms[] = {Algorithm::automatic, Algorithm::ring, Algorithm::tree, Algorithm::hierarchical};
+  int compared = 0;
+  for (const auto& c : clusters) {
+    for (const auto& group : groups) {
+      for (const double bytes : {0.0, 512.0, 1e5, 3e8}) {
+        for (const Algorithm algorithm : algorithms) {
+          for (const Collective coll : all_collectives) {
+            for (const int concurrent : {1, 4}) {
+              const auto told = collective_cost(c, coll, group, bytes, algorithm, concurrent);
+              const auto quiet = collective_cost_unexplained(c, coll, group, bytes, algorithm, concurrent);
+              EXPECT_FALSE(told.formula.empty());
+              EXPECT_TRUE(quiet.formula.empty());
+              auto without = told;
+              without.formula.clear();
+              EXPECT_EQ(quiet, without) << c.name << " " << collective_name(coll) << " over " << group.size()
+                                        << " devices, " << bytes << " bytes";
+              ++compared;
+            }
+          }
+        }
+        if (group.size() == 2) {
+          EXPECT_EQ(collective_cost_unexplained(c, Collective::send_recv, group, bytes).seconds,
+                    collective_cost(c, Collective::send_recv, group, bytes).seconds);
+        }
+      }
+    }
+  }
+  EXPECT_EQ(compared, 4 * 7 * 4 * 4 * 5 * 2);
+}
+
 } // namespace
 } // namespace partita::cluster

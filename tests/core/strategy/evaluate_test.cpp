@@ -1,5 +1,6 @@
 // evaluate() against hand-derived figures on a cluster whose formulas are exact.
 
+#include "partita/cluster/cluster.h"
 #include "partita/cost/op_cost.h"
 #include "partita/graph/error.h"
 #include "partita/search/optimizer.h"
@@ -11,6 +12,7 @@
 #include <gmock/gmock.h>
 
 #include <algorithm>
+#include <numeric>
 #include <gtest/gtest.h>
 
 namespace partita {
@@ -194,6 +196,70 @@ TEST(Evaluate, RejectsAStrategyThatDoesNotMatch) {
   EXPECT_THROW(strategy::evaluate(fc.g, c, st, {}), Error);
   st.ops.pop_back();
   EXPECT_THROW(strategy::evaluate(fc.g, c, st, {}), Error);
+}
+
+
+// The search prices every pair of layouts with move_terms and no text; evaluate() with the text.
+// Both must give the same terms and values: every input of a small GPT-2 under every pair of
+// configurations that its producer and consumer take (8 devices, two nodes' worth of groups).
+TEST(Evaluate, MovesPricedWithoutTextAreTheMovesEvaluatePrices) {
+  const auto model = zoo::load("zoo:gpt2?layers=1&hidden=64&heads=4&seq=16&batch=8&vocab=100&positions=32");
+  const auto& g = model.graph;
+  const auto c = cluster::load_cluster("dgx-a100?nodes=2");
+  std::vector<graph::OpSemantics> sem;
+  for (std::size_t i = 0; i < g.ops().size(); ++i) {
+    sem.push_back(graph::describe(g, static_cast<graph::OpId>(i)));
+  }
+  cost::TrainingSetup setup;
+  setup.precision = cluster::Precision::bf16;
+  sharding::EnumerateOptions eo;
+  eo.max_devices = 16;
+  int compared = 0, moved = 0;
+  std::vector<strategy::OpAssignment> ops(g.ops().size());
+  for (std::size_t id = 0; id < g.ops().size(); ++id) {
+    const auto& op = g.op(static_cast<graph::OpId>(id));
+    for (std::size_t in = 0; in < op.inputs.size(); ++in) {
+      const auto t = op.inputs[in];
+      if (t == graph::no_tensor || g.tensor(t).producer < 0) {
+        continue;
+      }
+      const auto prod = static_cast<std::size_t>(g.tensor(t).producer);
+      const auto from_configs = sharding::enumerate_configs(sem[prod], eo);
+      const auto to_configs = sharding::enumerate_configs(sem[id], eo);
+      // Every 7th pair keeps the test short; the strides cover every pattern on this model.
+      for (std::size_t k = 0; k < from_configs.size() * to_configs.size(); k += 7) {
+        const auto& fc = from_configs[k / to_configs.size()];
+        const auto& tc = to_configs[k % to_configs.size()];
+        auto devices = [](const sharding::Config& x) {
+          std::vector<int> d(static_cast<std::size_t>(16 / x.devices() * x.devices()));
+          std::iota(d.begin(), d.end(), 0);
+          return d;
+        };
+        ops[prod] = {fc, devices(fc)};
+        ops[id] = {tc, devices(tc)};
+        const auto told = strategy::input_redistribution(g, sem, ops, c, setup, static_cast<graph::OpId>(id), in);
+        const auto& producer_op = g.op(static_cast<graph::OpId>(prod));
+        const auto out = static_cast<std::size_t>(
+            std::find(producer_op.outputs.begin(), producer_op.outputs.end(), t) - producer_op.outputs.begin());
+        const auto geometry = strategy::move_geometry(sharding::output_layout(g, sem[prod], fc, out), ops[prod],
+                                                      sharding::input_layout(g, sem[id], tc, in), ops[id]);
+        const auto quiet = strategy::move_terms(
+            geometry, strategy::move_context(g, static_cast<graph::OpId>(id), in, setup), c, setup, false);
+        ASSERT_EQ(told.size(), quiet.size());
+        for (std::size_t j = 0; j < told.size(); ++j) {
+          EXPECT_EQ(told[j].name, quiet[j].name);
+          EXPECT_EQ(told[j].value, quiet[j].value) << told[j].formula;
+          EXPECT_EQ(told[j].backward, quiet[j].backward);
+          EXPECT_FALSE(told[j].formula.empty());
+          EXPECT_TRUE(quiet[j].formula.empty());
+        }
+        moved += told.empty() ? 0 : 1;
+        ++compared;
+      }
+    }
+  }
+  EXPECT_GT(compared, 1000);
+  EXPECT_GT(moved, compared / 4); // most pairs move something: the comparison is not of empty lists
 }
 
 } // namespace

@@ -7,6 +7,7 @@
 #include "partita/cost/op_cost.h"
 #include "partita/graph/graph.h"
 #include "partita/sharding/config.h"
+#include "partita/sharding/redistribution.h"
 
 #include <optional>
 #include <string>
@@ -91,6 +92,33 @@ Prediction evaluate(const graph::Graph& g, const cluster::Cluster& cluster, cons
 std::vector<cost::Term> input_redistribution(const graph::Graph& g, const std::vector<graph::OpSemantics>& sem,
                                              const std::vector<OpAssignment>& ops, const cluster::Cluster& cluster,
                                              const cost::TrainingSetup& setup, graph::OpId id, std::size_t input);
+
+// input_redistribution in its two halves, for callers that price one pair of layouts for many
+// tensors and configurations (the per-layer search): the geometry, which follows from the two
+// layouts and their devices alone, and what it costs for one tensor.
+struct MoveGeometry {
+  bool same_blocks = false;       // the same blocks on the same devices: nothing moves
+  double consumer_shard_bytes = 0; // what one consumer device holds, in the graph's element type
+  sharding::Redistribution forward, backward; // empty when same_blocks
+};
+MoveGeometry move_geometry(const sharding::TensorLayout& from, const OpAssignment& producer,
+                           const sharding::TensorLayout& to, const OpAssignment& consumer);
+
+// What the cost of a move reads of its tensor besides the layouts.
+struct MoveContext {
+  double scale = 1;              // bytes at the training precision per byte of the graph's element type
+  bool gradient = false;         // a gradient goes back
+  bool several_readers = false;  // several ops read it (or one reads it twice)
+  bool graph_output = false;     // its loss gradient is there before the reader's
+  std::string tensor, producer;  // names, for the text
+};
+MoveContext move_context(const graph::Graph& g, graph::OpId consumer, std::size_t input,
+                         const cost::TrainingSetup& setup);
+
+// The terms of input_redistribution for a geometry; with `explain` false their formulas are left
+// empty (the same values, none of the text).
+std::vector<cost::Term> move_terms(const MoveGeometry& geometry, const MoveContext& context,
+                                   const cluster::Cluster& cluster, const cost::TrainingSetup& setup, bool explain);
 
 // What the backward pass does with each op's output (per op; `order` is the graph's topological
 // order), the activation memory of training (saved_tensors.cpp): an output is held when some
