@@ -2,8 +2,9 @@
 // devices of dgx-a100 nodes, one core; a search still running after --limit seconds (default 60)
 // is cancelled and shown as "> limit". Prints the search time, its tables' memory and the process
 // peak RSS. With --cancel-after MS every search is cancelled after MS milliseconds instead, and the
-// time it took to stop is printed (the GUI's sliders cancel the search in flight).
-// Usage: partita_bench_auto [--limit S] [--devices 8,64] [--cancel-after MS] [MODEL...]
+// time it took to stop is printed (the GUI's sliders cancel the search in flight). --threads N
+// prices layout pairs on N threads (default 1: the figures are per core; 0 = every hardware thread).
+// Usage: partita_bench_auto [--limit S] [--devices 8,64] [--cancel-after MS] [--threads N] [MODEL...]
 
 #include "partita/cluster/cluster.h"
 #include "partita/graph/error.h"
@@ -32,7 +33,7 @@ double peak_rss_mib() {
 }
 
 constexpr const char* usage =
-    "usage: partita_bench_auto [--limit SECONDS] [--devices 8,64,...] [--cancel-after MS] [MODEL...]";
+    "usage: partita_bench_auto [--limit SECONDS] [--devices 8,64,...] [--cancel-after MS] [--threads N] [MODEL...]";
 
 // A positive number from argv, or a message naming the option.
 double positive(const std::string& option, const std::string& text) {
@@ -69,6 +70,7 @@ int run(int argc, char** argv) {
   double limit = 60;
   double cancel_after_ms = 0; // > 0: cancel every search then, and print how long it took to stop
   std::vector<int> device_counts{8, 64, 256, 1024};
+  int threads = 1;
   std::vector<std::string> models;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -76,11 +78,18 @@ int run(int argc, char** argv) {
       fmt::print("{}\n", usage);
       return 0;
     }
-    if ((a == "--limit" || a == "--devices" || a == "--cancel-after") && i + 1 >= argc) {
+    if ((a == "--limit" || a == "--devices" || a == "--cancel-after" || a == "--threads") && i + 1 >= argc) {
       throw Error(fmt::format("{} needs a value\n{}", a, usage));
     }
     if (a == "--limit") {
       limit = positive(a, argv[++i]);
+    } else if (a == "--threads") {
+      const std::string text = argv[++i];
+      const double t = text == "0" ? 0 : positive(a, text);
+      if (t != static_cast<int>(t) || t > 1024) {
+        throw Error(fmt::format("--threads: '{}' is not a whole number from 0 to 1024", text));
+      }
+      threads = static_cast<int>(t);
     } else if (a == "--cancel-after") {
       cancel_after_ms = positive(a, argv[++i]);
     } else if (a == "--devices") {
@@ -115,6 +124,7 @@ int run(int argc, char** argv) {
       r.cluster = &cluster;
       r.devices = devices;
       r.max_search_work = 0; // measured, not refused: --limit cancels what runs too long
+      r.threads = threads;
       std::atomic<bool> cancel{false};
       r.cancel = &cancel;
       std::mutex m;

@@ -11,12 +11,15 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <limits>
 #include <map>
+#include <mutex>
 #include <numeric>
 #include <optional>
 #include <set>
+#include <thread>
 #include <tuple>
 
 namespace partita::search {
@@ -225,54 +228,122 @@ private:
       m_problem.add_vertex(static_cast<int>(c.configs.size()), m_g.op(static_cast<graph::OpId>(i)).name);
       m_problem.unary[i] = m_class_table[static_cast<std::size_t>(m_class_of[i])];
     }
+    // First every table's pairs: the moves not priced yet become jobs (one per distinct move,
+    // with the edge and configurations that stand for it); then the jobs, on every thread asked
+    // for (each move is priced on its own, so the tables do not depend on the thread count); then
+    // the tables, from the priced moves.
+    struct Job {
+      std::size_t edge = 0;
+      int a = 0, b = 0;
+      double* cost = nullptr; // the move's entry in m_moves (std::map entries stay put)
+    };
+    std::vector<Job> jobs;
     std::map<EdgeMemo, int> edge_tables;
-    for (std::size_t done = 0; done < m_edges.size(); ++done) {
-      check_cancel();
-      const auto& e = m_edges[done];
-      auto [it, fresh] = edge_tables.try_emplace(memo_of(e), -1);
-      if (fresh) {
-        const auto& from = tables(e.prod).output_key[e.out];
-        const auto& to = tables(e.cons).input_key[e.in];
-        const auto& from_configs = tables(e.prod).configs;
-        const auto& to_configs = tables(e.cons).configs;
-        const auto& prod_sem = m_sem[static_cast<std::size_t>(e.prod)];
-        const auto& cons_sem = m_sem[static_cast<std::size_t>(e.cons)];
-        const auto context = strategy::move_context(m_g, e.cons, e.in, m_r.setup);
-        // The producer's layouts, each computed once for this table.
-        std::vector<std::optional<std::pair<sharding::TensorLayout, strategy::OpAssignment>>> producer(from.size());
-        std::vector<double> costs(from.size() * to.size(), 0.0);
+    std::vector<std::size_t> fresh_edges; // per new table, its first edge
+    std::vector<int> table_of_edge(m_edges.size(), -1);
+    for (std::size_t i = 0; i < m_edges.size(); ++i) {
+      const auto& e = m_edges[i];
+      auto [it, fresh] = edge_tables.try_emplace(memo_of(e), static_cast<int>(fresh_edges.size()));
+      table_of_edge[i] = it->second;
+      if (!fresh) {
+        continue;
+      }
+      fresh_edges.push_back(i);
+      const auto& from = tables(e.prod).output_key[e.out];
+      const auto& to = tables(e.cons).input_key[e.in];
+      for (std::size_t a = 0; a < from.size(); ++a) {
         for (std::size_t b = 0; b < to.size(); ++b) {
-          std::optional<std::pair<sharding::TensorLayout, strategy::OpAssignment>> consumer;
-          for (std::size_t a = 0; a < from.size(); ++a) {
-            auto [mit, unseen] = m_moves.try_emplace(std::make_tuple(e.tensor, from[a], to[b]), 0.0);
-            if (unseen) {
-              check_cancel(); // pricing one move takes up to a millisecond at 1,024 devices
-              if (!producer[a]) {
-                producer[a].emplace(sharding::output_layout(m_g, prod_sem, from_configs[a], e.out),
-                                    assignment(e.prod, static_cast<int>(a)));
-              }
-              if (!consumer) {
-                consumer.emplace(sharding::input_layout(m_g, cons_sem, to_configs[b], e.in),
-                                 assignment(e.cons, static_cast<int>(b)));
-              }
-              const auto geometry =
-                  strategy::move_geometry(producer[a]->first, producer[a]->second, consumer->first, consumer->second);
-              double sum = 0;
-              for (const auto& term : strategy::move_terms(geometry, context, *m_r.cluster, m_r.setup, false)) {
-                sum += term.value;
-              }
-              mit->second = sum;
-            }
-            costs[a * to.size() + b] = mit->second;
+          auto [mit, unseen] = m_moves.try_emplace(std::make_tuple(e.tensor, from[a], to[b]), 0.0);
+          if (unseen) {
+            jobs.push_back({i, static_cast<int>(a), static_cast<int>(b), &mit->second});
           }
         }
-        it->second = m_problem.add_table(std::move(costs));
-      }
-      m_problem.edges.push_back({static_cast<int>(e.prod), static_cast<int>(e.cons), it->second});
-      if (m_r.progress && done % 32 == 0) {
-        m_r.progress(0.3 + 0.3 * static_cast<double>(done) / static_cast<double>(m_edges.size()));
       }
     }
+    price(jobs);
+    std::vector<int> table_index(fresh_edges.size());
+    for (std::size_t t = 0; t < fresh_edges.size(); ++t) {
+      const auto& e = m_edges[fresh_edges[t]];
+      const auto& from = tables(e.prod).output_key[e.out];
+      const auto& to = tables(e.cons).input_key[e.in];
+      std::vector<double> costs(from.size() * to.size(), 0.0);
+      for (std::size_t a = 0; a < from.size(); ++a) {
+        for (std::size_t b = 0; b < to.size(); ++b) {
+          costs[a * to.size() + b] = m_moves.find(std::make_tuple(e.tensor, from[a], to[b]))->second;
+        }
+      }
+      table_index[t] = m_problem.add_table(std::move(costs));
+    }
+    for (std::size_t i = 0; i < m_edges.size(); ++i) {
+      const auto& e = m_edges[i];
+      m_problem.edges.push_back({static_cast<int>(e.prod), static_cast<int>(e.cons),
+                                 table_index[static_cast<std::size_t>(table_of_edge[i])]});
+    }
+  }
+
+  // Prices each job's move (strategy::move_geometry and move_terms, without their text) on
+  // Request::threads threads, polling the cancel flag between moves and reporting progress from
+  // the first thread.
+  template <class Job> void price(std::vector<Job>& jobs) {
+    const unsigned hardware = std::max(1U, std::thread::hardware_concurrency());
+    const auto wanted = m_r.threads > 0 ? static_cast<std::size_t>(m_r.threads) : hardware;
+    const std::size_t count = std::clamp<std::size_t>(jobs.size() / 256, 1, wanted);
+    std::atomic<std::size_t> next{0};
+    std::atomic<bool> stop{false};
+    std::exception_ptr failure;
+    std::mutex failure_mutex;
+    auto work = [&](bool reports) {
+      try {
+        constexpr std::size_t chunk = 16; // moves between two polls of the cancel flag
+        for (;;) {
+          const std::size_t begin = next.fetch_add(chunk);
+          if (begin >= jobs.size() || stop.load(std::memory_order_relaxed)) {
+            return;
+          }
+          check_cancel(); // pricing one move takes up to a millisecond at 1,024 devices
+          for (std::size_t j = begin; j < std::min(jobs.size(), begin + chunk); ++j) {
+            *jobs[j].cost = move_seconds(jobs[j].edge, jobs[j].a, jobs[j].b);
+          }
+          if (reports && m_r.progress) {
+            m_r.progress(0.3 + 0.3 * static_cast<double>(std::min(jobs.size(), begin + chunk)) /
+                                   static_cast<double>(jobs.size()));
+          }
+        }
+      } catch (...) {
+        const std::lock_guard lock(failure_mutex);
+        if (!failure) {
+          failure = std::current_exception();
+        }
+        stop = true;
+      }
+    };
+    std::vector<std::thread> helpers;
+    for (std::size_t t = 1; t < count; ++t) {
+      helpers.emplace_back(work, false);
+    }
+    work(true);
+    for (auto& h : helpers) {
+      h.join();
+    }
+    if (failure) {
+      std::rethrow_exception(failure);
+    }
+  }
+
+  // The seconds of moving an edge's tensor from its producer in configuration a to its consumer in
+  // configuration b: what input_redistribution sums.
+  double move_seconds(std::size_t edge, int a, int b) const {
+    const auto& e = m_edges[edge];
+    const auto& pc = tables(e.prod).configs[static_cast<std::size_t>(a)];
+    const auto& cc = tables(e.cons).configs[static_cast<std::size_t>(b)];
+    const auto geometry = strategy::move_geometry(
+        sharding::output_layout(m_g, m_sem[static_cast<std::size_t>(e.prod)], pc, e.out), {pc, devices(pc)},
+        sharding::input_layout(m_g, m_sem[static_cast<std::size_t>(e.cons)], cc, e.in), {cc, devices(cc)});
+    double sum = 0;
+    for (const auto& term : strategy::move_terms(geometry, m_contexts[e.context], *m_r.cluster, m_r.setup, false)) {
+      sum += term.value;
+    }
+    return sum;
   }
 
   // A producer-consumer pair through one tensor: an edge of the problem.
@@ -280,6 +351,7 @@ private:
     graph::OpId prod = -1, cons = -1;
     std::size_t out = 0, in = 0; // the tensor's slot among the producer's outputs, the consumer's inputs
     int tensor = 0;              // tensor_signature
+    std::size_t context = 0;     // index into m_contexts
   };
   // Edges whose cost tables are equal: same classes, slots and tensor signature.
   using EdgeMemo = std::tuple<int, std::size_t, int, std::size_t, int>;
@@ -302,6 +374,8 @@ private:
         e.out = static_cast<std::size_t>(std::find(outs.begin(), outs.end(), t) - outs.begin());
         e.in = in;
         e.tensor = tensor_signature(id, in);
+        e.context = m_contexts.size();
+        m_contexts.push_back(strategy::move_context(m_g, id, in, m_r.setup));
         m_edges_into[static_cast<std::size_t>(id)].push_back(m_edges.size());
         m_edges.push_back(e);
       }
@@ -319,6 +393,7 @@ private:
   std::vector<std::vector<std::size_t>> m_edges_into; // per op, indices into m_edges
   std::map<std::vector<std::int64_t>, int> m_keys;
   std::map<std::string, int> m_tensor_sigs;
+  std::vector<strategy::MoveContext> m_contexts; // per edge
   std::map<std::tuple<int, int, int>, double> m_moves;
   std::vector<int> m_class_table;
   dp::Problem m_problem;

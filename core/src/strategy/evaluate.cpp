@@ -194,12 +194,12 @@ std::vector<cost::Term> move_terms(const MoveGeometry& geometry, const MoveConte
     const double bytes = geometry.consumer_shard_bytes * scale;
     const double add = local_copy_seconds(0, bytes, true, cluster, setup);
     return {cost::Term{std::string(cost::term::redistribution_copies), add,
-                       explain ? fmt::format("'{}' from '{}': the same blocks; backward adds {:.4g} MB into the "
-                                             "producer's gradient ({})",
-                                             context.tensor, context.producer, bytes / 1e6,
-                                             context.several_readers ? "the tensor has several readers"
-                                                                     : "a graph output")
-                               : std::string(),
+                       explain
+                           ? fmt::format("'{}' from '{}': the same blocks; backward adds {:.4g} MB into the "
+                                         "producer's gradient ({})",
+                                         context.tensor, context.producer, bytes / 1e6,
+                                         context.several_readers ? "the tensor has several readers" : "a graph output")
+                           : std::string(),
                        add}};
   }
   auto forward = geometry.forward;

@@ -299,7 +299,6 @@ TEST(Collectives, BadGroupsAreErrors) {
   EXPECT_THAT(error_of({0, 1}, Collective::all_reduce, 1e6, 0), HasSubstr("concurrent_groups"));
 }
 
-
 // The search prices collectives without their text: the same numbers, whatever the cluster, group,
 // algorithm or link figures (protocols by message size, a collective's own calibrated figures).
 TEST(Collectives, UnexplainedCostsAreTheExplainedOnesWithoutTheFormula) {
@@ -314,8 +313,8 @@ TEST(Collectives, UnexplainedCostsAreTheExplainedOnesWithoutTheFormula) {
   all_gather.latency = 6e-6;
   calibrated.intra_link.collectives.push_back(all_gather);
   clusters.push_back(calibrated);
-  const std::vector<std::vector<int>> groups{range(0, 2),           range(0, 8), {1, 3, 4, 6}, {2, 9},
-                                             concat(range(0, 4), range(8, 4)), range(0, 16), {0}};
+  const std::vector<std::vector<int>> groups{
+      range(0, 2), range(0, 8), {1, 3, 4, 6}, {2, 9}, concat(range(0, 4), range(8, 4)), range(0, 16), {0}};
   const Algorithm algorithms[] = {Algorithm::automatic, Algorithm::ring, Algorithm::tree, Algorithm::hierarchical};
   int compared = 0;
   for (const auto& c : clusters) {

@@ -234,5 +234,35 @@ TEST(AutoSearch, IsAFamilyLikeTheOthers) {
   EXPECT_GE(cmp.best_family_time, s.time(st) * (1 - 1e-9));
 }
 
+// The layout pairs are priced on several threads: the tables, and so the plan, are the same as on
+// one; a cancel raised while the threads price stops all of them.
+TEST(AutoSearch, PricesOnSeveralThreadsWithTheSameResultAndStopsThemAllWhenCancelled) {
+  Case one("zoo:gpt2?layers=2&hidden=256&heads=4&seq=128&batch=8", 16, "dgx-a100?nodes=2");
+  one.request.threads = 1;
+  Case four("zoo:gpt2?layers=2&hidden=256&heads=4&seq=128&batch=8", 16, "dgx-a100?nodes=2");
+  four.request.threads = 4;
+  const auto a = search::auto_search(one.request);
+  const auto b = search::auto_search(four.request);
+  EXPECT_EQ(a.objective, b.objective);
+  ASSERT_EQ(a.strategy.ops.size(), b.strategy.ops.size());
+  for (std::size_t i = 0; i < a.strategy.ops.size(); ++i) {
+    EXPECT_EQ(a.strategy.ops[i].config, b.strategy.ops[i].config) << i;
+  }
+  EXPECT_EQ(a.stats.distinct_edge_tables, b.stats.distinct_edge_tables);
+
+  std::atomic<bool> cancel{false};
+  double seen = 0;
+  four.request.cancel = &cancel;
+  four.request.progress = [&](double done) {
+    seen = std::max(seen, done);
+    if (done > 0.3) { // pricing the pairs
+      cancel = true;
+    }
+  };
+  EXPECT_THROW(search::auto_search(four.request), Cancelled);
+  EXPECT_GT(seen, 0.3);
+  EXPECT_LT(seen, 0.6);
+}
+
 } // namespace
 } // namespace partita

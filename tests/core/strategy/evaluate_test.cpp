@@ -12,8 +12,8 @@
 #include <gmock/gmock.h>
 
 #include <algorithm>
-#include <numeric>
 #include <gtest/gtest.h>
+#include <numeric>
 
 namespace partita {
 namespace {
@@ -198,7 +198,6 @@ TEST(Evaluate, RejectsAStrategyThatDoesNotMatch) {
   EXPECT_THROW(strategy::evaluate(fc.g, c, st, {}), Error);
 }
 
-
 // The search prices every pair of layouts with move_terms and no text; evaluate() with the text.
 // Both must give the same terms and values: every input of a small GPT-2 under every pair of
 // configurations that its producer and consumer take (8 devices, two nodes' worth of groups).
@@ -239,8 +238,8 @@ TEST(Evaluate, MovesPricedWithoutTextAreTheMovesEvaluatePrices) {
         ops[id] = {tc, devices(tc)};
         const auto told = strategy::input_redistribution(g, sem, ops, c, setup, static_cast<graph::OpId>(id), in);
         const auto& producer_op = g.op(static_cast<graph::OpId>(prod));
-        const auto out = static_cast<std::size_t>(
-            std::find(producer_op.outputs.begin(), producer_op.outputs.end(), t) - producer_op.outputs.begin());
+        const auto out = static_cast<std::size_t>(std::find(producer_op.outputs.begin(), producer_op.outputs.end(), t) -
+                                                  producer_op.outputs.begin());
         const auto geometry = strategy::move_geometry(sharding::output_layout(g, sem[prod], fc, out), ops[prod],
                                                       sharding::input_layout(g, sem[id], tc, in), ops[id]);
         const auto quiet = strategy::move_terms(

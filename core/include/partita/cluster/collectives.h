@@ -52,8 +52,8 @@ CollectiveCost collective_cost(const Cluster& cluster, Collective collective, st
 
 // The same numbers without the formula (left empty): for callers that price millions of
 // collectives and show none of them (the per-layer search's redistribution tables).
-CollectiveCost collective_cost_unexplained(const Cluster& cluster, Collective collective,
-                                           std::span<const int> devices, double bytes,
-                                           Algorithm algorithm = Algorithm::automatic, int concurrent_groups = 1);
+CollectiveCost collective_cost_unexplained(const Cluster& cluster, Collective collective, std::span<const int> devices,
+                                           double bytes, Algorithm algorithm = Algorithm::automatic,
+                                           int concurrent_groups = 1);
 
 } // namespace partita::cluster

@@ -42,6 +42,9 @@ struct Request {
   // device): a search past it is refused at once, naming its size, rather than run for hours.
   // The default takes a minute or two on one core.
   double max_search_work = 4e8;
+  // "auto": threads that price its layout pairs (0: one per hardware thread). The result does not
+  // depend on it.
+  int threads = 0;
   // "given": the plan file to read (partita.proto Plan as JSON).
   std::string plan_file;
   std::function<void(double)> progress;      // fraction done, may be empty

@@ -97,8 +97,8 @@ std::vector<cost::Term> input_redistribution(const graph::Graph& g, const std::v
 // tensors and configurations (the per-layer search): the geometry, which follows from the two
 // layouts and their devices alone, and what it costs for one tensor.
 struct MoveGeometry {
-  bool same_blocks = false;       // the same blocks on the same devices: nothing moves
-  double consumer_shard_bytes = 0; // what one consumer device holds, in the graph's element type
+  bool same_blocks = false;                   // the same blocks on the same devices: nothing moves
+  double consumer_shard_bytes = 0;            // what one consumer device holds, in the graph's element type
   sharding::Redistribution forward, backward; // empty when same_blocks
 };
 MoveGeometry move_geometry(const sharding::TensorLayout& from, const OpAssignment& producer,
@@ -106,11 +106,11 @@ MoveGeometry move_geometry(const sharding::TensorLayout& from, const OpAssignmen
 
 // What the cost of a move reads of its tensor besides the layouts.
 struct MoveContext {
-  double scale = 1;              // bytes at the training precision per byte of the graph's element type
-  bool gradient = false;         // a gradient goes back
-  bool several_readers = false;  // several ops read it (or one reads it twice)
-  bool graph_output = false;     // its loss gradient is there before the reader's
-  std::string tensor, producer;  // names, for the text
+  double scale = 1;             // bytes at the training precision per byte of the graph's element type
+  bool gradient = false;        // a gradient goes back
+  bool several_readers = false; // several ops read it (or one reads it twice)
+  bool graph_output = false;    // its loss gradient is there before the reader's
+  std::string tensor, producer; // names, for the text
 };
 MoveContext move_context(const graph::Graph& g, graph::OpId consumer, std::size_t input,
                          const cost::TrainingSetup& setup);
