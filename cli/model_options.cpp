@@ -109,6 +109,11 @@ void SetupOptions::add_to(CLI::App& cmd) {
                  "at once with its size")
       ->check(real(1, 1e18, "units of work"))
       ->capture_default_str();
+  cmd.add_option("--search-threads", search_threads,
+                 "auto: threads that price its layout pairs (0: one per hardware thread); the plan is the same "
+                 "whatever the count")
+      ->check(CLI::Range(0, 1024).description("an integer from 0 to 1024"))
+      ->capture_default_str();
   cmd.add_option("--memory-limit", memory_limit_gib,
                  "auto, bapipe: GiB per device the plan must fit in (default: the cluster's device memory)")
       ->check(CLI::Range(1e-6, 1e9).description("GiB > 0"));
@@ -133,6 +138,7 @@ void SetupOptions::fill(search::Request& request) const {
   request.min_piece = min_piece;
   request.memory_limit = memory_limit_gib * 1024.0 * 1024.0 * 1024.0;
   request.max_search_work = search_limit;
+  request.threads = search_threads;
 }
 
 cost::TrainingSetup SetupOptions::setup() const {

@@ -49,6 +49,7 @@ struct SetupOptions {
   std::int64_t min_piece = 1;
   double memory_limit_gib = 0;
   double search_limit = search::Request{}.max_search_work;
+  int search_threads = search::Request{}.threads;
 
   void add_to(CLI::App& cmd);
   cost::TrainingSetup setup() const;

@@ -85,19 +85,33 @@ void grid_coords(const Config& c, std::vector<int>& out) {
   }
 }
 
-// The block grid position `coords` of a layout holds, per dim, written into begin/end.
-void block_at(const TensorLayout& l, std::span<const int> coords, std::span<std::int64_t> begin,
-              std::span<std::int64_t> end) {
-  for (std::size_t j = 0; j < l.shape.size(); ++j) {
-    const int a = l.dim_axis[j];
-    if (a < 0) {
-      begin[j] = 0;
-      end[j] = l.shape[j];
-    } else {
-      detail::part_range(l.shape[j], l.parts[j], coords[static_cast<std::size_t>(a)], begin[j], end[j]);
+// Every part of every dim of a layout, computed once per call so that the loops over devices
+// divide nothing: part i of dim j is [begin[offset[j] + i], end[offset[j] + i]).
+struct Parts {
+  std::vector<std::int64_t> begin, end;
+  std::vector<std::size_t> offset;
+
+  void fill(const TensorLayout& l) {
+    begin.clear();
+    end.clear();
+    offset.clear();
+    for (std::size_t j = 0; j < l.shape.size(); ++j) {
+      offset.push_back(begin.size());
+      const int parts = l.dim_axis[j] < 0 ? 1 : l.parts[j];
+      for (int i = 0; i < parts; ++i) {
+        std::int64_t b = 0, e = 0;
+        detail::part_range(l.shape[j], parts, i, b, e);
+        begin.push_back(b);
+        end.push_back(e);
+      }
     }
   }
-}
+  // Index of the part grid position `coords` holds of dim j.
+  std::size_t at(const TensorLayout& l, std::span<const int> coords, std::size_t j) const {
+    const int a = l.dim_axis[j];
+    return offset[j] + (a < 0 ? 0 : static_cast<std::size_t>(coords[static_cast<std::size_t>(a)]));
+  }
+};
 
 struct DisjointSets {
   std::vector<int> parent;
@@ -147,6 +161,9 @@ struct Scratch {
   std::vector<char> seen, involved;
   std::vector<std::array<int, 2>> remembered;
   DisjointSets sets;
+  Parts from_parts, to_parts;
+  std::vector<std::int64_t> first_cell, last_cell; // per part of to_parts: the producer cells it overlaps
+  std::vector<std::size_t> to_index;
 };
 
 } // namespace
@@ -277,11 +294,33 @@ Redistribution redistribute(const TensorLayout& from, const Config& from_config,
   }
   double total = 0, max_in = 0, max_block = 0;
   bool any_slice = false, any_gather = false, any_a2a = false, any_fresh = false;
+  auto& from_parts = scratch.from_parts;
+  auto& to_parts = scratch.to_parts;
+  from_parts.fill(from);
+  to_parts.fill(to);
+  scratch.first_cell.assign(to_parts.begin.size(), 0);
+  scratch.last_cell.assign(to_parts.begin.size(), -1);
+  for (std::size_t j = 0; j < r; ++j) {
+    const std::int64_t step = detail::part_size(from.shape[j], from.parts[j]);
+    const std::size_t end = j + 1 < r ? to_parts.offset[j + 1] : to_parts.begin.size();
+    for (std::size_t i = to_parts.offset[j]; i < end; ++i) {
+      if (to_parts.end[i] > to_parts.begin[i]) {
+        scratch.first_cell[i] = to_parts.begin[i] / step;
+        scratch.last_cell[i] = (to_parts.end[i] - 1) / step;
+      }
+    }
+  }
+  std::vector<std::size_t>& to_index = scratch.to_index; // per dim: the consumer's part of it
+  to_index.assign(r, 0);
 
   for (std::size_t t = 0; t < to_devices.size(); ++t) {
     const int d = to_devices[t];
     const auto coords = to_at(static_cast<int>(t));
-    block_at(to, coords, nb, ne);
+    for (std::size_t j = 0; j < r; ++j) {
+      to_index[j] = to_parts.at(to, coords, j);
+      nb[j] = to_parts.begin[to_index[j]];
+      ne[j] = to_parts.end[to_index[j]];
+    }
     std::int64_t to_cell = 0, to_stride = 1;
     for (std::size_t j = r; j-- > 0;) {
       const int a = to.dim_axis[j];
@@ -297,7 +336,12 @@ Redistribution redistribute(const TensorLayout& from, const Config& from_config,
     std::int64_t held = 0, common = 0, own_cell = -1;
     if (p >= 0) {
       own_cell = cell_of_pos[static_cast<std::size_t>(p)];
-      block_at(from, from_at(p), hb, he);
+      const auto from_coords_p = from_at(p);
+      for (std::size_t j = 0; j < r; ++j) {
+        const std::size_t i = from_parts.at(from, from_coords_p, j);
+        hb[j] = from_parts.begin[i];
+        he[j] = from_parts.end[i];
+      }
       held = common = 1;
       for (std::size_t j = 0; j < r; ++j) {
         held *= he[j] - hb[j];
@@ -328,9 +372,8 @@ Redistribution redistribute(const TensorLayout& from, const Config& from_config,
       }
     }
     for (std::size_t j = 0; j < r; ++j) {
-      const std::int64_t step = detail::part_size(from.shape[j], from.parts[j]);
-      lo[j] = nb[j] / step;
-      hi[j] = (ne[j] - 1) / step;
+      lo[j] = scratch.first_cell[to_index[j]];
+      hi[j] = scratch.last_cell[to_index[j]];
       cur[j] = lo[j];
     }
     std::array<int, 2> seen{-1, -1};
