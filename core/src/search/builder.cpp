@@ -16,6 +16,15 @@ int floor_pow2(std::int64_t x) {
   return p;
 }
 
+int largest_divisor_at_most(std::int64_t limit, int of) {
+  for (int f = static_cast<int>(std::clamp<std::int64_t>(limit, 1, of)); f > 1; --f) {
+    if (of % f == 0) {
+      return f;
+    }
+  }
+  return 1;
+}
+
 GroupChoice fastest_group(const Request& r, int max_group, const std::function<strategy::Strategy(int)>& make) {
   GroupChoice best;
   double best_time = std::numeric_limits<double>::infinity();
@@ -205,7 +214,10 @@ sharding::Config Builder::split(graph::OpId id, std::initializer_list<std::pair<
     if (!d.splittable) {
       continue;
     }
-    int f = std::min(floor_pow2(std::min<std::int64_t>(factor, d.size)), floor_pow2(devices() / used));
+    // The largest factor up to the one asked (and the dim's size) that divides the devices left,
+    // so that the grid's copies cover every device: 24 devices split a batch 24 ways, not 16 with
+    // 8 idle. On a power-of-two device count this is the largest power of two.
+    const int f = largest_divisor_at_most(std::min<std::int64_t>(factor, d.size), devices() / used);
     c.splits[static_cast<std::size_t>(dim)] *= f;
     used *= f;
   }
@@ -337,7 +349,8 @@ strategy::Strategy Builder::finish(std::string explanation) {
                               : fmt::format(" But the batch ({}) is smaller than the {} devices, so no op splits its "
                                             "batch more than {} ways; the other devices hold copies that compute the "
                                             "same thing.",
-                                            batch, m_request.devices, floor_pow2(batch));
+                                            batch, m_request.devices,
+                                            largest_divisor_at_most(batch, m_request.devices));
   }
   st.explanation = std::move(explanation);
   st.devices = m_request.devices;

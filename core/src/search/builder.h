@@ -89,6 +89,8 @@ int feature_dim(const graph::Graph& g, const graph::OpSemantics& s, graph::OpId 
 int weight_reduction_dim(const graph::Graph& g, const graph::OpSemantics& s, graph::OpId id);
 
 int floor_pow2(std::int64_t x);
+// The largest f <= limit that divides `of` (1 when none above it does).
+int largest_divisor_at_most(std::int64_t limit, int of);
 
 // The group-size families (hybrid, ghp): builds a strategy for every group size g = 1, 2, 4, ...
 // up to `max_group` that divides the devices, predicts each, and keeps the fastest. `table`

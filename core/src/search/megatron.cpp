@@ -11,9 +11,15 @@
 namespace partita::search::detail {
 
 int tensor_parallel_degree(const Request& r) {
-  int t = r.tensor_parallel > 0 ? r.tensor_parallel : r.cluster->devices_per_node;
-  t = std::min(floor_pow2(t), floor_pow2(r.devices));
-  return std::max(t, 1);
+  if (r.tensor_parallel > 0) { // as asked, or the largest degree below it that divides the devices
+    return largest_divisor_at_most(r.tensor_parallel, r.devices);
+  }
+  // A node's devices, or the largest power of two below that divides the devices.
+  int t = floor_pow2(r.cluster->devices_per_node);
+  while (t > 1 && r.devices % t != 0) {
+    t /= 2;
+  }
+  return t;
 }
 
 namespace {

@@ -79,7 +79,7 @@ strategy::Strategy pipeline(const Request& r) {
   const int batch = strategy::batch_size(b.graph());
   // Inside a stage: data parallel, or Megatron tensor parallel when asked (--tp); a micro-batch
   // gives every data-parallel replica of a stage at least one sample.
-  const int t = r.tensor_parallel > 1 ? std::min(floor_pow2(r.tensor_parallel), floor_pow2(per_stage)) : 1;
+  const int t = r.tensor_parallel > 1 ? largest_divisor_at_most(r.tensor_parallel, per_stage) : 1;
   const int replicas = std::max(1, per_stage / t);
   const int asked = r.micro_batches > 0 ? r.micro_batches : 4 * stages;
   const int micro = std::max(1, std::min(asked, batch / replicas));

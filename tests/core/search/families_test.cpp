@@ -6,6 +6,7 @@
 #include "partita/zoo/zoo.h"
 #include "simple_cluster.h"
 
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -156,6 +157,45 @@ TEST(Families, GroupHybridPicksLayerGroupsWhenGradientsDominate) {
   r.graph = &wide.graph;
   r.cluster = &fast;
   EXPECT_THAT(search::find_optimizer("ghp").optimize(r).explanation, HasSubstr("g=1 is fastest"));
+}
+
+
+// A device count that is not a power of two is used whole: 12 or 24 devices split a batch 12 or 24
+// ways, not 8 or 16 with the rest idle (the explanation says "over 12 devices"), and a pipeline's
+// 24 data-parallel replicas per stage are all used.
+TEST(Families, EveryDeviceOfACountThatIsNotAPowerOfTwoIsUsed) {
+  Fixture f("zoo:mlp?batch=96");
+  f.cluster = test::simple_cluster(24);
+  for (const int devices : {6, 12, 24}) {
+    const auto st = f.run("dp", devices);
+    for (std::size_t i = 0; i < st.ops.size(); ++i) {
+      EXPECT_EQ(st.ops[i].config.devices(), devices) << f.model.graph.ops()[i].name << " on " << devices;
+      EXPECT_EQ(st.ops[i].devices.size(), static_cast<std::size_t>(devices));
+    }
+    EXPECT_THAT(st.explanation, HasSubstr(fmt::format("over {} devices", devices)));
+  }
+  // A dim smaller than the devices takes the largest factor of them it can: batch 10 on 12 devices
+  // splits 6 ways in 2 copies (every device busy), not 8 ways with 4 idle.
+  Fixture small("zoo:mlp?batch=10");
+  small.cluster = test::simple_cluster(24);
+  const auto st = small.run("dp", 12);
+  EXPECT_EQ(small.config(st, "layers.0"), "m:6");
+  EXPECT_EQ(st.ops[0].devices.size(), 12U);
+
+  Fixture gpt("zoo:gpt2?layers=2&hidden=64&heads=4&seq=16&batch=48&vocab=100&positions=32");
+  gpt.cluster = test::simple_cluster(24);
+  search::Request r;
+  r.graph = &gpt.model.graph;
+  r.cluster = &gpt.cluster;
+  r.devices = 24;
+  r.stages = 2;
+  r.micro_batches = 4;
+  r.tensor_parallel = 2;
+  const auto pipe = search::find_optimizer("pipeline").optimize(r);
+  for (std::size_t i = 0; i < pipe.ops.size(); ++i) {
+    EXPECT_EQ(pipe.ops[i].devices.size(), 12U) << gpt.model.graph.ops()[i].name; // one stage's 12 devices
+  }
+  EXPECT_EQ(gpt.config(pipe, "h.0.mlp.fc"), "b0:6 n:2");
 }
 
 } // namespace
