@@ -129,7 +129,10 @@ std::vector<std::int64_t> block_signature(const TensorLayout& layout, const Conf
       stride *= c.splits[a];
     }
   }
-  std::vector<std::int64_t> out{stride};
+  // The grid's size is left out: a device at list index i sits at grid position i % size, and an
+  // axis of stride s and f parts gives it part (i % size) / s % f = i / s % f (s f divides the
+  // size), so two grids of different sizes that cut a tensor alike hold the same blocks.
+  std::vector<std::int64_t> out;
   for (std::size_t j = 0; j < layout.parts.size(); ++j) {
     const int axis = layout.dim_axis[j];
     out.push_back(layout.parts[j]);

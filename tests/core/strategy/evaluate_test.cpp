@@ -261,5 +261,43 @@ TEST(Evaluate, MovesPricedWithoutTextAreTheMovesEvaluatePrices) {
   EXPECT_GT(moved, compared / 4); // most pairs move something: the comparison is not of empty lists
 }
 
+// A tensor held whole on every device, by copies of a one-position grid or by a grid that
+// replicates it over a split axis, is the same placement: the reader works on the producer's
+// buffer (as partita-run does), nothing moves and nothing is copied.
+TEST(Evaluate, TheSameBlocksOnTheSameDevicesMoveNothingWhateverTheGrids) {
+  const auto model = zoo::load("zoo:mlp?batch=8&input=16&hidden=32&layers=2&classes=4");
+  const auto& g = model.graph;
+  const auto c = test::simple_cluster(4);
+  std::vector<graph::OpSemantics> sem;
+  for (std::size_t i = 0; i < g.ops().size(); ++i) {
+    sem.push_back(graph::describe(g, static_cast<graph::OpId>(i)));
+  }
+  std::vector<strategy::OpAssignment> ops(g.ops().size());
+  const std::vector<int> all{0, 1, 2, 3};
+  // layers.0 -> add_bias -> relu -> layers.1: the relu replicated (4 copies), layers.1 split n:4.
+  graph::OpId relu = -1, next = -1;
+  for (std::size_t i = 0; i < g.ops().size(); ++i) {
+    if (g.ops()[i].name == "layers.0.relu") {
+      relu = static_cast<graph::OpId>(i);
+    }
+    if (g.ops()[i].name == "layers.1") {
+      next = static_cast<graph::OpId>(i);
+    }
+  }
+  ASSERT_GE(relu, 0);
+  ASSERT_GE(next, 0);
+  ops[static_cast<std::size_t>(relu)] = {
+      sharding::Config{std::vector<int>(sem[static_cast<std::size_t>(relu)].dims.size(), 1)}, all};
+  ops[static_cast<std::size_t>(next)] = {
+      sharding::make_config(sem[static_cast<std::size_t>(next)], std::vector<std::pair<std::string, int>>{{"n", 4}}),
+      all};
+  EXPECT_TRUE(strategy::input_redistribution(g, sem, ops, c, {}, next, 0).empty());
+  // Split along the batch instead, the same input must move (a slice forward, a gather back).
+  ops[static_cast<std::size_t>(next)] = {
+      sharding::make_config(sem[static_cast<std::size_t>(next)], std::vector<std::pair<std::string, int>>{{"m", 4}}),
+      all};
+  EXPECT_FALSE(strategy::input_redistribution(g, sem, ops, c, {}, next, 0).empty());
+}
+
 } // namespace
 } // namespace partita

@@ -68,9 +68,10 @@ struct Block {
 };
 Block block_of(const TensorLayout& layout, const Config& c, int position);
 
-// Which block each grid position holds, as numbers: the grid size, then per tensor dim its number
-// of parts and the stride of its grid axis in the position index (0 when whole). Two layouts with
-// equal signatures on the same device list hold the same blocks on every device.
+// Which block each position of a device list holds, as numbers: per tensor dim its number of
+// parts and the stride of its grid axis in the position index (0 when whole). On the same device
+// list, two layouts hold the same blocks on every device exactly when their signatures are equal,
+// whatever their grids' sizes (a replicated tensor and one replicated over a split axis alike).
 std::vector<std::int64_t> block_signature(const TensorLayout& layout, const Config& c);
 
 } // namespace partita::sharding

@@ -1,0 +1,117 @@
+// Published runs against Partita's predictions: Narayanan et al., "Efficient Large-Scale Language
+// Model Training on GPU Clusters Using Megatron-LM" (SC21), Table 1 (weak scaling of GPT models on
+// DGX A100 80 GB nodes; the configurations are those of NVIDIA/Megatron-LM examples/sc21). Each
+// row is planned as Megatron-LM ran it: tensor parallel inside a node, PP pipeline stages of
+// contiguous layers (1F1B), data parallel over the rest, the global batch in micro-batches of the
+// published size (gradient accumulation when PP = 1), fp16 mixed precision, Adam, full activation
+// recomputation, on the `dgx-a100` preset as shipped. The preset is never tuned per row.
+//
+// Achieved teraFLOP/s per GPU counts F = 96 B s l h^2 (1 + s/(6h) + V/(16 l h)) per iteration, as
+// the paper does (B the global batch, s the sequence, l layers, h hidden, V the vocabulary), so a
+// predicted iteration time T gives F / (T x GPUs).
+//
+// What the plans leave out (the README says so beside the table): the interleaved schedule of the
+// 76B-530B rows (planned as plain 1F1B) and the overlap of data-parallel gradient all-reduce with
+// the backward pass in the rows that used PyTorch's DDP (evaluate() adds the terms).
+// Usage: partita_bench_published [--cluster PRESET]   (default dgx-a100; nodes are added per row)
+
+#include "partita/cluster/cluster.h"
+#include "partita/graph/error.h"
+#include "partita/search/optimizer.h"
+#include "partita/strategy/strategy.h"
+#include "partita/zoo/zoo.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cmath>
+#include <string>
+#include <vector>
+
+namespace {
+
+struct Row {
+  const char* name;
+  int heads, hidden, layers, tp, pp, gpus, batch, micro_batch;
+  double published; // teraFLOP/s per GPU
+};
+
+// SC21 Table 1, as the paper prints it (sequence 2048, vocabulary 51,200).
+constexpr Row rows[] = {
+    {"1.7B", 24, 2304, 24, 1, 1, 32, 512, 16, 137},       {"3.6B", 32, 3072, 30, 2, 1, 64, 512, 16, 138},
+    {"7.5B", 32, 4096, 36, 4, 1, 128, 512, 16, 142},      {"18B", 48, 6144, 40, 8, 1, 256, 1024, 8, 135},
+    {"39B", 64, 8192, 48, 8, 2, 512, 1536, 4, 138},       {"76B", 80, 10240, 60, 8, 4, 1024, 1792, 2, 140},
+    {"145B", 96, 12288, 80, 8, 8, 1536, 2304, 2, 148},    {"310B", 128, 16384, 96, 8, 16, 1920, 2160, 1, 155},
+    {"530B", 128, 20480, 105, 8, 35, 2520, 2520, 1, 163}, {"1T", 160, 25600, 128, 8, 64, 3072, 3072, 1, 163},
+};
+constexpr int sequence = 2048;
+constexpr int vocabulary = 51200;
+
+int run(int argc, char** argv) {
+  using namespace partita;
+  std::string preset = "dgx-a100";
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--cluster" && i + 1 < argc) {
+      preset = argv[++i];
+    } else {
+      throw Error(fmt::format("unknown argument '{}'\nusage: partita_bench_published [--cluster PRESET]", a));
+    }
+  }
+  fmt::print("{:<6} {:>5} {:>3} {:>3} {:>5} {:>6} {:>6} {:>11} {:>10} {:>10} {:>8} {:>10} {:>5} {:>8}\n", "model",
+             "GPUs", "TP", "PP", "DP", "batch", "micro", "iteration s", "predicted", "published", "error", "memory GiB",
+             "fits", "plan s");
+  double sum_error = 0, largest = 0;
+  int fitting = 0;
+  for (const Row& row : rows) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto model = zoo::load(fmt::format("zoo:gpt3?layers={}&hidden={}&heads={}&seq={}&batch={}&vocab={}",
+                                             row.layers, row.hidden, row.heads, sequence, row.batch, vocabulary));
+    const auto nodes = (row.gpus + 7) / 8;
+    const auto cluster = cluster::load_cluster(fmt::format("{}?nodes={}", preset, nodes));
+    const int dp = row.gpus / (row.tp * row.pp);
+    search::Request r;
+    r.graph = &model.graph;
+    r.cluster = &cluster;
+    r.devices = row.gpus;
+    r.setup.precision = cluster::Precision::fp16;
+    r.setup.optimizer = cost::Optimizer::adam;
+    r.setup.recompute = cost::Recompute::full;
+    r.tensor_parallel = row.tp;
+    r.stages = row.pp;
+    r.micro_batches = row.batch / (dp * row.micro_batch);
+    r.schedule = strategy::Schedule::one_f_one_b;
+    const auto plan = search::find_optimizer("pipeline").optimize(r);
+    const auto p = strategy::evaluate(model.graph, cluster, plan, r.setup);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double l = row.layers, h = row.hidden, s = sequence, v = vocabulary;
+    const double flops = 96.0 * row.batch * s * l * h * h * (1 + s / (6 * h) + v / (16 * l * h));
+    const double predicted = flops / (p.iteration_time * row.gpus) / 1e12;
+    const double error = (predicted - row.published) / row.published;
+    sum_error += std::abs(error);
+    largest = std::max(largest, std::abs(error));
+    const bool fits = p.peak_memory <= cluster.device.memory_capacity;
+    fitting += fits ? 1 : 0;
+    fmt::print(
+        "{:<6} {:>5} {:>3} {:>3} {:>5} {:>6} {:>6} {:>11.2f} {:>10.1f} {:>10.0f} {:>7.1f}% {:>10.1f} {:>5} {:>8.2f}\n",
+        row.name, row.gpus, row.tp, row.pp, dp, row.batch, row.micro_batch, p.iteration_time, predicted, row.published,
+        100 * error, p.peak_memory / (1024.0 * 1024 * 1024), fits ? "yes" : "NO", seconds);
+    std::fflush(stdout);
+  }
+  const auto n = static_cast<double>(std::size(rows));
+  fmt::print("\nteraFLOP/s per GPU: mean absolute error {:.1f}%, largest {:.1f}%; {} of {} rows fit in {:.0f} GiB\n",
+             100 * sum_error / n, 100 * largest, fitting, std::size(rows),
+             cluster::load_cluster(preset).device.memory_capacity / (1024.0 * 1024 * 1024));
+  return 0;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "partita_bench_published: {}\n", e.what());
+    return 1;
+  }
+}
