@@ -1,10 +1,11 @@
 // Published runs against Partita's predictions: Narayanan et al., "Efficient Large-Scale Language
 // Model Training on GPU Clusters Using Megatron-LM" (SC21), Table 1 (weak scaling of GPT models on
 // DGX A100 80 GB nodes; the configurations are those of NVIDIA/Megatron-LM examples/sc21). Each
-// row is planned as Megatron-LM ran it: tensor parallel inside a node, PP pipeline stages of
-// contiguous layers (1F1B), data parallel over the rest, the global batch in micro-batches of the
-// published size (gradient accumulation when PP = 1), fp16 mixed precision, Adam, full activation
-// recomputation, on the `dgx-a100` preset as shipped. The preset is never tuned per row.
+// row is planned as Megatron-LM ran it, typed as it is written (`megatron --tp TP --pp PP
+// --micro-batch-size MB`): tensor parallel inside a node, PP pipeline stages of contiguous layers
+// (1F1B), data parallel over the rest, the global batch in micro-batches of the published size
+// (gradient accumulation when PP = 1), fp16 mixed precision, Adam, full activation recomputation,
+// on the `dgx-a100` preset as shipped. The preset is never tuned per row.
 //
 // Achieved teraFLOP/s per GPU counts F = 96 B s l h^2 (1 + s/(6h) + V/(16 l h)) per iteration, as
 // the paper does (B the global batch, s the sequence, l layers, h hidden, V the vocabulary), so a
@@ -77,11 +78,11 @@ int run(int argc, char** argv) {
     r.setup.precision = cluster::Precision::fp16;
     r.setup.optimizer = cost::Optimizer::adam;
     r.setup.recompute = cost::Recompute::full;
+    // As the run was typed: megatron --tp TP --pp PP --micro-batch-size MB.
     r.tensor_parallel = row.tp;
-    r.stages = row.pp;
-    r.micro_batches = row.batch / (dp * row.micro_batch);
-    r.schedule = strategy::Schedule::one_f_one_b;
-    const auto plan = search::find_optimizer("pipeline").optimize(r);
+    r.pipeline_parallel = row.pp;
+    r.micro_batch_size = row.micro_batch;
+    const auto plan = search::find_optimizer("megatron").optimize(r);
     const auto p = strategy::evaluate(model.graph, cluster, plan, r.setup);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const double l = row.layers, h = row.hidden, s = sequence, v = vocabulary;

@@ -94,6 +94,14 @@ void SetupOptions::add_to(CLI::App& cmd) {
   cmd.add_option("--micro-batches", micro_batches,
                  "pipeline micro-batches (pipeline: 4 x stages, at most the batch per replica; bapipe: the most the "
                  "batch allows, and a count that does not divide it is refused)");
+  cmd.add_option("--pp", pipeline_parallel,
+                 "megatron: pipeline stages of contiguous layers (Megatron-LM's --pipeline-model-parallel-size), "
+                 "1F1B")
+      ->check(CLI::Range(1, 65536).description("an integer >= 1"));
+  cmd.add_option("--micro-batch-size", micro_batch_size,
+                 "megatron: samples per micro-batch on each data-parallel replica (gradient accumulation; a size "
+                 "that does not divide the batch is refused)")
+      ->check(CLI::Range(1, 1 << 30).description("an integer >= 1"));
   cmd.add_option("--schedule", schedule, "pipeline schedule: gpipe or 1f1b")->capture_default_str();
   cmd.add_option("--balance", balance, "pipeline family's cuts: time (balanced) or even (by op count)")
       ->capture_default_str();
@@ -124,6 +132,8 @@ void SetupOptions::fill(search::Request& request) const {
   request.tensor_parallel = tensor_parallel;
   request.stages = stages;
   request.micro_batches = micro_batches;
+  request.pipeline_parallel = pipeline_parallel;
+  request.micro_batch_size = micro_batch_size;
   if (schedule == "gpipe") {
     request.schedule = strategy::Schedule::gpipe;
   } else if (schedule == "1f1b") {

@@ -50,6 +50,8 @@ struct SetupOptions {
   double memory_limit_gib = 0;
   double search_limit = search::Request{}.max_search_work;
   int search_threads = search::Request{}.threads;
+  int pipeline_parallel = 0;
+  int micro_batch_size = 0;
 
   void add_to(CLI::App& cmd);
   cost::TrainingSetup setup() const;

@@ -160,7 +160,54 @@ void megatron_op(Builder& b, graph::OpId id, int t, MegatronTally& tally) {
   }
 }
 
+namespace {
+
+// Megatron-LM's layout with pipeline stages or micro-batches: the pipeline family's cut with
+// Megatron's tensor layout inside each stage, the micro-batch count from the micro-batch size.
+strategy::Strategy megatron_pipelined(const Request& r) {
+  const int stages = std::max(1, r.pipeline_parallel);
+  if (r.devices % stages != 0) {
+    throw Error(fmt::format("megatron: --pp {} does not divide the {} devices", stages, r.devices));
+  }
+  const int per_stage = r.devices / stages;
+  Request q = r;
+  q.stages = stages;
+  q.cuts.clear();
+  q.tensor_parallel = largest_divisor_at_most(tensor_parallel_degree(r), per_stage);
+  const int replicas = per_stage / q.tensor_parallel;
+  const int batch = strategy::batch_size(*r.graph);
+  if (r.micro_batch_size > 0) {
+    if (batch % (replicas * r.micro_batch_size) != 0) {
+      throw Error(fmt::format("megatron: --micro-batch-size {}: the batch of {} does not split into micro-batches of "
+                              "{} on each of the {} data-parallel replicas ({} / ({} x {}) is not whole)",
+                              r.micro_batch_size, batch, r.micro_batch_size, replicas, batch, replicas,
+                              r.micro_batch_size));
+    }
+    const int micro = batch / (replicas * r.micro_batch_size);
+    if (r.micro_batches > 0 && r.micro_batches != micro) {
+      throw Error(fmt::format("megatron: --micro-batches {} and --micro-batch-size {} disagree: micro-batches of {} "
+                              "on {} data-parallel replicas make {} of the batch of {}",
+                              r.micro_batches, r.micro_batch_size, r.micro_batch_size, replicas, micro, batch));
+    }
+    q.micro_batches = micro;
+  }
+  q.schedule = strategy::Schedule::one_f_one_b;
+  auto st = pipeline(q);
+  st.family = "megatron";
+  const int micro = st.pipeline ? st.pipeline->micro_batches : 1;
+  st.explanation = fmt::format("Megatron-LM's layout: {}-way tensor parallel, {} pipeline stage{} of contiguous ops, "
+                               "{}-way data parallel, {} micro-batch{} per iteration (1F1B). {}",
+                               q.tensor_parallel, stages, stages == 1 ? "" : "s", replicas, micro,
+                               micro == 1 ? "" : "es", st.explanation);
+  return st;
+}
+
+} // namespace
+
 strategy::Strategy megatron(const Request& r) {
+  if (r.pipeline_parallel > 1 || r.micro_batch_size > 0) {
+    return megatron_pipelined(r);
+  }
   Builder b(r, "megatron");
   const int t = tensor_parallel_degree(r);
   const int d = b.devices() / t;

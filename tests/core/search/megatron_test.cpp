@@ -5,6 +5,7 @@
 
 #include "partita/cluster/collectives.h"
 #include "partita/cost/op_cost.h"
+#include "partita/graph/error.h"
 #include "partita/search/optimizer.h"
 #include "partita/strategy/strategy.h"
 #include "partita/zoo/zoo.h"
@@ -133,6 +134,68 @@ TEST(Megatron, ExplainsWhereTheHeadsDoNotDivide) {
   Planned p("zoo:gpt2?layers=1&hidden=64&heads=4&seq=16&batch=8&vocab=100&positions=32", 8, 8);
   EXPECT_THAT(p.strategy.explanation, HasSubstr("Not Megatron-LM's layout"));
   EXPECT_THAT(p.strategy.explanation, HasSubstr("split_heads"));
+}
+
+// A published configuration typed as it is written: --tp, --pp and --micro-batch-size make the
+// pipeline that Megatron-LM runs (the pipeline family's cut, Megatron's layout inside each stage,
+// batch / (replicas x micro-batch size) micro-batches); without --pp, micro-batches accumulate
+// gradients on one stage. What cannot work is refused with the reason.
+TEST(Megatron, PipelineStagesAndMicroBatchSizeAsMegatronLmTakesThem) {
+  const auto model = zoo::load("zoo:gpt2?layers=4&hidden=64&heads=8&seq=16&batch=32&vocab=100&positions=32");
+  auto cluster = test::simple_cluster(8);
+  cluster.nodes = 2;
+  search::Request r;
+  r.graph = &model.graph;
+  r.cluster = &cluster;
+  r.devices = 16;
+  r.tensor_parallel = 4;
+  r.pipeline_parallel = 2;
+  r.micro_batch_size = 2;
+  const auto st = search::find_optimizer("megatron").optimize(r);
+  EXPECT_EQ(st.family, "megatron");
+  ASSERT_TRUE(st.pipeline.has_value());
+  EXPECT_EQ(st.pipeline->stages, 2);
+  EXPECT_EQ(st.pipeline->micro_batches, 8); // 32 / (2 replicas x 2)
+  EXPECT_THAT(st.explanation, HasSubstr("4-way tensor parallel, 2 pipeline stages of contiguous ops, 2-way data"));
+  // The same plan as the pipeline family asked the same.
+  search::Request q = r;
+  q.pipeline_parallel = 0;
+  q.micro_batch_size = 0;
+  q.stages = 2;
+  q.micro_batches = 8;
+  const auto same = search::find_optimizer("pipeline").optimize(q);
+  ASSERT_EQ(same.ops.size(), st.ops.size());
+  for (std::size_t i = 0; i < st.ops.size(); ++i) {
+    EXPECT_EQ(same.ops[i].config, st.ops[i].config) << i;
+    EXPECT_EQ(same.ops[i].devices, st.ops[i].devices) << i;
+  }
+  EXPECT_EQ(strategy::evaluate(model.graph, cluster, st, {}).iteration_time,
+            strategy::evaluate(model.graph, cluster, same, {}).iteration_time);
+
+  // One stage: gradient accumulation, the activations of one micro-batch held at a time.
+  r.pipeline_parallel = 0;
+  r.micro_batch_size = 1;
+  const auto accumulated = search::find_optimizer("megatron").optimize(r);
+  ASSERT_TRUE(accumulated.pipeline.has_value());
+  EXPECT_EQ(accumulated.pipeline->stages, 1);
+  EXPECT_EQ(accumulated.pipeline->micro_batches, 8); // 32 / (4 replicas x 1)
+  r.micro_batch_size = 0;
+  const auto whole = search::find_optimizer("megatron").optimize(r);
+  EXPECT_FALSE(whole.pipeline.has_value());
+  EXPECT_LT(strategy::evaluate(model.graph, cluster, accumulated, {}).peak_memory,
+            strategy::evaluate(model.graph, cluster, whole, {}).peak_memory);
+
+  r.micro_batch_size = 3;
+  EXPECT_THAT([&] { search::find_optimizer("megatron").optimize(r); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("--micro-batch-size 3: the batch of 32")));
+  r.micro_batch_size = 2;
+  r.micro_batches = 3;
+  EXPECT_THAT([&] { search::find_optimizer("megatron").optimize(r); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("disagree")));
+  r.micro_batches = 0;
+  r.pipeline_parallel = 3;
+  EXPECT_THAT([&] { search::find_optimizer("megatron").optimize(r); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("--pp 3 does not divide the 16 devices")));
 }
 
 } // namespace
