@@ -19,6 +19,7 @@
 #include <numeric>
 #include <optional>
 #include <set>
+#include <system_error>
 #include <thread>
 #include <tuple>
 
@@ -318,8 +319,12 @@ private:
       }
     };
     std::vector<std::thread> helpers;
-    for (std::size_t t = 1; t < count; ++t) {
-      helpers.emplace_back(work, false);
+    try {
+      for (std::size_t t = 1; t < count; ++t) {
+        helpers.emplace_back(work, false);
+      }
+    } catch (const std::system_error&) {
+      // No more threads to be had: the ones started and this one price everything.
     }
     work(true);
     for (auto& h : helpers) {
