@@ -81,11 +81,20 @@ strategy::Strategy pipeline(const Request& r) {
   // gives every data-parallel replica of a stage at least one sample.
   const int t = r.tensor_parallel > 1 ? largest_divisor_at_most(r.tensor_parallel, per_stage) : 1;
   const int replicas = std::max(1, per_stage / t);
+  // Tensor parallelism inside a stage does not split the batch: each data-parallel replica of a
+  // stage holds batch / replicas samples, and a micro-batch needs at least one of them. A count the
+  // user asked for that cannot work is refused; the default (4 x stages) is held to what fits.
+  const int most = std::max(1, batch / replicas);
+  if (r.micro_batches > most) {
+    throw Error(fmt::format("pipeline: --micro-batches {}: the batch of {} gives each of the {} data-parallel "
+                            "replicas of a stage {} sample{}, so at most {} micro-batches",
+                            r.micro_batches, batch, replicas, most, most == 1 ? "" : "s", most));
+  }
   const int asked = r.micro_batches > 0 ? r.micro_batches : 4 * stages;
-  const int micro = std::max(1, std::min(asked, batch / replicas));
+  const int micro = std::min(asked, most);
   const std::string capped =
-      micro < asked ? fmt::format(" ({} asked: the batch of {} gives each of the {} data-parallel replicas of a stage "
-                                  "at least one sample at {})",
+      micro < asked ? fmt::format(" ({} by default: the batch of {} gives each of the {} data-parallel replicas of a "
+                                  "stage at least one sample at {})",
                                   asked, batch, replicas, micro)
                     : "";
 
@@ -150,9 +159,9 @@ strategy::Strategy pipeline(const Request& r) {
   const std::string inside =
       t > 1 ? fmt::format("{}-way tensor parallel x {}-way data parallel inside each", t, per_stage / t)
             : "data parallel inside each";
-  auto st =
-      b.finish(fmt::format("{} stages of {} devices ({}), cut {}; {} micro-batches, {} schedule.{}", stages, per_stage,
-                           inside, how, micro, strategy::schedule_name(r.schedule), tally.lost_text(b, t)));
+  auto st = b.finish(fmt::format("{} stages of {} devices ({}), cut {}; {} micro-batches{}, {} schedule.{}", stages,
+                                 per_stage, inside, how, micro, capped, strategy::schedule_name(r.schedule),
+                                 tally.lost_text(b, t)));
   st.pipeline = std::move(pipe);
   return st;
 }

@@ -165,5 +165,27 @@ TEST(Pipeline, TensorParallelInsideStagesMakesThreeDimensionalStrategies) {
   EXPECT_GT(p.iteration_time, 0);
 }
 
+// Tensor parallelism inside a stage does not split the batch: a batch of 16 on 2 stages of 4
+// devices with --tp 4 has one data-parallel replica per stage, so 16 micro-batches work; without
+// it, 4 replicas of 4 samples allow at most 4. A count that cannot work is refused with the
+// reason; the default is held to what fits and the explanation says so.
+TEST(Pipeline, MicroBatchesCountSamplesPerReplicaAndAnImpossibleCountIsRefused) {
+  Bench s;
+  auto r = s.request(8, 2);
+  r.tensor_parallel = 4;
+  r.micro_batches = 16;
+  const auto tp = search::find_optimizer("pipeline").optimize(r);
+  ASSERT_TRUE(tp.pipeline.has_value());
+  EXPECT_EQ(tp.pipeline->micro_batches, 16);
+  r.tensor_parallel = 1;
+  EXPECT_THAT([&] { search::find_optimizer("pipeline").optimize(r); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("--micro-batches 16: the batch of 16 gives each of the 4 "
+                                                        "data-parallel replicas of a stage 4 samples, so at most 4")));
+  r.micro_batches = 0; // the default, 4 x 2 stages = 8, held to 4
+  const auto held = search::find_optimizer("pipeline").optimize(r);
+  EXPECT_EQ(held.pipeline->micro_batches, 4);
+  EXPECT_THAT(held.explanation, HasSubstr("4 micro-batches (8 by default: the batch of 16 gives each of the 4"));
+}
+
 } // namespace
 } // namespace partita
