@@ -211,9 +211,8 @@ private:
   // What the cost of a move reads of a tensor besides the two layouts (strategy::move_terms): its
   // shape and type, whether a gradient goes back, and whether that gradient is added into the
   // producer's (several readers, or a graph output).
-  int tensor_signature(graph::OpId consumer, std::size_t input) {
+  int tensor_signature(graph::OpId consumer, std::size_t input, const strategy::MoveContext& c) {
     const auto& x = m_g.tensor(m_g.op(consumer).inputs[input]);
-    const auto c = strategy::move_context(m_g, consumer, input, m_r.setup);
     auto sig = fmt::format("{}|{}|{}|{}", fmt::join(x.shape, ","), static_cast<int>(x.dtype), c.gradient,
                            c.several_readers || c.graph_output);
     return m_tensor_sigs.try_emplace(std::move(sig), static_cast<int>(m_tensor_sigs.size())).first->second;
@@ -378,9 +377,9 @@ private:
         const auto& outs = m_g.op(e.prod).outputs;
         e.out = static_cast<std::size_t>(std::find(outs.begin(), outs.end(), t) - outs.begin());
         e.in = in;
-        e.tensor = tensor_signature(id, in);
         e.context = m_contexts.size();
         m_contexts.push_back(strategy::move_context(m_g, id, in, m_r.setup));
+        e.tensor = tensor_signature(id, in, m_contexts.back());
         m_edges_into[static_cast<std::size_t>(id)].push_back(m_edges.size());
         m_edges.push_back(e);
       }

@@ -342,15 +342,15 @@ strategy::Strategy Builder::finish(std::string explanation) {
   const int batch = strategy::batch_size(graph());
   const bool copies = std::any_of(m_ops.begin(), m_ops.end(), [](const auto& a) { return a.copies() > 1; });
   if (batch < m_request.devices && copies) {
-    explanation += batch == 1 ? fmt::format(" But the batch is 1, so no op can split it: every split of the batch "
-                                            "above is replaced by copies on all {} devices that compute the same "
-                                            "thing.",
-                                            m_request.devices)
-                              : fmt::format(" But the batch ({}) is smaller than the {} devices, so no op splits its "
-                                            "batch more than {} ways; the other devices hold copies that compute the "
-                                            "same thing.",
-                                            batch, m_request.devices,
-                                            largest_divisor_at_most(batch, m_request.devices));
+    explanation += batch == 1
+                       ? fmt::format(" But the batch is 1, so no op can split it: every split of the batch "
+                                     "above is replaced by copies on all {} devices that compute the same "
+                                     "thing.",
+                                     m_request.devices)
+                       : fmt::format(" But the batch ({}) is smaller than the {} devices, so no op splits its "
+                                     "batch more than {} ways; the other devices hold copies that compute the "
+                                     "same thing.",
+                                     batch, m_request.devices, largest_divisor_at_most(batch, m_request.devices));
   }
   st.explanation = std::move(explanation);
   st.devices = m_request.devices;

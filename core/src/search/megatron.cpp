@@ -11,8 +11,11 @@
 namespace partita::search::detail {
 
 int tensor_parallel_degree(const Request& r) {
-  if (r.tensor_parallel > 0) { // as asked, or the largest degree below it that divides the devices
-    return largest_divisor_at_most(r.tensor_parallel, r.devices);
+  if (r.tensor_parallel > 0) { // as asked, or refused: a degree that leaves devices idle is not what was typed
+    if (r.devices % r.tensor_parallel != 0) {
+      throw Error(fmt::format("megatron: --tp {} does not divide the {} devices", r.tensor_parallel, r.devices));
+    }
+    return r.tensor_parallel;
   }
   // A node's devices, or the largest power of two below that divides the devices.
   int t = floor_pow2(r.cluster->devices_per_node);
@@ -173,7 +176,12 @@ strategy::Strategy megatron_pipelined(const Request& r) {
   Request q = r;
   q.stages = stages;
   q.cuts.clear();
-  q.tensor_parallel = largest_divisor_at_most(tensor_parallel_degree(r), per_stage);
+  q.tensor_parallel =
+      r.tensor_parallel > 0 ? r.tensor_parallel : largest_divisor_at_most(tensor_parallel_degree(r), per_stage);
+  if (per_stage % q.tensor_parallel != 0) {
+    throw Error(fmt::format("megatron: --tp {} does not divide the {} devices of a pipeline stage", q.tensor_parallel,
+                            per_stage));
+  }
   const int replicas = per_stage / q.tensor_parallel;
   const int batch = strategy::batch_size(*r.graph);
   if (r.micro_batch_size > 0) {

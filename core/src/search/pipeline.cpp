@@ -79,7 +79,11 @@ strategy::Strategy pipeline(const Request& r) {
   const int batch = strategy::batch_size(b.graph());
   // Inside a stage: data parallel, or Megatron tensor parallel when asked (--tp); a micro-batch
   // gives every data-parallel replica of a stage at least one sample.
-  const int t = r.tensor_parallel > 1 ? largest_divisor_at_most(r.tensor_parallel, per_stage) : 1;
+  if (r.tensor_parallel > 1 && per_stage % r.tensor_parallel != 0) {
+    throw Error(
+        fmt::format("pipeline: --tp {} does not divide the {} devices of a stage", r.tensor_parallel, per_stage));
+  }
+  const int t = std::max(1, r.tensor_parallel);
   const int replicas = std::max(1, per_stage / t);
   // Tensor parallelism inside a stage does not split the batch: each data-parallel replica of a
   // stage holds batch / replicas samples, and a micro-batch needs at least one of them. A count the

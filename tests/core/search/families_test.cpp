@@ -159,7 +159,6 @@ TEST(Families, GroupHybridPicksLayerGroupsWhenGradientsDominate) {
   EXPECT_THAT(search::find_optimizer("ghp").optimize(r).explanation, HasSubstr("g=1 is fastest"));
 }
 
-
 // A device count that is not a power of two is used whole: 12 or 24 devices split a batch 12 or 24
 // ways, not 8 or 16 with the rest idle (the explanation says "over 12 devices"), and a pipeline's
 // 24 data-parallel replicas per stage are all used.

@@ -196,6 +196,22 @@ TEST(Megatron, PipelineStagesAndMicroBatchSizeAsMegatronLmTakesThem) {
   r.pipeline_parallel = 3;
   EXPECT_THAT([&] { search::find_optimizer("megatron").optimize(r); },
               ::testing::ThrowsMessage<Error>(HasSubstr("--pp 3 does not divide the 16 devices")));
+  // A tensor-parallel degree that would leave devices idle is refused, not rounded.
+  r.pipeline_parallel = 0;
+  r.micro_batch_size = 0;
+  r.tensor_parallel = 3;
+  EXPECT_THAT([&] { search::find_optimizer("megatron").optimize(r); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("--tp 3 does not divide the 16 devices")));
+  r.tensor_parallel = 16;
+  r.pipeline_parallel = 2;
+  EXPECT_THAT([&] { search::find_optimizer("megatron").optimize(r); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("--tp 16 does not divide the 8 devices of a pipeline stage")));
+  r.tensor_parallel = 4;
+  r.pipeline_parallel = 0;
+  r.stages = 2;
+  r.tensor_parallel = 3;
+  EXPECT_THAT([&] { search::find_optimizer("pipeline").optimize(r); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("--tp 3 does not divide the 8 devices of a stage")));
 }
 
 } // namespace
