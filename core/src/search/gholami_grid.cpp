@@ -104,7 +104,7 @@ strategy::Strategy gholami(const Request& r) {
   double best = std::numeric_limits<double>::infinity();
   int best_pr = 1;
   std::string table;
-  for (int pr = 1; pr <= r.devices; pr *= 2) {
+  for (int pr = 1; pr <= r.devices; ++pr) { // every grid Pr x Pc = P (on 2^k devices, the powers of two)
     if (r.devices % pr != 0) {
       continue;
     }

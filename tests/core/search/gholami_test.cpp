@@ -73,6 +73,14 @@ TEST(Gholami, PicksTheGridWithLeastVolumeAndSaysSo) {
   const auto wide_batch = zoo::load("zoo:mlp?batch=4096&input=64&hidden=64&layers=2&classes=16");
   r.graph = &wide_batch.graph;
   EXPECT_THAT(search::find_optimizer("gholami").optimize(r).explanation, HasSubstr("Pr x Pc = 1 x 8"));
+  // Every grid of the devices is weighed, not only powers of two: 12 = 3 x 4 and 6 x 2 too.
+  const auto c12 = test::simple_cluster(12);
+  r.cluster = &c12;
+  r.devices = 12;
+  const auto twelve = search::find_optimizer("gholami").optimize(r).explanation;
+  for (const char* grid : {"1x12:", "2x6:", "3x4:", "4x3:", "6x2:", "12x1:"}) {
+    EXPECT_THAT(twelve, HasSubstr(grid));
+  }
 }
 
 TEST(Gholami, EarlyConvolutionsGoDomainParallel) {
