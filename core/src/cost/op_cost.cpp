@@ -403,6 +403,10 @@ std::string cost_signature(const graph::Graph& g, graph::OpId id, const graph::O
       s.bwd_data_flops, s.bwd_weight_flops, s.fwd_bytes_read, s.fwd_bytes_written, s.bwd_bytes, s.backward_reads_inputs,
       static_cast<int>(s.forward_kernel), static_cast<int>(s.backward_kernel), static_cast<int>(s.compute_class),
       s.backward_reduction_bytes, s.opaque_reason, static_cast<int>(saved), gradient_written_just_before(g, id));
+  if (s.steps > 1) {
+    out += fmt::format("|steps{},{},{},{},{},{}", s.steps, s.step_fwd_flops, s.step_bwd_flops, s.step_input,
+                       s.step_fwd_bytes, s.step_bwd_bytes);
+  }
   for (const auto& d : s.dims) {
     out += fmt::format("|d{},{},{},{},{}", d.name, d.size, d.reduction, d.splittable, d.statistics);
   }
@@ -499,12 +503,42 @@ OpCost op_cost(const graph::Graph& g, graph::OpId id, const graph::OpSemantics& 
   const double fwd_flops = s.fwd_flops / parts;
   const double fwd_bytes = s.op_class == graph::OpClass::shape ? 0 : shard_in + shard_out;
   const bool packs = packs_operands(s.op_class, family, dev);
-  const auto operands = packs ? std::optional(cold_operand_bytes(g, op, input_shards, input_fresh)) : std::nullopt;
+  const OperandBytes operand_bytes = packs ? cold_operand_bytes(g, op, input_shards, input_fresh) : OperandBytes{};
+  const OperandBytes* operands = packs ? &operand_bytes : nullptr;
+  // A recurrence: its dependent steps run one after the other, each a small product at its own
+  // size on the efficiency curve (a step of GNMT's 1024-wide LSTM at batch 8 is 67 MFLOP, where
+  // the whole layer is 10 GFLOP), reading the recurrent weights again, plus its launch; the rest of
+  // the FLOPs (the input projection, the weight gradients) run as one product over every step.
+  const bool recurrence = s.steps > 1 && uses_matrix_units(s.op_class);
+  const double steps = recurrence ? static_cast<double>(s.steps) : 0.0;
+  const double step_weight =
+      recurrence && s.step_input >= 0 && static_cast<std::size_t>(s.step_input) < input_shards.size()
+          ? input_shards[static_cast<std::size_t>(s.step_input)]
+          : 0.0;
+  const auto steps_time = [&](double flops, double gate_bytes) {
+    return recurrence && flops > 0
+               ? steps * (kernel_time(flops / parts / steps, step_weight, dev, precision, graph::KernelClass::eltwise,
+                                      family, 0, std::nullopt, true) +
+                          kernel_time(0, gate_bytes * scale / parts / steps, dev, precision,
+                                      graph::KernelClass::eltwise))
+               : 0.0;
+  };
+  const auto steps_text = [&](double flops, double gate_bytes, double time) {
+    return recurrence && flops > 0
+               ? fmt::format(" + {} dependent steps, each a product of {:.4g} MFLOP reading {:.4g} MB of recurrent "
+                             "weights and its gate functions ({:.4g} KB element-wise): {:.4g} ms",
+                             s.steps, flops / parts / steps / 1e6, step_weight / 1e6,
+                             gate_bytes * scale / parts / steps / 1e3, time * 1e3)
+               : std::string();
+  };
+  const double fwd_steps = steps_time(s.step_fwd_flops, s.step_fwd_bytes);
+  const double fwd_batched = recurrence ? std::max(0.0, fwd_flops - s.step_fwd_flops / parts) : fwd_flops;
   const double fwd =
       s.op_class == graph::OpClass::shape
           ? 0
-          : kernel_time(fwd_flops, fwd_bytes, dev, precision, s.forward_kernel, family, fresh_in,
-                        operands ? std::optional(operands->forward) : std::nullopt, uses_matrix_units(s.op_class));
+          : kernel_time(fwd_batched, fwd_bytes, dev, precision, s.forward_kernel, family, fresh_in,
+                        operands ? std::optional(operands->forward) : std::nullopt, uses_matrix_units(s.op_class)) +
+                fwd_steps;
   const std::string operand_text =
       operands ? fmt::format(", {:.4g} MB of operands read from memory at {:.4g} GB/s on top of the arithmetic",
                              operands->backward / 1e6, dev.matmul_operand_bandwidth / 1e9)
@@ -521,11 +555,11 @@ OpCost op_cost(const graph::Graph& g, graph::OpId id, const graph::OpSemantics& 
                          "operands no kernel has just written, read on top of the arithmetic) + launch, on "
                          "1/{} of the iteration space",
                          fwd_flops / 1e9, peak_text, operands->forward / 1e6, dev.matmul_operand_bandwidth / 1e9, parts)
-           : fmt::format("max({:.4g} GFLOP / {}, {:.4g} MB{} / {} memory bandwidth) + launch, on 1/{} of "
+           : fmt::format("max({:.4g} GFLOP / {}, {:.4g} MB{} / {} memory bandwidth) + launch{}, on 1/{} of "
                          "the iteration space",
-                         fwd_flops / 1e9, peak_text, fwd_bytes / 1e6,
+                         fwd_batched / 1e9, peak_text, fwd_bytes / 1e6,
                          fresh_text(fresh_in, "inputs just written by the ops before"),
-                         graph::kernel_class_name(s.forward_kernel), parts)});
+                         graph::kernel_class_name(s.forward_kernel), steps_text(s.step_fwd_flops, s.step_fwd_bytes, fwd_steps), parts)});
   const double bwd_flops = (s.bwd_data_flops + s.bwd_weight_flops) / parts;
   const double bwd_bytes =
       s.bwd_bytes > 0 && s.fwd_bytes_read + s.fwd_bytes_written > 0 ? s.bwd_bytes * scale / parts : 0;
@@ -545,31 +579,40 @@ OpCost op_cost(const graph::Graph& g, graph::OpId id, const graph::OpSemantics& 
                 : std::string();
   const double fresh_dy = dy_fresh ? std::min(shard_out, bwd_bytes - reduction_bytes) : 0.0;
   const double fresh_reduction = dy_fresh ? reduction_bytes : 0.0;
+  const double bwd_steps = steps_time(s.step_bwd_flops, s.step_bwd_bytes);
+  const double bwd_batched = recurrence ? std::max(0.0, bwd_flops - s.step_bwd_flops / parts) : bwd_flops;
   const double bwd =
-      (bwd_flops > 0 || bwd_bytes > reduction_bytes
-           ? kernel_time(bwd_flops, bwd_bytes - reduction_bytes, dev, precision, s.backward_kernel, family, fresh_dy,
+      (bwd_batched > 0 || bwd_bytes > reduction_bytes
+           ? kernel_time(bwd_batched, bwd_bytes - reduction_bytes, dev, precision, s.backward_kernel, family, fresh_dy,
                          operands ? std::optional(operands->backward) : std::nullopt, uses_matrix_units(s.op_class))
            : 0.0) +
+      bwd_steps +
       (reduction_bytes > 0 ? kernel_time(0, reduction_bytes, dev, precision, graph::KernelClass::reduction,
                                          graph::ComputeClass::matmul, fresh_reduction)
                            : 0.0) +
       reset;
+  const std::string through_time_text =
+      recurrence && s.step_bwd_flops > 0
+          ? fmt::format(" ({:.4g} GFLOP of it through time{})", s.step_bwd_flops / parts / 1e9,
+                        steps_text(s.step_bwd_flops, s.step_bwd_bytes, bwd_steps))
+          : std::string();
   cost.time.push_back(
       {std::string(term::backward_compute), bwd,
        reduction_bytes > 0
            ? fmt::format("data gradients {:.4g} GFLOP + weight gradients {:.4g} GFLOP at {}, {:.4g} MB{} through {} "
-                         "kernels{} and {:.4g} MB{} through reduction kernels (broadcast inputs' gradients){}, on "
+                         "kernels{} and {:.4g} MB{} through reduction kernels (broadcast inputs' gradients){}{}, on "
                          "1/{} of the space",
                          s.bwd_data_flops / parts / 1e9, s.bwd_weight_flops / parts / 1e9, peak_text,
                          (bwd_bytes - reduction_bytes) / 1e6,
                          fresh_text(operands ? 0 : fresh_dy, "the output's gradient"),
                          graph::kernel_class_name(s.backward_kernel), operand_text, reduction_bytes / 1e6,
-                         fresh_text(fresh_reduction, "the output's gradient"), reset_text, parts)
+                         fresh_text(fresh_reduction, "the output's gradient"), reset_text, through_time_text, parts)
            : fmt::format("data gradients {:.4g} GFLOP + weight gradients {:.4g} GFLOP at {}, {:.4g} MB{} through {} "
-                         "kernels{}{}, on 1/{} of the space",
+                         "kernels{}{}{}, on 1/{} of the space",
                          s.bwd_data_flops / parts / 1e9, s.bwd_weight_flops / parts / 1e9, peak_text, bwd_bytes / 1e6,
                          fresh_text(operands ? 0 : fresh_dy, "the output's gradient"),
-                         graph::kernel_class_name(s.backward_kernel), operand_text, reset_text, parts)});
+                         graph::kernel_class_name(s.backward_kernel), operand_text, reset_text, through_time_text,
+                         parts)});
   if (saved == Saved::recomputed && fwd > 0) {
     cost.time.push_back({std::string(term::recompute), fwd, "the forward pass again, before the backward pass"});
   }

@@ -91,6 +91,19 @@ template <int Gates> void describe_recurrent(const Op& op, const Graph& g, OpSem
   } else if (s.bwd_weight_flops > 0) {
     s.bwd_weight_flops += through_time;
   }
+  // Step by step: h_t needs h_{t-1}, so each step's product with R (and its gate functions) waits
+  // for the step before, forward and, through time, backward; X's projection (W), dX, dW and dR
+  // take every step at once. Each step reads R again.
+  s.steps = seq;
+  s.step_fwd_flops = 2 * mac_h + gate_fwd * gate_points;
+  s.step_bwd_flops = gets_gradient(x) || s.bwd_weight_flops > 0 ? through_time : 0.0;
+  s.step_input = 2;
+  // The gate functions of a step: forward, the pre-activations of every gate read and kept for the
+  // backward pass, the cell state read, the hidden (and cell) state written; backward, the kept
+  // gates and states read with the state gradients, the gates' gradients written.
+  const double state_points = gate_points / Gates;
+  s.step_fwd_bytes = 4 * (2 * gate_points + 3 * state_points);
+  s.step_bwd_bytes = s.step_bwd_flops > 0 ? 4 * (2 * gate_points + 4 * state_points) : 0.0;
 }
 
 constexpr InputSlot D = InputSlot::data;

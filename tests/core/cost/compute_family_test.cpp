@@ -125,6 +125,51 @@ TEST(ComputeFamily, AConvIsPricedWithTheConvolutionCurve) {
   }
 }
 
+// A recurrent layer runs its steps one after the other: h_t's product with R waits for h_{t-1}.
+// Each step is priced as a kernel of its own size (its launch, its place on the efficiency curve,
+// R read again), and only the input projection and the weight gradients as one product; a split
+// of the batch makes every step smaller but leaves as many of them.
+TEST(ComputeFamily, ARecurrenceIsPricedStepByStep) {
+  const Ops o;
+  auto c = with_conv_curve();
+  c.device.kernel_launch_overhead = 5e-6;
+  const auto s = graph::describe(o.g, o.lstm);
+  ASSERT_EQ(s.steps, 16);
+  const double r_bytes = 4.0 * 4 * 128 * 128;
+  const auto step = [&](double flops, double gate_bytes) {
+    return kernel_time(flops / 16, r_bytes, c.device, cluster::Precision::fp32, graph::KernelClass::eltwise,
+                       ComputeClass::recurrent, 0, std::nullopt, true) +
+           kernel_time(0, gate_bytes / 16, c.device, cluster::Precision::fp32, graph::KernelClass::eltwise);
+  };
+  const auto whole = cost_of(o, o.lstm, c);
+  const double fwd_rest = kernel_time(s.fwd_flops - s.step_fwd_flops, s.fwd_bytes_read + s.fwd_bytes_written, c.device,
+                                      cluster::Precision::fp32, s.forward_kernel, ComputeClass::recurrent, 0,
+                                      std::nullopt, true);
+  const double fwd = fwd_rest + 16 * step(s.step_fwd_flops, s.step_fwd_bytes);
+  EXPECT_NEAR(whole.get(term::forward_compute), fwd, 1e-9 * fwd);
+  EXPECT_GT(whole.get(term::forward_compute), 33 * c.device.kernel_launch_overhead); // 16 x 2 kernels + the projection
+  // One product over all the FLOPs would be cheaper: the steps sit lower on the curve.
+  const double as_one = kernel_time(s.fwd_flops, s.fwd_bytes_read + s.fwd_bytes_written, c.device,
+                                    cluster::Precision::fp32, s.forward_kernel, ComputeClass::recurrent, 0,
+                                    std::nullopt, true);
+  EXPECT_GT(whole.get(term::forward_compute), 1.2 * as_one);
+  EXPECT_GT(whole.get(term::backward_compute), 16 * step(s.step_bwd_flops, s.step_bwd_bytes));
+  for (const auto& t : whole.time) {
+    if (t.name == term::forward_compute) {
+      EXPECT_THAT(t.formula, ::testing::HasSubstr("16 dependent steps, each a product")) << t.formula;
+    }
+  }
+  // The batch split 2 ways: each step does half the work, but there are still 16 of them, each
+  // with its launch, so the time does not halve.
+  const std::vector<int> two{0, 1};
+  std::vector<int> splits(s.dims.size(), 1);
+  splits[static_cast<std::size_t>(s.find_dim("b"))] = 2;
+  const auto half = op_cost(o.g, o.lstm, s, sharding::Config{splits}, two, c, {});
+  EXPECT_GT(half.get(term::forward_compute), 0.5 * whole.get(term::forward_compute));
+  EXPECT_LT(half.get(term::forward_compute), whole.get(term::forward_compute));
+  EXPECT_GT(half.get(term::forward_compute), 33 * c.device.kernel_launch_overhead);
+}
+
 TEST(ComputeFamily, OtherOpsKeepTheGemmCurve) {
   const Ops o;
   const auto c = with_conv_curve();

@@ -49,6 +49,14 @@ TEST(OpsRecurrent, LstmForward) {
   EXPECT_DOUBLE_EQ(s.fwd_flops, 2 * macs + 6 * gate_points);
   EXPECT_DOUBLE_EQ(s.bwd_data_flops, 2 * gate_points * 32 + 2 * gate_points * 64 + 12 * gate_points);
   EXPECT_DOUBLE_EQ(s.bwd_weight_flops, 2 * macs + 2 * gate_points);
+  // Step by step: 10 steps, each h_{t-1}'s product with R (64 x 256) and the gates, forward and
+  // through time; X's projection, dX, dW and dR take every step at once. R is read at each step.
+  EXPECT_EQ(s.steps, 10);
+  EXPECT_DOUBLE_EQ(s.step_fwd_flops, 2 * gate_points * 64 + 6 * gate_points);
+  EXPECT_DOUBLE_EQ(s.step_bwd_flops, 2 * gate_points * 64 + 12 * gate_points);
+  EXPECT_EQ(s.step_input, 2);
+  EXPECT_DOUBLE_EQ(s.step_fwd_bytes, 4 * (2 * gate_points + 3 * gate_points / 4));
+  EXPECT_DOUBLE_EQ(s.step_bwd_bytes, 4 * (2 * gate_points + 4 * gate_points / 4));
 }
 
 TEST(OpsRecurrent, BidirectionalBatchFirstGruOnGraphInput) {

@@ -90,6 +90,22 @@ struct OpSemantics {
   // the rest goes through backward_kernel.
   double backward_reduction_bytes = 0;
 
+  // A recurrence (LSTM, GRU, RNN): the part of each pass's FLOPs that runs as `steps` dependent
+  // steps, each waiting for the one before (the hidden state's product with the recurrent
+  // weights and the gate functions), so that each step is a kernel of its own at its own size;
+  // every step reads input `step_input` (the recurrent weights) again. The rest of the FLOPs (the input
+  // projection, the weight gradients) are independent across steps and run as one large product.
+  // steps 1: no recurrence.
+  std::int64_t steps = 1;
+  double step_fwd_flops = 0; // over all steps
+  double step_bwd_flops = 0; // over all steps
+  int step_input = -1;       // the input every step reads again (the recurrent weights), -1 none
+  // The bytes of each step's gate functions, a kernel of their own after the product (the
+  // pre-activations read, the states written; backward, their gradients), at 4 bytes a value,
+  // over all steps.
+  double step_fwd_bytes = 0;
+  double step_bwd_bytes = 0;
+
   // Non-empty when the op was described conservatively (unknown type, subgraph, unsupported
   // attribute); the text says why.
   std::string opaque_reason;
