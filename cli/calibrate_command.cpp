@@ -63,6 +63,7 @@ cluster::Collective collective_named(const std::string& name, const std::string&
 struct Measurements {
   cost::CalibrationData data;
   std::string date, host;
+  std::string backend; // the kernels' backend as partita-calibrate named it (its device); empty in older files
   int ranks = 0;
   bool quick = false;
   int passes = 1; // of the sweeps
@@ -87,6 +88,7 @@ Measurements read_measurements(const fs::path& path) {
     m.quick = doc.at("quick").get<bool>();
     m.passes = doc.value("passes", 1); // absent in measurements of earlier versions: one pass
     m.pass_statistic = doc.value("pass_statistic", "fastest");
+    m.backend = doc.value("backend", "");
     m.data.nodes = doc.at("nodes").get<int>();
     m.data.devices_per_node = doc.at("devices_per_node").get<int>();
     m.data.threads = doc.at("threads").get<int>();
@@ -342,8 +344,8 @@ void add_calibrate_command(CLI::App& app) {
     }
     c.name = base.name + "-calibrated";
     c.description = fmt::format(
-        "Calibrated by `partita calibrate{}` on {} on host {}: {} MPI rank(s) on {} node(s), {} compute thread(s) per "
-        "rank, from '{}'; {}. "
+        "Calibrated by `partita calibrate{}` on {} on host {}{}: {} MPI rank(s) on {} node(s), {} compute thread(s) "
+        "per rank, from '{}' (whose device name and memory capacity it keeps); {}. "
         "peak_fp32 {:.4g} GFLOP/s is the highest "
         "compute rate fitted over {} GEMMs{}, "
         "memory_bandwidth "
@@ -353,7 +355,9 @@ void add_calibrate_command(CLI::App& app) {
         "Collective latency/bandwidth are least squares on core's alpha-beta formulas, one pair per range of message "
         "sizes where the link changes protocol. Fit: {}{}; {}; {}. Valid for runs "
         "with the same ranks per node and threads per rank.",
-        m.quick ? " --quick" : "", m.date, m.host, m.ranks, d.nodes, d.threads, base.name,
+        m.quick ? " --quick" : "", m.date, m.host,
+        m.backend.empty() ? std::string() : fmt::format(", backend {}", m.backend), m.ranks, d.nodes, d.threads,
+        base.name,
         m.pass_statistic == "median"
             ? fmt::format("each kernel and collective timing is the median of {} pass(es)", m.passes)
             : fmt::format("each kernel timing is the fastest of {} pass(es)", m.passes),

@@ -39,8 +39,15 @@ nlohmann::json to_json(const onnx_import::ImportResult& r, const graph::ModelSum
     }
     layers.push_back(std::move(l));
   }
+  nlohmann::json inlined = nlohmann::json::array();
+  for (const auto& i : r.inlined) {
+    inlined.push_back(
+        {{"node", i.node}, {"output", i.output}, {"branch", i.branch}, {"condition", i.condition}, {"nodes", i.nodes}});
+  }
   return {{"model", model},
           {"opset", r.opset},
+          {"inlined_ifs", inlined},
+          {"interleaved_ops", r.interleaved_ops},
           {"producer", r.producer},
           {"layers", layers},
           {"totals",

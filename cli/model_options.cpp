@@ -30,6 +30,10 @@ void ModelOptions::add_to(CLI::App& cmd) {
   cmd.add_option("--dim", dims,
                  "value of a dynamic dimension of the model's inputs: NAME=VALUE for a named one, INPUT:AXIS=VALUE "
                  "for any, e.g. X:0=8 (repeatable)");
+  cmd.add_option("--value", values,
+                 "contents of an integer or boolean input that is a setting, not data: INPUT=VALUE or "
+                 "INPUT=[V1,V2,...], e.g. sr=16000 or use_cache_branch=false; what follows from it folds, and an If "
+                 "on it is replaced by the branch it takes (repeatable)");
   cmd.add_option("--batch", batch,
                  "batch size (a zoo model's batch parameter; for a file, the dimension 'batch', else axis 0 of "
                  "every input where it is dynamic)")
@@ -45,6 +49,20 @@ std::string ModelOptions::spec() const {
 
 onnx_import::ImportOptions ModelOptions::import_options() const {
   auto options = parse_dims(dims);
+  for (const auto& v : values) {
+    try {
+      auto [name, contents] = onnx_import::parse_value(v);
+      if (options.values.count(name) != 0) {
+        throw Error(fmt::format("input '{}' is given twice", name));
+      }
+      options.values[name] = std::move(contents);
+    } catch (const Error& e) {
+      throw Error(fmt::format("--value: {}", e.what()));
+    }
+  }
+  if (!options.values.empty() && model.rfind("zoo:", 0) == 0) {
+    throw Error("--value: a built-in model (zoo:) has no inputs to fix; --value is for ONNX files");
+  }
   if (batch > 0 && model.rfind("zoo:", 0) != 0) {
     options.dims["batch"] = batch;
   }
@@ -71,8 +89,12 @@ Planned make_plan(const graph::Graph& g, const cluster::Cluster& cluster, int de
   }
   out.prediction = strategy::evaluate(g, cluster, out.strategy, request.setup);
   out.plan = strategy::to_plan(g, cluster, out.strategy, out.prediction, request.setup, model.spec());
-  for (const auto& [name, value] : model.import_options().dims) {
+  const auto options = model.import_options();
+  for (const auto& [name, value] : options.dims) {
     (*out.plan.mutable_dims())[name] = value;
+  }
+  for (const auto& [name, contents] : options.values) {
+    out.plan.add_values(onnx_import::format_value(name, contents));
   }
   return out;
 }

@@ -20,7 +20,8 @@ namespace partita::cli {
 struct ModelOptions {
   std::string model;
   std::vector<std::string> dims;
-  int batch = 0; // 0: as the model says
+  std::vector<std::string> values; // --value INPUT=VALUE
+  int batch = 0;                   // 0: as the model says
 
   void add_to(CLI::App& cmd);
   // The model with --batch applied (a zoo spec's batch parameter, or the symbolic dim "batch").

@@ -81,6 +81,10 @@ LoadedPlan load_plan(const std::filesystem::path& path, int ranks) {
     for (const auto& [name, value] : plan.dims()) {
       options.dims[name] = value;
     }
+    for (const auto& text : plan.values()) {
+      auto [name, contents] = onnx_import::parse_value(text);
+      options.values[name] = std::move(contents);
+    }
     if (plan.model().rfind("zoo:", 0) != 0 && plan.batch() > 0 && options.dims.count("batch") == 0) {
       options.dims["batch"] = plan.batch();
     }

@@ -517,10 +517,10 @@ OpCost op_cost(const graph::Graph& g, graph::OpId id, const graph::OpSemantics& 
           : 0.0;
   const auto steps_time = [&](double flops, double gate_bytes) {
     return recurrence && flops > 0
-               ? steps * (kernel_time(flops / parts / steps, step_weight, dev, precision, graph::KernelClass::eltwise,
-                                      family, 0, std::nullopt, true) +
-                          kernel_time(0, gate_bytes * scale / parts / steps, dev, precision,
-                                      graph::KernelClass::eltwise))
+               ? steps *
+                     (kernel_time(flops / parts / steps, step_weight, dev, precision, graph::KernelClass::eltwise,
+                                  family, 0, std::nullopt, true) +
+                      kernel_time(0, gate_bytes * scale / parts / steps, dev, precision, graph::KernelClass::eltwise))
                : 0.0;
   };
   const auto steps_text = [&](double flops, double gate_bytes, double time) {
@@ -559,7 +559,8 @@ OpCost op_cost(const graph::Graph& g, graph::OpId id, const graph::OpSemantics& 
                          "the iteration space",
                          fwd_batched / 1e9, peak_text, fwd_bytes / 1e6,
                          fresh_text(fresh_in, "inputs just written by the ops before"),
-                         graph::kernel_class_name(s.forward_kernel), steps_text(s.step_fwd_flops, s.step_fwd_bytes, fwd_steps), parts)});
+                         graph::kernel_class_name(s.forward_kernel),
+                         steps_text(s.step_fwd_flops, s.step_fwd_bytes, fwd_steps), parts)});
   const double bwd_flops = (s.bwd_data_flops + s.bwd_weight_flops) / parts;
   const double bwd_bytes =
       s.bwd_bytes > 0 && s.fwd_bytes_read + s.fwd_bytes_written > 0 ? s.bwd_bytes * scale / parts : 0;

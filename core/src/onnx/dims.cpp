@@ -2,6 +2,7 @@
 #include "partita/onnx/import.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <charconv>
 
@@ -55,6 +56,52 @@ ImportOptions parse_dims(std::string_view text) {
   }
   flush();
   return options;
+}
+
+std::pair<std::string, std::vector<std::int64_t>> parse_value(std::string_view text) {
+  const auto eq = text.find('=');
+  if (eq == std::string_view::npos || eq == 0) {
+    throw Error(fmt::format("value '{}': expected INPUT=VALUE or INPUT=[V1,V2,...]", text));
+  }
+  const std::string name(text.substr(0, eq));
+  std::string_view rest = text.substr(eq + 1);
+  const bool list = rest.size() >= 2 && rest.front() == '[' && rest.back() == ']';
+  if (list) {
+    rest = rest.substr(1, rest.size() - 2);
+  }
+  std::vector<std::int64_t> values;
+  std::size_t start = 0;
+  while (start <= rest.size()) {
+    const auto comma = list ? rest.find(',', start) : std::string_view::npos;
+    std::string_view item = rest.substr(start, comma == std::string_view::npos ? rest.size() - start : comma - start);
+    while (!item.empty() && item.front() == ' ') {
+      item.remove_prefix(1);
+    }
+    while (!item.empty() && item.back() == ' ') {
+      item.remove_suffix(1);
+    }
+    std::int64_t v = 0;
+    if (item == "true") {
+      v = 1;
+    } else if (item == "false") {
+      v = 0;
+    } else if (item.empty() ||
+               std::from_chars(item.data(), item.data() + item.size(), v).ptr != item.data() + item.size()) {
+      throw Error(fmt::format("value '{}': '{}' is not an integer (or true/false){}", text, item,
+                              list ? "" : "; several values are written INPUT=[V1,V2,...]"));
+    }
+    values.push_back(v);
+    if (comma == std::string_view::npos) {
+      break;
+    }
+    start = comma + 1;
+  }
+  return {name, values};
+}
+
+std::string format_value(const std::string& name, const std::vector<std::int64_t>& values) {
+  return values.size() == 1 ? fmt::format("{}={}", name, values.front())
+                            : fmt::format("{}=[{}]", name, fmt::join(values, ","));
 }
 
 std::string format_dims(const ImportOptions& options) {

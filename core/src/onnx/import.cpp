@@ -9,7 +9,9 @@
 #include <fmt/format.h>
 #include <onnx/onnx_pb.h>
 
+#include <algorithm>
 #include <cstring>
+#include <optional>
 #include <set>
 #include <unordered_map>
 
@@ -117,8 +119,31 @@ public:
         m_model.producer_name() + (m_model.producer_version().empty() ? "" : " " + m_model.producer_version());
     check_references();
     detail::ShapeResolution shapes = detail::resolve_shapes(m_model, m_source, m_options, result.warnings);
+    // An If whose condition folded is replaced by the branch it takes, and the shapes are resolved
+    // again (the branch may hold Ifs of its own, whose conditions fold in turn). The dims and
+    // values were applied to the model the first time.
+    for (int round = 0; round < max_inline_rounds && inline_known_ifs(shapes, result); ++round) {
+      check_references();
+      std::vector<std::string> warnings;
+      // The named dimensions' values again, for the value_info the branches brought; the inputs
+      // already hold theirs.
+      ImportOptions again;
+      for (const auto& [name, value] : shapes.named_dims) {
+        if (!axis_key(name)) {
+          again.dims[name] = value;
+        }
+      }
+      shapes = detail::resolve_shapes(m_model, m_source, again, warnings);
+      for (auto& w : warnings) {
+        if (w.rfind("--dim ", 0) != 0 &&
+            std::find(result.warnings.begin(), result.warnings.end(), w) == result.warnings.end()) {
+          result.warnings.push_back(std::move(w));
+        }
+      }
+    }
     result.graph = build_graph(shapes);
     result.constant_node_params = m_constant_node_params;
+    result.interleaved_ops = m_interleaved_ops;
     for (std::size_t i = 0; i < result.graph.ops().size(); ++i) {
       const auto s = graph::describe(result.graph, static_cast<graph::OpId>(i));
       if (s.op_class == graph::OpClass::opaque) {
@@ -131,6 +156,141 @@ public:
 
 private:
   [[noreturn]] void fail(const std::string& reason) const { throw Error(fmt::format("{}: {}", m_source, reason)); }
+
+  // Rounds of If inlining: an If inside a branch becomes a main-graph If once its branch is
+  // inlined, so each round goes one level deeper.
+  static constexpr int max_inline_rounds = 8;
+
+  // The value of an If's condition when it is known (1 true, 0 false): folded, or an initializer
+  // (a --value); -1 when it is not known.
+  static int condition_value(const std::string& name, const detail::ShapeResolution& shapes,
+                             const onnx::GraphProto& gp) {
+    if (auto it = shapes.values.find(name); it != shapes.values.end() && it->second.size() == 1) {
+      return it->second.front() != 0 ? 1 : 0;
+    }
+    for (const auto& init : gp.initializer()) {
+      if (init.name() != name || init.data_location() == onnx::TensorProto::EXTERNAL) {
+        continue;
+      }
+      if (init.int32_data_size() == 1) {
+        return init.int32_data(0) != 0 ? 1 : 0;
+      }
+      if (init.int64_data_size() == 1) {
+        return init.int64_data(0) != 0 ? 1 : 0;
+      }
+      if (init.uint64_data_size() == 1) {
+        return init.uint64_data(0) != 0 ? 1 : 0;
+      }
+      if (init.raw_data().size() == 1 && init.data_type() == onnx::TensorProto::BOOL) {
+        return init.raw_data()[0] != 0 ? 1 : 0;
+      }
+      if (const auto v = int_values(init, 1); v && v->size() == 1) {
+        return v->front() != 0 ? 1 : 0;
+      }
+    }
+    return -1;
+  }
+
+  // Replaces every main-graph If whose condition is known by the nodes of the branch it takes,
+  // with an Identity from each branch output to the If's output; the branch's initializers and
+  // value_info join the graph's. A branch value whose name the main graph already uses is renamed
+  // "<If>/<name>" in the branch. Returns whether any If was replaced.
+  bool inline_known_ifs(const detail::ShapeResolution& shapes, ImportResult& result) {
+    onnx::GraphProto& gp = *m_model.mutable_graph();
+    std::set<std::string> taken;
+    for (const auto& i : gp.input()) {
+      taken.insert(i.name());
+    }
+    for (const auto& i : gp.initializer()) {
+      taken.insert(i.name());
+    }
+    for (const auto& n : gp.node()) {
+      taken.insert(n.output().begin(), n.output().end());
+    }
+    const auto names = node_names(gp);
+    google::protobuf::RepeatedPtrField<onnx::NodeProto> nodes;
+    bool any = false;
+    for (int i = 0; i < gp.node_size(); ++i) {
+      const onnx::NodeProto& node = gp.node(i);
+      const bool is_if = node.op_type() == "If" && (node.domain().empty() || node.domain() == "ai.onnx") &&
+                         node.input_size() == 1 && !node.input(0).empty();
+      const int known = is_if ? condition_value(node.input(0), shapes, gp) : -1;
+      const bool then_taken = known == 1;
+      const onnx::GraphProto* body = nullptr;
+      for (const auto& a : node.attribute()) {
+        if (known >= 0 && a.has_g() && a.name() == (then_taken ? "then_branch" : "else_branch")) {
+          body = &a.g();
+        }
+      }
+      if (body == nullptr) {
+        *nodes.Add() = node;
+        continue;
+      }
+      const std::string& label = names[static_cast<std::size_t>(i)];
+      std::unordered_map<std::string, std::string> renamed;
+      const auto name_in_main = [&](const std::string& n) {
+        auto it = renamed.find(n);
+        return it == renamed.end() ? n : it->second;
+      };
+      for (const auto& init : body->initializer()) {
+        if (taken.count(init.name()) != 0) {
+          renamed[init.name()] = label + "/" + init.name();
+        }
+      }
+      for (const auto& n : body->node()) {
+        for (const auto& out : n.output()) {
+          if (!out.empty() && taken.count(out) != 0) {
+            renamed[out] = label + "/" + out;
+          }
+        }
+      }
+      for (const auto& init : body->initializer()) {
+        onnx::TensorProto& t = *gp.add_initializer();
+        t = init;
+        t.set_name(name_in_main(init.name()));
+        taken.insert(t.name());
+      }
+      for (const auto& v : body->value_info()) {
+        onnx::ValueInfoProto& info = *gp.add_value_info();
+        info = v;
+        info.set_name(name_in_main(v.name()));
+      }
+      for (const auto& n : body->node()) {
+        onnx::NodeProto& copy = *nodes.Add();
+        copy = n;
+        for (auto& in : *copy.mutable_input()) {
+          in = name_in_main(in);
+        }
+        for (auto& out : *copy.mutable_output()) {
+          out = name_in_main(out);
+          taken.insert(out);
+        }
+        if (!copy.name().empty()) {
+          copy.set_name(label + "/" + copy.name());
+        }
+      }
+      for (int k = 0; k < node.output_size() && k < body->output_size(); ++k) {
+        if (node.output(k).empty()) {
+          continue;
+        }
+        onnx::NodeProto& id = *nodes.Add();
+        id.set_op_type("Identity");
+        id.set_name(fmt::format("{}/{}:{}", label, then_taken ? "then" : "else", k));
+        id.add_input(name_in_main(body->output(k).name()));
+        id.add_output(node.output(k));
+      }
+      result.inlined.push_back({label, node.output_size() > 0 ? node.output(0) : std::string(),
+                                then_taken ? "then_branch" : "else_branch", node.input(0), body->node_size()});
+      result.warnings.push_back(fmt::format("If '{}' replaced by its {} ({} nodes): its condition '{}' is {}", label,
+                                            then_taken ? "then_branch" : "else_branch", body->node_size(),
+                                            node.input(0), then_taken ? "true" : "false"));
+      any = true;
+    }
+    if (any) {
+      gp.mutable_node()->Swap(&nodes);
+    }
+    return any;
+  }
 
   // Every node input names a graph input, an initializer or some node's output (in any order:
   // validation later reports cycles by name).
@@ -322,7 +482,9 @@ private:
       g.graph_outputs.push_back(id);
     }
     try {
+      const std::size_t before = g.ops().size();
       interleave_fused_projections(g);
+      m_interleaved_ops = static_cast<int>(g.ops().size() - before);
       g.validate();
       graph::mark_gradients(g);
     } catch (const Error& e) {
@@ -438,6 +600,7 @@ private:
 
   onnx::ModelProto& m_model;
   std::string_view m_source;
+  int m_interleaved_ops = 0;
   const ImportOptions& m_options;
   std::int64_t m_constant_node_params = 0;
 };

@@ -11,6 +11,7 @@
 #include <onnx/shape_inference/implementation.h>
 
 #include <deque>
+#include <functional>
 #include <memory>
 #include <set>
 
@@ -231,6 +232,181 @@ constexpr int max_if_depth = 6;
 void infer_scope(onnx::GraphProto& g, const std::unordered_map<std::string, int>& opsets, std::string_view source,
                  std::vector<std::string>& warnings, Scope& s);
 
+// The output types of the foreign-domain ops whose shapes follow from their inputs as ONNX
+// Runtime defines them, where the file's value_info may leave them symbolic: com.microsoft's
+// FastGelu, Gelu and QuickGelu (the input's shape), SkipLayerNormalization, FusedMatMul,
+// and DynamicQuantizeLSTM (an LSTM on int8 weights W [dirs, input, 4 hidden] and R [dirs, hidden,
+// 4 hidden]: Y [seq, dirs, batch, hidden], Y_h and Y_c [dirs, batch, hidden]). nullopt: no rule,
+// or an input shape it needs is unknown.
+std::optional<std::vector<std::int64_t>> known_dims(const onnx::TypeProto* t) {
+  if (t == nullptr || rank_of(t) < 0) {
+    return std::nullopt;
+  }
+  std::vector<std::int64_t> dims;
+  for (const auto& d : t->tensor_type().shape().dim()) {
+    if (!d.has_dim_value()) {
+      return std::nullopt;
+    }
+    dims.push_back(d.dim_value());
+  }
+  return dims;
+}
+
+std::optional<std::vector<onnx::TypeProto>> contrib_output_types(const std::string& domain, const onnx::NodeProto& node,
+                                                                 const std::vector<const onnx::TypeProto*>& inputs) {
+  if (domain != "com.microsoft" || inputs.empty() || inputs[0] == nullptr) {
+    return std::nullopt;
+  }
+  const auto x_dims = known_dims(inputs[0]);
+  const auto typed_as = [&](const onnx::TypeProto& like, const std::vector<std::int64_t>& dims) {
+    onnx::TypeProto t;
+    t.mutable_tensor_type()->set_elem_type(like.tensor_type().elem_type());
+    for (auto d : dims) {
+      t.mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(d);
+    }
+    return t;
+  };
+  const std::string& type = node.op_type();
+  // Element-wise activations: the input's shape.
+  if (type == "FastGelu" || type == "Gelu" || type == "QuickGelu") {
+    return x_dims ? std::optional(std::vector<onnx::TypeProto>{*inputs[0]}) : std::nullopt;
+  }
+  // SkipLayerNormalization: the output and the input + skip (+ bias) sum as the input; mean and
+  // inverse standard deviation with the last axis 1 (float).
+  if (type == "SkipLayerNormalization" || type == "SkipSimplifiedLayerNormalization") {
+    if (!x_dims || x_dims->empty()) {
+      return std::nullopt;
+    }
+    auto stat = *x_dims;
+    stat.back() = 1;
+    onnx::TypeProto f;
+    f.mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+    return std::vector<onnx::TypeProto>{*inputs[0], typed_as(f, stat), typed_as(f, stat), *inputs[0]};
+  }
+  // FusedMatMul: alpha * op(A) op(B) with transA/transB on the last two axes, batch axes
+  // broadcast.
+  if (type == "FusedMatMul") {
+    const auto b_dims = inputs.size() > 1 ? known_dims(inputs[1]) : std::nullopt;
+    if (!x_dims || !b_dims || x_dims->size() < 2 || b_dims->size() < 2) {
+      return std::nullopt;
+    }
+    bool trans_a = false, trans_b = false;
+    for (const auto& a : node.attribute()) {
+      trans_a = trans_a || (a.name() == "transA" && a.i() != 0);
+      trans_b = trans_b || (a.name() == "transB" && a.i() != 0);
+      if ((a.name() == "transBatchA" || a.name() == "transBatchB") && a.i() != 0) {
+        return std::nullopt;
+      }
+    }
+    const auto& a = *x_dims;
+    const auto& b = *b_dims;
+    const std::int64_t m = trans_a ? a[a.size() - 1] : a[a.size() - 2];
+    const std::int64_t n = trans_b ? b[b.size() - 2] : b[b.size() - 1];
+    const std::size_t batch_rank = std::max(a.size(), b.size()) - 2;
+    std::vector<std::int64_t> out(batch_rank, 1);
+    for (std::size_t i = 0; i < batch_rank; ++i) {
+      const auto at = [&](const std::vector<std::int64_t>& d) -> std::int64_t {
+        const std::size_t lead = batch_rank - (d.size() - 2); // axes d lacks on the left
+        return i < lead ? 1 : d[i - lead];
+      };
+      const std::int64_t da = at(a), db = at(b);
+      if (da != db && da != 1 && db != 1) {
+        return std::nullopt;
+      }
+      out[i] = std::max(da, db);
+    }
+    out.push_back(m);
+    out.push_back(n);
+    return std::vector<onnx::TypeProto>{typed_as(*inputs[0], out)};
+  }
+  if (type != "DynamicQuantizeLSTM" || rank_of(inputs[0]) != 3) {
+    return std::nullopt;
+  }
+  const auto& x = inputs[0]->tensor_type().shape();
+  std::int64_t hidden = -1, dirs = 1;
+  for (const auto& a : node.attribute()) {
+    if (a.name() == "hidden_size") {
+      hidden = a.i();
+    } else if (a.name() == "direction" && a.s() == "bidirectional") {
+      dirs = 2;
+    }
+  }
+  if (hidden <= 0 || !x.dim(0).has_dim_value() || !x.dim(1).has_dim_value()) {
+    return std::nullopt;
+  }
+  const auto typed = [&](std::vector<std::int64_t> dims) {
+    onnx::TypeProto t;
+    t.mutable_tensor_type()->set_elem_type(inputs[0]->tensor_type().elem_type());
+    for (auto d : dims) {
+      t.mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(d);
+    }
+    return t;
+  };
+  const std::int64_t seq = x.dim(0).dim_value(), batch = x.dim(1).dim_value();
+  return std::vector<onnx::TypeProto>{typed({seq, dirs, batch, hidden}), typed({dirs, batch, hidden}),
+                                      typed({dirs, batch, hidden})};
+}
+
+using ConstantInts = std::function<std::optional<std::vector<std::int64_t>>(const std::string&)>;
+
+// The nodes inside an If/Loop/Scan body rewritten to their opset-17 form, as the main graph's are,
+// before libonnx infers the node that holds them (its inference of a body reads the body's
+// ReduceMean with axes as an input as opset 17's, and fails). Constants a rewrite needs (the axes)
+// come from the body's initializers and Constant nodes, else from around it; a node whose
+// constants are computed stays as it is, for the body's own inference to name.
+void adapt_bodies(onnx::NodeProto& node, const ConstantInts& outer) {
+  for (auto& a : *node.mutable_attribute()) {
+    std::vector<onnx::GraphProto*> bodies;
+    if (a.has_g()) {
+      bodies.push_back(a.mutable_g());
+    }
+    for (auto& body : *a.mutable_graphs()) {
+      bodies.push_back(&body);
+    }
+    for (onnx::GraphProto* body : bodies) {
+      std::unordered_map<std::string, std::vector<std::int64_t>> local;
+      const auto keep = [&](const onnx::TensorProto& t, const std::string& name) {
+        if (t.data_location() == onnx::TensorProto::EXTERNAL) {
+          return;
+        }
+        if (t.data_type() == onnx::TensorProto::INT64) {
+          local[name] = onnx::ParseData<std::int64_t>(&t);
+        } else if (t.data_type() == onnx::TensorProto::INT32) {
+          const auto v = onnx::ParseData<std::int32_t>(&t);
+          local[name] = std::vector<std::int64_t>(v.begin(), v.end());
+        }
+      };
+      for (const auto& init : body->initializer()) {
+        keep(init, init.name());
+      }
+      for (const auto& n : body->node()) {
+        if (n.op_type() == "Constant" && n.output_size() == 1) {
+          for (const auto& attr : n.attribute()) {
+            if (attr.name() == "value" && attr.has_t()) {
+              keep(attr.t(), n.output(0));
+            }
+          }
+        }
+      }
+      const ConstantInts lookup = [&](const std::string& name) -> std::optional<std::vector<std::int64_t>> {
+        if (auto it = local.find(name); it != local.end()) {
+          return it->second;
+        }
+        return outer(name);
+      };
+      for (auto& n : *body->mutable_node()) {
+        if (n.domain().empty() || n.domain() == "ai.onnx") {
+          onnx::NodeProto adapted = n;
+          if (adapt_node(adapted, lookup).empty()) {
+            n = std::move(adapted);
+          }
+        }
+        adapt_bodies(n, lookup);
+      }
+    }
+  }
+}
+
 // An If's outputs as its branches give them, each branch inferred node by node with the folder
 // (libonnx infers branches without it, so a shape computed from shapes inside one stays unknown).
 // Only the branch taken when the condition is known; else where both branches agree.
@@ -240,8 +416,15 @@ void refine_if_outputs(const onnx::NodeProto& node, const std::string& label,
     return;
   }
   std::optional<bool> condition;
-  if (auto it = s.known.find(node.input(0));
-      it != s.known.end() && !it->second.is_float() && it->second.ints.size() == 1) {
+  auto it = s.known.find(node.input(0));
+  if (it == s.known.end()) { // an initializer (a --value) as the condition itself
+    if (auto init = s.initializers.find(node.input(0)); init != s.initializers.end()) {
+      if (auto value = read_const(*init->second)) {
+        it = s.known.emplace(node.input(0), *std::move(value)).first;
+      }
+    }
+  }
+  if (it != s.known.end() && !it->second.is_float() && it->second.ints.size() == 1) {
     condition = it->second.ints[0] != 0;
   }
   std::vector<std::vector<const onnx::TypeProto*>> branch_types; // [branch][output]
@@ -314,7 +497,10 @@ void refine_if_outputs(const onnx::NodeProto& node, const std::string& label,
       }
       if (values.size() == 2 && values[0] != values[1]) {
         throw Error(fmt::format("{}: {}: dimension {} of output '{}' is {} in {} and {} in {}, and the condition "
-                                "'{}' is known only at run time: Partita needs one shape for every value",
+                                "'{}' is known only at run time: Partita needs one shape for every value (when "
+                                "the condition follows from an integer or boolean input, a setting such as a sample "
+                                "rate or a flag, fix that input with --value INPUT=VALUE: the branch taken is then "
+                                "inlined)",
                                 source, label, d, out, values[0], branch_names[0], values[1], branch_names[1],
                                 node.input(0)));
       }
@@ -417,6 +603,23 @@ void infer_scope(onnx::GraphProto& g, const std::unordered_map<std::string, int>
           "node '{}' ({}.{})", node.name().empty() ? fmt::format("{}_{}", node.op_type(), index) : node.name(), domain,
           node.op_type());
       std::vector<std::string> assumed, unknown;
+      // The file's value_info, when it gives every output's dims; else the op's definition.
+      bool complete = true;
+      for (const auto& out : node.output()) {
+        auto t = r.types.find(out);
+        complete = complete && (out.empty() || (t != r.types.end() && known_dims(&t->second).has_value()));
+      }
+      if (auto shapes = complete ? std::nullopt : contrib_output_types(domain, node, input_types)) {
+        for (int k = 0; k < node.output_size() && k < static_cast<int>(shapes->size()); ++k) {
+          if (!node.output(k).empty()) {
+            r.types[node.output(k)] = (*shapes)[static_cast<std::size_t>(k)];
+          }
+        }
+        warnings.push_back(fmt::format("{}: an op of the domain '{}', which Partita does not model: counted with 0 "
+                                       "FLOPs; its outputs' shapes from its definition in ONNX Runtime",
+                                       label, domain));
+        continue;
+      }
       for (const auto& out : node.output()) {
         auto known = r.types.find(out);
         if (!out.empty() && (known == r.types.end() || rank_of(&known->second) < 0)) {
@@ -487,6 +690,7 @@ void infer_scope(onnx::GraphProto& g, const std::unordered_map<std::string, int>
       if (const std::string reason = adapt_node(node, constant_ints); !reason.empty()) {
         throw Error(fmt::format("{}: {}: {}", source, node_label(node, index), reason));
       }
+      adapt_bodies(node, constant_ints);
       input_types.resize(static_cast<std::size_t>(node.input_size()));
     }
     try {
@@ -616,6 +820,96 @@ void infer_scope(onnx::GraphProto& g, const std::unordered_map<std::string, int>
         r.folded[out] = *folded;
       }
       known[out] = *std::move(folded);
+    }
+    // Split has several outputs, which the folder (one output a node) does not give: once
+    // inference has their shapes, a known input is cut along the axis into them (tf2onnx computes
+    // Pad amounts as a Concat of a Split of a constant).
+    if (domain.empty() && node.op_type() == "Split" && node.input_size() >= 1 && !node.input(0).empty()) {
+      auto it = known.find(node.input(0));
+      if (it == known.end()) {
+        if (auto init = initializers.find(node.input(0)); init != initializers.end()) {
+          if (auto value = read_const(*init->second)) {
+            it = known.emplace(node.input(0), *std::move(value)).first;
+          }
+        }
+      }
+      if (it != known.end()) {
+        const ConstTensor& x = it->second;
+        const auto rank = static_cast<std::int64_t>(x.dims.size());
+        std::int64_t axis = 0;
+        for (const auto& a : node.attribute()) {
+          if (a.name() == "axis") {
+            axis = a.i();
+          }
+        }
+        axis = axis < 0 ? axis + rank : axis;
+        // Every output's shape, as inferred: the parts' lengths along the axis.
+        std::vector<Dims> parts;
+        for (const auto& out : node.output()) {
+          auto t = r.types.find(out);
+          if (out.empty() || t == r.types.end() || rank_of(&t->second) != rank) {
+            parts.clear();
+            break;
+          }
+          Dims d;
+          for (const auto& dim : t->second.tensor_type().shape().dim()) {
+            d.push_back(dim.has_dim_value() ? dim.dim_value() : -1);
+          }
+          parts.push_back(std::move(d));
+        }
+        std::int64_t total = 0;
+        bool consistent = axis >= 0 && axis < rank && !parts.empty();
+        for (const auto& d : parts) {
+          for (std::int64_t k = 0; consistent && k < rank; ++k) {
+            consistent = k == axis ? d[static_cast<std::size_t>(k)] >= 0
+                                   : d[static_cast<std::size_t>(k)] == x.dims[static_cast<std::size_t>(k)];
+          }
+          total += consistent ? d[static_cast<std::size_t>(axis)] : 0;
+        }
+        if (consistent && total == x.dims[static_cast<std::size_t>(axis)]) {
+          std::int64_t outer = 1, inner = 1;
+          for (std::int64_t k = 0; k < rank; ++k) {
+            if (k < axis) {
+              outer *= x.dims[static_cast<std::size_t>(k)];
+            } else if (k > axis) {
+              inner *= x.dims[static_cast<std::size_t>(k)];
+            }
+          }
+          std::int64_t offset = 0;
+          for (int k = 0; k < node.output_size(); ++k) {
+            const Dims& d = parts[static_cast<std::size_t>(k)];
+            const std::int64_t len = d[static_cast<std::size_t>(axis)];
+            std::vector<std::int64_t> indices;
+            indices.reserve(static_cast<std::size_t>(outer * len * inner));
+            for (std::int64_t o = 0; o < outer; ++o) {
+              for (std::int64_t j = offset; j < offset + len; ++j) {
+                for (std::int64_t i = 0; i < inner; ++i) {
+                  indices.push_back((o * total + j) * inner + i);
+                }
+              }
+            }
+            offset += len;
+            ConstTensor part = x.take(indices, d);
+            const std::string& out = node.output(k);
+            if (!part.is_float() && part.dims.size() <= 1 && part.size() > 0) {
+              onnx::TensorShapeProto as_shape;
+              for (auto v : part.ints) {
+                as_shape.add_dim()->set_dim_value(v);
+              }
+              r.generated[out] = std::move(as_shape);
+            }
+            const bool half =
+                part.elem_type == onnx::TensorProto::FLOAT16 || part.elem_type == onnx::TensorProto::BFLOAT16;
+            if (!half && data.find(out) == data.end()) {
+              data[out] = &folded_protos.emplace_back(to_proto(part, out));
+            }
+            if (!part.is_float()) {
+              r.folded[out] = part;
+            }
+            known[out] = std::move(part);
+          }
+        }
+      }
     }
   }
 }

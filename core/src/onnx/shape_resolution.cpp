@@ -5,7 +5,10 @@
 #include "partita/graph/error.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <climits>
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <set>
@@ -41,11 +44,118 @@ bool is_float(int elem) {
          elem == onnx::TensorProto::BFLOAT16;
 }
 
+// The user's --value contents: each named graph input becomes an initializer holding them, so
+// that what is computed from it folds. Only integer and boolean inputs: settings (a sample rate,
+// a flag, a length), never data a network computes on.
+void apply_values(onnx::GraphProto& g, std::string_view source, const ImportOptions& options) {
+  if (options.values.empty()) {
+    return;
+  }
+  std::set<std::string> initializers;
+  for (const auto& i : g.initializer()) {
+    initializers.insert(i.name());
+  }
+  std::vector<std::string> names;
+  for (const auto& in : g.input()) {
+    if (initializers.count(in.name()) == 0) {
+      names.push_back(fmt::format("'{}'", in.name()));
+    }
+  }
+  struct Range {
+    int type;
+    const char* name;
+    std::int64_t lo, hi;
+  };
+  static const Range ranges[] = {
+      {onnx::TensorProto::BOOL, "bool", 0, 1},
+      {onnx::TensorProto::INT8, "int8", -128, 127},
+      {onnx::TensorProto::UINT8, "uint8", 0, 255},
+      {onnx::TensorProto::INT16, "int16", -32768, 32767},
+      {onnx::TensorProto::UINT16, "uint16", 0, 65535},
+      {onnx::TensorProto::INT32, "int32", INT32_MIN, INT32_MAX},
+      {onnx::TensorProto::UINT32, "uint32", 0, UINT32_MAX},
+      {onnx::TensorProto::INT64, "int64", INT64_MIN, INT64_MAX},
+      {onnx::TensorProto::UINT64, "uint64", 0, INT64_MAX},
+  };
+  for (const auto& [name, values] : options.values) {
+    const std::string flag = "--value " + format_value(name, values);
+    const onnx::ValueInfoProto* in = nullptr;
+    for (const auto& i : g.input()) {
+      if (i.name() == name && initializers.count(name) == 0) {
+        in = &i;
+      }
+    }
+    if (in == nullptr) {
+      throw Error(fmt::format("{}: {}: the model has no input '{}'{} (its inputs: {})", source, flag, name,
+                              initializers.count(name) != 0 ? " that is not an initializer" : "",
+                              fmt::join(names, ", ")));
+    }
+    if (!in->type().has_tensor_type() || !in->type().tensor_type().has_shape()) {
+      throw Error(fmt::format("{}: {}: input '{}' is not a tensor with a shape", source, flag, name));
+    }
+    const auto& tt = in->type().tensor_type();
+    const Range* range = nullptr;
+    for (const auto& r : ranges) {
+      if (r.type == tt.elem_type()) {
+        range = &r;
+      }
+    }
+    if (range == nullptr) {
+      throw Error(fmt::format("{}: {}: input '{}' holds {}; --value fixes integer and boolean inputs (settings such "
+                              "as a sample rate, a flag or a length), not data the network computes on",
+                              source, flag, name, onnx::TensorProto::DataType_Name(tt.elem_type())));
+    }
+    const auto& shape = tt.shape();
+    std::vector<std::int64_t> dims;
+    std::int64_t count = 1;
+    for (int d = 0; d < shape.dim_size(); ++d) {
+      std::int64_t size = shape.dim(d).has_dim_value() ? shape.dim(d).dim_value() : -1;
+      if (size < 0 && shape.dim_size() == 1) {
+        size = static_cast<std::int64_t>(values.size()); // a list of dynamic length: as long as given
+      }
+      if (size < 0) {
+        throw Error(fmt::format("{}: {}: input '{}' axis {} is dynamic; --value takes inputs of fixed shape, or of "
+                                "rank 1",
+                                source, flag, name, d));
+      }
+      dims.push_back(size);
+      count *= size;
+    }
+    if (count != static_cast<std::int64_t>(values.size())) {
+      throw Error(fmt::format("{}: {}: input '{}' of shape [{}] holds {} value(s), {} given", source, flag, name,
+                              fmt::join(dims, ", "), count, values.size()));
+    }
+    for (const auto v : values) {
+      if (v < range->lo || v > range->hi) {
+        throw Error(fmt::format("{}: {}: {} does not fit input '{}', which is {} ({} to {})", source, flag, v, name,
+                                range->name, range->lo, range->hi));
+      }
+    }
+    onnx::TensorProto& t = *g.add_initializer();
+    t.set_name(name);
+    t.set_data_type(tt.elem_type());
+    for (const auto d : dims) {
+      t.add_dims(d);
+    }
+    for (const auto v : values) {
+      if (tt.elem_type() == onnx::TensorProto::INT64) {
+        t.add_int64_data(v);
+      } else if (tt.elem_type() == onnx::TensorProto::UINT32 || tt.elem_type() == onnx::TensorProto::UINT64) {
+        t.add_uint64_data(static_cast<std::uint64_t>(v));
+      } else {
+        t.add_int32_data(static_cast<std::int32_t>(v));
+      }
+    }
+    initializers.insert(name);
+  }
+}
+
 } // namespace
 
 ShapeResolution resolve_shapes(onnx::ModelProto& model, std::string_view source, const ImportOptions& options,
                                std::vector<std::string>& warnings) {
   onnx::GraphProto& g = *model.mutable_graph();
+  apply_values(g, source, options);
   std::set<std::string> initializers;
   for (const auto& i : g.initializer()) {
     initializers.insert(i.name());
@@ -188,6 +298,7 @@ ShapeResolution resolve_shapes(onnx::ModelProto& model, std::string_view source,
   }
 
   ShapeResolution r;
+  r.named_dims = named;
   InferredValues inferred = infer_node_by_node(g, opsets, source, warnings);
   r.types = std::move(inferred.types);
   r.unknown_because = std::move(inferred.unknown_because);

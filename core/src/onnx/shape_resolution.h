@@ -9,6 +9,7 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <map>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -20,6 +21,9 @@ struct ShapeResolution {
   std::unordered_map<std::string, onnx::TypeProto> types;            // every value's type
   std::unordered_map<std::string, std::vector<std::int64_t>> values; // integer contents, folded or propagated
   std::unordered_map<std::string, std::string> unknown_because;      // see InferredValues
+  // The symbolic dimensions given values (by name, --batch's included): what a later resolution
+  // of the same model, after If inlining, substitutes in the value_info the branches bring.
+  std::map<std::string, std::int64_t> named_dims;
 };
 
 // Throws partita::Error naming every unresolved symbolic dimension, or the node whose shape

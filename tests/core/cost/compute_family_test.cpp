@@ -142,16 +142,16 @@ TEST(ComputeFamily, ARecurrenceIsPricedStepByStep) {
            kernel_time(0, gate_bytes / 16, c.device, cluster::Precision::fp32, graph::KernelClass::eltwise);
   };
   const auto whole = cost_of(o, o.lstm, c);
-  const double fwd_rest = kernel_time(s.fwd_flops - s.step_fwd_flops, s.fwd_bytes_read + s.fwd_bytes_written, c.device,
-                                      cluster::Precision::fp32, s.forward_kernel, ComputeClass::recurrent, 0,
-                                      std::nullopt, true);
+  const double fwd_rest =
+      kernel_time(s.fwd_flops - s.step_fwd_flops, s.fwd_bytes_read + s.fwd_bytes_written, c.device,
+                  cluster::Precision::fp32, s.forward_kernel, ComputeClass::recurrent, 0, std::nullopt, true);
   const double fwd = fwd_rest + 16 * step(s.step_fwd_flops, s.step_fwd_bytes);
   EXPECT_NEAR(whole.get(term::forward_compute), fwd, 1e-9 * fwd);
   EXPECT_GT(whole.get(term::forward_compute), 33 * c.device.kernel_launch_overhead); // 16 x 2 kernels + the projection
   // One product over all the FLOPs would be cheaper: the steps sit lower on the curve.
-  const double as_one = kernel_time(s.fwd_flops, s.fwd_bytes_read + s.fwd_bytes_written, c.device,
-                                    cluster::Precision::fp32, s.forward_kernel, ComputeClass::recurrent, 0,
-                                    std::nullopt, true);
+  const double as_one =
+      kernel_time(s.fwd_flops, s.fwd_bytes_read + s.fwd_bytes_written, c.device, cluster::Precision::fp32,
+                  s.forward_kernel, ComputeClass::recurrent, 0, std::nullopt, true);
   EXPECT_GT(whole.get(term::forward_compute), 1.2 * as_one);
   EXPECT_GT(whole.get(term::backward_compute), 16 * step(s.step_bwd_flops, s.step_bwd_bytes));
   for (const auto& t : whole.time) {

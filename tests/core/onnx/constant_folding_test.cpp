@@ -387,6 +387,28 @@ TEST(ConstantFoldingImport, RangeConstantOfShapeExpandAndPadTakeComputedShapes) 
   EXPECT_EQ(tensor(r, "padded").shape, (graph::Shape{2, 16}));
 }
 
+// A Split of a constant, whose parts become a Reshape's target and a Pad's amounts (tf2onnx's
+// Pad: a Concat of a Split of a constant): each part is known once inference has its shape.
+TEST(ConstantFoldingImport, TheOutputsOfASplitOfAConstantAreKnown) {
+  using B = test::ModelBuilder;
+  B b(13);
+  b.input("x", {12});
+  b.input("img", {1, 1, 4, 4});
+  b.ints("c", {3, 4, 0, 0, 1, 1, 0, 0, 1, 1});
+  b.ints("sizes", {2, 8});
+  B::attr(b.node("Split", {"c", "sizes"}, {"s1", "s2"}, "split"), "axis", std::int64_t{0});
+  b.node("Reshape", {"x", "s1"}, {"y"}, "reshape");
+  b.node("Pad", {"img", "s2"}, {"padded"}, "pad");
+  b.output("y");
+  b.output("padded");
+  const auto r = onnx_import::import_model(b.model(), "split.onnx");
+  EXPECT_EQ(tensor(r, "y").shape, (graph::Shape{3, 4}));
+  EXPECT_EQ(tensor(r, "padded").shape, (graph::Shape{1, 1, 6, 6}));
+  ASSERT_TRUE(tensor(r, "s2").int_values);
+  EXPECT_EQ(*tensor(r, "s2").int_values, (std::vector<std::int64_t>{0, 0, 1, 1, 0, 0, 1, 1}));
+  EXPECT_EQ(r.graph.ops().size(), 3u) << "every node kept";
+}
+
 TEST(ConstantFoldingImport, SliceAttributeFormAtOpset9) {
   B b(9);
   b.input("x", {"batch", 4, 5});

@@ -220,6 +220,44 @@ TEST(OnnxImport, UnknownOpIsKeptOpaqueAndNamed) {
   EXPECT_TRUE(warned);
 }
 
+// ONNX Runtime's contrib ops as Kokoro uses them (DynamicQuantizeLSTM, FastGelu,
+// SkipLayerNormalization, FusedMatMul): their outputs' shapes follow from their inputs as ONNX
+// Runtime defines them, even where the file's value_info leaves them symbolic.
+TEST(OnnxImport, ContribOpsOutputsTakeTheirShapesFromTheirDefinitions) {
+  test::ModelBuilder b;
+  b.input("x", {7, 2, 16});
+  auto* ms = b.model().add_opset_import();
+  ms->set_domain("com.microsoft");
+  ms->set_version(1);
+  auto& lstm = b.node("DynamicQuantizeLSTM", {"x"}, {"y"}, "lstm_quant");
+  lstm.set_domain("com.microsoft");
+  test::ModelBuilder::attr(lstm, "hidden_size", std::int64_t{32});
+  test::ModelBuilder::attr(lstm, "direction", std::string("bidirectional"));
+  b.node("Relu", {"y"}, {"z"}, "relu");
+  b.node("FastGelu", {"z"}, {"g"}, "gelu").set_domain("com.microsoft");
+  b.weight("gamma", {32});
+  b.node("SkipLayerNormalization", {"g", "z", "gamma"}, {"n"}, "skip_ln").set_domain("com.microsoft");
+  b.weight("w", {16, 32});
+  auto& mm = b.node("FusedMatMul", {"n", "w"}, {"f"}, "fused_mm");
+  mm.set_domain("com.microsoft");
+  test::ModelBuilder::attr(mm, "transB", std::int64_t{1});
+  // value_info as the exporter wrote it: rank known, dims symbolic.
+  for (const auto& [name, rank] : std::vector<std::pair<std::string, int>>{{"y", 4}, {"g", 4}, {"n", 4}, {"f", 4}}) {
+    auto* vi = b.model().mutable_graph()->add_value_info();
+    vi->set_name(name);
+    vi->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+    for (int d = 0; d < rank; ++d) {
+      vi->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_param(name + std::to_string(d));
+    }
+  }
+  b.output("f");
+  const auto r = onnx_import::import_model(b.model(), "contrib.onnx");
+  EXPECT_EQ(r.graph.tensor(r.graph.find_tensor("z")).shape, (graph::Shape{7, 2, 2, 32}));
+  EXPECT_EQ(r.graph.tensor(r.graph.find_tensor("n")).shape, (graph::Shape{7, 2, 2, 32}));
+  EXPECT_EQ(r.graph.tensor(r.graph.find_tensor("f")).shape, (graph::Shape{7, 2, 2, 16}));
+  EXPECT_THAT(r.warnings, ::testing::Contains(HasSubstr("from its definition in ONNX Runtime")));
+}
+
 TEST(OnnxImport, SubgraphNodesAreKeptOpaque) {
   test::ModelBuilder b;
   b.input("x", {3});
@@ -309,6 +347,95 @@ TEST(OnnxImportIf, BranchesThatDisagreeOnARuntimeConditionAreNamed) {
   expect_error([&] { onnx_import::import_model(b.model(), "if.onnx", o); },
                {"node 'branch' (If)", "dimension 0 of output 'y' is 3 in then_branch and 6 in else_branch",
                 "'cond' is known only at run time"});
+}
+
+// --value: a setting input fixed by the user. The If on it folds to one branch, which replaces it
+// (its nodes join the graph, an Identity gives the If's output), so that shapes the two branches
+// disagree on are the taken branch's and the network in it is analysed, not kept opaque.
+TEST(OnnxImportIf, AValueForTheConditionInlinesTheBranchItTakes) {
+  for (const bool cond : {false, true}) {
+    auto b = if_reshaping(20, 10);
+    onnx_import::ImportOptions o;
+    o.dims["batch"] = 3;
+    o.values["cond"] = {cond ? 1 : 0};
+    const auto r = onnx_import::import_model(b.model(), "if.onnx", o);
+    // Shape, Gather, Mul, Div, Concat, Reshape, and the Identity to y.
+    ASSERT_EQ(r.graph.ops().size(), 7u) << cond;
+    for (const auto& op : r.graph.ops()) {
+      EXPECT_NE(op.type, "If");
+      EXPECT_TRUE(op.opaque_reason.empty()) << op.name << ": " << op.opaque_reason;
+    }
+    EXPECT_EQ(r.graph.tensor(r.graph.find_tensor("y")).shape, cond ? (graph::Shape{3, 20}) : (graph::Shape{6, 10}));
+    ASSERT_EQ(r.inlined.size(), 1u);
+    EXPECT_EQ(r.inlined[0].node, "branch");
+    EXPECT_EQ(r.inlined[0].output, "y");
+    EXPECT_EQ(r.inlined[0].branch, cond ? "then_branch" : "else_branch");
+    EXPECT_EQ(r.inlined[0].condition, "cond");
+    EXPECT_EQ(r.inlined[0].nodes, 6);
+    EXPECT_THAT(r.warnings, ::testing::Contains(HasSubstr("If 'branch' replaced by its")));
+  }
+}
+
+TEST(OnnxImportIf, AConditionComputedFromAValueFolds) {
+  // As Silero VAD v5 holds its network: If(Equal(sr, 16000)), sr an int64 scalar input.
+  auto b = if_reshaping(20, 10);
+  b.model().mutable_graph()->mutable_input()->RemoveLast(); // cond
+  b.input("sr", {}, onnx::TensorProto::INT64);
+  b.ints("k16000", {}, {16000});
+  b.node("Equal", {"sr", "k16000"}, {"cond"}, "is_16k");
+  onnx_import::ImportOptions o;
+  o.dims["batch"] = 3;
+  o.values["sr"] = {8000};
+  const auto r = onnx_import::import_model(b.model(), "rate.onnx", o);
+  EXPECT_EQ(r.graph.tensor(r.graph.find_tensor("y")).shape, (graph::Shape{6, 10}));
+  ASSERT_EQ(r.inlined.size(), 1u);
+  EXPECT_EQ(r.inlined[0].branch, "else_branch");
+  // Without the value, the branches' disagreement is refused and the message says how to fix it.
+  o.values.clear();
+  expect_error([&] { onnx_import::import_model(b.model(), "rate.onnx", o); },
+               {"known only at run time", "--value INPUT=VALUE"});
+}
+
+TEST(OnnxImportIf, BadValuesAreRefusedNamingTheInputAndTheReason) {
+  const auto with = [](std::map<std::string, std::vector<std::int64_t>> values) {
+    auto b = if_reshaping(20, 20);
+    b.input("len", {"n"}, onnx::TensorProto::INT32);
+    b.input("scale", {}, onnx::TensorProto::FLOAT);
+    onnx_import::ImportOptions o;
+    o.dims["batch"] = 3;
+    o.dims["n"] = 2;
+    o.values = std::move(values);
+    onnx_import::import_model(b.model(), "v.onnx", o);
+  };
+  expect_error(
+      [&] {
+        with({{"rate", {1}}});
+      },
+      {"v.onnx", "--value rate=1", "the model has no input 'rate'", "'x', 'cond', 'len', 'scale'"});
+  expect_error(
+      [&] {
+        with({{"scale", {1}}});
+      },
+      {"--value scale=1", "input 'scale' holds FLOAT", "integer and boolean"});
+  expect_error([&] { with({{"cond", {1, 0}}}); }, {"--value cond=[1,0]", "of shape [] holds 1 value(s), 2 given"});
+  expect_error([&] { with({{"cond", {2}}}); }, {"2 does not fit input 'cond', which is bool (0 to 1)"});
+  expect_error([&] { with({{"len", {1 << 20, 1LL << 40}}}); }, {"does not fit input 'len', which is int32"});
+  // A rank-1 input of dynamic length takes as many values as are given.
+  EXPECT_NO_THROW(with({{"len", {4, 5, 6}}, {"cond", {1}}}));
+}
+
+TEST(OnnxImportValues, ParseAndFormat) {
+  EXPECT_EQ(onnx_import::parse_value("sr=16000"), (std::pair<std::string, std::vector<std::int64_t>>{"sr", {16000}}));
+  EXPECT_EQ(onnx_import::parse_value("use_cache_branch=false").second, (std::vector<std::int64_t>{0}));
+  EXPECT_EQ(onnx_import::parse_value("x:0=true").first, "x:0");
+  EXPECT_EQ(onnx_import::parse_value("m=[1, 0,-3]").second, (std::vector<std::int64_t>{1, 0, -3}));
+  EXPECT_EQ(onnx_import::format_value("m", {1, 0, -3}), "m=[1,0,-3]");
+  EXPECT_EQ(onnx_import::format_value("sr", {16000}), "sr=16000");
+  expect_error([] { onnx_import::parse_value("sr"); }, {"value 'sr': expected INPUT=VALUE"});
+  expect_error([] { onnx_import::parse_value("=3"); }, {"expected INPUT=VALUE"});
+  expect_error([] { onnx_import::parse_value("sr=16k"); }, {"'16k' is not an integer"});
+  expect_error([] { onnx_import::parse_value("m=1,2"); }, {"'1,2' is not an integer", "INPUT=[V1,V2,...]"});
+  expect_error([] { onnx_import::parse_value("m=[1,,2]"); }, {"'' is not an integer"});
 }
 
 TEST(OnnxImportIf, ValuesABranchReadsFromOutsideAreInferredBeforeIt) {
