@@ -273,6 +273,16 @@ private:
         if (node.output(k).empty()) {
           continue;
         }
+        // What the file declares for the If's output covers both branches (Optimum's merged
+        // decoders declare the cache's shape where the branch without it returns an empty
+        // placeholder): the branch taken decides, so the declared shape is dropped.
+        for (auto* list : {gp.mutable_output(), gp.mutable_value_info()}) {
+          for (auto& v : *list) {
+            if (v.name() == node.output(k) && v.type().has_tensor_type()) {
+              v.mutable_type()->mutable_tensor_type()->clear_shape();
+            }
+          }
+        }
         onnx::NodeProto& id = *nodes.Add();
         id.set_op_type("Identity");
         id.set_name(fmt::format("{}/{}:{}", label, then_taken ? "then" : "else", k));

@@ -355,6 +355,10 @@ TEST(OnnxImportIf, BranchesThatDisagreeOnARuntimeConditionAreNamed) {
 TEST(OnnxImportIf, AValueForTheConditionInlinesTheBranchItTakes) {
   for (const bool cond : {false, true}) {
     auto b = if_reshaping(20, 10);
+    // The file declares y as the then_branch gives it: the branch taken decides, not the file.
+    auto* y = b.model().mutable_graph()->mutable_output(0)->mutable_type()->mutable_tensor_type()->mutable_shape();
+    y->add_dim()->set_dim_value(3);
+    y->add_dim()->set_dim_value(20);
     onnx_import::ImportOptions o;
     o.dims["batch"] = 3;
     o.values["cond"] = {cond ? 1 : 0};
