@@ -1,5 +1,6 @@
 #include "partita/onnx/import.h"
 
+#include "onnx/const_tensor.h"
 #include "onnx/interleave_projections.h"
 #include "onnx/proto_reader.h"
 #include "onnx/shape_resolution.h"
@@ -162,33 +163,35 @@ private:
   static constexpr int max_inline_rounds = 8;
 
   // The value of an If's condition when it is known (1 true, 0 false): folded, or an initializer
-  // (a --value); -1 when it is not known.
+  // (a --value), read as the folder reads constants; -1 when it is not known.
   static int condition_value(const std::string& name, const detail::ShapeResolution& shapes,
                              const onnx::GraphProto& gp) {
     if (auto it = shapes.values.find(name); it != shapes.values.end() && it->second.size() == 1) {
       return it->second.front() != 0 ? 1 : 0;
     }
     for (const auto& init : gp.initializer()) {
-      if (init.name() != name || init.data_location() == onnx::TensorProto::EXTERNAL) {
-        continue;
-      }
-      if (init.int32_data_size() == 1) {
-        return init.int32_data(0) != 0 ? 1 : 0;
-      }
-      if (init.int64_data_size() == 1) {
-        return init.int64_data(0) != 0 ? 1 : 0;
-      }
-      if (init.uint64_data_size() == 1) {
-        return init.uint64_data(0) != 0 ? 1 : 0;
-      }
-      if (init.raw_data().size() == 1 && init.data_type() == onnx::TensorProto::BOOL) {
-        return init.raw_data()[0] != 0 ? 1 : 0;
-      }
-      if (const auto v = int_values(init, 1); v && v->size() == 1) {
-        return v->front() != 0 ? 1 : 0;
+      if (init.name() == name) {
+        if (const auto v = detail::read_const(init); v && !v->is_float() && v->ints.size() == 1) {
+          return v->ints.front() != 0 ? 1 : 0;
+        }
       }
     }
     return -1;
+  }
+
+  // Every name the main graph defines: its inputs, initializers and node outputs.
+  static std::set<std::string> defined_names(const onnx::GraphProto& gp) {
+    std::set<std::string> names;
+    for (const auto& i : gp.input()) {
+      names.insert(i.name());
+    }
+    for (const auto& i : gp.initializer()) {
+      names.insert(i.name());
+    }
+    for (const auto& n : gp.node()) {
+      names.insert(n.output().begin(), n.output().end());
+    }
+    return names;
   }
 
   // Replaces every main-graph If whose condition is known by the nodes of the branch it takes,
@@ -197,16 +200,7 @@ private:
   // "<If>/<name>" in the branch. Returns whether any If was replaced.
   bool inline_known_ifs(const detail::ShapeResolution& shapes, ImportResult& result) {
     onnx::GraphProto& gp = *m_model.mutable_graph();
-    std::set<std::string> taken;
-    for (const auto& i : gp.input()) {
-      taken.insert(i.name());
-    }
-    for (const auto& i : gp.initializer()) {
-      taken.insert(i.name());
-    }
-    for (const auto& n : gp.node()) {
-      taken.insert(n.output().begin(), n.output().end());
-    }
+    std::set<std::string> taken = defined_names(gp);
     const auto names = node_names(gp);
     google::protobuf::RepeatedPtrField<onnx::NodeProto> nodes;
     bool any = false;
@@ -306,16 +300,7 @@ private:
   // validation later reports cycles by name).
   void check_references() const {
     const onnx::GraphProto& gp = m_model.graph();
-    std::set<std::string> known;
-    for (const auto& i : gp.input()) {
-      known.insert(i.name());
-    }
-    for (const auto& i : gp.initializer()) {
-      known.insert(i.name());
-    }
-    for (const auto& n : gp.node()) {
-      known.insert(n.output().begin(), n.output().end());
-    }
+    const std::set<std::string> known = defined_names(gp);
     const auto names = node_names(gp);
     // A shapeless skeleton of the dataflow, so that a cycle is reported before shape inference
     // trips over it.

@@ -366,14 +366,8 @@ void adapt_bodies(onnx::NodeProto& node, const ConstantInts& outer) {
     for (onnx::GraphProto* body : bodies) {
       std::unordered_map<std::string, std::vector<std::int64_t>> local;
       const auto keep = [&](const onnx::TensorProto& t, const std::string& name) {
-        if (t.data_location() == onnx::TensorProto::EXTERNAL) {
-          return;
-        }
-        if (t.data_type() == onnx::TensorProto::INT64) {
-          local[name] = onnx::ParseData<std::int64_t>(&t);
-        } else if (t.data_type() == onnx::TensorProto::INT32) {
-          const auto v = onnx::ParseData<std::int32_t>(&t);
-          local[name] = std::vector<std::int64_t>(v.begin(), v.end());
+        if (auto v = read_const(t); v && !v->is_float()) {
+          local[name] = std::move(v->ints);
         }
       };
       for (const auto& init : body->initializer()) {

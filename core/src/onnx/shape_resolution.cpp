@@ -1,5 +1,6 @@
 #include "onnx/shape_resolution.h"
 
+#include "onnx/const_tensor.h"
 #include "onnx/node_inference.h"
 
 #include "partita/graph/error.h"
@@ -131,21 +132,11 @@ void apply_values(onnx::GraphProto& g, std::string_view source, const ImportOpti
                                 range->name, range->lo, range->hi));
       }
     }
-    onnx::TensorProto& t = *g.add_initializer();
-    t.set_name(name);
-    t.set_data_type(tt.elem_type());
-    for (const auto d : dims) {
-      t.add_dims(d);
-    }
-    for (const auto v : values) {
-      if (tt.elem_type() == onnx::TensorProto::INT64) {
-        t.add_int64_data(v);
-      } else if (tt.elem_type() == onnx::TensorProto::UINT32 || tt.elem_type() == onnx::TensorProto::UINT64) {
-        t.add_uint64_data(static_cast<std::uint64_t>(v));
-      } else {
-        t.add_int32_data(static_cast<std::int32_t>(v));
-      }
-    }
+    ConstTensor contents;
+    contents.elem_type = tt.elem_type();
+    contents.dims = dims;
+    contents.ints = values;
+    *g.add_initializer() = to_proto(contents, name);
     initializers.insert(name);
   }
 }
