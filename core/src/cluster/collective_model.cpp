@@ -18,13 +18,19 @@ Rate slower(const Rate& x, const Rate& y) {
 Shape shape_of(const Cluster& c, std::span<const int> devices, int concurrent_groups) {
   Shape s;
   s.p = static_cast<int>(devices.size());
-  for (const int d : devices) {
-    s.by_node[c.node_of(d)].push_back(d);
+  // Nodes in ascending order, each with its devices ascending (device ids grow with their node).
+  std::vector<int> sorted(devices.begin(), devices.end());
+  std::sort(sorted.begin(), sorted.end());
+  for (const int d : sorted) {
+    const int node = c.node_of(d);
+    if (s.by_node.empty() || s.by_node.back().first != node) {
+      s.by_node.emplace_back(node, std::vector<int>{});
+    }
+    s.by_node.back().second.push_back(d);
   }
   s.m = static_cast<int>(s.by_node.size());
   s.k_min = std::numeric_limits<int>::max();
-  for (auto& [node, members] : s.by_node) {
-    std::sort(members.begin(), members.end());
+  for (const auto& [node, members] : s.by_node) {
     const int k = static_cast<int>(members.size());
     s.k_min = std::min(s.k_min, k);
     s.k_max = std::max(s.k_max, k);

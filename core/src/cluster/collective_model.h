@@ -26,13 +26,13 @@ Rate slower(const Rate& x, const Rate& y);
 // Where a group's devices are.
 struct Shape {
   int p = 0;
-  std::map<int, std::vector<int>> by_node; // node -> its devices of the group, ascending
-  int m = 0;                               // nodes spanned
-  int k_min = 0, k_max = 0;                // devices per node
-  bool has_intra = false;                  // some node holds two or more
-  Rate intra;                              // ring rate of the slowest node's part
-  Rate net_flat;                           // the group's rate out of a node (m >= 2)
-  double nic_share = 0;                    // nics_per_node / concurrent_groups
+  std::vector<std::pair<int, std::vector<int>>> by_node; // (node, its devices of the group), both ascending
+  int m = 0;                                             // nodes spanned
+  int k_min = 0, k_max = 0;                              // devices per node
+  bool has_intra = false;                                // some node holds two or more
+  Rate intra;                                            // ring rate of the slowest node's part
+  Rate net_flat;                                         // the group's rate out of a node (m >= 2)
+  double nic_share = 0;                                  // nics_per_node / concurrent_groups
 };
 
 Shape shape_of(const Cluster& c, std::span<const int> devices, int concurrent_groups);

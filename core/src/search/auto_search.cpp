@@ -191,7 +191,11 @@ private:
     const auto key = [&](const sharding::TensorLayout& layout, const sharding::Config& c) {
       auto k = sharding::block_signature(layout, c);
       k.push_back(static_cast<std::int64_t>(devices(c).size()));
-      return m_keys.try_emplace(std::move(k), static_cast<int>(m_keys.size())).first->second;
+      const auto [it, fresh] = m_keys.try_emplace(std::move(k), static_cast<int>(m_keys.size()));
+      if (fresh) {
+        m_key_list.push_back(&it->first);
+      }
+      return it->second;
     };
     // Where every configuration places each input and output tensor.
     const auto placements = [&](const std::vector<graph::TensorId>& tensors, auto layout_of) {
@@ -232,11 +236,6 @@ private:
     // with the edge and configurations that stand for it); then the jobs, on every thread asked
     // for (each move is priced on its own, so the tables do not depend on the thread count); then
     // the tables, from the priced moves.
-    struct Job {
-      std::size_t edge = 0;
-      int a = 0, b = 0;
-      double* cost = nullptr; // the move's entry in m_moves (std::map entries stay put)
-    };
     std::vector<Job> jobs;
     std::map<EdgeMemo, int> edge_tables;
     std::vector<std::size_t> fresh_edges; // per new table, its first edge
@@ -255,12 +254,15 @@ private:
         for (std::size_t b = 0; b < to.size(); ++b) {
           auto [mit, unseen] = m_moves.try_emplace(std::make_tuple(e.tensor, from[a], to[b]), 0.0);
           if (unseen) {
-            jobs.push_back({i, static_cast<int>(a), static_cast<int>(b), &mit->second});
+            jobs.push_back(move_job(i, static_cast<int>(a), static_cast<int>(b), from[a], to[b], &mit->second));
           }
         }
       }
     }
-    price(jobs);
+    // The geometries (one per class of placement pairs), then every move from its class's
+    // geometry scaled to its tensor.
+    parallel(m_geometries.size(), 0.3, 0.2, [&](std::size_t k) { compute_geometry(jobs, k); });
+    parallel(jobs.size(), 0.5, 0.1, [&](std::size_t j) { *jobs[j].cost = move_seconds(jobs[j]); });
     std::vector<int> table_index(fresh_edges.size());
     for (std::size_t t = 0; t < fresh_edges.size(); ++t) {
       const auto& e = m_edges[fresh_edges[t]];
@@ -281,32 +283,32 @@ private:
     }
   }
 
-  // Prices each job's move (strategy::move_geometry and move_terms, without their text) on
-  // Request::threads threads, polling the cancel flag between moves and reporting progress from
-  // the first thread.
-  template <class Job> void price(std::vector<Job>& jobs) {
+  // Runs work(0 .. count-1) on Request::threads threads (each item on its own, so results do not
+  // depend on the thread count), polling the cancel flag between chunks and reporting progress
+  // from `from` to `from + span` on the first thread.
+  template <class Work> void parallel(std::size_t count, double from, double span, Work work_item) {
     const unsigned hardware = std::max(1U, std::thread::hardware_concurrency());
     const auto wanted = m_r.threads > 0 ? static_cast<std::size_t>(m_r.threads) : hardware;
-    const std::size_t count = std::clamp<std::size_t>(jobs.size() / 256, 1, wanted);
+    const std::size_t threads = std::clamp<std::size_t>(count / 256, 1, wanted);
     std::atomic<std::size_t> next{0};
     std::atomic<bool> stop{false};
     std::exception_ptr failure;
     std::mutex failure_mutex;
     auto work = [&](bool reports) {
       try {
-        constexpr std::size_t chunk = 16; // moves between two polls of the cancel flag
+        constexpr std::size_t chunk = 16; // items between two polls of the cancel flag
         for (;;) {
           const std::size_t begin = next.fetch_add(chunk);
-          if (begin >= jobs.size() || stop.load(std::memory_order_relaxed)) {
+          if (begin >= count || stop.load(std::memory_order_relaxed)) {
             return;
           }
-          check_cancel(); // pricing one move takes up to a millisecond at 1,024 devices
-          for (std::size_t j = begin; j < std::min(jobs.size(), begin + chunk); ++j) {
-            *jobs[j].cost = move_seconds(jobs[j].edge, jobs[j].a, jobs[j].b);
+          check_cancel(); // one geometry takes up to a millisecond at 1,024 devices
+          for (std::size_t j = begin; j < std::min(count, begin + chunk); ++j) {
+            work_item(j);
           }
           if (reports && m_r.progress) {
-            m_r.progress(0.3 + 0.3 * static_cast<double>(std::min(jobs.size(), begin + chunk)) /
-                                   static_cast<double>(jobs.size()));
+            m_r.progress(from +
+                         span * static_cast<double>(std::min(count, begin + chunk)) / static_cast<double>(count));
           }
         }
       } catch (...) {
@@ -319,11 +321,11 @@ private:
     };
     std::vector<std::thread> helpers;
     try {
-      for (std::size_t t = 1; t < count; ++t) {
+      for (std::size_t t = 1; t < threads; ++t) {
         helpers.emplace_back(work, false);
       }
     } catch (const std::system_error&) {
-      // No more threads to be had: the ones started and this one price everything.
+      // No more threads to be had: the ones started and this one do everything.
     }
     work(true);
     for (auto& h : helpers) {
@@ -334,17 +336,82 @@ private:
     }
   }
 
-  // The seconds of moving an edge's tensor from its producer in configuration a to its consumer in
-  // configuration b: what input_redistribution sums.
-  double move_seconds(std::size_t edge, int a, int b) const {
+  // A move to price: an edge's tensor from its producer in configuration a to its consumer in
+  // configuration b. Two placements put every block on the same devices whatever the tensor's
+  // size, and where each part of a dim is a whole number of the finest part of both sides (the
+  // size a multiple of the lcm of both part counts), what moves scales with the size: moves
+  // whose tensors differ only by such sizes share one geometry (sharding::redistribute's), kept
+  // per unit, and each scales it by its own units and element size.
+  struct Job {
+    std::size_t edge = 0;
+    int a = 0, b = 0;
+    std::size_t geometry = 0;
+    double scale = 1;       // bytes per unit of the geometry
+    double* cost = nullptr; // the move's entry in m_moves (std::map entries stay put)
+  };
+  struct Geometry {
+    std::size_t job = 0;         // its first job, on whose layouts it is computed
+    strategy::MoveGeometry move; // per unit: bytes / that job's scale
+  };
+  // The two placements and the dims as the geometry sees them: a dim that is a whole number of
+  // units counts as its lcm, another as its size.
+  using GeometryKey = std::tuple<int, int, std::vector<std::int64_t>>;
+
+  Job move_job(std::size_t edge, int a, int b, int from_key, int to_key, double* cost) {
     const auto& e = m_edges[edge];
-    const auto& pc = tables(e.prod).configs[static_cast<std::size_t>(a)];
-    const auto& cc = tables(e.cons).configs[static_cast<std::size_t>(b)];
-    const auto geometry = strategy::move_geometry(
+    const auto& x = m_g.tensor(m_g.op(e.cons).inputs[e.in]);
+    const auto& fk = *m_key_list[static_cast<std::size_t>(from_key)];
+    const auto& tk = *m_key_list[static_cast<std::size_t>(to_key)];
+    std::vector<std::int64_t> dims(x.shape.size());
+    std::int64_t units = 1;
+    for (std::size_t j = 0; j < x.shape.size(); ++j) {
+      const std::int64_t l = std::lcm(fk[2 * j], tk[2 * j]); // a block signature: (parts, stride) per dim
+      const bool whole = x.shape[j] % l == 0;
+      dims[j] = whole ? l : x.shape[j];
+      units *= whole ? x.shape[j] / l : 1;
+    }
+    Job job{edge, a, b, 0, static_cast<double>(units) * static_cast<double>(graph::dtype_size(x.dtype)), cost};
+    const auto [it, fresh] =
+        m_geometry_of.try_emplace(GeometryKey{from_key, to_key, std::move(dims)}, m_geometries.size());
+    job.geometry = it->second;
+    if (fresh) {
+      m_geometries.push_back({m_job_count, {}});
+    }
+    ++m_job_count;
+    return job;
+  }
+
+  // Geometry k, computed on its first job's layouts and divided by that job's scale (exact: every
+  // count of elements is a whole number of units, and doubles hold such integers exactly).
+  template <class Jobs> void compute_geometry(const Jobs& jobs, std::size_t k) {
+    auto& geometry = m_geometries[k];
+    const auto& job = jobs[geometry.job];
+    const auto& e = m_edges[job.edge];
+    const auto& pc = tables(e.prod).configs[static_cast<std::size_t>(job.a)];
+    const auto& cc = tables(e.cons).configs[static_cast<std::size_t>(job.b)];
+    geometry.move = strategy::move_geometry(
         sharding::output_layout(m_g, m_sem[static_cast<std::size_t>(e.prod)], pc, e.out), {pc, devices(pc)},
         sharding::input_layout(m_g, m_sem[static_cast<std::size_t>(e.cons)], cc, e.in), {cc, devices(cc)});
+    strategy::keep_priced_groups(*m_r.cluster, geometry.move);
+    scale(geometry.move, 1.0 / job.scale);
+  }
+
+  static void scale(strategy::MoveGeometry& m, double factor) {
+    m.consumer_shard_bytes *= factor;
+    for (auto* r : {&m.forward, &m.backward}) {
+      r->max_bytes_in *= factor;
+      r->total_bytes *= factor;
+      r->max_block_bytes *= factor;
+    }
+  }
+
+  // The seconds of a job's move: what input_redistribution sums.
+  template <class J> double move_seconds(const J& job) const {
+    auto geometry = m_geometries[job.geometry].move;
+    scale(geometry, job.scale);
     double sum = 0;
-    for (const auto& term : strategy::move_terms(geometry, m_contexts[e.context], *m_r.cluster, m_r.setup, false)) {
+    for (const auto& term :
+         strategy::move_terms(geometry, m_contexts[m_edges[job.edge].context], *m_r.cluster, m_r.setup, false)) {
       sum += term.value;
     }
     return sum;
@@ -396,6 +463,10 @@ private:
   std::vector<Edge> m_edges;
   std::vector<std::vector<std::size_t>> m_edges_into; // per op, indices into m_edges
   std::map<std::vector<std::int64_t>, int> m_keys;
+  std::vector<const std::vector<std::int64_t>*> m_key_list; // the keys by interned index
+  std::map<GeometryKey, std::size_t> m_geometry_of;
+  std::vector<Geometry> m_geometries;
+  std::size_t m_job_count = 0;
   std::map<std::string, int> m_tensor_sigs;
   std::vector<strategy::MoveContext> m_contexts; // per edge
   std::map<std::tuple<int, int, int>, double> m_moves;

@@ -88,26 +88,41 @@ std::size_t output_index(const graph::Op& producer, graph::TensorId tensor) {
 // The slowest group's time to carry out one redistribution. Groups that sit alike on their nodes
 // (the same local devices on as many nodes) cost the same on a cluster of equal nodes: each shape
 // is priced once.
-cluster::CollectiveCost move_cost(const cluster::Cluster& cluster, const sharding::Redistribution& r, bool explain) {
-  cluster::CollectiveCost worst;
-  std::vector<std::vector<int>> priced; // the shapes seen: per device, node rank x node size + local id
+// How a group sits on its nodes: per device, its node's rank among the group's nodes x node size +
+// its local id (groups list their devices in ascending order).
+void node_shape(const cluster::Cluster& cluster, const std::vector<int>& group, std::vector<int>& shape) {
+  shape.clear();
+  int rank = -1, last_node = -1;
+  for (const int d : group) {
+    const int node = cluster.node_of(d);
+    rank += node != last_node ? 1 : 0;
+    last_node = node;
+    shape.push_back(rank * cluster.devices_per_node + d % cluster.devices_per_node);
+  }
+}
+
+// The groups move_cost prices: those of two devices or more, the first of each node shape.
+template <class Visit>
+void for_each_distinct_group(const cluster::Cluster& cluster, const sharding::Redistribution& r, Visit visit) {
+  std::vector<std::vector<int>> priced; // the shapes seen
   std::vector<int> shape;
-  for (const auto& group : r.groups) {
-    if (group.size() < 2) {
+  for (std::size_t i = 0; i < r.groups.size(); ++i) {
+    if (r.groups[i].size() < 2) {
       continue;
     }
-    shape.clear();
-    int rank = -1, last_node = -1;
-    for (const int d : group) { // groups list their devices in ascending order
-      const int node = cluster.node_of(d);
-      rank += node != last_node ? 1 : 0;
-      last_node = node;
-      shape.push_back(rank * cluster.devices_per_node + d % cluster.devices_per_node);
-    }
+    node_shape(cluster, r.groups[i], shape);
     if (std::find(priced.begin(), priced.end(), shape) != priced.end()) {
       continue;
     }
     priced.push_back(shape);
+    visit(i);
+  }
+}
+
+cluster::CollectiveCost move_cost(const cluster::Cluster& cluster, const sharding::Redistribution& r, bool explain) {
+  cluster::CollectiveCost worst;
+  for_each_distinct_group(cluster, r, [&](std::size_t i) {
+    const auto& group = r.groups[i];
     const auto p = static_cast<double>(group.size());
     const auto cost = explain ? cluster::collective_cost : cluster::collective_cost_unexplained;
     cluster::CollectiveCost c;
@@ -130,7 +145,7 @@ cluster::CollectiveCost move_cost(const cluster::Cluster& cluster, const shardin
     if (c.seconds > worst.seconds) {
       worst = std::move(c);
     }
-  }
+  });
   return worst;
 }
 
@@ -163,6 +178,14 @@ double local_copy_seconds(double bytes_in, double block_bytes, bool accumulate, 
 }
 
 } // namespace
+
+void keep_priced_groups(const cluster::Cluster& cluster, MoveGeometry& geometry) {
+  for (auto* r : {&geometry.forward, &geometry.backward}) {
+    std::vector<std::vector<int>> kept;
+    for_each_distinct_group(cluster, *r, [&](std::size_t i) { kept.push_back(std::move(r->groups[i])); });
+    r->groups = std::move(kept);
+  }
+}
 
 MoveGeometry move_geometry(const sharding::TensorLayout& from, const OpAssignment& producer,
                            const sharding::TensorLayout& to, const OpAssignment& consumer) {

@@ -104,6 +104,11 @@ struct MoveGeometry {
 MoveGeometry move_geometry(const sharding::TensorLayout& from, const OpAssignment& producer,
                            const sharding::TensorLayout& to, const OpAssignment& consumer);
 
+// Drops the groups move_terms would not price (single devices, and groups that sit on their nodes
+// as an earlier one does, which cost the same): the same terms from a smaller geometry, for callers
+// that keep many.
+void keep_priced_groups(const cluster::Cluster& cluster, MoveGeometry& geometry);
+
 // What the cost of a move reads of its tensor besides the layouts.
 struct MoveContext {
   double scale = 1;             // bytes at the training precision per byte of the graph's element type
