@@ -2,18 +2,19 @@
 // Model Training on GPU Clusters Using Megatron-LM" (SC21), Table 1 (weak scaling of GPT models on
 // DGX A100 80 GB nodes; the configurations are those of NVIDIA/Megatron-LM examples/sc21). Each
 // row is planned as Megatron-LM ran it, typed as it is written (`megatron --tp TP --pp PP
-// --micro-batch-size MB`): tensor parallel inside a node, PP pipeline stages of contiguous layers
-// (1F1B), data parallel over the rest, the global batch in micro-batches of the published size
-// (gradient accumulation when PP = 1), fp16 mixed precision, Adam, full activation recomputation,
-// on the `dgx-a100` preset as shipped. The preset is never tuned per row.
+// --micro-batch-size MB [--schedule interleaved --chunks V]`): tensor parallel inside a node, PP
+// pipeline stages of contiguous layers (1F1B, or interleaved with V model chunks per stage where the
+// paper's table gives layers per chunk: V = layers / (PP x layers per chunk)), data parallel over the rest, the global
+// batch in micro-batches of the published size (gradient accumulation when PP = 1), fp16 mixed precision, Adam, full
+// activation recomputation, on the `dgx-a100` preset as shipped. The preset is never tuned per row.
 //
 // Achieved teraFLOP/s per GPU counts F = 96 B s l h^2 (1 + s/(6h) + V/(16 l h)) per iteration, as
 // the paper does (B the global batch, s the sequence, l layers, h hidden, V the vocabulary), so a
 // predicted iteration time T gives F / (T x GPUs).
 //
-// What the plans leave out (the README says so beside the table): the interleaved schedule of the
-// 76B-530B rows (planned as plain 1F1B) and the overlap of data-parallel gradient all-reduce with
-// the backward pass in the rows that used PyTorch's DDP (evaluate() adds the terms).
+// What the plans leave out (the README says so beside the table): the overlap of data-parallel
+// gradient all-reduce with the backward pass in the rows that used PyTorch's DDP (evaluate() adds
+// the terms).
 // Usage: partita_bench_published [--cluster PRESET]   (default dgx-a100; nodes are added per row)
 
 #include "partita/cluster/cluster.h"
@@ -34,16 +35,17 @@ namespace {
 struct Row {
   const char* name;
   int heads, hidden, layers, tp, pp, gpus, batch, micro_batch;
-  double published; // teraFLOP/s per GPU
+  int layers_per_chunk; // the interleaved schedule's chunk (0: plain 1F1B)
+  double published;     // teraFLOP/s per GPU
 };
 
 // SC21 Table 1, as the paper prints it (sequence 2048, vocabulary 51,200).
 constexpr Row rows[] = {
-    {"1.7B", 24, 2304, 24, 1, 1, 32, 512, 16, 137},       {"3.6B", 32, 3072, 30, 2, 1, 64, 512, 16, 138},
-    {"7.5B", 32, 4096, 36, 4, 1, 128, 512, 16, 142},      {"18B", 48, 6144, 40, 8, 1, 256, 1024, 8, 135},
-    {"39B", 64, 8192, 48, 8, 2, 512, 1536, 4, 138},       {"76B", 80, 10240, 60, 8, 4, 1024, 1792, 2, 140},
-    {"145B", 96, 12288, 80, 8, 8, 1536, 2304, 2, 148},    {"310B", 128, 16384, 96, 8, 16, 1920, 2160, 1, 155},
-    {"530B", 128, 20480, 105, 8, 35, 2520, 2520, 1, 163}, {"1T", 160, 25600, 128, 8, 64, 3072, 3072, 1, 163},
+    {"1.7B", 24, 2304, 24, 1, 1, 32, 512, 16, 0, 137},       {"3.6B", 32, 3072, 30, 2, 1, 64, 512, 16, 0, 138},
+    {"7.5B", 32, 4096, 36, 4, 1, 128, 512, 16, 0, 142},      {"18B", 48, 6144, 40, 8, 1, 256, 1024, 8, 0, 135},
+    {"39B", 64, 8192, 48, 8, 2, 512, 1536, 4, 0, 138},       {"76B", 80, 10240, 60, 8, 4, 1024, 1792, 2, 5, 140},
+    {"145B", 96, 12288, 80, 8, 8, 1536, 2304, 2, 5, 148},    {"310B", 128, 16384, 96, 8, 16, 1920, 2160, 1, 3, 155},
+    {"530B", 128, 20480, 105, 8, 35, 2520, 2520, 1, 1, 163}, {"1T", 160, 25600, 128, 8, 64, 3072, 3072, 1, 0, 163},
 };
 constexpr int sequence = 2048;
 constexpr int vocabulary = 51200;
@@ -59,9 +61,9 @@ int run(int argc, char** argv) {
       throw Error(fmt::format("unknown argument '{}'\nusage: partita_bench_published [--cluster PRESET]", a));
     }
   }
-  fmt::print("{:<6} {:>5} {:>3} {:>3} {:>5} {:>6} {:>6} {:>11} {:>10} {:>10} {:>8} {:>10} {:>5} {:>8}\n", "model",
-             "GPUs", "TP", "PP", "DP", "batch", "micro", "iteration s", "predicted", "published", "error", "memory GiB",
-             "fits", "plan s");
+  fmt::print("{:<6} {:>5} {:>3} {:>3} {:>5} {:>6} {:>6} {:>2} {:>11} {:>10} {:>10} {:>8} {:>10} {:>5} {:>8}\n", "model",
+             "GPUs", "TP", "PP", "DP", "batch", "micro", "V", "iteration s", "predicted", "published", "error",
+             "memory GiB", "fits", "plan s");
   double sum_error = 0, largest = 0;
   int fitting = 0;
   for (const Row& row : rows) {
@@ -82,6 +84,11 @@ int run(int argc, char** argv) {
     r.tensor_parallel = row.tp;
     r.pipeline_parallel = row.pp;
     r.micro_batch_size = row.micro_batch;
+    const int chunks = row.layers_per_chunk > 0 ? row.layers / (row.pp * row.layers_per_chunk) : 1;
+    if (chunks > 1) { // --schedule interleaved --chunks V
+      r.schedule = strategy::Schedule::interleaved;
+      r.chunks = chunks;
+    }
     const auto plan = search::find_optimizer("megatron").optimize(r);
     const auto p = strategy::evaluate(model.graph, cluster, plan, r.setup);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -94,9 +101,10 @@ int run(int argc, char** argv) {
     const bool fits = p.peak_memory <= cluster.device.memory_capacity;
     fitting += fits ? 1 : 0;
     fmt::print(
-        "{:<6} {:>5} {:>3} {:>3} {:>5} {:>6} {:>6} {:>11.2f} {:>10.1f} {:>10.0f} {:>7.1f}% {:>10.1f} {:>5} {:>8.2f}\n",
-        row.name, row.gpus, row.tp, row.pp, dp, row.batch, row.micro_batch, p.iteration_time, predicted, row.published,
-        100 * error, p.peak_memory / (1024.0 * 1024 * 1024), fits ? "yes" : "NO", seconds);
+        "{:<6} {:>5} {:>3} {:>3} {:>5} {:>6} {:>6} {:>2} {:>11.2f} {:>10.1f} {:>10.0f} {:>7.1f}% {:>10.1f} {:>5} "
+        "{:>8.2f}\n",
+        row.name, row.gpus, row.tp, row.pp, dp, row.batch, row.micro_batch, chunks, p.iteration_time, predicted,
+        row.published, 100 * error, p.peak_memory / (1024.0 * 1024 * 1024), fits ? "yes" : "NO", seconds);
     std::fflush(stdout);
   }
   const auto n = static_cast<double>(std::size(rows));

@@ -124,7 +124,12 @@ void SetupOptions::add_to(CLI::App& cmd) {
                  "megatron: samples per micro-batch on each data-parallel replica (gradient accumulation; a size "
                  "that does not divide the batch is refused)")
       ->check(CLI::Range(1, 1 << 30).description("an integer >= 1"));
-  cmd.add_option("--schedule", schedule, "pipeline schedule: gpipe or 1f1b")->capture_default_str();
+  cmd.add_option("--schedule", schedule,
+                 "pipeline schedule: gpipe, 1f1b, or interleaved (1F1B with model chunks per stage, Megatron-LM's "
+                 "virtual pipeline)")
+      ->capture_default_str();
+  cmd.add_option("--chunks", chunks, "interleaved schedule: model chunks per pipeline stage (default 2)")
+      ->check(whole(2, 1024, "chunks"));
   cmd.add_option("--balance", balance, "pipeline family's cuts: time (balanced) or even (by op count)")
       ->capture_default_str();
   cmd.add_option("--cuts", cuts, "pipeline cut points: op indices (in the plan's order) that start a stage")
@@ -160,9 +165,12 @@ void SetupOptions::fill(search::Request& request) const {
     request.schedule = strategy::Schedule::gpipe;
   } else if (schedule == "1f1b") {
     request.schedule = strategy::Schedule::one_f_one_b;
+  } else if (schedule == "interleaved") {
+    request.schedule = strategy::Schedule::interleaved;
   } else {
-    throw Error(fmt::format("--schedule '{}': expected gpipe or 1f1b", schedule));
+    throw Error(fmt::format("--schedule '{}': expected gpipe, 1f1b or interleaved", schedule));
   }
+  request.chunks = chunks;
   request.balance = balance;
   request.cuts = cuts;
   request.plan_file = plan;

@@ -42,6 +42,7 @@ struct SetupOptions {
   int stages = 0;
   int micro_batches = 0;
   std::string schedule = "1f1b";
+  int chunks = 0; // interleaved schedule: model chunks per stage (0: the default, 2)
   std::string balance = "time";
   std::vector<int> cuts;
   std::string plan; // a plan file: the "given" strategy

@@ -27,6 +27,11 @@ std::vector<std::vector<int>> stage_ranks(const graph::Graph& g, const strategy:
     throw Error(fmt::format("{}: the strategy has no pipeline", source));
   }
   const auto& pipe = *st.pipeline;
+  if (pipe.schedule == strategy::Schedule::interleaved || pipe.chunks > 1) {
+    throw Error(fmt::format("{}: field 'pipeline.schedule': partita-run does not run the interleaved schedule yet ({} "
+                            "chunks per stage); plan the pipeline with gpipe or 1f1b to run it",
+                            source, pipe.chunks));
+  }
   if (pipe.stages > ranks) {
     throw Error(fmt::format("{}: field 'pipeline.stages': {} stages cannot run on {} ranks (each stage needs ranks of "
                             "its own)",

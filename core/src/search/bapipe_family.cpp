@@ -164,6 +164,10 @@ strategy::Strategy optimize(const Request& r) {
   if (!r.cuts.empty()) {
     throw Error("bapipe: it chooses the cut points itself; --cuts belongs to --strategy pipeline");
   }
+  if (r.schedule == strategy::Schedule::interleaved || r.chunks > 0) {
+    throw Error("bapipe: its cuts are contiguous stages under gpipe or 1f1b; the interleaved schedule (--chunks) is "
+                "planned by --strategy pipeline or megatron --pp");
+  }
   const auto& g = *r.graph;
   const int n = static_cast<int>(g.ops().size());
   const int batch = strategy::batch_size(g);

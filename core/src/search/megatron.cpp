@@ -199,21 +199,28 @@ strategy::Strategy megatron_pipelined(const Request& r) {
     }
     q.micro_batches = micro;
   }
-  q.schedule = strategy::Schedule::one_f_one_b;
+  // Megatron-LM runs 1F1B, or its interleaved schedule with virtual pipeline stages.
+  const bool interleaved = r.schedule == strategy::Schedule::interleaved;
+  if (interleaved && stages < 2) {
+    throw Error("megatron: --schedule interleaved needs pipeline stages (--pp 2 or more)");
+  }
+  q.schedule = interleaved ? strategy::Schedule::interleaved : strategy::Schedule::one_f_one_b;
   auto st = pipeline(q);
   st.family = "megatron";
   const int micro = st.pipeline ? st.pipeline->micro_batches : 1;
+  const std::string schedule =
+      interleaved ? fmt::format("interleaved 1F1B, {} model chunks per stage", st.pipeline->chunks) : "1F1B";
   st.explanation = fmt::format("Megatron-LM's layout: {}-way tensor parallel, {} pipeline stage{} of contiguous ops, "
-                               "{}-way data parallel, {} micro-batch{} per iteration (1F1B). {}",
+                               "{}-way data parallel, {} micro-batch{} per iteration ({}). {}",
                                q.tensor_parallel, stages, stages == 1 ? "" : "s", replicas, micro,
-                               micro == 1 ? "" : "es", st.explanation);
+                               micro == 1 ? "" : "es", schedule, st.explanation);
   return st;
 }
 
 } // namespace
 
 strategy::Strategy megatron(const Request& r) {
-  if (r.pipeline_parallel > 1 || r.micro_batch_size > 0) {
+  if (r.pipeline_parallel > 1 || r.micro_batch_size > 0 || r.schedule == strategy::Schedule::interleaved) {
     return megatron_pipelined(r);
   }
   Builder b(r, "megatron");

@@ -69,11 +69,31 @@ strategy::Strategy pipeline(const Request& r) {
   if (!r.cuts.empty()) {
     stages = static_cast<int>(r.cuts.size()) + 1;
   }
+  const bool interleaved = r.schedule == strategy::Schedule::interleaved;
+  if (r.chunks > 0 && !interleaved) {
+    throw Error(fmt::format("pipeline: --chunks {} needs --schedule interleaved (the {} schedule runs one chunk per "
+                            "stage)",
+                            r.chunks, strategy::schedule_name(r.schedule)));
+  }
+  if (interleaved && r.chunks == 1) {
+    throw Error("pipeline: --schedule interleaved needs at least 2 chunks per stage (with one, it is 1f1b)");
+  }
+  const int chunks = interleaved ? (r.chunks > 0 ? r.chunks : 2) : 1;
+  if (!r.cuts.empty()) {
+    if ((static_cast<int>(r.cuts.size()) + 1) % chunks != 0) {
+      throw Error(fmt::format("pipeline: {} cut points make {} pieces, which {} chunks per stage do not divide into "
+                              "stages",
+                              r.cuts.size(), r.cuts.size() + 1, chunks));
+    }
+    stages = (static_cast<int>(r.cuts.size()) + 1) / chunks;
+  }
   if (stages > r.devices || r.devices % stages != 0) {
     throw Error(fmt::format("pipeline: {} stages do not divide {} devices", stages, r.devices));
   }
-  if (stages > n) {
-    throw Error(fmt::format("pipeline: {} stages for {} ops", stages, n));
+  const int pieces = stages * chunks; // virtual stages: a stage's chunks
+  if (pieces > n) {
+    throw Error(chunks > 1 ? fmt::format("pipeline: {} stages x {} chunks for {} ops", stages, chunks, n)
+                           : fmt::format("pipeline: {} stages for {} ops", stages, n));
   }
   const int per_stage = r.devices / stages;
   const int batch = strategy::batch_size(b.graph());
@@ -94,8 +114,18 @@ strategy::Strategy pipeline(const Request& r) {
                             "replicas of a stage {} sample{}, so at most {} micro-batches",
                             r.micro_batches, batch, replicas, most, most == 1 ? "" : "s", most));
   }
+  if (interleaved && r.micro_batches > 0 && r.micro_batches % stages != 0) {
+    throw Error(fmt::format("pipeline: --micro-batches {}: the interleaved schedule runs micro-batches in groups of "
+                            "the {} stages, so their count must be a multiple of {}",
+                            r.micro_batches, stages, stages));
+  }
+  if (interleaved && most < stages) {
+    throw Error(fmt::format("pipeline: the interleaved schedule needs a multiple of the {} stages in micro-batches, "
+                            "but the batch of {} gives each of the {} data-parallel replicas of a stage {} sample{}",
+                            stages, batch, replicas, most, most == 1 ? "" : "s"));
+  }
   const int asked = r.micro_batches > 0 ? r.micro_batches : 4 * stages;
-  const int micro = std::min(asked, most);
+  const int micro = interleaved ? std::min(asked, most / stages * stages) : std::min(asked, most);
   const std::string capped =
       micro < asked ? fmt::format(" ({} by default: the batch of {} gives each of the {} data-parallel replicas of a "
                                   "stage at least one sample at {})",
@@ -117,8 +147,8 @@ strategy::Strategy pipeline(const Request& r) {
     }
     how = "at the given cut points";
   } else if (r.balance == "even") {
-    for (int s = 1; s < stages; ++s) {
-      cuts.push_back(s * n / stages);
+    for (int s = 1; s < pieces; ++s) {
+      cuts.push_back(s * n / pieces);
     }
     how = "evenly by op count";
   } else if (r.balance == "time") {
@@ -132,7 +162,7 @@ strategy::Strategy pipeline(const Request& r) {
       times.push_back(
           cost::op_cost(b.graph(), id, b.semantics(id), config, devices, b.cluster(), r.setup).time_total());
     }
-    cuts = balanced_cuts(times, stages);
+    cuts = balanced_cuts(times, pieces);
     how = "balanced by forward+backward time";
   } else {
     throw Error(fmt::format("pipeline: balance '{}' is not time or even", r.balance));
@@ -141,6 +171,7 @@ strategy::Strategy pipeline(const Request& r) {
   pipe.stages = stages;
   pipe.micro_batches = micro;
   pipe.schedule = r.schedule;
+  pipe.chunks = chunks;
   pipe.stage_of_op.assign(b.graph().ops().size(), 0);
   MegatronTally tally;
   int stage = 0;
@@ -152,7 +183,7 @@ strategy::Strategy pipeline(const Request& r) {
     const graph::OpId id = b.order()[static_cast<std::size_t>(i)];
     pipe.stage_of_op[static_cast<std::size_t>(id)] = stage;
     std::vector<int> devices(static_cast<std::size_t>(per_stage));
-    std::iota(devices.begin(), devices.end(), stage * per_stage);
+    std::iota(devices.begin(), devices.end(), stage % stages * per_stage); // chunk stage / stages of it
     b.set_pool(std::move(devices));
     if (t > 1) {
       megatron_op(b, id, t, tally);
@@ -163,8 +194,12 @@ strategy::Strategy pipeline(const Request& r) {
   const std::string inside =
       t > 1 ? fmt::format("{}-way tensor parallel x {}-way data parallel inside each", t, per_stage / t)
             : "data parallel inside each";
-  auto st = b.finish(fmt::format("{} stages of {} devices ({}), cut {}; {} micro-batches{}, {} schedule.{}", stages,
-                                 per_stage, inside, how, micro, capped, strategy::schedule_name(r.schedule),
+  const std::string chunk_text =
+      chunks > 1 ? fmt::format(" ({} chunks each: {} pieces, piece v on the devices of stage v mod {})", chunks, pieces,
+                               stages)
+                 : "";
+  auto st = b.finish(fmt::format("{} stages of {} devices ({}){}, cut {}; {} micro-batches{}, {} schedule.{}", stages,
+                                 per_stage, inside, chunk_text, how, micro, capped, strategy::schedule_name(r.schedule),
                                  tally.lost_text(b, t)));
   st.pipeline = std::move(pipe);
   return st;

@@ -35,39 +35,6 @@ using detail::OpPlan;
 using detail::Piece;
 using detail::plan_op;
 
-struct Unit {
-  bool forward = true;
-  int micro_batch = 0;
-};
-
-// The order a stage runs its micro-batches in: GPipe all forwards then all backwards; 1F1B
-// (PipeDream-Flush) min(stages - stage - 1, m) forwards to fill the pipe, then one forward and one
-// backward in turn, then the backwards left.
-std::vector<Unit> stage_program(strategy::Schedule schedule, int stages, int stage, int micro) {
-  std::vector<Unit> units;
-  if (schedule == strategy::Schedule::gpipe) {
-    for (int j = 0; j < micro; ++j) {
-      units.push_back({true, j});
-    }
-    for (int j = 0; j < micro; ++j) {
-      units.push_back({false, j});
-    }
-    return units;
-  }
-  const int warmup = std::min(stages - stage - 1, micro);
-  for (int j = 0; j < warmup; ++j) {
-    units.push_back({true, j});
-  }
-  for (int k = 0; k < micro - warmup; ++k) {
-    units.push_back({true, warmup + k});
-    units.push_back({false, k});
-  }
-  for (int j = micro - warmup; j < micro; ++j) {
-    units.push_back({false, j});
-  }
-  return units;
-}
-
 struct PendingBucket {
   int group = 0;
   Bucket bucket;
@@ -111,45 +78,57 @@ public:
     m_forward_done.assign(n * static_cast<std::size_t>(micro), {});
     m_backward_done.assign(n * static_cast<std::size_t>(micro), {});
     m_last_compute.assign(static_cast<std::size_t>(m_out.devices), -1);
-    m_pending.resize(static_cast<std::size_t>(stages));
-    m_closed.resize(static_cast<std::size_t>(stages));
+    strategy::Pipeline pipe; // without a pipeline: one stage, one micro-batch
+    pipe.schedule = strategy::Schedule::gpipe;
+    if (m_st.pipeline) {
+      pipe = *m_st.pipeline;
+    }
+    const int virtual_stages = pipe.virtual_stages();
+    m_pending.resize(static_cast<std::size_t>(virtual_stages));
+    m_closed.resize(static_cast<std::size_t>(virtual_stages));
 
-    // Merge the stages' programs into one issue order that respects the data: a stage's forward
-    // of micro-batch j after the stage before's, its backward after the stage after's.
-    const auto schedule = m_st.pipeline ? m_st.pipeline->schedule : strategy::Schedule::gpipe;
-    std::vector<std::vector<Unit>> programs;
+    // Merge the stages' programs into one issue order that respects the data: a (virtual) stage's
+    // forward of micro-batch j after the one before's, its backward after the one after's. A
+    // stage's chunk c is virtual stage c x stages + s.
+    std::vector<std::vector<strategy::PipelineStep>> programs;
     programs.reserve(static_cast<std::size_t>(stages));
     for (int s = 0; s < stages; ++s) {
-      programs.push_back(stage_program(schedule, stages, s, micro));
+      programs.push_back(strategy::pipeline_program(pipe, s));
     }
     std::vector<std::size_t> next(static_cast<std::size_t>(stages), 0);
-    std::vector<std::vector<bool>> forwarded(static_cast<std::size_t>(stages), std::vector<bool>(micro, false));
+    std::vector<std::vector<bool>> forwarded(static_cast<std::size_t>(virtual_stages),
+                                             std::vector<bool>(static_cast<std::size_t>(micro), false));
     auto backwarded = forwarded;
-    std::size_t left = static_cast<std::size_t>(stages) * 2 * static_cast<std::size_t>(micro);
+    std::size_t left = static_cast<std::size_t>(virtual_stages) * 2 * static_cast<std::size_t>(micro);
     while (left > 0) {
       bool progress = false;
       for (int s = 0; s < stages; ++s) {
         const auto su = static_cast<std::size_t>(s);
         auto& program = programs[su];
         while (next[su] < program.size()) {
-          const Unit u = program[next[su]];
+          const auto u = program[next[su]];
           const auto j = static_cast<std::size_t>(u.micro_batch);
-          const bool ready = u.forward ? (s == 0 || forwarded[su - 1][j]) : (s == stages - 1 || backwarded[su + 1][j]);
+          const int v = u.chunk * stages + s;
+          const auto vu = static_cast<std::size_t>(v);
+          const bool ready =
+              u.forward ? (v == 0 || forwarded[vu - 1][j]) : (v == virtual_stages - 1 || backwarded[vu + 1][j]);
           if (!ready) {
             break;
           }
           if (u.forward) {
-            emit_forward(s, u.micro_batch);
-            forwarded[su][j] = true;
+            emit_forward(v, u.micro_batch);
+            forwarded[vu][j] = true;
           } else {
-            emit_backward(s, u.micro_batch);
-            backwarded[su][j] = true;
+            emit_backward(v, u.micro_batch);
+            backwarded[vu][j] = true;
           }
           ++next[su];
           --left;
           progress = true;
           if (next[su] == program.size()) {
-            emit_stage_end(s);
+            for (int c = pipe.chunks; c-- > 0;) {
+              emit_stage_end(c * stages + s);
+            }
           }
         }
       }
@@ -208,9 +187,9 @@ private:
     }
     for (std::size_t i = 0; i < n; ++i) {
       const int s = pl.stage_of_op[i];
-      if (s < 0 || s >= pl.stages) {
+      if (s < 0 || s >= pl.virtual_stages()) {
         throw Error(fmt::format("simulate: strategy '{}', op '{}': stage {} is not one of the pipeline's {}",
-                                m_st.family, m_g.ops()[i].name, s, pl.stages));
+                                m_st.family, m_g.ops()[i].name, s, pl.virtual_stages()));
       }
     }
     for (std::size_t i = 0; i < n; ++i) {
@@ -296,7 +275,7 @@ private:
       t.pass = pass;
       t.term = piece.term;
       t.group = group;
-      t.stage = m_stage[i];
+      t.stage = m_stage[i] % m_out.stages; // the stage whose devices run it (a chunk's too)
       t.micro_batch = micro_batch;
       t.op = id;
       t.input = piece.input;
@@ -385,7 +364,7 @@ private:
     t.pass = Pass::backward;
     t.term = cost::term::gradient_sync;
     t.group = b.group;
-    t.stage = stage;
+    t.stage = stage % m_out.stages;
     t.bucket = index;
     t.duration = b.seconds;
     const int task = add(std::move(t), std::move(b.after));
@@ -422,7 +401,7 @@ private:
       t.pass = Pass::iteration;
       t.term = cost::term::optimizer_step;
       t.group = m_group[i];
-      t.stage = stage;
+      t.stage = stage % m_out.stages;
       t.op = id;
       t.duration = m_plan[i].step;
       add(std::move(t), std::move(after));

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <set>
 
 namespace partita::strategy {
@@ -23,7 +24,12 @@ std::vector<int> OpAssignment::copy(int c) const {
 }
 
 std::string_view schedule_name(Schedule s) {
-  return s == Schedule::gpipe ? "gpipe" : "1f1b";
+  switch (s) {
+  case Schedule::gpipe: return "gpipe";
+  case Schedule::one_f_one_b: return "1f1b";
+  case Schedule::interleaved: return "interleaved";
+  }
+  return "?";
 }
 
 int batch_size(const graph::Graph& g) {
@@ -67,10 +73,22 @@ void check(const graph::Graph& g, const cluster::Cluster& cluster, const Strateg
     }
   }
   if (st.pipeline) {
-    if (st.pipeline->stage_of_op.size() != g.ops().size() || st.pipeline->micro_batches < 1 ||
-        st.pipeline->stages < 1) {
-      throw Error(
-          fmt::format("strategy '{}': the pipeline needs a stage per op, >= 1 stage and >= 1 micro-batch", st.family));
+    const auto& pl = *st.pipeline;
+    if (pl.stage_of_op.size() != g.ops().size() || pl.micro_batches < 1 || pl.stages < 1 || pl.chunks < 1) {
+      throw Error(fmt::format(
+          "strategy '{}': the pipeline needs a stage per op, >= 1 stage, >= 1 micro-batch and >= 1 chunk per stage",
+          st.family));
+    }
+    for (std::size_t i = 0; i < pl.stage_of_op.size(); ++i) {
+      if (pl.stage_of_op[i] < 0 || pl.stage_of_op[i] >= pl.virtual_stages()) {
+        throw Error(fmt::format("strategy '{}', op '{}': stage {} is not one of the pipeline's {}", st.family,
+                                g.op(static_cast<graph::OpId>(i)).name, pl.stage_of_op[i], pl.virtual_stages()));
+      }
+    }
+    try {
+      check_schedule(pl);
+    } catch (const Error& e) {
+      throw Error(fmt::format("strategy '{}': {}", st.family, e.what()));
     }
   }
 }
@@ -319,7 +337,11 @@ Prediction evaluate(const graph::Graph& g, const cluster::Cluster& cluster, cons
   p.ops.resize(g.ops().size());
   p.memory.resize(static_cast<std::size_t>(cluster.device_count()));
   p.memory_capacity = cluster.device.memory_capacity;
-  const int stages = st.pipeline ? st.pipeline->stages : 1;
+  // Per virtual stage (a stage's chunk; the stage itself without chunks), folded onto the stages'
+  // devices below.
+  const int stages = st.pipeline ? st.pipeline->virtual_stages() : 1;
+  const int device_stages = st.pipeline ? st.pipeline->stages : 1;
+  const int chunks = st.pipeline ? st.pipeline->chunks : 1;
   const int micro = st.pipeline ? st.pipeline->micro_batches : 1;
   std::vector<double> stage_time(static_cast<std::size_t>(stages), 0.0); // without gradient sync
   // Once per iteration, after the last micro-batch, every stage at once: gradient sync and step.
@@ -328,6 +350,7 @@ Prediction evaluate(const graph::Graph& g, const cluster::Cluster& cluster, cons
   std::vector<double> stage_compute(static_cast<std::size_t>(stages), 0.0);
   std::set<std::vector<std::int64_t>> moved;
   std::set<int> used;
+  std::map<std::pair<int, int>, double> chunk_activations; // (device, virtual stage): one micro-batch's
   double compute = 0, communication = 0, redistribution = 0, sync = 0, step = 0;
 
   for (graph::OpId id : order) {
@@ -379,11 +402,13 @@ Prediction evaluate(const graph::Graph& g, const cluster::Cluster& cluster, cons
     stage_compute[static_cast<std::size_t>(stage)] += c.compute_time() - step_time;
     stage_sync[static_cast<std::size_t>(stage)] += sync_time + step_time;
     stage_step[static_cast<std::size_t>(stage)] += step_time;
-    // Memory: activations of the micro-batches a stage holds at once (1F1B: stages - stage).
-    double in_flight = 1.0;
-    if (st.pipeline && st.pipeline->schedule == Schedule::one_f_one_b) {
-      in_flight = std::min<double>(stages - stage, micro) / micro;
-    }
+    // Memory: activations of the micro-batches a stage holds at once (1F1B: stages - stage). Under
+    // the interleaved schedule a stage holds more micro-batches of its first chunks than of its
+    // last: its program is walked below, chunk by chunk.
+    const bool by_chunk = st.pipeline && st.pipeline->schedule == Schedule::interleaved;
+    const double in_flight = by_chunk      ? 0.0
+                             : st.pipeline ? micro_batches_in_flight(*st.pipeline, stage % device_stages) / micro
+                                           : 1.0;
     for (int d : a.devices) {
       used.insert(d);
       auto& m = p.memory[static_cast<std::size_t>(d)];
@@ -391,6 +416,9 @@ Prediction evaluate(const graph::Graph& g, const cluster::Cluster& cluster, cons
       m.gradients += c.get(cost::term::gradients);
       m.optimizer_state += c.get(cost::term::optimizer_state);
       m.activations += c.get(cost::term::activations) * in_flight;
+      if (by_chunk) {
+        chunk_activations[{d, stage}] += c.get(cost::term::activations) / micro;
+      }
       m.workspace = std::max(m.workspace, c.get(cost::term::workspace) / micro);
     }
     p.ops[static_cast<std::size_t>(id)] = OpPrediction{std::move(c), total, std::move(input_of_term)};
@@ -402,20 +430,55 @@ Prediction evaluate(const graph::Graph& g, const cluster::Cluster& cluster, cons
                  {"gradient sync", sync, "weight-gradient all-reduce over replicas"},
                  {"optimizer step", step, "the update of every weight shard (each stage of a pipeline at once)"}};
   if (st.pipeline) {
-    const double slowest = *std::max_element(stage_time.begin(), stage_time.end()) / micro;
-    const double bubble = (stages - 1) * slowest;
+    // Each stage's devices run all their chunks; with V chunks the fill and drain pass through
+    // one chunk at a time, so the bubble is (stages - 1) / V of the slowest stage's micro-batch.
+    auto fold = [&](const std::vector<double>& per_chunk) {
+      std::vector<double> out(static_cast<std::size_t>(device_stages), 0.0);
+      for (int v = 0; v < stages; ++v) {
+        out[static_cast<std::size_t>(v % device_stages)] += per_chunk[static_cast<std::size_t>(v)];
+      }
+      return out;
+    };
+    const auto device_time = fold(stage_time), device_sync = fold(stage_sync), device_step = fold(stage_step),
+               device_compute = fold(stage_compute);
+    const double slowest = *std::max_element(device_time.begin(), device_time.end()) / micro;
+    const double bubble = (device_stages - 1) * slowest / chunks;
     const double steady = micro * slowest;
-    const double sync_max = *std::max_element(stage_sync.begin(), stage_sync.end());
-    p.iteration.push_back({"pipeline bubble", bubble,
-                           fmt::format("({} stages - 1) x slowest stage per micro-batch {:.4g} ms ({})", stages,
-                                       slowest * 1e3, schedule_name(st.pipeline->schedule))});
+    const double sync_max = *std::max_element(device_sync.begin(), device_sync.end());
+    p.iteration.push_back(
+        {"pipeline bubble", bubble,
+         chunks > 1 ? fmt::format("({} stages - 1) x slowest stage per micro-batch {:.4g} ms / {} chunks ({})",
+                                  device_stages, slowest * 1e3, chunks, schedule_name(st.pipeline->schedule))
+                    : fmt::format("({} stages - 1) x slowest stage per micro-batch {:.4g} ms ({})", device_stages,
+                                  slowest * 1e3, schedule_name(st.pipeline->schedule))});
     p.iteration_time = steady + bubble + sync_max;
-    const auto slowest_stage = std::max_element(stage_time.begin(), stage_time.end()) - stage_time.begin();
-    p.compute_time = stage_compute[static_cast<std::size_t>(slowest_stage)] * (micro + stages - 1) / micro +
-                     *std::max_element(stage_step.begin(), stage_step.end());
+    const auto slowest_stage = std::max_element(device_time.begin(), device_time.end()) - device_time.begin();
+    p.compute_time = device_compute[static_cast<std::size_t>(slowest_stage)] *
+                         (micro + static_cast<double>(device_stages - 1) / chunks) / micro +
+                     *std::max_element(device_step.begin(), device_step.end());
   } else {
     p.iteration_time = compute + communication + redistribution + sync + step;
     p.compute_time = compute + step;
+  }
+  // Interleaved: each device's peak over its stage's program, a chunk's micro-batch held from its
+  // forward to its backward.
+  std::map<int, std::set<int>> stages_of_device;
+  for (const auto& [key, bytes] : chunk_activations) {
+    stages_of_device[key.first].insert(key.second % device_stages);
+  }
+  for (const auto& [d, its_stages] : stages_of_device) {
+    double peak = 0;
+    for (const int s : its_stages) {
+      double held = 0, most = 0;
+      for (const auto& step : pipeline_program(*st.pipeline, s)) {
+        const auto it = chunk_activations.find({d, step.chunk * device_stages + s});
+        const double bytes = it == chunk_activations.end() ? 0.0 : it->second;
+        held += step.forward ? bytes : -bytes;
+        most = std::max(most, held);
+      }
+      peak += most;
+    }
+    p.memory[static_cast<std::size_t>(d)].activations += peak;
   }
   p.communication_time = p.iteration_time - p.compute_time;
   p.samples_per_second = p.iteration_time > 0 ? p.batch / p.iteration_time : 0;

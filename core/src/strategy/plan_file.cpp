@@ -92,6 +92,9 @@ proto::Plan to_plan(const graph::Graph& g, const cluster::Cluster& cluster, cons
     p->set_stages(st.pipeline->stages);
     p->set_micro_batches(st.pipeline->micro_batches);
     p->set_schedule(std::string(schedule_name(st.pipeline->schedule)));
+    if (st.pipeline->chunks > 1) {
+      p->set_chunks(st.pipeline->chunks);
+    }
     for (int s : st.pipeline->stage_of_op) {
       p->add_stage_of_op(s);
     }
@@ -159,15 +162,27 @@ Strategy from_plan(const proto::Plan& plan, const graph::Graph& g, std::string_v
       pipe.schedule = Schedule::gpipe;
     } else if (plan.pipeline().schedule() == "1f1b" || plan.pipeline().schedule().empty()) {
       pipe.schedule = Schedule::one_f_one_b;
+    } else if (plan.pipeline().schedule() == "interleaved") {
+      pipe.schedule = Schedule::interleaved;
     } else {
-      throw Error(
-          fmt::format("{}: field 'pipeline.schedule': '{}' is not gpipe or 1f1b", source, plan.pipeline().schedule()));
+      throw Error(fmt::format("{}: field 'pipeline.schedule': '{}' is not gpipe, 1f1b or interleaved", source,
+                              plan.pipeline().schedule()));
+    }
+    if (plan.pipeline().chunks() < 0 || plan.pipeline().chunks() > 4096) {
+      throw Error(fmt::format("{}: field 'pipeline.chunks': {} chunks per stage; expected 1 to 4096", source,
+                              plan.pipeline().chunks()));
+    }
+    pipe.chunks = std::max(1, plan.pipeline().chunks());
+    try {
+      check_schedule(pipe);
+    } catch (const Error& e) {
+      throw Error(fmt::format("{}: field 'pipeline': {}", source, e.what()));
     }
     pipe.stage_of_op.assign(plan.pipeline().stage_of_op().begin(), plan.pipeline().stage_of_op().end());
     for (int s : pipe.stage_of_op) {
-      if (s < 0 || s >= pipe.stages) {
-        throw Error(
-            fmt::format("{}: field 'pipeline.stage_of_op': stage {} outside 0..{}", source, s, pipe.stages - 1));
+      if (s < 0 || s >= pipe.virtual_stages()) {
+        throw Error(fmt::format("{}: field 'pipeline.stage_of_op': stage {} outside 0..{}", source, s,
+                                pipe.virtual_stages() - 1));
       }
     }
     st.pipeline = std::move(pipe);

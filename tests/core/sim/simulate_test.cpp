@@ -65,6 +65,19 @@ const std::vector<Planned>& plans() {
         r.devices = 8;
         v.push_back({spec, std::string(o->name()), o->optimize(r)});
       }
+      // The interleaved schedule: 2 stages of 2 chunks (micro-batches a multiple of the stages).
+      if (strategy::batch_size(model(spec).graph) % 2 != 0) {
+        continue;
+      }
+      search::Request r;
+      r.graph = &model(spec).graph;
+      r.cluster = &cluster;
+      r.devices = 2;
+      r.stages = 2;
+      r.micro_batches = 2;
+      r.schedule = strategy::Schedule::interleaved;
+      r.chunks = 2;
+      v.push_back({spec, "pipeline interleaved", search::find_optimizer("pipeline").optimize(r)});
     }
     return v;
   }();
@@ -120,7 +133,7 @@ TEST(Simulate, WithoutOverlapAPipelineStageRunsExactlyItsTermsOneAtATime) {
     const auto& pl = *p.strategy.pipeline;
     std::vector<double> stage_time(static_cast<std::size_t>(pl.stages), 0.0);
     for (std::size_t i = 0; i < s.prediction.ops.size(); ++i) {
-      stage_time[static_cast<std::size_t>(pl.stage_of_op[i])] += s.prediction.ops[i].time;
+      stage_time[static_cast<std::size_t>(pl.stage_of_op[i] % pl.stages)] += s.prediction.ops[i].time; // its chunks
     }
     for (int stage = 0; stage < pl.stages; ++stage) {
       EXPECT_LE(relative(total_duration(s.tasks, stage), stage_time[static_cast<std::size_t>(stage)]), tolerance)
@@ -176,7 +189,8 @@ TEST(Simulate, EveryTimeTermIsRunOnceWhateverTheSetup) {
 }
 
 // p stages of k identical ops, one device each, nothing to communicate: a pipeline of uniform
-// stages, built by hand so that its closed form is exact.
+// stages, built by hand so that its closed form is exact. With V chunks, p x V virtual stages of k
+// ops, virtual stage v on device v mod p.
 struct UniformPipeline {
   graph::Graph g;
   strategy::Strategy st;
@@ -184,16 +198,16 @@ struct UniformPipeline {
   static constexpr double forward = 1e-3, backward = 2e-3, step = 0.25e-3; // per op, whole batch
   static constexpr double activations = 64e6;                              // per op, whole batch
 
-  UniformPipeline(int stages, int ops_per_stage, int micro, strategy::Schedule schedule) {
+  UniformPipeline(int stages, int ops_per_stage, int micro, strategy::Schedule schedule, int chunks = 1) {
     test::tensor(g, "x0", {64, 64}, graph::TensorRole::input);
-    const int n = stages * ops_per_stage;
+    const int n = stages * chunks * ops_per_stage;
     st.family = "pipeline";
     st.devices = stages;
-    st.pipeline = strategy::Pipeline{stages, micro, schedule, {}};
+    st.pipeline = strategy::Pipeline{stages, micro, schedule, chunks, {}};
     for (int i = 0; i < n; ++i) {
       test::tensor(g, fmt::format("x{}", i + 1), {64, 64});
       test::op(g, "Relu", {fmt::format("x{}", i)}, {fmt::format("x{}", i + 1)});
-      st.ops.push_back({{}, {i / ops_per_stage}});
+      st.ops.push_back({{}, {i / ops_per_stage % stages}});
       st.pipeline->stage_of_op.push_back(i / ops_per_stage);
       strategy::OpPrediction op;
       op.cost.time = {{std::string(cost::term::forward_compute), forward, ""},
@@ -226,6 +240,32 @@ TEST(Simulate, APipelineOfUniformStagesHasTheClosedFormBubble) {
             const auto& dev = r.devices[static_cast<std::size_t>(d)];
             EXPECT_LE(relative(dev.busy, micro * per_micro + steps), tolerance) << "device " << d;
             EXPECT_LE(relative(dev.idle / (r.iteration_time - steps), bubble), tolerance) << "device " << d;
+          }
+        }
+      }
+    }
+  }
+}
+
+// Narayanan et al. 2021: V model chunks per device divide the bubble by V, (p - 1) / V of a
+// device's micro-batch, for the interleaved schedule as Megatron-LM orders it (micro-batches a
+// multiple of the stages).
+TEST(Simulate, InterleavingWithVChunksDividesTheBubbleByV) {
+  for (int stages : {2, 4}) {
+    for (int chunks : {2, 3}) {
+      for (int micro : {stages, 2 * stages, 8 * stages}) {
+        for (bool overlap : {false, true}) {
+          SCOPED_TRACE(fmt::format("p={} V={} m={} overlap {}", stages, chunks, micro, overlap));
+          const int k = 2; // ops per chunk
+          UniformPipeline u(stages, k, micro, strategy::Schedule::interleaved, chunks);
+          const auto tg = sim::build_task_graph(u.g, u.st, u.p, stages, {.overlap = overlap});
+          const auto r = sim::simulate(tg);
+          const double per_micro = chunks * k * (u.forward + u.backward) / micro; // a device's micro-batch
+          const double steps = chunks * k * u.step;
+          const double expected = (micro + static_cast<double>(stages - 1) / chunks) * per_micro + steps;
+          EXPECT_LE(relative(r.iteration_time, expected), tolerance);
+          for (int d = 0; d < stages; ++d) {
+            EXPECT_LE(relative(r.devices[static_cast<std::size_t>(d)].busy, micro * per_micro + steps), tolerance);
           }
         }
       }

@@ -36,6 +36,8 @@ struct Request {
   int pipeline_parallel = 0;
   int micro_batch_size = 0;
   strategy::Schedule schedule = strategy::Schedule::one_f_one_b;
+  // Model chunks per stage under the interleaved schedule (Megatron-LM's virtual pipeline; 0: 2).
+  int chunks = 0;
   std::string balance = "time";
   std::vector<int> cuts;
   // "auto": split factors all divisors of the device count (else powers of two), the smallest

@@ -27,15 +27,53 @@ struct OpAssignment {
   std::vector<int> copy(int c) const; // the devices of copy c
 };
 
-enum class Schedule : std::uint8_t { gpipe, one_f_one_b };
+// GPipe; 1F1B (PipeDream-Flush); interleaved 1F1B (Narayanan et al. 2021, Megatron-LM's virtual
+// pipeline): every device holds `chunks` non-contiguous model chunks, which divides the bubble
+// by the chunk count at the price of chunks x the sends between stages.
+enum class Schedule : std::uint8_t { gpipe, one_f_one_b, interleaved };
 std::string_view schedule_name(Schedule s);
 
 struct Pipeline {
-  int stages = 1;
+  int stages = 1; // device groups, one per stage
   int micro_batches = 1;
   Schedule schedule = Schedule::one_f_one_b;
-  std::vector<int> stage_of_op; // per op
+  // Model chunks per stage (interleaved only; 1 otherwise). The ops are cut into stages x chunks
+  // contiguous virtual stages; virtual stage v runs on the devices of stage v % stages, so the
+  // stage s holds chunks s, s + stages, s + 2 stages, ...
+  int chunks = 1;
+  std::vector<int> stage_of_op; // per op: its virtual stage, 0 .. stages x chunks - 1
+
+  int virtual_stages() const { return stages * chunks; }
 };
+
+// One step of a stage's program: the forward or backward pass of one micro-batch through one of
+// its chunks (chunk 0 for schedules without chunks).
+struct PipelineStep {
+  bool forward = true;
+  int micro_batch = 0;
+  int chunk = 0;
+  friend bool operator==(const PipelineStep&, const PipelineStep&) = default;
+};
+// The order stage `stage` runs its steps in (the simulator's and partita-run's, one definition).
+// GPipe: every forward, then every backward. 1F1B: min(stages - stage - 1, micro-batches)
+// forwards to fill the pipe, then a forward and a backward in turn, then the backwards left: at
+// most stages - stage micro-batches in flight. Interleaved (Megatron-LM's
+// forward_backward_pipelining_with_interleaving): forwards go through chunks 0..V-1 in groups of
+// `stages` micro-batches, backwards through chunks V-1..0 the same way; (stages - stage - 1) x 2 +
+// (V - 1) x stages forwards fill the pipe, then one of each in turn. Needs micro-batches a multiple
+// of stages (as Megatron-LM does); throws partita::Error otherwise.
+std::vector<PipelineStep> pipeline_program(const Pipeline& pipeline, int stage);
+
+// Throws partita::Error when the schedule cannot run the pipeline (no stage or micro-batch, chunks
+// without the interleaved schedule or one chunk with it, micro-batches that the interleaved
+// schedule cannot group by the stages).
+void check_schedule(const Pipeline& pipeline);
+
+// The chunk-forwards stage `stage` holds at its peak under the pipeline's schedule, in units of
+// one micro-batch through all its chunks (GPipe: every micro-batch; 1F1B: stages - stage;
+// interleaved: Megatron-LM's warm-up forwards + 1, over V: stages + (stages - 1) / V on stage 0,
+// as Korthikanti et al. 2022 count it), at most the micro-batches.
+double micro_batches_in_flight(const Pipeline& pipeline, int stage);
 
 struct Strategy {
   std::string family;            // "dp", "mp", "owt", "megatron", "hybrid", ...
