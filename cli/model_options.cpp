@@ -130,7 +130,10 @@ void SetupOptions::add_to(CLI::App& cmd) {
       ->capture_default_str();
   cmd.add_option("--chunks", chunks, "interleaved schedule: model chunks per pipeline stage (default 2)")
       ->check(whole(2, 1024, "chunks"));
-  cmd.add_option("--balance", balance, "pipeline family's cuts: time (balanced) or even (by op count)")
+  cmd.add_option(
+         "--balance", balance,
+         "pipeline family's cuts: time (balanced), layers (the repeated blocks shared out evenly, as Megatron-LM "
+         "does) or even (by op count)")
       ->capture_default_str();
   cmd.add_option("--cuts", cuts, "pipeline cut points: op indices (in the plan's order) that start a stage")
       ->delimiter(',');

@@ -9,7 +9,9 @@
 #include "partita/cost/op_cost.h"
 
 #include <algorithm>
+#include <map>
 #include <numeric>
+#include <string>
 
 namespace partita::search::detail {
 
@@ -151,7 +153,7 @@ strategy::Strategy pipeline(const Request& r) {
       cuts.push_back(s * n / pieces);
     }
     how = "evenly by op count";
-  } else if (r.balance == "time") {
+  } else if (r.balance == "time" || r.balance == "layers") {
     std::vector<double> times;
     for (graph::OpId id : b.order()) {
       b.check_cancel();
@@ -162,10 +164,35 @@ strategy::Strategy pipeline(const Request& r) {
       times.push_back(
           cost::op_cost(b.graph(), id, b.semantics(id), config, devices, b.cluster(), r.setup).time_total());
     }
+    if (r.balance == "layers") {
+      // Megatron-LM's way: the repeated blocks (layers) shared out evenly, what occurs once (the
+      // embedding, the output layer, the loss) riding along with the first and the last piece.
+      std::map<std::string, int> seen;
+      std::vector<std::string> keys;
+      for (graph::OpId id : b.order()) {
+        const auto& op = b.graph().op(id);
+        std::string key = op.type;
+        for (const auto* list : {&op.inputs, &op.outputs}) {
+          for (const graph::TensorId t : *list) {
+            key += t == graph::no_tensor ? "|-" : "|" + graph::shape_string(b.graph().tensor(t).shape);
+          }
+        }
+        ++seen[key];
+        keys.push_back(std::move(key));
+      }
+      for (std::size_t i = 0; i < times.size(); ++i) {
+        times[i] = seen[keys[i]] > 1 ? times[i] : 0.0;
+      }
+      if (*std::max_element(times.begin(), times.end()) <= 0) {
+        throw Error("pipeline: --balance layers: the model has no repeated blocks to share out");
+      }
+    }
     cuts = balanced_cuts(times, pieces);
-    how = "balanced by forward+backward time";
+    how = r.balance == "layers" ? "sharing the repeated blocks out evenly by their time (the ops that occur once "
+                                  "ride along with the first and last pieces), as Megatron-LM does"
+                                : "balanced by forward+backward time";
   } else {
-    throw Error(fmt::format("pipeline: balance '{}' is not time or even", r.balance));
+    throw Error(fmt::format("pipeline: balance '{}' is not time, layers or even", r.balance));
   }
   strategy::Pipeline pipe;
   pipe.stages = stages;

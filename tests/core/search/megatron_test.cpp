@@ -157,12 +157,25 @@ TEST(Megatron, PipelineStagesAndMicroBatchSizeAsMegatronLmTakesThem) {
   EXPECT_EQ(st.pipeline->stages, 2);
   EXPECT_EQ(st.pipeline->micro_batches, 8); // 32 / (2 replicas x 2)
   EXPECT_THAT(st.explanation, HasSubstr("4-way tensor parallel, 2 pipeline stages of contiguous ops, 2-way data"));
+  // As Megatron-LM does: as many layers in every stage (h.0 and h.1, then h.2 and h.3), the
+  // embeddings with the first, the output layer with the last.
+  for (std::size_t i = 0; i < st.ops.size(); ++i) {
+    const auto& name = model.graph.ops()[i].name;
+    if (name.rfind("h.", 0) == 0) {
+      EXPECT_EQ(st.pipeline->stage_of_op[i], name[2] - '0' < 2 ? 0 : 1) << name;
+    } else if (name.rfind("wte", 0) == 0 || name.rfind("wpe", 0) == 0) {
+      EXPECT_EQ(st.pipeline->stage_of_op[i], 0) << name;
+    } else if (name.rfind("lm_head", 0) == 0) {
+      EXPECT_EQ(st.pipeline->stage_of_op[i], 1) << name;
+    }
+  }
   // The same plan as the pipeline family asked the same.
   search::Request q = r;
   q.pipeline_parallel = 0;
   q.micro_batch_size = 0;
   q.stages = 2;
   q.micro_batches = 8;
+  q.balance = "layers";
   const auto same = search::find_optimizer("pipeline").optimize(q);
   ASSERT_EQ(same.ops.size(), st.ops.size());
   for (std::size_t i = 0; i < st.ops.size(); ++i) {
