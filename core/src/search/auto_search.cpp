@@ -259,10 +259,21 @@ private:
         }
       }
     }
-    // The geometries (one per class of placement pairs), then every move from its class's
-    // geometry scaled to its tensor.
-    parallel(m_geometries.size(), 0.3, 0.2, [&](std::size_t k) { compute_geometry(jobs, k); });
-    parallel(jobs.size(), 0.5, 0.1, [&](std::size_t j) { *jobs[j].cost = move_seconds(jobs[j]); });
+    // Per class of placement pairs its geometry, then every move of the class from it, scaled to
+    // its tensor; a geometry lives only while its class is priced.
+    std::vector<std::vector<std::size_t>> jobs_of(m_geometries.size());
+    for (std::size_t j = 0; j < jobs.size(); ++j) {
+      jobs_of[jobs[j].geometry].push_back(j);
+    }
+    parallel(m_geometries.size(), 0.3, 0.3, [&](std::size_t k) {
+      const auto geometry = compute_geometry(jobs, k);
+      auto scaled = geometry; // the groups once, the byte counts per move
+      for (const std::size_t j : jobs_of[k]) {
+        *jobs[j].cost = move_seconds(geometry, jobs[j], scaled);
+      }
+    });
+    m_geometries.clear();
+    m_geometry_of.clear();
     std::vector<int> table_index(fresh_edges.size());
     for (std::size_t t = 0; t < fresh_edges.size(); ++t) {
       const auto& e = m_edges[fresh_edges[t]];
@@ -350,8 +361,7 @@ private:
     double* cost = nullptr; // the move's entry in m_moves (std::map entries stay put)
   };
   struct Geometry {
-    std::size_t job = 0;         // its first job, on whose layouts it is computed
-    strategy::MoveGeometry move; // per unit: bytes / that job's scale
+    std::size_t job = 0; // its first job, on whose layouts it is computed
   };
   // The two placements and the dims as the geometry sees them: a dim that is a whole number of
   // units counts as its lcm, another as its size.
@@ -375,7 +385,7 @@ private:
         m_geometry_of.try_emplace(GeometryKey{from_key, to_key, std::move(dims)}, m_geometries.size());
     job.geometry = it->second;
     if (fresh) {
-      m_geometries.push_back({m_job_count, {}});
+      m_geometries.push_back({m_job_count});
     }
     ++m_job_count;
     return job;
@@ -383,35 +393,39 @@ private:
 
   // Geometry k, computed on its first job's layouts and divided by that job's scale (exact: every
   // count of elements is a whole number of units, and doubles hold such integers exactly).
-  template <class Jobs> void compute_geometry(const Jobs& jobs, std::size_t k) {
-    auto& geometry = m_geometries[k];
-    const auto& job = jobs[geometry.job];
+  template <class Jobs> strategy::MoveGeometry compute_geometry(const Jobs& jobs, std::size_t k) const {
+    const auto& job = jobs[m_geometries[k].job];
     const auto& e = m_edges[job.edge];
     const auto& pc = tables(e.prod).configs[static_cast<std::size_t>(job.a)];
     const auto& cc = tables(e.cons).configs[static_cast<std::size_t>(job.b)];
-    geometry.move = strategy::move_geometry(
+    auto geometry = strategy::move_geometry(
         sharding::output_layout(m_g, m_sem[static_cast<std::size_t>(e.prod)], pc, e.out), {pc, devices(pc)},
         sharding::input_layout(m_g, m_sem[static_cast<std::size_t>(e.cons)], cc, e.in), {cc, devices(cc)});
-    strategy::keep_priced_groups(*m_r.cluster, geometry.move);
-    scale(geometry.move, 1.0 / job.scale);
+    strategy::keep_priced_groups(*m_r.cluster, geometry);
+    scale(geometry, 1.0 / job.scale);
+    return geometry;
   }
 
-  static void scale(strategy::MoveGeometry& m, double factor) {
-    m.consumer_shard_bytes *= factor;
-    for (auto* r : {&m.forward, &m.backward}) {
-      r->max_bytes_in *= factor;
-      r->total_bytes *= factor;
-      r->max_block_bytes *= factor;
-    }
+  static void scale(strategy::MoveGeometry& m, double factor) { scale(m, factor, m); }
+  // `out` (a copy of `base`, groups included) gets base's byte counts x factor.
+  static void scale(const strategy::MoveGeometry& base, double factor, strategy::MoveGeometry& out) {
+    out.consumer_shard_bytes = base.consumer_shard_bytes * factor;
+    out.forward.max_bytes_in = base.forward.max_bytes_in * factor;
+    out.forward.total_bytes = base.forward.total_bytes * factor;
+    out.forward.max_block_bytes = base.forward.max_block_bytes * factor;
+    out.backward.max_bytes_in = base.backward.max_bytes_in * factor;
+    out.backward.total_bytes = base.backward.total_bytes * factor;
+    out.backward.max_block_bytes = base.backward.max_block_bytes * factor;
   }
 
-  // The seconds of a job's move: what input_redistribution sums.
-  template <class J> double move_seconds(const J& job) const {
-    auto geometry = m_geometries[job.geometry].move;
-    scale(geometry, job.scale);
+  // The seconds of a job's move from its class's geometry (per unit): what input_redistribution
+  // sums. `scaled` is a copy of the geometry that this writes the job's byte counts into.
+  template <class J>
+  double move_seconds(const strategy::MoveGeometry& geometry, const J& job, strategy::MoveGeometry& scaled) const {
+    scale(geometry, job.scale, scaled);
     double sum = 0;
     for (const auto& term :
-         strategy::move_terms(geometry, m_contexts[m_edges[job.edge].context], *m_r.cluster, m_r.setup, false)) {
+         strategy::move_terms(scaled, m_contexts[m_edges[job.edge].context], *m_r.cluster, m_r.setup, false)) {
       sum += term.value;
     }
     return sum;
