@@ -106,8 +106,9 @@ void print(const graph::Graph& g, const cluster::Cluster& cl, const strategy::St
                            cl.device_count(), family.name(), family.title());
   std::string pipeline;
   if (st.pipeline) {
-    pipeline = fmt::format(", {} stages x {} micro-batches ({})", st.pipeline->stages, st.pipeline->micro_batches,
-                           strategy::schedule_name(st.pipeline->schedule));
+    pipeline = fmt::format(", {} stages x {} micro-batches ({}{})", st.pipeline->stages, st.pipeline->micro_batches,
+                           strategy::schedule_name(st.pipeline->schedule),
+                           st.pipeline->chunks > 1 ? fmt::format(", {} chunks per stage", st.pipeline->chunks) : "");
   }
   std::cout << fmt::format("{} tasks{}; overlap {}{}\n\n", s.tasks.tasks.size(), pipeline, o.no_overlap ? "off" : "on",
                            o.no_overlap ? "" : fmt::format(", gradient buckets of {:g} MB", o.bucket_mb));
