@@ -87,17 +87,15 @@ bool needs_gradient(const graph::Graph& g, graph::OpId id, std::size_t input) {
 }
 
 std::map<graph::TensorId, std::vector<std::pair<graph::OpId, std::size_t>>> tied_parameters(const graph::Graph& g) {
+  // The readers core's cost model prices (strategy::tied_weights), less any this runtime computes
+  // no gradient for.
   std::map<graph::TensorId, std::vector<std::pair<graph::OpId, std::size_t>>> readers;
-  for (const auto id : g.topological_order()) {
-    const auto& op = g.op(id);
-    for (std::size_t i = 0; i < op.inputs.size(); ++i) {
-      if (op.inputs[i] != graph::no_tensor && g.tensor(op.inputs[i]).role == graph::TensorRole::parameter &&
-          needs_gradient(g, id, i)) {
-        readers[op.inputs[i]].emplace_back(id, i);
-      }
+  for (auto& tie : strategy::tied_weights(g)) {
+    std::erase_if(tie.readers, [&](const auto& r) { return !needs_gradient(g, r.first, r.second); });
+    if (tie.readers.size() >= 2) {
+      readers.emplace(tie.tensor, std::move(tie.readers));
     }
   }
-  std::erase_if(readers, [](const auto& entry) { return entry.second.size() < 2; });
   return readers;
 }
 

@@ -117,7 +117,18 @@ public:
     scratch[i] = a;
     for (const std::size_t e : m_edges_into[i]) {
       const auto& edge = m_edges[e];
-      scratch[static_cast<std::size_t>(edge.prod)] = assignment(edge.prod, choice[static_cast<std::size_t>(edge.prod)]);
+      const auto pa = assignment(edge.prod, choice[static_cast<std::size_t>(edge.prod)]);
+      if (edge.tie) {
+        const auto geometry = strategy::move_geometry(
+            sharding::input_layout(m_g, m_sem[static_cast<std::size_t>(edge.prod)], pa.config, edge.out), pa,
+            sharding::input_layout(m_g, m_sem[i], a.config, edge.in), a);
+        for (auto& term :
+             strategy::tied_gradient_terms(geometry, m_contexts[edge.context], *m_r.cluster, m_r.setup, true)) {
+          out.push_back(std::move(term));
+        }
+        continue;
+      }
+      scratch[static_cast<std::size_t>(edge.prod)] = pa;
       for (auto& term : strategy::input_redistribution(m_g, m_sem, scratch, *m_r.cluster, m_r.setup, id, edge.in)) {
         out.push_back(std::move(term));
       }
@@ -215,10 +226,10 @@ private:
   // What the cost of a move reads of a tensor besides the two layouts (strategy::move_terms): its
   // shape and type, whether a gradient goes back, and whether that gradient is added into the
   // producer's (several readers, or a graph output).
-  int tensor_signature(graph::OpId consumer, std::size_t input, const strategy::MoveContext& c) {
+  int tensor_signature(graph::OpId consumer, std::size_t input, const strategy::MoveContext& c, bool tie) {
     const auto& x = m_g.tensor(m_g.op(consumer).inputs[input]);
-    auto sig = fmt::format("{}|{}|{}|{}", fmt::join(x.shape, ","), static_cast<int>(x.dtype), c.gradient,
-                           c.several_readers || c.graph_output);
+    auto sig = fmt::format("{}{}|{}|{}|{}", tie ? "tie|" : "", fmt::join(x.shape, ","), static_cast<int>(x.dtype),
+                           c.gradient, c.several_readers || c.graph_output);
     return m_tensor_sigs.try_emplace(std::move(sig), static_cast<int>(m_tensor_sigs.size())).first->second;
   }
 
@@ -248,7 +259,7 @@ private:
         continue;
       }
       fresh_edges.push_back(i);
-      const auto& from = tables(e.prod).output_key[e.out];
+      const auto& from = e.tie ? tables(e.prod).input_key[e.out] : tables(e.prod).output_key[e.out];
       const auto& to = tables(e.cons).input_key[e.in];
       for (std::size_t a = 0; a < from.size(); ++a) {
         for (std::size_t b = 0; b < to.size(); ++b) {
@@ -277,7 +288,7 @@ private:
     std::vector<int> table_index(fresh_edges.size());
     for (std::size_t t = 0; t < fresh_edges.size(); ++t) {
       const auto& e = m_edges[fresh_edges[t]];
-      const auto& from = tables(e.prod).output_key[e.out];
+      const auto& from = e.tie ? tables(e.prod).input_key[e.out] : tables(e.prod).output_key[e.out];
       const auto& to = tables(e.cons).input_key[e.in];
       std::vector<double> costs(from.size() * to.size(), 0.0);
       for (std::size_t a = 0; a < from.size(); ++a) {
@@ -399,8 +410,10 @@ private:
     const auto& pc = tables(e.prod).configs[static_cast<std::size_t>(job.a)];
     const auto& cc = tables(e.cons).configs[static_cast<std::size_t>(job.b)];
     auto geometry = strategy::move_geometry(
-        sharding::output_layout(m_g, m_sem[static_cast<std::size_t>(e.prod)], pc, e.out), {pc, devices(pc)},
-        sharding::input_layout(m_g, m_sem[static_cast<std::size_t>(e.cons)], cc, e.in), {cc, devices(cc)});
+        e.tie ? sharding::input_layout(m_g, m_sem[static_cast<std::size_t>(e.prod)], pc, e.out)
+              : sharding::output_layout(m_g, m_sem[static_cast<std::size_t>(e.prod)], pc, e.out),
+        {pc, devices(pc)}, sharding::input_layout(m_g, m_sem[static_cast<std::size_t>(e.cons)], cc, e.in),
+        {cc, devices(cc)});
     strategy::keep_priced_groups(*m_r.cluster, geometry);
     scale(geometry, 1.0 / job.scale);
     return geometry;
@@ -423,9 +436,11 @@ private:
   template <class J>
   double move_seconds(const strategy::MoveGeometry& geometry, const J& job, strategy::MoveGeometry& scaled) const {
     scale(geometry, job.scale, scaled);
+    const auto& e = m_edges[job.edge];
+    const auto& context = m_contexts[e.context];
     double sum = 0;
-    for (const auto& term :
-         strategy::move_terms(scaled, m_contexts[m_edges[job.edge].context], *m_r.cluster, m_r.setup, false)) {
+    for (const auto& term : e.tie ? strategy::tied_gradient_terms(scaled, context, *m_r.cluster, m_r.setup, false)
+                                  : strategy::move_terms(scaled, context, *m_r.cluster, m_r.setup, false)) {
       sum += term.value;
     }
     return sum;
@@ -437,6 +452,9 @@ private:
     std::size_t out = 0, in = 0; // the tensor's slot among the producer's outputs, the consumer's inputs
     int tensor = 0;              // tensor_signature
     std::size_t context = 0;     // index into m_contexts
+    // A tied weight's gradient sum: `prod` is another reader of the weight (its input slot `out`),
+    // `cons` the first (its input slot `in`).
+    bool tie = false;
   };
   // Edges whose cost tables are equal: same classes, slots and tensor signature.
   using EdgeMemo = std::tuple<int, std::size_t, int, std::size_t, int>;
@@ -460,8 +478,32 @@ private:
         e.in = in;
         e.context = m_contexts.size();
         m_contexts.push_back(strategy::move_context(m_g, id, in, m_r.setup));
-        e.tensor = tensor_signature(id, in, m_contexts.back());
+        e.tensor = tensor_signature(id, in, m_contexts.back(), false);
         m_edges_into[static_cast<std::size_t>(id)].push_back(m_edges.size());
+        m_edges.push_back(e);
+      }
+    }
+    // A tied weight: an edge from each other reader to the first, priced as partita-run sums the
+    // gradients (strategy::tied_gradient_terms, on the first reader as evaluate() puts it). An op
+    // reading it twice sums with itself, which no edge can hold: evaluate() counts it, the search
+    // does not.
+    for (const auto& tie : strategy::tied_weights(m_g)) {
+      const auto [first, first_input] = tie.readers.front();
+      for (std::size_t r = 1; r < tie.readers.size(); ++r) {
+        const auto [other, other_input] = tie.readers[r];
+        if (other == first) {
+          continue;
+        }
+        Edge e;
+        e.tie = true;
+        e.prod = other;
+        e.cons = first;
+        e.out = other_input;
+        e.in = first_input;
+        e.context = m_contexts.size();
+        m_contexts.push_back(strategy::move_context(m_g, first, first_input, m_r.setup));
+        e.tensor = tensor_signature(first, first_input, m_contexts.back(), true);
+        m_edges_into[static_cast<std::size_t>(first)].push_back(m_edges.size());
         m_edges.push_back(e);
       }
     }

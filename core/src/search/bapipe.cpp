@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <functional>
 #include <limits>
 #include <map>
 #include <numeric>
@@ -88,6 +89,7 @@ Tables tables(const Request& r, const Shape& shape, const std::vector<cluster::D
   }
 
   // The reads between ops, and which (op, input slot) each is.
+  std::vector<std::function<double(int, int)>> tie_costs;
   Problem& p = out.problem;
   p.ops = n;
   p.micro_batches = shape.micro_batches;
@@ -159,6 +161,44 @@ Tables tables(const Request& r, const Shape& shape, const std::vector<cluster::D
       }
     }
     out.ops.push_back(std::move(ops));
+  }
+
+  // Tied weights: priced per pair of stages when a cut parts their readers.
+  for (const auto& tie : strategy::tied_weights(g)) {
+    const auto [first, first_input] = tie.readers.front();
+    for (std::size_t k = 1; k < tie.readers.size(); ++k) {
+      const auto [other, other_input] = tie.readers[k];
+      if (other == first) {
+        continue;
+      }
+      p.ties.push_back({position[static_cast<std::size_t>(first)], position[static_cast<std::size_t>(other)]});
+      // What the two readers' layouts on stages sf and so cost to sum, from their assignments there.
+      std::vector<std::pair<strategy::OpAssignment, strategy::OpAssignment>> at(static_cast<std::size_t>(stages));
+      for (int s = 0; s < stages; ++s) {
+        at[static_cast<std::size_t>(s)] = {out.ops[static_cast<std::size_t>(s)][static_cast<std::size_t>(first)],
+                                           out.ops[static_cast<std::size_t>(s)][static_cast<std::size_t>(other)]};
+      }
+      const auto first_sem = sem[static_cast<std::size_t>(first)];
+      const auto other_sem = sem[static_cast<std::size_t>(other)];
+      const auto context = strategy::move_context(g, first, first_input, r.setup);
+      const cluster::Cluster cluster = *r.cluster;
+      const auto setup = r.setup;
+      auto cost = [&g, at, first_sem, other_sem, context, cluster, setup, first_input, other_input](int sf, int so) {
+        const auto& a = at[static_cast<std::size_t>(sf)].first;
+        const auto& b = at[static_cast<std::size_t>(so)].second;
+        const auto geometry = strategy::move_geometry(sharding::input_layout(g, other_sem, b.config, other_input), b,
+                                                      sharding::input_layout(g, first_sem, a.config, first_input), a);
+        double sum = 0;
+        for (const auto& term : strategy::tied_gradient_terms(geometry, context, cluster, setup, false)) {
+          sum += term.value;
+        }
+        return sum;
+      };
+      tie_costs.push_back(cost);
+    }
+  }
+  if (!p.ties.empty()) {
+    p.tie_extra = [costs = tie_costs](std::size_t t, int sf, int so) { return costs[t](sf, so) - costs[t](sf, sf); };
   }
 
   const auto edges = p.edges.size();

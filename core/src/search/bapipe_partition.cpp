@@ -174,12 +174,25 @@ Partition partition(const Problem& p, const std::atomic<bool>* cancel) {
     out.starts[static_cast<std::size_t>(s)] = a;
     b = a;
   }
-  double sync = 0;
   for (int s = 0; s < stages; ++s) {
     const int last = s + 1 < stages ? out.starts[static_cast<std::size_t>(s) + 1] : n;
     out.stages.push_back(stage_cost(p, s, out.starts[static_cast<std::size_t>(s)], last));
     out.bottleneck = std::max(out.bottleneck, out.stages.back().time);
-    sync = std::max(sync, out.stages.back().sync);
+  }
+  // Tied weights whose readers the cut put on different stages (sync is not what the cut
+  // minimizes, so adding it here keeps the cut exact).
+  const auto stage_at = [&](int position) {
+    return static_cast<int>(std::upper_bound(out.starts.begin(), out.starts.end(), position) - out.starts.begin()) - 1;
+  };
+  for (std::size_t t = 0; t < p.ties.size() && p.tie_extra; ++t) {
+    const int sf = stage_at(p.ties[t].first), so = stage_at(p.ties[t].other);
+    if (sf != so) {
+      out.stages[static_cast<std::size_t>(sf)].sync += p.tie_extra(t, sf, so);
+    }
+  }
+  double sync = 0;
+  for (const auto& st : out.stages) {
+    sync = std::max(sync, st.sync);
   }
   out.iteration_time = (p.micro_batches + stages - 1) * out.bottleneck + sync;
   return out;

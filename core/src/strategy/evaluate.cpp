@@ -284,6 +284,68 @@ std::vector<cost::Term> move_terms(const MoveGeometry& geometry, const MoveConte
   return terms;
 }
 
+std::vector<TiedWeight> tied_weights(const graph::Graph& g) {
+  std::map<graph::TensorId, std::vector<std::pair<graph::OpId, std::size_t>>> readers;
+  for (const auto id : g.topological_order()) {
+    const auto& op = g.op(id);
+    for (std::size_t i = 0; i < op.inputs.size(); ++i) {
+      const graph::TensorId t = op.inputs[i];
+      if (t == graph::no_tensor) {
+        continue;
+      }
+      const auto& tensor = g.tensor(t);
+      const auto slot = graph::input_slot(op, i);
+      if (tensor.role == graph::TensorRole::parameter && graph::is_floating(tensor.dtype) &&
+          graph::gets_gradient(tensor) && slot != graph::InputSlot::index && slot != graph::InputSlot::state) {
+        readers[t].emplace_back(id, i);
+      }
+    }
+  }
+  std::vector<TiedWeight> out;
+  for (auto& [t, list] : readers) {
+    if (list.size() >= 2) {
+      out.push_back({t, std::move(list)});
+    }
+  }
+  return out;
+}
+
+std::vector<cost::Term> tied_gradient_terms(const MoveGeometry& geometry, const MoveContext& context,
+                                            const cluster::Cluster& cluster, const cost::TrainingSetup& setup,
+                                            bool explain) {
+  const double scale = context.scale;
+  if (geometry.same_blocks) {
+    const double bytes = geometry.consumer_shard_bytes * scale;
+    const double seconds =
+        local_copy_seconds(0, bytes, true, cluster, setup) + local_copy_seconds(0, bytes, false, cluster, setup);
+    return {cost::Term{std::string(cost::term::gradient_sync), seconds,
+                       explain ? fmt::format("'{}' is read by several ops (tied): each adds the other's gradient "
+                                             "shard of {:.4g} MB into its own and copies the sum back (memory-bound)",
+                                             context.tensor, bytes / 1e6)
+                               : std::string()}};
+  }
+  auto there = geometry.forward; // the other reader's gradient into the first's layout, added
+  auto back = geometry.backward; // the sum back into the other's layout
+  for (auto* r : {&there, &back}) {
+    r->max_bytes_in *= scale;
+    r->total_bytes *= scale;
+    r->max_block_bytes *= scale;
+  }
+  const auto f = there.max_bytes_in > 0 ? move_cost(cluster, there, explain) : cluster::CollectiveCost{};
+  const auto b = back.max_bytes_in > 0 ? move_cost(cluster, back, explain) : cluster::CollectiveCost{};
+  const double copies = local_copy_seconds(there.max_bytes_in, there.max_block_bytes, true, cluster, setup) +
+                        local_copy_seconds(back.max_bytes_in, back.max_block_bytes, false, cluster, setup);
+  return {cost::Term{
+      std::string(cost::term::gradient_sync), f.seconds + b.seconds + copies,
+      explain ? fmt::format("'{}' is read by several ops (tied): the other reader's gradient {} of {:.4g} MB per "
+                            "device into this op's layout and added{}, the sum {} of {:.4g} MB back{}; copies {:.4g} "
+                            "ms",
+                            context.tensor, sharding::pattern_name(there.pattern), there.max_bytes_in / 1e6,
+                            f.formula.empty() ? "" : " (" + f.formula + ")", sharding::pattern_name(back.pattern),
+                            back.max_bytes_in / 1e6, b.formula.empty() ? "" : " (" + b.formula + ")", copies * 1e3)
+              : std::string()}};
+}
+
 MoveContext move_context(const graph::Graph& g, graph::OpId consumer, std::size_t input,
                          const cost::TrainingSetup& setup) {
   const auto& op = g.op(consumer);
@@ -331,6 +393,10 @@ Prediction evaluate(const graph::Graph& g, const cluster::Cluster& cluster, cons
   check(g, cluster, st, sem);
   const auto order = g.topological_order();
   const auto keep = saved_outputs(g, order, sem, setup.recompute);
+  std::map<graph::OpId, std::vector<TiedWeight>> ties_of; // by first reader
+  for (auto& tie : tied_weights(g)) {
+    ties_of[tie.readers.front().first].push_back(std::move(tie));
+  }
 
   Prediction p;
   p.batch = batch_size(g);
@@ -378,6 +444,22 @@ Prediction evaluate(const graph::Graph& g, const cluster::Cluster& cluster, cons
         c.time.push_back(std::move(term));
         input_of_term.resize(c.time.size(), -1);
         input_of_term.back() = static_cast<int>(i);
+      }
+    }
+    // A tied weight's gradients summed between its readers' layouts, on its first reader.
+    if (const auto it = ties_of.find(id); it != ties_of.end()) {
+      for (const auto& tie : it->second) {
+        const auto [first, first_input] = tie.readers.front();
+        const auto to = sharding::input_layout(g, s, a.config, first_input);
+        const auto context = move_context(g, first, first_input, setup);
+        for (std::size_t r = 1; r < tie.readers.size(); ++r) {
+          const auto [other, other_input] = tie.readers[r];
+          const auto& oa = st.ops[static_cast<std::size_t>(other)];
+          const auto from = sharding::input_layout(g, sem[static_cast<std::size_t>(other)], oa.config, other_input);
+          for (auto& term : tied_gradient_terms(move_geometry(from, oa, to, a), context, cluster, setup, true)) {
+            c.time.push_back(std::move(term));
+          }
+        }
       }
     }
     input_of_term.resize(c.time.size(), -1);

@@ -145,7 +145,9 @@ TEST(Simulate, WithoutOverlapAPipelineStageRunsExactlyItsTermsOneAtATime) {
     const double all = std::accumulate(stage_time.begin(), stage_time.end(), 0.0);
     EXPECT_GE(s.result.iteration_time, longest * (1 - tolerance));
     EXPECT_LE(s.result.iteration_time, all * (1 + tolerance));
-    EXPECT_GT(s.result.iteration_time, longest * (1 + 1e-6)) << "the fill and drain of the pipeline cost time";
+    if (pl.stages > 1) { // bapipe may find one stage fastest (a tied weight summed across stages costs)
+      EXPECT_GT(s.result.iteration_time, longest * (1 + 1e-6)) << "the fill and drain of the pipeline cost time";
+    }
   }
   EXPECT_GE(pipelines, 4);
 }

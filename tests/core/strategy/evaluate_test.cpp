@@ -264,6 +264,49 @@ TEST(Evaluate, MovesPricedWithoutTextAreTheMovesEvaluatePrices) {
 // A tensor held whole on every device, by copies of a one-position grid or by a grid that
 // replicates it over a split axis, is the same placement: the reader works on the producer's
 // buffer (as partita-run does), nothing moves and nothing is copied.
+// GPT-2's word embedding feeds the Gather and, through a Transpose, the LM head: partita-run adds
+// the second reader's gradient into the first's layout and copies the sum back, and evaluate()
+// prices that, once per iteration, on the first reader: a local add and copy when both hold the
+// same blocks on the same devices (data parallel), a transfer each way when they do not (the
+// Gather on the first pipeline stage, the LM head on the last).
+TEST(Evaluate, ATiedWeightsGradientsAreSummedBetweenItsReaders) {
+  const auto model = zoo::load("zoo:gpt2?layers=2&hidden=64&heads=4&seq=16&batch=8&vocab=100&positions=32");
+  const auto& g = model.graph;
+  const auto ties = strategy::tied_weights(g);
+  ASSERT_EQ(ties.size(), 1u);
+  EXPECT_EQ(g.tensor(ties[0].tensor).name, "wte.weight");
+  ASSERT_EQ(ties[0].readers.size(), 2u);
+  const graph::OpId first = ties[0].readers[0].first;
+  EXPECT_EQ(g.op(first).name, "wte");
+  const auto c = test::simple_cluster(4);
+  auto tie_seconds = [&](const strategy::Prediction& p) {
+    double sum = 0;
+    int count = 0;
+    for (const auto& t : p.ops[static_cast<std::size_t>(first)].cost.time) {
+      if (t.name == cost::term::gradient_sync && t.formula.find("tied") != std::string::npos) {
+        sum += t.value;
+        ++count;
+      }
+    }
+    EXPECT_EQ(count, 1);
+    return sum;
+  };
+  const auto dp = strategy::evaluate(g, c, run_family("dp", g, c, 4), {});
+  const double local = tie_seconds(dp);
+  EXPECT_GT(local, 0);
+  search::Request r;
+  r.graph = &g;
+  r.cluster = &c;
+  r.devices = 4;
+  r.stages = 2;
+  r.micro_batches = 4;
+  const auto piped = search::find_optimizer("pipeline").optimize(r);
+  const auto lm_head = ties[0].readers[1].first;
+  ASSERT_NE(piped.pipeline->stage_of_op[static_cast<std::size_t>(first)],
+            piped.pipeline->stage_of_op[static_cast<std::size_t>(lm_head)]);
+  EXPECT_GT(tie_seconds(strategy::evaluate(g, c, piped, {})), local) << "the sum crosses between the stages";
+}
+
 TEST(Evaluate, TheSameBlocksOnTheSameDevicesMoveNothingWhateverTheGrids) {
   const auto model = zoo::load("zoo:mlp?batch=8&input=16&hidden=32&layers=2&classes=4");
   const auto& g = model.graph;

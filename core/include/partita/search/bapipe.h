@@ -12,6 +12,7 @@
 #include "partita/strategy/strategy.h"
 
 #include <atomic>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -41,11 +42,21 @@ struct StagePrices {
   std::string device;                   // the device's name, for explanations
 };
 
+// A tied weight's first reader and another, as positions in the order.
+struct Tie {
+  int first = 0, other = 0;
+};
+
 struct Problem {
   int ops = 0;
   int micro_batches = 1;
   std::vector<Edge> edges;
   std::vector<StagePrices> stages; // one per stage, first to last
+  // Tied weights (strategy::tied_gradient_terms): each stage's prices hold the sum of a tie's
+  // gradients with both readers on that stage; `tie_extra` says what it adds, once per iteration on
+  // the first reader's stage, when the other sits on another stage (a sum between the stages).
+  std::vector<Tie> ties;
+  std::function<double(std::size_t tie, int first_stage, int other_stage)> tie_extra;
 };
 
 struct StageCost {
@@ -65,7 +76,8 @@ struct Partition {
   std::vector<int> starts; // the position each stage starts at (starts[0] = 0)
   double bottleneck = 0;   // the slowest stage's time per micro-batch
   std::vector<StageCost> stages;
-  // Iteration time as evaluate() adds it: (m + stages - 1) x bottleneck + the largest sync.
+  // Iteration time as evaluate() adds it: (m + stages - 1) x bottleneck + the largest sync (tied
+  // weights summed between stages included).
   double iteration_time = 0;
 };
 

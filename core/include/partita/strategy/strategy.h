@@ -163,6 +163,24 @@ MoveContext move_context(const graph::Graph& g, graph::OpId consumer, std::size_
 std::vector<cost::Term> move_terms(const MoveGeometry& geometry, const MoveContext& context,
                                    const cluster::Cluster& cluster, const cost::TrainingSetup& setup, bool explain);
 
+// A weight read by several ops (a tied embedding and LM head): each reader computes its part of the
+// gradient in its own layout, and partita-run adds every other reader's into the first reader's
+// and copies the sum back over the others' (an exchange between the two layouts each way).
+struct TiedWeight {
+  graph::TensorId tensor = graph::no_tensor;
+  std::vector<std::pair<graph::OpId, std::size_t>> readers; // (op, input), topological order
+};
+// Floating-point parameters read, gradient and all, by more than one (op, input).
+std::vector<TiedWeight> tied_weights(const graph::Graph& g);
+
+// The gradient sum of a tied weight between its first reader and another (`geometry` from the
+// other's input layout to the first's, `context` the first reader's input): the other's gradient
+// sent and added into the first's, then the sum sent back over the other's; a `gradient sync`
+// term, once per iteration. The same blocks on the same devices still add and copy the shard.
+std::vector<cost::Term> tied_gradient_terms(const MoveGeometry& geometry, const MoveContext& context,
+                                            const cluster::Cluster& cluster, const cost::TrainingSetup& setup,
+                                            bool explain);
+
 // What the backward pass does with each op's output (per op; `order` is the graph's topological
 // order), the activation memory of training (saved_tensors.cpp): an output is held when some
 // op's backward reads it (a product's operands, a softmax's output, a normalization's input; not
