@@ -165,9 +165,11 @@ Tables tables(const Request& r, const Shape& shape, const std::vector<cluster::D
 
   // Tied weights: priced per pair of stages when a cut parts their readers.
   for (const auto& tie : strategy::tied_weights(g)) {
-    const auto [first, first_input] = tie.readers.front();
+    const graph::OpId first = tie.readers.front().first;
+    const std::size_t first_input = tie.readers.front().second;
     for (std::size_t k = 1; k < tie.readers.size(); ++k) {
-      const auto [other, other_input] = tie.readers[k];
+      const graph::OpId other = tie.readers[k].first;
+      const std::size_t other_input = tie.readers[k].second;
       if (other == first) {
         continue;
       }

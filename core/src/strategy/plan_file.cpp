@@ -158,6 +158,13 @@ Strategy from_plan(const proto::Plan& plan, const graph::Graph& g, std::string_v
     Pipeline pipe;
     pipe.stages = plan.pipeline().stages();
     pipe.micro_batches = plan.pipeline().micro_batches();
+    // Each micro-batch holds at least one sample of the batch the plan was made at (a hostile
+    // count would have the simulator and the schedule's program run for hours).
+    const int batch = std::max(1, plan.batch() > 0 ? plan.batch() : batch_size(g));
+    if (pipe.micro_batches < 1 || pipe.micro_batches > batch) {
+      throw Error(fmt::format("{}: field 'pipeline.micro_batches': {} micro-batches; the batch of {} allows 1 to {}",
+                              source, pipe.micro_batches, batch, batch));
+    }
     if (plan.pipeline().schedule() == "gpipe") {
       pipe.schedule = Schedule::gpipe;
     } else if (plan.pipeline().schedule() == "1f1b" || plan.pipeline().schedule().empty()) {

@@ -194,6 +194,19 @@ TEST(PipelineProgram, AnInterleavedPlanFromTheFamilyToThePlanFile) {
   EXPECT_EQ(back.pipeline->stage_of_op, st.pipeline->stage_of_op);
   EXPECT_DOUBLE_EQ(strategy::evaluate(g, c, back, {}).iteration_time, p.iteration_time);
 
+  auto hostile = plan;
+  hostile.mutable_pipeline()->set_micro_batches(2000000000);
+  EXPECT_THAT(
+      [&] {
+        try {
+          (void)strategy::from_plan(hostile, g, path);
+        } catch (const Error& e) {
+          return std::string(e.what());
+        }
+        return std::string();
+      }(),
+      HasSubstr("field 'pipeline.micro_batches': 2000000000 micro-batches; the batch of 8 allows 1 to 8"));
+
   plan.mutable_pipeline()->set_chunks(1);
   EXPECT_THAT(
       [&] {
