@@ -69,47 +69,8 @@ TEST(PipelineSchedule, InFlightMicroBatchesAreWhatTheCostModelAssumes) {
   }
 }
 
-// Every stage running its schedule with blocking receives (forward j needs the previous stage's
-// forward j, backward j the next stage's backward j) and non-blocking sends finishes: no deadlock.
-TEST(PipelineSchedule, StagesWithBlockingReceivesAlwaysFinish) {
-  for (const auto kind : {Schedule::gpipe, Schedule::one_f_one_b}) {
-    for (int stages = 1; stages <= 5; ++stages) {
-      for (int micro = 1; micro <= 9; ++micro) {
-        std::vector<std::vector<PipelineStep>> order;
-        for (int s = 0; s < stages; ++s) {
-          order.push_back(schedule(kind, s, stages, micro));
-        }
-        std::vector<std::size_t> next(static_cast<std::size_t>(stages), 0);
-        std::vector<std::vector<bool>> done_f(static_cast<std::size_t>(stages), std::vector<bool>(micro)),
-            done_b = done_f;
-        bool progress = true;
-        while (progress) {
-          progress = false;
-          for (int s = 0; s < stages; ++s) {
-            const auto su = static_cast<std::size_t>(s);
-            if (next[su] == order[su].size()) {
-              continue;
-            }
-            const auto step = order[su][next[su]];
-            const auto j = static_cast<std::size_t>(step.micro_batch);
-            const bool ready =
-                step.forward ? (s == 0 || done_f[su - 1][j]) : (s == stages - 1 ? done_f[su][j] : done_b[su + 1][j]);
-            if (ready) {
-              (step.forward ? done_f : done_b)[su][j] = true;
-              ++next[su];
-              progress = true;
-            }
-          }
-        }
-        for (int s = 0; s < stages; ++s) {
-          EXPECT_EQ(next[static_cast<std::size_t>(s)], order[static_cast<std::size_t>(s)].size())
-              << strategy::schedule_name(kind) << ": stage " << s << " of " << stages << " stuck with " << micro
-              << " micro-batches";
-        }
-      }
-    }
-  }
-}
+// That every schedule finishes with blocking receives is core's test
+// (PipelineProgram.EveryStepOnceAndNoStageWaitsForever): schedule() is core's program.
 
 TEST(MicroBatch, ASliceAlongTheOneDimThatDiffers) {
   const auto s = batch_slice({2, 3, 16}, {8, 3, 16}, 4, "x");

@@ -25,6 +25,9 @@ int tensor_parallel_degree(const Request& r);
 strategy::Strategy hybrid(const Request& r);
 strategy::Strategy gholami(const Request& r);
 strategy::Strategy pipeline(const Request& r);
+// Per op of `order`: whether another op of the same type and tensor shapes occurs (the ops of
+// repeated blocks, a transformer's layers).
+std::vector<bool> repeated_ops(const graph::Graph& g, const std::vector<graph::OpId>& order);
 strategy::Strategy group_hybrid(const Request& r);
 strategy::Strategy given(const Request& r);
 strategy::Strategy gholami_with_grid(const Request& r, int pr, int pc);

@@ -207,17 +207,9 @@ strategy::Strategy megatron_pipelined(const Request& r) {
   q.schedule = interleaved ? strategy::Schedule::interleaved : strategy::Schedule::one_f_one_b;
   // Megatron-LM gives every stage (every chunk) as many layers; a model without repeated blocks
   // is cut by time.
-  q.balance = "layers";
-  strategy::Strategy st;
-  try {
-    st = pipeline(q);
-  } catch (const Error& e) {
-    if (std::string_view(e.what()).find("no repeated blocks") == std::string_view::npos) {
-      throw;
-    }
-    q.balance = "time";
-    st = pipeline(q);
-  }
+  const auto repeated = repeated_ops(*r.graph, r.graph->topological_order());
+  q.balance = std::find(repeated.begin(), repeated.end(), true) != repeated.end() ? "layers" : "time";
+  auto st = pipeline(q);
   st.family = "megatron";
   const int micro = st.pipeline ? st.pipeline->micro_batches : 1;
   const std::string schedule =

@@ -63,6 +63,27 @@ std::vector<int> balanced_cuts(const std::vector<double>& times, int parts) {
 
 } // namespace
 
+std::vector<bool> repeated_ops(const graph::Graph& g, const std::vector<graph::OpId>& order) {
+  std::map<std::string, int> seen;
+  std::vector<std::string> keys;
+  for (graph::OpId id : order) {
+    const auto& op = g.op(id);
+    std::string key = op.type;
+    for (const auto* list : {&op.inputs, &op.outputs}) {
+      for (const graph::TensorId t : *list) {
+        key += t == graph::no_tensor ? "|-" : "|" + graph::shape_string(g.tensor(t).shape);
+      }
+    }
+    ++seen[key];
+    keys.push_back(std::move(key));
+  }
+  std::vector<bool> out;
+  for (const auto& key : keys) {
+    out.push_back(seen[key] > 1);
+  }
+  return out;
+}
+
 strategy::Strategy pipeline(const Request& r) {
   Builder b(r, "pipeline");
   const int n = static_cast<int>(b.order().size());
@@ -167,24 +188,12 @@ strategy::Strategy pipeline(const Request& r) {
     if (r.balance == "layers") {
       // Megatron-LM's way: the repeated blocks (layers) shared out evenly, what occurs once (the
       // embedding, the output layer, the loss) riding along with the first and the last piece.
-      std::map<std::string, int> seen;
-      std::vector<std::string> keys;
-      for (graph::OpId id : b.order()) {
-        const auto& op = b.graph().op(id);
-        std::string key = op.type;
-        for (const auto* list : {&op.inputs, &op.outputs}) {
-          for (const graph::TensorId t : *list) {
-            key += t == graph::no_tensor ? "|-" : "|" + graph::shape_string(b.graph().tensor(t).shape);
-          }
-        }
-        ++seen[key];
-        keys.push_back(std::move(key));
+      const auto repeated = repeated_ops(b.graph(), b.order());
+      if (std::find(repeated.begin(), repeated.end(), true) == repeated.end()) {
+        throw Error("pipeline: --balance layers: the model has no repeated blocks to share out");
       }
       for (std::size_t i = 0; i < times.size(); ++i) {
-        times[i] = seen[keys[i]] > 1 ? times[i] : 0.0;
-      }
-      if (*std::max_element(times.begin(), times.end()) <= 0) {
-        throw Error("pipeline: --balance layers: the model has no repeated blocks to share out");
+        times[i] = repeated[i] ? times[i] : 0.0;
       }
     }
     cuts = balanced_cuts(times, pieces);

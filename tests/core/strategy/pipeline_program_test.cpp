@@ -16,6 +16,7 @@
 
 #include <fmt/format.h>
 
+#include <functional>
 #include <set>
 #include <tuple>
 
@@ -25,6 +26,16 @@ namespace {
 using strategy::Pipeline;
 using strategy::Schedule;
 using ::testing::HasSubstr;
+
+// The message of the partita::Error `f` throws ("" when it throws none).
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return {};
+}
 
 Pipeline pipeline(Schedule schedule, int stages, int micro, int chunks = 1) {
   Pipeline p;
@@ -130,14 +141,7 @@ TEST(PipelineProgram, MicroBatchesInFlightAsKorthikantiCountsThem) {
 }
 
 TEST(PipelineProgram, SchedulesThatCannotRunAreRefusedWithTheReason) {
-  auto refused = [](const Pipeline& p) {
-    try {
-      strategy::check_schedule(p);
-    } catch (const Error& e) {
-      return std::string(e.what());
-    }
-    return std::string();
-  };
+  auto refused = [](const Pipeline& p) { return error_of([&] { strategy::check_schedule(p); }); };
   EXPECT_THAT(refused(pipeline(Schedule::one_f_one_b, 2, 4, 2)), HasSubstr("need the interleaved schedule"));
   EXPECT_THAT(refused(pipeline(Schedule::interleaved, 2, 4, 1)), HasSubstr("at least 2 chunks"));
   EXPECT_THAT(refused(pipeline(Schedule::interleaved, 4, 6, 2)), HasSubstr("not a multiple of 4"));
@@ -196,28 +200,11 @@ TEST(PipelineProgram, AnInterleavedPlanFromTheFamilyToThePlanFile) {
 
   auto hostile = plan;
   hostile.mutable_pipeline()->set_micro_batches(2000000000);
-  EXPECT_THAT(
-      [&] {
-        try {
-          (void)strategy::from_plan(hostile, g, path);
-        } catch (const Error& e) {
-          return std::string(e.what());
-        }
-        return std::string();
-      }(),
-      HasSubstr("field 'pipeline.micro_batches': 2000000000 micro-batches; the batch of 8 allows 1 to 8"));
+  EXPECT_THAT(error_of([&] { (void)strategy::from_plan(hostile, g, path); }),
+              HasSubstr("field 'pipeline.micro_batches': 2000000000 micro-batches; the batch of 8 allows 1 to 8"));
 
   plan.mutable_pipeline()->set_chunks(1);
-  EXPECT_THAT(
-      [&] {
-        try {
-          (void)strategy::from_plan(plan, g, path);
-        } catch (const Error& e) {
-          return std::string(e.what());
-        }
-        return std::string();
-      }(),
-      HasSubstr("field 'pipeline'"));
+  EXPECT_THAT(error_of([&] { (void)strategy::from_plan(plan, g, path); }), HasSubstr("field 'pipeline'"));
 
   auto bad = r;
   bad.micro_batches = 3;
