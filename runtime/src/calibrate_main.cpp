@@ -219,14 +219,20 @@ int run(const Options& opt, int rank, int size) {
     };
     KernelSweeps out;
     show("\n# compute: GEMMs on every rank at once (time: slowest rank, median of trials)\n");
+    // Past 10^10 FLOPs while a call lasts at most 10 ms (SweepExtension): where a fast device's
+    // rate still grows.
+    const SweepExtension beyond{12, opt.quick ? 0.0 : 0.01};
     out.compute = opt.quick ? gemm_sweep(*backend, MPI_COMM_WORLD, budget, 5, 9, 2)
-                            : gemm_sweep(*backend, MPI_COMM_WORLD, budget, 5, 10, 4);
+                            : gemm_sweep(*backend, MPI_COMM_WORLD, budget, 5, 10, 4, beyond);
     show(kernel_table(out.compute, true));
     // Convolutions reach another fraction of peak than GEMMs of the same FLOPs: a curve of their own.
     show("\n# compute: convolutions on every rank at once (fwd: forward; bwd: backward data + weights, one "
          "pass; a stem has no data gradient)\n");
-    const auto convs = conv_sweep(*backend, MPI_COMM_WORLD, budget,
-                                  opt.quick ? conv_cases(5, 9, {1, 2}) : conv_cases(5, 10, {1, 8, 32}));
+    // The larger layers: the same ones on batches of 128 and 512 (VGG-16's 3x3 convolutions at
+    // batch 32 do 10^11 FLOPs).
+    const auto convs = opt.quick ? conv_sweep(*backend, MPI_COMM_WORLD, budget, conv_cases(5, 9, {1, 2}))
+                                 : conv_sweep(*backend, MPI_COMM_WORLD, budget, conv_cases(5, 10, {1, 8, 32}),
+                                              conv_cases(10.5, 12, {128, 512}), beyond);
     show(kernel_table(convs, true));
     out.compute.insert(out.compute.end(), convs.begin(), convs.end());
     show("\n# memory-bound kernels on every rank at once\n");

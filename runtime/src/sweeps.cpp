@@ -12,6 +12,7 @@
 #include <climits>
 #include <cmath>
 #include <map>
+#include <new>
 
 namespace partita::runtime {
 
@@ -110,8 +111,29 @@ std::int64_t at_least_one(double x) {
 
 } // namespace
 
+bool fill_everywhere(MPI_Comm comm, std::initializer_list<std::pair<Floats*, float>> buffers, std::size_t n) {
+  int ok = 1;
+  try {
+    for (const auto& [buffer, value] : buffers) {
+      buffer->assign(n, value);
+    }
+  } catch (const std::bad_alloc&) {
+    ok = 0;
+  } catch (const Error&) { // a GPU backend's memory refusing a buffer larger than the device has free
+    ok = 0;
+  }
+  if (!ok) {
+    for (const auto& [buffer, value] : buffers) {
+      Floats().swap(*buffer);
+    }
+  }
+  int all = ok;
+  MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, comm);
+  return all != 0;
+}
+
 std::vector<KernelTiming> gemm_sweep(Backend& backend, MPI_Comm comm, const SweepBudget& budget, double lo, double hi,
-                                     int per_decade) {
+                                     int per_decade, const SweepExtension& beyond) {
   struct Family {
     const char* name;
     double m, n, k; // shape relative to a size s
@@ -132,16 +154,29 @@ std::vector<KernelTiming> gemm_sweep(Backend& backend, MPI_Comm comm, const Swee
   std::vector<KernelTiming> out;
   Floats a, b, c; // tensor memory: where a GPU backend's kernels can read them
   const auto finish = [&] { backend.synchronize(); };
+  const bool extend = beyond.max_call_seconds > 0 && beyond.to > hi;
   for (const auto& f : families) {
-    for (const double work : work_points(lo, hi, per_decade)) {
+    double best_rate = 0; // FLOP/s, this family's highest so far
+    for (const double work : work_points(lo, extend ? beyond.to : hi, per_decade)) {
+      const bool past = work > std::pow(10.0, hi) * 1.0001;
+      if (past && (best_rate <= 0 || work / best_rate > beyond.max_call_seconds)) {
+        break;
+      }
       const double s = std::cbrt(work / (2 * f.m * f.n * f.k));
       const MatmulShape shape{1, at_least_one(f.m * s), at_least_one(f.n * s), at_least_one(f.k * s)};
       const auto na = static_cast<std::size_t>(shape.m * shape.k), nb = static_cast<std::size_t>(shape.k * shape.n),
                  nc = static_cast<std::size_t>(shape.m * shape.n);
       const Slots slots(std::max({na, nb, nc}), cold / 4, 2);
-      a.assign(slots.floats(), 0.5F);
-      b.assign(slots.floats(), 0.25F);
-      c.assign(slots.floats(), 0.0F);
+      if (past) {
+        // A size some rank has no room for ends the family, on every rank alike.
+        if (!fill_everywhere(comm, {{&a, 0.5F}, {&b, 0.25F}, {&c, 0.0F}}, slots.floats())) {
+          break;
+        }
+      } else {
+        a.assign(slots.floats(), 0.5F);
+        b.assign(slots.floats(), 0.25F);
+        c.assign(slots.floats(), 0.0F);
+      }
       for (const auto* v : {&a, &b, &c}) {
         backend.prefetch(v->data(), static_cast<std::int64_t>(v->size()));
       }
@@ -155,6 +190,7 @@ std::vector<KernelTiming> gemm_sweep(Backend& backend, MPI_Comm comm, const Swee
           finish);
       const double flops = 2.0 * static_cast<double>(shape.m * shape.n * shape.k);
       const double bytes = 4.0 * static_cast<double>(na + nb + nc);
+      best_rate = std::max(best_rate, flops / seconds);
       KernelTiming row{fmt::format("{} {}x{}x{}", f.name, shape.m, shape.n, shape.k), flops, bytes, seconds};
       row.operand_bytes = 4.0 * static_cast<double>(na + nb);
       out.push_back(std::move(row));

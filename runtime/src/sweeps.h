@@ -13,7 +13,9 @@
 #include <mpi.h>
 
 #include <functional>
+#include <initializer_list>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace partita::runtime {
@@ -48,11 +50,28 @@ struct KernelTiming {
   double operand_bytes = 0; // a GEMM: its operands' bytes (A and B), read from memory
 };
 
+// How far a kernel sweep goes past its range: on, size by size, up to about 10^to of work, while
+// a call is expected to last at most max_call_seconds (the size's work over the highest rate
+// timed so far). A fast device's rate still grows past the range (an H200's fp32 GEMMs: 39-43
+// TFLOP/s at 10^10 FLOPs, 51 at 7 10^10), and a curve that ends where the sweep ends prices the
+// larger kernels of real models (a wide MLP's, VGG-16's) at the last rate; a slow device, whose
+// rate has long stopped growing there, stops at once. A size the device has no memory for ends it
+// too. max_call_seconds 0: no sizes past the range.
+struct SweepExtension {
+  double to = 0;
+  double max_call_seconds = 0;
+};
+
+// Fills every buffer with n copies of its value on every rank of `comm`; false on every rank when
+// any rank had no memory for them (its buffers then emptied).
+bool fill_everywhere(MPI_Comm comm, std::initializer_list<std::pair<Floats*, float>> buffers, std::size_t n);
+
 // GEMMs (square, tall-skinny, square with B transposed as backward passes read it, and wide: a
 // large weight on few rows) from
-// about 10^lo to 10^hi FLOPs, `per_decade` sizes a decade.
+// about 10^lo to 10^hi FLOPs, `per_decade` sizes a decade, each family then on past 10^hi as
+// `beyond` lets it.
 std::vector<KernelTiming> gemm_sweep(Backend& backend, MPI_Comm comm, const SweepBudget& budget, double lo, double hi,
-                                     int per_decade);
+                                     int per_decade, const SweepExtension& beyond = {});
 // One convolution layer of the sweep: its shape as the backend takes it, and its work as core's
 // Conv description counts it (graph::describe of the same layer: the convention op_cost prices).
 struct ConvCase {
@@ -74,8 +93,11 @@ std::vector<ConvCase> conv_cases(double lo, double hi, const std::vector<std::in
 // (op_kernels_cnn.cpp): forward (a row "... fwd"), then the backward pass as one timed call of
 // backward data (unless a first layer) and backward weights (a row "... bwd"), the pass op_cost
 // prices as one kernel. Rows carry ComputeClass::convolution.
+// Then the `larger` cases, smallest first, while `beyond` lets them run (its `to` unused: the cases
+// are the sizes).
 std::vector<KernelTiming> conv_sweep(Backend& backend, MPI_Comm comm, const SweepBudget& budget,
-                                     const std::vector<ConvCase>& cases);
+                                     const std::vector<ConvCase>& cases, std::vector<ConvCase> larger = {},
+                                     const SweepExtension& beyond = {});
 
 // Memory-bound kernels from about 10^lo to 10^hi bytes read + written, per kernel family
 // (graph::KernelClass), each through what partita-run runs for an op of that family: eltwise
