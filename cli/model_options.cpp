@@ -108,6 +108,12 @@ void SetupOptions::add_to(CLI::App& cmd) {
   cmd.add_option("--optimizer", optimizer, "sgd, momentum or adam")->capture_default_str();
   cmd.add_option("--zero", zero, "ZeRO stage 0-3")->capture_default_str();
   cmd.add_option("--recompute", recompute, "none, selective or full")->capture_default_str();
+  cmd.add_flag("--distributed-optimizer", distributed_optimizer,
+               "Megatron-LM's distributed optimizer: fp32 master weights and optimizer state sharded over the "
+               "data-parallel replicas (ZeRO-1; the same as --zero 1)");
+  cmd.add_flag("--fp32-gradients", fp32_gradients,
+               "mixed precision: weight gradients kept and reduced in fp32 (Megatron-LM's main_grad, its default "
+               "under bf16: --accumulate-allreduce-grads-in-fp32)");
   cmd.add_option("--tp", tensor_parallel,
                  "tensor-parallel degree for megatron (default: devices per node), and inside the stages of pipeline "
                  "and bapipe (default: 1)");
@@ -188,8 +194,14 @@ cost::TrainingSetup SetupOptions::setup() const {
   proto::TrainingSetup p;
   p.set_precision(precision);
   p.set_optimizer(optimizer);
-  p.set_zero_stage(zero);
+  if (distributed_optimizer && zero != 0 && zero != 1) {
+    throw Error(fmt::format("--distributed-optimizer shards the optimizer state only (ZeRO-1); --zero {} asks for "
+                            "more: give one of them",
+                            zero));
+  }
+  p.set_zero_stage(distributed_optimizer ? 1 : zero);
   p.set_recompute(recompute);
+  p.set_fp32_gradients(fp32_gradients);
   return strategy::setup_from_proto(p, "command line");
 }
 

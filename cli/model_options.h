@@ -37,6 +37,8 @@ struct SetupOptions {
   std::string precision = "fp32";
   std::string optimizer = "adam";
   int zero = 0;
+  bool distributed_optimizer = false; // Megatron-LM's: ZeRO-1 over the data-parallel replicas
+  bool fp32_gradients = false;
   std::string recompute = "none";
   int tensor_parallel = 0;
   int stages = 0;

@@ -674,22 +674,25 @@ OpCost op_cost(const graph::Graph& g, graph::OpId id, const graph::OpSemantics& 
                              : copies > 1 && sharded_state
                                  ? fmt::format("{} x {} copies", axes_text(s, config, layout.replica_axes), copies)
                                  : axes_text(s, config, layout.replica_axes);
-    // Weights: a replica group synchronizes gradients; ZeRO shards state over that group.
+    // Weights: a replica group synchronizes gradients; ZeRO shards state over that group. The
+    // gradients are stored and reduced at their own width (fp32 beside 2-byte weights with
+    // TrainingSetup::fp32_gradients).
     const double shard = setup.zero_stage >= 3 ? bytes / replicas : bytes;
+    const double grad_bytes = bytes * setup.gradient_bytes() / setup.value_bytes();
     params += shard;
-    grads += setup.zero_stage >= 2 ? bytes / replicas : bytes;
+    grads += setup.zero_stage >= 2 ? grad_bytes / replicas : grad_bytes;
     optimizer += (setup.zero_stage >= 1 ? bytes / replicas : bytes) / setup.value_bytes() * setup.optimizer_bytes();
     stepped += (setup.zero_stage >= 1 ? bytes / replicas : bytes) / setup.value_bytes();
     if (!replicated) {
       continue;
     }
     if (setup.zero_stage == 0) {
-      const auto c = collective_on_groups(cluster, Collective::all_reduce, groups, bytes);
+      const auto c = collective_on_groups(cluster, Collective::all_reduce, groups, grad_bytes);
       cost.time.push_back({std::string(term::gradient_sync), c.seconds,
                            fmt::format("'{}' is replicated over {} ({} replicas): gradient all-reduce, {}", t.name,
                                        over, replicas, c.formula)});
     } else {
-      const auto rs = collective_on_groups(cluster, Collective::reduce_scatter, groups, bytes);
+      const auto rs = collective_on_groups(cluster, Collective::reduce_scatter, groups, grad_bytes);
       const auto ag = collective_on_groups(cluster, Collective::all_gather, groups, bytes);
       if (setup.zero_stage < 3) {
         cost.time.push_back({std::string(term::gradient_sync), rs.seconds + ag.seconds,
@@ -721,9 +724,12 @@ OpCost op_cost(const graph::Graph& g, graph::OpId id, const graph::OpSemantics& 
     cost.memory.push_back({std::string(term::parameters), params,
                            fmt::format("parameter shards at {} bytes per value{}", setup.value_bytes(),
                                        setup.zero_stage >= 3 ? ", sharded over replicas (ZeRO-3)" : "")});
-    cost.memory.push_back({std::string(term::gradients), grads,
-                           setup.zero_stage >= 2 ? "gradient shards, sharded over replicas (ZeRO-2)"
-                                                 : "one gradient per parameter value"});
+    cost.memory.push_back(
+        {std::string(term::gradients), grads,
+         fmt::format("{} at {} bytes per value",
+                     setup.zero_stage >= 2 ? "gradient shards, sharded over replicas (ZeRO-2)"
+                                           : "one gradient per parameter value",
+                     setup.gradient_bytes())});
     if (optimizer > 0) {
       cost.memory.push_back({std::string(term::optimizer_state), optimizer,
                              fmt::format("{} state{} = {} bytes per parameter{}", optimizer_name(setup.optimizer),

@@ -313,7 +313,7 @@ std::vector<TiedWeight> tied_weights(const graph::Graph& g) {
 std::vector<cost::Term> tied_gradient_terms(const MoveGeometry& geometry, const MoveContext& context,
                                             const cluster::Cluster& cluster, const cost::TrainingSetup& setup,
                                             bool explain) {
-  const double scale = context.scale;
+  const double scale = context.scale * setup.gradient_bytes() / setup.value_bytes(); // gradients at their width
   if (geometry.same_blocks) {
     const double bytes = geometry.consumer_shard_bytes * scale;
     const double seconds =

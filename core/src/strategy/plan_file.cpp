@@ -33,6 +33,7 @@ proto::TrainingSetup setup_to_proto(const cost::TrainingSetup& setup) {
   p.set_optimizer(std::string(cost::optimizer_name(setup.optimizer)));
   p.set_zero_stage(setup.zero_stage);
   p.set_recompute(std::string(cost::recompute_name(setup.recompute)));
+  p.set_fp32_gradients(setup.fp32_gradients);
   return p;
 }
 
@@ -53,6 +54,7 @@ cost::TrainingSetup setup_from_proto(const proto::TrainingSetup& p, std::string_
     throw Error(fmt::format("{}: field 'setup.zero_stage': {} is not 0, 1, 2 or 3", source, p.zero_stage()));
   }
   s.zero_stage = p.zero_stage();
+  s.fp32_gradients = p.fp32_gradients();
   return s;
 }
 

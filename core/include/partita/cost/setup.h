@@ -25,10 +25,16 @@ struct TrainingSetup {
   Optimizer optimizer = Optimizer::adam;
   int zero_stage = 0; // 0: none; 1: optimizer state sharded; 2: + gradients; 3: + parameters
   Recompute recompute = Recompute::none;
+  // Mixed precision only: gradients accumulated, stored and reduced in fp32 beside the 2-byte
+  // weights (Megatron-LM's main_grad buffers, its default under bf16:
+  // --accumulate-allreduce-grads-in-fp32), 4 bytes per value instead of 2.
+  bool fp32_gradients = false;
 
   bool mixed() const { return precision == cluster::Precision::fp16 || precision == cluster::Precision::bf16; }
   // Bytes per element of weights, activations and gradients as stored.
   double value_bytes() const { return mixed() ? 2.0 : 4.0; }
+  // Bytes per element of weight gradients as stored and reduced.
+  double gradient_bytes() const { return mixed() && !fp32_gradients ? 2.0 : 4.0; }
   // Optimizer bytes per parameter: state (momentum 4, Adam 8) plus fp32 master weights when mixed.
   double optimizer_bytes() const;
   // Bytes one optimizer step moves per parameter: it reads the weight and its gradient and writes
