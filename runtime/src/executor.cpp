@@ -314,6 +314,28 @@ Executor::Executor(const graph::Graph& g, const strategy::Strategy& st, MPI_Comm
   std::erase_if(readers, [&](const auto& entry) {
     return std::any_of(entry.second.begin(), entry.second.end(), [&](const auto& r) { return !in_scope(r.first); });
   });
+  // A reader holding the first reader's blocks on the same devices shares its gradient and step
+  // (as the cost model counts the weight once there): out of the exchanges.
+  const auto shared = strategy::shared_parameters(g, sem, st.ops);
+  for (auto& [tensor, list] : readers) {
+    const auto [first, first_input] = list.front();
+    std::erase_if(list, [&, first = first, first_input = first_input](const std::pair<graph::OpId, std::size_t>& r) {
+      const auto& mine = shared[static_cast<std::size_t>(r.first)];
+      if (r.first == first || std::find(mine.begin(), mine.end(), r.second) == mine.end()) {
+        return false;
+      }
+      auto& owner_state = m_ops[static_cast<std::size_t>(first)];
+      auto& partner_state = m_ops[static_cast<std::size_t>(r.first)];
+      if (owner_state.active && partner_state.active) {
+        auto& partner = partner_state.inputs[r.second];
+        owner_state.inputs[first_input].partners.push_back(r);
+        partner.owner = std::make_pair(first, first_input);
+        partner.optimizer = {};
+      }
+      return true;
+    });
+  }
+  std::erase_if(readers, [](const auto& entry) { return entry.second.size() < 2; });
   for (auto& [tensor, list] : readers) {
     Tie tie;
     tie.readers = list;
@@ -691,9 +713,59 @@ void Executor::backward() {
 }
 
 void Executor::synchronize_gradients() {
+  // A whole gradient over its replica group: summed, and averaged over copies where ZeRO's group
+  // spans them (a tied weight, which this runtime does not shard: copies compute the same gradient).
+  const auto reduce_whole = [&](Input& in) {
+    reduce(in.reduce_group, *in.gradient);
+    if (in.copies > 1 && m_training.zero_stage >= 1) {
+      m_backend.scale(in.gradient->elements(), 1.F / static_cast<float>(in.copies), in.gradient->data.data(),
+                      in.gradient->data.data());
+    }
+  };
   for (const auto id : m_order) {
     for (auto& in : m_ops[static_cast<std::size_t>(id)].inputs) {
-      if (!in.gradient || !in.parameter || in.reduce_group.size() <= 1) {
+      if (!in.gradient || !in.parameter || in.owner) {
+        continue;
+      }
+      // One tied weight's gradients summed where they lie: a reader's that is partial over the same
+      // replicas before the one reduce, one already whole (its replicas are copies, whose weight
+      // view's gradient came reduced) after it.
+      const auto add_partners = [&](bool partial) {
+        for (const auto& [op, i] : in.partners) {
+          auto& partner = m_ops[static_cast<std::size_t>(op)].inputs[i];
+          const bool alike =
+              partner.reduce_group.size() > 1 && partner.reduce_group == in.reduce_group && partner.copies == in.copies;
+          if (alike != partial) {
+            continue;
+          }
+          const double t0 = clock_start();
+          if (!partial && partner.reduce_group.size() > 1) { // reduced otherwise: on its own first
+            reduce_whole(partner);
+          }
+          m_backend.copy(contiguous_copy(in.gradient->elements()), partner.gradient->data.data(),
+                         in.gradient->data.data(), true);
+          m_backend.synchronize();
+          clock_add(id, Phase::gradient_sync, t0, 0);
+        }
+      };
+      // Then every reader holds the sum, as where the readers' layouts differ (sum_tied_gradients).
+      const auto copy_back = [&] {
+        if (in.partners.empty()) {
+          return;
+        }
+        const double t0 = clock_start();
+        for (const auto& [op, i] : in.partners) {
+          auto& partner = *m_ops[static_cast<std::size_t>(op)].inputs[i].gradient;
+          m_backend.copy(contiguous_copy(in.gradient->elements()), in.gradient->data.data(), partner.data.data(),
+                         false);
+        }
+        m_backend.synchronize();
+        clock_add(id, Phase::gradient_sync, t0, 0);
+      };
+      add_partners(true);
+      if (in.reduce_group.size() <= 1) {
+        add_partners(false);
+        copy_back();
         continue;
       }
       const double t0 = clock_start();
@@ -717,14 +789,12 @@ void Executor::synchronize_gradients() {
           Floats().swap(z.gradient);
         }
       } else {
-        reduce(in.reduce_group, *in.gradient);
-        if (in.copies > 1 && m_training.zero_stage >= 1) { // a tied weight under ZeRO: reduced over its copies
-          m_backend.scale(in.gradient->elements(), 1.F / static_cast<float>(in.copies), in.gradient->data.data(),
-                          in.gradient->data.data());
-        }
+        reduce_whole(in);
       }
       m_backend.synchronize();
       clock_add(id, Phase::gradient_sync, t0, bytes);
+      add_partners(false);
+      copy_back();
     }
   }
   sum_tied_gradients();
@@ -783,6 +853,12 @@ void Executor::step() {
     bool any = false;
     for (auto& in : m_ops[static_cast<std::size_t>(id)].inputs) {
       if (!in.gradient || !in.parameter) {
+        continue;
+      }
+      if (in.owner) { // a tied weight held with its first reader: the values that reader stepped
+        const auto& first = m_ops[static_cast<std::size_t>(in.owner->first)].inputs[in.owner->second].value;
+        m_backend.copy(contiguous_copy(in.value->elements()), first->data.data(), in.value->data.data(), false);
+        any = true;
         continue;
       }
       // A ZeRO replica steps its slice: its reduced gradient, its weights, its state.

@@ -172,6 +172,12 @@ private:
     std::optional<Halo> halo; // a window op's input 0 under a spatial split: what its windows read
     // A weight's optimizer state: over its ZeRO slice when `zero`, else over the whole shard.
     OptimizerState optimizer;
+    // A tied weight whose readers hold the same blocks on the same devices
+    // (strategy::shared_parameters): one gradient, reduced once, one step. The first reader's
+    // input lists the others (their gradients added into its own before its reduce); another's
+    // names the first (no reduce, no optimizer state: it takes the first's stepped values).
+    std::vector<std::pair<graph::OpId, std::size_t>> partners;
+    std::optional<std::pair<graph::OpId, std::size_t>> owner;
     struct Zero {
       std::vector<std::int64_t> counts; // every replica's slice of the shard, in reduce_group order
       int part = 0;                     // this rank's

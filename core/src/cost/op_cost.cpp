@@ -439,7 +439,8 @@ std::string cost_signature(const graph::Graph& g, graph::OpId id, const graph::O
 }
 
 OpCost op_cost(const graph::Graph& g, graph::OpId id, const graph::OpSemantics& s, const sharding::Config& config,
-               std::span<const int> devices, const cluster::Cluster& cluster, const TrainingSetup& setup, Saved saved) {
+               std::span<const int> devices, const cluster::Cluster& cluster, const TrainingSetup& setup, Saved saved,
+               std::span<const std::size_t> shared_parameters) {
   const graph::Op& op = g.op(id);
   if (config.splits.size() != s.dims.size()) {
     throw Error(fmt::format("op '{}': the configuration has {} factors for {} iteration dimensions", op.name,
@@ -667,7 +668,8 @@ OpCost op_cost(const graph::Graph& g, graph::OpId id, const graph::OpSemantics& 
                                        "reduced over them: {}",
                                        t.name, replicas, axes_text(s, config, layout.replica_axes), c.formula)});
     }
-    if (t.role != TensorRole::parameter) {
+    if (t.role != TensorRole::parameter ||
+        std::find(shared_parameters.begin(), shared_parameters.end(), i) != shared_parameters.end()) {
       continue;
     }
     const std::string over = layout.replica_axes.empty() ? fmt::format("{} copies", copies)
@@ -724,12 +726,11 @@ OpCost op_cost(const graph::Graph& g, graph::OpId id, const graph::OpSemantics& 
     cost.memory.push_back({std::string(term::parameters), params,
                            fmt::format("parameter shards at {} bytes per value{}", setup.value_bytes(),
                                        setup.zero_stage >= 3 ? ", sharded over replicas (ZeRO-3)" : "")});
-    cost.memory.push_back(
-        {std::string(term::gradients), grads,
-         fmt::format("{} at {} bytes per value",
-                     setup.zero_stage >= 2 ? "gradient shards, sharded over replicas (ZeRO-2)"
-                                           : "one gradient per parameter value",
-                     setup.gradient_bytes())});
+    cost.memory.push_back({std::string(term::gradients), grads,
+                           fmt::format("{} at {} bytes per value",
+                                       setup.zero_stage >= 2 ? "gradient shards, sharded over replicas (ZeRO-2)"
+                                                             : "one gradient per parameter value",
+                                       setup.gradient_bytes())});
     if (optimizer > 0) {
       cost.memory.push_back({std::string(term::optimizer_state), optimizer,
                              fmt::format("{} state{} = {} bytes per parameter{}", optimizer_name(setup.optimizer),

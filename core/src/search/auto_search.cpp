@@ -34,6 +34,11 @@ struct OpClassTables {
   std::vector<double> memory;    // per device: parameters, gradients, optimizer state, activations
   std::vector<double> workspace; // per device: the op's transient backward buffers
   std::vector<std::vector<int>> input_key, output_key; // per slot, per configuration: an interned placement
+  // A tied weight's later reader (strategy::shared_parameters): `time` leaves out the weight's
+  // state (memory, gradient sync, gathers, step), which it shares with the first reader when it
+  // holds the same blocks on the same devices; per configuration, the seconds that state costs
+  // when it does not (the tie edge adds them then).
+  std::vector<double> tie_state;
 };
 
 class CostGraph {
@@ -55,13 +60,25 @@ public:
     }
     m_order = m_g.topological_order();
     m_keep = strategy::saved_outputs(m_g, m_order, m_sem, r.setup.recompute);
+    m_tie_inputs.resize(n);
+    for (const auto& tie : strategy::tied_weights(m_g)) {
+      for (std::size_t k = 1; k < tie.readers.size(); ++k) {
+        if (tie.readers[k].first != tie.readers.front().first) {
+          m_tie_inputs[static_cast<std::size_t>(tie.readers[k].first)].push_back(
+              {tie.readers[k].second, tie.readers.front().first, tie.readers.front().second});
+        }
+      }
+    }
     m_class_of.resize(n);
     std::map<std::string, int> classes;
     std::vector<graph::OpId> first_of; // per class, its first op
     for (const graph::OpId id : m_order) {
       const auto i = static_cast<std::size_t>(id);
-      auto [it, fresh] =
-          classes.try_emplace(cost::cost_signature(m_g, id, m_sem[i], m_keep[i]), static_cast<int>(first_of.size()));
+      auto signature = cost::cost_signature(m_g, id, m_sem[i], m_keep[i]);
+      for (const auto& tie : m_tie_inputs[i]) { // its own class: its time leaves the tied weight's state out
+        signature += fmt::format("|tied input {}", tie.input);
+      }
+      auto [it, fresh] = classes.try_emplace(std::move(signature), static_cast<int>(first_of.size()));
       m_class_of[i] = it->second;
       if (fresh) {
         first_of.push_back(id);
@@ -112,7 +129,19 @@ public:
   std::vector<cost::Term> terms(graph::OpId id, int x, const std::vector<int>& choice) const {
     const auto i = static_cast<std::size_t>(id);
     const auto a = assignment(id, x);
-    auto out = cost::op_cost(m_g, id, m_sem[i], a.config, a.devices, *m_r.cluster, m_r.setup, m_keep[i]).time;
+    // A tied weight's later reader shares the weight's state where it holds the first reader's
+    // blocks on its devices (strategy::shared_parameters, as evaluate() decides it).
+    std::vector<std::size_t> shared;
+    for (const auto& tie : m_tie_inputs[i]) {
+      const auto fa = assignment(tie.first, choice[static_cast<std::size_t>(tie.first)]);
+      if (strategy::move_geometry(
+              sharding::input_layout(m_g, m_sem[i], a.config, tie.input), a,
+              sharding::input_layout(m_g, m_sem[static_cast<std::size_t>(tie.first)], fa.config, tie.first_input), fa)
+              .same_blocks) {
+        shared.push_back(tie.input);
+      }
+    }
+    auto out = cost::op_cost(m_g, id, m_sem[i], a.config, a.devices, *m_r.cluster, m_r.setup, m_keep[i], shared).time;
     std::vector<strategy::OpAssignment> scratch(m_g.ops().size());
     scratch[i] = a;
     for (const std::size_t e : m_edges_into[i]) {
@@ -194,7 +223,15 @@ private:
       check_cancel(); // thousands of configurations of a convolution at 1,024 devices
       const auto devs = devices(c);
       const auto oc = cost::op_cost(m_g, id, s, c, devs, *m_r.cluster, m_r.setup, m_keep[i]);
-      t.time.push_back(oc.time_total());
+      if (m_tie_inputs[i].empty()) {
+        t.time.push_back(oc.time_total());
+      } else {
+        const auto shared = tie_slots(id);
+        const double without =
+            cost::op_cost(m_g, id, s, c, devs, *m_r.cluster, m_r.setup, m_keep[i], shared).time_total();
+        t.time.push_back(without);
+        t.tie_state.push_back(oc.time_total() - without);
+      }
       t.memory.push_back(oc.get(cost::term::parameters) + oc.get(cost::term::gradients) +
                          oc.get(cost::term::optimizer_state) + oc.get(cost::term::activations));
       t.workspace.push_back(oc.get(cost::term::workspace));
@@ -259,7 +296,10 @@ private:
         continue;
       }
       fresh_edges.push_back(i);
-      const auto& from = e.tie ? tables(e.prod).input_key[e.out] : tables(e.prod).output_key[e.out];
+      if (e.tie) {
+        continue; // priced below, pair by pair: its cost depends on the reader's configuration
+      }
+      const auto& from = tables(e.prod).output_key[e.out];
       const auto& to = tables(e.cons).input_key[e.in];
       for (std::size_t a = 0; a < from.size(); ++a) {
         for (std::size_t b = 0; b < to.size(); ++b) {
@@ -288,7 +328,11 @@ private:
     std::vector<int> table_index(fresh_edges.size());
     for (std::size_t t = 0; t < fresh_edges.size(); ++t) {
       const auto& e = m_edges[fresh_edges[t]];
-      const auto& from = e.tie ? tables(e.prod).input_key[e.out] : tables(e.prod).output_key[e.out];
+      if (e.tie) {
+        table_index[t] = m_problem.add_table(tie_costs(fresh_edges[t]));
+        continue;
+      }
+      const auto& from = tables(e.prod).output_key[e.out];
       const auto& to = tables(e.cons).input_key[e.in];
       std::vector<double> costs(from.size() * to.size(), 0.0);
       for (std::size_t a = 0; a < from.size(); ++a) {
@@ -303,6 +347,41 @@ private:
       m_problem.edges.push_back({static_cast<int>(e.prod), static_cast<int>(e.cons),
                                  table_index[static_cast<std::size_t>(table_of_edge[i])]});
     }
+  }
+
+  // A tie edge's costs, per (other reader's configuration a, first reader's b): the gradient sum
+  // between their layouts (strategy::tied_gradient_terms), plus the other reader's copy of the
+  // weight's state where the two do not hold the same blocks on the same devices.
+  std::vector<double> tie_costs(std::size_t edge) {
+    const auto& e = m_edges[edge];
+    const auto& pt = tables(e.prod);
+    const auto& ct = tables(e.cons);
+    std::vector<double> costs(pt.configs.size() * ct.configs.size(), 0.0);
+    const auto& context = m_contexts[e.context];
+    for (std::size_t a = 0; a < pt.configs.size(); ++a) {
+      check_cancel();
+      const strategy::OpAssignment pa{pt.configs[a], devices(pt.configs[a])};
+      const auto from = sharding::input_layout(m_g, m_sem[static_cast<std::size_t>(e.prod)], pa.config, e.out);
+      for (std::size_t b = 0; b < ct.configs.size(); ++b) {
+        const strategy::OpAssignment ca{ct.configs[b], devices(ct.configs[b])};
+        const auto geometry = strategy::move_geometry(
+            from, pa, sharding::input_layout(m_g, m_sem[static_cast<std::size_t>(e.cons)], ca.config, e.in), ca);
+        double sum = geometry.same_blocks ? 0.0 : pt.tie_state[a];
+        for (const auto& term : strategy::tied_gradient_terms(geometry, context, *m_r.cluster, m_r.setup, false)) {
+          sum += term.value;
+        }
+        costs[a * ct.configs.size() + b] = sum;
+      }
+    }
+    return costs;
+  }
+
+  std::vector<std::size_t> tie_slots(graph::OpId id) const {
+    std::vector<std::size_t> out;
+    for (const auto& tie : m_tie_inputs[static_cast<std::size_t>(id)]) {
+      out.push_back(tie.input);
+    }
+    return out;
   }
 
   // Runs work(0 .. count-1) on Request::threads threads (each item on its own, so results do not
@@ -514,6 +593,14 @@ private:
   std::vector<graph::OpSemantics> m_sem;
   std::vector<graph::OpId> m_order;
   std::vector<cost::Saved> m_keep;
+  // Per op, the tied weights it reads after their first reader: its input slot, the first reader
+  // and that reader's slot.
+  struct TieInput {
+    std::size_t input = 0;
+    graph::OpId first = -1;
+    std::size_t first_input = 0;
+  };
+  std::vector<std::vector<TieInput>> m_tie_inputs;
   std::vector<int> m_class_of;
   std::vector<OpClassTables> m_classes;
   std::vector<Edge> m_edges;

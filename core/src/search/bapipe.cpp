@@ -35,6 +35,12 @@ std::vector<int> stage_key(const cluster::Cluster& c, int first, int count, int 
 struct Local {
   std::vector<strategy::OpAssignment> ops;
   strategy::Prediction prediction;
+  // Per op: what a tied weight's later reader adds when it holds a copy of its own (a cut parts it
+  // from the first reader): evaluate() priced the whole graph on one stage's devices, where the two
+  // share the weight's state (strategy::shared_parameters). Gradient sync and step; ZeRO-3's
+  // gathers; parameters, gradients and optimizer state. The stage tables count it always, so a
+  // plan that puts both readers on one stage is priced a little high, never too low.
+  std::vector<double> copy_sync, copy_communication, copy_resident;
 };
 
 } // namespace
@@ -145,6 +151,27 @@ Tables tables(const Request& r, const Shape& shape, const std::vector<cluster::D
       }
       auto st = b.finish("");
       it->second.prediction = strategy::evaluate(g, cluster_of(s), st, r.setup);
+      auto& local = it->second;
+      for (auto* v : {&local.copy_sync, &local.copy_communication, &local.copy_resident}) {
+        v->assign(g.ops().size(), 0.0);
+      }
+      const auto shared = strategy::shared_parameters(g, sem, st.ops);
+      const auto saved = strategy::saved_outputs(g, out.order, sem, r.setup.recompute);
+      const auto stage_cluster = cluster_of(s);
+      for (std::size_t i = 0; i < shared.size(); ++i) {
+        if (shared[i].empty()) {
+          continue;
+        }
+        const auto& a = st.ops[i];
+        const auto id = static_cast<graph::OpId>(i);
+        const auto full = cost::op_cost(g, id, sem[i], a.config, a.devices, stage_cluster, r.setup, saved[i]);
+        const auto& own = local.prediction.ops[i].cost;
+        const auto delta = [&](std::string_view name) { return full.get(name) - own.get(name); };
+        local.copy_sync[i] = delta(cost::term::gradient_sync) + delta(cost::term::optimizer_step);
+        local.copy_communication[i] = delta(cost::term::parameter_gather);
+        local.copy_resident[i] =
+            delta(cost::term::parameters) + delta(cost::term::gradients) + delta(cost::term::optimizer_state);
+      }
       it->second.ops = std::move(st.ops);
     }
     local_of[static_cast<std::size_t>(s)] = &it->second;
@@ -239,7 +266,9 @@ Tables tables(const Request& r, const Shape& shape, const std::vector<cluster::D
         }
       }
       sp.resident[k] = pred.cost.get(cost::term::parameters) + pred.cost.get(cost::term::gradients) +
-                       pred.cost.get(cost::term::optimizer_state);
+                       pred.cost.get(cost::term::optimizer_state) + local.copy_resident[static_cast<std::size_t>(id)];
+      sp.sync[k] += local.copy_sync[static_cast<std::size_t>(id)];
+      sp.communication[k] += local.copy_communication[static_cast<std::size_t>(id)];
       sp.activations[k] = pred.cost.get(cost::term::activations);
       sp.workspace[k] = pred.cost.get(cost::term::workspace);
     }

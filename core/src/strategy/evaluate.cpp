@@ -310,6 +310,26 @@ std::vector<TiedWeight> tied_weights(const graph::Graph& g) {
   return out;
 }
 
+std::vector<std::vector<std::size_t>> shared_parameters(const graph::Graph& g,
+                                                        const std::vector<graph::OpSemantics>& sem,
+                                                        const std::vector<OpAssignment>& ops) {
+  std::vector<std::vector<std::size_t>> out(g.ops().size());
+  for (const auto& tie : tied_weights(g)) {
+    const auto [first, first_input] = tie.readers.front();
+    const auto& fa = ops[static_cast<std::size_t>(first)];
+    const auto to = sharding::input_layout(g, sem[static_cast<std::size_t>(first)], fa.config, first_input);
+    for (std::size_t r = 1; r < tie.readers.size(); ++r) {
+      const auto [other, other_input] = tie.readers[r];
+      const auto& oa = ops[static_cast<std::size_t>(other)];
+      const auto from = sharding::input_layout(g, sem[static_cast<std::size_t>(other)], oa.config, other_input);
+      if (move_geometry(from, oa, to, fa).same_blocks) {
+        out[static_cast<std::size_t>(other)].push_back(other_input);
+      }
+    }
+  }
+  return out;
+}
+
 std::vector<cost::Term> tied_gradient_terms(const MoveGeometry& geometry, const MoveContext& context,
                                             const cluster::Cluster& cluster, const cost::TrainingSetup& setup,
                                             bool explain) {
@@ -397,6 +417,7 @@ Prediction evaluate(const graph::Graph& g, const cluster::Cluster& cluster, cons
   for (auto& tie : tied_weights(g)) {
     ties_of[tie.readers.front().first].push_back(std::move(tie));
   }
+  const auto shared = shared_parameters(g, sem, st.ops);
 
   Prediction p;
   p.batch = batch_size(g);
@@ -423,7 +444,8 @@ Prediction evaluate(const graph::Graph& g, const cluster::Cluster& cluster, cons
     const auto& op = g.op(id);
     const auto& a = st.ops[static_cast<std::size_t>(id)];
     const auto& s = sem[static_cast<std::size_t>(id)];
-    auto c = cost::op_cost(g, id, s, a.config, a.devices, cluster, setup, keep[static_cast<std::size_t>(id)]);
+    auto c = cost::op_cost(g, id, s, a.config, a.devices, cluster, setup, keep[static_cast<std::size_t>(id)],
+                           shared[static_cast<std::size_t>(id)]);
     std::vector<int> input_of_term;
     // Inputs produced by another op arrive in that op's output layout. A tensor moved into a
     // layout once (say, gathered for Q, K and V) is not sent again for the next consumer; each

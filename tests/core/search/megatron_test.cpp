@@ -244,9 +244,8 @@ double megatron_weight_and_optimizer_bytes(double layers, double h, double vocab
 TEST(Megatron, WeightAndOptimizerMemoryAsMegatronLmEstimatesIt) {
   // Large enough a hidden size that the biases and LayerNorms Megatron-LM's formula rounds
   // (4h a layer for 13h) and the position table it leaves out (256 x h, replicated over t: 1.6% of
-  // a device's share at t = 8) stay under 2%. Pipelined, as Megatron-LM holds a tied output layer:
-  // a copy of the embedding on the last stage. (One stage: see the note on issue 21, the tied table
-  // is counted once per reader there.)
+  // a device's share at t = 8) stay under 2%. One stage holds the tied table once; pipelined, the
+  // last stage holds a copy for the output layer, as Megatron-LM does.
   const auto model = zoo::load("zoo:gpt3?layers=8&hidden=2048&heads=16&seq=256&batch=16&vocab=32000&positions=256");
   auto cluster = test::simple_cluster(8);
   cluster.nodes = 2;
@@ -257,8 +256,9 @@ TEST(Megatron, WeightAndOptimizerMemoryAsMegatronLmEstimatesIt) {
     int t, p, d;
     bool distributed_optimizer;
   };
-  for (const Case c : {Case{2, 2, 4, false}, Case{2, 2, 4, true}, Case{4, 2, 2, true}, Case{8, 2, 1, false},
-                       Case{1, 4, 4, true}, Case{2, 4, 2, false}}) {
+  for (const Case c :
+       {Case{2, 1, 8, false}, Case{2, 1, 8, true}, Case{8, 1, 2, true}, Case{2, 2, 4, false}, Case{2, 2, 4, true},
+        Case{4, 2, 2, true}, Case{8, 2, 1, false}, Case{1, 4, 4, true}, Case{2, 4, 2, false}}) {
     search::Request r;
     r.graph = &model.graph;
     r.cluster = &cluster;
@@ -275,8 +275,8 @@ TEST(Megatron, WeightAndOptimizerMemoryAsMegatronLmEstimatesIt) {
       most = std::max(most, m.parameters + m.gradients + m.optimizer_state);
     }
     const double expected = megatron_weight_and_optimizer_bytes(8, 2048, 32000, c.t, c.p, c.d, c.distributed_optimizer);
-    EXPECT_NEAR(most / expected, 1.0, 0.02) << "t=" << c.t << " p=" << c.p << " d=" << c.d
-                                            << (c.distributed_optimizer ? " distributed optimizer" : "");
+    EXPECT_NEAR(most / expected, 1.0, 0.02)
+        << "t=" << c.t << " p=" << c.p << " d=" << c.d << (c.distributed_optimizer ? " distributed optimizer" : "");
   }
 }
 

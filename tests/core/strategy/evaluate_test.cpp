@@ -307,6 +307,48 @@ TEST(Evaluate, ATiedWeightsGradientsAreSummedBetweenItsReaders) {
   EXPECT_GT(tie_seconds(strategy::evaluate(g, c, piped, {})), local) << "the sum crosses between the stages";
 }
 
+// A tied weight whose readers hold the same blocks on the same devices is one tensor there: one
+// buffer, one gradient, one optimizer step, counted on its first reader. A reader on other devices
+// (the last stage of a pipeline) holds a copy of its own, and counts it.
+TEST(Evaluate, ATiedWeightOnTheSameDevicesIsHeldOnce) {
+  const auto model = zoo::load("zoo:gpt2?layers=2&hidden=64&heads=4&seq=16&batch=8&vocab=100&positions=32");
+  const auto& g = model.graph;
+  const auto ties = strategy::tied_weights(g);
+  ASSERT_EQ(ties.size(), 1u);
+  const auto table = static_cast<double>(g.tensor(ties[0].tensor).elements());
+  const auto lm_head = static_cast<std::size_t>(ties[0].readers[1].first);
+  double parameters = 0; // every parameter once
+  for (const auto& t : g.tensors()) {
+    if (t.role == TensorRole::parameter) {
+      parameters += static_cast<double>(t.elements());
+    }
+  }
+  const auto c = test::simple_cluster(4);
+  const auto dp = strategy::evaluate(g, c, run_family("dp", g, c, 4), {});
+  EXPECT_DOUBLE_EQ(dp.memory[0].parameters, 4 * parameters);
+  EXPECT_DOUBLE_EQ(dp.memory[0].gradients, 4 * parameters);
+  EXPECT_EQ(dp.ops[lm_head].cost.get(cost::term::parameters), 0);
+  EXPECT_EQ(dp.ops[lm_head].cost.get(cost::term::optimizer_step), 0);
+  EXPECT_EQ(dp.ops[lm_head].cost.get(cost::term::gradient_sync), 0);
+
+  search::Request r;
+  r.graph = &g;
+  r.cluster = &c;
+  r.devices = 4;
+  r.stages = 2;
+  r.micro_batches = 4;
+  const auto piped = search::find_optimizer("pipeline").optimize(r);
+  const auto p = strategy::evaluate(g, c, piped, {});
+  double held = 0;
+  for (const auto& m : p.memory) {
+    held += m.parameters;
+  }
+  // Two devices a stage, each holding its stage's weights, and the last stage a copy of the table.
+  EXPECT_DOUBLE_EQ(held, 4 * 2 * (parameters + table));
+  EXPECT_GT(p.ops[lm_head].cost.get(cost::term::parameters), 0);
+  EXPECT_GT(p.ops[lm_head].cost.get(cost::term::optimizer_step), 0);
+}
+
 TEST(Evaluate, TheSameBlocksOnTheSameDevicesMoveNothingWhateverTheGrids) {
   const auto model = zoo::load("zoo:mlp?batch=8&input=16&hidden=32&layers=2&classes=4");
   const auto& g = model.graph;

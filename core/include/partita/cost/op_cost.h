@@ -73,10 +73,13 @@ bool is_redistribution_term(std::string_view name);
 // device ids, copy c in devices[c*k .. c*k+k) in grid order. Copies are replicas of the grid
 // (same blocks, same work): they compute the same gradients, so they reduce nothing among
 // themselves. `saved`: whether its output is held for the backward pass (an activations term),
-// recomputed before it (a recompute term), or needed by no backward.
+// recomputed before it (a recompute term), or needed by no backward. `shared_parameters`: input
+// slots of weights that another op holds on the same devices in the same blocks (a tied weight's
+// later reader, strategy::tied_weights): one buffer, one gradient, one step, all counted on that
+// op, so none of their memory, gradient synchronization, gathers or optimizer step here.
 OpCost op_cost(const graph::Graph& g, graph::OpId id, const graph::OpSemantics& s, const sharding::Config& config,
                std::span<const int> devices, const cluster::Cluster& cluster, const TrainingSetup& setup,
-               Saved saved = Saved::kept);
+               Saved saved = Saved::kept, std::span<const std::size_t> shared_parameters = {});
 
 // Everything op_cost reads about op `id` besides its configuration, devices, cluster and setup,
 // as text: two ops with equal signatures cost the same under every configuration (the search

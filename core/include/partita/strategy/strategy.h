@@ -173,6 +173,14 @@ struct TiedWeight {
 // Floating-point parameters read, gradient and all, by more than one (op, input).
 std::vector<TiedWeight> tied_weights(const graph::Graph& g);
 
+// Per op, the input slots of tied weights whose state the op shares with the weight's first
+// reader: it holds the same blocks on the same devices, so one buffer, gradient and optimizer step
+// serve both and are counted on the first (cost::op_cost's shared_parameters). A reader elsewhere
+// (another pipeline stage, another split) holds a copy of its own, counted on it.
+std::vector<std::vector<std::size_t>> shared_parameters(const graph::Graph& g,
+                                                        const std::vector<graph::OpSemantics>& sem,
+                                                        const std::vector<OpAssignment>& ops);
+
 // The gradient sum of a tied weight between its first reader and another (`geometry` from the
 // other's input layout to the first's, `context` the first reader's input): the other's gradient
 // sent and added into the first's, then the sum sent back over the other's; a `gradient sync`
