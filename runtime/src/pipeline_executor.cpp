@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <optional>
 #include <set>
@@ -27,10 +28,10 @@ std::vector<std::vector<int>> stage_ranks(const graph::Graph& g, const strategy:
     throw Error(fmt::format("{}: the strategy has no pipeline", source));
   }
   const auto& pipe = *st.pipeline;
-  if (pipe.schedule == strategy::Schedule::interleaved || pipe.chunks > 1) {
-    throw Error(fmt::format("{}: field 'pipeline.schedule': partita-run does not run the interleaved schedule yet ({} "
-                            "chunks per stage); plan the pipeline with gpipe or 1f1b to run it",
-                            source, pipe.chunks));
+  try {
+    strategy::check_schedule(pipe);
+  } catch (const Error& e) {
+    throw Error(fmt::format("{}: field 'pipeline.schedule': {}", source, e.what()));
   }
   if (pipe.stages > ranks) {
     throw Error(fmt::format("{}: field 'pipeline.stages': {} stages cannot run on {} ranks (each stage needs ranks of "
@@ -44,7 +45,12 @@ std::vector<std::vector<int>> stage_ranks(const graph::Graph& g, const strategy:
   std::vector<std::set<int>> members(static_cast<std::size_t>(pipe.stages));
   std::map<int, int> stage_of_rank;
   for (std::size_t id = 0; id < g.ops().size(); ++id) {
-    const int s = pipe.stage_of_op[id];
+    const int v = pipe.stage_of_op[id]; // a virtual stage: chunk v / stages of stage v % stages
+    if (v < 0 || v >= pipe.virtual_stages()) {
+      throw Error(fmt::format("{}: field 'pipeline.stage_of_op': op '{}' is in stage {}, not one of the {}", source,
+                              g.op(static_cast<graph::OpId>(id)).name, v, pipe.virtual_stages()));
+    }
+    const int s = v % pipe.stages;
     for (const int d : st.ops[id].devices) {
       if (d < 0 || d >= ranks) {
         throw Error(fmt::format("{}: op '{}': device {} is not one of the {} ranks", source,
@@ -106,30 +112,38 @@ PipelineExecutor::PipelineExecutor(const graph::Graph& full, const graph::Graph&
 
   if (m_stage >= 0) {
     const auto& mine = stages[static_cast<std::size_t>(m_stage)];
-    Scope scope;
-    scope.ops.assign(micro.ops().size(), 0);
-    scope.full = &full;
-    scope.micro_batches = m_micro_batches;
     for (std::size_t id = 0; id < micro.ops().size(); ++id) {
-      if (stage_of(static_cast<graph::OpId>(id)) != m_stage) {
+      if (stage_of(static_cast<graph::OpId>(id)) % m_stages != m_stage) {
         continue;
       }
-      scope.ops[id] = 1;
       for (int& d : m_local.ops[id].devices) {
         d = static_cast<int>(std::find(mine.begin(), mine.end(), d) - mine.begin());
       }
     }
-    m_executor =
-        std::make_unique<Executor>(micro, m_local, m_stage_comm, backend, recorder, training, constants, scope);
-    m_executor->set_accumulate_weight_gradients(true);
-    for (int j = 0; j < m_micro_batches; ++j) {
-      m_sets.push_back(m_executor->activations());
-      m_executor->swap_activations(m_sets.back());
-      m_executor->set_micro_batch(j);
-      m_executor->generate_inputs();
-      m_executor->swap_activations(m_sets.back());
+    // Each chunk's Executor, in chunk order on every rank of the stage (they make communicators).
+    for (int c = 0; c < pipe.chunks; ++c) {
+      Chunk chunk;
+      chunk.vstage = c * m_stages + m_stage;
+      Scope scope;
+      scope.ops.assign(micro.ops().size(), 0);
+      scope.full = &full;
+      scope.micro_batches = m_micro_batches;
+      for (std::size_t id = 0; id < micro.ops().size(); ++id) {
+        scope.ops[id] = stage_of(static_cast<graph::OpId>(id)) == chunk.vstage ? 1 : 0;
+      }
+      chunk.executor =
+          std::make_unique<Executor>(micro, m_local, m_stage_comm, backend, recorder, training, constants, scope);
+      chunk.executor->set_accumulate_weight_gradients(true);
+      for (int j = 0; j < m_micro_batches; ++j) {
+        chunk.sets.push_back(chunk.executor->activations());
+        chunk.executor->swap_activations(chunk.sets.back());
+        chunk.executor->set_micro_batch(j);
+        chunk.executor->generate_inputs();
+        chunk.executor->swap_activations(chunk.sets.back());
+      }
+      m_chunks.push_back(std::move(chunk));
     }
-    m_schedule = schedule(pipe.schedule, m_stage, m_stages, m_micro_batches);
+    m_schedule = strategy::pipeline_program(pipe, m_stage);
   }
 
   // Tensors crossing stages, from the producer's output layout to the consumer's input layout.
@@ -207,7 +221,7 @@ PipelineExecutor::PipelineExecutor(const graph::Graph& full, const graph::Graph&
 }
 
 PipelineExecutor::~PipelineExecutor() {
-  m_executor.reset();
+  m_chunks.clear();
   if (m_stage_comm != MPI_COMM_NULL) {
     MPI_Comm_free(&m_stage_comm);
   }
@@ -219,27 +233,57 @@ int PipelineExecutor::tag(std::size_t edge, int micro_batch, bool backward) cons
 
 const std::vector<std::pair<graph::OpId, std::string>>& PipelineExecutor::stand_ins() const {
   static const std::vector<std::pair<graph::OpId, std::string>> none;
-  return m_executor ? m_executor->stand_ins() : none;
+  if (m_chunks.empty()) {
+    return none;
+  }
+  if (m_chunks.size() == 1) {
+    return m_chunks.front().executor->stand_ins();
+  }
+  m_stand_ins.clear();
+  for (const auto& c : m_chunks) {
+    const auto& list = c.executor->stand_ins();
+    m_stand_ins.insert(m_stand_ins.end(), list.begin(), list.end());
+  }
+  return m_stand_ins;
 }
 
-void PipelineExecutor::run_forward(int micro_batch) {
-  Executor& ex = *m_executor;
-  auto& set = m_sets[static_cast<std::size_t>(micro_batch)];
+Executor* PipelineExecutor::executor_of(graph::OpId id) const {
+  const int v = m_strategy.pipeline->stage_of_op[static_cast<std::size_t>(id)];
+  for (const auto& c : m_chunks) {
+    if (c.vstage == v) {
+      return c.executor.get();
+    }
+  }
+  return nullptr;
+}
+
+void PipelineExecutor::run_forward(int micro_batch, int chunk) {
+  auto& c = m_chunks[static_cast<std::size_t>(chunk)];
+  Executor& ex = *c.executor;
+  auto& set = c.sets[static_cast<std::size_t>(micro_batch)];
   ex.swap_activations(set);
   for (std::size_t e = 0; e < m_edges.size(); ++e) {
     const auto& edge = m_edges[e];
-    if (edge.to_stage == m_stage && !edge.forward.receives.empty()) {
+    if (edge.to_stage == c.vstage && !edge.forward.receives.empty()) {
       const double t0 = MPI_Wtime();
       receive_pieces(edge.forward, ex.buffer(edge.consumer, Executor::Buffer::input_value, edge.input), false,
                      tag(e, micro_batch, false), m_world);
       m_recorder.add(m_rank, edge.consumer, Phase::pipeline_receive, t0, MPI_Wtime(), edge.forward.bytes_in);
     }
   }
+  // From an earlier chunk of this same rank (interleaved: a residual that skips the chunks in
+  // between), copied from that chunk's activations of this micro-batch.
+  for (const auto& edge : m_edges) {
+    if (edge.to_stage == c.vstage && !edge.forward.local.empty()) {
+      copy_local(edge.forward, edge.from_stage, micro_batch, edge.producer, Executor::Buffer::output_value, edge.output,
+                 ex.buffer(edge.consumer, Executor::Buffer::input_value, edge.input), false);
+    }
+  }
   ex.set_micro_batch(micro_batch);
   ex.forward();
   for (std::size_t e = 0; e < m_edges.size(); ++e) {
     const auto& edge = m_edges[e];
-    if (edge.from_stage == m_stage && !edge.forward.sends.empty()) {
+    if (edge.from_stage == c.vstage && !edge.forward.sends.empty()) {
       const double t0 = MPI_Wtime();
       post_sends(edge.forward, ex.buffer(edge.producer, Executor::Buffer::output_value, edge.output),
                  tag(e, micro_batch, false), m_world, m_pending);
@@ -249,13 +293,14 @@ void PipelineExecutor::run_forward(int micro_batch) {
   ex.swap_activations(set);
 }
 
-void PipelineExecutor::run_backward(int micro_batch) {
-  Executor& ex = *m_executor;
-  auto& set = m_sets[static_cast<std::size_t>(micro_batch)];
+void PipelineExecutor::run_backward(int micro_batch, int chunk) {
+  auto& c = m_chunks[static_cast<std::size_t>(chunk)];
+  Executor& ex = *c.executor;
+  auto& set = c.sets[static_cast<std::size_t>(micro_batch)];
   ex.swap_activations(set);
   // Outputs read by later stages: their gradient is the sum of what every reader sends back.
   for (const auto& edge : m_edges) {
-    if (edge.from_stage == m_stage) {
+    if (edge.from_stage == c.vstage) {
       if (Shard* g = ex.buffer(edge.producer, Executor::Buffer::output_gradient, edge.output)) {
         std::fill(g->data.begin(), g->data.end(), 0.F);
       }
@@ -263,18 +308,41 @@ void PipelineExecutor::run_backward(int micro_batch) {
   }
   for (std::size_t e = 0; e < m_edges.size(); ++e) {
     const auto& edge = m_edges[e];
-    if (edge.from_stage == m_stage && edge.gradient && !edge.backward.receives.empty()) {
+    if (edge.from_stage == c.vstage && edge.gradient && !edge.backward.receives.empty()) {
       const double t0 = MPI_Wtime();
       receive_pieces(edge.backward, ex.buffer(edge.producer, Executor::Buffer::output_gradient, edge.output), true,
                      tag(e, micro_batch, true), m_world);
       m_recorder.add(m_rank, edge.producer, Phase::pipeline_receive, t0, MPI_Wtime(), edge.backward.bytes_in);
     }
   }
-  ex.set_micro_batch(micro_batch);
-  ex.backward();
+  // Gradients from a later chunk of this rank, kept when that chunk's backward pass ran.
   for (std::size_t e = 0; e < m_edges.size(); ++e) {
     const auto& edge = m_edges[e];
-    if (edge.to_stage == m_stage && edge.gradient && !edge.backward.sends.empty()) {
+    if (edge.from_stage == c.vstage && edge.gradient && !edge.backward.local.empty()) {
+      const auto it = m_local_gradients.find({e, micro_batch});
+      if (it == m_local_gradients.end()) {
+        throw Error(fmt::format("pipeline: the gradient of '{}' for micro-batch {} is not there before its "
+                                "producer's backward pass",
+                                m_micro.op(edge.producer).name, micro_batch));
+      }
+      Exchange local;
+      local.local = edge.backward.local;
+      run_exchange(local, &it->second, ex.buffer(edge.producer, Executor::Buffer::output_gradient, edge.output), true,
+                   m_world);
+      m_local_gradients.erase(it);
+    }
+  }
+  ex.set_micro_batch(micro_batch);
+  ex.backward();
+  for (std::size_t e = 0; e < m_edges.size(); ++e) { // for an earlier chunk of this rank: kept
+    const auto& edge = m_edges[e];
+    if (edge.to_stage == c.vstage && edge.gradient && !edge.backward.local.empty()) {
+      m_local_gradients[{e, micro_batch}] = *ex.buffer(edge.consumer, Executor::Buffer::input_gradient, edge.input);
+    }
+  }
+  for (std::size_t e = 0; e < m_edges.size(); ++e) {
+    const auto& edge = m_edges[e];
+    if (edge.to_stage == c.vstage && edge.gradient && !edge.backward.sends.empty()) {
       const double t0 = MPI_Wtime();
       post_sends(edge.backward, ex.buffer(edge.consumer, Executor::Buffer::input_gradient, edge.input),
                  tag(e, micro_batch, true), m_world, m_pending);
@@ -284,43 +352,64 @@ void PipelineExecutor::run_backward(int micro_batch) {
   ex.swap_activations(set);
 }
 
-void PipelineExecutor::poison_gradients() {
-  if (!m_executor) {
-    return;
+void PipelineExecutor::copy_local(const Exchange& ex, int from_vstage, int micro_batch, graph::OpId op,
+                                  Executor::Buffer which, std::size_t slot, Shard* target, bool accumulate) {
+  auto from = std::find_if(m_chunks.begin(), m_chunks.end(), [&](const Chunk& k) { return k.vstage == from_vstage; });
+  if (from == m_chunks.end()) {
+    throw Error(fmt::format("pipeline: rank {} copies from stage {}, which it does not run", m_rank, from_vstage));
   }
-  m_executor->poison_gradients();
-  for (auto& set : m_sets) {
-    m_executor->swap_activations(set);
-    m_executor->poison_gradients();
-    m_executor->swap_activations(set);
+  // That chunk's activations of the micro-batch swapped in while they are read (a swap moves the
+  // shards between the executor and the set), and out again.
+  auto& set = from->sets[static_cast<std::size_t>(micro_batch)];
+  from->executor->swap_activations(set);
+  Exchange local;
+  local.local = ex.local;
+  try {
+    run_exchange(local, from->executor->buffer(op, which, slot), target, accumulate, m_world);
+  } catch (...) {
+    from->executor->swap_activations(set);
+    throw;
+  }
+  from->executor->swap_activations(set);
+}
+
+void PipelineExecutor::poison_gradients() {
+  for (auto& c : m_chunks) {
+    c.executor->poison_gradients();
+    for (auto& set : c.sets) {
+      c.executor->swap_activations(set);
+      c.executor->poison_gradients();
+      c.executor->swap_activations(set);
+    }
   }
 }
 
 void PipelineExecutor::forward_backward() {
-  if (!m_executor) {
+  if (m_chunks.empty()) {
     return;
   }
-  m_executor->zero_weight_gradients();
+  for (auto& c : m_chunks) {
+    c.executor->zero_weight_gradients();
+  }
   for (const auto& s : m_schedule) {
     if (s.forward) {
-      run_forward(s.micro_batch);
+      run_forward(s.micro_batch, s.chunk);
     } else {
-      run_backward(s.micro_batch);
+      run_backward(s.micro_batch, s.chunk);
     }
   }
   m_pending.wait_all();
 }
 
 void PipelineExecutor::synchronize_gradients() {
-  if (m_executor) {
-    m_executor->synchronize_gradients();
+  for (auto& c : m_chunks) {
+    c.executor->synchronize_gradients();
   }
   for (auto& tie : m_ties) {
     const auto gradient = [&](std::size_t r) -> Shard* {
       const auto [op, i] = tie.readers[r];
-      return m_executor && m_strategy.pipeline->stage_of_op[static_cast<std::size_t>(op)] == m_stage
-                 ? m_executor->buffer(op, Executor::Buffer::input_gradient, i)
-                 : nullptr;
+      Executor* ex = executor_of(op);
+      return ex != nullptr ? ex->buffer(op, Executor::Buffer::input_gradient, i) : nullptr;
     };
     std::vector<std::optional<Shard>> sums(tie.readers.size());
     for (std::size_t r = 0; r < tie.readers.size(); ++r) {
@@ -348,54 +437,58 @@ void PipelineExecutor::synchronize_gradients() {
 }
 
 void PipelineExecutor::step() {
-  if (m_executor) {
-    m_executor->step();
+  for (auto& c : m_chunks) {
+    c.executor->step();
   }
 }
 
 std::vector<Snapshot> PipelineExecutor::weight_snapshot() const {
-  return m_executor ? m_executor->weight_snapshot() : std::vector<Snapshot>{};
+  std::vector<Snapshot> out;
+  for (const auto& c : m_chunks) {
+    auto snaps = c.executor->weight_snapshot();
+    std::move(snaps.begin(), snaps.end(), std::back_inserter(out));
+  }
+  return out;
 }
 
 std::vector<Snapshot> PipelineExecutor::snapshot() {
   std::vector<Snapshot> out;
-  if (!m_executor) {
-    return out;
-  }
   std::map<std::pair<graph::OpId, int>, Snapshot> summed; // input gradients of unbatched tensors
-  for (int j = 0; j < m_micro_batches; ++j) {
-    auto& set = m_sets[static_cast<std::size_t>(j)];
-    m_executor->swap_activations(set);
-    auto snaps = m_executor->snapshot();
-    m_executor->swap_activations(set);
-    for (auto& s : snaps) {
-      if (s.kind == Held::weight_gradient) {
-        if (j == 0) {
-          out.push_back(std::move(s));
+  for (auto& c : m_chunks) {
+    for (int j = 0; j < m_micro_batches; ++j) {
+      auto& set = c.sets[static_cast<std::size_t>(j)];
+      c.executor->swap_activations(set);
+      auto snaps = c.executor->snapshot();
+      c.executor->swap_activations(set);
+      for (auto& s : snaps) {
+        if (s.kind == Held::weight_gradient) {
+          if (j == 0) {
+            out.push_back(std::move(s));
+          }
+          continue;
         }
-        continue;
-      }
-      const auto& mop = m_micro.op(s.op);
-      const auto& fop = m_full.op(s.op);
-      const auto index = static_cast<std::size_t>(s.index);
-      const auto mt = s.kind == Held::output ? mop.outputs[index] : mop.inputs[index];
-      const auto ft = s.kind == Held::output ? fop.outputs[index] : fop.inputs[index];
-      const auto slice =
-          batch_slice(m_micro.tensor(mt).shape, m_full.tensor(ft).shape, m_micro_batches, m_micro.tensor(mt).name);
-      if (slice.dim >= 0) {
-        s.shard.block = to_full(s.shard.block, slice, j);
-        out.push_back(std::move(s));
-      } else if (s.kind == Held::output) {
-        if (j == 0) {
+        const auto& mop = m_micro.op(s.op);
+        const auto& fop = m_full.op(s.op);
+        const auto index = static_cast<std::size_t>(s.index);
+        const auto mt = s.kind == Held::output ? mop.outputs[index] : mop.inputs[index];
+        const auto ft = s.kind == Held::output ? fop.outputs[index] : fop.inputs[index];
+        const auto slice =
+            batch_slice(m_micro.tensor(mt).shape, m_full.tensor(ft).shape, m_micro_batches, m_micro.tensor(mt).name);
+        if (slice.dim >= 0) {
+          s.shard.block = to_full(s.shard.block, slice, j);
           out.push_back(std::move(s));
-        }
-      } else {
-        const auto key = std::make_pair(s.op, s.index);
-        if (const auto it = summed.find(key); it != summed.end()) {
-          std::transform(it->second.shard.data.begin(), it->second.shard.data.end(), s.shard.data.begin(),
-                         it->second.shard.data.begin(), std::plus<>());
+        } else if (s.kind == Held::output) {
+          if (j == 0) {
+            out.push_back(std::move(s));
+          }
         } else {
-          summed.emplace(key, std::move(s));
+          const auto key = std::make_pair(s.op, s.index);
+          if (const auto it = summed.find(key); it != summed.end()) {
+            std::transform(it->second.shard.data.begin(), it->second.shard.data.end(), s.shard.data.begin(),
+                           it->second.shard.data.begin(), std::plus<>());
+          } else {
+            summed.emplace(key, std::move(s));
+          }
         }
       }
     }
@@ -407,11 +500,14 @@ std::vector<Snapshot> PipelineExecutor::snapshot() {
 }
 
 double PipelineExecutor::held_bytes() const {
-  double bytes = m_executor ? m_executor->held_bytes() : 0.0;
-  for (const auto& set : m_sets) {
-    for (const auto& shard : set) {
-      if (shard) {
-        bytes += static_cast<double>(shard->data.size() * sizeof(float));
+  double bytes = 0;
+  for (const auto& c : m_chunks) {
+    bytes += c.executor->held_bytes();
+    for (const auto& set : c.sets) {
+      for (const auto& shard : set) {
+        if (shard) {
+          bytes += static_cast<double>(shard->data.size() * sizeof(float));
+        }
       }
     }
   }

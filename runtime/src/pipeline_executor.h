@@ -1,9 +1,11 @@
 #pragma once
 
-// A pipeline plan (strategy::Pipeline: stages on disjoint ranks, micro-batches, GPipe or 1F1B)
-// executed for real. Each rank finds its stage and runs that stage's ops with an Executor over
-// the stage's communicator, on the model built at the micro-batch size; one set of activations
-// per micro-batch is swapped in and out of it. Tensors crossing a stage boundary move point to
+// A pipeline plan (strategy::Pipeline: stages on disjoint ranks, micro-batches, GPipe, 1F1B or
+// interleaved 1F1B) executed for real. Each rank finds its stage and runs that stage's ops with an
+// Executor over the stage's communicator, on the model built at the micro-batch size, one per
+// model chunk the stage holds (interleaved: V chunks, virtual stages c x stages + stage); one set
+// of activations per micro-batch is swapped in and out of each, and the steps run in core's
+// strategy::pipeline_program order. Tensors crossing a stage boundary move point to
 // point (MPI_Isend/Irecv), shaped by the producer's and consumer's layouts (plan_exchange), and
 // their gradients come back the same way. Micro-batches run in the schedule's order, weight
 // gradients add up over them, then each stage synchronizes its gradients and steps with the plan's
@@ -15,6 +17,7 @@
 
 #include <mpi.h>
 
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -45,13 +48,13 @@ public:
   void step();
   // Executor::set_loss_scale and unscale_gradients for the stage.
   void set_loss_scale(float scale) {
-    if (m_executor) {
-      m_executor->set_loss_scale(scale);
+    for (auto& c : m_chunks) {
+      c.executor->set_loss_scale(scale);
     }
   }
   void unscale_gradients(float factor, float* flag) {
-    if (m_executor) {
-      m_executor->unscale_gradients(factor, flag);
+    for (auto& c : m_chunks) {
+      c.executor->unscale_gradients(factor, flag);
     }
   }
 
@@ -66,7 +69,13 @@ public:
   void poison_gradients();
 
   int stage() const { return m_stage; }
-  int communicators() const { return m_executor ? m_executor->communicators() : 0; }
+  int communicators() const {
+    int n = 0;
+    for (const auto& c : m_chunks) {
+      n += c.executor->communicators();
+    }
+    return n;
+  }
   // Bytes of every shard this rank holds: the stage's weights and gradients and every micro-batch's
   // activations.
   double held_bytes() const;
@@ -77,7 +86,7 @@ private:
   struct Edge {
     graph::OpId consumer = -1, producer = -1;
     std::size_t input = 0, output = 0;
-    int from_stage = 0, to_stage = 0;
+    int from_stage = 0, to_stage = 0; // virtual stages (chunk x stages + stage)
     bool gradient = false;
     Exchange forward, backward; // world ranks
   };
@@ -87,8 +96,21 @@ private:
     std::vector<std::vector<Exchange>> exchanges; // [to][from]
   };
 
-  void run_forward(int micro_batch);
-  void run_backward(int micro_batch);
+  // One model chunk of this rank's stage: virtual stage `vstage`, its ops' Executor and one set of
+  // activations per micro-batch.
+  struct Chunk {
+    int vstage = 0;
+    std::unique_ptr<Executor> executor;
+    std::vector<Executor::Activations> sets;
+  };
+  void run_forward(int micro_batch, int chunk);
+  void run_backward(int micro_batch, int chunk);
+  // The chunk holding op `id` on this rank, or nullptr.
+  Executor* executor_of(graph::OpId id) const;
+  // The local pieces of `ex` from the buffer (`which`, `slot` of op `op`) of this rank's chunk of
+  // virtual stage `from_vstage` at `micro_batch` into `target`.
+  void copy_local(const Exchange& ex, int from_vstage, int micro_batch, graph::OpId op, Executor::Buffer which,
+                  std::size_t slot, Shard* target, bool accumulate);
   int tag(std::size_t edge, int micro_batch, bool backward) const;
 
   const graph::Graph& m_full;
@@ -99,9 +121,12 @@ private:
   int m_stage = -1, m_stages = 1, m_micro_batches = 1;
   Recorder& m_recorder;
   MPI_Comm m_stage_comm = MPI_COMM_NULL;
-  strategy::Strategy m_local; // the stage's ops on ranks of m_stage_comm
-  std::unique_ptr<Executor> m_executor;
-  std::vector<Executor::Activations> m_sets; // per micro-batch
+  strategy::Strategy m_local;                                           // the stage's ops on ranks of m_stage_comm
+  std::vector<Chunk> m_chunks;                                          // empty on a rank of no stage
+  mutable std::vector<std::pair<graph::OpId, std::string>> m_stand_ins; // every chunk's (stand_ins())
+  // Input gradients a chunk's backward pass left for an earlier chunk of this rank, by (edge,
+  // micro-batch), until that chunk's backward pass adds them.
+  std::map<std::pair<std::size_t, int>, Shard> m_local_gradients;
   std::vector<Edge> m_edges;
   std::vector<Tie> m_ties;
   std::vector<PipelineStep> m_schedule;
