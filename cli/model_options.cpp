@@ -111,6 +111,10 @@ void SetupOptions::add_to(CLI::App& cmd) {
   cmd.add_flag("--distributed-optimizer", distributed_optimizer,
                "Megatron-LM's distributed optimizer: fp32 master weights and optimizer state sharded over the "
                "data-parallel replicas (ZeRO-1; the same as --zero 1)");
+  cmd.add_flag("--sequence-parallel", sequence_parallel,
+               "Megatron-LM's sequence parallelism (Korthikanti et al. 2022): megatron splits LayerNorm, dropout and "
+               "the residual adds along the sequence inside the tensor-parallel group, and a partial sum whose one "
+               "reader keeps a slice on each device is reduce-scattered (its gradient too), not all-reduced");
   cmd.add_flag("--fp32-gradients", fp32_gradients,
                "mixed precision: weight gradients kept and reduced in fp32 (Megatron-LM's main_grad, its default "
                "under bf16: --accumulate-allreduce-grads-in-fp32)");
@@ -202,6 +206,7 @@ cost::TrainingSetup SetupOptions::setup() const {
   p.set_zero_stage(distributed_optimizer ? 1 : zero);
   p.set_recompute(recompute);
   p.set_fp32_gradients(fp32_gradients);
+  p.set_sequence_parallel(sequence_parallel);
   return strategy::setup_from_proto(p, "command line");
 }
 

@@ -39,6 +39,7 @@ struct SetupOptions {
   int zero = 0;
   bool distributed_optimizer = false; // Megatron-LM's: ZeRO-1 over the data-parallel replicas
   bool fp32_gradients = false;
+  bool sequence_parallel = false;
   std::string recompute = "none";
   int tensor_parallel = 0;
   int stages = 0;

@@ -83,14 +83,13 @@ bool packs_operands(graph::OpClass op_class, graph::ComputeClass family, const c
          device.matmul_operand_bandwidth > 0;
 }
 
-namespace {
-
-// Float values are stored at the training precision; integers as they are.
 double stored_bytes(const graph::Tensor& t, double shard_bytes, const TrainingSetup& setup) {
   return graph::is_floating(t.dtype)
              ? shard_bytes * setup.value_bytes() / static_cast<double>(graph::dtype_size(t.dtype))
              : shard_bytes;
 }
+
+namespace {
 
 // How many groups of `groups` have a member on the node of the first group's first device:
 // they cross the network at the same time and share that node's NICs.
@@ -134,6 +133,8 @@ std::vector<int> group_signature(const std::vector<int>& group, const cluster::C
   return sig;
 }
 
+} // namespace
+
 // The slowest group's time for one collective run by every group at once. Groups of the same
 // shape cost the same: each shape is costed once.
 cluster::CollectiveCost collective_on_groups(const cluster::Cluster& c, Collective kind,
@@ -157,6 +158,8 @@ cluster::CollectiveCost collective_on_groups(const cluster::Cluster& c, Collecti
   }
   return worst;
 }
+
+namespace {
 
 std::string axes_text(const graph::OpSemantics& s, const sharding::Config& config, const std::vector<int>& axes) {
   std::vector<std::string> parts;
@@ -636,7 +639,8 @@ OpCost op_cost(const graph::Graph& g, graph::OpId id, const graph::OpSemantics& 
     const auto c = collective_on_groups(cluster, Collective::all_reduce, groups, bytes);
     cost.time.push_back({std::string(term::forward_reduce), c.seconds,
                          fmt::format("'{}' is a partial sum over {}: {}", g.tensor(op.outputs[i]).name,
-                                     axes_text(s, config, layout.partial_axes), c.formula)});
+                                     axes_text(s, config, layout.partial_axes), c.formula),
+                         0, static_cast<int>(i)});
   }
 
   // Backward and memory, per input: the one rule of DESIGN 3.2.1.
@@ -666,7 +670,8 @@ OpCost op_cost(const graph::Graph& g, graph::OpId id, const graph::OpSemantics& 
       cost.time.push_back({std::string(term::backward_reduce), c.seconds,
                            fmt::format("'{}' is read whole by the {} devices of {}, so its gradient is a partial sum "
                                        "reduced over them: {}",
-                                       t.name, replicas, axes_text(s, config, layout.replica_axes), c.formula)});
+                                       t.name, replicas, axes_text(s, config, layout.replica_axes), c.formula),
+                           0, static_cast<int>(i)});
     }
     if (t.role != TensorRole::parameter ||
         std::find(shared_parameters.begin(), shared_parameters.end(), i) != shared_parameters.end()) {

@@ -60,7 +60,23 @@ bool arrives_tensor_split(const Builder& b, graph::OpId id, std::size_t i) {
   return false;
 }
 
-void megatron_weightless(Builder& b, graph::OpId id, int d, MegatronTally& tally) {
+// Sequence parallelism's dim of op `id`: the iteration dim indexing dim 1 (the sequence) of an
+// output of rank 3 or more whose dim 0 is the batch; -1 when there is none or `t` does not divide it.
+int sequence_dim(const Builder& b, graph::OpId id, int t) {
+  const auto& s = b.semantics(id);
+  if (s.outputs.empty() || s.outputs[0].dims.size() < 3 || s.outputs[0].dims[0] != b.batch_dim(id) ||
+      b.batch_dim(id) < 0) {
+    return -1;
+  }
+  const int seq = s.outputs[0].dims[1];
+  if (seq < 0 || seq == b.batch_dim(id)) {
+    return -1;
+  }
+  const auto& dim = s.dims[static_cast<std::size_t>(seq)];
+  return dim.splittable && !dim.reduction && dim.size % t == 0 ? seq : -1;
+}
+
+void megatron_weightless(Builder& b, graph::OpId id, int d, int t, MegatronTally& tally) {
   const int batch = b.batch_dim(id);
   std::optional<sharding::Config> region;
   bool arrived_split = false;
@@ -91,6 +107,14 @@ void megatron_weightless(Builder& b, graph::OpId id, int d, MegatronTally& tally
     const auto c = b.carried_config(id, i);
     if (c && batch >= 0 && c->splits[static_cast<std::size_t>(batch)] > d) {
       b.assign(id, *c);
+      return;
+    }
+  }
+  // Sequence parallelism (Korthikanti et al. 2022): LayerNorm, dropout and the residual adds
+  // split along the sequence inside the tensor-parallel group instead of repeated on each device.
+  if (b.request().setup.sequence_parallel && t > 1) {
+    if (const int seq = sequence_dim(b, id, t); seq >= 0) {
+      b.assign(id, b.split(id, {{batch, d}, {seq, t}}));
       return;
     }
   }
@@ -141,7 +165,7 @@ void megatron_op(Builder& b, graph::OpId id, int t, MegatronTally& tally) {
       has_weight(b.graph(), id) && (s.op_class == graph::OpClass::contraction ||
                                     (s.op_class == graph::OpClass::embedding && vocabulary_parallel(b.graph(), id)));
   if (!weighted) {
-    megatron_weightless(b, id, d, tally);
+    megatron_weightless(b, id, d, t, tally);
     return;
   }
   const int k = weight_reduction_dim(b.graph(), s, id);

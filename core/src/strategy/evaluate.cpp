@@ -195,6 +195,107 @@ double local_copy_seconds(double bytes_in, double block_bytes, bool accumulate, 
                    : 0.0;
 }
 
+// Whether, in every group, the devices hold pairwise distinct blocks of `layout` under `a`, each
+// inside the block of `whole` (under `w`) that device holds and 1/|group| of it: what a
+// reduce-scatter over the group leaves.
+bool slices_in_groups(const sharding::TensorLayout& layout, const OpAssignment& a, const sharding::TensorLayout& whole,
+                      const OpAssignment& w, const std::vector<std::vector<int>>& groups) {
+  const auto position = [](const OpAssignment& x, int device) {
+    const auto it = std::find(x.devices.begin(), x.devices.end(), device);
+    return it == x.devices.end() ? -1 : static_cast<int>(it - x.devices.begin()) % std::max(1, x.config.devices());
+  };
+  for (const auto& group : groups) {
+    if (group.size() < 2) {
+      continue;
+    }
+    std::set<std::vector<std::int64_t>> begins;
+    for (const int d : group) {
+      const int pa = position(a, d), pw = position(w, d);
+      if (pa < 0 || pw < 0) {
+        return false;
+      }
+      const auto slice = sharding::block_of(layout, a.config, pa);
+      const auto all = sharding::block_of(whole, w.config, pw);
+      if (slice.elements() * static_cast<std::int64_t>(group.size()) != all.elements() ||
+          !begins.insert(slice.begin).second) {
+        return false;
+      }
+      for (std::size_t k = 0; k < slice.begin.size(); ++k) {
+        if (slice.begin[k] < all.begin[k] || slice.end[k] > all.end[k]) {
+          return false;
+        }
+      }
+    }
+  }
+  return true;
+}
+
+// Sequence parallelism (Korthikanti et al. 2022): op `id`'s partial-sum all-reduces whose one
+// reader keeps a distinct slice on each device of the group, and its input-gradient all-reduces
+// whose producer keeps such slices, are reduce-scatters.
+void reduce_scatters(const graph::Graph& g, const std::vector<graph::OpSemantics>& sem,
+                     const std::vector<OpAssignment>& ops, graph::OpId id, const cluster::Cluster& cluster,
+                     const cost::TrainingSetup& setup, cost::OpCost& c) {
+  const auto& op = g.op(id);
+  const auto& a = ops[static_cast<std::size_t>(id)];
+  const auto& s = sem[static_cast<std::size_t>(id)];
+  const auto one_reader = [&](graph::TensorId t) {
+    const auto& readers = g.tensor(t).consumers;
+    return readers.size() == 1 && !g.is_graph_output(t) &&
+           std::count(g.op(readers[0]).inputs.begin(), g.op(readers[0]).inputs.end(), t) == 1;
+  };
+  for (auto& term : c.time) {
+    if (term.slot < 0) {
+      continue;
+    }
+    const auto slot = static_cast<std::size_t>(term.slot);
+    if (term.name == cost::term::forward_reduce) {
+      const graph::TensorId t = op.outputs[slot];
+      if (!one_reader(t)) {
+        continue;
+      }
+      const graph::OpId reader = g.tensor(t).consumers[0];
+      const auto& ra = ops[static_cast<std::size_t>(reader)];
+      const auto input = static_cast<std::size_t>(std::find(g.op(reader).inputs.begin(), g.op(reader).inputs.end(), t) -
+                                                  g.op(reader).inputs.begin());
+      const auto out = sharding::output_layout(g, s, a.config, slot);
+      const auto groups = cost::device_groups(a.config, a.devices, out.partial_axes, false);
+      if (!slices_in_groups(sharding::input_layout(g, sem[static_cast<std::size_t>(reader)], ra.config, input), ra, out,
+                            a, groups)) {
+        continue;
+      }
+      const auto rs = cost::collective_on_groups(cluster, cluster::Collective::reduce_scatter, groups,
+                                                 cost::stored_bytes(g.tensor(t), out.shard_bytes(), setup));
+      term.value = rs.seconds;
+      term.formula = fmt::format("'{}' is a partial sum whose one reader keeps a slice of it on each device "
+                                 "(sequence parallelism): reduce-scatter, {}",
+                                 g.tensor(t).name, rs.formula);
+    } else if (term.name == cost::term::backward_reduce) {
+      const graph::TensorId t = op.inputs[slot];
+      const graph::OpId producer = g.tensor(t).producer;
+      if (producer < 0 || !one_reader(t)) {
+        continue;
+      }
+      const auto& pa = ops[static_cast<std::size_t>(producer)];
+      const auto& ps = sem[static_cast<std::size_t>(producer)];
+      const auto& outputs = g.op(producer).outputs;
+      const auto output = static_cast<std::size_t>(std::find(outputs.begin(), outputs.end(), t) - outputs.begin());
+      const auto from = sharding::output_layout(g, ps, pa.config, output);
+      const auto in = sharding::input_layout(g, s, a.config, slot);
+      const auto groups = cost::device_groups(a.config, a.devices, in.replica_axes, false);
+      if (!from.partial_axes.empty() || !slices_in_groups(from, pa, in, a, groups)) {
+        continue;
+      }
+      const auto rs = cost::collective_on_groups(cluster, cluster::Collective::reduce_scatter, groups,
+                                                 cost::stored_bytes(g.tensor(t), in.shard_bytes(), setup));
+      term.value = rs.seconds;
+      term.formula = fmt::format("'{}' is read whole by its group and its producer keeps a slice of it on each device "
+                                 "(sequence parallelism): its gradient is reduce-scattered, {}",
+                                 g.tensor(t).name, rs.formula);
+    }
+  }
+}
+
 } // namespace
 
 void keep_priced_groups(const cluster::Cluster& cluster, MoveGeometry& geometry) {
@@ -446,6 +547,9 @@ Prediction evaluate(const graph::Graph& g, const cluster::Cluster& cluster, cons
     const auto& s = sem[static_cast<std::size_t>(id)];
     auto c = cost::op_cost(g, id, s, a.config, a.devices, cluster, setup, keep[static_cast<std::size_t>(id)],
                            shared[static_cast<std::size_t>(id)]);
+    if (setup.sequence_parallel) {
+      reduce_scatters(g, sem, st.ops, id, cluster, setup, c);
+    }
     std::vector<int> input_of_term;
     // Inputs produced by another op arrive in that op's output layout. A tensor moved into a
     // layout once (say, gathered for Q, K and V) is not sent again for the next consumer; each

@@ -34,6 +34,7 @@ proto::TrainingSetup setup_to_proto(const cost::TrainingSetup& setup) {
   p.set_zero_stage(setup.zero_stage);
   p.set_recompute(std::string(cost::recompute_name(setup.recompute)));
   p.set_fp32_gradients(setup.fp32_gradients);
+  p.set_sequence_parallel(setup.sequence_parallel);
   return p;
 }
 
@@ -55,6 +56,7 @@ cost::TrainingSetup setup_from_proto(const proto::TrainingSetup& p, std::string_
   }
   s.zero_stage = p.zero_stage();
   s.fp32_gradients = p.fp32_gradients();
+  s.sequence_parallel = p.sequence_parallel();
   return s;
 }
 

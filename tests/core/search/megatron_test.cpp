@@ -34,7 +34,7 @@ struct Planned {
   strategy::Strategy strategy;
   strategy::Prediction prediction;
 
-  Planned(const std::string& spec, int devices, int tp, int per_node = 8)
+  Planned(const std::string& spec, int devices, int tp, int per_node = 8, cost::TrainingSetup setup = {})
       : model(zoo::load(spec)), cluster(test::simple_cluster(per_node)) {
     cluster.nodes = devices / per_node;
     search::Request r;
@@ -42,8 +42,9 @@ struct Planned {
     r.cluster = &cluster;
     r.devices = devices;
     r.tensor_parallel = tp;
+    r.setup = setup;
     strategy = search::find_optimizer("megatron").optimize(r);
-    prediction = strategy::evaluate(model.graph, cluster, strategy, {});
+    prediction = strategy::evaluate(model.graph, cluster, strategy, setup);
   }
 
   // The ops whose names start with `prefix` (one layer).
@@ -301,6 +302,52 @@ TEST(Megatron, Fp32GradientsDoubleTheGradientBytesAndTheirReduce) {
   }
   EXPECT_GT(sync_a, 0);
   EXPECT_GT(sync_b, 1.5 * sync_a);
+}
+
+// Sequence parallelism (Korthikanti et al. 2022, section 4.2.2): LayerNorm and the residual adds
+// split along the sequence inside the tensor-parallel group; each of the layer's all-reduces
+// becomes a reduce-scatter (forward after the row-parallel products, backward for the
+// column-parallel products' input gradients) and an all-gather (before the column-parallel
+// products, and their gradients' way back), the same bytes in all; the split ops' activations and
+// work are divided by t.
+TEST(Megatron, SequenceParallelTurnsEachAllReduceIntoAReduceScatterAndAnAllGather) {
+  const std::string spec = "zoo:gpt2?layers=2&hidden=256&heads=8&seq=64&batch=16&vocab=1000&positions=64";
+  cost::TrainingSetup sp;
+  sp.sequence_parallel = true;
+  const Planned plain(spec, 8, 8);
+  const Planned split(spec, 8, 8, 8, sp);
+  EXPECT_EQ(plain.config("h.1.ln_1"), "replicated");
+  EXPECT_EQ(split.config("h.1.ln_1"), "d1:8");
+  EXPECT_EQ(split.config("h.1.attn.residual"), "d1:8");
+  EXPECT_EQ(split.config("h.1.attn.qkv"), plain.config("h.1.attn.qkv")) << "the products keep Megatron's layout";
+  // The same ops reduce, now as reduce-scatters: about half an all-reduce's time each (a ring
+  // moves (n-1)/n of the bytes instead of 2(n-1)/n).
+  const auto a = plain.layer("h.1."), b = split.layer("h.1.");
+  EXPECT_EQ(a.forward_reduces, b.forward_reduces);
+  EXPECT_EQ(a.backward_reduces, b.backward_reduces);
+  ASSERT_EQ(b.forward_reduces.size(), 2U);
+  ASSERT_EQ(b.backward_reduces.size(), 2U);
+  for (const auto& name : b.forward_reduces) {
+    const double ar = plain.time_of(name, cost::term::forward_reduce),
+                 rs = split.time_of(name, cost::term::forward_reduce);
+    EXPECT_GT(rs, 0.4 * ar) << name;
+    EXPECT_LT(rs, 0.6 * ar) << name;
+  }
+  for (const auto& name : b.backward_reduces) {
+    const double ar = plain.time_of(name, cost::term::backward_reduce),
+                 rs = split.time_of(name, cost::term::backward_reduce);
+    EXPECT_GT(rs, 0.4 * ar) << name;
+    EXPECT_LT(rs, 0.6 * ar) << name;
+  }
+  // The all-gathers are the moves into the column-parallel products (none without it).
+  EXPECT_EQ(a.redistribution, 0);
+  EXPECT_GT(b.redistribution, 0);
+  // A LayerNorm's kept activations and its work: 1/t of each.
+  EXPECT_DOUBLE_EQ(split.time_of("h.1.ln_1", cost::term::activations) * 8,
+                   plain.time_of("h.1.ln_1", cost::term::activations));
+  EXPECT_LT(split.time_of("h.1.ln_1", cost::term::forward_compute),
+            plain.time_of("h.1.ln_1", cost::term::forward_compute));
+  EXPECT_LT(split.prediction.peak_memory, plain.prediction.peak_memory);
 }
 
 } // namespace

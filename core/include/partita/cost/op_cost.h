@@ -4,6 +4,7 @@
 // carried as named terms with the formula behind it, so that a front end can show why.
 
 #include "partita/cluster/cluster.h"
+#include "partita/cluster/collectives.h"
 #include "partita/cost/setup.h"
 #include "partita/graph/op_semantics.h"
 #include "partita/sharding/config.h"
@@ -45,6 +46,9 @@ struct Term {
   // redistributions): the seconds it spends in the backward pass; the rest is forward. Terms of one
   // pass leave it 0 (the event simulator places them by name).
   double backward = 0;
+  // A forward_reduce term: the output it reduces; a backward_reduce term: the input whose
+  // gradient it reduces (-1 otherwise).
+  int slot = -1;
 };
 
 enum class TimeKind : std::uint8_t { compute, communication };
@@ -90,6 +94,13 @@ std::string cost_signature(const graph::Graph& g, graph::OpId id, const graph::O
 // same grid position in every copy (the gradient-reduction groups of replicated tensors).
 std::vector<std::vector<int>> device_groups(const sharding::Config& config, std::span<const int> devices,
                                             std::span<const int> axes, bool across_copies);
+
+// Bytes of a shard of `t` as stored: float values at the training precision, integers as they are.
+double stored_bytes(const graph::Tensor& t, double shard_bytes, const TrainingSetup& setup);
+
+// The slowest group's time for one collective run by every group at once (`bytes` per device).
+cluster::CollectiveCost collective_on_groups(const cluster::Cluster& c, cluster::Collective kind,
+                                             const std::vector<std::vector<int>>& groups, double bytes);
 
 // The split iteration dims that per-channel statistics are taken over (IterDim::statistics): the
 // op all-reduces its statistics over the device groups along them (device_groups, without copies).

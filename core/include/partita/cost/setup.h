@@ -29,6 +29,11 @@ struct TrainingSetup {
   // weights (Megatron-LM's main_grad buffers, its default under bf16:
   // --accumulate-allreduce-grads-in-fp32), 4 bytes per value instead of 2.
   bool fp32_gradients = false;
+  // Megatron-LM's sequence parallelism (Korthikanti et al. 2022): a partial sum (or a replicated
+  // input's gradient) whose single reader keeps only a distinct slice of it on each device of the
+  // group is reduce-scattered, not all-reduced (strategy::evaluate). The megatron family then
+  // splits LayerNorm, dropout and the residual adds along the sequence inside the group.
+  bool sequence_parallel = false;
 
   bool mixed() const { return precision == cluster::Precision::fp16 || precision == cluster::Precision::bf16; }
   // Bytes per element of weights, activations and gradients as stored.
