@@ -350,5 +350,47 @@ TEST(Megatron, SequenceParallelTurnsEachAllReduceIntoAReduceScatterAndAnAllGathe
   EXPECT_LT(split.prediction.peak_memory, plain.prediction.peak_memory);
 }
 
+// Megatron-LM's report_theoretical_memory (theoretical_memory_usage.py), which assumes sequence
+// parallelism and selective recomputation: the weights and optimizer state above, plus the first
+// stage's activations, s·b·h·(18 + 4·ffn/h) = 34·s·b·h per layer for all L layers (p micro-batches
+// of L/p layers in flight under 1F1B), 8·s·b·p for the embedding's input and s·b·h·p for its
+// dropout, over t. The zoo's GPT has no dropout, whose 2·s·b·h a layer the 34 counts: 32 here.
+// Pipelined (with one stage Megatron-LM adds the fp32 logits of its cross-entropy, which the
+// zoo's graph, ending at the logits, has no op for).
+TEST(Megatron, TheoreticalMemoryAsMegatronLmReportsIt) {
+  const double s = 256, b = 1, h = 2048, layers = 8, vocab = 32000;
+  const auto model = zoo::load("zoo:gpt3?layers=8&hidden=2048&heads=16&seq=256&batch=16&vocab=32000&positions=256");
+  auto cluster = test::simple_cluster(8);
+  cluster.nodes = 4;
+  struct Case {
+    int t, p, d;
+    bool distributed_optimizer;
+  };
+  for (const Case c : {Case{2, 2, 2, true}, Case{2, 4, 2, false}, Case{4, 2, 2, false}, Case{2, 2, 4, true}}) {
+    search::Request r;
+    r.graph = &model.graph;
+    r.cluster = &cluster;
+    r.tensor_parallel = c.t;
+    r.pipeline_parallel = c.p;
+    r.devices = c.t * c.p * c.d;
+    r.micro_batch_size = 1;
+    r.setup.precision = cluster::Precision::bf16;
+    r.setup.fp32_gradients = true;
+    r.setup.recompute = cost::Recompute::selective;
+    r.setup.sequence_parallel = true;
+    r.setup.zero_stage = c.distributed_optimizer ? 1 : 0;
+    const auto st = search::find_optimizer("megatron").optimize(r);
+    const auto prediction = strategy::evaluate(model.graph, cluster, st, r.setup);
+    double most = 0;
+    for (const auto& m : prediction.memory) {
+      most = std::max(most, m.parameters + m.gradients + m.optimizer_state + m.activations);
+    }
+    const double activations = (s * b * h * 32 * layers + 8 * s * b * c.p + s * b * h * c.p) / c.t;
+    const double expected =
+        megatron_weight_and_optimizer_bytes(layers, h, vocab, c.t, c.p, c.d, c.distributed_optimizer) + activations;
+    EXPECT_NEAR(most / expected, 1.0, 0.02) << "t=" << c.t << " p=" << c.p << " d=" << c.d;
+  }
+}
+
 } // namespace
 } // namespace partita

@@ -6,7 +6,8 @@
 // projection's input 2sbh, the MLP's input 2sbh, GeLU's input 8sbh, the second product's input
 // 8sbh; the softmax's output 2as²b. Selective recomputation (section 5) recomputes the
 // attention core: 32sbh. Full recomputation keeps the layer's inputs: a pre-norm layer has two
-// tensors that cut the graph (before each residual branch), 2 x 2sbh.
+// tensors that cut the graph (before each residual branch), 2 x 2sbh. Tensor parallelism divides
+// the block's interior by t, tensor and sequence parallelism all of it.
 
 #include "partita/search/optimizer.h"
 #include "partita/strategy/strategy.h"
@@ -21,7 +22,7 @@ namespace {
 constexpr double s = 128, b = 2, h = 256, a = 8;
 
 // Activation bytes of layer 1's ops on device 0 (its output is the next layer's input).
-double layer_activations(cost::Recompute policy, int tp = 1) {
+double layer_activations(cost::Recompute policy, int tp = 1, bool sequence_parallel = false) {
   const auto model = zoo::load("zoo:gpt3?layers=2&hidden=256&heads=8&seq=128&batch=2&vocab=512&positions=128");
   const auto cluster = test::simple_cluster(8);
   search::Request r;
@@ -31,6 +32,7 @@ double layer_activations(cost::Recompute policy, int tp = 1) {
   r.tensor_parallel = tp;
   r.setup.precision = cluster::Precision::fp16;
   r.setup.recompute = policy;
+  r.setup.sequence_parallel = sequence_parallel;
   const auto st = search::find_optimizer(tp > 1 ? "megatron" : "dp").optimize(r);
   const auto p = strategy::evaluate(model.graph, cluster, st, r.setup);
   double bytes = 0;
@@ -60,6 +62,16 @@ TEST(ActivationMemory, FullRecomputationKeepsTheLayerInputs) {
 TEST(ActivationMemory, TensorParallelismDividesTheBlockInterior) {
   const double t = 8;
   EXPECT_DOUBLE_EQ(layer_activations(cost::Recompute::none, 8), s * b * h * (8 + 24 / t) + 2 * a * s * s * b / t);
+}
+
+// Tensor and sequence parallelism (section 4.2.2) divide all of it: LayerNorms and residual
+// branches split along the sequence, the products' inputs kept as those split tensors (gathered
+// again when needed): sbh·(34 + 5as/h)/t in the paper, sbh·32/t + 2as²b/t without dropout, and
+// 32sbh/t (the paper's 34sbh/t) with selective recomputation.
+TEST(ActivationMemory, SequenceParallelismDividesTheWholeLayer) {
+  const double t = 8;
+  EXPECT_DOUBLE_EQ(layer_activations(cost::Recompute::none, 8, true), s * b * h * 32 / t + 2 * a * s * s * b / t);
+  EXPECT_DOUBLE_EQ(layer_activations(cost::Recompute::selective, 8, true), s * b * h * 32 / t);
 }
 
 } // namespace
