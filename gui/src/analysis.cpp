@@ -35,6 +35,19 @@ void check_cancel(const std::atomic<bool>* cancel) {
   }
 }
 
+strategy::Schedule parse_schedule(const std::string& name) {
+  if (name == "gpipe") {
+    return strategy::Schedule::gpipe;
+  }
+  if (name == "1f1b") {
+    return strategy::Schedule::one_f_one_b;
+  }
+  if (name == "interleaved") {
+    return strategy::Schedule::interleaved;
+  }
+  throw Error(fmt::format("schedule '{}': expected gpipe, 1f1b or interleaved", name));
+}
+
 search::Request make_request(const graph::Graph& g, const cluster::Cluster& c, const AnalysisInput& input,
                              const cost::TrainingSetup& setup, const std::atomic<bool>* cancel) {
   search::Request r;
@@ -43,6 +56,15 @@ search::Request make_request(const graph::Graph& g, const cluster::Cluster& c, c
   r.devices = input.devices;
   r.setup = setup;
   r.cancel = cancel;
+  r.tensor_parallel = input.tensor_parallel;
+  r.stages = input.stages;
+  r.micro_batches = input.micro_batches;
+  if (input.family == "megatron") {
+    r.pipeline_parallel = input.stages; // Megatron-LM's --pipeline-model-parallel-size
+    r.stages = 0;
+  }
+  r.schedule = parse_schedule(input.schedule);
+  r.chunks = input.chunks;
   return r;
 }
 
@@ -132,12 +154,27 @@ int nodes_for(const AnalysisInput& input) {
   return std::max(nodes, (input.devices + per_node - 1) / per_node);
 }
 
+void check_parallelism(const AnalysisInput& input) {
+  (void)parse_schedule(input.schedule);
+  const auto whole = [](const char* field, int value, int lo, int hi) {
+    if (value < lo || value > hi) {
+      throw Error(fmt::format("{} {}: expected a whole number from {} to {}", field, value, lo, hi));
+    }
+  };
+  whole("tensor-parallel width", input.tensor_parallel, 0, 1 << 16);
+  whole("pipeline stages", input.stages, 0, 1 << 16);
+  whole("micro-batches", input.micro_batches, 0, 1 << 30);
+  whole("chunks", input.chunks, 2, 1024);
+}
+
 cost::TrainingSetup input_setup(const AnalysisInput& input) {
   proto::TrainingSetup p;
   p.set_precision(input.precision);
   p.set_optimizer(input.optimizer);
   p.set_zero_stage(input.zero_stage);
   p.set_recompute(input.recompute);
+  p.set_sequence_parallel(input.sequence_parallel);
+  p.set_fp32_gradients(input.fp32_gradients);
   return strategy::setup_from_proto(p, "training set-up");
 }
 
@@ -156,6 +193,7 @@ std::shared_ptr<const Analysis> run_analysis(const AnalysisInput& input, const s
   a->input = input;
   a->model_label = model_label(input);
   a->setup = input_setup(input);
+  check_parallelism(input);
   a->cluster = load_input_cluster(input);
   const auto& family = search::find_optimizer(input.family);
   a->family_title = family.title();

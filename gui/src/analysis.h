@@ -43,6 +43,16 @@ struct AnalysisInput {
   std::string optimizer = "adam";
   int zero_stage = 0;
   std::string recompute = "none";
+  bool sequence_parallel = false; // Megatron-LM's (--sequence-parallel)
+  bool fp32_gradients = false;    // mixed precision: gradients kept and reduced in fp32
+  // Parallelism the families read, as the CLI's options (0: the family's default): the
+  // tensor-parallel width (--tp), pipeline stages (--stages; megatron's --pp), micro-batches,
+  // the schedule (gpipe, 1f1b, interleaved) and the interleaved schedule's chunks per stage.
+  int tensor_parallel = 0;
+  int stages = 0;
+  int micro_batches = 0;
+  std::string schedule = "1f1b";
+  int chunks = 2;
 
   bool operator==(const AnalysisInput&) const = default;
 };
@@ -158,6 +168,9 @@ cluster::Cluster load_input_cluster(const AnalysisInput& input);
 proto::Cluster input_cluster_proto(const AnalysisInput& input);
 // The node count a preset needs for input.devices (at least input.nodes); input.nodes for files.
 int nodes_for(const AnalysisInput& input);
+// Throws partita::Error naming the field when the parallelism options cannot be used (a schedule
+// other than gpipe, 1f1b or interleaved, chunks outside 2-1024, negative counts).
+void check_parallelism(const AnalysisInput& input);
 cost::TrainingSetup input_setup(const AnalysisInput& input);
 onnx_import::ImportResult load_input_model(const AnalysisInput& input);
 

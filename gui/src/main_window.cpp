@@ -36,6 +36,9 @@ std::string fmt_value(const std::string& v) {
 std::string fmt_value(int v) {
   return std::to_string(v);
 }
+std::string fmt_value(bool v) {
+  return v ? "on" : "off";
+}
 } // namespace
 
 MainWindow::MainWindow(QWidget* parent)
@@ -302,6 +305,13 @@ QString MainWindow::staleReason() const {
   check("optimizer", was.optimizer, now.optimizer);
   check("ZeRO stage", was.zero_stage, now.zero_stage);
   check("recompute", was.recompute, now.recompute);
+  check("sequence parallelism", was.sequence_parallel, now.sequence_parallel);
+  check("fp32 gradients", was.fp32_gradients, now.fp32_gradients);
+  check("tensor-parallel width", was.tensor_parallel, now.tensor_parallel);
+  check("stages", was.stages, now.stages);
+  check("micro-batches", was.micro_batches, now.micro_batches);
+  check("schedule", was.schedule, now.schedule);
+  check("chunks", was.chunks, now.chunks);
   return changed.join(QStringLiteral(", "));
 }
 

@@ -50,6 +50,14 @@ void saveSession(const std::filesystem::path& path, const SessionState& state) {
   setup->set_optimizer(in.optimizer);
   setup->set_zero_stage(in.zero_stage);
   setup->set_recompute(in.recompute);
+  setup->set_sequence_parallel(in.sequence_parallel);
+  setup->set_fp32_gradients(in.fp32_gradients);
+  auto* parallelism = s.mutable_parallelism();
+  parallelism->set_tensor_parallel(in.tensor_parallel);
+  parallelism->set_stages(in.stages);
+  parallelism->set_micro_batches(in.micro_batches);
+  parallelism->set_schedule(in.schedule);
+  parallelism->set_chunks(in.chunks);
   s.set_selected_op(state.selectedOp);
   if (!in.custom_cluster.empty()) {
     io::parse_json(in.custom_cluster, "edited cluster", *s.mutable_custom_cluster());
@@ -112,6 +120,20 @@ SessionState loadSession(const std::filesystem::path& path) {
     if (!setup.recompute().empty()) {
       in.recompute = setup.recompute();
     }
+    in.sequence_parallel = setup.sequence_parallel();
+    in.fp32_gradients = setup.fp32_gradients();
+  }
+  if (s.has_parallelism()) {
+    const auto& p = s.parallelism();
+    in.tensor_parallel = p.tensor_parallel();
+    in.stages = p.stages();
+    in.micro_batches = p.micro_batches();
+    if (!p.schedule().empty()) {
+      in.schedule = p.schedule();
+    }
+    if (p.chunks() != 0) {
+      in.chunks = p.chunks();
+    }
   }
   // Checked by the core now, so that a bad session changes nothing on screen.
   auto check = [&](std::string_view field, auto&& probe) {
@@ -122,6 +144,7 @@ SessionState loadSession(const std::filesystem::path& path) {
     }
   };
   check("setup", [&] { (void)input_setup(in); });
+  check("parallelism", [&] { check_parallelism(in); });
   check("family", [&] { (void)search::find_optimizer(in.family); });
   // An edited cluster is checked by the core's validation, field by field.
   auto custom = [&](std::string_view field, const proto::Cluster& c) {

@@ -12,6 +12,7 @@
 #include "partita/zoo/zoo.h"
 
 #include <QAbstractItemView>
+#include <QCheckBox>
 #include <QComboBox>
 #include <QFileInfo>
 #include <QFormLayout>
@@ -57,7 +58,11 @@ SetupPanel::SetupPanel(QWidget* parent)
       m_nodes(new QSpinBox(this)), m_devices(new QSpinBox(this)), m_devicesSlider(new QSlider(Qt::Horizontal, this)),
       m_batchSlider(new QSlider(Qt::Horizontal, this)), m_batchLabel(new QLabel(this)), m_clusterHelp(new QLabel(this)),
       m_family(new QComboBox(this)), m_precision(new QComboBox(this)), m_optimizer(new QComboBox(this)),
-      m_zero(new QSpinBox(this)), m_recompute(new QComboBox(this)), m_evaluate(new QPushButton(tr("&Evaluate"), this)) {
+      m_zero(new QSpinBox(this)), m_recompute(new QComboBox(this)),
+      m_sequenceParallel(new QCheckBox(tr("Sequence parallel"), this)),
+      m_fp32Gradients(new QCheckBox(tr("FP32 gradients"), this)), m_tensorParallel(new QSpinBox(this)),
+      m_stages(new QSpinBox(this)), m_microBatches(new QSpinBox(this)), m_schedule(new QComboBox(this)),
+      m_chunks(new QSpinBox(this)), m_evaluate(new QPushButton(tr("&Evaluate"), this)) {
   auto* layout = new QVBoxLayout(this);
 
   auto* modelBox = new QGroupBox(tr("Model"), this);
@@ -137,7 +142,51 @@ SetupPanel::SetupPanel(QWidget* parent)
   strategyForm->addRow(tr("Optimizer"), m_optimizer);
   strategyForm->addRow(tr("ZeRO stage"), m_zero);
   strategyForm->addRow(tr("Recompute"), m_recompute);
+  m_sequenceParallel->setObjectName(QStringLiteral("sequenceParallelCheck"));
+  m_sequenceParallel->setToolTip(
+      tr("Megatron-LM's sequence parallelism: megatron splits LayerNorm, dropout and the residual adds along the "
+         "sequence inside the tensor-parallel group; a partial sum whose one reader keeps a slice on each device is "
+         "reduce-scattered"));
+  m_fp32Gradients->setObjectName(QStringLiteral("fp32GradientsCheck"));
+  m_fp32Gradients->setToolTip(
+      tr("Mixed precision: weight gradients kept and reduced in fp32, as Megatron-LM does under bf16"));
+  strategyForm->addRow(QString(), m_sequenceParallel);
+  strategyForm->addRow(QString(), m_fp32Gradients);
   layout->addWidget(strategyBox);
+
+  // The families' parallelism options, as the CLI's (0: the family's default).
+  auto* parallelBox = new QGroupBox(tr("Tensor and pipeline parallelism"), this);
+  auto* parallelForm = new QFormLayout(parallelBox);
+  const QString automatic = tr("family's default");
+  m_tensorParallel->setObjectName(QStringLiteral("tensorParallelSpin"));
+  m_tensorParallel->setRange(0, 1 << 16);
+  m_tensorParallel->setSpecialValueText(automatic);
+  m_tensorParallel->setToolTip(tr("Tensor-parallel width (--tp): megatron's group, and inside the stages of "
+                                  "pipeline and bapipe"));
+  m_stages->setObjectName(QStringLiteral("stagesSpin"));
+  m_stages->setRange(0, 1 << 16);
+  m_stages->setSpecialValueText(automatic);
+  m_stages->setToolTip(tr("Pipeline stages (--stages; megatron's --pp): pipeline, bapipe and megatron"));
+  m_microBatches->setObjectName(QStringLiteral("microBatchesSpin"));
+  m_microBatches->setRange(0, 1 << 30);
+  m_microBatches->setSpecialValueText(automatic);
+  m_microBatches->setToolTip(tr("Micro-batches per iteration (--micro-batches); a count the batch cannot give is "
+                                "refused with the reason"));
+  m_schedule->setObjectName(QStringLiteral("scheduleCombo"));
+  m_schedule->addItem(tr("1F1B"), QStringLiteral("1f1b"));
+  m_schedule->addItem(tr("GPipe"), QStringLiteral("gpipe"));
+  m_schedule->addItem(tr("Interleaved 1F1B"), QStringLiteral("interleaved"));
+  m_schedule->setToolTip(tr("Pipeline schedule (--schedule); interleaved gives every stage Chunks model chunks "
+                            "(Megatron-LM's virtual pipeline)"));
+  m_chunks->setObjectName(QStringLiteral("chunksSpin"));
+  m_chunks->setRange(2, 1024);
+  m_chunks->setToolTip(tr("Interleaved schedule: model chunks per stage (--chunks)"));
+  parallelForm->addRow(tr("Tensor parallel"), m_tensorParallel);
+  parallelForm->addRow(tr("Stages"), m_stages);
+  parallelForm->addRow(tr("Micro-batches"), m_microBatches);
+  parallelForm->addRow(tr("Schedule"), m_schedule);
+  parallelForm->addRow(tr("Chunks"), m_chunks);
+  layout->addWidget(parallelBox);
 
   m_evaluate->setDefault(true);
   m_evaluate->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_Return));
@@ -159,13 +208,16 @@ SetupPanel::SetupPanel(QWidget* parent)
   connect(m_batchSlider, &QSlider::valueChanged, this, &SetupPanel::onBatchSlider);
 
   // Every field reports a change, and Enter in any of them evaluates.
-  for (auto* combo : {m_model, m_cluster, m_family, m_precision, m_optimizer, m_recompute}) {
+  for (auto* combo : {m_model, m_cluster, m_family, m_precision, m_optimizer, m_recompute, m_schedule}) {
     connect(combo, &QComboBox::currentIndexChanged, this, &SetupPanel::inputChanged);
     combo->installEventFilter(this);
   }
-  for (auto* spin : {m_nodes, m_devices, m_zero}) {
+  for (auto* spin : {m_nodes, m_devices, m_zero, m_tensorParallel, m_stages, m_microBatches, m_chunks}) {
     connect(spin, &QSpinBox::valueChanged, this, &SetupPanel::inputChanged);
     spin->installEventFilter(this);
+  }
+  for (auto* check : {m_sequenceParallel, m_fp32Gradients}) {
+    connect(check, &QCheckBox::toggled, this, &SetupPanel::inputChanged);
   }
   connect(m_parameters, &QLineEdit::textChanged, this, &SetupPanel::inputChanged);
   connect(this, &SetupPanel::customClusterChanged, this, &SetupPanel::inputChanged);
@@ -210,6 +262,13 @@ AnalysisInput SetupPanel::input() const {
   in.optimizer = m_optimizer->currentData().toString().toStdString();
   in.zero_stage = m_zero->value();
   in.recompute = m_recompute->currentData().toString().toStdString();
+  in.sequence_parallel = m_sequenceParallel->isChecked();
+  in.fp32_gradients = m_fp32Gradients->isChecked();
+  in.tensor_parallel = m_tensorParallel->value();
+  in.stages = m_stages->value();
+  in.micro_batches = m_microBatches->value();
+  in.schedule = m_schedule->currentData().toString().toStdString();
+  in.chunks = m_chunks->value();
   return in;
 }
 
@@ -241,6 +300,13 @@ void SetupPanel::setInput(const AnalysisInput& in) {
   select(m_optimizer, in.optimizer);
   m_zero->setValue(in.zero_stage);
   select(m_recompute, in.recompute);
+  m_sequenceParallel->setChecked(in.sequence_parallel);
+  m_fp32Gradients->setChecked(in.fp32_gradients);
+  m_tensorParallel->setValue(in.tensor_parallel);
+  m_stages->setValue(in.stages);
+  m_microBatches->setValue(in.micro_batches);
+  select(m_schedule, in.schedule);
+  m_chunks->setValue(in.chunks);
 }
 
 void SetupPanel::setClusterFields(const AnalysisInput& in) {

@@ -9,6 +9,8 @@
 
 #include <QWidget>
 
+class QCheckBox;
+
 class QComboBox;
 class QLabel;
 class QLineEdit;
@@ -88,6 +90,13 @@ private:
   QComboBox* m_optimizer;
   QSpinBox* m_zero;
   QComboBox* m_recompute;
+  QCheckBox* m_sequenceParallel;
+  QCheckBox* m_fp32Gradients;
+  QSpinBox* m_tensorParallel; // 0: the family's default
+  QSpinBox* m_stages;
+  QSpinBox* m_microBatches;
+  QComboBox* m_schedule;
+  QSpinBox* m_chunks;
   QPushButton* m_evaluate;
 };
 

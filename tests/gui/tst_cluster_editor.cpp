@@ -262,12 +262,29 @@ private Q_SLOTS:
     state.sideBySide.cluster = "dgx1";
     state.sideBySide.nodes = 2;
     state.sideBySide.devices = 16;
+    // The parallelism options and the Megatron-LM set-up flags are kept too.
+    state.input.tensor_parallel = 2;
+    state.input.stages = 2;
+    state.input.micro_batches = 4;
+    state.input.schedule = "interleaved";
+    state.input.chunks = 3;
+    state.input.sequence_parallel = true;
+    state.input.fp32_gradients = true;
     const QString path = dir.filePath(QStringLiteral("session.json"));
     saveSession(path.toStdString(), state);
     const auto loaded = loadSession(path.toStdString());
     QCOMPARE(loaded.input.custom_cluster, state.input.custom_cluster);
     QCOMPARE(loaded.sideBySide, state.sideBySide);
+    QCOMPARE(loaded.input.schedule, std::string("interleaved"));
+    QCOMPARE(loaded.input.chunks, 3);
+    QVERIFY(loaded.input.sequence_parallel);
     QVERIFY(loaded == state);
+    const auto defaults = AnalysisInput{};
+    state.input.tensor_parallel = defaults.tensor_parallel; // hybrid below reads none of them
+    state.input.stages = defaults.stages;
+    state.input.micro_batches = defaults.micro_batches;
+    state.input.schedule = defaults.schedule;
+    state.input.chunks = defaults.chunks;
 
     // B on an edited cluster too.
     state.sideBySide.custom_cluster = io::to_json(p);

@@ -20,6 +20,7 @@
 
 #include <QAbstractItemModelTester>
 
+#include <QCheckBox>
 #include <QComboBox>
 #include <QFile>
 #include <QFileInfo>
@@ -291,6 +292,57 @@ private Q_SLOTS:
     QCOMPARE(w.analysis()->input.family, "dp");
     QVERIFY(w.staleReason().isEmpty());
     QVERIFY(!bar->isVisible());
+  }
+
+  // The CLI's parallelism options in the side panel: megatron with 2 pipeline stages, the
+  // interleaved schedule and sequence parallelism, set through the widgets, reach the plan; the
+  // stale bar names them; a bad value is refused with the field named.
+  void pipelineAndParallelismFields() {
+    MainWindow w;
+    w.show();
+    AnalysisInput in = smallInput();
+    in.model = "zoo:gpt2?layers=4&hidden=64&heads=4&seq=16&batch=8&vocab=100&positions=32";
+    in.family = "megatron";
+    QVERIFY(evaluated(w, in));
+    QVERIFY(!w.analysis()->strategy.pipeline.has_value());
+    auto* panel = w.setupPanel();
+    auto* stages = panel->findChild<QSpinBox*>(QStringLiteral("stagesSpin"));
+    auto* tp = panel->findChild<QSpinBox*>(QStringLiteral("tensorParallelSpin"));
+    auto* micro = panel->findChild<QSpinBox*>(QStringLiteral("microBatchesSpin"));
+    auto* schedule = panel->findChild<QComboBox*>(QStringLiteral("scheduleCombo"));
+    auto* chunks = panel->findChild<QSpinBox*>(QStringLiteral("chunksSpin"));
+    auto* sp = panel->findChild<QCheckBox*>(QStringLiteral("sequenceParallelCheck"));
+    QVERIFY(stages && tp && micro && schedule && chunks && sp);
+    QCOMPARE(stages->text(), QStringLiteral("family's default"));
+    stages->setValue(2);
+    tp->setValue(2);
+    micro->setValue(4);
+    schedule->setCurrentIndex(schedule->findData(QStringLiteral("interleaved")));
+    chunks->setValue(2);
+    sp->setChecked(true);
+    QVERIFY(w.staleReason().contains(QStringLiteral("stages 0 → 2")));
+    QVERIFY(w.staleReason().contains(QStringLiteral("schedule 1f1b → interleaved")));
+    QVERIFY(w.staleReason().contains(QStringLiteral("sequence parallelism off → on")));
+    QSignalSpy shown(&w, &MainWindow::analysisShown);
+    w.evaluate();
+    QVERIFY(shown.wait(wait_ms));
+    QVERIFY(w.errorMessage().isEmpty());
+    const auto a = w.analysis();
+    QVERIFY(a->strategy.pipeline.has_value());
+    QCOMPARE(a->strategy.pipeline->stages, 2);
+    QCOMPARE(a->strategy.pipeline->chunks, 2);
+    QCOMPARE(a->strategy.pipeline->micro_batches, 4);
+    QVERIFY(a->strategy.pipeline->schedule == strategy::Schedule::interleaved);
+    QVERIFY(a->setup.sequence_parallel);
+    QVERIFY(qs(a->strategy.explanation).contains(QStringLiteral("2-way tensor parallel")));
+
+    // A count the batch cannot give is refused with the reason, and the analysis on screen stays.
+    micro->setValue(3);
+    QSignalSpy failed(&w, &MainWindow::errorShown);
+    w.evaluate();
+    QVERIFY(failed.wait(wait_ms));
+    QVERIFY2(w.errorMessage().contains(QStringLiteral("micro-batch")), qPrintable(w.errorMessage()));
+    QCOMPARE(w.analysis(), a);
   }
 
   // The auto family: the search's runner-ups in the table and the inspector, the ops it configures
