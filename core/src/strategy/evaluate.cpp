@@ -244,6 +244,14 @@ void reduce_scatters(const graph::Graph& g, const std::vector<graph::OpSemantics
     return readers.size() == 1 && !g.is_graph_output(t) &&
            std::count(g.op(readers[0]).inputs.begin(), g.op(readers[0]).inputs.end(), t) == 1;
   };
+  // The term becomes a reduce-scatter of `t`'s shard over the same groups.
+  const auto reduce_scatter = [&](cost::Term& term, graph::TensorId t, const std::vector<std::vector<int>>& groups,
+                                  double shard_bytes, std::string_view why) {
+    const auto rs = cost::collective_on_groups(cluster, cluster::Collective::reduce_scatter, groups,
+                                               cost::stored_bytes(g.tensor(t), shard_bytes, setup));
+    term.value = rs.seconds;
+    term.formula = fmt::format("'{}' {}, {}", g.tensor(t).name, why, rs.formula);
+  };
   for (auto& term : c.time) {
     if (term.slot < 0) {
       continue;
@@ -264,12 +272,9 @@ void reduce_scatters(const graph::Graph& g, const std::vector<graph::OpSemantics
                             a, groups)) {
         continue;
       }
-      const auto rs = cost::collective_on_groups(cluster, cluster::Collective::reduce_scatter, groups,
-                                                 cost::stored_bytes(g.tensor(t), out.shard_bytes(), setup));
-      term.value = rs.seconds;
-      term.formula = fmt::format("'{}' is a partial sum whose one reader keeps a slice of it on each device "
-                                 "(sequence parallelism): reduce-scatter, {}",
-                                 g.tensor(t).name, rs.formula);
+      reduce_scatter(term, t, groups, out.shard_bytes(),
+                     "is a partial sum whose one reader keeps a slice of it on each device (sequence parallelism): "
+                     "reduce-scatter");
     } else if (term.name == cost::term::backward_reduce) {
       const graph::TensorId t = op.inputs[slot];
       const graph::OpId producer = g.tensor(t).producer;
@@ -286,12 +291,9 @@ void reduce_scatters(const graph::Graph& g, const std::vector<graph::OpSemantics
       if (!from.partial_axes.empty() || !slices_in_groups(from, pa, in, a, groups)) {
         continue;
       }
-      const auto rs = cost::collective_on_groups(cluster, cluster::Collective::reduce_scatter, groups,
-                                                 cost::stored_bytes(g.tensor(t), in.shard_bytes(), setup));
-      term.value = rs.seconds;
-      term.formula = fmt::format("'{}' is read whole by its group and its producer keeps a slice of it on each device "
-                                 "(sequence parallelism): its gradient is reduce-scattered, {}",
-                                 g.tensor(t).name, rs.formula);
+      reduce_scatter(term, t, groups, in.shard_bytes(),
+                     "is read whole by its group and its producer keeps a slice of it on each device (sequence "
+                     "parallelism): its gradient is reduce-scattered");
     }
   }
 }

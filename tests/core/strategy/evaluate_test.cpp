@@ -269,6 +269,17 @@ TEST(Evaluate, MovesPricedWithoutTextAreTheMovesEvaluatePrices) {
 // prices that, once per iteration, on the first reader: a local add and copy when both hold the
 // same blocks on the same devices (data parallel), a transfer each way when they do not (the
 // Gather on the first pipeline stage, the LM head on the last).
+// The pipeline family's 2 stages of 2 devices, 4 micro-batches, on 4 devices.
+strategy::Strategy two_stages(const graph::Graph& g, const cluster::Cluster& c) {
+  search::Request r;
+  r.graph = &g;
+  r.cluster = &c;
+  r.devices = 4;
+  r.stages = 2;
+  r.micro_batches = 4;
+  return search::find_optimizer("pipeline").optimize(r);
+}
+
 TEST(Evaluate, ATiedWeightsGradientsAreSummedBetweenItsReaders) {
   const auto model = zoo::load("zoo:gpt2?layers=2&hidden=64&heads=4&seq=16&batch=8&vocab=100&positions=32");
   const auto& g = model.graph;
@@ -294,13 +305,7 @@ TEST(Evaluate, ATiedWeightsGradientsAreSummedBetweenItsReaders) {
   const auto dp = strategy::evaluate(g, c, run_family("dp", g, c, 4), {});
   const double local = tie_seconds(dp);
   EXPECT_GT(local, 0);
-  search::Request r;
-  r.graph = &g;
-  r.cluster = &c;
-  r.devices = 4;
-  r.stages = 2;
-  r.micro_batches = 4;
-  const auto piped = search::find_optimizer("pipeline").optimize(r);
+  const auto piped = two_stages(g, c);
   const auto lm_head = ties[0].readers[1].first;
   ASSERT_NE(piped.pipeline->stage_of_op[static_cast<std::size_t>(first)],
             piped.pipeline->stage_of_op[static_cast<std::size_t>(lm_head)]);
@@ -331,13 +336,7 @@ TEST(Evaluate, ATiedWeightOnTheSameDevicesIsHeldOnce) {
   EXPECT_EQ(dp.ops[lm_head].cost.get(cost::term::optimizer_step), 0);
   EXPECT_EQ(dp.ops[lm_head].cost.get(cost::term::gradient_sync), 0);
 
-  search::Request r;
-  r.graph = &g;
-  r.cluster = &c;
-  r.devices = 4;
-  r.stages = 2;
-  r.micro_batches = 4;
-  const auto piped = search::find_optimizer("pipeline").optimize(r);
+  const auto piped = two_stages(g, c);
   const auto p = strategy::evaluate(g, c, piped, {});
   double held = 0;
   for (const auto& m : p.memory) {
