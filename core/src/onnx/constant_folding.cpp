@@ -512,6 +512,32 @@ ConstTensor fold_range(const FoldArgs& a) {
   return out;
 }
 
+// NonZero of a known tensor: its output's length is data-dependent only while the data is unknown
+// (exporters build masks this way from shapes, e.g. Less(Range(0, n), ...) -> NonZero).
+ConstTensor fold_nonzero(const FoldArgs& a) {
+  const ConstTensor& x = a.at(0);
+  const Dims strides = strides_of(x.dims);
+  std::vector<std::int64_t> hits;
+  for (std::int64_t i = 0; i < x.size(); ++i) {
+    if (x.as_double(i) != 0) {
+      hits.push_back(i);
+    }
+  }
+  const auto rank = static_cast<std::int64_t>(x.dims.size());
+  const auto count = static_cast<std::int64_t>(hits.size());
+  // A scalar is a tensor of rank 0: its indices have no rows (ONNX's shape [0, count]).
+  std::vector<std::int64_t> out(static_cast<std::size_t>(rank * count));
+  for (std::int64_t k = 0; k < count; ++k) {
+    std::int64_t rest = hits[static_cast<std::size_t>(k)];
+    for (std::int64_t d = 0; d < rank; ++d) {
+      const std::int64_t stride = strides[static_cast<std::size_t>(d)];
+      out[static_cast<std::size_t>(d * count + k)] = rest / stride;
+      rest %= stride;
+    }
+  }
+  return int64_tensor({rank, count}, std::move(out));
+}
+
 struct Rule {
   ConstTensor (*fold)(const FoldArgs&);
   bool shape_only = false; // reads its input's shape, not its contents
@@ -530,7 +556,7 @@ const std::unordered_map<std::string, Rule>& rules() {
         {"Reshape", {fold_reshape}},     {"Flatten", {fold_flatten}},
         {"Transpose", {fold_transpose}}, {"Expand", {fold_expand}},
         {"Tile", {fold_tile}},           {"ConstantOfShape", {fold_constant_of_shape}},
-        {"Range", {fold_range}},
+        {"Range", {fold_range}},         {"NonZero", {fold_nonzero}},
     };
     for (const auto& [type, fold] : math_rules()) {
       t.emplace(type, Rule{fold});

@@ -351,7 +351,113 @@ private:
     fail("opset_import names no opset for the default ONNX domain");
   }
 
-  graph::Shape shape_of(const onnx::TypeProto& type, const std::string& name, const std::string& where) const {
+  // Why a node's output has a dimension that inference could not give, when its shape follows
+  // the values of an input (NonZero's data; a Range's bounds, a Reshape's or an Expand's target,
+  // TopK's k, ...) that are computed at run time: that input, the model inputs it is computed
+  // from, and what the user can do. Empty when no such input is found.
+  std::string data_dependence(const onnx::NodeProto& node, const detail::ShapeResolution& shapes) const {
+    const onnx::GraphProto& gp = m_model.graph();
+    std::set<std::string> constants;
+    for (const auto& init : gp.initializer()) {
+      constants.insert(init.name());
+    }
+    std::unordered_map<std::string, const onnx::NodeProto*> producer;
+    for (const auto& n : gp.node()) {
+      for (const auto& o : n.output()) {
+        producer[o] = &n;
+      }
+    }
+    const auto rank = [&](const std::string& name) -> int {
+      const auto t = shapes.types.find(name);
+      if (t == shapes.types.end() || !t->second.has_tensor_type() || !t->second.tensor_type().has_shape()) {
+        return -1;
+      }
+      return t->second.tensor_type().shape().dim_size();
+    };
+    std::vector<int> deciding; // the inputs whose values decide the shape
+    for (int i = 0; i < node.input_size(); ++i) {
+      const std::string& in = node.input(i);
+      if (in.empty() || constants.count(in) != 0 || shapes.values.count(in) != 0) {
+        continue;
+      }
+      // NonZero's length follows its input's contents, whatever their rank; elsewhere a value
+      // that decides a shape is a scalar or a vector (a shape, a bound, a count).
+      const bool shape_like =
+          (i > 0 || node.input_size() == 1 || node.op_type() == "Range") && rank(in) >= 0 && rank(in) <= 1;
+      if (node.op_type() == "NonZero" || shape_like) {
+        deciding.push_back(i);
+      }
+    }
+    std::vector<std::string> parts;
+    for (int i : deciding) {
+      std::set<std::string> sources;
+      std::set<std::string> seen;
+      std::vector<std::string> todo{node.input(i)};
+      while (!todo.empty() && seen.size() < 100000) {
+        const std::string t = todo.back();
+        todo.pop_back();
+        if (t.empty() || !seen.insert(t).second || constants.count(t) != 0) {
+          continue;
+        }
+        const auto p = producer.find(t);
+        if (p == producer.end()) {
+          sources.insert(t); // a graph input
+          continue;
+        }
+        for (const auto& in : p->second->input()) {
+          todo.push_back(in);
+        }
+      }
+      if (sources.empty()) {
+        continue;
+      }
+      std::vector<std::string> settings;
+      std::string names;
+      for (const auto& src : sources) {
+        names += fmt::format("{}'{}'", names.empty() ? "" : ", ", src);
+        for (const auto& gi : gp.input()) {
+          if (gi.name() == src && gi.type().has_tensor_type() &&
+              (is_integer(gi.type().tensor_type().elem_type()) ||
+               gi.type().tensor_type().elem_type() == onnx::TensorProto::BOOL) &&
+              rank(src) >= 0 && rank(src) <= 1) {
+            settings.push_back(src);
+          }
+        }
+      }
+      std::string fix;
+      if (!settings.empty() && settings.size() == sources.size()) {
+        fix = fmt::format("; if {} a setting rather than data, fix {} with --value {}=...",
+                          settings.size() == 1 ? "it is" : "they are", settings.size() == 1 ? "it" : "them",
+                          settings.front());
+      } else {
+        fix = "; Partita needs shapes that do not depend on the data (export with static shapes, or fold the "
+              "computation away)";
+      }
+      parts.push_back(fmt::format("its shape depends on the values of input {} ('{}'), which are known only at run "
+                                  "time: they are computed from the model's input{} {}{}",
+                                  i, node.input(i), sources.size() == 1 ? "" : "s", names, fix));
+    }
+    std::string out;
+    for (const auto& p : parts) {
+      out += ": " + p;
+    }
+    return out;
+  }
+
+  static bool has_unknown_dim(const onnx::TypeProto& type) {
+    if (!type.has_tensor_type() || !type.tensor_type().has_shape()) {
+      return false;
+    }
+    for (const auto& d : type.tensor_type().shape().dim()) {
+      if (!d.has_dim_value()) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  graph::Shape shape_of(const onnx::TypeProto& type, const std::string& name, const std::string& where,
+                        const std::string& why = {}) const {
     if (!type.has_tensor_type()) {
       fail(fmt::format("{}: '{}' is not a tensor (sequences and maps are not supported)", where, name));
     }
@@ -361,8 +467,8 @@ private:
     graph::Shape s;
     for (const auto& d : type.tensor_type().shape().dim()) {
       if (!d.has_dim_value()) {
-        fail(fmt::format("{}: dimension {} of '{}' is unknown{} after shape inference", where, s.size(), name,
-                         d.has_dim_param() ? fmt::format(" ('{}')", d.dim_param()) : std::string()));
+        fail(fmt::format("{}: dimension {} of '{}' is unknown{} after shape inference{}", where, s.size(), name,
+                         d.has_dim_param() ? fmt::format(" ('{}')", d.dim_param()) : std::string(), why));
       }
       s.push_back(d.dim_value());
     }
@@ -429,7 +535,8 @@ private:
         }
         graph::Tensor t;
         t.name = out;
-        t.shape = shape_of(it->second, out, where);
+        t.shape = shape_of(it->second, out, where,
+                           has_unknown_dim(it->second) ? data_dependence(node, shapes) : std::string());
         t.dtype = to_dtype(it->second.tensor_type().elem_type());
         auto known = shapes.values.find(out);
         if (known != shapes.values.end()) {

@@ -270,6 +270,20 @@ TEST(ConstantFolding, RangeConstantOfShapeExpandTile) {
   EXPECT_EQ(fold(op("Tile", 2), {i64({2}, {1, 2}), i64({1}, {2})}).ints, (std::vector<std::int64_t>{1, 2, 1, 2}));
 }
 
+TEST(ConstantFolding, NonZeroOfAKnownTensorListsItsIndicesRowMajor) {
+  // [[1, 0, 2], [0, 0, 3]]: non-zero at (0,0), (0,2), (1,2); one row of indices per axis.
+  const auto nz = fold(op("NonZero", 1), {i64({2, 3}, {1, 0, 2, 0, 0, 3})});
+  EXPECT_EQ(nz.elem_type, TP::INT64);
+  EXPECT_EQ(nz.dims, (Dims{2, 3}));
+  EXPECT_EQ(nz.ints, (std::vector<std::int64_t>{0, 0, 1, 0, 2, 2}));
+  const auto mask = fold(op("NonZero", 1), {boolean({4}, {0, 1, 1, 0})});
+  EXPECT_EQ(mask.dims, (Dims{1, 2}));
+  EXPECT_EQ(mask.ints, (std::vector<std::int64_t>{1, 2}));
+  EXPECT_EQ(fold(op("NonZero", 1), {f32({3}, {0.0, -0.5, 0.0})}).ints, (std::vector<std::int64_t>{1}));
+  // Nothing non-zero: a [rank, 0] tensor, not an error.
+  EXPECT_EQ(fold(op("NonZero", 1), {i64({2, 2}, {0, 0, 0, 0})}).dims, (Dims{2, 0}));
+}
+
 TEST(ConstantFolding, ReductionsOnSmallIntTensors) {
   auto prod = op("ReduceProd", 1);
   B::attr(prod, "keepdims", std::int64_t{0});
@@ -424,6 +438,31 @@ TEST(ConstantFoldingImport, SliceAttributeFormAtOpset9) {
   EXPECT_EQ(tensor(r, "y").shape, (graph::Shape{7, 20}));
 }
 
+// Moonshine's attention as Optimum exports it: a mask built from a shape (Less(Range(0, n), n)),
+// NonZero of it as GatherND's indices into the data. The mask is known, so NonZero's length is
+// too, and the gathered tensor's shape follows.
+TEST(ConstantFoldingImport, NonZeroOfAMaskBuiltFromAShapeIsKnown) {
+  B b(14);
+  b.input("x", {"batch", 6, 4});
+  b.output("y");
+  b.ints("zero", {}, {0}).ints("step", {}, {1}).ints("one_idx", {}, {1}).ints("four", {}, {4});
+  b.node("Shape", {"x"}, {"shape"}, "shape");
+  b.node("Gather", {"shape", "one_idx"}, {"n"}, "n");
+  b.node("Range", {"zero", "n", "step"}, {"positions"}, "range");
+  b.node("Less", {"positions", "four"}, {"keep"}, "less");
+  b.node("NonZero", {"keep"}, {"nz"}, "nonzero");
+  B::attr(b.node("Transpose", {"nz"}, {"idx"}, "transpose"), "perm", std::vector<std::int64_t>{1, 0});
+  auto& t = b.node("Transpose", {"x"}, {"xt"}, "to_seq_first");
+  B::attr(t, "perm", std::vector<std::int64_t>{1, 0, 2});
+  b.node("GatherND", {"xt", "idx"}, {"y"}, "gather_nd");
+  const auto r = onnx_import::import_model(b.model(), "moonshine_mask.onnx", {{{"batch", 2}}});
+  ASSERT_TRUE(tensor(r, "nz").int_values);
+  EXPECT_EQ(*tensor(r, "nz").int_values, (std::vector<std::int64_t>{0, 1, 2, 3}));
+  EXPECT_EQ(tensor(r, "nz").shape, (graph::Shape{1, 4}));
+  EXPECT_EQ(tensor(r, "y").shape, (graph::Shape{4, 2, 4}));
+  EXPECT_EQ(r.graph.ops().size(), static_cast<std::size_t>(b.model().graph().node_size())) << "every node kept";
+}
+
 TEST(ConstantFoldingImport, ConstantHeldWeightsAreParameters) {
   // Paddle2ONNX style: weights in Constant nodes, not initializers.
   B b(13);
@@ -488,6 +527,33 @@ TEST(ConstantFoldingImport, AFailingFoldNamesTheNodeItsOpAndTheReason) {
   c.node("Reshape", {"x", "sum"}, {"y"}, "reshape");
   expect_error([&] { onnx_import::import_model(c.model(), "shapes.onnx"); },
                {"shapes.onnx", "node 'mismatch' (Add)", "[2] and [3] do not broadcast"});
+}
+
+// A shape that follows values known only at run time is refused naming the node, the input whose
+// values decide it and the model inputs it is computed from; where those are integer settings,
+// the message says how to fix them with --value.
+TEST(ConstantFoldingImport, ADataDependentShapeNamesTheInputItFollowsAndTheFix) {
+  B b(13);
+  b.input("x", {"batch", 4});
+  b.output("idx", TP::INT64);
+  b.node("NonZero", {"x"}, {"idx"}, "where_nonzero");
+  expect_error(
+      [&] {
+        onnx_import::import_model(b.model(), "nz.onnx", {{{"batch", 2}}});
+      },
+      {"nz.onnx", "node 'where_nonzero' (NonZero)", "input 0 ('x')", "computed from the model's input 'x'",
+       "do not depend on the data"});
+
+  B c(13);
+  c.input("n", {1}, TP::INT64);
+  c.output("r", TP::INT64);
+  c.ints("zero", {}, {0}).ints("one", {}, {1}).ints("first", {}, {0});
+  c.node("Gather", {"n", "first"}, {"limit"}, "limit");
+  c.node("Range", {"zero", "limit", "one"}, {"r"}, "steps");
+  expect_error([&] { onnx_import::import_model(c.model(), "range.onnx"); },
+               {"node 'steps' (Range)", "input 1 ('limit')", "model's input 'n'", "--value n=..."});
+  const auto r = onnx_import::import_model(c.model(), "range.onnx", {{}, {{"n", {3}}}});
+  EXPECT_EQ(tensor(r, "r").shape, (graph::Shape{3}));
 }
 
 } // namespace
