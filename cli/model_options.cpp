@@ -51,11 +51,7 @@ onnx_import::ImportOptions ModelOptions::import_options() const {
   auto options = parse_dims(dims);
   for (const auto& v : values) {
     try {
-      auto [name, contents] = onnx_import::parse_value(v);
-      if (options.values.count(name) != 0) {
-        throw Error(fmt::format("input '{}' is given twice", name));
-      }
-      options.values[name] = std::move(contents);
+      onnx_import::add_value(options, v);
     } catch (const Error& e) {
       throw Error(fmt::format("--value: {}", e.what()));
     }

@@ -103,7 +103,14 @@ void simulate_iteration(Analysis& a) {
 }
 
 std::string model_label(const AnalysisInput& input) {
-  return input.dims.empty() || input.model.rfind("zoo:", 0) == 0 ? input.model : input.model + " (" + input.dims + ")";
+  if (input.model.rfind("zoo:", 0) == 0) {
+    return input.model;
+  }
+  std::string settings = input.dims;
+  if (input.values.find_first_not_of(' ') != std::string::npos) {
+    settings += (settings.empty() ? "" : ", ") + input.values;
+  }
+  return settings.empty() ? input.model : input.model + " (" + settings + ")";
 }
 
 } // namespace
@@ -178,8 +185,29 @@ cost::TrainingSetup input_setup(const AnalysisInput& input) {
   return strategy::setup_from_proto(p, "training set-up");
 }
 
+onnx_import::ImportOptions input_import_options(const AnalysisInput& input) {
+  onnx_import::ImportOptions options;
+  try {
+    options = onnx_import::parse_dims(input.dims);
+  } catch (const Error& e) {
+    throw Error(fmt::format("parameters: {}", e.what()));
+  }
+  if (input.values.find_first_not_of(' ') == std::string::npos) {
+    return options;
+  }
+  if (input.model.rfind("zoo:", 0) == 0) {
+    throw Error("input values: a built-in model (zoo:) has no inputs to fix; they are for ONNX files");
+  }
+  try {
+    onnx_import::parse_values(input.values, options);
+  } catch (const Error& e) {
+    throw Error(fmt::format("input values: {}", e.what()));
+  }
+  return options;
+}
+
 onnx_import::ImportResult load_input_model(const AnalysisInput& input) {
-  return zoo::load(input.model, onnx_import::parse_dims(input.dims));
+  return zoo::load(input.model, input_import_options(input));
 }
 
 std::shared_ptr<const Analysis> run_analysis(const AnalysisInput& input, const std::atomic<bool>* cancel,

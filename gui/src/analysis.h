@@ -32,7 +32,8 @@ namespace partita::gui {
 struct AnalysisInput {
   std::string model = "zoo:resnet50?batch=32"; // "zoo:NAME?a=1&b=2" or an ONNX file path
   std::string dims;                            // ONNX files: symbolic dimensions "batch=32&seq=128"
-  std::string cluster = "dgx-a100";            // preset or file; an edited cluster's name
+  std::string values; // ONNX files: inputs that are settings (the CLI's --value), "sr=16000 use_cache_branch=false"
+  std::string cluster = "dgx-a100"; // preset or file; an edited cluster's name
   // An edited cluster (the cluster editor): partita.proto's Cluster as JSON (io::to_json), used
   // instead of `cluster` when not empty. Its node count is its own.
   std::string custom_cluster;
@@ -56,6 +57,15 @@ struct AnalysisInput {
 
   bool operator==(const AnalysisInput&) const = default;
 };
+
+// Whether two inputs import the same graph (model, dimension values, input values).
+inline bool same_model(const AnalysisInput& a, const AnalysisInput& b) {
+  return a.model == b.model && a.dims == b.dims && a.values == b.values;
+}
+
+// The import options of an input's model: its dimension values and input values, refused with
+// the field named.
+onnx_import::ImportOptions input_import_options(const AnalysisInput& input);
 
 // One row of the layer table: one op, in topological order.
 struct LayerResult {

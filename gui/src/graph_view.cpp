@@ -209,8 +209,7 @@ void GraphView::setAnalysis(const std::shared_ptr<const Analysis>& analysis) {
     return;
   }
   const auto& shown = m_scene->shownAnalysis();
-  const bool sameModel = shown && m_scene->graphLayout() != nullptr && shown->input.model == analysis->input.model &&
-                         shown->input.dims == analysis->input.dims &&
+  const bool sameModel = shown && m_scene->graphLayout() != nullptr && same_model(shown->input, analysis->input) &&
                          shown->model.graph.ops().size() == analysis->model.graph.ops().size();
   if (sameModel) {
     m_job->cancel(); // a layout of another model would replace this one

@@ -68,6 +68,7 @@ int run(QApplication& app) {
     input.model = args.front().toStdString();
     if (!args.front().startsWith(QStringLiteral("zoo:"))) {
       input.dims.clear();
+      input.values.clear();
     }
   }
   if (parser.isSet(devices)) {

@@ -177,7 +177,8 @@ void MainWindow::openFile(const QString& path) {
   auto input = m_setup->input();
   if (input.model != path.toStdString()) {
     input.model = path.toStdString();
-    input.dims.clear(); // another file's dimension values would not apply
+    input.dims.clear(); // another file's dimension and input values would not apply
+    input.values.clear();
   }
   m_runner->evaluate(input);
   m_pendingFile = path; // after evaluate(): a superseded job's finished() clears it
@@ -223,8 +224,7 @@ void MainWindow::showAnalysis(std::shared_ptr<const Analysis> analysis) {
     m_setup->selectModelFile(m_pendingFile);
     addRecentFile(m_pendingFile);
   }
-  const bool sameModel =
-      m_analysis && m_analysis->input.model == analysis->input.model && m_analysis->input.dims == analysis->input.dims;
+  const bool sameModel = m_analysis && same_model(m_analysis->input, analysis->input);
   const graph::OpId previous = sameModel ? m_inspector->op() : -1;
   m_analysis = std::move(analysis);
   updateStale();
@@ -294,6 +294,7 @@ QString MainWindow::staleReason() const {
   };
   check("model", was.model, now.model);
   check("dimensions", was.dims, now.dims);
+  check("input values", was.values, now.values);
   check("cluster", was.cluster, now.cluster);
   if (was.custom_cluster != now.custom_cluster) {
     changed << tr("the edited cluster");

@@ -74,8 +74,12 @@ bool RunJob::start(const std::shared_ptr<const Analysis>& analysis, const RunSet
     const fs::path dir = m_dir->path().toStdString();
     const auto& a = *analysis;
     m_plan = strategy::to_plan(a.model.graph, a.cluster, a.strategy, a.prediction, a.setup, a.input.model);
-    for (const auto& [name, value] : onnx_import::parse_dims(a.input.dims).dims) {
+    const auto options = input_import_options(a.input);
+    for (const auto& [name, value] : options.dims) {
       (*m_plan.mutable_dims())[name] = value;
+    }
+    for (const auto& [name, values] : options.values) {
+      m_plan.add_values(onnx_import::format_value(name, values));
     }
     io::write_json_file(dir / "plan.json", m_plan);
     job.ranks = m_plan.devices();

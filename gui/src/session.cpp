@@ -41,6 +41,7 @@ void saveSession(const std::filesystem::path& path, const SessionState& state) {
   proto::Session s;
   s.set_model(in.model);
   s.set_dims(in.dims);
+  s.set_values(in.values);
   s.set_cluster(in.cluster);
   s.set_nodes(in.nodes);
   s.set_devices(in.devices);
@@ -104,6 +105,7 @@ SessionState loadSession(const std::filesystem::path& path) {
   auto& in = state.input;
   in.model = s.model();
   in.dims = s.dims();
+  in.values = s.values();
   in.cluster = s.cluster();
   in.nodes = std::max(1, s.nodes());
   in.devices = s.devices();

@@ -53,9 +53,10 @@ int floorLog2(int v) {
 } // namespace
 
 SetupPanel::SetupPanel(QWidget* parent)
-    : QWidget(parent), m_model(new QComboBox(this)), m_parameters(new QLineEdit(this)), m_modelHelp(new QLabel(this)),
-      m_cluster(new QComboBox(this)), m_editCluster(new QPushButton(tr("Edit cluster…"), this)),
-      m_nodes(new QSpinBox(this)), m_devices(new QSpinBox(this)), m_devicesSlider(new QSlider(Qt::Horizontal, this)),
+    : QWidget(parent), m_model(new QComboBox(this)), m_parameters(new QLineEdit(this)), m_values(new QLineEdit(this)),
+      m_modelHelp(new QLabel(this)), m_cluster(new QComboBox(this)),
+      m_editCluster(new QPushButton(tr("Edit cluster…"), this)), m_nodes(new QSpinBox(this)),
+      m_devices(new QSpinBox(this)), m_devicesSlider(new QSlider(Qt::Horizontal, this)),
       m_batchSlider(new QSlider(Qt::Horizontal, this)), m_batchLabel(new QLabel(this)), m_clusterHelp(new QLabel(this)),
       m_family(new QComboBox(this)), m_precision(new QComboBox(this)), m_optimizer(new QComboBox(this)),
       m_zero(new QSpinBox(this)), m_recompute(new QComboBox(this)),
@@ -81,6 +82,10 @@ SetupPanel::SetupPanel(QWidget* parent)
   m_parameters->setObjectName(QStringLiteral("parametersEdit"));
   m_parameters->setClearButtonEnabled(true);
   modelForm->addRow(tr("Parameters"), m_parameters);
+  m_values->setObjectName(QStringLiteral("valuesEdit"));
+  m_values->setClearButtonEnabled(true);
+  m_values->setPlaceholderText(tr("sr=16000 use_cache_branch=false"));
+  modelForm->addRow(tr("Input values"), m_values);
   m_batchSlider->setObjectName(QStringLiteral("batchSlider"));
   m_batchSlider->setRange(0, max_log2_batch);
   m_batchSlider->setPageStep(1);
@@ -197,6 +202,7 @@ SetupPanel::SetupPanel(QWidget* parent)
   connect(open, &QPushButton::clicked, this, &SetupPanel::openFileRequested);
   connect(m_evaluate, &QPushButton::clicked, this, &SetupPanel::evaluateRequested);
   connect(m_parameters, &QLineEdit::returnPressed, this, &SetupPanel::evaluateRequested);
+  connect(m_values, &QLineEdit::returnPressed, this, &SetupPanel::evaluateRequested);
   connect(m_model, &QComboBox::currentIndexChanged, this, &SetupPanel::onModelChanged);
   connect(m_cluster, &QComboBox::currentIndexChanged, this, &SetupPanel::onClusterChanged);
   connect(m_editCluster, &QPushButton::clicked, this, &SetupPanel::editCluster);
@@ -220,6 +226,7 @@ SetupPanel::SetupPanel(QWidget* parent)
     connect(check, &QCheckBox::toggled, this, &SetupPanel::inputChanged);
   }
   connect(m_parameters, &QLineEdit::textChanged, this, &SetupPanel::inputChanged);
+  connect(m_values, &QLineEdit::textChanged, this, &SetupPanel::inputChanged);
   connect(this, &SetupPanel::customClusterChanged, this, &SetupPanel::inputChanged);
 
   onModelChanged();
@@ -250,6 +257,7 @@ AnalysisInput SetupPanel::input() const {
   } else {
     in.model = m_model->currentData().toString().toStdString();
     in.dims = params.toStdString();
+    in.values = m_values->text().trimmed().toStdString();
   }
   in.cluster = m_cluster->currentData().toString().toStdString();
   if (m_cluster->currentData(EditedClusterRole).toBool()) {
@@ -294,6 +302,7 @@ void SetupPanel::setInput(const AnalysisInput& in) {
   } else {
     selectModelFile(model);
     m_parameters->setText(qs(in.dims));
+    m_values->setText(qs(in.values));
   }
   select(m_family, in.family);
   select(m_precision, in.precision);
@@ -381,7 +390,15 @@ void SetupPanel::onClusterChanged() {
 
 void SetupPanel::onModelChanged() {
   m_parameters->clear();
-  if (m_model->currentData(ZooRole).toBool()) {
+  m_values->clear();
+  const bool zooModel = m_model->currentData(ZooRole).toBool();
+  m_values->setEnabled(!zooModel);
+  m_values->setToolTip(
+      zooModel ? tr("Built-in models have no inputs to fix: input values are for ONNX files")
+               : tr("Contents of integer or boolean inputs that are settings rather than data (the CLI's --value): "
+                    "INPUT=VALUE or INPUT=[V1,V2,...], separated by spaces; what follows from them folds, and an "
+                    "If on them is replaced by the branch it takes"));
+  if (zooModel) {
     const auto name = m_model->currentText().toStdString();
     QStringList params;
     for (const auto& m : zoo::models()) {

@@ -38,6 +38,7 @@ public:
 
   QComboBox* modelCombo() const { return m_model; }
   QLineEdit* parametersEdit() const { return m_parameters; }
+  QLineEdit* valuesEdit() const { return m_values; }
   QComboBox* clusterCombo() const { return m_cluster; }
   QPushButton* editClusterButton() const { return m_editCluster; }
   QSpinBox* nodesSpin() const { return m_nodes; }
@@ -75,6 +76,7 @@ private:
 
   QComboBox* m_model;
   QLineEdit* m_parameters;
+  QLineEdit* m_values;
   QLabel* m_modelHelp;
   QComboBox* m_cluster;
   QPushButton* m_editCluster;

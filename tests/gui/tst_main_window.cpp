@@ -2,6 +2,7 @@
 // model off the GUI thread and see it displayed; open a bad ONNX file and see the core's error
 // while the previous model stays; open a good file (also by drag and drop); cancel a long job.
 
+#include "../core/onnx/onnx_models.h"
 #include "analysis_runner.h"
 #include "candidate_model.h"
 #include "chart_adapter.h"
@@ -223,6 +224,64 @@ private Q_SLOTS:
     QVERIFY(shown.wait(wait_ms));
     QCOMPARE(w.analysis()->input.model, copy.toStdString());
     QCOMPARE(w.recentFiles().value(0), QFileInfo(copy).absoluteFilePath());
+  }
+
+  // A file whose shape follows an integer input that is a setting: refused naming the fix, then
+  // imported once "Input values" gives it, as the CLI's --value; kept in the session.
+  void inputValuesFixASettingInput() {
+    QTemporaryDir dir;
+    QVERIFY(dir.isValid());
+    const QString path = dir.filePath(QStringLiteral("setting.onnx"));
+    {
+      test::ModelBuilder b(13);
+      b.input("x", {4, 8});
+      b.input("width", {1}, onnx::TensorProto::INT64);
+      b.weight("w", {4, 4});
+      b.output("y");
+      b.ints("minus_one", {1}, {-1});
+      auto& concat = b.node("Concat", {"minus_one", "width"}, {"target"}, "target");
+      test::ModelBuilder::attr(concat, "axis", std::int64_t{0});
+      b.node("Reshape", {"x", "target"}, {"r"}, "reshape");
+      b.node("MatMul", {"r", "w"}, {"y"}, "fc");
+      QFile f(path);
+      QVERIFY(f.open(QIODevice::WriteOnly));
+      f.write(QByteArray::fromStdString(b.model().SerializeAsString()));
+    }
+    MainWindow w;
+    QSignalSpy error(&w, &MainWindow::errorShown);
+    QSignalSpy shown(&w, &MainWindow::analysisShown);
+    w.openFile(path);
+    QVERIFY(error.wait(wait_ms));
+    QVERIFY2(w.errorMessage().contains(QStringLiteral("--value width=")), qPrintable(w.errorMessage()));
+    QCOMPARE(shown.count(), 0);
+
+    w.setupPanel()->selectModelFile(path);
+    QVERIFY(w.setupPanel()->valuesEdit()->isEnabled());
+    w.setupPanel()->valuesEdit()->setText(QStringLiteral("width=3")); // 32 does not divide by 3
+    w.evaluate();
+    QVERIFY(error.wait(wait_ms));
+    QVERIFY2(w.errorMessage().contains(QStringLiteral("reshape")), qPrintable(w.errorMessage()));
+
+    w.setupPanel()->valuesEdit()->setText(QStringLiteral("width=4"));
+    QTest::keyClick(w.setupPanel()->valuesEdit(), Qt::Key_Return); // Enter evaluates
+    QVERIFY2(shown.wait(wait_ms), qPrintable(w.errorMessage()));
+    QCOMPARE(w.analysis()->input.values, std::string("width=4"));
+    const auto& g = w.analysis()->model.graph;
+    QCOMPARE(g.tensor(g.find_tensor("y")).shape, (graph::Shape{8, 4}));
+
+    // Bad text is refused with the field named; the analysis stays.
+    const auto before = w.analysis();
+    w.setupPanel()->valuesEdit()->setText(QStringLiteral("width=four"));
+    w.evaluate();
+    QVERIFY(error.wait(wait_ms));
+    QVERIFY2(w.errorMessage().contains(QStringLiteral("input values: value 'width=four'")),
+             qPrintable(w.errorMessage()));
+    QCOMPARE(w.analysis(), before);
+
+    // A built-in model takes none: the field is disabled and cleared.
+    w.setupPanel()->setInput(smallInput());
+    QVERIFY(!w.setupPanel()->valuesEdit()->isEnabled());
+    QVERIFY(w.setupPanel()->input().values.empty());
   }
 
   void cancelALongEvaluation() {

@@ -104,6 +104,41 @@ std::string format_value(const std::string& name, const std::vector<std::int64_t
                             : fmt::format("{}=[{}]", name, fmt::join(values, ","));
 }
 
+void add_value(ImportOptions& options, std::string_view text) {
+  auto [name, contents] = parse_value(text);
+  if (options.values.count(name) != 0) {
+    throw Error(fmt::format("input '{}' is given twice", name));
+  }
+  options.values[name] = std::move(contents);
+}
+
+void parse_values(std::string_view text, ImportOptions& options) {
+  std::string item;
+  int depth = 0;
+  for (const char c : text) {
+    depth += c == '[' ? 1 : c == ']' ? -1 : 0;
+    if (depth == 0 && (c == ' ' || c == '&' || c == ';')) {
+      if (!item.empty()) {
+        add_value(options, item);
+      }
+      item.clear();
+    } else {
+      item += c;
+    }
+  }
+  if (!item.empty()) {
+    add_value(options, item);
+  }
+}
+
+std::string format_values(const ImportOptions& options) {
+  std::string out;
+  for (const auto& [name, values] : options.values) {
+    out += (out.empty() ? "" : " ") + format_value(name, values);
+  }
+  return out;
+}
+
 std::string format_dims(const ImportOptions& options) {
   std::string out;
   for (const auto& [name, value] : options.dims) {

@@ -445,8 +445,11 @@ private:
   }
 
   static bool has_unknown_dim(const onnx::TypeProto& type) {
-    if (!type.has_tensor_type() || !type.tensor_type().has_shape()) {
+    if (!type.has_tensor_type()) {
       return false;
+    }
+    if (!type.tensor_type().has_shape()) {
+      return true;
     }
     for (const auto& d : type.tensor_type().shape().dim()) {
       if (!d.has_dim_value()) {
@@ -462,7 +465,7 @@ private:
       fail(fmt::format("{}: '{}' is not a tensor (sequences and maps are not supported)", where, name));
     }
     if (!type.tensor_type().has_shape()) {
-      fail(fmt::format("{}: the shape of '{}' is unknown after shape inference", where, name));
+      fail(fmt::format("{}: the shape of '{}' is unknown after shape inference{}", where, name, why));
     }
     graph::Shape s;
     for (const auto& d : type.tensor_type().shape().dim()) {
@@ -531,7 +534,8 @@ private:
                            where, out, cause->second));
         }
         if (it == shapes.types.end()) {
-          fail(fmt::format("{}: the shape of output '{}' is unknown after shape inference", where, out));
+          fail(fmt::format("{}: the shape of output '{}' is unknown after shape inference{}", where, out,
+                           data_dependence(node, shapes)));
         }
         graph::Tensor t;
         t.name = out;

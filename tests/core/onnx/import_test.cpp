@@ -440,6 +440,16 @@ TEST(OnnxImportValues, ParseAndFormat) {
   expect_error([] { onnx_import::parse_value("sr=16k"); }, {"'16k' is not an integer"});
   expect_error([] { onnx_import::parse_value("m=1,2"); }, {"'1,2' is not an integer", "INPUT=[V1,V2,...]"});
   expect_error([] { onnx_import::parse_value("m=[1,,2]"); }, {"'' is not an integer"});
+  // Several in one line (the GUI's field), and back.
+  onnx_import::ImportOptions options;
+  onnx_import::parse_values(" sr=16000  use_cache_branch=false&m=[1, 0,-3]; ", options);
+  EXPECT_EQ(options.values.at("sr"), (std::vector<std::int64_t>{16000}));
+  EXPECT_EQ(options.values.at("use_cache_branch"), (std::vector<std::int64_t>{0}));
+  EXPECT_EQ(options.values.at("m"), (std::vector<std::int64_t>{1, 0, -3}));
+  EXPECT_EQ(onnx_import::format_values(options), "m=[1,0,-3] sr=16000 use_cache_branch=0");
+  expect_error([&] { onnx_import::parse_values("sr=8000", options); }, {"input 'sr' is given twice"});
+  onnx_import::ImportOptions other;
+  expect_error([&] { onnx_import::parse_values("sr=16000 m=1,2", other); }, {"'1,2' is not an integer"});
 }
 
 TEST(OnnxImportIf, ValuesABranchReadsFromOutsideAreInferredBeforeIt) {

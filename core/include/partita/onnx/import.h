@@ -48,6 +48,13 @@ struct ImportOptions {
 std::pair<std::string, std::vector<std::int64_t>> parse_value(std::string_view text);
 // The inverse: "NAME=VALUE" for one value, "NAME=[V1,V2]" for several.
 std::string format_value(const std::string& name, const std::vector<std::int64_t>& values);
+// Adds one INPUT=VALUE (parse_value) to options.values; partita::Error when the input is given twice.
+void add_value(ImportOptions& options, std::string_view text);
+// Several values in one line, "sr=16000 use_cache_branch=false m=[1, 2]" (separated by spaces,
+// '&' or ';' outside brackets), each added with add_value.
+void parse_values(std::string_view text, ImportOptions& options);
+// The inverse: options.values as "a=1 b=[1,2]", names in order.
+std::string format_values(const ImportOptions& options);
 
 // A key "INPUT:AXIS" split at its last ':' when what follows is a non-negative integer.
 struct AxisKey {
