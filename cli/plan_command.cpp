@@ -254,6 +254,9 @@ void add_plan_command(CLI::App& app) {
                              terms, p.samples_per_second, p.batch);
     std::cout << fmt::format("peak memory {} GiB of {} GiB per device: {}\n", gib(p.peak_memory),
                              gib(p.memory_capacity), p.fits ? "fits" : "DOES NOT FIT");
+    for (const auto& note : p.notes) {
+      std::cout << "note: " << note << '\n';
+    }
     if (planned.search) {
       print_family_comparison(*planned.search, g, cl, *o);
     }

@@ -82,7 +82,15 @@ void LayersPanel::setAnalysis(const std::shared_ptr<const Analysis>& analysis) {
                              terms.join(QStringLiteral(", ")), formatRate(p.samples_per_second),
                              QString::number(p.batch), formatBytes(p.peak_memory))
                         .arg(formatBytes(p.memory_capacity), fits) +
-                    autoSummary(*analysis));
+                    autoSummary(*analysis) + notes(p));
+}
+
+QString LayersPanel::notes(const strategy::Prediction& p) {
+  QString text;
+  for (const auto& note : p.notes) {
+    text += tr("<br><i>Note: %1</i>").arg(qs(note).toHtmlEscaped());
+  }
+  return text;
 }
 
 QString LayersPanel::autoSummary(const Analysis& a) {

@@ -36,7 +36,8 @@ Q_SIGNALS:
   void opSelected(graph::OpId id);
 
 private:
-  static QString autoSummary(const Analysis& a); // the auto family: its margin, departures and search size
+  static QString autoSummary(const Analysis& a);       // the auto family: its margin, departures and search size
+  static QString notes(const strategy::Prediction& p); // the prediction's notes (a quantized model)
 
   LayerTableModel* m_model;
   QSortFilterProxyModel* m_proxy;

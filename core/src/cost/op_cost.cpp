@@ -84,9 +84,8 @@ bool packs_operands(graph::OpClass op_class, graph::ComputeClass family, const c
 }
 
 double stored_bytes(const graph::Tensor& t, double shard_bytes, const TrainingSetup& setup) {
-  return graph::is_floating(t.dtype)
-             ? shard_bytes * setup.value_bytes() / static_cast<double>(graph::dtype_size(t.dtype))
-             : shard_bytes;
+  return graph::trains_as_float(t) ? shard_bytes * setup.value_bytes() / static_cast<double>(graph::dtype_size(t.dtype))
+                                   : shard_bytes;
 }
 
 namespace {
@@ -651,7 +650,7 @@ OpCost op_cost(const graph::Graph& g, graph::OpId id, const graph::OpSemantics& 
     }
     const graph::Tensor& t = g.tensor(op.inputs[i]);
     const graph::InputSlot slot = i < s.slots.size() ? s.slots[i] : graph::InputSlot::data;
-    if (slot == graph::InputSlot::index || slot == graph::InputSlot::state || !graph::is_floating(t.dtype)) {
+    if (slot == graph::InputSlot::index || slot == graph::InputSlot::state || !graph::trains_as_float(t)) {
       continue;
     }
     const auto layout = sharding::input_layout(g, s, config, i);

@@ -260,10 +260,24 @@ InputSlot input_slot(const Op& op, std::size_t i) {
 }
 
 bool gets_gradient(const Tensor& t) {
-  return is_floating(t.dtype) && (t.role == TensorRole::activation || t.role == TensorRole::parameter) && t.gradient;
+  return trains_as_float(t) && (t.role == TensorRole::activation || t.role == TensorRole::parameter) && t.gradient;
+}
+
+bool trains_as_float(const Tensor& t) {
+  return is_floating(t.dtype) || t.quantized;
 }
 
 void mark_gradients(Graph& g) {
+  for (TensorId t = 0; t < static_cast<TensorId>(g.tensors().size()); ++t) {
+    auto& tensor = g.tensor(t);
+    tensor.quantized = tensor.role == TensorRole::parameter && (tensor.dtype == DType::i8 || tensor.dtype == DType::u8);
+  }
+  for (const Op& op : g.ops()) {
+    if (quantizes_output(op) && !op.outputs.empty() && op.outputs.front() != no_tensor) {
+      auto& out = g.tensor(op.outputs.front());
+      out.quantized = !is_floating(out.dtype);
+    }
+  }
   for (TensorId t = 0; t < static_cast<TensorId>(g.tensors().size()); ++t) {
     auto& tensor = g.tensor(t);
     // A produced activation starts without and gains one from its producer's inputs below.

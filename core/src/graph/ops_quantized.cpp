@@ -8,7 +8,9 @@
 
 #include "graph/op_helpers.h"
 
+#include <algorithm>
 #include <array>
+#include <iterator>
 
 namespace partita::graph::detail {
 namespace {
@@ -106,3 +108,14 @@ std::span<const OpDescriptor> quantized_ops() {
 }
 
 } // namespace partita::graph::detail
+
+namespace partita::graph {
+
+bool quantizes_output(const Op& op) {
+  static constexpr std::string_view types[] = {"QuantizeLinear", "DynamicQuantizeLinear", "ConvInteger",
+                                               "MatMulInteger",  "QLinearConv",           "QLinearMatMul"};
+  return (op.domain.empty() || op.domain == "ai.onnx") &&
+         std::find(std::begin(types), std::end(types), op.type) != std::end(types);
+}
+
+} // namespace partita::graph

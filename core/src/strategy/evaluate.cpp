@@ -398,7 +398,7 @@ std::vector<TiedWeight> tied_weights(const graph::Graph& g) {
       }
       const auto& tensor = g.tensor(t);
       const auto slot = graph::input_slot(op, i);
-      if (tensor.role == graph::TensorRole::parameter && graph::is_floating(tensor.dtype) &&
+      if (tensor.role == graph::TensorRole::parameter && graph::trains_as_float(tensor) &&
           graph::gets_gradient(tensor) && slot != graph::InputSlot::index && slot != graph::InputSlot::state) {
         readers[t].emplace_back(id, i);
       }
@@ -476,9 +476,8 @@ MoveContext move_context(const graph::Graph& g, graph::OpId consumer, std::size_
   const auto& tensor = g.tensor(t);
   MoveContext c;
   // Layouts count the graph's element type; values travel at the training precision.
-  c.scale = graph::is_floating(tensor.dtype)
-                ? setup.value_bytes() / static_cast<double>(graph::dtype_size(tensor.dtype))
-                : 1.0;
+  c.scale =
+      graph::trains_as_float(tensor) ? setup.value_bytes() / static_cast<double>(graph::dtype_size(tensor.dtype)) : 1.0;
   c.gradient = graph::gets_gradient(tensor);
   c.several_readers = tensor.consumers.size() > 1 || std::count(op.inputs.begin(), op.inputs.end(), t) > 1;
   c.graph_output = g.is_graph_output(t);
@@ -697,7 +696,32 @@ Prediction evaluate(const graph::Graph& g, const cluster::Cluster& cluster, cons
     p.peak_memory = std::max(p.peak_memory, m.total());
   }
   p.fits = p.peak_memory <= p.memory_capacity;
+  p.notes = prediction_notes(g, setup);
   return p;
+}
+
+std::vector<std::string> prediction_notes(const graph::Graph& g, const cost::TrainingSetup& setup) {
+  std::vector<std::string> notes;
+  std::int64_t weights = 0, weight_values = 0, values = 0;
+  for (const auto& t : g.tensors()) {
+    if (!t.quantized) {
+      continue;
+    }
+    if (t.role == graph::TensorRole::parameter) {
+      ++weights;
+      weight_values += t.elements();
+    } else {
+      ++values;
+    }
+  }
+  if (weights + values > 0) {
+    notes.push_back(fmt::format(
+        "quantized model: its {} integer weights ({} values) and {} quantized activations are costed as if trained "
+        "at {}, as quantization-aware training would: the same arithmetic at that precision's speed, gradients "
+        "through them, weights and optimizer state at that width",
+        weights, weight_values, values, cluster::precision_name(setup.precision)));
+  }
+  return notes;
 }
 
 std::optional<std::size_t> fastest_that_fits(const std::vector<const Prediction*>& alternatives) {

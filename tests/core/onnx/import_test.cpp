@@ -1,9 +1,14 @@
 #include "onnx_models.h"
+#include "partita/cost/op_cost.h"
 #include "partita/graph/error.h"
 #include "partita/graph/summary.h"
 #include "partita/onnx/import.h"
+#include "partita/search/optimizer.h"
+#include "partita/strategy/strategy.h"
+#include "simple_cluster.h"
 #include "test_support.h"
 
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -723,6 +728,59 @@ TEST(OnnxImportQuantized, DynamicQuantizationCountsMacsAndInt8Parameters) {
   EXPECT_EQ(sum.param_bytes, 4 * 3 * 3 * 3 + 16 * 8); // 1-byte elements
   EXPECT_DOUBLE_EQ(sum.macs, 2.0 * 4 * 6 * 6 * 3 * 3 * 3 + 2.0 * 16 * 8);
   EXPECT_TRUE(sum.opaque_ops.empty());
+}
+
+// A quantized model is costed as if trained at the set-up's precision: its int8 weights carry
+// gradients, are synchronized and stepped at that width, and the gradient flows back through the
+// quantized activations to the weights before them; the prediction says so.
+TEST(OnnxImportQuantized, QuantizedWeightsTrainAsIfAtTheChosenPrecision) {
+  test::ModelBuilder b(13);
+  b.input("a", {4, 16}).weight("W0", {16, 16});
+  raw_initializer(b, "Bq", {16, 8}, onnx::TensorProto::INT8, 1);
+  b.node("MatMul", {"a", "W0"}, {"h"}, "fc0");
+  b.node("DynamicQuantizeLinear", {"h"}, {"hq", "hs", "hz"}, "qh");
+  b.node("MatMulInteger", {"hq", "Bq", "hz"}, {"z"}, "mm");
+  test::ModelBuilder::attr(b.node("Cast", {"z"}, {"zf"}, "cast"), "to", std::int64_t{onnx::TensorProto::FLOAT});
+  b.node("Mul", {"zf", "hs"}, {"y"}, "scale");
+  b.output("y");
+  const auto r = onnx_import::import_model(b.model(), "qat.onnx");
+  const auto& g = r.graph;
+  const auto& bq = g.tensor(g.find_tensor("Bq"));
+  EXPECT_TRUE(bq.quantized);
+  EXPECT_TRUE(graph::gets_gradient(bq));
+  EXPECT_TRUE(g.tensor(g.find_tensor("hq")).quantized);
+  EXPECT_TRUE(graph::gets_gradient(g.tensor(g.find_tensor("hq"))));
+  EXPECT_TRUE(g.tensor(g.find_tensor("z")).quantized);              // the int32 accumulator
+  EXPECT_FALSE(g.tensor(g.find_tensor("hz")).quantized);            // a zero point is not a value
+  EXPECT_EQ(graph::summarize(g).param_bytes, 16 * 16 * 4 + 16 * 8); // the file's own sizes
+
+  const auto c = test::simple_cluster(2);
+  search::Request req;
+  req.graph = &g;
+  req.cluster = &c;
+  req.devices = 2;
+  for (const auto precision : {cluster::Precision::fp32, cluster::Precision::bf16}) {
+    req.setup.precision = precision;
+    const auto p = strategy::evaluate(g, c, search::find_optimizer("dp").optimize(req), req.setup);
+    const auto& mm = p.ops[static_cast<std::size_t>(2)].cost;
+    ASSERT_EQ(g.op(2).name, "mm");
+    const double value_bytes = req.setup.value_bytes();
+    EXPECT_DOUBLE_EQ(mm.get(cost::term::parameters), 16 * 8 * value_bytes);
+    EXPECT_GT(mm.get(cost::term::gradient_sync), 0);
+    EXPECT_GT(mm.get(cost::term::optimizer_state), 0);
+    // The weight before the quantized product learns too: its gradient came back through it.
+    EXPECT_GT(p.ops[0].cost.get(cost::term::gradient_sync), 0);
+    ASSERT_EQ(p.notes.size(), 1u);
+    EXPECT_THAT(p.notes[0], HasSubstr("1 integer weights (128 values)"));
+    EXPECT_THAT(p.notes[0], HasSubstr(fmt::format("as if trained at {}", cluster::precision_name(precision))));
+  }
+  // A model without quantized values has no note.
+  test::ModelBuilder f(13);
+  f.input("a", {4, 16}).weight("W0", {16, 16});
+  f.node("MatMul", {"a", "W0"}, {"y"}, "fc0");
+  f.output("y");
+  const auto plain = onnx_import::import_model(f.model(), "plain.onnx");
+  EXPECT_TRUE(strategy::prediction_notes(plain.graph, {}).empty());
 }
 
 TEST(OnnxImportQuantized, StaticQLinearOpsAndQdqPairs) {

@@ -29,6 +29,10 @@ struct Tensor {
   // only). mark_gradients (op_semantics.h; the importer calls it) clears it for values that
   // depend on no parameter: data, constants and what is computed from them alone (a causal mask).
   bool gradient = true;
+  // An integer tensor holding quantized values (an 8-bit weight of ONNX Runtime's quantizer, the
+  // output of a quantize op or of ConvInteger/MatMulInteger): training treats it as a floating
+  // value at the set-up's precision (trains_as_float). Set by mark_gradients.
+  bool quantized = false;
 
   std::int64_t elements() const;
   std::int64_t bytes() const;

@@ -134,8 +134,18 @@ InputSlot input_slot(const Op& op, std::size_t i);
 
 // Which values carry a gradient in the backward pass: a parameter does, and an activation does
 // when some input it is computed from through a differentiable slot (not an index or a state)
-// does. Sets Tensor::gradient on every tensor.
+// does. Sets Tensor::gradient on every tensor, and first Tensor::quantized: an 8-bit integer
+// parameter, and the first output of a quantizing op (quantizes_output) when it is an integer.
 void mark_gradients(Graph& g);
+
+// Whether an op's first output holds quantized values: QuantizeLinear, DynamicQuantizeLinear,
+// ConvInteger, MatMulInteger, QLinearConv, QLinearMatMul (ops_quantized.cpp).
+bool quantizes_output(const Op& op);
+
+// Floating values, and quantized ones (Tensor::quantized): what training differentiates, and
+// what travels and is stored at the set-up's precision. A quantized model is costed as if it
+// were trained at that precision (quantization-aware training's straight-through view).
+bool trains_as_float(const Tensor& t);
 
 // Whether `t` gets a gradient: a floating activation or parameter that mark_gradients left marked.
 bool gets_gradient(const Tensor& t);

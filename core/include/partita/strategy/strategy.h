@@ -109,7 +109,13 @@ struct Prediction {
   double memory_capacity = 0;
   bool fits = false;
   int devices_used = 0;
+  // What the user should know to read the figures (a quantized model costed as if trained at the
+  // set-up's precision); the CLI and the GUI print them under the totals.
+  std::vector<std::string> notes;
 };
+
+// The notes of a prediction of model `g` under `setup` (Prediction::notes).
+std::vector<std::string> prediction_notes(const graph::Graph& g, const cost::TrainingSetup& setup);
 
 // The alternative to choose among predictions of the same model and batch (families, device
 // counts): the shortest iteration among those that fit the device memory, the first on a tie;
