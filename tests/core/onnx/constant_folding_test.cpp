@@ -270,6 +270,46 @@ TEST(ConstantFolding, RangeConstantOfShapeExpandTile) {
   EXPECT_EQ(fold(op("Tile", 2), {i64({2}, {1, 2}), i64({1}, {2})}).ints, (std::vector<std::int64_t>{1, 2, 1, 2}));
 }
 
+TEST(ConstantFolding, UnaryMathAndTheRestOfTheComparisonsAndLogic) {
+  EXPECT_EQ(fold(op("Neg", 1), {i64({3}, {1, -2, 0})}).ints, (std::vector<std::int64_t>{-1, 2, 0}));
+  EXPECT_EQ(fold(op("Abs", 1), {i64({2}, {-5, 5})}).ints, (std::vector<std::int64_t>{5, 5}));
+  EXPECT_EQ(fold(op("Abs", 1), {f32({2}, {-0.5, 2.0})}).floats, (std::vector<double>{0.5, 2.0}));
+  EXPECT_THAT(fold_error([&] { fold(op("Neg", 1), {i64({}, {std::numeric_limits<std::int64_t>::min()})}); }),
+              HasSubstr("overflows int64"));
+  EXPECT_EQ(fold(op("Floor", 1), {f32({2}, {1.5, -1.5})}).floats, (std::vector<double>{1.0, -2.0}));
+  EXPECT_EQ(fold(op("Ceil", 1), {f32({2}, {1.5, -1.5})}).floats, (std::vector<double>{2.0, -1.0}));
+  EXPECT_EQ(fold(op("Sqrt", 1), {f32({2}, {16.0, 2.25})}).floats, (std::vector<double>{4.0, 1.5}));
+  EXPECT_THAT(fold_error([&] { fold(op("Sqrt", 1), {i64({1}, {4})}); }), HasSubstr("not a floating type"));
+  const auto a = i64({3}, {1, 2, 3});
+  const auto two = i64({}, {2});
+  EXPECT_EQ(fold(op("LessOrEqual", 2), {a, two}).ints, (std::vector<std::int64_t>{1, 1, 0}));
+  EXPECT_EQ(fold(op("GreaterOrEqual", 2), {a, two}).ints, (std::vector<std::int64_t>{0, 1, 1}));
+  const auto p = boolean({4}, {0, 0, 1, 1});
+  const auto q = boolean({4}, {0, 1, 0, 1});
+  EXPECT_EQ(fold(op("Or", 2), {p, q}).ints, (std::vector<std::int64_t>{0, 1, 1, 1}));
+  EXPECT_EQ(fold(op("Xor", 2), {p, q}).ints, (std::vector<std::int64_t>{0, 1, 1, 0}));
+  auto rmin = op("ReduceMin", 1);
+  B::attr(rmin, "keepdims", std::int64_t{0});
+  EXPECT_EQ(fold(rmin, {i64({2, 2}, {4, -1, 3, 7})}).ints, (std::vector<std::int64_t>{-1}));
+}
+
+TEST(ConstantFolding, ConstantInEveryValueForm) {
+  auto ints = op("Constant", 0);
+  B::attr(ints, "value_ints", std::vector<std::int64_t>{3, 4});
+  EXPECT_EQ(fold(ints, {}).dims, (Dims{2}));
+  EXPECT_EQ(fold(ints, {}).ints, (std::vector<std::int64_t>{3, 4}));
+  auto one = op("Constant", 0);
+  B::attr(one, "value_int", std::int64_t{7});
+  EXPECT_EQ(fold(one, {}).dims, (Dims{}));
+  EXPECT_EQ(fold(one, {}).ints, (std::vector<std::int64_t>{7}));
+  auto tensor = op("Constant", 0);
+  B::tensor_attr(tensor, "value", B::int_tensor("v", {2, 1}, {5, 6}));
+  EXPECT_EQ(fold(tensor, {}).dims, (Dims{2, 1}));
+  auto text = op("Constant", 0);
+  B::attr(text, "value_string", std::string("hello"));
+  EXPECT_THROW(fold(text, {}), std::runtime_error) << "a string constant stays unknown";
+}
+
 TEST(ConstantFolding, NonZeroOfAKnownTensorListsItsIndicesRowMajor) {
   // [[1, 0, 2], [0, 0, 3]]: non-zero at (0,0), (0,2), (1,2); one row of indices per axis.
   const auto nz = fold(op("NonZero", 1), {i64({2, 3}, {1, 0, 2, 0, 0, 3})});
