@@ -2,12 +2,12 @@
 // own messages, an edited cluster changing the evaluation, cluster JSON files that the command
 // line reads, and sessions that keep the edited cluster and the side-by-side choice.
 
-#include "analysis.h"
-#include "cluster_editor.h"
-#include "main_window.h"
-#include "session.h"
-#include "setup_panel.h"
-#include "side_by_side_panel.h"
+#include "app/main_window.h"
+#include "common/analysis.h"
+#include "common/session.h"
+#include "compare/side_by_side_panel.h"
+#include "setup/cluster_editor.h"
+#include "setup/setup_panel.h"
 
 #include "partita/cluster/cluster.h"
 #include "partita/graph/error.h"

@@ -4,19 +4,19 @@
 // between the table and the graph both ways; sessions round-trip and a corrupt one is reported;
 // exports write files.
 
-#include "analysis.h"
-#include "format.h"
-#include "graph_layout.h"
-#include "graph_layout_job.h"
-#include "graph_scene.h"
-#include "graph_view.h"
-#include "inspector_panel.h"
-#include "layer_table_model.h"
-#include "layers_panel.h"
-#include "main_window.h"
-#include "session.h"
-#include "setup_panel.h"
-#include "split_category.h"
+#include "app/main_window.h"
+#include "common/analysis.h"
+#include "common/format.h"
+#include "common/session.h"
+#include "common/split_category.h"
+#include "graph/graph_layout.h"
+#include "graph/graph_layout_job.h"
+#include "graph/graph_scene.h"
+#include "graph/graph_view.h"
+#include "layers/inspector_panel.h"
+#include "layers/layers_panel.h"
+#include "models/layer_table_model.h"
+#include "setup/setup_panel.h"
 
 #include "partita/graph/error.h"
 

@@ -1,12 +1,12 @@
 // The GUI's item models over real core results: QAbstractItemModelTester on each, and checks
 // that what they show is what the core computed.
 
-#include "analysis.h"
-#include "candidate_model.h"
-#include "candidates.h"
-#include "compare_model.h"
-#include "format.h"
-#include "layer_table_model.h"
+#include "common/analysis.h"
+#include "common/candidates.h"
+#include "common/format.h"
+#include "models/candidate_model.h"
+#include "models/compare_model.h"
+#include "models/layer_table_model.h"
 
 #include "partita/graph/error.h"
 #include "partita/sharding/config.h"

@@ -2,18 +2,18 @@
 // against predicted by the core, the per-op model under QAbstractItemModelTester, the timeline,
 // side by side, cancel, and a missing runtime named in the error.
 
-#include "analysis.h"
-#include "chart_adapter.h"
-#include "charts_panel.h"
-#include "format.h"
-#include "layer_table_model.h"
-#include "layers_panel.h"
-#include "main_window.h"
-#include "run_ops_model.h"
-#include "run_panel.h"
-#include "session.h"
-#include "setup_panel.h"
-#include "timeline_widget.h"
+#include "app/main_window.h"
+#include "charts/charts_panel.h"
+#include "common/analysis.h"
+#include "common/format.h"
+#include "common/session.h"
+#include "layers/layers_panel.h"
+#include "models/chart_adapter.h"
+#include "models/layer_table_model.h"
+#include "models/run_ops_model.h"
+#include "run/run_panel.h"
+#include "run/timeline_widget.h"
+#include "setup/setup_panel.h"
 
 #include <QAbstractItemModelTester>
 #include <QComboBox>

@@ -1,15 +1,15 @@
 // The Scaling tab (a sweep over device counts, off the GUI thread, with gaps and cancel) and the
 // Side by side tab (two strategies layer by layer, under QAbstractItemModelTester).
 
-#include "analysis.h"
-#include "analysis_runner.h"
-#include "chart_adapter.h"
-#include "format.h"
-#include "main_window.h"
-#include "setup_panel.h"
-#include "side_by_side_model.h"
-#include "side_by_side_panel.h"
-#include "sweep_panel.h"
+#include "app/main_window.h"
+#include "common/analysis.h"
+#include "common/analysis_runner.h"
+#include "common/format.h"
+#include "compare/side_by_side_panel.h"
+#include "compare/sweep_panel.h"
+#include "models/chart_adapter.h"
+#include "models/side_by_side_model.h"
+#include "setup/setup_panel.h"
 
 #include "partita/graph/error.h"
 

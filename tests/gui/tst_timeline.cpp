@@ -2,12 +2,12 @@
 // core computed it, one lane per device and stream, every task modelled; the critical-path filter,
 // the summary, zoom and pan, and the hover text.
 
-#include "format.h"
-#include "main_window.h"
-#include "setup_panel.h"
-#include "sim_timeline_layout.h"
-#include "sim_timeline_view.h"
-#include "timeline_panel.h"
+#include "app/main_window.h"
+#include "common/format.h"
+#include "setup/setup_panel.h"
+#include "timeline/sim_timeline_layout.h"
+#include "timeline/sim_timeline_view.h"
+#include "timeline/timeline_panel.h"
 
 #include "partita/sim/simulate.h"
 

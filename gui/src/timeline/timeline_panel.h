@@ -1,0 +1,47 @@
+#pragma once
+
+// The Timeline tab: the predicted iteration as the event simulator runs it (SimTimelineView), with
+// zoom buttons, a filter to the critical path, a legend of task kinds and a summary: the simulated
+// iteration against the additive prediction and where each device spends it.
+
+#include "common/analysis.h"
+
+#include <QWidget>
+
+#include <memory>
+
+class QCheckBox;
+class QLabel;
+class QToolButton;
+
+namespace partita::gui {
+
+class SimTimelineView;
+
+class TimelinePanel : public QWidget {
+  Q_OBJECT
+public:
+  explicit TimelinePanel(QWidget* parent = nullptr);
+
+  void setAnalysis(std::shared_ptr<const Analysis> analysis);
+
+  SimTimelineView* view() const { return m_view; }
+  QLabel* summaryLabel() const { return m_summary; }
+  QCheckBox* criticalOnlyBox() const { return m_criticalOnly; }
+  QToolButton* zoomInButton() const { return m_zoomIn; }
+  QToolButton* zoomOutButton() const { return m_zoomOut; }
+
+private:
+  void updateSpanLabel();
+
+  std::shared_ptr<const Analysis> m_analysis;
+  SimTimelineView* m_view;
+  QLabel* m_summary;
+  QLabel* m_span;
+  QCheckBox* m_criticalOnly;
+  QToolButton* m_zoomIn;
+  QToolButton* m_zoomOut;
+  QToolButton* m_fit;
+};
+
+} // namespace partita::gui
