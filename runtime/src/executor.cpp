@@ -221,6 +221,20 @@ Executor::Executor(const graph::Graph& g, const strategy::Strategy& st, MPI_Comm
         const auto groups = cost::device_groups(a.config, a.devices, layout.partial_axes, false);
         m_comms.add(groups);
         state.outputs[j].partial_group = my_group(groups);
+        const auto& readers = g.tensor(op.outputs[j]).consumers;
+        if (state.outputs[j].partial_group.size() > 1 && readers.size() == 1 && in_scope(readers[0]) &&
+            strategy::output_reduce_scatters(g, sem, st.ops, id, j)) {
+          const auto& ra = st.ops[static_cast<std::size_t>(readers[0])];
+          const auto& reader_inputs = g.op(readers[0]).inputs;
+          const auto input = static_cast<std::size_t>(
+              std::find(reader_inputs.begin(), reader_inputs.end(), op.outputs[j]) - reader_inputs.begin());
+          const auto read = sharding::input_layout(g, sem[static_cast<std::size_t>(readers[0])], ra.config, input);
+          for (const int d : state.outputs[j].partial_group) {
+            const auto at = std::find(ra.devices.begin(), ra.devices.end(), d) - ra.devices.begin();
+            state.outputs[j].scatter.push_back(
+                sharding::block_of(read, ra.config, static_cast<int>(at) % ra.config.devices()));
+          }
+        }
       }
       for (const auto c : g.tensor(op.outputs[j]).consumers) {
         state.outputs[j].external = state.outputs[j].external || !in_scope(c);
@@ -254,6 +268,17 @@ Executor::Executor(const graph::Graph& g, const strategy::Strategy& st, MPI_Comm
         const auto groups = cost::device_groups(a.config, a.devices, layout.replica_axes, sharded_state);
         m_comms.add(groups);
         in.reduce_group = my_group(groups);
+        if (!in.parameter && in.reduce_group.size() > 1 && t.producer >= 0 && in_scope(t.producer) &&
+            strategy::input_gradient_reduce_scatters(g, sem, st.ops, id, i)) {
+          const auto& pa = st.ops[static_cast<std::size_t>(t.producer)];
+          const auto held = sharding::output_layout(g, sem[static_cast<std::size_t>(t.producer)], pa.config,
+                                                    output_index(g.op(t.producer), tid));
+          for (const int d : in.reduce_group) {
+            const auto at = std::find(pa.devices.begin(), pa.devices.end(), d) - pa.devices.begin();
+            in.gradient_scatter.push_back(
+                sharding::block_of(held, pa.config, static_cast<int>(at) % pa.config.devices()));
+          }
+        }
       }
       if (t.producer >= 0 && in_scope(t.producer)) {
         in.producer = t.producer;
@@ -481,6 +506,29 @@ void Executor::reduce(const Group& group, Shard& shard) {
   m_backend.synchronize();
 }
 
+void Executor::reduce_scatter(const Group& group, Shard& shard, const std::vector<sharding::Block>& regions) {
+  const auto me = static_cast<std::size_t>(std::find(group.begin(), group.end(), m_rank) - group.begin());
+  std::vector<std::int64_t> counts;
+  for (const auto& r : regions) {
+    counts.push_back(r.elements());
+  }
+  // Packed member by member (the group's order), summed, and this rank's region written back.
+  Floats packed = uninitialized_floats(static_cast<std::size_t>(shard.elements()));
+  Floats mine = uninitialized_floats(static_cast<std::size_t>(counts.at(me)));
+  std::int64_t at = 0;
+  for (std::size_t k = 0; k < regions.size(); ++k) {
+    std::int64_t from = 0, to = 0;
+    const StridedCopy c = region_copy(shard.block, regions[k], regions[k], from, to);
+    m_backend.copy(c, shard.data.data() + from, packed.data() + at + to, false);
+    at += counts[k];
+  }
+  m_backend.reduce_scatter_sum(m_comms.get(group), packed.data(), counts, mine.data());
+  std::int64_t from = 0, to = 0;
+  const StridedCopy back = region_copy(regions[me], shard.block, regions[me], from, to);
+  m_backend.copy(back, mine.data() + from, shard.data.data() + to, false);
+  m_backend.synchronize();
+}
+
 bool Executor::hands_buffer_over(graph::OpId id, const OpState& state) const {
   if (state.inputs.empty() || state.outputs.size() != 1) {
     return false;
@@ -565,7 +613,11 @@ void Executor::forward() {
     for (auto& out : state.outputs) {
       if (out.partial_group.size() > 1) {
         const double r0 = clock_start();
-        reduce(out.partial_group, *out.value);
+        if (out.scatter.empty()) {
+          reduce(out.partial_group, *out.value);
+        } else {
+          reduce_scatter(out.partial_group, *out.value, out.scatter);
+        }
         clock_add(id, Phase::forward_reduce, r0, static_cast<double>(out.value->elements()) * 4);
       }
     }
@@ -691,7 +743,11 @@ void Executor::backward() {
       for (auto& in : state.inputs) {
         if (in.gradient && !in.parameter && in.reduce_group.size() > 1) {
           const double r0 = clock_start();
-          reduce(in.reduce_group, *in.gradient);
+          if (in.gradient_scatter.empty() || in.gradient_alias) {
+            reduce(in.reduce_group, *in.gradient);
+          } else {
+            reduce_scatter(in.reduce_group, *in.gradient, in.gradient_scatter);
+          }
           clock_add(id, Phase::backward_reduce, r0, static_cast<double>(in.gradient->elements()) * 4);
         }
       }
@@ -1054,13 +1110,24 @@ Shard* Executor::buffer(graph::OpId op, Buffer which, std::size_t index) {
 std::vector<Snapshot> Executor::snapshot() const {
   m_backend.synchronize(); // the host reads what the kernels wrote
   std::vector<Snapshot> out;
+  // A reduce-scattered sum holds only this rank's region (Output::scatter, Input::gradient_scatter).
+  const auto region_held = [&](const Group& group, const std::vector<sharding::Block>& regions, const Shard& shard) {
+    const auto me = static_cast<std::size_t>(std::find(group.begin(), group.end(), m_rank) - group.begin());
+    Shard part = make_shard(regions.at(me));
+    copy_region(shard, part, regions[me], false);
+    return part;
+  };
   for (std::size_t id = 0; id < m_ops.size(); ++id) {
     const auto& state = m_ops[id];
     if (!state.active) {
       continue;
     }
     for (std::size_t j = 0; j < state.outputs.size(); ++j) {
-      if (state.outputs[j].value) {
+      const auto& o = state.outputs[j];
+      if (o.value && !o.scatter.empty()) {
+        out.push_back({static_cast<graph::OpId>(id), Held::output, static_cast<int>(j),
+                       region_held(o.partial_group, o.scatter, *o.value)});
+      } else if (o.value) {
         out.push_back({static_cast<graph::OpId>(id), Held::output, static_cast<int>(j),
                        *held(static_cast<graph::OpId>(id), Held::output, static_cast<int>(j))});
       }
@@ -1075,6 +1142,9 @@ std::vector<Snapshot> Executor::snapshot() const {
         slice.data.assign(zero_gradient(in), zero_gradient(in) + n);
         out.push_back({static_cast<graph::OpId>(id), Held::weight_gradient, static_cast<int>(i), std::move(slice),
                        in.zero->offset});
+      } else if (in.gradient && !in.gradient_scatter.empty() && !in.gradient_alias) {
+        out.push_back({static_cast<graph::OpId>(id), Held::input_gradient, static_cast<int>(i),
+                       region_held(in.reduce_group, in.gradient_scatter, *in.gradient)});
       } else if (in.gradient) {
         out.push_back({static_cast<graph::OpId>(id), in.parameter ? Held::weight_gradient : Held::input_gradient,
                        static_cast<int>(i), *in.gradient});

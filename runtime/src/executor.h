@@ -163,6 +163,10 @@ private:
     bool needs_gradient = false;
     bool parameter = false;
     Group reduce_group; // this rank's replica group for the gradient (size 1: none)
+    // Sequence parallelism (strategy::input_gradient_reduce_scatters): the gradient's partial sums
+    // are reduce-scattered over reduce_group, each member keeping the region of this rank's block
+    // that the producer holds on it (in the group's order); empty: all-reduced.
+    std::vector<sharding::Block> gradient_scatter;
     int copies = 1;
     // Activations: from the producer's output placement.
     graph::OpId producer = -1; // -1 also when the producer is out of scope
@@ -189,7 +193,11 @@ private:
   };
   struct Output {
     std::optional<Shard> value, gradient;
-    Group partial_group;   // this rank's group for a split reduction dim (size 1: none)
+    Group partial_group; // this rank's group for a split reduction dim (size 1: none)
+    // Sequence parallelism (strategy::output_reduce_scatters): the partial sum is
+    // reduce-scattered over partial_group, each member keeping the region of this rank's block its
+    // one reader reads there (in the group's order); empty: all-reduced.
+    std::vector<sharding::Block> scatter;
     bool external = false; // read by an op out of scope
     // Its only reader writes the whole gradient in place (Input::gradient_alias), or it is a graph
     // output that the loss gradient overwrites: backward() does not zero it first.
@@ -239,6 +247,9 @@ private:
   void release_parameters(OpState& state);
   // Sums `shard` in place over this rank's `group` through the backend (MPI or NCCL), then waits.
   void reduce(const Group& group, Shard& shard);
+  // Sums `shard` over `group` leaving each member its region only (`regions`, in the group's
+  // order, partitioning the shard's block): this rank's region of the shard holds the sum after.
+  void reduce_scatter(const Group& group, Shard& shard, const std::vector<sharding::Block>& regions);
   void sum_tied_gradients();
   bool in_scope(graph::OpId id) const;
   // Fills a generated (producer-less) input's block for the current micro-batch.

@@ -230,6 +230,12 @@ bool slices_in_groups(const sharding::TensorLayout& layout, const OpAssignment& 
   return true;
 }
 
+bool has_one_reader(const graph::Graph& g, graph::TensorId t) {
+  const auto& readers = g.tensor(t).consumers;
+  return readers.size() == 1 && !g.is_graph_output(t) &&
+         std::count(g.op(readers[0]).inputs.begin(), g.op(readers[0]).inputs.end(), t) == 1;
+}
+
 // Sequence parallelism (Korthikanti et al. 2022): op `id`'s partial-sum all-reduces whose one
 // reader keeps a distinct slice on each device of the group, and its input-gradient all-reduces
 // whose producer keeps such slices, are reduce-scatters.
@@ -239,11 +245,6 @@ void reduce_scatters(const graph::Graph& g, const std::vector<graph::OpSemantics
   const auto& op = g.op(id);
   const auto& a = ops[static_cast<std::size_t>(id)];
   const auto& s = sem[static_cast<std::size_t>(id)];
-  const auto one_reader = [&](graph::TensorId t) {
-    const auto& readers = g.tensor(t).consumers;
-    return readers.size() == 1 && !g.is_graph_output(t) &&
-           std::count(g.op(readers[0]).inputs.begin(), g.op(readers[0]).inputs.end(), t) == 1;
-  };
   // The term becomes a reduce-scatter of `t`'s shard over the same groups.
   const auto reduce_scatter = [&](cost::Term& term, graph::TensorId t, const std::vector<std::vector<int>>& groups,
                                   double shard_bytes, std::string_view why) {
@@ -258,40 +259,21 @@ void reduce_scatters(const graph::Graph& g, const std::vector<graph::OpSemantics
     }
     const auto slot = static_cast<std::size_t>(term.slot);
     if (term.name == cost::term::forward_reduce) {
-      const graph::TensorId t = op.outputs[slot];
-      if (!one_reader(t)) {
+      if (!output_reduce_scatters(g, sem, ops, id, slot)) {
         continue;
       }
-      const graph::OpId reader = g.tensor(t).consumers[0];
-      const auto& ra = ops[static_cast<std::size_t>(reader)];
-      const auto input = static_cast<std::size_t>(std::find(g.op(reader).inputs.begin(), g.op(reader).inputs.end(), t) -
-                                                  g.op(reader).inputs.begin());
       const auto out = sharding::output_layout(g, s, a.config, slot);
-      const auto groups = cost::device_groups(a.config, a.devices, out.partial_axes, false);
-      if (!slices_in_groups(sharding::input_layout(g, sem[static_cast<std::size_t>(reader)], ra.config, input), ra, out,
-                            a, groups)) {
-        continue;
-      }
-      reduce_scatter(term, t, groups, out.shard_bytes(),
+      reduce_scatter(term, op.outputs[slot], cost::device_groups(a.config, a.devices, out.partial_axes, false),
+                     out.shard_bytes(),
                      "is a partial sum whose one reader keeps a slice of it on each device (sequence parallelism): "
                      "reduce-scatter");
     } else if (term.name == cost::term::backward_reduce) {
-      const graph::TensorId t = op.inputs[slot];
-      const graph::OpId producer = g.tensor(t).producer;
-      if (producer < 0 || !one_reader(t)) {
+      if (!input_gradient_reduce_scatters(g, sem, ops, id, slot)) {
         continue;
       }
-      const auto& pa = ops[static_cast<std::size_t>(producer)];
-      const auto& ps = sem[static_cast<std::size_t>(producer)];
-      const auto& outputs = g.op(producer).outputs;
-      const auto output = static_cast<std::size_t>(std::find(outputs.begin(), outputs.end(), t) - outputs.begin());
-      const auto from = sharding::output_layout(g, ps, pa.config, output);
       const auto in = sharding::input_layout(g, s, a.config, slot);
-      const auto groups = cost::device_groups(a.config, a.devices, in.replica_axes, false);
-      if (!from.partial_axes.empty() || !slices_in_groups(from, pa, in, a, groups)) {
-        continue;
-      }
-      reduce_scatter(term, t, groups, in.shard_bytes(),
+      reduce_scatter(term, op.inputs[slot], cost::device_groups(a.config, a.devices, in.replica_axes, false),
+                     in.shard_bytes(),
                      "is read whole by its group and its producer keeps a slice of it on each device (sequence "
                      "parallelism): its gradient is reduce-scattered");
     }
@@ -299,6 +281,46 @@ void reduce_scatters(const graph::Graph& g, const std::vector<graph::OpSemantics
 }
 
 } // namespace
+
+bool output_reduce_scatters(const graph::Graph& g, const std::vector<graph::OpSemantics>& sem,
+                            const std::vector<OpAssignment>& ops, graph::OpId id, std::size_t output) {
+  const graph::TensorId t = g.op(id).outputs.at(output);
+  if (t == graph::no_tensor || !has_one_reader(g, t)) {
+    return false;
+  }
+  const auto& a = ops[static_cast<std::size_t>(id)];
+  const auto out = sharding::output_layout(g, sem[static_cast<std::size_t>(id)], a.config, output);
+  if (out.partial_axes.empty()) {
+    return false;
+  }
+  const graph::OpId reader = g.tensor(t).consumers[0];
+  const auto& ra = ops[static_cast<std::size_t>(reader)];
+  const auto& inputs = g.op(reader).inputs;
+  const auto input = static_cast<std::size_t>(std::find(inputs.begin(), inputs.end(), t) - inputs.begin());
+  const auto groups = cost::device_groups(a.config, a.devices, out.partial_axes, false);
+  return slices_in_groups(sharding::input_layout(g, sem[static_cast<std::size_t>(reader)], ra.config, input), ra, out,
+                          a, groups);
+}
+
+bool input_gradient_reduce_scatters(const graph::Graph& g, const std::vector<graph::OpSemantics>& sem,
+                                    const std::vector<OpAssignment>& ops, graph::OpId id, std::size_t input) {
+  const graph::TensorId t = g.op(id).inputs.at(input);
+  if (t == graph::no_tensor || g.tensor(t).producer < 0 || !has_one_reader(g, t)) {
+    return false;
+  }
+  const graph::OpId producer = g.tensor(t).producer;
+  const auto& a = ops[static_cast<std::size_t>(id)];
+  const auto& pa = ops[static_cast<std::size_t>(producer)];
+  const auto& outputs = g.op(producer).outputs;
+  const auto output = static_cast<std::size_t>(std::find(outputs.begin(), outputs.end(), t) - outputs.begin());
+  const auto from = sharding::output_layout(g, sem[static_cast<std::size_t>(producer)], pa.config, output);
+  const auto in = sharding::input_layout(g, sem[static_cast<std::size_t>(id)], a.config, input);
+  if (!from.partial_axes.empty() || in.replica_axes.empty()) {
+    return false;
+  }
+  const auto groups = cost::device_groups(a.config, a.devices, in.replica_axes, false);
+  return slices_in_groups(from, pa, in, a, groups);
+}
 
 void keep_priced_groups(const cluster::Cluster& cluster, MoveGeometry& geometry) {
   for (auto* r : {&geometry.forward, &geometry.backward}) {
