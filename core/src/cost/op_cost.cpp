@@ -425,8 +425,8 @@ std::string cost_signature(const graph::Graph& g, graph::OpId id, const graph::O
       continue;
     }
     const graph::Tensor& x = g.tensor(t);
-    out += fmt::format("|I{}:{}:{}:{}:{}", fmt::join(x.shape, ","), static_cast<int>(x.dtype), static_cast<int>(x.role),
-                       graph::gets_gradient(x), written_just_before(g, id, x));
+    out += fmt::format("|I{}:{}:{}:{}:{}:{}", fmt::join(x.shape, ","), static_cast<int>(x.dtype),
+                       static_cast<int>(x.role), graph::gets_gradient(x), written_just_before(g, id, x), x.quantized);
   }
   for (const graph::TensorId t : op.outputs) {
     if (t == graph::no_tensor) {
@@ -434,8 +434,8 @@ std::string cost_signature(const graph::Graph& g, graph::OpId id, const graph::O
       continue;
     }
     const graph::Tensor& x = g.tensor(t);
-    out += fmt::format("|O{}:{}:{}:{}:{}", fmt::join(x.shape, ","), static_cast<int>(x.dtype), graph::gets_gradient(x),
-                       g.is_graph_output(t), x.consumers.size());
+    out += fmt::format("|O{}:{}:{}:{}:{}:{}", fmt::join(x.shape, ","), static_cast<int>(x.dtype),
+                       graph::gets_gradient(x), g.is_graph_output(t), x.consumers.size(), x.quantized);
   }
   return out;
 }

@@ -426,9 +426,12 @@ private:
       }
       std::string fix;
       if (!settings.empty() && settings.size() == sources.size()) {
-        fix = fmt::format("; if {} a setting rather than data, fix {} with --value {}=...",
-                          settings.size() == 1 ? "it is" : "they are", settings.size() == 1 ? "it" : "them",
-                          settings.front());
+        std::string flags;
+        for (const auto& name : settings) {
+          flags += fmt::format(" --value {}=...", name);
+        }
+        fix = fmt::format("; if {} a setting rather than data, fix {} with{}",
+                          settings.size() == 1 ? "it is" : "they are", settings.size() == 1 ? "it" : "them", flags);
       } else {
         fix = "; Partita needs shapes that do not depend on the data (export with static shapes, or fold the "
               "computation away)";
