@@ -174,7 +174,7 @@ void check_parallelism(const AnalysisInput& input) {
   whole("chunks", input.chunks, 2, 1024);
 }
 
-cost::TrainingSetup input_setup(const AnalysisInput& input) {
+proto::TrainingSetup input_setup_proto(const AnalysisInput& input) {
   proto::TrainingSetup p;
   p.set_precision(input.precision);
   p.set_optimizer(input.optimizer);
@@ -182,7 +182,11 @@ cost::TrainingSetup input_setup(const AnalysisInput& input) {
   p.set_recompute(input.recompute);
   p.set_sequence_parallel(input.sequence_parallel);
   p.set_fp32_gradients(input.fp32_gradients);
-  return strategy::setup_from_proto(p, "training set-up");
+  return p;
+}
+
+cost::TrainingSetup input_setup(const AnalysisInput& input) {
+  return strategy::setup_from_proto(input_setup_proto(input), "training set-up");
 }
 
 onnx_import::ImportOptions input_import_options(const AnalysisInput& input) {

@@ -24,7 +24,8 @@
 
 namespace partita::proto {
 class Cluster;
-}
+class TrainingSetup;
+} // namespace partita::proto
 
 namespace partita::gui {
 
@@ -181,6 +182,8 @@ int nodes_for(const AnalysisInput& input);
 // Throws partita::Error naming the field when the parallelism options cannot be used (a schedule
 // other than gpipe, 1f1b or interleaved, chunks outside 2-1024, negative counts).
 void check_parallelism(const AnalysisInput& input);
+// The training set-up's fields as partita.proto's TrainingSetup (what sessions store), and checked.
+proto::TrainingSetup input_setup_proto(const AnalysisInput& input);
 cost::TrainingSetup input_setup(const AnalysisInput& input);
 onnx_import::ImportResult load_input_model(const AnalysisInput& input);
 

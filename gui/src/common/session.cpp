@@ -46,13 +46,7 @@ void saveSession(const std::filesystem::path& path, const SessionState& state) {
   s.set_nodes(in.nodes);
   s.set_devices(in.devices);
   s.set_family(in.family);
-  auto* setup = s.mutable_setup();
-  setup->set_precision(in.precision);
-  setup->set_optimizer(in.optimizer);
-  setup->set_zero_stage(in.zero_stage);
-  setup->set_recompute(in.recompute);
-  setup->set_sequence_parallel(in.sequence_parallel);
-  setup->set_fp32_gradients(in.fp32_gradients);
+  *s.mutable_setup() = input_setup_proto(in);
   auto* parallelism = s.mutable_parallelism();
   parallelism->set_tensor_parallel(in.tensor_parallel);
   parallelism->set_stages(in.stages);
