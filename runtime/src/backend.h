@@ -1,7 +1,7 @@
 #pragma once
 
 // The kernels partita-run needs, behind one small interface, on dense row-major fp32 buffers that
-// come from tensor_memory() (valid on the host and, for a GPU backend, on the device), and the
+// come from tensor_memory() (the host's memory, or a GPU backend's device memory), and the
 // sum all-reduce, reduce-scatter and all-gather over a group of ranks. Two implementations: the CPU backend (oneDNN
 // kernels, MPI collectives), always built, and the CUDA backend (cuBLAS/cuDNN kernels, NCCL collectives bootstrapped
 // over MPI), built where the CUDA toolkit, cuDNN and NCCL are found (backends.h picks one at run time).
@@ -57,8 +57,8 @@ public:
   // caches): the CPU backend. The calibration's fresh-read sweep measures only such a backend.
   virtual bool kernels_on_host() const { return true; }
   // Moves `count` floats of tensor memory to where the kernels read them, ahead of their first
-  // use (CUDA managed memory the host wrote last: onto the GPU, instead of page by page on the
-  // first kernel's faults); nothing on the CPU.
+  // use; nothing on the backends here (the CPU's memory is the kernels', the CUDA backend's tensors
+  // are made on the GPU).
   virtual void prefetch(const float* data, std::int64_t count) { (void)data, (void)count; }
   // Timestamps in the queue of an asynchronous backend (kernels_on_host() false): mark() notes the
   // point the work queued so far has reached and returns its number; mark_times() waits for the
@@ -177,8 +177,7 @@ public:
                            float* weights) = 0;
 
   // The data movement of a training iteration, so that nothing on the host touches tensor memory
-  // between kernels (on a GPU, a host loop over managed memory moves every page it touches to the
-  // host and back: Transpose, Split and the like ran 10 to 70 times slower than their copies).
+  // between kernels (on a GPU the host cannot: tensors live in device memory, tensor_memory.h).
   // dst = src over the box `c` (dst += src with `accumulate`); src and dst do not overlap.
   virtual void copy(const StridedCopy& c, const float* src, float* dst, bool accumulate) = 0;
   // y = a * x over n elements (y may be x).

@@ -28,14 +28,14 @@ int local_rank(MPI_Comm world) {
 
 std::vector<std::string> backend_names() {
 #ifdef PARTITA_HAVE_CUDA
-  return {"cpu", "cuda"};
+  return {"cpu", "cpu-guarded", "cuda"};
 #else
-  return {"cpu"};
+  return {"cpu", "cpu-guarded"};
 #endif
 }
 
 std::optional<std::string> backend_unavailable(std::string_view name) {
-  if (name == "cpu") {
+  if (name == "cpu" || name == "cpu-guarded") {
     return std::nullopt;
   }
   if (name == "cuda") {
@@ -61,6 +61,9 @@ std::unique_ptr<Backend> make_backend(std::string_view name, int threads, MPI_Co
 #else
   (void)world;
 #endif
+  if (name == "cpu-guarded") {
+    return make_guarded_backend(make_cpu_backend(threads));
+  }
   return make_cpu_backend(threads);
 }
 

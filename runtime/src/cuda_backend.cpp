@@ -2,13 +2,12 @@
 // softmax (cuDNN 9's legacy API, still in its headers), cuDNN's RNN API for LSTM, GRU and RNN
 // layers (cuda_recurrent.cpp), NCCL all-reduces on communicators bootstrapped over MPI, and small
 // kernels of our own (cuda_kernels.cu) for the rest. Every call is queued on one stream per rank;
-// synchronize() waits for it. Tensors live in CUDA managed memory (tensor_memory.h), so the
-// executor packs, unpacks and sends them over MPI on the host between kernels, and the kernels
-// read them where they are. Everything else an iteration does to them (transposes, splits,
-// gathers, gradient sums and zeroing, the moves between layouts on one rank) is a kernel too
-// (Backend::copy and the rest), so that their pages stay on the device: a host loop over managed
-// memory moved every page it touched to the host and back, which made those ops 10 to 70 times
-// slower than their kernels.
+// synchronize() waits for it. Tensors live in the GPU's own memory (cudaMalloc, pooled:
+// DeviceMemory in tensor_memory.h), which the host never touches: everything an iteration does to
+// them (transposes, splits, gathers, gradient sums and zeroing, the moves between layouts on one
+// rank) is a kernel (Backend::copy and the rest), and what the host must see (MPI's staging between
+// ranks, --verify's snapshots, the loss scaler's overflow flag) is copied to and from the host
+// through the memory resource, ordered on the backend's stream.
 
 #include "backends.h"
 #include "cuda_kernels.h"
@@ -17,6 +16,8 @@
 #include "tensor_memory.h"
 
 #include "partita/graph/error.h"
+
+#include <cmath>
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -51,16 +52,38 @@ void check(ncclResult_t r, const char* what) {
   }
 }
 
-// CUDA managed memory, pooled: one pointer for the host (packing, MPI) and the device (kernels).
-// A freed block is kept for the next request of its size class (within 1/8 of the size), as
-// PyTorch's caching allocator keeps device memory: cudaFree waits for the whole device, and an
-// iteration frees its temporaries op by op. The free is stream-ordered: an event recorded on the
-// backend's stream when the block is freed is waited for before the block is handed out again, so
-// a kernel still reading it finishes first, and nothing waits when it already has. A new block is
-// asked of the driver only when the device has room for it: managed memory beyond what the GPU
-// has free can hang it (the device tool's notes), so such a request fails with the sizes instead.
-class ManagedMemory final : public std::pmr::memory_resource {
+// The GPU's memory (cudaMalloc), pooled. A freed block is kept for the next request of its size
+// class (within 1/8 of the size), as PyTorch's caching allocator keeps device memory: cudaFree
+// waits for the whole device, and an iteration frees its temporaries op by op. The free is
+// stream-ordered: an event recorded on the backend's stream when the block is freed is waited for
+// before the block is handed out again, so a kernel still reading it finishes first, and nothing
+// waits when it already has. A request the device has no room for hands cached memory back to the
+// driver first, then fails with the sizes. Moves to and from the host are ordered on the stream
+// (after the kernels queued before them) and return when done; copies and fills are queued.
+class PooledDeviceMemory final : public DeviceMemory {
 public:
+  void to_host(const void* device, void* host, std::size_t bytes) override {
+    check(cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, stream_or_default()),
+          "cudaMemcpyAsync (device to host)");
+    check(cudaStreamSynchronize(stream_or_default()), "cudaStreamSynchronize (device to host)");
+  }
+  void from_host(const void* host, void* device, std::size_t bytes) override {
+    check(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, stream_or_default()),
+          "cudaMemcpyAsync (host to device)");
+    check(cudaStreamSynchronize(stream_or_default()), "cudaStreamSynchronize (host to device)");
+  }
+  void copy(const void* from, void* to, std::size_t bytes) override {
+    check(cudaMemcpyAsync(to, from, bytes, cudaMemcpyDeviceToDevice, stream_or_default()),
+          "cudaMemcpyAsync (device to device)");
+  }
+  void fill(float* device, std::size_t count, float value) override {
+    if (value == 0.F && !std::signbit(value)) {
+      check(cudaMemsetAsync(device, 0, count * sizeof(float), stream_or_default()), "cudaMemsetAsync");
+    } else {
+      cuda::fill(stream_or_default(), static_cast<std::int64_t>(count), value, device);
+    }
+  }
+
   // The stream frees are ordered on (nullptr: none; a free then waits for the device).
   void set_stream(cudaStream_t stream) {
     const std::lock_guard lock(m_mutex);
@@ -68,6 +91,11 @@ public:
   }
 
 private:
+  cudaStream_t stream_or_default() {
+    const std::lock_guard lock(m_mutex);
+    return m_stream; // nullptr: the legacy default stream, which waits for the others
+  }
+
   struct Block {
     void* data = nullptr;
     cudaEvent_t freed = nullptr; // recorded on the stream at the free; nullptr: free already
@@ -122,26 +150,15 @@ private:
       }
       if (size > free_bytes) {
         throw Error(fmt::format("a tensor buffer of {:.1f} MiB does not fit: {:.1f} MiB of the GPU's {:.1f} MiB are "
-                                "free (partita-run keeps tensors in managed memory, which must not exceed the device)",
+                                "free",
                                 static_cast<double>(size) / (1 << 20), static_cast<double>(free_bytes) / (1 << 20),
                                 static_cast<double>(total_bytes) / (1 << 20)));
       }
     }
     void* p = nullptr;
-    if (cudaMallocManaged(&p, size, cudaMemAttachGlobal) != cudaSuccess) {
+    if (cudaMalloc(&p, size) != cudaSuccess) {
       (void)cudaGetLastError();
       throw std::bad_alloc();
-    }
-    // Its pages made on the GPU at once: a kernel's first touch of new managed memory faults page
-    // by page, at a few GB/s.
-    int device = 0;
-    if (m_stream != nullptr && cudaGetDevice(&device) == cudaSuccess) {
-      cudaMemLocation where{};
-      where.type = cudaMemLocationTypeDevice;
-      where.id = device;
-      if (cudaMemPrefetchAsync(p, size, where, 0, m_stream) != cudaSuccess) {
-        (void)cudaGetLastError(); // a hint only: the first kernel then faults the pages in
-      }
     }
     return p; // 256-byte aligned
   }
@@ -190,9 +207,9 @@ private:
   bool m_warned = false;
 };
 
-ManagedMemory& managed_memory() {
-  static ManagedMemory managed; // outlives every buffer: freed with the process
-  return managed;
+PooledDeviceMemory& device_memory() {
+  static PooledDeviceMemory memory; // outlives every buffer: freed with the process
+  return memory;
 }
 
 // cuDNN descriptors, destroyed with their scope.
@@ -276,10 +293,6 @@ public:
     check(cudaSetDevice(device), "cudaSetDevice");
     cudaDeviceProp prop{};
     check(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties");
-    if (prop.managedMemory == 0) {
-      throw Error(fmt::format("CUDA device {} ({}) has no managed memory, which partita-run's tensors live in", device,
-                              prop.name));
-    }
     m_name = fmt::format("cuda ({}, device {} of {}; cuBLAS, cuDNN {}, NCCL {})", prop.name, device, devices,
                          cudnnGetVersion(), NCCL_VERSION_CODE);
     check(cudaStreamCreateWithFlags(&m_stream, cudaStreamNonBlocking), "cudaStreamCreate");
@@ -301,7 +314,7 @@ public:
   }
   ~CudaBackend() override {
     (void)cudaStreamSynchronize(m_stream);
-    managed_memory().set_stream(nullptr);
+    device_memory().set_stream(nullptr);
     for (cudaEvent_t e : m_marks) {
       (void)cudaEventDestroy(e);
     }
@@ -356,16 +369,6 @@ public:
     m_marks_used = 0;
     return out;
   }
-  void prefetch(const float* data, std::int64_t count) override {
-    if (count > 0) {
-      cudaMemLocation where{};
-      where.type = cudaMemLocationTypeDevice;
-      where.id = m_device;
-      check(cudaMemPrefetchAsync(data, static_cast<std::size_t>(count) * sizeof(float), where, 0, m_stream),
-            "cudaMemPrefetchAsync");
-    }
-  }
-
   void all_reduce_sum(MPI_Comm comm, float* data, std::int64_t count) override {
     if (comm == MPI_COMM_NULL || count == 0) {
       return;
@@ -966,9 +969,9 @@ std::unique_ptr<Backend> make_cuda_backend(int local_rank) {
   int count = 0;
   check(cudaGetDeviceCount(&count), "cudaGetDeviceCount");
   auto backend = std::make_unique<CudaBackend>(local_rank % count, count);
-  // Every shard from here on lives in managed memory; the resource outlives them all.
-  managed_memory().set_stream(backend->stream());
-  set_tensor_memory(&managed_memory());
+  // Every shard from here on lives in the GPU's memory; the resource outlives them all.
+  device_memory().set_stream(backend->stream());
+  set_tensor_memory(&device_memory());
   return backend;
 }
 

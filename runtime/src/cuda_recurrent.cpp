@@ -204,7 +204,7 @@ WeightMap weight_map(cudnnHandle_t dnn, const Setup& u, const RecurrentShape& s,
   return map;
 }
 
-// Managed memory on both sides: the driver knows where each lies.
+// Device memory on both sides (cudaMemcpyDefault: the driver knows where each lies).
 void copy(cudaStream_t stream, float* to, const float* from, std::int64_t floats) {
   check(cudaMemcpyAsync(to, from, sz(floats) * sizeof(float), cudaMemcpyDefault, stream),
         "cudaMemcpyAsync (recurrent weights)");

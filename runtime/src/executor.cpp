@@ -26,7 +26,7 @@ std::size_t output_index(const graph::Op& op, graph::TensorId t) {
 // contents the graph carries.
 void fill_constant(Shard& out, const graph::Tensor& t, const Executor::ConstantValues& constants,
                    const std::string& op_name) {
-  Shard whole_tensor = make_shard(whole(t.shape));
+  Shard whole_tensor = make_host_shard(whole(t.shape));
   if (const auto it = constants.find(t.name); it != constants.end()) {
     if (it->second.size() != whole_tensor.data.size()) {
       throw Error(fmt::format("Constant '{}': {} values for a tensor of {} elements", op_name, it->second.size(),
@@ -39,7 +39,7 @@ void fill_constant(Shard& out, const graph::Tensor& t, const Executor::ConstantV
   } else {
     throw Error(fmt::format("Constant '{}': the value of '{}' is not known to partita-run", op_name, t.name));
   }
-  pack(whole_tensor, out.block, out.data.data());
+  copy_region(whole_tensor, out, out.block, false);
 }
 
 // Integer inputs (token ids, indices) without known contents are generated in [0, bound) where
@@ -113,17 +113,19 @@ void Executor::generate(Shard& s, graph::TensorId tid) const {
     return;
   }
   if (t.int_values && static_cast<std::int64_t>(t.int_values->size()) == t.elements()) {
-    Shard whole_tensor = make_shard(whole(t.shape));
+    Shard whole_tensor = make_host_shard(whole(t.shape));
     std::transform(t.int_values->begin(), t.int_values->end(), whole_tensor.data.begin(),
                    [](std::int64_t v) { return static_cast<float>(v); });
-    pack(whole_tensor, s.block, s.data.data());
+    copy_region(whole_tensor, s, s.block, false);
     return;
   }
   const std::int64_t bound = integer_bound(m_graph, tid);
   fill_slice(s, slice, m_micro_batch, seed, 0.5F);
-  for (auto& v : s.data) { // [-0.5, 0.5) -> {0, ..., bound - 1}
+  HostView values(s.data, HostView::read_write);
+  for (auto& v : values) { // [-0.5, 0.5) -> {0, ..., bound - 1}
     v = std::min(static_cast<float>(bound - 1), std::floor((v + 0.5F) * static_cast<float>(bound)));
   }
+  values.commit();
 }
 
 Group Executor::my_group(const Partition& groups) const {
@@ -320,8 +322,9 @@ Executor::Executor(const graph::Graph& g, const strategy::Strategy& st, MPI_Comm
           }
           if (m_training.zero_stage >= 3) {
             // Only the slice stays; the whole shard is gathered for each pass that reads it.
-            const auto begin = in.value->data.begin() + z.offset;
-            z.weights.assign(begin, begin + z.counts[static_cast<std::size_t>(z.part)]);
+            const auto count = static_cast<std::size_t>(z.counts[static_cast<std::size_t>(z.part)]);
+            z.weights = uninitialized_floats(count);
+            copy_floats(in.value->data, static_cast<std::size_t>(z.offset), z.weights, 0, count);
             Floats().swap(in.value->data);
           }
           in.zero = std::move(z);
@@ -1023,15 +1026,14 @@ void Executor::zero_weight_gradients() {
 void Executor::poison_gradients() {
   const auto poison = [](std::optional<Shard>& s) {
     if (s) {
-      std::fill(s->data.begin(), s->data.end(), std::numeric_limits<float>::quiet_NaN());
+      fill_floats(s->data, std::numeric_limits<float>::quiet_NaN());
     }
   };
   for (auto& state : m_ops) {
     for (auto& in : state.inputs) {
       poison(in.gradient);
       if (in.halo) {
-        std::fill(in.halo->gradient.data.begin(), in.halo->gradient.data.end(),
-                  std::numeric_limits<float>::quiet_NaN());
+        fill_floats(in.halo->gradient.data, std::numeric_limits<float>::quiet_NaN());
       }
     }
     for (auto& out : state.outputs) {
@@ -1042,21 +1044,28 @@ void Executor::poison_gradients() {
 
 Executor::Activations Executor::activations() const {
   Activations set;
+  // Copies made where the buffers live (a Shard's copy constructor would read device memory on the host).
+  const auto copy = [](const std::optional<Shard>& s) -> std::optional<Shard> {
+    if (!s) {
+      return std::nullopt;
+    }
+    return Shard{s->block, copy_of(s->data)};
+  };
   for (const auto& state : m_ops) {
     for (const auto& in : state.inputs) {
       if (!in.parameter) {
-        set.push_back(in.value);
-        set.push_back(in.gradient);
+        set.push_back(copy(in.value));
+        set.push_back(copy(in.gradient));
       }
     }
     for (const auto& out : state.outputs) {
-      set.push_back(out.value);
-      set.push_back(out.gradient);
+      set.push_back(copy(out.value));
+      set.push_back(copy(out.gradient));
     }
     // What the op's kernel kept from its forward pass for its backward pass (an LSTM's states,
     // BatchNorm's statistics) belongs to the micro-batch too.
     Shard saved;
-    saved.data = state.saved;
+    saved.data = copy_of(state.saved);
     set.emplace_back(std::move(saved));
   }
   return set;
@@ -1113,7 +1122,7 @@ std::vector<Snapshot> Executor::snapshot() const {
   // A reduce-scattered sum holds only this rank's region (Output::scatter, Input::gradient_scatter).
   const auto region_held = [&](const Group& group, const std::vector<sharding::Block>& regions, const Shard& shard) {
     const auto me = static_cast<std::size_t>(std::find(group.begin(), group.end(), m_rank) - group.begin());
-    Shard part = make_shard(regions.at(me));
+    Shard part = make_host_shard(regions.at(me));
     copy_region(shard, part, regions[me], false);
     return part;
   };
@@ -1129,7 +1138,7 @@ std::vector<Snapshot> Executor::snapshot() const {
                        region_held(o.partial_group, o.scatter, *o.value)});
       } else if (o.value) {
         out.push_back({static_cast<graph::OpId>(id), Held::output, static_cast<int>(j),
-                       *held(static_cast<graph::OpId>(id), Held::output, static_cast<int>(j))});
+                       host_copy_of(*held(static_cast<graph::OpId>(id), Held::output, static_cast<int>(j)))});
       }
     }
     for (std::size_t i = 0; i < state.inputs.size(); ++i) {
@@ -1137,9 +1146,11 @@ std::vector<Snapshot> Executor::snapshot() const {
       if (in.zero && in.parameter && in.gradient && in.reduce_group.size() > 1) {
         // Reduce-scattered: only this rank's slice holds the synchronized gradient.
         const auto n = static_cast<std::ptrdiff_t>(in.zero->counts[static_cast<std::size_t>(in.zero->part)]);
-        Shard slice;
+        Shard slice = make_host_shard({});
         slice.block = in.gradient->block;
-        slice.data.assign(zero_gradient(in), zero_gradient(in) + n);
+        slice.data.resize(static_cast<std::size_t>(n));
+        to_host(m_training.zero_stage >= 2 ? in.zero->gradient : in.gradient->data,
+                m_training.zero_stage >= 2 ? 0 : static_cast<std::size_t>(in.zero->offset), slice.data);
         out.push_back({static_cast<graph::OpId>(id), Held::weight_gradient, static_cast<int>(i), std::move(slice),
                        in.zero->offset});
       } else if (in.gradient && !in.gradient_scatter.empty() && !in.gradient_alias) {
@@ -1147,10 +1158,10 @@ std::vector<Snapshot> Executor::snapshot() const {
                        region_held(in.reduce_group, in.gradient_scatter, *in.gradient)});
       } else if (in.gradient) {
         out.push_back({static_cast<graph::OpId>(id), in.parameter ? Held::weight_gradient : Held::input_gradient,
-                       static_cast<int>(i), *in.gradient});
+                       static_cast<int>(i), host_copy_of(*in.gradient)});
       } else if (in.gradient_alias && state_gradient(in) != nullptr) {
         out.push_back({static_cast<graph::OpId>(id), Held::input_gradient, static_cast<int>(i),
-                       *held(static_cast<graph::OpId>(id), Held::input_gradient, static_cast<int>(i))});
+                       host_copy_of(*held(static_cast<graph::OpId>(id), Held::input_gradient, static_cast<int>(i)))});
       }
     }
   }
@@ -1165,13 +1176,14 @@ std::vector<Snapshot> Executor::weight_snapshot() const {
     for (std::size_t i = 0; state.active && i < state.inputs.size(); ++i) {
       const auto& in = state.inputs[i];
       if (in.parameter && in.gradient && in.value && in.zero && m_training.zero_stage >= 3) {
-        Shard slice;
+        Shard slice = make_host_shard({});
         slice.block = in.value->block;
-        slice.data = in.zero->weights;
+        slice.data.resize(in.zero->weights.size());
+        to_host(in.zero->weights, 0, slice.data);
         out.push_back(
             {static_cast<graph::OpId>(id), Held::weight, static_cast<int>(i), std::move(slice), in.zero->offset});
       } else if (in.parameter && in.gradient && in.value) {
-        out.push_back({static_cast<graph::OpId>(id), Held::weight, static_cast<int>(i), *in.value});
+        out.push_back({static_cast<graph::OpId>(id), Held::weight, static_cast<int>(i), host_copy_of(*in.value)});
       }
     }
   }
@@ -1198,7 +1210,7 @@ const Shard* Executor::held(graph::OpId op, Held kind, int index) const {
     const auto& out = m_ops[static_cast<std::size_t>(at)].outputs[j];
     Shard& copy = m_settled[{op, kind, index}];
     copy.block = own->block;
-    copy.data = gradient ? out.gradient->data : out.value->data;
+    copy.data = copy_of(gradient ? out.gradient->data : out.value->data);
     return &copy;
   };
   if (kind == Held::input_gradient && state.inputs.at(i).gradient_alias) {

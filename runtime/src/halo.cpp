@@ -123,7 +123,7 @@ void exchange_halo(Halo& halo, const Shard& own, MPI_Comm comm) {
 }
 
 void return_halo_gradient(const Halo& halo, Shard& own_gradient, MPI_Comm comm) {
-  std::fill(own_gradient.data.begin(), own_gradient.data.end(), 0.F);
+  fill_floats(own_gradient.data, 0.F);
   const auto local = intersect(halo.gradient.block, own_gradient.block);
   if (!is_empty(local)) {
     unpack(own_gradient, local, packed(halo.gradient, local).data(), true);

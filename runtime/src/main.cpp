@@ -213,7 +213,9 @@ struct Runner {
     const float factor = 1.F / scaler->scale;
     pipeline ? pipeline->unscale_gradients(factor, overflow.data()) : flat->unscale_gradients(factor, overflow.data());
     backend->synchronize();
-    int mine = overflow[0] != 0 ? 1 : 0, any = 0;
+    float flag = 0;
+    to_host(overflow, 0, std::span<float>(&flag, 1));
+    int mine = flag != 0 ? 1 : 0, any = 0;
     MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     scaler->skip_next = any != 0;
   }
@@ -309,10 +311,10 @@ int run(const Options& opt, int rank, int size) {
   const double tolerance = opt.tolerance.value_or(default_tolerance(training.matrix));
   auto backend = make_backend(opt.backend, opt.threads, MPI_COMM_WORLD);
   // --verify's reference on the backend named (another instance, even of the same kind): rank 0 alone runs it. Tensor
-  // memory stays what the run's backend made it (CUDA managed memory is valid on the host, where the CPU kernels read
-  // it).
+  // memory stays what the run's backend made it; a reference on the CPU keeps its own tensors in host memory (below).
   std::unique_ptr<Backend> reference_backend;
   if (opt.verify && rank == 0 && !opt.reference_backend.empty()) {
+    const TensorMemoryScope keep(tensor_memory()); // making the reference's backend leaves the run's memory in place
     reference_backend = make_backend(opt.reference_backend, opt.threads, MPI_COMM_SELF);
   }
   Recorder recorder;
@@ -422,6 +424,11 @@ int run(const Options& opt, int rank, int size) {
       std::optional<Executor> reference;
       Recorder unused;
       const auto single = single_device(g);
+      // A reference on the CPU beside a GPU run keeps its tensors in host memory.
+      std::optional<TensorMemoryScope> host_memory;
+      if (reference_backend && reference_backend->kernels_on_host()) {
+        host_memory.emplace(std::pmr::new_delete_resource());
+      }
       if (rank == 0) {
         // The same optimizer on one device: nothing to shard, ZeRO or not.
         // fp32 whatever the run's precision: mixed precision is checked against fp32.

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <deque>
 #include <map>
 #include <numeric>
 #include <optional>
@@ -207,6 +208,44 @@ void remap(const graph::Op& op, const Shard& in, const Shard& out, Map&& source,
   }
 }
 
+// Host copies of an op's shards for a walk on the host: the shards themselves where the host may
+// touch them (the heap), copies where the tensor memory is the device's, the outputs written back
+// by commit().
+class HostShards {
+public:
+  const Shard* input(const Shard* s) {
+    if (s == nullptr || host_accessible(s->data)) {
+      return s;
+    }
+    return &m_copies.emplace_back(host_copy_of(*s));
+  }
+  OpBuffers inputs_of(const OpBuffers& buf) {
+    OpBuffers hb;
+    for (const Shard* s : buf.inputs) {
+      hb.inputs.push_back(input(s));
+    }
+    return hb;
+  }
+  // `read`: the copy starts with the shard's values (a walk that writes only some elements).
+  Shard& output(Shard& s, bool read) {
+    if (host_accessible(s.data)) {
+      return s;
+    }
+    Shard& copy = m_copies.emplace_back(read ? host_copy_of(s) : make_host_shard(s.block));
+    m_written.emplace_back(&copy, &s);
+    return copy;
+  }
+  void commit() {
+    for (const auto& [from, to] : m_written) {
+      copy_floats(from->data, 0, to->data, 0, from->data.size());
+    }
+  }
+
+private:
+  std::deque<Shard> m_copies;
+  std::vector<std::pair<const Shard*, Shard*>> m_written;
+};
+
 // The source mapping of a remap op's output `k` (global coordinates).
 struct RemapSource {
   const graph::Graph& g;
@@ -389,7 +428,7 @@ void copy_whole(Backend& backend, const Shard& from, Shard& to) {
     return;
   }
   backend.synchronize();
-  to.data = from.data;
+  to.data = copy_of(from.data);
 }
 
 // The same box read the other way: from the buffer it was written to back into the one it was read
@@ -675,14 +714,19 @@ void run_forward(Backend& backend, const graph::Graph& g, graph::OpId id, const 
         continue;
       }
       // Blocks that are not one box of each other: walked on the host, once the kernels that wrote
-      // the input have finished.
+      // the input have finished (on host copies where the tensor memory is the device's).
       backend.synchronize();
+      HostShards host;
+      const OpBuffers hb = host.inputs_of(buf);
+      const Shard& hx = *hb.inputs[0];
+      Shard& hy = host.output(y, true);
+      const RemapSource host_source = remap_source(g, op, hb, k);
       if (source.embedding) { // embedding rows held elsewhere stay 0 (partial sums)
-        std::fill(y.data.begin(), y.data.end(), 0.F);
+        std::fill(hy.data.begin(), hy.data.end(), 0.F);
       }
-      float* to = y.data.data();
-      const float* from = x.data.data();
-      remap(op, x, y, source, [&](std::int64_t o, std::int64_t i, std::int64_t n, std::int64_t s) {
+      float* to = hy.data.data();
+      const float* from = hx.data.data();
+      remap(op, hx, hy, host_source, [&](std::int64_t o, std::int64_t i, std::int64_t n, std::int64_t s) {
         if (s == 1) {
           std::copy_n(from + i, n, to + o);
           return;
@@ -691,6 +735,7 @@ void run_forward(Backend& backend, const graph::Graph& g, graph::OpId id, const 
           to[o + j] = from[i + j * s];
         }
       });
+      host.commit();
     }
   } else if (op.type == "Concat") {
     Shard& y = *buf.outputs[0];
@@ -885,7 +930,11 @@ void run_backward(Backend& backend, const graph::Graph& g, graph::OpId id, const
       } else if (!write) {
         backend.fill(dx.elements(), 0.F, dx.data.data());
       }
-      bool host = false; // whether the host has waited for the kernels before it walks blocks itself
+      // Blocks that are not one box of each other are walked on the host, once the kernels have
+      // finished (on host copies where the tensor memory is the device's, written back at the end).
+      std::optional<HostShards> host;
+      std::optional<OpBuffers> hb;
+      Shard* hdx = nullptr;
       for (std::size_t k = 0; k < d_out.size() && !gather; ++k) {
         if (d_out[k] == nullptr) {
           continue;
@@ -901,21 +950,29 @@ void run_backward(Backend& backend, const graph::Graph& g, graph::OpId id, const
         }
         if (!host) {
           backend.synchronize();
-          host = true;
+          host.emplace();
+          hb = host->inputs_of(buf);
+          hdx = &host->output(dx, true);
         }
-        float* to = dx.data.data();
-        const float* from = dy.data.data();
-        remap(op, x, dy, source, [&](std::int64_t o, std::int64_t i, std::int64_t n, std::int64_t s) {
-          if (write) {
-            for (std::int64_t j = 0; j < n; ++j) {
-              to[i + j * s] = from[o + j];
-            }
-          } else {
-            for (std::int64_t j = 0; j < n; ++j) {
-              to[i + j * s] += from[o + j];
-            }
-          }
-        });
+        const Shard& hdy = *host->input(&dy);
+        const RemapSource host_source = remap_source(g, op, *hb, k);
+        float* to = hdx->data.data();
+        const float* from = hdy.data.data();
+        remap(op, *hb->inputs[0], hdy, host_source,
+              [&](std::int64_t o, std::int64_t i, std::int64_t n, std::int64_t s) {
+                if (write) {
+                  for (std::int64_t j = 0; j < n; ++j) {
+                    to[i + j * s] = from[o + j];
+                  }
+                } else {
+                  for (std::int64_t j = 0; j < n; ++j) {
+                    to[i + j * s] += from[o + j];
+                  }
+                }
+              });
+      }
+      if (host) {
+        host->commit();
       }
     }
   } else if (op.type == "Concat") {

@@ -302,20 +302,26 @@ void batch_norm_forward(Backend& backend, const graph::Graph& g, const graph::Op
   float* y = buf.outputs[0]->data.data();
   backend.batch_norm_forward(s, x.data.data(), scale, shift, mean, variance, false, y);
   if (buf.sum_statistics) {
-    backend.synchronize(); // the host turns the statistics into sums for the group's MPI reduction
-    // This shard's count x (mean, mean of squares), summed over the group, gives the batch's.
+    // The host turns the statistics into sums for the group's MPI reduction (a copy of them where
+    // the tensor memory is the device's). This shard's count x (mean, mean of squares), summed over
+    // the group, gives the batch's.
+    backend.synchronize();
+    HostView stats(saved, HostView::read_write);
+    float* host_mean = stats.data();
+    float* host_variance = stats.data() + c;
     const auto m = static_cast<float>(local_count(s));
-    Floats sums(2 * c);
+    std::vector<float> sums(2 * c);
     for (std::size_t i = 0; i < c; ++i) {
-      sums[i] = m * mean[i];
-      sums[c + i] = m * (variance[i] + mean[i] * mean[i]);
+      sums[i] = m * host_mean[i];
+      sums[c + i] = m * (host_variance[i] + host_mean[i] * host_mean[i]);
     }
     buf.sum_statistics(sums.data(), static_cast<std::int64_t>(sums.size()));
     const auto total = static_cast<float>(statistics_count(g, op));
     for (std::size_t i = 0; i < c; ++i) {
-      mean[i] = sums[i] / total;
-      variance[i] = std::max(0.F, sums[c + i] / total - mean[i] * mean[i]);
+      host_mean[i] = sums[i] / total;
+      host_variance[i] = std::max(0.F, sums[c + i] / total - host_mean[i] * host_mean[i]);
     }
+    stats.commit();
     backend.batch_norm_forward(s, x.data.data(), scale, shift, mean, variance, true, y);
     backend.synchronize();
   }
@@ -359,14 +365,16 @@ void batch_norm_backward(Backend& backend, const graph::Graph& g, const graph::O
   backend.batch_norm_backward(s, x.data.data(), scale, mean, variance, dy.data.data(), synced, dx, d_scale.data(),
                               d_shift.data());
   if (synced) {
-    backend.synchronize(); // the host gathers d_scale and d_shift for the group's MPI reduction
-    // The part of dx through the batch's statistics needs the batch's sums of dy * xhat and dy;
-    // the weight gradients stay this shard's partial sums (the executor reduces them).
-    Floats totals(d_scale);
-    totals.insert(totals.end(), d_shift.begin(), d_shift.end());
+    // The host gathers d_scale and d_shift for the group's MPI reduction. The part of dx through
+    // the batch's statistics needs the batch's sums of dy * xhat and dy; the weight gradients stay
+    // this shard's partial sums (the executor reduces them).
+    std::vector<float> totals(2 * c);
+    to_host(d_scale, 0, std::span<float>(totals.data(), c));
+    to_host(d_shift, 0, std::span<float>(totals.data() + c, c));
     buf.sum_statistics(totals.data(), static_cast<std::int64_t>(totals.size()));
+    const Floats summed = floats_from_host(totals);
     backend.batch_norm_backward_statistics(s, statistics_count(g, op), x.data.data(), scale, mean, variance,
-                                           totals.data(), totals.data() + c, dx);
+                                           summed.data(), summed.data() + c, dx);
     backend.synchronize();
   }
   if (wants(1)) {

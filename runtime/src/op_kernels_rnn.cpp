@@ -115,32 +115,23 @@ Shard* optional_output(const OpBuffers& buf, std::size_t k) {
   return k < buf.outputs.size() ? buf.outputs[k] : nullptr;
 }
 
-// dst[...] = src[...] with dst's axis k being src's axis perm[k] (small ranks).
-Floats permuted(const float* src, const Dims& dims, const std::vector<std::size_t>& perm) {
+// dst[...] = src[...] with dst's axis k being src's axis perm[k] (small ranks), a strided copy on
+// the backend (nothing on the host touches tensor memory).
+Floats permuted(Backend& backend, const float* src, const Dims& dims, const std::vector<std::size_t>& perm) {
   const std::size_t rank = dims.size();
-  Dims out_dims(rank), src_strides(rank, 1);
+  Dims out_dims(rank), src_strides(rank, 1), read(rank);
   for (std::size_t d = rank - 1; d > 0; --d) {
     src_strides[d - 1] = src_strides[d] * dims[d];
   }
   std::int64_t total = 1;
   for (std::size_t k = 0; k < rank; ++k) {
     out_dims[k] = dims[perm[k]];
+    read[k] = src_strides[perm[k]];
     total *= out_dims[k];
   }
-  Floats out(static_cast<std::size_t>(total));
-  std::vector<std::int64_t> c(rank, 0);
-  for (auto& v : out) {
-    std::int64_t off = 0;
-    for (std::size_t k = 0; k < rank; ++k) {
-      off += c[k] * src_strides[perm[k]];
-    }
-    v = src[off];
-    for (std::size_t k = rank; k-- > 0;) {
-      if (++c[k] < out_dims[k]) {
-        break;
-      }
-      c[k] = 0;
-    }
+  Floats out = uninitialized_floats(static_cast<std::size_t>(total));
+  if (total > 0) {
+    backend.copy(strided_copy(out_dims, read, row_major_strides(out_dims)), src, out.data(), false);
   }
   return out;
 }
@@ -153,7 +144,7 @@ struct Plan {
   RecurrentInputs inputs;
 };
 
-Plan plan(const graph::Graph& g, const graph::Op& op, const OpBuffers& buf) {
+Plan plan(Backend& backend, const graph::Graph& g, const graph::Op& op, const OpBuffers& buf) {
   if (const auto why = unsupported(op); !why.empty()) {
     throw Error(fmt::format("op '{}' ({}): {} is not supported", op.name, op.type, why));
   }
@@ -220,14 +211,14 @@ Plan plan(const graph::Graph& g, const graph::Op& op, const OpBuffers& buf) {
     in.initial_c = data(c0_in);
     return p;
   }
-  p.x = permuted(x.data.data(), xe, {1, 0, 2});
+  p.x = permuted(backend, x.data.data(), xe, {1, 0, 2});
   in.x = p.x.data();
   if (const Shard* h0 = optional_input(buf, h0_in)) {
-    p.initial_h = permuted(h0->data.data(), h0->extents(), {1, 0, 2});
+    p.initial_h = permuted(backend, h0->data.data(), h0->extents(), {1, 0, 2});
     in.initial_h = p.initial_h.data();
   }
   if (const Shard* c0 = optional_input(buf, c0_in)) {
-    p.initial_c = permuted(c0->data.data(), c0->extents(), {1, 0, 2});
+    p.initial_c = permuted(backend, c0->data.data(), c0->extents(), {1, 0, 2});
     in.initial_c = p.initial_c.data();
   }
   return p;
@@ -239,11 +230,6 @@ Dims y_dims(const RecurrentShape& s) {
 
 Dims state_dims(const RecurrentShape& s) {
   return {s.directions(), s.batch, s.hidden};
-}
-
-// Layout 1 is transposed on the host, after the kernels that wrote its inputs have finished.
-bool batch_first(const graph::Op& op) {
-  return op.attr_int("layout", 0) != 0;
 }
 
 Floats& saved_of(const graph::Op& op, const OpBuffers& buf) {
@@ -277,10 +263,7 @@ std::string missing_kernel(const graph::Graph& g, graph::OpId id) {
 
 void forward(Backend& backend, const graph::Graph& g, graph::OpId id, const OpBuffers& buf) {
   const graph::Op& op = g.op(id);
-  if (batch_first(op)) {
-    backend.synchronize();
-  }
-  auto p = plan(g, op, buf);
+  auto p = plan(backend, g, op, buf);
   const auto& s = p.shape;
   Shard* y = optional_output(buf, y_out);
   Shard* y_h = optional_output(buf, y_h_out);
@@ -296,25 +279,21 @@ void forward(Backend& backend, const graph::Graph& g, graph::OpId id, const OpBu
   Floats ty(y != nullptr ? static_cast<std::size_t>(s.seq * s.directions() * s.batch * s.hidden) : 0);
   Floats th(static_cast<std::size_t>(s.directions() * s.batch * s.hidden)), tc(th.size());
   backend.recurrent_forward(s, p.inputs, {y != nullptr ? ty.data() : nullptr, th.data(), tc.data()}, saved_of(op, buf));
-  backend.synchronize(); // the host transposes what the kernel wrote
   if (y != nullptr) {
-    y->data = permuted(ty.data(), y_dims(s), {2, 0, 1, 3});
+    y->data = permuted(backend, ty.data(), y_dims(s), {2, 0, 1, 3});
   }
   if (y_h != nullptr) {
-    y_h->data = permuted(th.data(), state_dims(s), {1, 0, 2});
+    y_h->data = permuted(backend, th.data(), state_dims(s), {1, 0, 2});
   }
   if (y_c != nullptr) {
-    y_c->data = permuted(tc.data(), state_dims(s), {1, 0, 2});
+    y_c->data = permuted(backend, tc.data(), state_dims(s), {1, 0, 2});
   }
 }
 
 void backward(Backend& backend, const graph::Graph& g, graph::OpId id, const OpBuffers& buf,
               const std::vector<const Shard*>& d_out, const std::vector<Shard*>& d_in) {
   const graph::Op& op = g.op(id);
-  if (batch_first(op)) {
-    backend.synchronize();
-  }
-  auto p = plan(g, op, buf);
+  auto p = plan(backend, g, op, buf);
   const auto& s = p.shape;
   const auto grad_out = [&](std::size_t k) {
     return k < d_out.size() && d_out[k] != nullptr ? d_out[k]->data.data() : nullptr;
@@ -332,13 +311,13 @@ void backward(Backend& backend, const graph::Graph& g, graph::OpId id, const OpB
   // Layout 1: gradients arriving made time-major, those leaving (dX, d initial states) put back.
   Floats dy, dh, dc;
   if (const float* v = grad_out(y_out)) {
-    dy = permuted(v, {s.batch, s.seq, s.directions(), s.hidden}, {1, 2, 0, 3});
+    dy = permuted(backend, v, {s.batch, s.seq, s.directions(), s.hidden}, {1, 2, 0, 3});
   }
   if (const float* v = grad_out(y_h_out)) {
-    dh = permuted(v, {s.batch, s.directions(), s.hidden}, {1, 0, 2});
+    dh = permuted(backend, v, {s.batch, s.directions(), s.hidden}, {1, 0, 2});
   }
   if (const float* v = grad_out(y_c_out)) {
-    dc = permuted(v, {s.batch, s.directions(), s.hidden}, {1, 0, 2});
+    dc = permuted(backend, v, {s.batch, s.directions(), s.hidden}, {1, 0, 2});
   }
   const auto or_null = [](const Floats& v) { return v.empty() ? nullptr : v.data(); };
   Floats dx(gi.dx != nullptr ? static_cast<std::size_t>(s.seq * s.batch * s.input) : 0);
@@ -351,18 +330,21 @@ void backward(Backend& backend, const graph::Graph& g, graph::OpId id, const OpB
   gi.d_initial_h = dh0.empty() ? nullptr : dh0.data();
   gi.d_initial_c = dc0.empty() ? nullptr : dc0.data();
   backend.recurrent_backward(s, p.inputs, saved_of(op, buf), {or_null(dy), or_null(dh), or_null(dc)}, gi);
-  backend.synchronize(); // the host transposes what the kernel wrote
+  // Put back in layout 1, straight into the gradient buffers.
+  const auto put_back = [&](const Floats& from, const Dims& dims, float* to) {
+    const Dims out_dims{dims[1], dims[0], dims[2]};
+    const Dims strides = row_major_strides(dims);
+    backend.copy(strided_copy(out_dims, {strides[1], strides[0], strides[2]}, row_major_strides(out_dims)), from.data(),
+                 to, false);
+  };
   if (dx_out != nullptr) {
-    const auto back = permuted(dx.data(), {s.seq, s.batch, s.input}, {1, 0, 2});
-    std::copy(back.begin(), back.end(), dx_out);
+    put_back(dx, {s.seq, s.batch, s.input}, dx_out);
   }
   if (dh0_out != nullptr) {
-    const auto back = permuted(dh0.data(), state_dims(s), {1, 0, 2});
-    std::copy(back.begin(), back.end(), dh0_out);
+    put_back(dh0, state_dims(s), dh0_out);
   }
   if (dc0_out != nullptr) {
-    const auto back = permuted(dc0.data(), state_dims(s), {1, 0, 2});
-    std::copy(back.begin(), back.end(), dc0_out);
+    put_back(dc0, state_dims(s), dc0_out);
   }
 }
 

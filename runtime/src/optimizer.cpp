@@ -36,10 +36,10 @@ OptimizerState make_optimizer_state(const OptimizerSettings& settings, std::int6
   const auto size = static_cast<std::size_t>(n);
   switch (settings.kind) {
   case cost::Optimizer::sgd: break;
-  case cost::Optimizer::momentum: state.first.assign(size, 0.F); break;
+  case cost::Optimizer::momentum: state.first = Floats(size); break; // zeroed
   case cost::Optimizer::adam:
-    state.first.assign(size, 0.F);
-    state.second.assign(size, 0.F);
+    state.first = Floats(size);
+    state.second = Floats(size);
     break;
   }
   return state;

@@ -302,7 +302,7 @@ void PipelineExecutor::run_backward(int micro_batch, int chunk) {
   for (const auto& edge : m_edges) {
     if (edge.from_stage == c.vstage) {
       if (Shard* g = ex.buffer(edge.producer, Executor::Buffer::output_gradient, edge.output)) {
-        std::fill(g->data.begin(), g->data.end(), 0.F);
+        fill_floats(g->data, 0.F);
       }
     }
   }
@@ -337,7 +337,8 @@ void PipelineExecutor::run_backward(int micro_batch, int chunk) {
   for (std::size_t e = 0; e < m_edges.size(); ++e) { // for an earlier chunk of this rank: kept
     const auto& edge = m_edges[e];
     if (edge.to_stage == c.vstage && edge.gradient && !edge.backward.local.empty()) {
-      m_local_gradients[{e, micro_batch}] = *ex.buffer(edge.consumer, Executor::Buffer::input_gradient, edge.input);
+      const Shard& g = *ex.buffer(edge.consumer, Executor::Buffer::input_gradient, edge.input);
+      m_local_gradients[{e, micro_batch}] = Shard{g.block, copy_of(g.data)};
     }
   }
   for (std::size_t e = 0; e < m_edges.size(); ++e) {
@@ -414,7 +415,7 @@ void PipelineExecutor::synchronize_gradients() {
     std::vector<std::optional<Shard>> sums(tie.readers.size());
     for (std::size_t r = 0; r < tie.readers.size(); ++r) {
       if (const Shard* g = gradient(r)) {
-        sums[r] = *g;
+        sums[r] = Shard{g->block, copy_of(g->data)};
       }
     }
     const double t0 = MPI_Wtime();
@@ -485,7 +486,7 @@ std::vector<Snapshot> PipelineExecutor::snapshot() {
           const auto key = std::make_pair(s.op, s.index);
           if (const auto it = summed.find(key); it != summed.end()) {
             std::transform(it->second.shard.data.begin(), it->second.shard.data.end(), s.shard.data.begin(),
-                           it->second.shard.data.begin(), std::plus<>());
+                           it->second.shard.data.begin(), std::plus<>()); // snapshots are in host memory
           } else {
             summed.emplace(key, std::move(s));
           }

@@ -68,6 +68,27 @@ void for_each_row(const sharding::Block& region, const sharding::Block& a, const
   }
 }
 
+// The span [first, last) of a shard's buffer that the rows of `region` lie in.
+std::pair<std::int64_t, std::int64_t> row_span(const Shard& shard, const sharding::Block& region) {
+  std::int64_t first = -1, last = 0;
+  for_each_row(region, shard.block, shard.block, [&](std::int64_t offset, std::int64_t, std::int64_t run) {
+    if (first < 0) {
+      first = offset;
+    }
+    last = offset + run;
+  });
+  return {std::max<std::int64_t>(first, 0), std::max<std::int64_t>(last, 0)};
+}
+
+// What the host views of a region: the whole buffer where the host may touch it (no copy), else
+// the rows' span.
+std::pair<std::int64_t, std::int64_t> span_for_host(const Shard& shard, const sharding::Block& region) {
+  if (host_accessible(shard.data)) {
+    return {0, shard.elements()};
+  }
+  return row_span(shard, region);
+}
+
 } // namespace
 
 Extents Shard::extents() const {
@@ -85,8 +106,24 @@ Shard make_shard(const sharding::Block& block) {
   for (std::size_t d = 0; d < block.begin.size(); ++d) {
     n *= std::max<std::int64_t>(0, block.end[d] - block.begin[d]);
   }
-  s.data.assign(static_cast<std::size_t>(n), 0.0F);
+  s.data = Floats(static_cast<std::size_t>(n)); // zeroed (through the memory, on a device)
   return s;
+}
+
+Shard make_host_shard(const sharding::Block& block) {
+  const TensorMemoryScope heap(std::pmr::new_delete_resource());
+  return make_shard(block);
+}
+
+Shard host_copy_of(const Shard& shard) {
+  Shard copy;
+  copy.block = shard.block;
+  {
+    const TensorMemoryScope heap(std::pmr::new_delete_resource());
+    copy.data = uninitialized_floats(shard.data.size());
+  }
+  copy_floats(shard.data, 0, copy.data, 0, shard.data.size());
+  return copy;
 }
 
 sharding::Block whole(const graph::Shape& shape) {
@@ -99,14 +136,16 @@ sharding::Block whole(const graph::Shape& shape) {
 void fill_deterministic(Shard& shard, const graph::Shape& shape, std::string_view seed, float scale) {
   const std::uint64_t h = fnv1a(seed);
   const sharding::Block all = whole(shape);
+  HostView values(shard.data, HostView::write_only);
   // The global flat index of a row start is its offset in the whole tensor.
   for_each_row(shard.block, all, shard.block, [&](std::int64_t global, std::int64_t local, std::int64_t run) {
     for (std::int64_t i = 0; i < run; ++i) {
       const std::uint64_t r = splitmix64(h ^ splitmix64(static_cast<std::uint64_t>(global + i)));
       const double unit = static_cast<double>(r >> 11U) * 0x1.0p-53; // [0, 1)
-      shard.data[static_cast<std::size_t>(local + i)] = static_cast<float>((2.0 * unit - 1.0) * scale);
+      values[static_cast<std::size_t>(local + i)] = static_cast<float>((2.0 * unit - 1.0) * scale);
     }
   });
+  values.commit();
 }
 
 sharding::Block intersect(const sharding::Block& a, const sharding::Block& b) {
@@ -130,23 +169,36 @@ bool is_empty(const sharding::Block& b) {
   return false;
 }
 
+// On device memory, the span of the buffer the region's rows lie in goes through the host in one
+// transfer each way (MPI's staging).
 void pack(const Shard& from, const sharding::Block& region, float* out) {
+  const auto [first, last] = span_for_host(from, region);
+  const ConstHostView view(from.data, static_cast<std::size_t>(first), static_cast<std::size_t>(last - first));
   std::int64_t written = 0;
   for_each_row(region, from.block, from.block, [&](std::int64_t offset, std::int64_t, std::int64_t run) {
-    std::copy_n(from.data.data() + offset, run, out + written);
+    std::copy_n(view.data() + (offset - first), run, out + written);
     written += run;
   });
 }
 
 void unpack(Shard& to, const sharding::Block& region, const float* in, bool accumulate) {
+  const auto [first, last] = span_for_host(to, region);
+  HostView view(to.data, static_cast<std::size_t>(first), static_cast<std::size_t>(last - first), HostView::read_write);
   std::int64_t read = 0;
   for_each_row(region, to.block, to.block, [&](std::int64_t offset, std::int64_t, std::int64_t run) {
-    host::put_run(in + read, run, to.data.data() + offset, accumulate);
+    host::put_run(in + read, run, view.data() + (offset - first), accumulate);
     read += run;
   });
+  view.commit();
 }
 
 void copy_region(const Shard& from, Shard& to, const sharding::Block& region, bool accumulate) {
+  if (!host_accessible(from.data) || !host_accessible(to.data)) {
+    std::vector<float> staged(static_cast<std::size_t>(region.elements()));
+    pack(from, region, staged.data());
+    unpack(to, region, staged.data(), accumulate);
+    return;
+  }
   for_each_row(region, from.block, to.block, [&](std::int64_t src, std::int64_t dst, std::int64_t run) {
     host::put_run(from.data.data() + src, run, to.data.data() + dst, accumulate);
   });

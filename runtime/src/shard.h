@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace partita::runtime {
@@ -23,12 +24,26 @@ struct Shard {
   sharding::Block block; // global [begin, end) per tensor dim
   Floats data;           // row-major over extents(), from tensor_memory()
 
+  Shard() = default;
+  Shard(sharding::Block b, Floats d) : block(std::move(b)), data(std::move(d)) {}
+  // No implicit copies: a copy of device memory is made where it lives (copy_of, host_copy_of).
+  Shard(const Shard&) = delete;
+  Shard& operator=(const Shard&) = delete;
+  Shard(Shard&&) noexcept = default;
+  Shard& operator=(Shard&&) noexcept = default;
+  ~Shard() = default;
+
   Extents extents() const;
   std::int64_t elements() const { return static_cast<std::int64_t>(data.size()); }
 };
 
 // A zero-filled shard holding `block`.
 Shard make_shard(const sharding::Block& block);
+// A zero-filled shard in host memory (the heap), whatever the tensor memory: staging, and what
+// --verify compares.
+Shard make_host_shard(const sharding::Block& block);
+// A copy of `shard` in host memory.
+Shard host_copy_of(const Shard& shard);
 // The whole tensor as one block.
 sharding::Block whole(const graph::Shape& shape);
 

@@ -127,12 +127,12 @@ std::vector<KernelTiming> conv_sweep(Backend& backend, MPI_Comm comm, const Swee
   };
   for (const auto& c : cases) {
     const auto& s = c.shape;
-    x.assign(size(s.n, s.c_in, s.h, s.w), 0.5F);
-    dx.assign(c.data_gradient ? x.size() : 0, 0.0F);
-    w.assign(size(s.c_out, s.c_in, s.window.kh, s.window.kw), 0.01F);
-    dw.assign(w.size(), 0.0F);
-    y.assign(size(s.n, s.c_out, s.oh, s.ow), 0.0F);
-    dy.assign(y.size(), 0.25F);
+    refill(x, size(s.n, s.c_in, s.h, s.w), 0.5F);
+    refill(dx, c.data_gradient ? x.size() : 0, 0.0F);
+    refill(w, size(s.c_out, s.c_in, s.window.kh, s.window.kw), 0.01F);
+    refill(dw, w.size(), 0.0F);
+    refill(y, size(s.n, s.c_out, s.oh, s.ow), 0.0F);
+    refill(dy, y.size(), 0.25F);
     time_case(c);
   }
   if (beyond.max_call_seconds <= 0) {

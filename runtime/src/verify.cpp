@@ -77,7 +77,7 @@ VerifyResult verify(const graph::Graph& g, const std::vector<Snapshot>& mine, co
     const int index = static_cast<int>(all[p + 2]);
     const auto rank_n = static_cast<std::size_t>(all[p + 3]);
     p += 4;
-    Shard got;
+    Shard got = make_host_shard({}); // what the ranks sent, on the host
     got.block.begin.assign(all.begin() + static_cast<std::ptrdiff_t>(p),
                            all.begin() + static_cast<std::ptrdiff_t>(p + rank_n));
     got.block.end.assign(all.begin() + static_cast<std::ptrdiff_t>(p + rank_n),
@@ -119,8 +119,10 @@ VerifyResult verify(const graph::Graph& g, const std::vector<Snapshot>& mine, co
         const Shard* other = inputs[i] != graph::no_tensor && g.tensor(inputs[i]).role == graph::TensorRole::parameter
                                  ? reference->held(op, Held::weight_gradient, static_cast<int>(i))
                                  : nullptr;
-        for (std::size_t k = 0; other != nullptr && k < other->data.size(); ++k) {
-          gradient_max = std::max(gradient_max, static_cast<double>(std::fabs(other->data[k])));
+        if (other != nullptr) {
+          for (const float v : ConstHostView(other->data)) {
+            gradient_max = std::max(gradient_max, static_cast<double>(std::fabs(v)));
+          }
         }
       }
       const double bound = tolerance * std::max(gradient_max, magnitude_floor);
@@ -133,7 +135,7 @@ VerifyResult verify(const graph::Graph& g, const std::vector<Snapshot>& mine, co
     }
     auto& e = errors[{op, kind}];
     ++e.blocks;
-    for (const float v : ref->data) {
+    for (const float v : ConstHostView(ref->data)) {
       e.ref_max = std::max(e.ref_max, static_cast<double>(std::fabs(v)));
     }
     const double allowed = tolerance * std::max(e.ref_max, magnitude_floor);

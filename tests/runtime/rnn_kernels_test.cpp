@@ -473,14 +473,16 @@ TEST(RecurrentOpKernel, BatchFirstBackwardMatchesFiniteDifferences) {
     std::vector<Shard> d_out_shards;
     std::vector<const Shard*> d_out;
     for (std::size_t k = 0; k < t.out_shards.size(); ++k) {
-      Shard d = t.out_shards[k];
-      d.data.assign(seeds[k].begin(), seeds[k].end());
-      d_out_shards.push_back(d);
+      Shard d{t.out_shards[k].block, Floats(seeds[k].begin(), seeds[k].end())};
+      d_out_shards.push_back(std::move(d));
     }
     for (std::size_t k = 0; k < d_out_shards.size(); ++k) {
       d_out.push_back(t.g.op(0).outputs[k] == graph::no_tensor ? nullptr : &d_out_shards[k]);
     }
-    std::vector<Shard> d_in_shards = t.in_shards;
+    std::vector<Shard> d_in_shards;
+    for (const auto& x : t.in_shards) {
+      d_in_shards.emplace_back(x.block, x.data);
+    }
     std::vector<Shard*> d_in;
     for (auto& s : d_in_shards) {
       d_in.push_back(&s);

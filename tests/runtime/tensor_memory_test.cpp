@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 #include <malloc.h>
 
+#include <algorithm>
 #include <memory_resource>
 #include <numeric>
 
@@ -104,8 +105,8 @@ TEST_F(TensorMemoryTest, BuffersKeepTheirResourceAcrossASwitch) {
   EXPECT_EQ(moved.data.get_allocator().resource(), std::pmr::new_delete_resource());
   set_tensor_memory(&counting);
   // A copy is a new buffer where new buffers live now.
-  const Shard copy = moved;
-  EXPECT_EQ(copy.data.get_allocator().resource(), &counting);
+  const Floats copy = moved.data;
+  EXPECT_EQ(copy.get_allocator().resource(), &counting);
   EXPECT_EQ(counting.allocations, 2);
 }
 
@@ -156,9 +157,122 @@ TEST_F(TensorMemoryTest, TheCpuBackendComputesOnAnyResource) {
   EXPECT_FLOAT_EQ(c[0], 30.F);
 }
 
+// Device memory, as the CUDA backend's is, on the CPU: GuardedMemory's buffers are closed to the
+// host except through the resource.
+class GuardedMemoryTest : public ::testing::Test {
+protected:
+  void SetUp() override { m_previous = set_tensor_memory(&guarded_memory()); }
+  void TearDown() override { set_tensor_memory(m_previous); }
+
+private:
+  std::pmr::memory_resource* m_previous = nullptr;
+};
+
+TEST_F(GuardedMemoryTest, NewBuffersAreZeroedWithoutTheHostTouchingThem) {
+  const Shard s = make_shard(block({0, 0}, {5, 7}));
+  EXPECT_FALSE(host_accessible(s.data));
+  EXPECT_EQ(s.data.get_allocator().device(), &guarded_memory());
+  const std::vector<float> values = host_copy(s.data);
+  ASSERT_EQ(values.size(), 35U);
+  EXPECT_TRUE(std::all_of(values.begin(), values.end(), [](float v) { return v == 0.F; }));
+  // Uninitialized scratch and an empty buffer need nothing of the host either.
+  const Floats scratch = uninitialized_floats(1000);
+  EXPECT_EQ(scratch.size(), 1000U);
+}
+
+TEST_F(GuardedMemoryTest, HostWritesAndCopiesAreRefused) {
+  // What the allocator sees (an element made on the host) is refused with an error...
+  Floats f(16);
+  Floats empty;
+  EXPECT_THROW(empty.assign(16, 1.F), Error); // n copies of a value written on the host
+  EXPECT_THROW(Floats(4, 2.F), Error);
+  EXPECT_THROW(f.push_back(1.F), Error); // a growth, which moves the elements on the host
+  EXPECT_THROW((void)Floats(f), Error);  // a copy, which reads them on the host
+  // ...and what it does not see (an element read or written in place) faults: the pages are closed.
+  EXPECT_DEATH({ f[3] = 1.F; }, "");
+  EXPECT_DEATH(
+      {
+        volatile float v = f[3];
+        (void)v;
+      },
+      "");
+  EXPECT_DEATH(f.assign(16, 1.F), ""); // the same size: written in place
+}
+
+TEST_F(GuardedMemoryTest, DataMovesThroughTheMemory) {
+  Floats f = floats_from_host(std::vector<float>{1, 2, 3, 4, 5, 6});
+  fill_floats(f, 4, 2, -1.F);
+  Floats g = copy_of(f);
+  EXPECT_EQ(g.get_allocator().device(), &guarded_memory());
+  copy_floats(f, 0, g, 2, 2);
+  EXPECT_EQ(host_copy(g), (std::vector<float>{1, 2, 1, 2, -1, -1}));
+  HostView view(g, 1, 3, HostView::read_write);
+  EXPECT_EQ(std::vector<float>(view.begin(), view.end()), (std::vector<float>{2, 1, 2}));
+  view[0] = 10;
+  EXPECT_EQ(host_copy(g)[1], 2.F); // not written back before commit()
+  view.commit();
+  EXPECT_EQ(host_copy(g), (std::vector<float>{1, 10, 1, 2, -1, -1}));
+  const ConstHostView part(g, 4, 2);
+  EXPECT_EQ(part[0], -1.F);
+  EXPECT_THROW(ConstHostView(g, 5, 2), Error); // past the buffer
+  refill(g, 3, 7.F);
+  EXPECT_EQ(host_copy(g), (std::vector<float>{7, 7, 7}));
+  // Between the host's memory and the device's, either way.
+  Floats host;
+  {
+    const TensorMemoryScope heap(std::pmr::new_delete_resource());
+    host = Floats(3);
+  }
+  EXPECT_TRUE(host_accessible(host));
+  copy_floats(g, 0, host, 0, 3);
+  EXPECT_EQ(std::vector<float>(host.begin(), host.end()), (std::vector<float>{7, 7, 7}));
+}
+
+TEST_F(GuardedMemoryTest, ShardsPackUnpackAndFillAsOnTheHeap) {
+  const graph::Shape shape{4, 6};
+  Shard device = make_shard(whole(shape));
+  fill_deterministic(device, shape, "w", 0.5F);
+  Shard heap = make_host_shard(whole(shape));
+  fill_deterministic(heap, shape, "w", 0.5F);
+  EXPECT_EQ(host_copy(device.data), std::vector<float>(heap.data.begin(), heap.data.end()));
+  const auto region = block({1, 2}, {3, 5});
+  std::vector<float> packed(6), expected(6);
+  pack(device, region, packed.data());
+  pack(heap, region, expected.data());
+  EXPECT_EQ(packed, expected);
+  unpack(device, region, packed.data(), true);
+  unpack(heap, region, expected.data(), true);
+  EXPECT_EQ(host_copy(device.data), std::vector<float>(heap.data.begin(), heap.data.end()));
+  Shard rows = make_shard(block({1, 0}, {3, 6}));
+  copy_region(device, rows, region, false);
+  const Shard back = host_copy_of(rows);
+  EXPECT_TRUE(host_accessible(back.data));
+  EXPECT_FLOAT_EQ(back.data[0 * 6 + 2], heap.data[1 * 6 + 2]);
+  EXPECT_FLOAT_EQ(back.data[0 * 6 + 1], 0.F); // outside the region: untouched
+}
+
+TEST_F(GuardedMemoryTest, TheGuardedBackendComputesOnIt) {
+  auto guarded = make_backend("cpu-guarded", 1, MPI_COMM_NULL);
+  EXPECT_EQ(tensor_memory(), &guarded_memory());
+  Floats a = floats_from_host(std::vector<float>{1, 2, 3, 4, 5, 6, 7, 8});
+  Floats b = floats_from_host(std::vector<float>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11});
+  Floats c = uninitialized_floats(6);
+  guarded->matmul({1, 2, 3, 4}, a.data(), false, b.data(), false, c.data());
+  const auto got = host_copy(c);
+  EXPECT_FLOAT_EQ(got[0], 1 * 0 + 2 * 3 + 3 * 6 + 4 * 9);
+  EXPECT_FLOAT_EQ(got[5], 5 * 2 + 6 * 5 + 7 * 8 + 8 * 11);
+  EXPECT_DEATH(
+      {
+        volatile float v = c[0];
+        (void)v;
+      },
+      ""); // closed again after the call
+}
+
 TEST(Backends, NamesAndRefusals) {
   EXPECT_EQ(backend_names().front(), "cpu");
   EXPECT_FALSE(backend_unavailable("cpu").has_value());
+  EXPECT_FALSE(backend_unavailable("cpu-guarded").has_value());
   const auto unknown = backend_unavailable("tpu");
   ASSERT_TRUE(unknown.has_value());
   EXPECT_NE(unknown->find("unknown backend 'tpu'"), std::string::npos);
