@@ -370,7 +370,9 @@ void recurrent_forward(const dnnl::engine& engine, dnnl::stream& stream, const R
   InputMemories im;
   prepare_inputs(engine, g, s.cell, m, in, im);
   const auto layout = saved_layout(g, pd);
-  saved.resize(layout.total);
+  if (saved.size() != static_cast<std::size_t>(layout.total)) {
+    saved = Floats(static_cast<std::size_t>(layout.total)); // zeroed, made where the tensor memory is
+  }
   float* dst_layer = saved.data() + layout.dst_layer;
   float* dst_iter = saved.data() + layout.dst_iter;
   float* dst_iter_c = saved.data() + layout.dst_iter_c;

@@ -287,7 +287,9 @@ void recurrent_forward(cudnnHandle_t dnn, cudaStream_t stream, const RecurrentSh
   check_inputs(s, in);
   const Layer layer(dnn, stream, s, in);
   const Setup& u = layer.u;
-  saved.resize(layer.saved.total);
+  if (saved.size() != static_cast<std::size_t>(layer.saved.total)) {
+    saved = Floats(static_cast<std::size_t>(layer.saved.total)); // zeroed, in device memory
+  }
   float* y = saved.data() + layer.saved.y;
   const bool lstm = s.cell == Cell::lstm;
   check(cudnnRNNForward(dnn, u.rnn.get(), CUDNN_FWD_MODE_TRAINING, layer.seq_lengths(), u.x.get(), layer.x, u.y.get(),
