@@ -160,24 +160,66 @@ __global__ void eltwise_backward_kernel(Eltwise kind, std::int64_t n, const floa
   }
 }
 
-__global__ void binary_kernel(Binary kind, Broadcast s, std::int64_t n, const float* a, const float* b, float* c) {
+__device__ inline float apply(Binary kind, float x, float y) {
+  switch (kind) {
+  case Binary::add: return x + y;
+  case Binary::sub: return x - y;
+  case Binary::mul: return x * y;
+  case Binary::div: return x / y;
+  }
+  return 0.F;
+}
+
+// The general broadcast: each element's coordinates found by division, in the index type U
+// (32-bit where the tensors allow: a 64-bit division costs the GPU several times a 32-bit one, and
+// with a division and a remainder per dim per element the kernel was bound by them, not by memory).
+template <class U>
+__global__ void binary_kernel(Binary kind, Broadcast s, U n, const float* a, const float* b, float* c) {
+  for (U i = blockIdx.x * U{blockDim.x} + threadIdx.x; i < n; i += U{gridDim.x} * blockDim.x) {
+    U rest = i, ia = 0, ib = 0;
+    for (int d = s.rank - 1; d >= 0; --d) {
+      const U extent = static_cast<U>(s.out[d]);
+      const U coord = rest % extent;
+      rest /= extent;
+      ia += coord * static_cast<U>(s.a_stride[d]);
+      ib += coord * static_cast<U>(s.b_stride[d]);
+    }
+    c[i] = apply(kind, a[ia], b[ib]);
+  }
+}
+
+// Both inputs as long as the output (a residual add): no index arithmetic.
+__global__ void binary_same_kernel(Binary kind, std::int64_t n, const float* a, const float* b, float* c) {
   for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < n;
        i += std::int64_t{gridDim.x} * blockDim.x) {
-    std::int64_t rest = i, ia = 0, ib = 0;
-    for (int d = s.rank - 1; d >= 0; --d) {
-      const std::int64_t coord = rest % s.out[d];
-      rest /= s.out[d];
-      ia += coord * s.a_stride[d];
-      ib += coord * s.b_stride[d];
-    }
-    const float x = a[ia], y = b[ib];
-    switch (kind) {
-    case Binary::add: c[i] = x + y; break;
-    case Binary::sub: c[i] = x - y; break;
-    case Binary::mul: c[i] = x * y; break;
-    case Binary::div: c[i] = x / y; break;
-    }
+    c[i] = apply(kind, a[i], b[i]);
   }
+}
+
+// Dims of extent 1 dropped and neighbours merged where both inputs run on across them alike
+// (contiguous in both, broadcast in both): a bias add [b, s, h] + [1, 1, h] becomes
+// [b * s, h] + [0, 1], a residual add one dim.
+Broadcast merged(const Broadcast& s) {
+  Broadcast r;
+  for (int d = 0; d < s.rank; ++d) {
+    if (s.out[d] == 1) {
+      continue;
+    }
+    if (r.rank > 0) {
+      const int last = r.rank - 1;
+      if (r.a_stride[last] == s.a_stride[d] * s.out[d] && r.b_stride[last] == s.b_stride[d] * s.out[d]) {
+        r.out[last] *= s.out[d];
+        r.a_stride[last] = s.a_stride[d];
+        r.b_stride[last] = s.b_stride[d];
+        continue;
+      }
+    }
+    r.out[r.rank] = s.out[d];
+    r.a_stride[r.rank] = s.a_stride[d];
+    r.b_stride[r.rank] = s.b_stride[d];
+    ++r.rank;
+  }
+  return r;
 }
 
 // The dims of a sum: for each kept dim the source stride of a destination coordinate, and the
@@ -191,22 +233,26 @@ struct Reduction {
 
 // Chunk blockIdx.y of every destination element's sum: the summed elements [k0, k1) of it, written
 // to dst[blockIdx.y * n + i] (the whole sum when there is one chunk).
-__global__ void reduce_sum_kernel(Reduction r, std::int64_t n, std::int64_t per_chunk, const float* src, float* dst) {
-  const std::int64_t k0 = blockIdx.y * per_chunk;
-  const std::int64_t k1 = k0 + per_chunk < r.count ? k0 + per_chunk : r.count;
-  for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < n;
-       i += std::int64_t{gridDim.x} * blockDim.x) {
-    std::int64_t rest = i, base = 0;
+// In the index type U (32-bit where the source allows, as binary_kernel).
+template <class U>
+__global__ void reduce_sum_kernel(Reduction r, U n, U per_chunk, const float* src, float* dst) {
+  const U count = static_cast<U>(r.count);
+  const U k0 = blockIdx.y * per_chunk;
+  const U k1 = k0 + per_chunk < count ? k0 + per_chunk : count;
+  for (U i = blockIdx.x * U{blockDim.x} + threadIdx.x; i < n; i += U{gridDim.x} * blockDim.x) {
+    U rest = i, base = 0;
     for (int d = r.rank - 1; d >= 0; --d) {
-      base += (rest % r.dst_extent[d]) * r.dst_stride_in_src[d];
-      rest /= r.dst_extent[d];
+      const U extent = static_cast<U>(r.dst_extent[d]);
+      base += (rest % extent) * static_cast<U>(r.dst_stride_in_src[d]);
+      rest /= extent;
     }
     float sum = 0.F;
-    for (std::int64_t k = k0; k < k1; ++k) {
-      std::int64_t krest = k, off = base;
+    for (U k = k0; k < k1; ++k) {
+      U krest = k, off = base;
       for (int d = r.summed - 1; d >= 0; --d) {
-        off += (krest % r.sum_extent[d]) * r.sum_stride[d];
-        krest /= r.sum_extent[d];
+        const U extent = static_cast<U>(r.sum_extent[d]);
+        off += (krest % extent) * static_cast<U>(r.sum_stride[d]);
+        krest /= extent;
       }
       sum += src[off];
     }
@@ -648,12 +694,25 @@ void eltwise_backward(cudaStream_t stream, Eltwise kind, std::int64_t n, const f
   check_launch("eltwise_backward");
 }
 
-void binary(cudaStream_t stream, Binary kind, const Broadcast& shape, const float* a, const float* b, float* c) {
-  std::int64_t n = 1;
+void binary(cudaStream_t stream, Binary kind, const Broadcast& given, const float* a, const float* b, float* c) {
+  const Broadcast shape = merged(given);
+  std::int64_t n = 1, a_span = 1, b_span = 1; // elements, and how far each input's offsets reach
   for (int d = 0; d < shape.rank; ++d) {
     n *= shape.out[d];
+    a_span += (shape.out[d] - 1) * shape.a_stride[d];
+    b_span += (shape.out[d] - 1) * shape.b_stride[d];
   }
-  binary_kernel<<<grid_for(n), block_threads, 0, stream>>>(kind, shape, n, a, b, c);
+  if (n == 0) {
+    return;
+  }
+  if (shape.rank <= 1 && (shape.rank == 0 || (shape.a_stride[0] == 1 && shape.b_stride[0] == 1))) {
+    binary_same_kernel<<<grid_for(n), block_threads, 0, stream>>>(kind, n, a, b, c);
+  } else if (std::max({n, a_span, b_span}) < (std::int64_t{1} << 31)) {
+    binary_kernel<std::uint32_t>
+        <<<grid_for(n), block_threads, 0, stream>>>(kind, shape, static_cast<std::uint32_t>(n), a, b, c);
+  } else {
+    binary_kernel<std::int64_t><<<grid_for(n), block_threads, 0, stream>>>(kind, shape, n, a, b, c);
+  }
   check_launch("binary");
 }
 
@@ -679,18 +738,42 @@ void reduce_sum(cudaStream_t stream, const Dims& src_dims, const float* src, con
   for (int d = 0; d < r.rank; ++d) {
     const auto u = static_cast<std::size_t>(d);
     if (dst_dims[u] == 1 && src_dims[u] != 1) {
-      r.sum_extent[r.summed] = src_dims[u];
-      r.sum_stride[r.summed] = strides[d];
+      // Merged with the summed dim before when the two run on in the source (a bias gradient's
+      // batch and sequence dims): one division less per element summed.
+      if (r.summed > 0 && r.sum_stride[r.summed - 1] == strides[d] * src_dims[u]) {
+        r.sum_extent[r.summed - 1] *= src_dims[u];
+        r.sum_stride[r.summed - 1] = strides[d];
+      } else {
+        r.sum_extent[r.summed] = src_dims[u];
+        r.sum_stride[r.summed] = strides[d];
+        ++r.summed;
+      }
       r.count *= src_dims[u];
-      ++r.summed;
     }
   }
+  // The kept dims of extent 1 (the summed ones, and any other) take no part in a destination's
+  // offset: dropped.
+  int kept = 0;
+  for (int d = 0; d < r.rank; ++d) {
+    if (r.dst_extent[d] != 1) {
+      r.dst_extent[kept] = r.dst_extent[d];
+      r.dst_stride_in_src[kept] = r.dst_stride_in_src[d];
+      ++kept;
+    }
+  }
+  r.rank = kept;
+  const bool narrow = stride < (std::int64_t{1} << 31); // the source's elements: every offset below
   // A thread per destination element leaves a GPU idle when there are few of them and each sums
   // many (a bias gradient: 4,096 sums of 512 rows each ran at 2 GB/s on an H100): the summed
   // elements are then cut into chunks, each a thread's, and the chunks' sums added in order.
   const auto [chunks, per_chunk] = sum_chunks(n, r.count);
   if (chunks <= 1) {
-    reduce_sum_kernel<<<grid_for(n), block_threads, 0, stream>>>(r, n, r.count, src, dst);
+    if (narrow) {
+      reduce_sum_kernel<std::uint32_t><<<grid_for(n), block_threads, 0, stream>>>(
+          r, static_cast<std::uint32_t>(n), static_cast<std::uint32_t>(r.count), src, dst);
+    } else {
+      reduce_sum_kernel<std::int64_t><<<grid_for(n), block_threads, 0, stream>>>(r, n, r.count, src, dst);
+    }
     check_launch("reduce_sum");
     return;
   }
@@ -701,7 +784,12 @@ void reduce_sum(cudaStream_t stream, const Dims& src_dims, const float* src, con
     throw std::runtime_error(std::string("cudaMallocAsync (reduce_sum's partial sums): ") + cudaGetErrorString(e));
   }
   const dim3 grid(grid_for(n), static_cast<unsigned>(chunks));
-  reduce_sum_kernel<<<grid, block_threads, 0, stream>>>(r, n, per_chunk, src, partial);
+  if (narrow && chunks * n < (std::int64_t{1} << 31)) {
+    reduce_sum_kernel<std::uint32_t><<<grid, block_threads, 0, stream>>>(
+        r, static_cast<std::uint32_t>(n), static_cast<std::uint32_t>(per_chunk), src, partial);
+  } else {
+    reduce_sum_kernel<std::int64_t><<<grid, block_threads, 0, stream>>>(r, n, per_chunk, src, partial);
+  }
   check_launch("reduce_sum");
   sum_chunks_kernel<<<grid_for(n), block_threads, 0, stream>>>(n, chunks, partial, dst);
   check_launch("reduce_sum (chunks)");
