@@ -54,10 +54,14 @@ void check(ncclResult_t r, const char* what) {
 
 // The GPU's memory (cudaMalloc), pooled. A freed block is kept for the next request of its size
 // class (within 1/8 of the size), as PyTorch's caching allocator keeps device memory: cudaFree
-// waits for the whole device, and an iteration frees its temporaries op by op. The free is
-// stream-ordered: an event recorded on the backend's stream when the block is freed is waited for
-// before the block is handed out again, so a kernel still reading it finishes first, and nothing
-// waits when it already has. A request the device has no room for hands cached memory back to the
+// waits for the whole device, and an iteration frees its temporaries op by op. Reuse is
+// stream-ordered without waiting: everything that touches a block (the kernels, cuBLAS, cuDNN,
+// NCCL, this resource's copies and fills) is queued on the backend's one stream, and the host
+// never touches device memory, so a block handed out again is written only after what was queued
+// before its free has run. (With managed memory, which the host wrote directly, each free recorded
+// an event and each reuse waited for it: a host that waited for the GPU at every temporary could
+// not queue ahead of it.) Without a stream (none set, or the backend gone) a free waits for the
+// device. A request the device has no room for hands cached memory back to the
 // driver first, then fails with the sizes. Moves to and from the host are ordered on the stream
 // (after the kernels queued before them) and return when done; copies and fills are queued.
 class PooledDeviceMemory final : public DeviceMemory {
@@ -98,7 +102,6 @@ private:
 
   struct Block {
     void* data = nullptr;
-    cudaEvent_t freed = nullptr; // recorded on the stream at the free; nullptr: free already
   };
 
   static std::size_t size_class(std::size_t bytes) {
@@ -118,10 +121,6 @@ private:
     if (!list.empty()) {
       const Block b = list.back();
       list.pop_back();
-      if (b.freed != nullptr) {
-        (void)cudaEventSynchronize(b.freed);
-        m_events.push_back(b.freed);
-      }
       return b.data;
     }
     std::size_t free_bytes = 0, total_bytes = 0;
@@ -165,23 +164,10 @@ private:
 
   void do_deallocate(void* p, std::size_t bytes, std::size_t) override {
     const std::lock_guard lock(m_mutex);
-    Block b{p, nullptr};
-    if (m_stream != nullptr) {
-      if (m_events.empty()) {
-        cudaEvent_t e = nullptr;
-        if (cudaEventCreateWithFlags(&e, cudaEventDisableTiming) == cudaSuccess) {
-          m_events.push_back(e);
-        }
-      }
-      if (!m_events.empty() && cudaEventRecord(m_events.back(), m_stream) == cudaSuccess) {
-        b.freed = m_events.back();
-        m_events.pop_back();
-      }
+    if (m_stream == nullptr) {
+      (void)cudaDeviceSynchronize(); // no stream to order the reuse on: wait for every kernel
     }
-    if (b.freed == nullptr) {
-      (void)cudaDeviceSynchronize(); // no stream to order the free on: wait for every kernel
-    }
-    m_free[size_class(bytes)].push_back(b);
+    m_free[size_class(bytes)].push_back(Block{p});
   }
 
   // Hands every cached block back to the driver (a request the device has no room for).
@@ -189,9 +175,6 @@ private:
     (void)cudaDeviceSynchronize();
     for (auto& [size, list] : m_free) {
       for (const Block& b : list) {
-        if (b.freed != nullptr) {
-          m_events.push_back(b.freed);
-        }
         (void)cudaFree(b.data);
       }
       list.clear();
@@ -203,7 +186,6 @@ private:
   std::mutex m_mutex;
   cudaStream_t m_stream = nullptr;
   std::map<std::size_t, std::vector<Block>> m_free;
-  std::vector<cudaEvent_t> m_events; // recorded and waited for: ready to record again
   bool m_warned = false;
 };
 
