@@ -1,6 +1,6 @@
 // partita-run: executes a plan for real over MPI (DESIGN.md section 5).
 //   mpirun -np P partita-run plan.json [--warmup N] [--iterations N] [--verify] [--trace FILE]
-//                                     [--measurements FILE] [--timeout SECONDS] [--backend cpu|cuda]
+//                                     [--measurements FILE] [--timeout SECONDS] [--backend cpu|cpu-guarded|cuda]
 
 #include "backends.h"
 #include "executor.h"
@@ -548,8 +548,9 @@ int main(int argc, char** argv) {
                  "per-op mean times and iteration mean/min/max as JSON, written by rank 0 (read by partita run)");
   app.add_option("--threads", opt.threads, "compute threads per rank")->check(partita::cli::whole(1, 1024, "threads"));
   app.add_option("--backend", opt.backend,
-                 fmt::format("kernels and collectives: cpu (oneDNN, MPI) or cuda (cuBLAS/cuDNN, NCCL; one GPU per "
-                             "rank); this binary has: {}",
+                 fmt::format("kernels and collectives: cpu (oneDNN, MPI), cpu-guarded (the same with tensor "
+                             "memory closed to the host outside kernels, as a GPU's is: finds host accesses) or cuda "
+                             "(cuBLAS/cuDNN, NCCL; one GPU per rank); this binary has: {}",
                              fmt::join(backend_names(), ", ")));
   app.add_option(
       "--reference-backend", opt.reference_backend,
