@@ -149,8 +149,7 @@ void add_run_command(CLI::App& app) {
     }
 
     // 3. Predicted against measured.
-    proto::RunResult doc;
-    io::read_json_file(measurements, doc);
+    const proto::RunResult doc = strategy::read_run_result(measurements);
     if (doc.ranks() > 0 && doc.ranks() != o->ranks) {
       throw Error(fmt::format("{}: field 'ranks': the run had {} ranks, and this prediction is for -np {}",
                               measurements.string(), doc.ranks(), o->ranks));

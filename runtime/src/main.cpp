@@ -13,6 +13,7 @@
 #include "watchdog.h"
 
 #include "partita/graph/error.h"
+#include "partita/io/checksum.h"
 #include "partita/io/json_file.h"
 
 #include <CLI/CLI.hpp>
@@ -22,12 +23,14 @@
 
 #include <sys/resource.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <vector>
 
 namespace {
 
@@ -265,7 +268,9 @@ int run(const Options& opt, int rank, int size) {
   }
   std::optional<LoadedPlan> loaded;
   std::optional<std::string> failure;
+  std::uint64_t plan_hash = 0; // of the bytes this rank read: every rank must run the same plan
   try {
+    plan_hash = io::fnv1a64(io::read_text_file(opt.plan));
     loaded = load_plan(opt.plan, size);
     if (!opt.precision.empty()) {
       const auto p = precision_named(opt.precision);
@@ -305,6 +310,23 @@ int run(const Options& opt, int rank, int size) {
   }
   if (!agree(failure, rank, "plan refused")) {
     return 2;
+  }
+  // Ranks on other hosts read their own copy of the plan file: the same plan everywhere, or none starts.
+  {
+    std::vector<std::uint64_t> hashes(static_cast<std::size_t>(size));
+    MPI_Allgather(&plan_hash, 1, MPI_UINT64_T, hashes.data(), 1, MPI_UINT64_T, MPI_COMM_WORLD);
+    std::optional<std::string> differs;
+    for (int r = 1; r < size && rank == 0 && !differs; ++r) {
+      if (hashes[static_cast<std::size_t>(r)] != hashes[0]) {
+        differs = fmt::format("rank {} read another plan from '{}' than rank 0 (checksum {} against {}): every host "
+                              "must hold the same plan file",
+                              r, opt.plan, io::checksum_text(hashes[static_cast<std::size_t>(r)]),
+                              io::checksum_text(hashes[0]));
+      }
+    }
+    if (!agree(differs, rank, "plan refused")) {
+      return 2;
+    }
   }
   const graph::Graph& g = loaded->imported.graph;
   const Training training = training_of(loaded->setup);

@@ -92,6 +92,7 @@ LoadedPlan load_plan(const std::filesystem::path& path, int ranks) {
   } catch (const Error& e) {
     throw Error(fmt::format("{}: field 'model': {}", source, e.what()));
   }
+  strategy::check_model_checksum(plan, source); // the file imported is the one planned
   out.constants = float_constants(plan.model());
   out.strategy = strategy::from_plan(plan, out.imported.graph, source);
   out.setup = strategy::setup_from_proto(plan.setup(), source);

@@ -1,9 +1,13 @@
 #include "partita/strategy/plan_file.h"
 
+#include "partita/io/checksum.h"
+
 #include "partita/graph/error.h"
 #include "partita/proto/partita.pb.h"
 
 #include <fmt/format.h>
+
+#include <filesystem>
 
 #include <array>
 #include <set>
@@ -60,10 +64,26 @@ cost::TrainingSetup setup_from_proto(const proto::TrainingSetup& p, std::string_
   return s;
 }
 
+void check_model_checksum(const proto::Plan& plan, std::string_view source) {
+  if (plan.model_checksum().empty() || plan.model().rfind("zoo:", 0) == 0) {
+    return;
+  }
+  const std::string now = io::file_checksum(std::filesystem::path(plan.model()));
+  if (now != plan.model_checksum()) {
+    throw Error(fmt::format("{}: field 'model_checksum': the model file '{}' has changed since the plan was made "
+                            "(checksum {} then, {} now): make the plan again for this model",
+                            source, plan.model(), plan.model_checksum(), now));
+  }
+}
+
 proto::Plan to_plan(const graph::Graph& g, const cluster::Cluster& cluster, const Strategy& st,
                     const Prediction& prediction, const cost::TrainingSetup& setup, const std::string& model) {
   proto::Plan plan;
   plan.set_model(model);
+  std::error_code ec;
+  if (model.rfind("zoo:", 0) != 0 && std::filesystem::is_regular_file(std::filesystem::path(model), ec)) {
+    plan.set_model_checksum(io::file_checksum(std::filesystem::path(model)));
+  }
   plan.set_batch(prediction.batch);
   plan.set_family(st.family);
   plan.set_explanation(st.explanation);

@@ -4,6 +4,7 @@
 #include "partita/io/json_file.h"
 #include "partita/proto/partita.pb.h"
 #include "partita/search/optimizer.h"
+#include "partita/strategy/measured.h"
 
 #include <fmt/format.h>
 
@@ -178,6 +179,7 @@ SessionState loadSession(const std::filesystem::path& path) {
     if (saved.result().ops_size() == 0) {
       invalid(path, field + ".result.ops", "empty: a run measures every op of its model");
     }
+    strategy::validate(saved.result(), fmt::format("{}: {}.result", path.string(), field)); // names the field
     auto run = std::make_shared<RunRecord>();
     run->label = QString::fromStdString(saved.label());
     run->started = QDateTime::fromString(QString::fromStdString(saved.started()), Qt::ISODateWithMs);

@@ -156,7 +156,7 @@ void RunJob::onFinished(int exitCode, QProcess::ExitStatus status) {
   const fs::path measurements = fs::path(m_dir->path().toStdString()) / "measurements.json";
   auto record = std::make_shared<RunRecord>();
   try {
-    io::read_json_file(measurements, record->result);
+    record->result = strategy::read_run_result(measurements);
     record->comparison = strategy::compare(m_analysis->model.graph, m_analysis->prediction, record->result);
   } catch (const std::exception& e) {
     fail(tr("The run ended but its measurements could not be read: %1").arg(QString::fromUtf8(e.what())));

@@ -114,5 +114,32 @@ TEST(PlanFile, DevicesListedTwiceOrOutsideThePlanNameTheField) {
               ::testing::ThrowsMessage<Error>(HasSubstr("device -1 is not one of the plan's 2 devices")));
 }
 
+TEST(PlanFile, RecordsTheModelFilesChecksumAndRefusesAChangedFile) {
+  const std::string onnx = test::scratch_dir() + "/checksum-model.onnx";
+  zoo::export_onnx("mlp?batch=4&input=8&hidden=16&layers=1&classes=2", onnx);
+  const auto model = zoo::load(onnx);
+  const auto c = test::simple_cluster(2);
+  search::Request r;
+  r.graph = &model.graph;
+  r.cluster = &c;
+  r.devices = 2;
+  const auto st = search::find_optimizer("dp").optimize(r);
+  const auto p = strategy::evaluate(model.graph, c, st, r.setup);
+  const proto::Plan plan = strategy::to_plan(model.graph, c, st, p, r.setup, onnx);
+  EXPECT_THAT(plan.model_checksum(), ::testing::StartsWith("fnv1a64:"));
+  EXPECT_NO_THROW(strategy::check_model_checksum(plan, "plan.json"));
+  // A zoo model has no file: nothing recorded, nothing checked.
+  EXPECT_EQ(strategy::to_plan(model.graph, c, st, p, r.setup, "zoo:mlp").model_checksum(), "");
+  // The file replaced by another model: refused, naming the plan, the field and the file.
+  zoo::export_onnx("mlp?batch=4&input=8&hidden=32&layers=1&classes=2", onnx);
+  try {
+    strategy::check_model_checksum(plan, "plan.json");
+    FAIL() << "a changed model file was accepted";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("plan.json: field 'model_checksum': the model file '" + onnx +
+                                    "' has changed since the plan was made"));
+  }
+}
+
 } // namespace
 } // namespace partita

@@ -9,6 +9,8 @@
 #include "partita/proto/partita.pb.h"
 #include "partita/strategy/strategy.h"
 
+#include <filesystem>
+#include <string_view>
 #include <vector>
 
 namespace partita::strategy {
@@ -41,6 +43,13 @@ struct RunComparison {
   int ops_counted = 0;
   double iteration_error() const; // (predicted - measured) / measured
 };
+
+// Throws partita::Error naming `source` and the field when the measurements are not a finished
+// run's: a partial result (complete false: written by a rank that failed, with its reason), no
+// timed iteration, or a time, size or count that is negative, NaN or infinite.
+void validate(const proto::RunResult& run, std::string_view source);
+// A measurements file (partita-run --measurements), read and validated: what every reader uses.
+proto::RunResult read_run_result(const std::filesystem::path& path);
 
 // The run's iteration time that predictions are compared with: the median over timed iterations of
 // the slowest rank (the mean in files written before the median was recorded).

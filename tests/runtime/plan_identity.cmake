@@ -1,0 +1,46 @@
+# partita-run runs the plan that was made, on every rank: (1) two ranks reading different plans
+# (each host its own copy of the file) are refused before anything starts, naming both checksums;
+# (2) a plan of an ONNX file whose file changed since is refused, naming the file.
+# -D PARTITA=... RUNTIME=... MPIEXEC=... WORKDIR=...
+foreach(var PARTITA RUNTIME MPIEXEC WORKDIR)
+  if(NOT DEFINED ${var})
+    message(FATAL_ERROR "plan_identity.cmake: -D${var}= is required")
+  endif()
+endforeach()
+file(MAKE_DIRECTORY ${WORKDIR})
+set(mlp "zoo:mlp?batch=8&input=16&hidden=32&layers=2&classes=4")
+function(run)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 120)
+  set(rc ${rc} PARENT_SCOPE)
+  set(out "${out}${err}" PARENT_SCOPE)
+endfunction()
+
+# (1) rank 0 reads plan0.json, rank 1 plan1.json: both for 2 devices, of two families.
+run(${PARTITA} plan ${mlp} --cluster localhost-cpu?nodes=1 --devices 2 --strategy dp -o ${WORKDIR}/plan0.json)
+run(${PARTITA} plan ${mlp} --cluster localhost-cpu?nodes=1 --devices 2 --strategy mp -o ${WORKDIR}/plan1.json)
+run(${MPIEXEC} --timeout 90 -np 2 sh -c "exec ${RUNTIME} ${WORKDIR}/plan\${OMPI_COMM_WORLD_RANK}.json --warmup 0 --iterations 1")
+message("${out}")
+if(rc EQUAL 0 OR NOT out MATCHES "plan refused \\(rank 0\\): rank 1 read another plan from '[^']*plan0.json' than rank 0 \\(checksum fnv1a64:[0-9a-f]+ against fnv1a64:[0-9a-f]+\\)")
+  message(FATAL_ERROR "two ranks with different plans were not refused as such (exit ${rc})")
+endif()
+
+# (2) a plan of an ONNX file, then the file replaced by another model with the same op names.
+run(${PARTITA} zoo export ${mlp} -o ${WORKDIR}/model.onnx)
+run(${PARTITA} plan ${WORKDIR}/model.onnx --cluster localhost-cpu?nodes=1 --devices 2 --strategy dp -o ${WORKDIR}/onnx.json)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "partita plan of the exported model failed:\n${out}")
+endif()
+file(READ ${WORKDIR}/onnx.json plan)
+if(NOT plan MATCHES "\"model_checksum\": \"fnv1a64:[0-9a-f]+\"")
+  message(FATAL_ERROR "the plan of an ONNX file records no model_checksum:\n${plan}")
+endif()
+run(${MPIEXEC} --timeout 90 -np 2 ${RUNTIME} ${WORKDIR}/onnx.json --warmup 0 --iterations 1)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "the plan of the unchanged model did not run:\n${out}")
+endif()
+run(${PARTITA} zoo export "zoo:mlp?batch=8&input=16&hidden=64&layers=2&classes=4" -o ${WORKDIR}/model.onnx)
+run(${MPIEXEC} --timeout 90 -np 2 ${RUNTIME} ${WORKDIR}/onnx.json --warmup 0 --iterations 1)
+message("${out}")
+if(rc EQUAL 0 OR NOT out MATCHES "field 'model_checksum': the model file '[^']*model.onnx' has changed since the plan was made")
+  message(FATAL_ERROR "a plan whose model file changed was not refused as such (exit ${rc})")
+endif()
