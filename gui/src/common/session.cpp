@@ -79,8 +79,12 @@ void saveSession(const std::filesystem::path& path, const SessionState& state) {
 }
 
 SessionState loadSession(const std::filesystem::path& path) {
+  return sessionFromJson(io::read_text_file(path), path);
+}
+
+SessionState sessionFromJson(std::string_view json, const std::filesystem::path& path) {
   proto::Session s;
-  io::read_json_file(path, s);
+  io::parse_json(json, path.string(), s);
   if (s.model().empty()) {
     invalid(path, "model", "missing: a zoo spec (zoo:NAME?...) or an ONNX file path");
   }

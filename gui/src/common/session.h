@@ -5,11 +5,12 @@
 // saved: opening a session re-runs the evaluation. Real runs are (they cannot be recomputed).
 
 #include "common/analysis.h"
-#include "run/run_job.h"
+#include "run/run_record.h"
 
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace partita::gui {
@@ -28,5 +29,8 @@ struct SessionState {
 void saveSession(const std::filesystem::path& path, const SessionState& state);
 // Throws partita::Error naming the file and the field that does not parse or validate.
 SessionState loadSession(const std::filesystem::path& path);
+// The same from the file's contents (`path` names it in errors): what loadSession reads, and what
+// the session reader's fuzz target (tests/fuzz/session_fuzz.cpp) drives.
+SessionState sessionFromJson(std::string_view json, const std::filesystem::path& path);
 
 } // namespace partita::gui

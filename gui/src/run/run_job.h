@@ -7,6 +7,7 @@
 // (strategy/measured.h). The GUI thread never waits on the process.
 
 #include "common/analysis.h"
+#include "run/run_record.h"
 
 #include "partita/proto/partita.pb.h"
 #include "partita/strategy/measured.h"
@@ -21,18 +22,6 @@
 #include <optional>
 
 namespace partita::gui {
-
-// One finished run, as the session keeps it.
-struct RunRecord {
-  QString label; // "dp on 2 ranks, 10:41:07"
-  QDateTime started;
-  proto::Plan plan; // what ran
-  proto::RunResult result;
-  QString log; // everything the job printed
-  // Against the prediction of the analysis it was started from (absent when restored for another
-  // model, or when the analysis no longer matches).
-  std::optional<strategy::RunComparison> comparison;
-};
 
 struct RunSettings {
   int iterations = 10;
