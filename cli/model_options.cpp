@@ -100,7 +100,10 @@ void SetupOptions::add_to(CLI::App& cmd) {
                  "a cluster preset (dgx1, dgx-a100, dgx-h100, pcie-8gpu, localhost-cpu; "
                  "?nodes=N for more nodes) or a cluster JSON file")
       ->capture_default_str();
-  cmd.add_option("--precision", precision, "fp32, tf32, or mixed precision fp16/bf16")->capture_default_str();
+  cmd.add_option("--precision", precision,
+                 "fp32, tf32, or mixed precision fp16, bf16 or fp8 (fp8 priced at the device's fp8 rate, or its "
+                 "fp16 rate where it has none; partita-run computes fp32, tf32, fp16 and bf16)")
+      ->capture_default_str();
   cmd.add_option("--optimizer", optimizer, "sgd, momentum or adam")->capture_default_str();
   cmd.add_option("--zero", zero, "ZeRO stage 0-3")->capture_default_str();
   cmd.add_option("--recompute", recompute, "none, selective or full")->capture_default_str();

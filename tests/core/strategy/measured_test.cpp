@@ -12,6 +12,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
+
 namespace partita {
 namespace {
 
@@ -106,6 +109,56 @@ TEST(Measured, KendallTau) {
   // tau-b with a tie in b: concordant 2, discordant 0, one pair tied in b -> 2 / sqrt(3 * 2).
   EXPECT_NEAR(strategy::kendall_tau({1, 2, 3}, {1, 2, 2}), 2.0 / std::sqrt(6.0), 1e-12);
   EXPECT_THROW(strategy::kendall_tau({1}, {1}), Error);
+}
+
+// What partita run, the GUI's Run tab and sessions read goes through one validation, which names
+// the field: a failed run's partial file, no timed iteration, and figures that are not amounts.
+TEST(Measured, ValidationRefusesWhatIsNotAFinishedRunsResult) {
+  const Planned p;
+  const auto finished = [&] {
+    auto run = p.run(1.0);
+    run.set_complete(true);
+    run.set_ranks(2);
+    run.set_timed_iterations(3);
+    run.mutable_iteration_seconds()->set_min(0.9 * p.prediction.iteration_time);
+    run.mutable_iteration_seconds()->set_max(1.1 * p.prediction.iteration_time);
+    return run;
+  };
+  EXPECT_NO_THROW(strategy::validate(finished(), "m.json"));
+  const auto refused = [&](const proto::RunResult& run, const std::string& message) {
+    try {
+      strategy::validate(run, "m.json");
+      ADD_FAILURE() << "accepted; expected: " << message;
+    } catch (const Error& e) {
+      EXPECT_THAT(e.what(), ::testing::HasSubstr(message));
+    }
+  };
+  auto run = finished();
+  run.set_complete(false);
+  run.set_failure("rank 1: no progress for 300 s");
+  refused(run, "m.json: field 'complete': false: these are the partial measurements of a run that failed (rank 1: "
+               "no progress for 300 s)");
+  run = finished();
+  run.set_timed_iterations(0);
+  refused(run, "m.json: field 'timed_iterations': 0");
+  run = finished();
+  run.mutable_ops(1)->set_forward_seconds(-1);
+  refused(run, "m.json: field 'ops[1].forward_seconds': -1 is not a time");
+  run = finished();
+  run.mutable_ops(2)->set_backward_seconds(std::nan(""));
+  refused(run, "m.json: field 'ops[2].backward_seconds': nan is not a time");
+  run = finished();
+  run.mutable_iteration_seconds()->set_median(std::numeric_limits<double>::infinity());
+  refused(run, "m.json: field 'iteration_seconds.median': inf is not a time");
+  run = finished();
+  run.mutable_iteration_seconds()->set_mean(0);
+  run.mutable_iteration_seconds()->set_median(0);
+  refused(run, "m.json: field 'iteration_seconds': no iteration time");
+  run = finished();
+  auto* e = run.add_events();
+  e->set_start(2);
+  e->set_end(1);
+  refused(run, "m.json: field 'events[0]': ends at 1 s, before it starts (2 s)");
 }
 
 } // namespace
