@@ -22,7 +22,8 @@
 namespace partita::runtime {
 
 // Memory the host cannot touch (a GPU's): moves, zeroes and fills its buffers for the host.
-// Every call returns when the data has arrived (a GPU's orders it after the kernels queued).
+// to_host and from_host return when the data has arrived, after the kernels queued before them;
+// copy and fill are ordered with the kernels (on a GPU, queued on the backend's stream).
 class DeviceMemory : public std::pmr::memory_resource {
 public:
   virtual void to_host(const void* device, void* host, std::size_t bytes) = 0;
@@ -143,7 +144,7 @@ inline bool host_accessible(const Floats& f) {
 void to_host(const Floats& from, std::size_t offset, std::span<float> host);
 void from_host(std::span<const float> host, Floats& to, std::size_t offset);
 std::vector<float> host_copy(const Floats& from);
-// n floats from `from` (at from_offset) to `to` (at to_offset), within one kind of memory.
+// n floats from `from` (at from_offset) to `to` (at to_offset), either of them device memory.
 void copy_floats(const Floats& from, std::size_t from_offset, Floats& to, std::size_t to_offset, std::size_t n);
 // A new buffer (from tensor_memory()) holding a copy of `from` (a Floats copy constructor would
 // read device memory on the host).
