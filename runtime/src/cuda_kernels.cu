@@ -234,8 +234,7 @@ struct Reduction {
 // Chunk blockIdx.y of every destination element's sum: the summed elements [k0, k1) of it, written
 // to dst[blockIdx.y * n + i] (the whole sum when there is one chunk).
 // In the index type U (32-bit where the source allows, as binary_kernel).
-template <class U>
-__global__ void reduce_sum_kernel(Reduction r, U n, U per_chunk, const float* src, float* dst) {
+template <class U> __global__ void reduce_sum_kernel(Reduction r, U n, U per_chunk, const float* src, float* dst) {
   const U count = static_cast<U>(r.count);
   const U k0 = blockIdx.y * per_chunk;
   const U k1 = k0 + per_chunk < count ? k0 + per_chunk : count;

@@ -143,21 +143,30 @@ Floats floats_from_host(std::span<const float> host) {
   return f;
 }
 
-HostView::HostView(Floats& buffer, std::size_t offset, std::size_t n, Mode mode)
-    : m_buffer(buffer), m_offset(offset), m_size(n), m_data(nullptr) {
+namespace {
+
+// The host's pointer to floats [offset, offset + n) of `buffer`: the buffer itself where the host
+// may touch it, else `staged` (read in unless `read` is false). The one body of both views.
+float* host_pointer(const Floats& buffer, std::size_t offset, std::size_t n, bool read, std::vector<float>& staged,
+                    const char* view) {
   if (offset + n > buffer.size()) {
-    throw Error(fmt::format("HostView: floats {}..{} of a buffer of {}", offset, offset + n, buffer.size()));
+    throw Error(fmt::format("{}: floats {}..{} of a buffer of {}", view, offset, offset + n, buffer.size()));
   }
   if (host_accessible(buffer)) {
-    m_data = buffer.data() + offset;
-    return;
+    return const_cast<float*>(buffer.data()) + offset; // NOLINT: HostView holds the buffer non-const
   }
-  m_staged.resize(n);
-  if (mode != write_only) {
-    to_host(buffer, offset, m_staged);
+  staged.resize(n);
+  if (read) {
+    to_host(buffer, offset, staged);
   }
-  m_data = m_staged.data();
+  return staged.data();
 }
+
+} // namespace
+
+HostView::HostView(Floats& buffer, std::size_t offset, std::size_t n, Mode mode)
+    : m_buffer(buffer), m_offset(offset), m_size(n),
+      m_data(host_pointer(buffer, offset, n, mode != write_only, m_staged, "HostView")) {}
 
 void HostView::commit() {
   if (!host_accessible(m_buffer)) {
@@ -165,18 +174,8 @@ void HostView::commit() {
   }
 }
 
-ConstHostView::ConstHostView(const Floats& buffer, std::size_t offset, std::size_t n) : m_size(n), m_data(nullptr) {
-  if (offset + n > buffer.size()) {
-    throw Error(fmt::format("ConstHostView: floats {}..{} of a buffer of {}", offset, offset + n, buffer.size()));
-  }
-  if (host_accessible(buffer)) {
-    m_data = buffer.data() + offset;
-    return;
-  }
-  m_staged.resize(n);
-  to_host(buffer, offset, m_staged);
-  m_data = m_staged.data();
-}
+ConstHostView::ConstHostView(const Floats& buffer, std::size_t offset, std::size_t n)
+    : m_size(n), m_data(host_pointer(buffer, offset, n, true, m_staged, "ConstHostView")) {}
 
 namespace {
 
