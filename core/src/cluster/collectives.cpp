@@ -29,7 +29,9 @@
 //   Across nodes the blocks are the nodes (all holding the same k >= 2 devices of the group) and
 //   B_across = nic.bandwidth * min(1, nics_per_node / (k concurrent_groups)), the k shard rings
 //   together B_net again; inside one node any p = k x m with k, m >= 2 is a 2D ring.
-// A link with figures of the collective's own (Link::collectives, calibrated) is taken at those.
+// A link with figures of the collective's own (Link::collectives: calibrated, or a preset's published
+// measurements) is taken at those; where the group runs on that link alone (inside a node, or one
+// device per node on the network) by the ring formula they were read off (automatic picks ring).
 // A link with several protocols (Link::protocols) is taken at the figures of the protocol that
 // the collective's messages (message_bytes) run.
 // Automatic takes the fastest applicable algorithm; one that does not apply (tree for anything but
@@ -101,6 +103,30 @@ bool has_collective_figures(const Cluster& c) {
   return !c.intra_link.collectives.empty() || !c.intra_fallback.collectives.empty() || !c.nic.collectives.empty();
 }
 
+// Figures measured for this collective as it ran on the links the group uses (calibrated, or a
+// preset's published nccl-tests curve) already hold whichever algorithm the library picked, and
+// they were read off the ring formula: the ring formula prices them, and no other algorithm may
+// beat the measurement. A group spanning nodes uses the network's figures; the node's own
+// figures say nothing of how the library runs between nodes.
+bool measured_as_it_runs(const Cluster& c, Collective coll, std::span<const int> devices) {
+  const auto name = collective_name(coll);
+  std::vector<int> nodes;
+  for (const int d : devices) {
+    nodes.push_back(c.node_of(d));
+  }
+  std::sort(nodes.begin(), nodes.end());
+  const bool one_node = nodes.front() == nodes.back();
+  const bool one_per_node = std::adjacent_find(nodes.begin(), nodes.end()) == nodes.end();
+  const auto has = [&](const Link& link) {
+    return std::any_of(link.collectives.begin(), link.collectives.end(),
+                       [&](const CollectiveFigures& f) { return f.collective == name; });
+  };
+  if (one_node) {
+    return has(c.intra_link) || has(c.intra_fallback);
+  }
+  return one_per_node && has(c.nic);
+}
+
 bool has_protocols(const Cluster& c) {
   return !c.intra_link.protocols.empty() || !c.intra_fallback.protocols.empty() || !c.nic.protocols.empty();
 }
@@ -149,6 +175,9 @@ CollectiveCost cost_of(const Cluster& cluster, Collective collective, std::span<
   }
   check_group(cluster, collective, devices, bytes, concurrent_groups);
   if (has_collective_figures(cluster)) { // every link as this collective runs on it
+    if (algorithm == Algorithm::automatic && measured_as_it_runs(cluster, collective, devices)) {
+      algorithm = Algorithm::ring;
+    }
     Cluster as = cluster;
     as.intra_link = cluster.intra_link.for_collective(collective_name(collective));
     as.intra_fallback = cluster.intra_fallback.for_collective(collective_name(collective));

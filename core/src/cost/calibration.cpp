@@ -558,8 +558,10 @@ LineFit fit_line(const std::vector<LinkTerms>& t, std::size_t first, std::size_t
 // relative residuals is lowest (each range adds a, u and its boundary), at least 3 samples each.
 // (Open MPI's shared-memory all-reduce on this machine has four: below 4 KiB, to 4 MiB at
 // 10-12 GB/s, 8-32 MiB at 5 GB/s, and from 64 MiB at 0.4 GB/s.)
+// `ring`: the samples are fitted as figures of their collective's own, which the cost model prices
+// by the ring formula (collectives.cpp); otherwise by the algorithm the nominal figures pick.
 LinkFit fit_link(const cluster::Cluster& nominal, const std::vector<const CollectiveSample*>& samples, LinkClass cls,
-                 cluster::LinkKind kind) {
+                 cluster::LinkKind kind, bool ring = false) {
   cluster::Cluster probe = nominal;
   const cluster::Link unit{kind, 1.0, 1.0};
   (cls == LinkClass::intra ? probe.intra_link : probe.nic) = unit;
@@ -574,7 +576,7 @@ LinkFit fit_link(const cluster::Cluster& nominal, const std::vector<const Collec
                               cluster::collective_name(s->collective), s->bytes, s->seconds));
     }
     // The algorithm the cost model picks with the nominal figures, probed for its terms.
-    const auto algorithm = cost_of(nominal, *s).algorithm;
+    const auto algorithm = ring ? cluster::Algorithm::ring : cost_of(nominal, *s).algorithm;
     const auto t = cost_of(probe, *s, algorithm);
     terms.push_back({t.latency_seconds / s->seconds, t.bandwidth_seconds / s->seconds,
                      cluster::message_bytes(s->collective, s->bytes, static_cast<int>(s->devices.size()))});
@@ -728,7 +730,7 @@ Calibration calibrate(const cluster::Cluster& base, const CalibrationData& data)
       if (errors[errors.size() / 2] <= missed) {
         continue;
       }
-      const auto own = fit_link(nominal, list, cls, kind).link;
+      const auto own = fit_link(nominal, list, cls, kind, true).link;
       link.collectives.push_back(
           {std::string(cluster::collective_name(kind_of)), own.bandwidth, own.latency, own.protocols});
     }

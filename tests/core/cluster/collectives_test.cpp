@@ -17,6 +17,18 @@ using ::testing::HasSubstr;
 
 constexpr double GiB = 1024.0 * 1024 * 1024;
 
+// A preset with its links at one bandwidth and latency each: the closed forms below are the
+// algorithms' on such links. (The GPU presets carry published per-collective figures, priced by
+// the ring formula they were read off: tests/core/cluster/published_presets_test.cpp.)
+Cluster nominal(std::string_view spec) {
+  Cluster c = load_cluster(spec);
+  for (Link* link : {&c.intra_link, &c.intra_fallback, &c.nic}) {
+    link->collectives.clear();
+    link->protocols.clear();
+  }
+  return c;
+}
+
 std::vector<int> range(int first, int count) {
   std::vector<int> v(count);
   std::iota(v.begin(), v.end(), first);
@@ -32,7 +44,7 @@ const Collective all_collectives[] = {Collective::all_reduce, Collective::all_ga
                                       Collective::all_to_all, Collective::broadcast};
 
 TEST(Collectives, RingAllReduceClosedFormOnASwitchedNode) {
-  const Cluster c = load_cluster("dgx-a100");
+  const Cluster c = nominal("dgx-a100");
   const double B = c.intra_link.bandwidth;
   const double a = c.intra_link.latency;
   for (const int p : {2, 3, 4, 8}) {
@@ -45,7 +57,7 @@ TEST(Collectives, RingAllReduceClosedFormOnASwitchedNode) {
 }
 
 TEST(Collectives, OtherClosedFormsOnASwitchedNode) {
-  const Cluster c = load_cluster("dgx-h100");
+  const Cluster c = nominal("dgx-h100");
   const double B = c.intra_link.bandwidth;
   const double a = c.intra_link.latency;
   const double n = 256e6;
@@ -63,7 +75,7 @@ TEST(Collectives, OtherClosedFormsOnASwitchedNode) {
 }
 
 TEST(Collectives, BusBandwidthOfRingAllReduceIsTheLinkWithoutLatency) {
-  Cluster c = load_cluster("dgx-a100");
+  Cluster c = nominal("dgx-a100");
   c.intra_link.latency = 0;
   for (const int p : {2, 4, 8}) {
     const auto cost = collective_cost(c, Collective::all_reduce, range(0, p), 64e6, Algorithm::ring);
@@ -75,7 +87,7 @@ TEST(Collectives, BusBandwidthOfRingAllReduceIsTheLinkWithoutLatency) {
 }
 
 TEST(Collectives, RingKeepsTiesWithoutLatency) {
-  Cluster c = load_cluster("dgx-a100");
+  Cluster c = nominal("dgx-a100");
   c.intra_link.latency = 0;
   for (const auto coll : {Collective::all_reduce, Collective::all_gather, Collective::reduce_scatter}) {
     EXPECT_EQ(collective_cost(c, coll, range(0, 8), 3e7).algorithm, Algorithm::ring) << collective_name(coll);
@@ -91,7 +103,7 @@ TEST(Collectives, BusFactors) {
 }
 
 TEST(Collectives, FlatRingAcrossNodesIsHeldToTheNics) {
-  const Cluster c = load_cluster("dgx-a100?nodes=2");
+  const Cluster c = nominal("dgx-a100?nodes=2");
   const double p = 16;
   const double n = GiB;
   // 8 devices per node drive the 8 HDR NICs: 200 GB/s out of each node, below the 300 GB/s ports.
@@ -102,7 +114,7 @@ TEST(Collectives, FlatRingAcrossNodesIsHeldToTheNics) {
 }
 
 TEST(Collectives, HierarchicalClosedForm) {
-  const Cluster c = load_cluster("dgx-a100?nodes=2");
+  const Cluster c = nominal("dgx-a100?nodes=2");
   const double k = 8, m = 2, n = GiB;
   const double Bin = c.intra_link.bandwidth;
   const double Bshard = c.nic.bandwidth; // 8 shard rings, 8 NICs: one each
@@ -118,7 +130,7 @@ TEST(Collectives, HierarchicalClosedForm) {
 // Inside a switched node a k x m 2D ring moves what the flat ring moves, (p-1)/p n/B, in k+m-2
 // latency steps instead of p-1.
 TEST(Collectives, TwoLevelInsideANodeTradesLatencySteps) {
-  const Cluster c = load_cluster("dgx-a100");
+  const Cluster c = nominal("dgx-a100");
   const double n = GiB, B = c.intra_link.bandwidth, a = c.intra_link.latency;
   const auto cost = collective_cost(c, Collective::all_gather, range(0, 8), n, Algorithm::hierarchical);
   EXPECT_EQ(cost.algorithm, Algorithm::hierarchical);
@@ -129,13 +141,13 @@ TEST(Collectives, TwoLevelInsideANodeTradesLatencySteps) {
 }
 
 TEST(Collectives, HierarchicalWinsForSmallMessagesAcrossNodes) {
-  const Cluster c = load_cluster("dgx-a100?nodes=4");
+  const Cluster c = nominal("dgx-a100?nodes=4");
   const auto small = collective_cost(c, Collective::all_reduce, range(0, 32), 4096);
   EXPECT_NE(small.algorithm, Algorithm::ring); // 62 ring steps at the NIC's latency cost most
 }
 
 TEST(Collectives, AlgorithmsThatDoNotApplyFallBackToRing) {
-  const Cluster c = load_cluster("dgx-a100?nodes=2");
+  const Cluster c = nominal("dgx-a100?nodes=2");
   const auto tree = collective_cost(c, Collective::all_gather, range(0, 8), 1e6, Algorithm::tree);
   EXPECT_EQ(tree.algorithm, Algorithm::ring);
   EXPECT_THAT(tree.formula, HasSubstr("ring used"));
@@ -149,7 +161,7 @@ TEST(Collectives, AlgorithmsThatDoNotApplyFallBackToRing) {
 
 TEST(Collectives, AutomaticIsNeverSlowerThanAnyAlgorithm) {
   for (const char* spec : {"dgx-a100?nodes=4", "dgx1?nodes=2", "pcie-8gpu?nodes=2"}) {
-    const Cluster c = load_cluster(spec);
+    const Cluster c = nominal(spec);
     const std::vector<std::vector<int>> groups{range(0, 2), range(0, 8), concat(range(0, 4), range(8, 4)),
                                                std::vector{0, 8}, range(0, 16)};
     for (const auto& group : groups) {
@@ -170,7 +182,7 @@ TEST(Collectives, AutomaticIsNeverSlowerThanAnyAlgorithm) {
 // (half on each of two nodes, or one device per node).
 TEST(Collectives, GroupInsideANodeIsNeverSlowerThanOneSpanningNodes) {
   for (const char* spec : {"dgx-a100?nodes=4", "dgx1?nodes=2", "dgx-h100?nodes=2", "pcie-8gpu?nodes=8"}) {
-    const Cluster c = load_cluster(spec);
+    const Cluster c = nominal(spec);
     const int d = c.devices_per_node;
     for (const int p : {2, 4, 8}) {
       const auto inside = range(0, p);
@@ -201,7 +213,7 @@ TEST(Collectives, GroupInsideANodeIsNeverSlowerThanOneSpanningNodes) {
 // (0-1-2-3 and 0-2-1-3), each run in both directions, move 4 x 25 GB/s. {0,1,4,5} has the links
 // 0-1 (1 lane), 1-5 (2), 5-4 (1), 4-0 (2) and no diagonal: one ring, 2 x 25 GB/s.
 TEST(Collectives, Dgx1FaceIsFasterThanCubeSide) {
-  const Cluster c = load_cluster("dgx1");
+  const Cluster c = nominal("dgx1");
   const double n = GiB;
   const auto face = collective_cost(c, Collective::all_reduce, std::vector{0, 1, 2, 3}, n, Algorithm::ring);
   const auto side = collective_cost(c, Collective::all_reduce, std::vector{0, 1, 4, 5}, n, Algorithm::ring);
@@ -213,13 +225,13 @@ TEST(Collectives, Dgx1FaceIsFasterThanCubeSide) {
 
 // All 24 lanes of the 8 GPUs form three edge-disjoint Hamiltonian rings: 6 x 25 GB/s.
 TEST(Collectives, Dgx1WholeNodeUsesEveryLane) {
-  const Cluster c = load_cluster("dgx1");
+  const Cluster c = nominal("dgx1");
   const auto cost = collective_cost(c, Collective::all_reduce, range(0, 8), GiB, Algorithm::ring);
   EXPECT_DOUBLE_EQ(cost.bandwidth_seconds, 1.75 * GiB / 150e9);
 }
 
 TEST(Collectives, Dgx1GroupWithoutNvlinkRingUsesPcie) {
-  const Cluster c = load_cluster("dgx1");
+  const Cluster c = nominal("dgx1");
   const auto cost = collective_cost(c, Collective::all_reduce, std::vector{0, 5, 6}, GiB, Algorithm::ring);
   EXPECT_EQ(cost.bottleneck, LinkKind::pcie);
   EXPECT_DOUBLE_EQ(cost.bandwidth_seconds, 2.0 * 2 / 3 * GiB / c.intra_fallback.bandwidth);
@@ -231,20 +243,20 @@ TEST(Collectives, Dgx1GroupWithoutNvlinkRingUsesPcie) {
 
 TEST(Collectives, NicSharingSlowsNodeSpanningGroups) {
   // One NIC per node shared by 8 data-parallel groups of one device per node.
-  const Cluster pcie = load_cluster("pcie-8gpu?nodes=2");
+  const Cluster pcie = nominal("pcie-8gpu?nodes=2");
   const auto alone = collective_cost(pcie, Collective::all_reduce, std::vector{0, 8}, GiB, Algorithm::ring, 1);
   const auto shared = collective_cost(pcie, Collective::all_reduce, std::vector{0, 8}, GiB, Algorithm::ring, 8);
   EXPECT_GT(shared.seconds, alone.seconds);
   EXPECT_DOUBLE_EQ(shared.bandwidth_seconds, 8 * alone.bandwidth_seconds);
 
   // DGX-1: 4 NICs; 4 groups of 2 devices per node get one NIC each instead of two.
-  const Cluster dgx1 = load_cluster("dgx1?nodes=2");
+  const Cluster dgx1 = nominal("dgx1?nodes=2");
   const std::vector group{0, 1, 8, 9};
   EXPECT_GT(collective_cost(dgx1, Collective::all_reduce, group, GiB, Algorithm::ring, 4).seconds,
             collective_cost(dgx1, Collective::all_reduce, group, GiB, Algorithm::ring, 1).seconds);
 
   // DGX A100: a whole-node group alone uses all 8 NICs, 8 concurrent ones one each.
-  const Cluster a100 = load_cluster("dgx-a100?nodes=2");
+  const Cluster a100 = nominal("dgx-a100?nodes=2");
   EXPECT_GT(collective_cost(a100, Collective::all_reduce, range(0, 16), GiB, Algorithm::automatic, 8).seconds,
             collective_cost(a100, Collective::all_reduce, range(0, 16), GiB, Algorithm::automatic, 1).seconds);
   // ... but 8 groups of one device per node each have their own NIC: no contention.
@@ -253,7 +265,7 @@ TEST(Collectives, NicSharingSlowsNodeSpanningGroups) {
 }
 
 TEST(Collectives, AllToAllAcrossNodesCountsTheTrafficLeavingANode) {
-  const Cluster c = load_cluster("dgx-a100?nodes=2");
+  const Cluster c = nominal("dgx-a100?nodes=2");
   const double n = GiB;
   // 16 devices, 8 per node: each node sends 8 x n x 8/16 over 8 NICs.
   const auto cost = collective_cost(c, Collective::all_to_all, range(0, 16), n);
@@ -262,7 +274,7 @@ TEST(Collectives, AllToAllAcrossNodesCountsTheTrafficLeavingANode) {
 }
 
 TEST(Collectives, GroupOfOneCostsNothing) {
-  const Cluster c = load_cluster("dgx-a100");
+  const Cluster c = nominal("dgx-a100");
   for (const auto coll : all_collectives) {
     const auto cost = collective_cost(c, coll, std::vector{3}, GiB);
     EXPECT_EQ(cost.seconds, 0);
@@ -271,7 +283,7 @@ TEST(Collectives, GroupOfOneCostsNothing) {
 }
 
 TEST(Collectives, FormulaIsASentenceWithTheNumbers) {
-  const Cluster c = load_cluster("dgx-a100");
+  const Cluster c = nominal("dgx-a100");
   const auto cost = collective_cost(c, Collective::all_reduce, range(0, 8), 64.0 * 1024 * 1024, Algorithm::ring);
   EXPECT_THAT(cost.formula, HasSubstr("ring all-reduce of 64 MiB over 8 devices"));
   EXPECT_THAT(cost.formula, HasSubstr("300 GB/s"));
@@ -279,7 +291,7 @@ TEST(Collectives, FormulaIsASentenceWithTheNumbers) {
 }
 
 TEST(Collectives, BadGroupsAreErrors) {
-  const Cluster c = load_cluster("dgx-a100");
+  const Cluster c = nominal("dgx-a100");
   const auto error_of = [&](std::vector<int> group, Collective coll = Collective::all_reduce, double n = 1e6,
                             int concurrent = 1) -> std::string {
     try {
@@ -302,9 +314,9 @@ TEST(Collectives, BadGroupsAreErrors) {
 // The search prices collectives without their text: the same numbers, whatever the cluster, group,
 // algorithm or link figures (protocols by message size, a collective's own calibrated figures).
 TEST(Collectives, UnexplainedCostsAreTheExplainedOnesWithoutTheFormula) {
-  std::vector<Cluster> clusters{load_cluster("dgx-a100?nodes=2"), load_cluster("dgx1?nodes=2"),
-                                load_cluster("pcie-8gpu?nodes=2")};
-  Cluster calibrated = load_cluster("dgx-a100?nodes=2");
+  std::vector<Cluster> clusters{nominal("dgx-a100?nodes=2"), nominal("dgx1?nodes=2"),
+                                nominal("pcie-8gpu?nodes=2")};
+  Cluster calibrated = nominal("dgx-a100?nodes=2");
   calibrated.intra_link.protocols = {{0, 20e9, 3e-6}, {65536, 150e9, 8e-6}};
   calibrated.nic.protocols = {{0, 5e9, 4e-6}, {1 << 20, 22e9, 9e-6}};
   CollectiveFigures all_gather;
