@@ -79,11 +79,28 @@ private Q_SLOTS:
     QVERIFY(e.isValid());
     QVERIFY(e.okButton()->isEnabled());
     QCOMPARE(edit(e, "devices_per_node")->text(), QStringLiteral("8"));
-    QCOMPARE(edit(e, "intra_node.link.bandwidth")->text(), QStringLiteral("300")); // GB/s
+    QCOMPARE(edit(e, "intra_node.link.bandwidth")->text(), QStringLiteral("230")); // GB/s
     QCOMPARE(edit(e, "device.memory_capacity")->text(), QStringLiteral("80"));     // GiB
-    // Unchanged, the form gives back the preset.
+    // Unchanged, the form gives back the preset, its links' measured figures included.
     const auto preset = cluster::to_proto(cluster::load_cluster("dgx-a100"));
     QCOMPARE(io::to_json(e.cluster()), io::to_json(preset));
+    QVERIFY(e.cluster().intra_node().link().collectives_size() > 0);
+  }
+
+  // The node link's measured all-reduce figures describe it as loaded: a bandwidth typed anew
+  // counts for every collective, and the note said they are kept only until then.
+  void typingALinkDropsItsMeasuredFigures() {
+    ClusterEditor e(input_cluster_proto(smallInput()));
+    auto* note = e.findChild<QLabel*>(QStringLiteral("keptNote"));
+    QVERIFY(note != nullptr);
+    QVERIFY2(note->text().contains(QStringLiteral("node link's measured figures")), qPrintable(note->text()));
+    type(e, "inter_node.nic.latency", edit(e, "inter_node.nic.latency")->text()); // the same text: kept
+    QVERIFY(e.cluster().intra_node().link().collectives_size() > 0);
+    type(e, "intra_node.link.bandwidth", QStringLiteral("150"));
+    QVERIFY(e.isValid());
+    QCOMPARE(e.cluster().intra_node().link().collectives_size(), 0);
+    QCOMPARE(e.cluster().intra_node().link().protocols_size(), 0);
+    QCOMPARE(e.cluster().intra_node().link().bandwidth(), 150e9);
   }
 
   void aSingleNodePresetNeedsNoNetworkUntilItGrows() {
@@ -164,7 +181,7 @@ private Q_SLOTS:
   void editedClusterChangesTheEvaluation() {
     const auto in = smallInput();
     ClusterEditor e(input_cluster_proto(in));
-    type(e, "intra_node.link.bandwidth", QStringLiteral("150")); // half of 300 GB/s
+    type(e, "intra_node.link.bandwidth", QStringLiteral("23")); // a tenth of 230 GB/s
     auto* name = qobject_cast<QLineEdit*>(e.fieldWidget(QStringLiteral("name")));
     name->setText(QStringLiteral("slow-a100"));
     QVERIFY(e.isValid());
@@ -192,9 +209,9 @@ private Q_SLOTS:
     QVERIFY(shown.wait(wait_ms));
     const auto slow = w.analysis();
     QCOMPARE(slow->cluster.name, std::string("slow-a100"));
-    QCOMPARE(slow->cluster.intra_link.bandwidth, 1.5e11);
+    QCOMPARE(slow->cluster.intra_link.bandwidth, 2.3e10);
     QCOMPARE(slow->strategy.ops.size(), preset->strategy.ops.size());
-    // Data parallel all-reduces its gradients over the node's link: half the bandwidth, more time.
+    // Data parallel all-reduces its gradients over the node's link: a tenth of the bandwidth, more time.
     QVERIFY(preset->prediction.communication_time > 0);
     QVERIFY2(slow->prediction.communication_time > preset->prediction.communication_time * 1.2,
              qPrintable(QStringLiteral("%1 vs %2")

@@ -260,6 +260,7 @@ ClusterEditor::ClusterEditor(const proto::Cluster& start, QWidget* parent)
   columns->addLayout(right);
   layout->addLayout(columns);
 
+  m_keptNote->setObjectName(QStringLiteral("keptNote"));
   m_keptNote->setWordWrap(true);
   m_keptNote->setStyleSheet(QStringLiteral("color: palette(mid);"));
   layout->addWidget(m_keptNote);
@@ -364,6 +365,20 @@ void ClusterEditor::setCluster(const proto::Cluster& c) {
   if (curves > 0) {
     kept << tr("the efficiency curves (%1 points)").arg(curves);
   }
+  const auto measured = [&](const proto::Link& link, const QString& where) {
+    int regimes = link.protocols_size();
+    for (const auto& f : link.collectives()) {
+      regimes += 1 + f.protocols_size();
+    }
+    if (regimes > 0) {
+      kept << tr("the %1's measured figures (%2 collective and message-size regimes, until its bandwidth or "
+                 "latency is changed)")
+                  .arg(where)
+                  .arg(regimes);
+    }
+  };
+  measured(c.intra_node().link(), tr("node link"));
+  measured(c.inter_node().nic(), tr("NIC"));
   m_keptNote->setText(kept.isEmpty() ? QString() : tr("Kept as they are: %1.").arg(kept.join(QStringLiteral(", "))));
   m_filling = false;
   revalidate();
@@ -393,12 +408,30 @@ proto::Cluster ClusterEditor::cluster() const {
       continue;
     }
     const QString t = static_cast<QLineEdit*>(it.value())->text().trimmed();
+    if (!t.isEmpty() && t == shown(get(*m_base, it.key()), f->scale)) {
+      continue; // as loaded: the exact value, not its decimal text read back
+    }
     bool ok = true;
     double v = t.isEmpty() ? 0.0 : QLocale::c().toDouble(t, &ok);
     if (!ok) {
       v = std::numeric_limits<double>::quiet_NaN();
     }
     set(c, it.key(), to_si(v, f->scale));
+  }
+  // A link's measured figures (protocols by message size, collectives' own figures: calibrated or
+  // published) describe the link as loaded; once its bandwidth or latency is typed anew, they no
+  // longer do, and what was typed counts for every collective.
+  const auto typedAnew = [&](const char* path) {
+    const auto* f = find_field(QLatin1String(path));
+    return text(path).trimmed() != shown(get(*m_base, QLatin1String(path)), f->scale);
+  };
+  if (intra && (typedAnew("intra_node.link.bandwidth") || typedAnew("intra_node.link.latency"))) {
+    c.mutable_intra_node()->mutable_link()->clear_protocols();
+    c.mutable_intra_node()->mutable_link()->clear_collectives();
+  }
+  if (inter && (typedAnew("inter_node.nic.bandwidth") || typedAnew("inter_node.nic.latency"))) {
+    c.mutable_inter_node()->mutable_nic()->clear_protocols();
+    c.mutable_inter_node()->mutable_nic()->clear_collectives();
   }
   if (intra) {
     auto* combo = static_cast<QComboBox*>(m_fields.value(QStringLiteral("intra_node.link.kind")));
