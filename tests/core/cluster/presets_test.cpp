@@ -67,7 +67,8 @@ TEST(Presets, Figures) {
   EXPECT_DOUBLE_EQ(a100.intra_link.bandwidth, 230e9); // NCCL's effective ring bus bandwidth, 300 GB/s line rate
   EXPECT_DOUBLE_EQ(a100.device.peak(Precision::bf16), 312e12);
   EXPECT_DOUBLE_EQ(a100.device.peak(Precision::fp8), 312e12); // no fp8 units: runs as fp16
-  EXPECT_DOUBLE_EQ(a100.nic.bandwidth, 24e9);                 // HDR 200 Gb/s as NCCL reaches it
+  EXPECT_DOUBLE_EQ(a100.nic.at(1e6).bandwidth, 24e9);         // HDR 200 Gb/s as NCCL reaches it
+  EXPECT_DOUBLE_EQ(a100.nic.at(1e3).bandwidth, 6e9);          // small messages: NCCL's LL protocol
   EXPECT_EQ(a100.nics_per_node, 8);
 
   const Cluster h100 = load_cluster("dgx-h100");

@@ -119,6 +119,25 @@ TEST_P(PublishedPresets, AllReduceBetweenNodesAtTheNicsBusBandwidth) {
   EXPECT_LT(cost.busbw, p["nic"]["node_busbw"].get<double>());
 }
 
+// Small messages between nodes run NCCL's LL protocol (2.7 us a step at a quarter of the
+// bandwidth, never less than a step inside the node), large ones Simple (9.6 us a step): at the
+// crossing both take the same time.
+TEST_P(PublishedPresets, NetworkProtocolsAsNcclsTuningModelHasThem) {
+  const auto proto = published(GetParam())["nic"]["protocols"];
+  const Cluster c = load_cluster(GetParam() + "?nodes=4");
+  const std::vector<int> one_per_node{0, 8, 16, 24};
+  const auto tiny = collective_cost(c, Collective::all_reduce, one_per_node, 64, Algorithm::ring);
+  const double ll = std::max(proto["ll_latency"].get<double>(), c.intra_link.latency);
+  EXPECT_NEAR(tiny.latency_seconds, 6 * ll, 1e-12);
+  EXPECT_NEAR(c.nic.bandwidth, proto["ll_bandwidth_fraction"].get<double>() * c.nic.at(1e9).bandwidth, 1);
+  const auto large = collective_cost(c, Collective::all_reduce, one_per_node, 1e9, Algorithm::ring);
+  EXPECT_NEAR(large.latency_seconds, 6 * proto["simple_latency"].get<double>(), 1e-12);
+  // At the crossing (a message of from_bytes per rank) both protocols take the same time.
+  const double m = c.nic.protocols.front().from_bytes;
+  const Link small{c.nic.kind, c.nic.bandwidth, c.nic.latency}, simple = c.nic.at(m);
+  EXPECT_NEAR(m / small.bandwidth + small.latency, m / simple.bandwidth + simple.latency, 1e-9);
+}
+
 std::vector<std::string> systems() {
   std::vector<std::string> out;
   for (const auto& entry : fs::directory_iterator(fs::path(PARTITA_SOURCE_DIR) / "resources" / "published")) {
