@@ -94,6 +94,25 @@ private Q_SLOTS:
     QCOMPARE(panel.scatter()->seriesCount(), 2); // the ops and the diagonal
     QCOMPARE(panel.timeline()->laneCount(), 2);
     QVERIFY(panel.timeline()->boxCount() >= static_cast<int>(ops));
+    // Under the measured ranks, the predicted iteration of the same plan on the same time axis:
+    // one lane per device, every simulated task on each device it occupies.
+    auto* timeline = panel.timeline();
+    QVERIFY(m_small->simulation.has_value());
+    QCOMPARE(timeline->predictedLaneCount(), 2);
+    int expected = 0;
+    for (const auto& t : m_small->simulation->tasks.tasks) {
+      expected += static_cast<int>(m_small->simulation->tasks.groups[static_cast<std::size_t>(t.group)].size());
+    }
+    QCOMPARE(timeline->predictedBoxCount(), expected);
+    QCOMPARE(timeline->predictedSpan(), m_small->simulation->result.iteration_time);
+    QVERIFY(timeline->predictedSpan() > 0);
+    QVERIFY(timeline->axisSpan() >= timeline->predictedSpan());
+    timeline->resize(900, timeline->sizeHint().height());
+    // The first predicted task starts at 0 on device 0's compute half, below the measured lanes.
+    const int predictedTop = timeline->sizeHint().height() - 24 - 2 * (26 + 6);
+    QVERIFY2(timeline->textAt(QPointF(85, predictedTop + 3)).contains(QStringLiteral("device 0, predicted")),
+             qPrintable(timeline->textAt(QPointF(85, predictedTop + 3))));
+    QVERIFY(!timeline->grab().isNull()); // paints
     QVERIFY(panel.runButton()->isEnabled());
 
     // A second run side by side with the first.
@@ -103,6 +122,17 @@ private Q_SLOTS:
     QVERIFY(model->runB() != nullptr);
     QVERIFY(model->index(0, RunOpsModel::ChangeB).data().toString().endsWith(QLatin1Char('%')));
     QVERIFY(panel.summaryText().contains(QStringLiteral("Side by side with")));
+  }
+
+  // Before any run the tab already shows the predicted iteration a run will be laid against.
+  void predictedTimelineBeforeARun() {
+    RunPanel panel;
+    panel.setAnalysis(m_small);
+    QCOMPARE(panel.timeline()->laneCount(), 0);
+    QCOMPARE(panel.timeline()->predictedLaneCount(), 2);
+    QVERIFY(panel.timeline()->predictedBoxCount() > 0);
+    panel.setAnalysis(nullptr);
+    QCOMPARE(panel.timeline()->predictedLaneCount(), 0);
   }
 
   void cancelEndsTheJob() {

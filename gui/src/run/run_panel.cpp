@@ -120,7 +120,7 @@ RunPanel::RunPanel(QWidget* parent)
   auto* tabs = m_views;
   tabs->addTab(m_view, tr("Per op"));
   tabs->addTab(m_scatter, tr("Predicted vs measured"));
-  tabs->addTab(timelinePage, tr("Timeline per rank"));
+  tabs->addTab(timelinePage, tr("Timeline: measured and predicted"));
   tabs->addTab(m_log, tr("Log"));
 
   auto* right = new QWidget(this);
@@ -197,6 +197,7 @@ void RunPanel::setAnalysis(std::shared_ptr<const Analysis> analysis) {
   if (changed) {
     showRuns(m_list->currentRow(), m_compareWith->currentIndex() - 1);
   }
+  showTimeline();
   updateButtons();
   if (!m_job->isRunning()) {
     m_status->setText(m_analysis
@@ -335,6 +336,10 @@ void RunPanel::showRuns(int a, int b) {
 void RunPanel::showTimeline() {
   const auto* a = m_model->runA();
   m_timeline->setRun(a != nullptr ? &a->result : nullptr, m_iteration->value());
+  // The predicted iteration under the measured one, when the run is of the plan on screen (or
+  // alone, before any run, so that the tab shows what a run will be laid against).
+  const bool predicted = m_analysis && (a == nullptr || matches(*a, *m_analysis));
+  m_timeline->setPredicted(predicted ? m_analysis : nullptr);
 }
 
 } // namespace partita::gui

@@ -314,8 +314,7 @@ TEST(Collectives, BadGroupsAreErrors) {
 // The search prices collectives without their text: the same numbers, whatever the cluster, group,
 // algorithm or link figures (protocols by message size, a collective's own calibrated figures).
 TEST(Collectives, UnexplainedCostsAreTheExplainedOnesWithoutTheFormula) {
-  std::vector<Cluster> clusters{nominal("dgx-a100?nodes=2"), nominal("dgx1?nodes=2"),
-                                nominal("pcie-8gpu?nodes=2")};
+  std::vector<Cluster> clusters{nominal("dgx-a100?nodes=2"), nominal("dgx1?nodes=2"), nominal("pcie-8gpu?nodes=2")};
   Cluster calibrated = nominal("dgx-a100?nodes=2");
   calibrated.intra_link.protocols = {{0, 20e9, 3e-6}, {65536, 150e9, 8e-6}};
   calibrated.nic.protocols = {{0, 5e9, 4e-6}, {1 << 20, 22e9, 9e-6}};

@@ -80,9 +80,8 @@ TEST_P(PublishedPresets, MatrixProductRatesBySize) {
 TEST_P(PublishedPresets, LargeMemoryBoundKernelsAtTheStreamRate) {
   const auto s = published(GetParam())["stream"];
   const Cluster c = load_cluster(GetParam());
-  const double stream = (s["copy"].get<double>() + s["mul"].get<double>() + s["add"].get<double>() +
-                         s["triad"].get<double>()) /
-                        4;
+  const double stream =
+      (s["copy"].get<double>() + s["mul"].get<double>() + s["add"].get<double>() + s["triad"].get<double>()) / 4;
   EXPECT_LT(relative(c.device.memory_efficiency.at(1e9) * c.device.memory_bandwidth, stream), 1e-4);
   EXPECT_EQ(c.device.kernel_launch_overhead, 0);
 }
@@ -149,12 +148,11 @@ std::vector<std::string> systems() {
   return out;
 }
 
-INSTANTIATE_TEST_SUITE_P(Systems, PublishedPresets, ::testing::ValuesIn(systems()),
-                         [](const auto& info) {
-                           std::string name = info.param;
-                           std::replace(name.begin(), name.end(), '-', '_');
-                           return name;
-                         });
+INSTANTIATE_TEST_SUITE_P(Systems, PublishedPresets, ::testing::ValuesIn(systems()), [](const auto& info) {
+  std::string name = info.param;
+  std::replace(name.begin(), name.end(), '-', '_');
+  return name;
+});
 
 } // namespace
 } // namespace partita::cluster
