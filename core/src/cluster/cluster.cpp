@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 namespace partita::cluster {
 
@@ -108,6 +109,71 @@ double Device::peak(Precision p) const {
   return peak_fp32;
 }
 
+int Cluster::total_nodes() const {
+  int n = nodes;
+  for (const auto& g : node_groups) {
+    n += g.nodes;
+  }
+  return n;
+}
+
+namespace {
+
+int kind_index(const Cluster& c, int d) {
+  int node = c.node_of(d);
+  if (node < c.nodes) {
+    return 0;
+  }
+  node -= c.nodes;
+  for (std::size_t i = 0; i < c.node_groups.size(); ++i) {
+    if (node < c.node_groups[i].nodes) {
+      return static_cast<int>(i) + 1;
+    }
+    node -= c.node_groups[i].nodes;
+  }
+  throw Error(fmt::format("cluster '{}': device {} is outside 0..{}", c.name, d, c.device_count() - 1));
+}
+
+} // namespace
+
+const Device& Cluster::device_of(int d) const {
+  if (node_groups.empty()) {
+    return device;
+  }
+  return kind(kind_index(*this, d));
+}
+
+std::vector<int> Cluster::kinds_of(std::span<const int> devices) const {
+  std::vector<int> kinds;
+  if (node_groups.empty()) {
+    return {0};
+  }
+  for (const int d : devices) {
+    kinds.push_back(kind_index(*this, d));
+  }
+  std::sort(kinds.begin(), kinds.end());
+  kinds.erase(std::unique(kinds.begin(), kinds.end()), kinds.end());
+  if (kinds.empty()) {
+    kinds.push_back(0);
+  }
+  return kinds;
+}
+
+double Cluster::smallest_memory(std::span<const int> devices) const {
+  double least = device.memory_capacity;
+  if (devices.empty()) {
+    for (const auto& g : node_groups) {
+      least = std::min(least, g.device.memory_capacity);
+    }
+    return least;
+  }
+  least = std::numeric_limits<double>::infinity();
+  for (const int k : kinds_of(devices)) {
+    least = std::min(least, kind(k).memory_capacity);
+  }
+  return least;
+}
+
 Link Cluster::link_between(int a, int b) const {
   const int count = device_count();
   if (a < 0 || a >= count || b < 0 || b >= count) {
@@ -190,6 +256,32 @@ void to_proto_curve(const EfficiencyCurve& curve, google::protobuf::RepeatedPtrF
   }
 }
 
+void to_proto_device(const Device& device, proto::Device& d) {
+  d.set_name(device.name);
+  d.set_peak_fp32(device.peak_fp32);
+  d.set_peak_tf32(device.peak_tf32);
+  d.set_peak_fp16(device.peak_fp16);
+  d.set_peak_bf16(device.peak_bf16);
+  d.set_peak_fp8(device.peak_fp8);
+  d.set_memory_bandwidth(device.memory_bandwidth);
+  d.set_memory_capacity(device.memory_capacity);
+  d.set_kernel_launch_overhead(device.kernel_launch_overhead);
+  to_proto_curve(device.compute_efficiency, *d.mutable_compute_efficiency());
+  to_proto_curve(device.memory_efficiency, *d.mutable_memory_efficiency());
+  for (const auto& [k, curve] : device.memory_efficiency_by_class) {
+    auto& entry = *d.add_kernel_classes();
+    entry.set_kernel_class(std::string(graph::kernel_class_name(k)));
+    to_proto_curve(curve, *entry.mutable_memory_efficiency());
+  }
+  for (const auto& [k, curve] : device.compute_efficiency_by_class) {
+    auto& entry = *d.add_compute_classes();
+    entry.set_compute_class(std::string(graph::compute_class_name(k)));
+    to_proto_curve(curve, *entry.mutable_compute_efficiency());
+  }
+  to_proto_curve(device.fresh_read, *d.mutable_fresh_read());
+  d.set_matmul_operand_bandwidth(device.matmul_operand_bandwidth);
+}
+
 } // namespace
 
 proto::Cluster to_proto(const Cluster& c) {
@@ -199,30 +291,12 @@ proto::Cluster to_proto(const Cluster& c) {
   p.set_nodes(c.nodes);
   p.set_devices_per_node(c.devices_per_node);
 
-  auto& d = *p.mutable_device();
-  d.set_name(c.device.name);
-  d.set_peak_fp32(c.device.peak_fp32);
-  d.set_peak_tf32(c.device.peak_tf32);
-  d.set_peak_fp16(c.device.peak_fp16);
-  d.set_peak_bf16(c.device.peak_bf16);
-  d.set_peak_fp8(c.device.peak_fp8);
-  d.set_memory_bandwidth(c.device.memory_bandwidth);
-  d.set_memory_capacity(c.device.memory_capacity);
-  d.set_kernel_launch_overhead(c.device.kernel_launch_overhead);
-  to_proto_curve(c.device.compute_efficiency, *d.mutable_compute_efficiency());
-  to_proto_curve(c.device.memory_efficiency, *d.mutable_memory_efficiency());
-  for (const auto& [k, curve] : c.device.memory_efficiency_by_class) {
-    auto& entry = *d.add_kernel_classes();
-    entry.set_kernel_class(std::string(graph::kernel_class_name(k)));
-    to_proto_curve(curve, *entry.mutable_memory_efficiency());
+  to_proto_device(c.device, *p.mutable_device());
+  for (const auto& group : c.node_groups) {
+    auto& out = *p.add_node_groups();
+    out.set_nodes(group.nodes);
+    to_proto_device(group.device, *out.mutable_device());
   }
-  for (const auto& [k, curve] : c.device.compute_efficiency_by_class) {
-    auto& entry = *d.add_compute_classes();
-    entry.set_compute_class(std::string(graph::compute_class_name(k)));
-    to_proto_curve(curve, *entry.mutable_compute_efficiency());
-  }
-  to_proto_curve(c.device.fresh_read, *d.mutable_fresh_read());
-  d.set_matmul_operand_bandwidth(c.device.matmul_operand_bandwidth);
 
   // A part that was absent (one device per node, one node) stays absent, so that the file
   // validates again when read back.
@@ -240,7 +314,7 @@ proto::Cluster to_proto(const Cluster& c) {
       to_proto_link(c.intra_fallback, *intra.mutable_fallback());
     }
   }
-  if (c.nodes > 1 || c.nic.bandwidth > 0) {
+  if (c.total_nodes() > 1 || c.nic.bandwidth > 0) {
     auto& inter = *p.mutable_inter_node();
     to_proto_link(c.nic, *inter.mutable_nic());
     inter.set_nics_per_node(c.nics_per_node);

@@ -157,29 +157,30 @@ EfficiencyCurve curve(const google::protobuf::RepeatedPtrField<proto::Efficiency
   return out;
 }
 
-Device device(const proto::Device& p, const Checker& check) {
+Device device(const proto::Device& p, const Checker& check, const std::string& prefix) {
+  const auto f = [&](const char* name) { return prefix + "." + name; };
   Device d;
   d.name = p.name();
-  const auto flops = [&](double v, const char* field, bool zero) {
+  const auto flops = [&](double v, const std::string& field, bool zero) {
     return check.in_range(zero ? check.non_negative(v, field) : check.positive(v, field), field, min_flops, max_flops,
                           "FLOP/s", zero);
   };
-  d.peak_fp32 = flops(p.peak_fp32(), "device.peak_fp32", false);
-  d.peak_tf32 = flops(p.peak_tf32(), "device.peak_tf32", true);
-  d.peak_fp16 = flops(p.peak_fp16(), "device.peak_fp16", true);
-  d.peak_bf16 = flops(p.peak_bf16(), "device.peak_bf16", true);
-  d.peak_fp8 = flops(p.peak_fp8(), "device.peak_fp8", true);
-  d.memory_bandwidth = check.in_range(check.positive(p.memory_bandwidth(), "device.memory_bandwidth"),
-                                      "device.memory_bandwidth", min_rate, max_rate, "B/s");
-  d.memory_capacity = check.in_range(check.positive(p.memory_capacity(), "device.memory_capacity"),
-                                     "device.memory_capacity", 1e3, max_bytes, "B");
+  d.peak_fp32 = flops(p.peak_fp32(), f("peak_fp32"), false);
+  d.peak_tf32 = flops(p.peak_tf32(), f("peak_tf32"), true);
+  d.peak_fp16 = flops(p.peak_fp16(), f("peak_fp16"), true);
+  d.peak_bf16 = flops(p.peak_bf16(), f("peak_bf16"), true);
+  d.peak_fp8 = flops(p.peak_fp8(), f("peak_fp8"), true);
+  d.memory_bandwidth = check.in_range(check.positive(p.memory_bandwidth(), f("memory_bandwidth")),
+                                      f("memory_bandwidth"), min_rate, max_rate, "B/s");
+  d.memory_capacity = check.in_range(check.positive(p.memory_capacity(), f("memory_capacity")),
+                                     f("memory_capacity"), 1e3, max_bytes, "B");
   d.kernel_launch_overhead =
-      check.in_range(check.non_negative(p.kernel_launch_overhead(), "device.kernel_launch_overhead"),
-                     "device.kernel_launch_overhead", 0, 1, "s");
-  d.compute_efficiency = curve(p.compute_efficiency(), check, "device.compute_efficiency");
-  d.memory_efficiency = curve(p.memory_efficiency(), check, "device.memory_efficiency");
+      check.in_range(check.non_negative(p.kernel_launch_overhead(), f("kernel_launch_overhead")),
+                     f("kernel_launch_overhead"), 0, 1, "s");
+  d.compute_efficiency = curve(p.compute_efficiency(), check, f("compute_efficiency"));
+  d.memory_efficiency = curve(p.memory_efficiency(), check, f("memory_efficiency"));
   for (int i = 0; i < p.kernel_classes_size(); ++i) {
-    const auto path = fmt::format("device.kernel_classes[{}]", i);
+    const auto path = fmt::format("{}.kernel_classes[{}]", prefix, i);
     const auto& entry = p.kernel_classes(i);
     const auto k = graph::parse_kernel_class(entry.kernel_class());
     if (!k) {
@@ -196,7 +197,7 @@ Device device(const proto::Device& p, const Checker& check) {
     }
   }
   for (int i = 0; i < p.compute_classes_size(); ++i) {
-    const auto path = fmt::format("device.compute_classes[{}]", i);
+    const auto path = fmt::format("{}.compute_classes[{}]", prefix, i);
     const auto& entry = p.compute_classes(i);
     const auto k = graph::parse_compute_class(entry.compute_class());
     if (!k) {
@@ -212,10 +213,10 @@ Device device(const proto::Device& p, const Checker& check) {
       check.fail(path + ".compute_class", fmt::format("'{}' is given twice", entry.compute_class()));
     }
   }
-  d.fresh_read = curve(p.fresh_read(), check, "device.fresh_read");
+  d.fresh_read = curve(p.fresh_read(), check, f("fresh_read"));
   d.matmul_operand_bandwidth =
-      check.in_range(check.non_negative(p.matmul_operand_bandwidth(), "device.matmul_operand_bandwidth"),
-                     "device.matmul_operand_bandwidth", min_rate, max_rate, "B/s", true);
+      check.in_range(check.non_negative(p.matmul_operand_bandwidth(), f("matmul_operand_bandwidth")),
+                     f("matmul_operand_bandwidth"), min_rate, max_rate, "B/s", true);
   return d;
 }
 
@@ -287,7 +288,23 @@ Cluster convert(const proto::Cluster& p) {
   if (!p.has_device()) {
     check.fail("device", "is missing");
   }
-  c.device = device(p.device(), check);
+  c.device = device(p.device(), check, "device");
+  long long devices = static_cast<long long>(c.nodes) * c.devices_per_node;
+  for (int i = 0; i < p.node_groups_size(); ++i) {
+    const auto path = fmt::format("node_groups[{}]", i);
+    const auto& group = p.node_groups(i);
+    NodeGroup g;
+    g.nodes = check.at_least(group.nodes(), 1, path + ".nodes");
+    if (!group.has_device()) {
+      check.fail(path + ".device", "is missing");
+    }
+    g.device = device(group.device(), check, path + ".device");
+    devices += static_cast<long long>(g.nodes) * c.devices_per_node;
+    if (devices > (1 << 24)) {
+      check.fail(path + ".nodes", "makes more devices than Partita models (16777216)");
+    }
+    c.node_groups.push_back(std::move(g));
+  }
 
   // Links inside a node matter only with several devices per node, the network only with several
   // nodes; either is still checked when given, so that a preset can grow with ?nodes=.
@@ -302,8 +319,8 @@ Cluster convert(const proto::Cluster& p) {
   if (p.has_inter_node()) {
     c.nic = link(p.inter_node().nic(), check, "inter_node.nic");
     c.nics_per_node = check.at_least(p.inter_node().nics_per_node(), 1, "inter_node.nics_per_node");
-  } else if (c.nodes > 1) {
-    check.fail("inter_node", fmt::format("is missing, but there are {} nodes", c.nodes));
+  } else if (c.total_nodes() > 1) {
+    check.fail("inter_node", fmt::format("is missing, but there are {} nodes", c.total_nodes()));
   } else {
     c.nic = Link{LinkKind::ethernet, 0, 0};
   }

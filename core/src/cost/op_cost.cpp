@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <optional>
 #include <cmath>
 #include <set>
 
@@ -440,9 +441,11 @@ std::string cost_signature(const graph::Graph& g, graph::OpId id, const graph::O
   return out;
 }
 
-OpCost op_cost(const graph::Graph& g, graph::OpId id, const graph::OpSemantics& s, const sharding::Config& config,
-               std::span<const int> devices, const cluster::Cluster& cluster, const TrainingSetup& setup, Saved saved,
-               std::span<const std::size_t> shared_parameters) {
+namespace {
+
+OpCost op_cost_on(const cluster::Device& dev, const graph::Graph& g, graph::OpId id, const graph::OpSemantics& s,
+                  const sharding::Config& config, std::span<const int> devices, const cluster::Cluster& cluster,
+                  const TrainingSetup& setup, Saved saved, std::span<const std::size_t> shared_parameters) {
   const graph::Op& op = g.op(id);
   if (config.splits.size() != s.dims.size()) {
     throw Error(fmt::format("op '{}': the configuration has {} factors for {} iteration dimensions", op.name,
@@ -455,7 +458,6 @@ OpCost op_cost(const graph::Graph& g, graph::OpId id, const graph::OpSemantics& 
   const int copies = static_cast<int>(devices.size()) / config.devices();
   OpCost cost;
   const int parts = config.devices();
-  const cluster::Device& dev = cluster.device;
   const cluster::Precision precision = uses_matrix_units(s.op_class) ? setup.precision : cluster::Precision::fp32;
   const double scale = setup.value_bytes() / 4.0; // graph tensors are f32
 
@@ -761,6 +763,26 @@ OpCost op_cost(const graph::Graph& g, graph::OpId id, const graph::OpSemantics& 
         {std::string(term::activations), shard_out, "this op's output shard, kept for the backward pass"});
   }
   return cost;
+}
+
+} // namespace
+
+// On a cluster of mixed nodes an op whose devices are of several kinds runs at its slowest: each
+// kind prices the whole op, and the costliest counts (data parallel steps wait for the slowest).
+OpCost op_cost(const graph::Graph& g, graph::OpId id, const graph::OpSemantics& s, const sharding::Config& config,
+               std::span<const int> devices, const cluster::Cluster& cluster, const TrainingSetup& setup, Saved saved,
+               std::span<const std::size_t> shared_parameters) {
+  if (!cluster.heterogeneous()) {
+    return op_cost_on(cluster.device, g, id, s, config, devices, cluster, setup, saved, shared_parameters);
+  }
+  std::optional<OpCost> slowest;
+  for (const int k : cluster.kinds_of(devices)) {
+    OpCost c = op_cost_on(cluster.kind(k), g, id, s, config, devices, cluster, setup, saved, shared_parameters);
+    if (!slowest || c.time_total() > slowest->time_total()) {
+      slowest = std::move(c);
+    }
+  }
+  return *slowest;
 }
 
 } // namespace partita::cost

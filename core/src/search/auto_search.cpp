@@ -709,7 +709,9 @@ AutoResult auto_search(const Request& r) {
   const auto& g = cg.graph();
   const std::size_t n = g.ops().size();
   AutoResult result;
-  result.memory_limit = r.memory_limit > 0 ? r.memory_limit : r.cluster->device.memory_capacity;
+  std::vector<int> all_devices(static_cast<std::size_t>(r.devices));
+  std::iota(all_devices.begin(), all_devices.end(), 0);
+  result.memory_limit = r.memory_limit > 0 ? r.memory_limit : r.cluster->smallest_memory(all_devices);
   int solves = 0;
 
   auto to_strategy = [&](const std::vector<int>& choice) {

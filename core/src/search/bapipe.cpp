@@ -117,16 +117,39 @@ Tables tables(const Request& r, const Shape& shape, const std::vector<cluster::D
     }
   }
 
+  // On a cluster of mixed nodes (and no devices given) each stage runs on the devices it lands on:
+  // the cost model prices every op at its devices' kind (the slowest where they mix).
+  const bool mixed_nodes = stage_devices.empty() && r.cluster->heterogeneous();
+  auto devices_of = [&](int s) {
+    std::vector<int> d(static_cast<std::size_t>(per_stage));
+    std::iota(d.begin(), d.end(), s * per_stage);
+    return d;
+  };
   auto device_of = [&](int s) -> const cluster::Device& {
+    if (mixed_nodes) {
+      return r.cluster->device_of(s * per_stage);
+    }
     return stage_devices.empty() ? r.cluster->device : stage_devices[static_cast<std::size_t>(s)];
   };
   auto cluster_of = [&](int s) {
     cluster::Cluster c = *r.cluster;
-    c.device = device_of(s);
+    if (!stage_devices.empty()) {
+      c.device = device_of(s);
+    }
     return c;
   };
-  // Stages given devices of their own are priced each on its own (-1: the cluster's device).
-  auto device_index = [&](int s) { return stage_devices.empty() ? -1 : s; };
+  // Stages given devices of their own are priced each on its own (-1: the cluster's device); on
+  // mixed nodes stages of one kind share their prices, a stage that mixes kinds has its own.
+  auto device_index = [&](int s) {
+    if (mixed_nodes) {
+      const auto kinds = r.cluster->kinds_of(devices_of(s));
+      return kinds.size() == 1 ? 1000000 + kinds.front() : 2000000 + s;
+    }
+    return stage_devices.empty() ? -1 : s;
+  };
+  auto memory_of = [&](int s) {
+    return mixed_nodes ? r.cluster->smallest_memory(devices_of(s)) : device_of(s).memory_capacity;
+  };
 
   // Each stage's layout of every op, priced by evaluate() as if the whole graph ran there.
   std::map<std::vector<int>, Local> locals;
@@ -236,7 +259,7 @@ Tables tables(const Request& r, const Shape& shape, const std::vector<cluster::D
     const Local& local = *local_of[static_cast<std::size_t>(s)];
     StagePrices sp;
     sp.device = device_of(s).name;
-    sp.memory_limit = r.memory_limit > 0 ? r.memory_limit : device_of(s).memory_capacity;
+    sp.memory_limit = r.memory_limit > 0 ? r.memory_limit : memory_of(s);
     sp.in_flight = shape.schedule == strategy::Schedule::one_f_one_b
                        ? static_cast<double>(std::min(stages - s, shape.micro_batches)) / shape.micro_batches
                        : 1.0;

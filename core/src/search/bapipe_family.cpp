@@ -232,7 +232,10 @@ strategy::Strategy optimize(const Request& r) {
       c.strategy = to_strategy(r, shape, c.tables, c.partition);
       c.prediction = strategy::evaluate(g, *r.cluster, c.strategy, r.setup);
       // Memory is priced per op exactly as evaluate() sums it; checked again all the same.
-      const bool fits = c.prediction.peak_memory <= limit * (1 + 1e-12);
+      // (Mixed nodes: every device against its own memory, as evaluate() checks it.)
+      const bool fits = r.memory_limit <= 0 && r.cluster->heterogeneous()
+                            ? c.prediction.fits
+                            : c.prediction.peak_memory <= limit * (1 + 1e-12);
       tried.push_back(fmt::format("{}: {}{}", stages, ms(c.prediction.iteration_time), fits ? "" : " (does not fit)"));
       if (fits && (!best || c.prediction.iteration_time < best->prediction.iteration_time)) {
         if (best) {

@@ -718,6 +718,15 @@ Prediction evaluate(const graph::Graph& g, const cluster::Cluster& cluster, cons
     p.peak_memory = std::max(p.peak_memory, m.total());
   }
   p.fits = p.peak_memory <= p.memory_capacity;
+  if (cluster.heterogeneous()) {
+    // Each device against its own memory; the capacity shown is the least of the devices used.
+    const std::vector<int> devices(used.begin(), used.end());
+    p.memory_capacity = cluster.smallest_memory(devices);
+    p.fits = true;
+    for (const int d : devices) {
+      p.fits = p.fits && p.memory[static_cast<std::size_t>(d)].total() <= cluster.device_of(d).memory_capacity;
+    }
+  }
   p.notes = prediction_notes(g, setup);
   return p;
 }

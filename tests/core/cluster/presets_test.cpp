@@ -97,6 +97,42 @@ TEST(Presets, Dgx1EveryGpuHasSixLanes) {
   EXPECT_EQ(c.link_between(0, 5).kind, LinkKind::pcie);
 }
 
+// A cluster of mixed nodes: node groups of other device kinds follow the first nodes, share the
+// node link and the network, round-trip through the file, and a bad field is named by its path.
+TEST(Presets, NodeGroupsOfAnotherDeviceKind) {
+  auto p = to_proto(load_cluster("dgx-a100?nodes=2"));
+  auto* group = p.add_node_groups();
+  group->set_nodes(3);
+  *group->mutable_device() = to_proto(load_cluster("dgx1")).device();
+  const Cluster c = from_proto(p, "mixed");
+  EXPECT_EQ(c.total_nodes(), 5);
+  EXPECT_EQ(c.device_count(), 40);
+  EXPECT_TRUE(c.heterogeneous());
+  EXPECT_EQ(c.device_of(15).name, "A100-SXM4-80GB");
+  EXPECT_EQ(c.device_of(16).name, load_cluster("dgx1").device.name);
+  EXPECT_EQ(c.device_of(39).name, load_cluster("dgx1").device.name);
+  const std::vector<int> both{0, 16};
+  EXPECT_EQ(c.kinds_of(both), (std::vector<int>{0, 1}));
+  EXPECT_EQ(c.smallest_memory(), load_cluster("dgx1").device.memory_capacity);
+  EXPECT_EQ(c.smallest_memory(std::vector<int>{0, 1}), c.device.memory_capacity);
+  EXPECT_EQ(c.link_between(15, 16).kind, LinkKind::infiniband);
+  EXPECT_EQ(io::to_json(to_proto(from_proto(to_proto(c), "again"))), io::to_json(to_proto(c)));
+
+  auto bad = p;
+  bad.mutable_node_groups(0)->set_nodes(0);
+  EXPECT_THAT(validate(bad)->field, "node_groups[0].nodes");
+  bad = p;
+  bad.mutable_node_groups(0)->mutable_device()->set_peak_fp32(-1);
+  EXPECT_EQ(validate(bad)->field, "node_groups[0].device.peak_fp32");
+  bad = p;
+  bad.mutable_node_groups(0)->clear_device();
+  EXPECT_EQ(validate(bad)->field, "node_groups[0].device");
+  bad = p;
+  bad.set_nodes(1);
+  bad.clear_inter_node();
+  EXPECT_EQ(validate(bad)->field, "inter_node") << "1 + 3 nodes need a network";
+}
+
 TEST(Presets, NodesParameter) {
   const Cluster c = load_cluster("dgx-a100?nodes=64");
   EXPECT_EQ(c.nodes, 64);

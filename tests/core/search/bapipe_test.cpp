@@ -353,6 +353,59 @@ TEST(BaPipe, AFasterStageTakesMoreLayersAndASmallerMemoryFewer) {
   EXPECT_GT(more0, slow0);
 }
 
+// A cluster of mixed nodes: node 0 of `first`, node 1 of `second`, 2 devices each, one network.
+cluster::Cluster mixed_nodes(const cluster::Device& first, const cluster::Device& second) {
+  auto c = test::simple_cluster(2);
+  c.device = first;
+  c.node_groups.push_back({1, second});
+  return c;
+}
+
+// The stages of a cluster of mixed nodes are sized by the devices they land on, exactly as when
+// each stage is given its device: the faster node's stage takes more ops, and a node with too
+// little memory for its share gives ops back.
+TEST(BaPipe, OnMixedNodesEachStageIsSizedByItsNodesDevices) {
+  const auto g = zoo::load("zoo:mlp?batch=32&input=256&hidden=256&layers=8&classes=256").graph;
+  const auto& d = test::simple_cluster(2).device;
+  const search::bapipe::Shape shape{2, 8, strategy::Schedule::one_f_one_b, 1};
+  auto cut = [&](const cluster::Cluster& c, const std::vector<cluster::Device>& devices) {
+    search::Request r;
+    r.graph = &g;
+    r.cluster = &c;
+    r.devices = 4;
+    const auto t = search::bapipe::tables(r, shape, devices);
+    const auto part = search::bapipe::partition(t.problem);
+    EXPECT_TRUE(part.feasible);
+    return std::pair{part.starts[1], t.problem.ops - part.starts[1]};
+  };
+  const auto fast = scaled(d, 4, d.memory_capacity);
+  const auto mixed = mixed_nodes(d, fast);
+  ASSERT_EQ(mixed.device_count(), 4);
+  EXPECT_EQ(mixed.device_of(1).name, d.name);
+  EXPECT_EQ(mixed.device_of(2).name, fast.name);
+  const auto [slow0, fast1] = cut(mixed, {});
+  EXPECT_GT(fast1, slow0 + 4) << "the node 4x faster takes more ops";
+  auto flat = mixed;
+  flat.node_groups.clear();
+  flat.nodes = 2;
+  EXPECT_EQ(cut(mixed, {}), cut(flat, {d, fast})) << "as if each stage were given its node's device";
+
+  // The family on the mixed cluster: every op of the later stage on the fast node, and evaluate()
+  // checks each device against its own memory.
+  search::Request r;
+  r.graph = &g;
+  r.cluster = &mixed;
+  r.devices = 4;
+  r.stages = 2;
+  const auto st = search::find_optimizer("bapipe").optimize(r);
+  const auto p = strategy::evaluate(g, mixed, st, r.setup);
+  EXPECT_TRUE(p.fits);
+  const auto small = mixed_nodes(d, scaled(d, 4, 1e3));
+  const auto p_small = strategy::evaluate(g, small, st, r.setup);
+  EXPECT_FALSE(p_small.fits) << "the fast node's 1 kB cannot hold its stage";
+  EXPECT_EQ(p_small.memory_capacity, 1e3);
+}
+
 struct Gpt {
   onnx_import::ImportResult model =
       zoo::load("zoo:gpt2?layers=4&hidden=64&heads=4&seq=16&batch=16&vocab=100&positions=32");

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -105,12 +106,19 @@ struct DirectLink {
   int lanes = 1;
 };
 
+// Nodes of another device kind than the cluster's first (a heterogeneous cluster).
+struct NodeGroup {
+  int nodes = 1;
+  Device device;
+};
+
 struct Cluster {
   std::string name;
   std::string description;
-  int nodes = 1;
+  int nodes = 1; // of `device`; node_groups' nodes follow them
   int devices_per_node = 1;
   Device device;
+  std::vector<NodeGroup> node_groups;
   Link intra_link;                     // one lane / switch port
   bool intra_switched = true;          // all pairs at intra_link bandwidth
   std::vector<DirectLink> intra_pairs; // when not switched
@@ -118,8 +126,18 @@ struct Cluster {
   Link nic;                            // one NIC
   int nics_per_node = 1;
 
-  int device_count() const { return nodes * devices_per_node; }
+  int total_nodes() const;
+  int device_count() const { return total_nodes() * devices_per_node; }
   int node_of(int device) const { return device / devices_per_node; }
+  bool heterogeneous() const { return !node_groups.empty(); }
+  // The kind of device `d` is.
+  const Device& device_of(int d) const;
+  // The device a set of devices runs at: their one kind, or where they are of several kinds the
+  // kind index (0: `device`, i + 1: node_groups[i]) of each, distinct, in ascending order.
+  std::vector<int> kinds_of(std::span<const int> devices) const;
+  const Device& kind(int k) const { return k == 0 ? device : node_groups[static_cast<std::size_t>(k - 1)].device; }
+  // The least memory of any of `devices` (all of the cluster's when empty).
+  double smallest_memory(std::span<const int> devices = {}) const;
   // The link two distinct devices talk over: a direct link (bandwidth x lanes), the switch, the
   // fallback, or (different nodes) one NIC.
   Link link_between(int a, int b) const;
