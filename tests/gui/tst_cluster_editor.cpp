@@ -87,6 +87,21 @@ private Q_SLOTS:
     QVERIFY(e.cluster().intra_node().link().collectives_size() > 0);
   }
 
+  // A cluster of mixed nodes: the form edits the first kind; the other nodes are kept, and said.
+  void nodeGroupsOfOtherKindsAreKept() {
+    auto start =
+        cluster::to_proto(cluster::load_cluster(std::string(PARTITA_SOURCE_DIR) + "/docs/clusters/a100-v100.json"));
+    ClusterEditor e(start);
+    QVERIFY(e.isValid());
+    auto* note = e.findChild<QLabel*>(QStringLiteral("keptNote"));
+    QVERIFY2(note->text().contains(QStringLiteral("2 node(s) of other device kinds after these (Tesla V100")),
+             qPrintable(note->text()));
+    type(e, "device.memory_capacity", QStringLiteral("40"));
+    QCOMPARE(e.cluster().node_groups_size(), 1);
+    QCOMPARE(e.cluster().node_groups(0).nodes(), 2);
+    QCOMPARE(e.cluster().device().memory_capacity(), 40.0 * 1024 * 1024 * 1024);
+  }
+
   // The node link's measured all-reduce figures describe it as loaded: a bandwidth typed anew
   // counts for every collective, and the note said they are kept only until then.
   void typingALinkDropsItsMeasuredFigures() {

@@ -172,11 +172,10 @@ Device device(const proto::Device& p, const Checker& check, const std::string& p
   d.peak_fp8 = flops(p.peak_fp8(), f("peak_fp8"), true);
   d.memory_bandwidth = check.in_range(check.positive(p.memory_bandwidth(), f("memory_bandwidth")),
                                       f("memory_bandwidth"), min_rate, max_rate, "B/s");
-  d.memory_capacity = check.in_range(check.positive(p.memory_capacity(), f("memory_capacity")),
-                                     f("memory_capacity"), 1e3, max_bytes, "B");
-  d.kernel_launch_overhead =
-      check.in_range(check.non_negative(p.kernel_launch_overhead(), f("kernel_launch_overhead")),
-                     f("kernel_launch_overhead"), 0, 1, "s");
+  d.memory_capacity = check.in_range(check.positive(p.memory_capacity(), f("memory_capacity")), f("memory_capacity"),
+                                     1e3, max_bytes, "B");
+  d.kernel_launch_overhead = check.in_range(check.non_negative(p.kernel_launch_overhead(), f("kernel_launch_overhead")),
+                                            f("kernel_launch_overhead"), 0, 1, "s");
   d.compute_efficiency = curve(p.compute_efficiency(), check, f("compute_efficiency"));
   d.memory_efficiency = curve(p.memory_efficiency(), check, f("memory_efficiency"));
   for (int i = 0; i < p.kernel_classes_size(); ++i) {

@@ -6,8 +6,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <optional>
 #include <cmath>
+#include <optional>
 #include <set>
 
 namespace partita::cost {

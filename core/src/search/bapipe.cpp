@@ -259,6 +259,12 @@ Tables tables(const Request& r, const Shape& shape, const std::vector<cluster::D
     const Local& local = *local_of[static_cast<std::size_t>(s)];
     StagePrices sp;
     sp.device = device_of(s).name;
+    if (mixed_nodes) { // a stage across kinds names them all (the first is device_of's)
+      const auto kinds = r.cluster->kinds_of(devices_of(s));
+      for (std::size_t k = 1; k < kinds.size(); ++k) {
+        sp.device += " + " + r.cluster->kind(kinds[k]).name;
+      }
+    }
     sp.memory_limit = r.memory_limit > 0 ? r.memory_limit : memory_of(s);
     sp.in_flight = shape.schedule == strategy::Schedule::one_f_one_b
                        ? static_cast<double>(std::min(stages - s, shape.micro_batches)) / shape.micro_batches

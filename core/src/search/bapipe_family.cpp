@@ -134,6 +134,13 @@ std::string explain(const Candidate& c, const Request& r, const std::string& tri
                   count(stages, "stage", "stages"), count(per_stage, "device", "devices"), inside,
                   count(micro, "micro-batch", "micro-batches"), count(batch / micro, "sample", "samples"),
                   strategy::schedule_name(c.shape.schedule), c.tables.problem.ops, fmt::join(sizes, "/"));
+  if (r.cluster->heterogeneous()) { // which device each stage landed on sized it
+    std::vector<std::string> kinds;
+    for (const auto& stage : c.tables.problem.stages) {
+      kinds.push_back(stage.device);
+    }
+    text += fmt::format(" On mixed nodes, the stages run on {}.", fmt::join(kinds, " / "));
+  }
   if (stages > 1) {
     text +=
         fmt::format(" Bottleneck: stage {} ({} .. {}), {} per micro-batch ({} compute, {} receiving), {} of "

@@ -377,6 +377,16 @@ void ClusterEditor::setCluster(const proto::Cluster& c) {
                   .arg(regimes);
     }
   };
+  if (c.node_groups_size() > 0) {
+    int nodes = 0;
+    QStringList kinds;
+    for (const auto& group : c.node_groups()) {
+      nodes += group.nodes();
+      kinds << qs(group.device().name());
+    }
+    kept << tr("%n node(s) of other device kinds after these (%1)", nullptr, nodes)
+                .arg(kinds.join(QStringLiteral(", ")));
+  }
   measured(c.intra_node().link(), tr("node link"));
   measured(c.inter_node().nic(), tr("NIC"));
   m_keptNote->setText(kept.isEmpty() ? QString() : tr("Kept as they are: %1.").arg(kept.join(QStringLiteral(", "))));
