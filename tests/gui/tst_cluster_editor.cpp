@@ -18,6 +18,7 @@
 #include <QComboBox>
 #include <QFile>
 #include <QLabel>
+#include <QTableWidget>
 #include <QLineEdit>
 #include <QPushButton>
 #include <QSettings>
@@ -87,19 +88,42 @@ private Q_SLOTS:
     QVERIFY(e.cluster().intra_node().link().collectives_size() > 0);
   }
 
-  // A cluster of mixed nodes: the form edits the first kind; the other nodes are kept, and said.
-  void nodeGroupsOfOtherKindsAreKept() {
-    auto start =
-        cluster::to_proto(cluster::load_cluster(std::string(PARTITA_SOURCE_DIR) + "/docs/clusters/a100-v100.json"));
+  // A cluster of mixed nodes: the other kinds' nodes in a table, one row per group; unchanged it
+  // gives the file back; a bad cell is refused with the core's field; groups added and removed.
+  void nodeGroupsOfOtherKinds() {
+    const auto start = cluster::to_proto(
+        cluster::load_cluster(std::string(PARTITA_SOURCE_DIR) + "/docs/clusters/a100-v100.json"));
     ClusterEditor e(start);
     QVERIFY(e.isValid());
+    auto* table = e.nodeGroupsTable();
+    QCOMPARE(table->rowCount(), 1);
+    QCOMPARE(table->item(0, 0)->text(), QStringLiteral("2"));
+    QVERIFY(table->item(0, 1)->text().startsWith(QStringLiteral("Tesla V100")));
+    QCOMPARE(table->item(0, 5)->text(), QStringLiteral("32")); // GiB
+    QCOMPARE(io::to_json(e.cluster()), io::to_json(start));
     auto* note = e.findChild<QLabel*>(QStringLiteral("keptNote"));
-    QVERIFY2(note->text().contains(QStringLiteral("2 node(s) of other device kinds after these (Tesla V100")),
-             qPrintable(note->text()));
-    type(e, "device.memory_capacity", QStringLiteral("40"));
+    QVERIFY2(note->text().contains(QStringLiteral("1 other device kind")), qPrintable(note->text()));
+
+    table->item(0, 5)->setText(QStringLiteral("16"));
+    QVERIFY(e.isValid());
+    QCOMPARE(e.cluster().node_groups(0).device().memory_capacity(), 16.0 * 1024 * 1024 * 1024);
+    QCOMPARE(e.cluster().node_groups(0).device().compute_efficiency_size(),
+             start.node_groups(0).device().compute_efficiency_size()); // kept
+    table->item(0, 0)->setText(QStringLiteral("0"));
+    QVERIFY(!e.isValid());
+    QCOMPARE(e.invalidField(), QStringLiteral("node_groups"));
+    QVERIFY2(e.errorText().contains(QStringLiteral("node_groups[0].nodes")), qPrintable(e.errorText()));
+    table->item(0, 0)->setText(QStringLiteral("3"));
+    QVERIFY(e.isValid());
+
+    e.addGroupButton()->click();
+    QCOMPARE(table->rowCount(), 2);
+    QCOMPARE(e.cluster().node_groups_size(), 2);
+    QCOMPARE(cluster::from_proto(e.cluster(), "edited").device_count(), (2 + 3 + 1) * 8);
+    table->setCurrentCell(0, 0);
+    e.removeGroupButton()->click();
     QCOMPARE(e.cluster().node_groups_size(), 1);
-    QCOMPARE(e.cluster().node_groups(0).nodes(), 2);
-    QCOMPARE(e.cluster().device().memory_capacity(), 40.0 * 1024 * 1024 * 1024);
+    QCOMPARE(e.cluster().node_groups(0).nodes(), 1); // the added one is left
   }
 
   // The node link's measured all-reduce figures describe it as loaded: a bandwidth typed anew

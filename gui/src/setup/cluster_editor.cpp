@@ -14,10 +14,12 @@
 #include <QFormLayout>
 #include <QGroupBox>
 #include <QHBoxLayout>
+#include <QHeaderView>
 #include <QLabel>
 #include <QLineEdit>
 #include <QLocale>
 #include <QPushButton>
+#include <QTableWidget>
 #include <QVBoxLayout>
 
 #include <algorithm>
@@ -192,12 +194,50 @@ const char* const governing[][2] = {
     {"inter_node", "inter_node.nic.bandwidth"},  {"device", "device.name"},
 };
 
+// The node-group table's columns: what each cell sets on a group's device, at which scale.
+struct GroupColumn {
+  const char* header;
+  double scale; // display unit in SI units; 0: text (the name) or a whole number (nodes)
+};
+const GroupColumn group_columns[] = {
+    {"Nodes", 0},           {"Device", 0},
+    {"fp32 TFLOP/s", 1e12}, {"fp16/bf16 TFLOP/s", 1e12},
+    {"Memory GB/s", 1e9},   {"Memory GiB", 1024.0 * 1024 * 1024},
+};
+
+double group_value(const proto::NodeGroup& g, int column) {
+  const auto& d = g.device();
+  switch (column) {
+  case 2: return d.peak_fp32();
+  case 3: return d.peak_fp16();
+  case 4: return d.memory_bandwidth();
+  case 5: return d.memory_capacity();
+  default: return 0;
+  }
+}
+
+void set_group_value(proto::NodeGroup& g, int column, double v) {
+  auto* d = g.mutable_device();
+  switch (column) {
+  case 2: d->set_peak_fp32(v); break;
+  case 3:
+    d->set_peak_fp16(v);
+    d->set_peak_bf16(v);
+    break;
+  case 4: d->set_memory_bandwidth(v); break;
+  case 5: d->set_memory_capacity(v); break;
+  default: break;
+  }
+}
+
 } // namespace
 
 ClusterEditor::ClusterEditor(const proto::Cluster& start, QWidget* parent)
     : QDialog(parent), m_base(std::make_unique<proto::Cluster>(start)), m_name(new QLineEdit(this)),
       m_deviceName(new QLineEdit(this)), m_switched(new QCheckBox(tr("every pair at this bandwidth (a switch)"), this)),
-      m_keptNote(new QLabel(this)), m_message(new QLabel(this)),
+      m_groups(new QTableWidget(0, static_cast<int>(std::size(group_columns)), this)),
+      m_addGroup(new QPushButton(tr("Add nodes of another kind"), this)),
+      m_removeGroup(new QPushButton(tr("Remove"), this)), m_keptNote(new QLabel(this)), m_message(new QLabel(this)),
       m_buttons(new QDialogButtonBox(QDialogButtonBox::Ok | QDialogButtonBox::Cancel, this)),
       m_save(m_buttons->addButton(tr("Save As…"), QDialogButtonBox::ActionRole)),
       m_open(m_buttons->addButton(tr("Open…"), QDialogButtonBox::ActionRole)) {
@@ -206,6 +246,7 @@ ClusterEditor::ClusterEditor(const proto::Cluster& start, QWidget* parent)
   m_fields.insert(QStringLiteral("name"), m_name);
   m_fields.insert(QStringLiteral("device.name"), m_deviceName);
   m_fields.insert(QStringLiteral("intra_node.switched"), m_switched);
+  m_fields.insert(QStringLiteral("node_groups"), m_groups);
 
   auto* layout = new QVBoxLayout(this);
   auto* nameForm = new QFormLayout;
@@ -260,6 +301,28 @@ ClusterEditor::ClusterEditor(const proto::Cluster& start, QWidget* parent)
   columns->addLayout(right);
   layout->addLayout(columns);
 
+  // Nodes of other device kinds, numbered after the nodes above; they share the links.
+  auto* groupsBox = new QGroupBox(tr("Nodes of other device kinds (after the nodes above, same links)"), this);
+  auto* groupsLayout = new QVBoxLayout(groupsBox);
+  QStringList headers;
+  for (const auto& c : group_columns) {
+    headers << tr(c.header);
+  }
+  m_groups->setObjectName(QStringLiteral("nodeGroups"));
+  m_groups->setHorizontalHeaderLabels(headers);
+  m_groups->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  m_groups->verticalHeader()->setVisible(false);
+  m_groups->setMaximumHeight(m_groups->fontMetrics().height() * 7);
+  m_groups->setToolTip(tr("Other figures of a group's device (efficiency curves, the other peaks) come from the "
+                          "file, or from the device above for a new group"));
+  groupsLayout->addWidget(m_groups);
+  auto* groupButtons = new QHBoxLayout;
+  groupButtons->addWidget(m_addGroup);
+  groupButtons->addWidget(m_removeGroup);
+  groupButtons->addStretch(1);
+  groupsLayout->addLayout(groupButtons);
+  layout->addWidget(groupsBox);
+
   m_keptNote->setObjectName(QStringLiteral("keptNote"));
   m_keptNote->setWordWrap(true);
   m_keptNote->setStyleSheet(QStringLiteral("color: palette(mid);"));
@@ -293,6 +356,29 @@ ClusterEditor::ClusterEditor(const proto::Cluster& start, QWidget* parent)
   connect(m_name, &QLineEdit::textChanged, this, &ClusterEditor::revalidate);
   connect(m_deviceName, &QLineEdit::textChanged, this, &ClusterEditor::revalidate);
   connect(m_switched, &QCheckBox::toggled, this, &ClusterEditor::revalidate);
+  connect(m_groups, &QTableWidget::cellChanged, this, &ClusterEditor::revalidate);
+  connect(m_addGroup, &QPushButton::clicked, this, [this] {
+    // A new group starts as one node of the device above, its name marked to be changed.
+    proto::NodeGroup g;
+    g.set_nodes(1);
+    *g.mutable_device() = cluster().device();
+    g.mutable_device()->set_name(g.device().name() + " (other)");
+    const int row = m_groups->rowCount();
+    m_groupBase.push_back(g);
+    m_filling = true;
+    m_groups->insertRow(row);
+    fillGroupRow(row, g);
+    m_filling = false;
+    revalidate();
+  });
+  connect(m_removeGroup, &QPushButton::clicked, this, [this] {
+    const int row = m_groups->currentRow() >= 0 ? m_groups->currentRow() : m_groups->rowCount() - 1;
+    if (row >= 0) {
+      m_groupBase.erase(m_groupBase.begin() + row);
+      m_groups->removeRow(row);
+      revalidate();
+    }
+  });
 
   setCluster(start);
 }
@@ -324,9 +410,24 @@ QPushButton* ClusterEditor::okButton() const {
   return m_buttons->button(QDialogButtonBox::Ok);
 }
 
+void ClusterEditor::fillGroupRow(int row, const proto::NodeGroup& g) {
+  for (int col = 0; col < m_groups->columnCount(); ++col) {
+    const QString text = col == 0   ? QString::number(g.nodes())
+                         : col == 1 ? qs(g.device().name())
+                                    : shown(group_value(g, col), group_columns[col].scale);
+    m_groups->setItem(row, col, new QTableWidgetItem(text));
+  }
+}
+
 void ClusterEditor::setCluster(const proto::Cluster& c) {
   *m_base = c;
   m_filling = true;
+  m_groupBase.assign(c.node_groups().begin(), c.node_groups().end());
+  m_groups->setRowCount(0);
+  for (int i = 0; i < c.node_groups_size(); ++i) {
+    m_groups->insertRow(i);
+    fillGroupRow(i, c.node_groups(i));
+  }
   m_name->setText(qs(c.name()));
   m_deviceName->setText(qs(c.device().name()));
   for (auto it = m_fields.cbegin(); it != m_fields.cend(); ++it) {
@@ -378,14 +479,8 @@ void ClusterEditor::setCluster(const proto::Cluster& c) {
     }
   };
   if (c.node_groups_size() > 0) {
-    int nodes = 0;
-    QStringList kinds;
-    for (const auto& group : c.node_groups()) {
-      nodes += group.nodes();
-      kinds << qs(group.device().name());
-    }
-    kept << tr("%n node(s) of other device kinds after these (%1)", nullptr, nodes)
-                .arg(kinds.join(QStringLiteral(", ")));
+    kept << tr("the other figures of the %n other device kind(s) (curves, the other peaks)", nullptr,
+               c.node_groups_size());
   }
   measured(c.intra_node().link(), tr("node link"));
   measured(c.inter_node().nic(), tr("NIC"));
@@ -442,6 +537,30 @@ proto::Cluster ClusterEditor::cluster() const {
   if (inter && (typedAnew("inter_node.nic.bandwidth") || typedAnew("inter_node.nic.latency"))) {
     c.mutable_inter_node()->mutable_nic()->clear_protocols();
     c.mutable_inter_node()->mutable_nic()->clear_collectives();
+  }
+  c.clear_node_groups();
+  for (int row = 0; row < m_groups->rowCount() && row < static_cast<int>(m_groupBase.size()); ++row) {
+    proto::NodeGroup g = m_groupBase[static_cast<std::size_t>(row)];
+    const auto cell = [&](int col) {
+      const auto* item = m_groups->item(row, col);
+      return item != nullptr ? item->text().trimmed() : QString();
+    };
+    if (cell(0) != QString::number(g.nodes())) {
+      bool ok = false;
+      const int n = cell(0).toInt(&ok);
+      g.set_nodes(ok ? n : -1); // the core names a count that is not one
+    }
+    g.mutable_device()->set_name(cell(1).toStdString());
+    for (int col = 2; col < m_groups->columnCount(); ++col) {
+      const double scale = group_columns[col].scale;
+      if (cell(col) == shown(group_value(g, col), scale)) {
+        continue; // as loaded: the exact value
+      }
+      bool ok = false;
+      const double v = QLocale::c().toDouble(cell(col), &ok);
+      set_group_value(g, col, ok ? v * scale : std::numeric_limits<double>::quiet_NaN());
+    }
+    *c.add_node_groups() = std::move(g);
   }
   if (intra) {
     auto* combo = static_cast<QComboBox*>(m_fields.value(QStringLiteral("intra_node.link.kind")));
