@@ -660,6 +660,7 @@ Calibration calibrate(const cluster::Cluster& base, const CalibrationData& data)
   cluster::Cluster& c = out.cluster;
   c = base;
   c.nodes = data.nodes;
+  c.node_groups.clear(); // the measured machine: its nodes are of the device timed
   if (data.devices_per_node != base.devices_per_node) {
     c.devices_per_node = data.devices_per_node;
     c.intra_switched = true; // the base's direct pairs were for another node size
