@@ -18,13 +18,13 @@
 #include <QComboBox>
 #include <QFile>
 #include <QLabel>
-#include <QTableWidget>
 #include <QLineEdit>
 #include <QPushButton>
 #include <QSettings>
 #include <QSignalSpy>
 #include <QSpinBox>
 #include <QStandardPaths>
+#include <QTableWidget>
 #include <QTemporaryDir>
 #include <QTest>
 
@@ -91,8 +91,8 @@ private Q_SLOTS:
   // A cluster of mixed nodes: the other kinds' nodes in a table, one row per group; unchanged it
   // gives the file back; a bad cell is refused with the core's field; groups added and removed.
   void nodeGroupsOfOtherKinds() {
-    const auto start = cluster::to_proto(
-        cluster::load_cluster(std::string(PARTITA_SOURCE_DIR) + "/docs/clusters/a100-v100.json"));
+    const auto start =
+        cluster::to_proto(cluster::load_cluster(std::string(PARTITA_SOURCE_DIR) + "/docs/clusters/a100-v100.json"));
     ClusterEditor e(start);
     QVERIFY(e.isValid());
     auto* table = e.nodeGroupsTable();
@@ -133,6 +133,11 @@ private Q_SLOTS:
     auto* note = e.findChild<QLabel*>(QStringLiteral("keptNote"));
     QVERIFY(note != nullptr);
     QVERIFY2(note->text().contains(QStringLiteral("node link's measured figures")), qPrintable(note->text()));
+    // The NIC's field shows its small-message figure; the note gives the rate large messages reach.
+    QCOMPARE(edit(e, "inter_node.nic.bandwidth")->text(), QStringLiteral("6"));
+    QVERIFY2(note->text().contains(QStringLiteral("up to 24 GB/s")), qPrintable(note->text()));
+    QVERIFY2(note->text().contains(QStringLiteral("24 regime(s) by collective and message size, up to 232")),
+             qPrintable(note->text()));
     type(e, "inter_node.nic.latency", edit(e, "inter_node.nic.latency")->text()); // the same text: kept
     QVERIFY(e.cluster().intra_node().link().collectives_size() > 0);
     type(e, "intra_node.link.bandwidth", QStringLiteral("150"));

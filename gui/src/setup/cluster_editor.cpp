@@ -466,16 +466,26 @@ void ClusterEditor::setCluster(const proto::Cluster& c) {
   if (curves > 0) {
     kept << tr("the efficiency curves (%1 points)").arg(curves);
   }
+  // The fields show a link's base figures, its smallest messages'; say what its larger messages
+  // and its collectives of their own reach, so that a small-message figure is not read as the rate.
   const auto measured = [&](const proto::Link& link, const QString& where) {
     int regimes = link.protocols_size();
+    double fastest = link.bandwidth();
+    for (const auto& p : link.protocols()) {
+      fastest = std::max(fastest, p.bandwidth());
+    }
     for (const auto& f : link.collectives()) {
       regimes += 1 + f.protocols_size();
+      fastest = std::max(fastest, f.bandwidth());
+      for (const auto& p : f.protocols()) {
+        fastest = std::max(fastest, p.bandwidth());
+      }
     }
     if (regimes > 0) {
-      kept << tr("the %1's measured figures (%2 collective and message-size regimes, until its bandwidth or "
-                 "latency is changed)")
-                  .arg(where)
-                  .arg(regimes);
+      kept << tr("the %1's measured figures (%n regime(s) by collective and message size, up to %2 GB/s; the "
+                 "fields show its smallest messages'; kept until its bandwidth or latency is changed)",
+                 nullptr, regimes)
+                  .arg(where, QString::number(fastest / giga, 'g', 4));
     }
   };
   if (c.node_groups_size() > 0) {
