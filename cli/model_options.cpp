@@ -105,12 +105,14 @@ void SetupOptions::add_to(CLI::App& cmd) {
                  "fp16 rate where it has none; partita-run computes fp32, tf32, fp16 and bf16)")
       ->capture_default_str();
   cmd.add_option("--optimizer", optimizer, "sgd, momentum or adam")->capture_default_str();
-  cmd.add_option("--zero", zero, "ZeRO stage 0-3")->capture_default_str();
-  cmd.add_option("--recompute", recompute, "none, selective or full")->capture_default_str();
-  cmd.add_flag("--distributed-optimizer", distributed_optimizer,
+  zero_option = cmd.add_option("--zero", zero, "ZeRO stage 0-3 (3d: searched unless given)")->capture_default_str();
+  recompute_option =
+      cmd.add_option("--recompute", recompute, "none, selective or full (3d: searched unless given)")
+          ->capture_default_str();
+  distributed_optimizer_option = cmd.add_flag("--distributed-optimizer", distributed_optimizer,
                "Megatron-LM's distributed optimizer: fp32 master weights and optimizer state sharded over the "
                "data-parallel replicas (ZeRO-1; the same as --zero 1)");
-  cmd.add_flag("--sequence-parallel", sequence_parallel,
+  sequence_parallel_option = cmd.add_flag("--sequence-parallel", sequence_parallel,
                "Megatron-LM's sequence parallelism (Korthikanti et al. 2022): megatron splits LayerNorm, dropout and "
                "the residual adds along the sequence inside the tensor-parallel group, and a partial sum whose one "
                "reader keeps a slice on each device is reduce-scattered (its gradient too), not all-reduced");
@@ -133,9 +135,10 @@ void SetupOptions::add_to(CLI::App& cmd) {
                  "megatron: samples per micro-batch on each data-parallel replica (gradient accumulation; a size "
                  "that does not divide the batch is refused)")
       ->check(CLI::Range(1, 1 << 30).description("an integer >= 1"));
-  cmd.add_option("--schedule", schedule,
-                 "pipeline schedule: gpipe, 1f1b, or interleaved (1F1B with model chunks per stage, Megatron-LM's "
-                 "virtual pipeline)")
+  schedule_option =
+      cmd.add_option("--schedule", schedule,
+                     "pipeline schedule: gpipe, 1f1b, or interleaved (1F1B with model chunks per stage, Megatron-LM's "
+                     "virtual pipeline; 3d: 1f1b and interleaved searched unless given)")
       ->capture_default_str();
   cmd.add_option("--chunks", chunks, "interleaved schedule: model chunks per pipeline stage (default 2)")
       ->check(whole(2, 1024, "chunks"));
@@ -183,6 +186,11 @@ void SetupOptions::fill(search::Request& request) const {
     throw Error(fmt::format("--schedule '{}': expected gpipe, 1f1b or interleaved", schedule));
   }
   request.chunks = chunks;
+  const auto given = [](const CLI::Option* o) { return o != nullptr && o->count() > 0; };
+  request.held.zero = given(zero_option) || given(distributed_optimizer_option);
+  request.held.recompute = given(recompute_option);
+  request.held.sequence_parallel = given(sequence_parallel_option);
+  request.held.schedule = given(schedule_option) || chunks > 0;
   request.balance = balance;
   request.cuts = cuts;
   request.plan_file = plan;

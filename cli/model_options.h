@@ -57,6 +57,12 @@ struct SetupOptions {
   int search_threads = search::Request{}.threads;
   int pipeline_parallel = 0;
   int micro_batch_size = 0;
+  // Whether the user gave these (the 3d family holds what was given and searches the rest).
+  CLI::Option* zero_option = nullptr;
+  CLI::Option* distributed_optimizer_option = nullptr;
+  CLI::Option* recompute_option = nullptr;
+  CLI::Option* sequence_parallel_option = nullptr;
+  CLI::Option* schedule_option = nullptr;
 
   void add_to(CLI::App& cmd);
   cost::TrainingSetup setup() const;

@@ -665,7 +665,9 @@ OpCost op_cost_on(const cluster::Device& dev, const graph::Graph& g, graph::OpId
     const bool sharded_state = t.role == TensorRole::parameter && setup.zero_stage >= 1;
     const int replicas = sharded_state ? axis_replicas * copies : axis_replicas;
     const bool replicated = replicas > 1;
-    const auto groups = device_groups(config, devices, layout.replica_axes, sharded_state);
+    // Groups of one device reduce nothing: built only when there is something to reduce.
+    const auto groups = replicated ? device_groups(config, devices, layout.replica_axes, sharded_state)
+                                   : std::vector<std::vector<int>>{};
     if (t.role == TensorRole::activation && graph::gets_gradient(t) && replicated) {
       const auto c = collective_on_groups(cluster, Collective::all_reduce, groups, bytes);
       cost.time.push_back({std::string(term::backward_reduce), c.seconds,

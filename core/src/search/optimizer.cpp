@@ -3,6 +3,7 @@
 #include "partita/graph/error.h"
 #include "partita/search/auto_search.h"
 #include "partita/search/bapipe.h"
+#include "partita/search/three_d.h"
 #include "search/families.h"
 
 #include <fmt/format.h>
@@ -66,6 +67,11 @@ const std::vector<std::unique_ptr<Optimizer>>& optimizers() {
         "contiguous stages cut by exact dynamic programming to balance compute, communication and memory, the stage "
         "count searched (Zhao et al. 2020)",
         bapipe::optimize));
+    v.push_back(std::make_unique<Family>(
+        "3d", "3-D search (pipeline x tensor x data)",
+        "pipeline stages, tensor-parallel width, data replicas, micro-batch, schedule, ZeRO stage, recomputation and "
+        "sequence parallelism searched together on Megatron-LM's layout, the fastest plan that fits",
+        three_d::optimize));
     v.push_back(
         std::make_unique<Family>("given", "as given", "a strategy read from a plan file (--plan FILE)", detail::given));
     return v;

@@ -176,6 +176,13 @@ strategy::Strategy pipeline(const Request& r) {
     how = "evenly by op count";
   } else if (r.balance == "time" || r.balance == "layers") {
     std::vector<double> times;
+    // Megatron-LM's cut depends on the layers alone: weighed without ZeRO's collectives and
+    // recomputation, so that the same layers land on the same stages whatever those settings.
+    cost::TrainingSetup weigh = r.setup;
+    if (r.balance == "layers") {
+      weigh.zero_stage = 0;
+      weigh.recompute = cost::Recompute::none;
+    }
     for (graph::OpId id : b.order()) {
       b.check_cancel();
       const auto config = stage_config(id);
@@ -183,7 +190,7 @@ strategy::Strategy pipeline(const Request& r) {
       std::vector<int> devices(first_stage.begin(),
                                first_stage.begin() + static_cast<std::ptrdiff_t>(per_stage / k * k));
       times.push_back(
-          cost::op_cost(b.graph(), id, b.semantics(id), config, devices, b.cluster(), r.setup).time_total());
+          cost::op_cost(b.graph(), id, b.semantics(id), config, devices, b.cluster(), weigh).time_total());
     }
     if (r.balance == "layers") {
       // Megatron-LM's way: the repeated blocks (layers) shared out evenly, what occurs once (the

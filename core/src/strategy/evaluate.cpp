@@ -528,7 +528,8 @@ std::vector<cost::Term> input_redistribution(const graph::Graph& g, const std::v
 }
 
 Prediction evaluate(const graph::Graph& g, const cluster::Cluster& cluster, const Strategy& st,
-                    const cost::TrainingSetup& setup) {
+                    const cost::TrainingSetup& given) {
+  const cost::TrainingSetup& setup = st.setup ? *st.setup : given;
   std::vector<graph::OpSemantics> sem;
   sem.reserve(g.ops().size());
   for (std::size_t i = 0; i < g.ops().size(); ++i) {
@@ -560,7 +561,7 @@ Prediction evaluate(const graph::Graph& g, const cluster::Cluster& cluster, cons
   std::vector<double> stage_step(static_cast<std::size_t>(stages), 0.0);
   std::vector<double> stage_compute(static_cast<std::size_t>(stages), 0.0);
   std::set<std::vector<std::int64_t>> moved;
-  std::set<int> used;
+  std::vector<bool> used(static_cast<std::size_t>(cluster.device_count()), false);
   std::map<std::pair<int, int>, double> chunk_activations; // (device, virtual stage): one micro-batch's
   double compute = 0, communication = 0, redistribution = 0, sync = 0, step = 0;
 
@@ -640,17 +641,20 @@ Prediction evaluate(const graph::Graph& g, const cluster::Cluster& cluster, cons
     const double in_flight = by_chunk      ? 0.0
                              : st.pipeline ? micro_batches_in_flight(*st.pipeline, stage % device_stages) / micro
                                            : 1.0;
+    const double parameters = c.get(cost::term::parameters), gradients = c.get(cost::term::gradients),
+                 optimizer_state = c.get(cost::term::optimizer_state), activations = c.get(cost::term::activations),
+                 workspace = c.get(cost::term::workspace) / micro;
     for (int d : a.devices) {
-      used.insert(d);
+      used[static_cast<std::size_t>(d)] = true;
       auto& m = p.memory[static_cast<std::size_t>(d)];
-      m.parameters += c.get(cost::term::parameters);
-      m.gradients += c.get(cost::term::gradients);
-      m.optimizer_state += c.get(cost::term::optimizer_state);
-      m.activations += c.get(cost::term::activations) * in_flight;
+      m.parameters += parameters;
+      m.gradients += gradients;
+      m.optimizer_state += optimizer_state;
+      m.activations += activations * in_flight;
       if (by_chunk) {
-        chunk_activations[{d, stage}] += c.get(cost::term::activations) / micro;
+        chunk_activations[{d, stage}] += activations / micro;
       }
-      m.workspace = std::max(m.workspace, c.get(cost::term::workspace) / micro);
+      m.workspace = std::max(m.workspace, workspace);
     }
     p.ops[static_cast<std::size_t>(id)] = OpPrediction{std::move(c), total, std::move(input_of_term)};
   }
@@ -713,17 +717,22 @@ Prediction evaluate(const graph::Graph& g, const cluster::Cluster& cluster, cons
   }
   p.communication_time = p.iteration_time - p.compute_time;
   p.samples_per_second = p.iteration_time > 0 ? p.batch / p.iteration_time : 0;
-  p.devices_used = static_cast<int>(used.size());
+  std::vector<int> used_devices;
+  for (std::size_t d = 0; d < used.size(); ++d) {
+    if (used[d]) {
+      used_devices.push_back(static_cast<int>(d));
+    }
+  }
+  p.devices_used = static_cast<int>(used_devices.size());
   for (const auto& m : p.memory) {
     p.peak_memory = std::max(p.peak_memory, m.total());
   }
   p.fits = p.peak_memory <= p.memory_capacity;
   if (cluster.heterogeneous()) {
     // Each device against its own memory; the capacity shown is the least of the devices used.
-    const std::vector<int> devices(used.begin(), used.end());
-    p.memory_capacity = cluster.smallest_memory(devices);
+    p.memory_capacity = cluster.smallest_memory(used_devices);
     p.fits = true;
-    for (const int d : devices) {
+    for (const int d : used_devices) {
       p.fits = p.fits && p.memory[static_cast<std::size_t>(d)].total() <= cluster.device_of(d).memory_capacity;
     }
   }

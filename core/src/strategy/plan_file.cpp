@@ -89,7 +89,7 @@ proto::Plan to_plan(const graph::Graph& g, const cluster::Cluster& cluster, cons
   plan.set_explanation(st.explanation);
   plan.set_devices(st.devices);
   *plan.mutable_cluster() = cluster::to_proto(cluster);
-  *plan.mutable_setup() = setup_to_proto(setup);
+  *plan.mutable_setup() = setup_to_proto(st.setup.value_or(setup));
   for (std::size_t i = 0; i < st.ops.size(); ++i) {
     const auto id = static_cast<graph::OpId>(i);
     const auto s = graph::describe(g, id);
@@ -178,7 +178,8 @@ Strategy from_plan(const proto::Plan& plan, const graph::Graph& g, std::string_v
     }
     st.ops.push_back(std::move(a));
   }
-  if (plan.has_pipeline() && plan.pipeline().stages() > 1) {
+  // One stage with micro-batches is gradient accumulation (megatron --micro-batch-size): kept.
+  if (plan.has_pipeline() && (plan.pipeline().stages() > 1 || plan.pipeline().micro_batches() > 1)) {
     Pipeline pipe;
     pipe.stages = plan.pipeline().stages();
     pipe.micro_batches = plan.pipeline().micro_batches();

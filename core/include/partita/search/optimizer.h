@@ -53,6 +53,12 @@ struct Request {
   // "auto": threads that price its layout pairs (0: one per hardware thread). The result does not
   // depend on it.
   int threads = 0;
+  // "3d": the setup's choices the user typed, held as typed instead of searched (the shape's are
+  // held by the fields above when set: tensor_parallel, pipeline_parallel, micro_batch_size, and
+  // chunks with the interleaved schedule).
+  struct Held {
+    bool zero = false, recompute = false, sequence_parallel = false, schedule = false;
+  } held;
   // "given": the plan file to read (partita.proto Plan as JSON).
   std::string plan_file;
   std::function<void(double)> progress;      // fraction done, may be empty

@@ -81,6 +81,10 @@ struct Strategy {
   int devices = 1;               // devices the strategy may use
   std::vector<OpAssignment> ops; // one per graph op, indexed by OpId
   std::optional<Pipeline> pipeline;
+  // The training setup the family chose with the layout (the 3-D search picks the ZeRO stage,
+  // recomputation and sequence parallelism): evaluate() and to_plan() use it in place of the one
+  // they are given. Empty for the families that take the setup as the user gave it.
+  std::optional<cost::TrainingSetup> setup;
 };
 
 struct OpPrediction {
@@ -124,7 +128,7 @@ std::vector<std::string> prediction_notes(const graph::Graph& g, const cost::Tra
 std::optional<std::size_t> fastest_that_fits(const std::vector<const Prediction*>& alternatives);
 
 // Throws partita::Error when the strategy does not match the graph (op count, device ids,
-// configuration sizes).
+// configuration sizes). The strategy's own setup, when it has one, is used in place of `setup`.
 Prediction evaluate(const graph::Graph& g, const cluster::Cluster& cluster, const Strategy& strategy,
                     const cost::TrainingSetup& setup);
 

@@ -1,0 +1,485 @@
+// The 3-D search: pipeline stages x tensor-parallel width x data-parallel replicas, with the
+// micro-batch size, the schedule, the ZeRO stage, recomputation and sequence parallelism, each
+// candidate planned by the megatron family and predicted by evaluate().
+//
+// Bounds that skip a candidate without planning it, both provable against evaluate():
+// - Resident memory. Megatron's layout splits a weight at most `tensor` ways and ZeRO shards its
+//   state over at most the replicas, so each device of a stage holds at least, per weight value
+//   of the stage, value/tensor bytes of the weight, gradient and optimizer state (each over `data`
+//   where ZeRO shards it); the fullest stage holds at least the mean of the stages. A candidate
+//   whose bound exceeds the limit cannot fit.
+// - Time. A candidate differing from a planned one only in its ZeRO stage, recomputation or
+//   micro-batch size shares its plan's ops on the same devices; recomputation only adds terms
+//   (none <= selective <= full for the same plan and ZeRO stage). So once "none" has been predicted
+//   for a shape and ZeRO stage, its time bounds the other two from below: they are skipped when
+//   the bound is no faster than the best found and the candidate could not join the front.
+
+#include "partita/search/three_d.h"
+
+#include "partita/graph/error.h"
+#include "search/families.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <limits>
+#include <map>
+#include <set>
+#include <tuple>
+
+namespace partita::search::three_d {
+
+namespace {
+
+std::string gib(double bytes) {
+  return fmt::format("{:.1f} GiB", bytes / (1024.0 * 1024.0 * 1024.0));
+}
+std::string seconds_text(double s) {
+  return s >= 1 ? fmt::format("{:.3f} s", s) : fmt::format("{:.4g} ms", s * 1e3);
+}
+
+std::vector<int> divisors(int n) {
+  std::vector<int> out;
+  for (int d = 1; d <= n; ++d) {
+    if (n % d == 0) {
+      out.push_back(d);
+    }
+  }
+  return out;
+}
+
+// The weight values of the model, each counted once (a tied table once), that train as floats.
+double trained_values(const graph::Graph& g) {
+  double values = 0;
+  for (const auto& t : g.tensors()) {
+    if (t.role == graph::TensorRole::parameter && graph::trains_as_float(t)) {
+      double n = 1;
+      for (const auto d : t.shape) {
+        n *= static_cast<double>(d);
+      }
+      values += n;
+    }
+  }
+  return values;
+}
+
+// The resident-memory lower bound of the file comment, bytes per device.
+double resident_bound(double values, const Candidate& c, const cost::TrainingSetup& base) {
+  cost::TrainingSetup s = base;
+  s.zero_stage = c.zero_stage;
+  const double per_device = values / (static_cast<double>(c.tensor) * c.pipeline);
+  const double d = c.data;
+  const double weights = per_device * s.value_bytes() / (c.zero_stage >= 3 ? d : 1.0);
+  const double gradients = per_device * s.gradient_bytes() / (c.zero_stage >= 2 ? d : 1.0);
+  const double state = per_device * s.optimizer_bytes() / (c.zero_stage >= 1 ? d : 1.0);
+  return weights + gradients + state;
+}
+
+cost::TrainingSetup setup_of(const Request& r, const Candidate& c) {
+  cost::TrainingSetup s = r.setup;
+  s.zero_stage = c.zero_stage;
+  s.recompute = c.recompute;
+  s.sequence_parallel = c.sequence_parallel;
+  return s;
+}
+
+// The number of layers (repeated blocks) Megatron-LM's cut shares out: the most common number of
+// occurrences among the weighted matrix products whose type and input shapes repeat (each of a
+// transformer layer's products occurs once per layer). 1 for a model without repeated products.
+int layer_count(const graph::Graph& g) {
+  std::map<std::string, int> seen;
+  for (std::size_t i = 0; i < g.ops().size(); ++i) {
+    const auto id = static_cast<graph::OpId>(i);
+    const auto& op = g.op(id);
+    if (graph::describe(g, id).op_class != graph::OpClass::contraction || !detail::has_weight(g, id)) {
+      continue;
+    }
+    std::string key = op.type;
+    for (const auto t : op.inputs) {
+      if (t != graph::no_tensor) {
+        key += fmt::format("|{}", fmt::join(g.tensor(t).shape, ","));
+      }
+    }
+    ++seen[key];
+  }
+  std::map<int, int> how_often; // occurrences -> products with that many
+  for (const auto& [key, n] : seen) {
+    if (n >= 2) {
+      ++how_often[n];
+    }
+  }
+  int layers = 1, most = 0;
+  for (const auto& [n, products] : how_often) {
+    if (products > most || (products == most && n > layers)) {
+      layers = n;
+      most = products;
+    }
+  }
+  return layers;
+}
+
+// Every candidate of the space, the user's held choices applied.
+std::vector<Candidate> space(const Request& r) {
+  const graph::Graph& g = *r.graph;
+  const int n = r.devices;
+  const int batch = strategy::batch_size(g);
+  const int per_node = std::max(1, r.cluster->devices_per_node);
+  const int layers = layer_count(g);
+  std::vector<int> tensors;
+  if (r.tensor_parallel > 0) {
+    tensors = {r.tensor_parallel};
+  } else {
+    for (const int t : divisors(std::min(n, per_node))) {
+      if (n % t == 0) {
+        tensors.push_back(t);
+      }
+    }
+  }
+  std::vector<cost::Recompute> recomputes = {cost::Recompute::none, cost::Recompute::selective, cost::Recompute::full};
+  if (r.held.recompute) {
+    recomputes = {r.setup.recompute};
+  }
+  std::vector<int> zeros = {0, 1, 2, 3};
+  if (r.held.zero) {
+    zeros = {r.setup.zero_stage};
+  }
+  std::vector<Candidate> out;
+  for (const int t : tensors) {
+    if (n % t != 0) {
+      throw Error(fmt::format("3d: --tp {} does not divide the {} devices", t, n));
+    }
+    std::vector<int> pipelines;
+    if (r.pipeline_parallel > 0) {
+      pipelines = {r.pipeline_parallel};
+    } else {
+      for (const int p : divisors(n / t)) {
+        if (p <= layers) {
+          pipelines.push_back(p);
+        }
+      }
+    }
+    std::vector<bool> sps = {false};
+    if (r.held.sequence_parallel) {
+      sps = {r.setup.sequence_parallel};
+    } else if (t > 1) {
+      sps = {false, true};
+    }
+    for (const int p : pipelines) {
+      if ((n / t) % p != 0) {
+        continue;
+      }
+      const int d = n / (t * p);
+      if (batch % d != 0) {
+        continue; // a replica without a whole share of the batch
+      }
+      const int per_replica = batch / d;
+      std::vector<int> sizes;
+      if (r.micro_batch_size > 0) {
+        sizes = {r.micro_batch_size};
+      } else {
+        for (const int b : divisors(per_replica)) {
+          // Powers of two, and the replica's whole batch (no accumulation).
+          if ((b & (b - 1)) == 0 || b == per_replica) {
+            sizes.push_back(b);
+          }
+        }
+      }
+      for (const int b : sizes) {
+        if (per_replica % b != 0) {
+          continue;
+        }
+        const int m = per_replica / b;
+        if (p > 1 && m < p) {
+          continue; // fewer micro-batches than stages leaves stages idle throughout
+        }
+        // Schedules: 1F1B; interleaved with V chunks when every stage gets V whole pieces and the
+        // micro-batches group by the stages (Megatron-LM's condition).
+        std::vector<std::pair<strategy::Schedule, int>> schedules;
+        const bool interleaved_asked = r.schedule == strategy::Schedule::interleaved;
+        if (!(r.held.schedule && interleaved_asked)) {
+          schedules.emplace_back(strategy::Schedule::one_f_one_b, 1);
+        }
+        if (p > 1 && !(r.held.schedule && !interleaved_asked) && m % p == 0) {
+          for (int v = 2; v <= 4; ++v) {
+            if (r.chunks > 0 && v != r.chunks) {
+              continue;
+            }
+            if (layers % (p * v) == 0) {
+              schedules.emplace_back(strategy::Schedule::interleaved, v);
+            }
+          }
+          if (r.chunks > 4 && layers % (p * r.chunks) == 0) {
+            schedules.emplace_back(strategy::Schedule::interleaved, r.chunks);
+          }
+        }
+        for (const auto& [schedule, v] : schedules) {
+          for (const bool sp : sps) {
+            for (const int z : zeros) {
+              for (const auto rc : recomputes) {
+                Candidate c;
+                c.pipeline = p;
+                c.tensor = t;
+                c.data = d;
+                c.micro_batch_size = b;
+                c.micro_batches = m;
+                c.schedule = schedule;
+                c.chunks = v;
+                c.zero_stage = z;
+                c.recompute = rc;
+                c.sequence_parallel = sp;
+                out.push_back(c);
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  return out;
+}
+
+// The layout shared by candidates that differ only in micro-batch size, ZeRO stage and
+// recomputation: the megatron family places and cuts the ops the same way whatever the micro-batch
+// count (its cut balances whole-batch times), so one plan serves them with its count replaced.
+auto layout_key(const Candidate& c) {
+  return std::make_tuple(c.pipeline, c.tensor, static_cast<int>(c.schedule), c.chunks, c.sequence_parallel);
+}
+// The time bound's key: the layout and the micro-batch count.
+auto shape_key(const Candidate& c) {
+  return std::tuple_cat(layout_key(c), std::make_tuple(c.micro_batch_size));
+}
+
+std::vector<Point> pareto_front(std::vector<Point> points) {
+  std::sort(points.begin(), points.end(), [](const Point& a, const Point& b) {
+    return a.iteration_time != b.iteration_time ? a.iteration_time < b.iteration_time : a.peak_memory < b.peak_memory;
+  });
+  std::vector<Point> front;
+  double least = std::numeric_limits<double>::infinity();
+  for (const auto& p : points) {
+    if (p.peak_memory < least) {
+      front.push_back(p);
+      least = p.peak_memory;
+    }
+  }
+  return front;
+}
+
+} // namespace
+
+std::string Candidate::text() const {
+  std::string s = fmt::format("PP {} x TP {} x DP {}, micro-batch {} ({} per iteration)", pipeline, tensor, data,
+                              micro_batch_size, micro_batches);
+  if (pipeline > 1) {
+    s += schedule == strategy::Schedule::interleaved ? fmt::format(", interleaved 1F1B x{}", chunks) : ", 1F1B";
+  }
+  s += fmt::format(", ZeRO {}, recompute {}", zero_stage, cost::recompute_name(recompute));
+  if (sequence_parallel) {
+    s += ", sequence parallel";
+  }
+  return s;
+}
+
+std::string Candidate::options() const {
+  std::string s = fmt::format("--strategy megatron --tp {} --pp {} --micro-batch-size {}", tensor, pipeline,
+                              micro_batch_size);
+  if (schedule == strategy::Schedule::interleaved) {
+    s += fmt::format(" --schedule interleaved --chunks {}", chunks);
+  }
+  s += fmt::format(" --zero {} --recompute {}", zero_stage, cost::recompute_name(recompute));
+  if (sequence_parallel) {
+    s += " --sequence-parallel";
+  }
+  return s;
+}
+
+strategy::Strategy plan(const Request& r, const Candidate& c) {
+  Request q = r;
+  q.tensor_parallel = c.tensor;
+  q.pipeline_parallel = c.pipeline;
+  q.micro_batch_size = c.micro_batch_size;
+  q.micro_batches = 0;
+  q.schedule = c.schedule;
+  q.chunks = c.schedule == strategy::Schedule::interleaved ? c.chunks : 0;
+  q.setup = setup_of(r, c);
+  q.progress = {};
+  auto st = detail::megatron(q);
+  st.setup = q.setup;
+  return st;
+}
+
+Result search(const Request& r) {
+  if (r.graph == nullptr || r.cluster == nullptr) {
+    throw Error("3d: no model or cluster");
+  }
+  if (r.devices > r.cluster->device_count()) {
+    throw Error(fmt::format("3d: {} devices asked, the cluster has {}", r.devices, r.cluster->device_count()));
+  }
+  if (r.chunks > 0 && r.schedule != strategy::Schedule::interleaved) {
+    throw Error(fmt::format("3d: --chunks {} needs --schedule interleaved", r.chunks));
+  }
+  if (r.held.schedule && r.schedule == strategy::Schedule::gpipe) {
+    throw Error("3d: --schedule gpipe is not among the schedules it searches (1f1b and interleaved, Megatron-LM's)");
+  }
+  Result result;
+  std::vector<int> all(static_cast<std::size_t>(r.devices));
+  for (int i = 0; i < r.devices; ++i) {
+    all[static_cast<std::size_t>(i)] = i;
+  }
+  result.memory_limit = r.memory_limit > 0 ? r.memory_limit : r.cluster->smallest_memory(all);
+  auto candidates = space(r);
+  result.candidates = candidates.size();
+  if (candidates.empty()) {
+    throw Error(fmt::format("3d: no pipeline x tensor x data shape of {} devices splits the batch of {} (each "
+                            "data-parallel replica needs a whole share)",
+                            r.devices, strategy::batch_size(*r.graph)));
+  }
+  const double values = trained_values(*r.graph);
+  // Recomputation last within a shape and ZeRO stage, so that "none" bounds the others.
+  std::stable_sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {
+    return std::make_tuple(shape_key(a), a.zero_stage, static_cast<int>(a.recompute)) <
+           std::make_tuple(shape_key(b), b.zero_stage, static_cast<int>(b.recompute));
+  });
+
+  std::vector<Point> fitting;
+  double best_time = std::numeric_limits<double>::infinity();
+  std::optional<Point> smallest; // the least memory seen, for "nothing fits"
+  double fastest_any = std::numeric_limits<double>::infinity();
+  std::map<std::tuple<int, int, int, int, bool, int, int>, double> none_time; // (shape, zero) -> time, recompute none
+  // The current layout's plan (candidates come sorted by layout; nullopt: the family refused it).
+  std::optional<std::tuple<int, int, int, int, bool>> current_layout;
+  std::optional<strategy::Strategy> current_plan;
+  for (std::size_t i = 0; i < candidates.size(); ++i) {
+    if (r.cancel != nullptr && r.cancel->load()) {
+      throw Cancelled();
+    }
+    if (r.progress) {
+      r.progress(static_cast<double>(i) / static_cast<double>(candidates.size()));
+    }
+    const Candidate& c = candidates[i];
+    if (resident_bound(values, c, r.setup) > result.memory_limit) {
+      ++result.too_big;
+      continue;
+    }
+    const auto key = shape_key(c);
+    const auto bound_key = std::tuple_cat(key, std::make_tuple(c.zero_stage));
+    if (c.recompute != cost::Recompute::none) {
+      const auto it = none_time.find(bound_key);
+      // A bound no faster than the best: skipped when a point found is at least as fast as the
+      // bound and holds no more memory than the candidate's resident bound, so that it could not
+      // join the front either.
+      if (it != none_time.end() && it->second >= best_time) {
+        bool beaten = false;
+        const double least_memory = resident_bound(values, c, r.setup);
+        for (const auto& p : fitting) {
+          beaten = beaten || (p.iteration_time <= it->second && p.peak_memory <= least_memory);
+        }
+        if (beaten) {
+          ++result.too_slow;
+          continue;
+        }
+      }
+    }
+    if (current_layout != layout_key(c)) {
+      current_layout = layout_key(c);
+      current_plan.reset();
+      try {
+        current_plan = plan(r, c);
+      } catch (const Cancelled&) {
+        throw;
+      } catch (const Error&) {
+      }
+    }
+    if (!current_plan || !current_plan->pipeline) {
+      ++result.refused;
+      continue;
+    }
+    strategy::Strategy st = *current_plan;
+    st.setup = setup_of(r, c);
+    st.pipeline->micro_batches = c.micro_batches;
+    try {
+      strategy::check_schedule(*st.pipeline);
+    } catch (const Error&) {
+      ++result.refused;
+      continue;
+    }
+    const auto p = strategy::evaluate(*r.graph, *r.cluster, st, *st.setup);
+    ++result.evaluated;
+    Point point{c, p.iteration_time, p.peak_memory, p.peak_memory <= result.memory_limit};
+    if (c.recompute == cost::Recompute::none) {
+      none_time[bound_key] = p.iteration_time;
+    }
+    fastest_any = std::min(fastest_any, p.iteration_time);
+    if (!smallest || point.peak_memory < smallest->peak_memory) {
+      smallest = point;
+    }
+    if (point.fits) {
+      fitting.push_back(point);
+      best_time = std::min(best_time, point.iteration_time);
+    }
+  }
+  if (r.progress) {
+    r.progress(1.0);
+  }
+  if (fitting.empty()) {
+    if (smallest) {
+      throw Error(fmt::format("3d: no candidate fits in {} per device ({} of {} planned, {} over the limit on "
+                              "parameters, gradients and optimizer state alone); the smallest footprint found is "
+                              "{} ({})",
+                              gib(result.memory_limit), result.evaluated, result.candidates, result.too_big,
+                              gib(smallest->peak_memory), smallest->candidate.text()));
+    }
+    throw Error(fmt::format("3d: no candidate fits in {} per device: all {} need more for their parameters, "
+                            "gradients and optimizer state alone",
+                            gib(result.memory_limit), result.candidates));
+  }
+  std::stable_sort(fitting.begin(), fitting.end(),
+                   [](const Point& a, const Point& b) { return a.iteration_time < b.iteration_time; });
+  result.best = fitting.front();
+  if (fitting.size() > 1) {
+    result.runner_up = fitting[1];
+  }
+  result.pareto = pareto_front(fitting);
+  result.strategy = plan(r, result.best.candidate);
+  const auto best = strategy::evaluate(*r.graph, *r.cluster, result.strategy, *result.strategy.setup);
+  if (fastest_any < result.best.iteration_time) {
+    result.binding = "memory";
+  } else {
+    double bubble = 0, communication = 0;
+    for (const auto& t : best.iteration) {
+      if (t.name == "pipeline bubble") {
+        bubble = t.value;
+      } else if (t.name != "compute" && t.name != "optimizer step") {
+        communication += t.value;
+      }
+    }
+    result.binding = bubble > communication ? "pipeline bubble" : "communication";
+  }
+  return result;
+}
+
+strategy::Strategy optimize(const Request& r) {
+  auto res = search(r);
+  auto st = std::move(res.strategy);
+  std::string text = fmt::format("3-D search over {} candidates: {} planned and predicted, {} skipped as over the "
+                                 "memory limit on parameters, gradients and optimizer state alone, {} as bounded by a "
+                                 "faster plan, {} refused by the layout. Chosen: {}, {} per iteration, {} per device.",
+                                 res.candidates, res.evaluated, res.too_big, res.too_slow,
+                                 res.refused, res.best.candidate.text(), seconds_text(res.best.iteration_time),
+                                 gib(res.best.peak_memory));
+  if (res.runner_up) {
+    text += fmt::format(" Runner-up: {}, {} (+{:.1f}%), {} per device.", res.runner_up->candidate.text(),
+                        seconds_text(res.runner_up->iteration_time),
+                        100 * (res.runner_up->iteration_time / res.best.iteration_time - 1),
+                        gib(res.runner_up->peak_memory));
+  }
+  text += res.binding == "memory"
+              ? fmt::format(" Binding: memory (a faster candidate needs more than {} per device).",
+                            gib(res.memory_limit))
+              : fmt::format(" Binding: {} (the larger of the two in the chosen plan).", res.binding);
+  text += fmt::format(" Pareto front (time, memory): {} plans.", res.pareto.size());
+  st.family = "3d";
+  st.explanation = text + " " + st.explanation;
+  return st;
+}
+
+} // namespace partita::search::three_d

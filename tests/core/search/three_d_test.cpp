@@ -1,0 +1,300 @@
+// The 3-D search: its best is the fastest fitting candidate of the whole space (brute force), its
+// Pareto front holds only undominated points that are their own plans, the user's held choices
+// stay, a plan that fits is never traded for one that does not, and the plan file carries the
+// setup it chose.
+
+#include "partita/graph/error.h"
+#include "partita/io/json_file.h"
+#include "partita/proto/partita.pb.h"
+#include "partita/search/optimizer.h"
+#include "partita/search/three_d.h"
+#include "partita/strategy/plan_file.h"
+#include "partita/strategy/strategy.h"
+#include "partita/zoo/zoo.h"
+#include "simple_cluster.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <limits>
+
+namespace partita {
+namespace {
+
+using ::testing::HasSubstr;
+using search::three_d::Candidate;
+
+// A small GPT on 2 nodes of 4 devices: 4 layers, so up to 4 stages, interleaving with 2 chunks.
+struct Fixture {
+  onnx_import::ImportResult model = zoo::load("zoo:gpt2?layers=4&hidden=128&heads=4&seq=64&batch=16&vocab=512");
+  cluster::Cluster cluster = [] {
+    auto c = test::simple_cluster(4);
+    c.nodes = 2;
+    return c;
+  }();
+
+  search::Request request() const {
+    search::Request r;
+    r.graph = &model.graph;
+    r.cluster = &cluster;
+    r.devices = 8;
+    r.setup.precision = cluster::Precision::fp16;
+    r.threads = 1;
+    return r;
+  }
+};
+
+// Every candidate, enumerated here independently of the search's own enumeration and pruning.
+std::vector<Candidate> every_candidate(int devices, int per_node, int batch, int layers) {
+  std::vector<Candidate> out;
+  for (int t = 1; t <= per_node; ++t) {
+    if (per_node % t != 0 || devices % t != 0) {
+      continue;
+    }
+    for (int p = 1; p <= layers; ++p) {
+      if ((devices / t) % p != 0) {
+        continue;
+      }
+      const int d = devices / (t * p);
+      if (batch % d != 0) {
+        continue;
+      }
+      const int per_replica = batch / d;
+      for (int b = 1; b <= per_replica; ++b) {
+        if (per_replica % b != 0 || ((b & (b - 1)) != 0 && b != per_replica)) {
+          continue;
+        }
+        const int m = per_replica / b;
+        if (p > 1 && m < p) {
+          continue;
+        }
+        std::vector<std::pair<strategy::Schedule, int>> schedules = {{strategy::Schedule::one_f_one_b, 1}};
+        for (int v = 2; v <= 4 && p > 1 && m % p == 0; ++v) {
+          if (layers % (p * v) == 0) {
+            schedules.emplace_back(strategy::Schedule::interleaved, v);
+          }
+        }
+        for (const auto& [schedule, v] : schedules) {
+          for (int sp = 0; sp <= (t > 1 ? 1 : 0); ++sp) {
+            for (int z = 0; z <= 3; ++z) {
+              for (const auto rc : {cost::Recompute::none, cost::Recompute::selective, cost::Recompute::full}) {
+                Candidate c;
+                c.pipeline = p;
+                c.tensor = t;
+                c.data = d;
+                c.micro_batch_size = b;
+                c.micro_batches = m;
+                c.schedule = schedule;
+                c.chunks = v;
+                c.zero_stage = z;
+                c.recompute = rc;
+                c.sequence_parallel = sp == 1;
+                out.push_back(c);
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  return out;
+}
+
+struct Brute {
+  double best = std::numeric_limits<double>::infinity();
+  double least_memory = std::numeric_limits<double>::infinity();
+  std::vector<std::pair<double, double>> fitting; // (time, memory)
+};
+
+Brute brute_force(const search::Request& r, double limit) {
+  Brute out;
+  for (const auto& c : every_candidate(r.devices, r.cluster->devices_per_node, 16, 4)) {
+    strategy::Strategy st;
+    try {
+      st = search::three_d::plan(r, c);
+    } catch (const Error&) {
+      continue;
+    }
+    const auto p = strategy::evaluate(*r.graph, *r.cluster, st, *st.setup);
+    out.least_memory = std::min(out.least_memory, p.peak_memory);
+    if (p.peak_memory <= limit) {
+      out.best = std::min(out.best, p.iteration_time);
+      out.fitting.emplace_back(p.iteration_time, p.peak_memory);
+    }
+  }
+  return out;
+}
+
+TEST(ThreeD, FindsTheFastestFittingCandidateOfTheWholeSpace) {
+  Fixture f;
+  auto r = f.request();
+  const auto free = search::three_d::search(r);
+  // A limit between the front's extremes, so that memory binds and the fastest plan is out.
+  ASSERT_GE(free.pareto.size(), 2U);
+  const double limit = (free.pareto.front().peak_memory + free.pareto.back().peak_memory) / 2;
+  r.memory_limit = limit;
+  const auto bound = search::three_d::search(r);
+  const auto brute = brute_force(r, limit);
+  EXPECT_DOUBLE_EQ(bound.best.iteration_time, brute.best);
+  EXPECT_LE(bound.best.peak_memory, limit);
+  EXPECT_GT(bound.best.iteration_time, free.best.iteration_time);
+  EXPECT_EQ(bound.binding, "memory");
+  EXPECT_GT(bound.too_slow + bound.too_big, 0U) << "the bounds skipped nothing";
+  // The returned plan is the best candidate's and predicts what the search said.
+  const auto p = strategy::evaluate(*r.graph, *r.cluster, bound.strategy, r.setup);
+  EXPECT_DOUBLE_EQ(p.iteration_time, bound.best.iteration_time);
+  EXPECT_DOUBLE_EQ(p.peak_memory, bound.best.peak_memory);
+  EXPECT_EQ(bound.strategy.setup->zero_stage, bound.best.candidate.zero_stage);
+  EXPECT_EQ(bound.strategy.setup->recompute, bound.best.candidate.recompute);
+
+  // The front: fastest first, each point using strictly less memory than the one before, none
+  // dominated by any fitting candidate of the brute force, and each point its own plan.
+  for (std::size_t i = 1; i < bound.pareto.size(); ++i) {
+    EXPECT_GT(bound.pareto[i].iteration_time, bound.pareto[i - 1].iteration_time);
+    EXPECT_LT(bound.pareto[i].peak_memory, bound.pareto[i - 1].peak_memory);
+  }
+  EXPECT_DOUBLE_EQ(bound.pareto.front().iteration_time, brute.best);
+  for (const auto& point : bound.pareto) {
+    for (const auto& [time, memory] : brute.fitting) {
+      EXPECT_FALSE(time <= point.iteration_time && memory <= point.peak_memory &&
+                   (time < point.iteration_time || memory < point.peak_memory))
+          << point.candidate.text() << " is dominated by a candidate of " << time << " s, " << memory << " B";
+    }
+    const auto st = search::three_d::plan(r, point.candidate);
+    const auto q = strategy::evaluate(*r.graph, *r.cluster, st, r.setup);
+    EXPECT_DOUBLE_EQ(q.iteration_time, point.iteration_time) << point.candidate.text();
+    EXPECT_DOUBLE_EQ(q.peak_memory, point.peak_memory) << point.candidate.text();
+  }
+  // The smallest footprint of the space is on the front.
+  EXPECT_DOUBLE_EQ(bound.pareto.back().peak_memory, brute.least_memory);
+}
+
+TEST(ThreeD, OneLayoutServesEveryMicroBatchSize) {
+  // The search plans a layout once and replaces its micro-batch count: the same ops on the same
+  // devices, the same stages, as the megatron family gives for each size.
+  Fixture f;
+  const auto r = f.request();
+  Candidate a;
+  a.pipeline = 2;
+  a.tensor = 2;
+  a.data = 2;
+  a.micro_batch_size = 1;
+  a.micro_batches = 8;
+  Candidate b = a;
+  b.micro_batch_size = 4;
+  b.micro_batches = 2;
+  const auto x = search::three_d::plan(r, a), y = search::three_d::plan(r, b);
+  ASSERT_TRUE(x.pipeline && y.pipeline);
+  EXPECT_EQ(x.pipeline->micro_batches, 8);
+  EXPECT_EQ(y.pipeline->micro_batches, 2);
+  EXPECT_EQ(x.pipeline->stage_of_op, y.pipeline->stage_of_op);
+  ASSERT_EQ(x.ops.size(), y.ops.size());
+  for (std::size_t i = 0; i < x.ops.size(); ++i) {
+    EXPECT_EQ(x.ops[i].config.splits, y.ops[i].config.splits) << i;
+    EXPECT_EQ(x.ops[i].devices, y.ops[i].devices) << i;
+  }
+}
+
+TEST(ThreeD, HeldChoicesStayAsTyped) {
+  Fixture f;
+  auto r = f.request();
+  r.held.zero = true;
+  r.setup.zero_stage = 2;
+  r.held.recompute = true;
+  r.setup.recompute = cost::Recompute::selective;
+  r.tensor_parallel = 2;
+  const auto res = search::three_d::search(r);
+  for (const auto& p : res.pareto) {
+    EXPECT_EQ(p.candidate.zero_stage, 2);
+    EXPECT_EQ(p.candidate.recompute, cost::Recompute::selective);
+    EXPECT_EQ(p.candidate.tensor, 2);
+  }
+  r.pipeline_parallel = 2;
+  r.schedule = strategy::Schedule::interleaved;
+  r.held.schedule = true;
+  r.chunks = 2;
+  const auto piped = search::three_d::search(r);
+  EXPECT_EQ(piped.best.candidate.pipeline, 2);
+  EXPECT_EQ(piped.best.candidate.schedule, strategy::Schedule::interleaved);
+  EXPECT_EQ(piped.best.candidate.chunks, 2);
+  r.schedule = strategy::Schedule::gpipe;
+  r.chunks = 0;
+  EXPECT_THAT([&] { search::three_d::search(r); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("--schedule gpipe is not among")));
+}
+
+TEST(ThreeD, NothingFitsNamesTheSmallestFootprint) {
+  Fixture f;
+  auto r = f.request();
+  r.memory_limit = 1e3; // 1 kB
+  EXPECT_THAT([&] { search::three_d::search(r); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("no candidate fits")));
+  // Parameters, gradients and optimizer state alone over the limit: nothing is planned.
+  try {
+    search::three_d::search(r);
+  } catch (const Error& e) {
+    EXPECT_THAT(std::string(e.what()), HasSubstr("alone"));
+  }
+  r.memory_limit = 0;
+  const auto free = search::three_d::search(r);
+  r.memory_limit = free.pareto.back().peak_memory * 0.999; // just under the smallest footprint
+  EXPECT_THAT([&] { search::three_d::search(r); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("smallest footprint found")));
+}
+
+TEST(ThreeD, NeverSlowerThanMegatronLayoutsItCouldHaveChosen) {
+  // Any Megatron-LM configuration of the space, typed by hand, is predicted no faster than the
+  // search's best (under the same model, setup and memory limit).
+  Fixture f;
+  auto r = f.request();
+  const auto best = search::three_d::search(r).best.iteration_time;
+  for (const int tp : {1, 2, 4}) {
+    for (const int pp : {1, 2}) {
+      auto typed = r;
+      typed.tensor_parallel = tp;
+      typed.pipeline_parallel = pp;
+      typed.micro_batch_size = 1;
+      typed.setup.recompute = cost::Recompute::full;
+      const auto st = search::find_optimizer("megatron").optimize(typed);
+      const auto p = strategy::evaluate(*r.graph, *r.cluster, st, typed.setup);
+      if (p.fits) {
+        EXPECT_LE(best, p.iteration_time) << "tp " << tp << " pp " << pp;
+      }
+    }
+  }
+}
+
+TEST(ThreeD, ThePlanFileCarriesTheSetupItChose) {
+  Fixture f;
+  auto r = f.request();
+  r.memory_limit = 0;
+  const auto st = search::find_optimizer("3d").optimize(r);
+  ASSERT_TRUE(st.setup);
+  EXPECT_EQ(st.family, "3d");
+  EXPECT_THAT(st.explanation, HasSubstr("Runner-up"));
+  EXPECT_THAT(st.explanation, HasSubstr("Binding"));
+  const auto p = strategy::evaluate(*r.graph, *r.cluster, st, r.setup);
+  const auto plan = strategy::to_plan(*r.graph, *r.cluster, st, p, r.setup, "zoo:gpt2");
+  EXPECT_EQ(plan.setup().zero_stage(), st.setup->zero_stage);
+  EXPECT_EQ(plan.setup().recompute(), std::string(cost::recompute_name(st.setup->recompute)));
+
+  const auto path = std::filesystem::temp_directory_path() / "partita_three_d_plan.json";
+  io::write_json_file(path, plan);
+  auto given = r;
+  given.plan_file = path.string();
+  const auto read = search::find_optimizer("given").optimize(given);
+  ASSERT_TRUE(read.setup);
+  const auto q = strategy::evaluate(*r.graph, *r.cluster, read, r.setup);
+  EXPECT_DOUBLE_EQ(q.iteration_time, p.iteration_time) << st.explanation;
+  EXPECT_DOUBLE_EQ(q.peak_memory, p.peak_memory);
+  // A ZeRO stage typed beside the plan that differs from the one chosen is refused.
+  given.held.zero = true;
+  given.setup.zero_stage = st.setup->zero_stage == 3 ? 0 : 3;
+  EXPECT_THAT([&] { search::find_optimizer("given").optimize(given); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("--zero on the command line differs")));
+  std::filesystem::remove(path);
+}
+
+} // namespace
+} // namespace partita
