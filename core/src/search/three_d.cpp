@@ -1,6 +1,6 @@
 // The 3-D search: pipeline stages x tensor-parallel width x data-parallel replicas, with the
 // micro-batch size, the schedule, the ZeRO stage, recomputation and sequence parallelism, each
-// candidate planned by the megatron family and predicted by evaluate().
+// candidate planned by the megatron family and predicted by strategy::Evaluator.
 //
 // Bounds that skip a candidate without planning it, both provable against evaluate():
 // - Resident memory. Megatron's layout splits a weight at most `tensor` ways and ZeRO shards its
@@ -340,6 +340,7 @@ Result search(const Request& r) {
            std::make_tuple(shape_key(b), b.zero_stage, static_cast<int>(b.recompute));
   });
 
+  strategy::Evaluator evaluator(*r.graph, *r.cluster);
   std::vector<Point> fitting;
   double best_time = std::numeric_limits<double>::infinity();
   std::optional<Point> smallest; // the least memory seen, for "nothing fits"
@@ -393,7 +394,7 @@ Result search(const Request& r) {
       ++result.refused;
       continue;
     }
-    strategy::Strategy st = *current_plan;
+    strategy::Strategy& st = *current_plan; // the layout's plan, its micro-batches and setup set in place
     st.setup = setup_of(r, c);
     st.pipeline->micro_batches = c.micro_batches;
     try {
@@ -402,7 +403,7 @@ Result search(const Request& r) {
       ++result.refused;
       continue;
     }
-    const auto p = strategy::evaluate(*r.graph, *r.cluster, st, *st.setup);
+    const auto p = evaluator(st, *st.setup);
     ++result.evaluated;
     Point point{c, p.iteration_time, p.peak_memory, p.peak_memory <= result.memory_limit};
     if (c.recompute == cost::Recompute::none) {
@@ -432,8 +433,10 @@ Result search(const Request& r) {
                             "gradients and optimizer state alone",
                             gib(result.memory_limit), result.candidates));
   }
-  std::stable_sort(fitting.begin(), fitting.end(),
-                   [](const Point& a, const Point& b) { return a.iteration_time < b.iteration_time; });
+  // The best: the fastest, and of equally fast ones the one holding least memory.
+  std::stable_sort(fitting.begin(), fitting.end(), [](const Point& a, const Point& b) {
+    return a.iteration_time != b.iteration_time ? a.iteration_time < b.iteration_time : a.peak_memory < b.peak_memory;
+  });
   result.best = fitting.front();
   if (fitting.size() > 1) {
     result.runner_up = fitting[1];
@@ -441,6 +444,14 @@ Result search(const Request& r) {
   result.pareto = pareto_front(fitting);
   result.strategy = plan(r, result.best.candidate);
   const auto best = strategy::evaluate(*r.graph, *r.cluster, result.strategy, *result.strategy.setup);
+  // The search's figures are the Evaluator's (evaluate()'s up to the order of sums): the chosen
+  // plan's are evaluate()'s own, as `partita plan` prints them.
+  for (Point* p : {&result.best, &result.pareto.front()}) {
+    if (p->candidate.text() == result.best.candidate.text()) {
+      p->iteration_time = best.iteration_time;
+      p->peak_memory = best.peak_memory;
+    }
+  }
   if (fastest_any < result.best.iteration_time) {
     result.binding = "memory";
   } else {

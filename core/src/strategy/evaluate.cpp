@@ -7,8 +7,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <array>
 #include <map>
+#include <optional>
 #include <set>
+#include <span>
+#include <tuple>
+#include <unordered_map>
 
 namespace partita::strategy {
 
@@ -50,6 +55,7 @@ void check(const graph::Graph& g, const cluster::Cluster& cluster, const Strateg
     throw Error(
         fmt::format("strategy '{}' assigns {} ops, the model has {}", st.family, st.ops.size(), g.ops().size()));
   }
+  std::vector<bool> seen(static_cast<std::size_t>(cluster.device_count()), false);
   for (std::size_t i = 0; i < st.ops.size(); ++i) {
     const auto& a = st.ops[i];
     const auto& name = g.op(static_cast<graph::OpId>(i)).name;
@@ -62,7 +68,6 @@ void check(const graph::Graph& g, const cluster::Cluster& cluster, const Strateg
       throw Error(fmt::format("strategy '{}', op '{}': {} devices is not a multiple of the {} its configuration needs",
                               st.family, name, a.devices.size(), k));
     }
-    std::vector<bool> seen(static_cast<std::size_t>(cluster.device_count()), false);
     for (int d : a.devices) {
       const bool inside = d >= 0 && d < cluster.device_count();
       if (!inside || seen[static_cast<std::size_t>(d)]) {
@@ -70,6 +75,9 @@ void check(const graph::Graph& g, const cluster::Cluster& cluster, const Strateg
                                 !inside ? "not in the cluster" : "listed twice"));
       }
       seen[static_cast<std::size_t>(d)] = true;
+    }
+    for (int d : a.devices) {
+      seen[static_cast<std::size_t>(d)] = false;
     }
   }
   if (st.pipeline) {
@@ -438,8 +446,15 @@ std::vector<TiedWeight> tied_weights(const graph::Graph& g) {
 std::vector<std::vector<std::size_t>> shared_parameters(const graph::Graph& g,
                                                         const std::vector<graph::OpSemantics>& sem,
                                                         const std::vector<OpAssignment>& ops) {
+  return shared_parameters(g, sem, ops, tied_weights(g));
+}
+
+std::vector<std::vector<std::size_t>> shared_parameters(const graph::Graph& g,
+                                                        const std::vector<graph::OpSemantics>& sem,
+                                                        const std::vector<OpAssignment>& ops,
+                                                        const std::vector<TiedWeight>& ties) {
   std::vector<std::vector<std::size_t>> out(g.ops().size());
-  for (const auto& tie : tied_weights(g)) {
+  for (const auto& tie : ties) {
     const auto [first, first_input] = tie.readers.front();
     const auto& fa = ops[static_cast<std::size_t>(first)];
     const auto to = sharding::input_layout(g, sem[static_cast<std::size_t>(first)], fa.config, first_input);
@@ -527,22 +542,43 @@ std::vector<cost::Term> input_redistribution(const graph::Graph& g, const std::v
   return move_terms(move_geometry(from, pa, to, a), move_context(g, id, input, setup), cluster, setup, true);
 }
 
-Prediction evaluate(const graph::Graph& g, const cluster::Cluster& cluster, const Strategy& st,
-                    const cost::TrainingSetup& given) {
+namespace {
+
+// What evaluate() asks of its pricing: the model's semantics and order, which outputs the backward
+// pass keeps, and each op's own terms and each input's move. evaluate() prices every op afresh;
+// an Evaluator prices each class of equal ops once (numbers only).
+class Pricing {
+public:
+  virtual ~Pricing() = default;
+  virtual void begin() {}
+  virtual const std::vector<graph::OpSemantics>& semantics() = 0;
+  virtual const std::vector<graph::OpId>& order() = 0;
+  virtual const std::vector<cost::Saved>& saved(cost::Recompute policy) = 0;
+  virtual const std::vector<TiedWeight>& ties() = 0;
+  virtual cost::OpCost op(const Strategy& st, graph::OpId id, std::span<const std::size_t> shared,
+                          const std::vector<cost::Saved>& keep, const cost::TrainingSetup& setup) = 0;
+  virtual std::vector<cost::Term> input(const Strategy& st, graph::OpId id, std::size_t i,
+                                        const cost::TrainingSetup& setup) = 0;
+  // Memory summed per list of devices, spread onto the devices at the end (fewer additions, the
+  // same sums up to their order), rather than device by device as each op comes.
+  virtual bool by_device_list() const = 0;
+  // An id per distinct device list (by_device_list only).
+  virtual int list_id(const std::vector<int>& devices) = 0;
+};
+
+Prediction evaluate_with(const graph::Graph& g, const cluster::Cluster& cluster, const Strategy& st,
+                         const cost::TrainingSetup& given, Pricing& pricing) {
   const cost::TrainingSetup& setup = st.setup ? *st.setup : given;
-  std::vector<graph::OpSemantics> sem;
-  sem.reserve(g.ops().size());
-  for (std::size_t i = 0; i < g.ops().size(); ++i) {
-    sem.push_back(graph::describe(g, static_cast<graph::OpId>(i)));
-  }
+  pricing.begin();
+  const auto& sem = pricing.semantics();
   check(g, cluster, st, sem);
-  const auto order = g.topological_order();
-  const auto keep = saved_outputs(g, order, sem, setup.recompute);
-  std::map<graph::OpId, std::vector<TiedWeight>> ties_of; // by first reader
-  for (auto& tie : tied_weights(g)) {
-    ties_of[tie.readers.front().first].push_back(std::move(tie));
+  const auto& order = pricing.order();
+  const auto& keep = pricing.saved(setup.recompute);
+  std::map<graph::OpId, std::vector<const TiedWeight*>> ties_of; // by first reader
+  for (const auto& tie : pricing.ties()) {
+    ties_of[tie.readers.front().first].push_back(&tie);
   }
-  const auto shared = shared_parameters(g, sem, st.ops);
+  const auto shared = shared_parameters(g, sem, st.ops, pricing.ties());
 
   Prediction p;
   p.batch = batch_size(g);
@@ -563,17 +599,17 @@ Prediction evaluate(const graph::Graph& g, const cluster::Cluster& cluster, cons
   std::set<std::vector<std::int64_t>> moved;
   std::vector<bool> used(static_cast<std::size_t>(cluster.device_count()), false);
   std::map<std::pair<int, int>, double> chunk_activations; // (device, virtual stage): one micro-batch's
+  // by_device_list: the same, per device list (spread onto the devices after the loop).
+  std::vector<DeviceMemory> list_memory;
+  std::vector<const std::vector<int>*> list_devices;
+  std::map<std::pair<int, int>, double> list_chunk_activations;
   double compute = 0, communication = 0, redistribution = 0, sync = 0, step = 0;
 
   for (graph::OpId id : order) {
     const auto& op = g.op(id);
     const auto& a = st.ops[static_cast<std::size_t>(id)];
     const auto& s = sem[static_cast<std::size_t>(id)];
-    auto c = cost::op_cost(g, id, s, a.config, a.devices, cluster, setup, keep[static_cast<std::size_t>(id)],
-                           shared[static_cast<std::size_t>(id)]);
-    if (setup.sequence_parallel) {
-      reduce_scatters(g, sem, st.ops, id, cluster, setup, c);
-    }
+    auto c = pricing.op(st, id, shared[static_cast<std::size_t>(id)], keep, setup);
     std::vector<int> input_of_term;
     // Inputs produced by another op arrive in that op's output layout. A tensor moved into a
     // layout once (say, gathered for Q, K and V) is not sent again for the next consumer; each
@@ -582,9 +618,18 @@ Prediction evaluate(const graph::Graph& g, const cluster::Cluster& cluster, cons
       if (op.inputs[i] == graph::no_tensor) {
         continue;
       }
-      auto key = placement_key(g, s, a, i, op.inputs[i]);
-      const bool sent = moved.count(key) != 0;
-      for (auto& term : input_redistribution(g, sem, st.ops, cluster, setup, id, i)) {
+      auto terms = pricing.input(st, id, i, setup);
+      // Where the input is sent (not only copied), whether it was sent there already.
+      bool sent = false, sends = false;
+      std::vector<std::int64_t> key;
+      for (const auto& term : terms) {
+        sends = sends || term.name == cost::term::redistribution;
+      }
+      if (sends) {
+        key = placement_key(g, s, a, i, op.inputs[i]);
+        sent = moved.count(key) != 0;
+      }
+      for (auto& term : terms) {
         if (term.name == cost::term::redistribution) {
           if (sent) {
             continue;
@@ -598,7 +643,8 @@ Prediction evaluate(const graph::Graph& g, const cluster::Cluster& cluster, cons
     }
     // A tied weight's gradients summed between its readers' layouts, on its first reader.
     if (const auto it = ties_of.find(id); it != ties_of.end()) {
-      for (const auto& tie : it->second) {
+      for (const TiedWeight* tie_of : it->second) {
+        const TiedWeight& tie = *tie_of;
         const auto [first, first_input] = tie.readers.front();
         const auto to = sharding::input_layout(g, s, a.config, first_input);
         const auto context = move_context(g, first, first_input, setup);
@@ -644,21 +690,61 @@ Prediction evaluate(const graph::Graph& g, const cluster::Cluster& cluster, cons
     const double parameters = c.get(cost::term::parameters), gradients = c.get(cost::term::gradients),
                  optimizer_state = c.get(cost::term::optimizer_state), activations = c.get(cost::term::activations),
                  workspace = c.get(cost::term::workspace) / micro;
-    for (int d : a.devices) {
-      used[static_cast<std::size_t>(d)] = true;
-      auto& m = p.memory[static_cast<std::size_t>(d)];
+    if (pricing.by_device_list()) {
+      const int list = pricing.list_id(a.devices);
+      if (static_cast<std::size_t>(list) >= list_memory.size()) {
+        list_memory.resize(static_cast<std::size_t>(list) + 1);
+        list_devices.resize(static_cast<std::size_t>(list) + 1);
+      }
+      if (list_devices[static_cast<std::size_t>(list)] == nullptr) {
+        list_devices[static_cast<std::size_t>(list)] = &a.devices;
+      }
+      auto& m = list_memory[static_cast<std::size_t>(list)];
       m.parameters += parameters;
       m.gradients += gradients;
       m.optimizer_state += optimizer_state;
       m.activations += activations * in_flight;
       if (by_chunk) {
-        chunk_activations[{d, stage}] += activations / micro;
+        list_chunk_activations[{list, stage}] += activations / micro;
       }
       m.workspace = std::max(m.workspace, workspace);
+    } else {
+      for (int d : a.devices) {
+        used[static_cast<std::size_t>(d)] = true;
+        auto& m = p.memory[static_cast<std::size_t>(d)];
+        m.parameters += parameters;
+        m.gradients += gradients;
+        m.optimizer_state += optimizer_state;
+        m.activations += activations * in_flight;
+        if (by_chunk) {
+          chunk_activations[{d, stage}] += activations / micro;
+        }
+        m.workspace = std::max(m.workspace, workspace);
+      }
     }
     p.ops[static_cast<std::size_t>(id)] = OpPrediction{std::move(c), total, std::move(input_of_term)};
   }
 
+  for (std::size_t list = 0; list < list_memory.size(); ++list) {
+    if (list_devices[list] == nullptr) {
+      continue;
+    }
+    const auto& lm = list_memory[list];
+    for (const int d : *list_devices[list]) {
+      used[static_cast<std::size_t>(d)] = true;
+      auto& m = p.memory[static_cast<std::size_t>(d)];
+      m.parameters += lm.parameters;
+      m.gradients += lm.gradients;
+      m.optimizer_state += lm.optimizer_state;
+      m.activations += lm.activations;
+      m.workspace = std::max(m.workspace, lm.workspace);
+    }
+  }
+  for (const auto& [key, bytes] : list_chunk_activations) {
+    for (const int d : *list_devices[static_cast<std::size_t>(key.first)]) {
+      chunk_activations[{d, key.second}] += bytes;
+    }
+  }
   p.iteration = {{"compute", compute, "forward, backward and recomputation kernels, summed over ops"},
                  {"communication", communication, "partial-sum and input-gradient reductions inside ops"},
                  {"redistribution", redistribution, "moving tensors between producer and consumer layouts"},
@@ -738,6 +824,257 @@ Prediction evaluate(const graph::Graph& g, const cluster::Cluster& cluster, cons
   }
   p.notes = prediction_notes(g, setup);
   return p;
+}
+
+
+// Every op priced afresh, with its formulas.
+class FreshPricing final : public Pricing {
+public:
+  FreshPricing(const graph::Graph& g, const cluster::Cluster& cluster) : m_g(g), m_cluster(cluster) {
+    m_sem.reserve(g.ops().size());
+    for (std::size_t i = 0; i < g.ops().size(); ++i) {
+      m_sem.push_back(graph::describe(g, static_cast<graph::OpId>(i)));
+    }
+  }
+  const std::vector<graph::OpSemantics>& semantics() override { return m_sem; }
+  const std::vector<graph::OpId>& order() override {
+    if (m_order.empty()) {
+      m_order = m_g.topological_order();
+    }
+    return m_order;
+  }
+  const std::vector<cost::Saved>& saved(cost::Recompute policy) override {
+    m_keep = saved_outputs(m_g, order(), m_sem, policy);
+    return m_keep;
+  }
+  const std::vector<TiedWeight>& ties() override {
+    if (!m_ties) {
+      m_ties = tied_weights(m_g);
+    }
+    return *m_ties;
+  }
+  cost::OpCost op(const Strategy& st, graph::OpId id, std::span<const std::size_t> shared,
+                  const std::vector<cost::Saved>& keep, const cost::TrainingSetup& setup) override {
+    const auto& a = st.ops[static_cast<std::size_t>(id)];
+    auto c = cost::op_cost(m_g, id, m_sem[static_cast<std::size_t>(id)], a.config, a.devices, m_cluster, setup,
+                           keep[static_cast<std::size_t>(id)], shared);
+    if (setup.sequence_parallel) {
+      reduce_scatters(m_g, m_sem, st.ops, id, m_cluster, setup, c);
+    }
+    return c;
+  }
+  std::vector<cost::Term> input(const Strategy& st, graph::OpId id, std::size_t i,
+                                const cost::TrainingSetup& setup) override {
+    return input_redistribution(m_g, m_sem, st.ops, m_cluster, setup, id, i);
+  }
+  bool by_device_list() const override { return false; }
+  int list_id(const std::vector<int>&) override { return 0; }
+
+private:
+  const graph::Graph& m_g;
+  const cluster::Cluster& m_cluster;
+  std::vector<graph::OpSemantics> m_sem;
+  std::vector<graph::OpId> m_order;
+  std::vector<cost::Saved> m_keep;
+  std::optional<std::vector<TiedWeight>> m_ties;
+};
+
+// Each class of equal ops priced once: ops with the same cost signature, layout, devices and
+// setup have the same terms, and an input's move is the same where the producer's signature,
+// layout and devices are too. The terms' formulas are those of the first op of the class.
+class MemoPricing final : public Pricing {
+public:
+  MemoPricing(const graph::Graph& g, const cluster::Cluster& cluster) : m_fresh(g, cluster), m_g(g) {
+    m_signature.assign(g.ops().size(), {-1, -1, -1});
+  }
+  void begin() override { m_lists_by_address.clear(); }
+  const std::vector<graph::OpSemantics>& semantics() override { return m_fresh.semantics(); }
+  const std::vector<graph::OpId>& order() override { return m_fresh.order(); }
+  const std::vector<cost::Saved>& saved(cost::Recompute policy) override {
+    auto& keep = m_keep[static_cast<std::size_t>(policy)];
+    if (!keep) {
+      keep = saved_outputs(m_g, order(), semantics(), policy);
+    }
+    return *keep;
+  }
+  const std::vector<TiedWeight>& ties() override {
+    if (!m_ties) {
+      m_ties = tied_weights(m_g);
+    }
+    return *m_ties;
+  }
+  cost::OpCost op(const Strategy& st, graph::OpId id, std::span<const std::size_t> shared,
+                  const std::vector<cost::Saved>& keep, const cost::TrainingSetup& setup) override {
+    const auto& a = st.ops[static_cast<std::size_t>(id)];
+    std::string key;
+    append(key, signature(id, keep[static_cast<std::size_t>(id)]));
+    append(key, setup_id(setup));
+    append(key, list_id(a.devices));
+    append(key, static_cast<int>(a.config.splits.size()));
+    for (const int f : a.config.splits) {
+      append(key, f);
+    }
+    for (const auto i : shared) {
+      append(key, static_cast<int>(i));
+    }
+    if (setup.sequence_parallel) {
+      // Its reduce-scatters look at the one reader of each output and the producer of each input.
+      const auto& op = m_g.op(id);
+      const auto neighbour = [&](graph::OpId other, std::size_t slot) {
+        const auto& oa = st.ops[static_cast<std::size_t>(other)];
+        append(key, signature(other, keep[static_cast<std::size_t>(other)]));
+        append(key, static_cast<int>(slot));
+        append(key, list_id(oa.devices));
+        for (const int f : oa.config.splits) {
+          append(key, f);
+        }
+      };
+      for (const graph::TensorId t : op.outputs) {
+        if (t != graph::no_tensor && has_one_reader(m_g, t)) {
+          const graph::OpId reader = m_g.tensor(t).consumers[0];
+          const auto& inputs = m_g.op(reader).inputs;
+          neighbour(reader, static_cast<std::size_t>(std::find(inputs.begin(), inputs.end(), t) - inputs.begin()));
+        } else {
+          append(key, -1);
+        }
+      }
+      for (const graph::TensorId t : op.inputs) {
+        if (t != graph::no_tensor && m_g.tensor(t).producer >= 0 && has_one_reader(m_g, t)) {
+          const graph::OpId producer = m_g.tensor(t).producer;
+          neighbour(producer, output_index(m_g.op(producer), t));
+        } else {
+          append(key, -2);
+        }
+      }
+    }
+    if (const auto it = m_ops.find(key); it != m_ops.end()) {
+      return it->second;
+    }
+    auto c = m_fresh.op(st, id, shared, keep, setup);
+    strip(c.time);
+    strip(c.memory);
+    m_ops.emplace(std::move(key), c);
+    return c;
+  }
+  std::vector<cost::Term> input(const Strategy& st, graph::OpId id, std::size_t i,
+                                const cost::TrainingSetup& setup) override {
+    const auto& op = m_g.op(id);
+    const graph::TensorId t = op.inputs[i];
+    if (t == graph::no_tensor || m_g.tensor(t).producer < 0) {
+      return {};
+    }
+    const graph::OpId prod = m_g.tensor(t).producer;
+    const auto& a = st.ops[static_cast<std::size_t>(id)];
+    const auto& pa = st.ops[static_cast<std::size_t>(prod)];
+    const auto& keep = saved(setup.recompute);
+    std::string key;
+    append(key, signature(id, keep[static_cast<std::size_t>(id)]));
+    append(key, signature(prod, keep[static_cast<std::size_t>(prod)]));
+    append(key, static_cast<int>(i));
+    append(key, static_cast<int>(output_index(m_g.op(prod), t)));
+    append(key, static_cast<int>(std::count(op.inputs.begin(), op.inputs.end(), t)));
+    append(key, setup_id(setup));
+    append(key, list_id(a.devices));
+    append(key, list_id(pa.devices));
+    for (const auto* c : {&a.config, &pa.config}) {
+      append(key, static_cast<int>(c->splits.size()));
+      for (const int f : c->splits) {
+        append(key, f);
+      }
+    }
+    if (const auto it = m_inputs.find(key); it != m_inputs.end()) {
+      return it->second;
+    }
+    auto terms = m_fresh.input(st, id, i, setup);
+    strip(terms);
+    m_inputs.emplace(std::move(key), terms);
+    return terms;
+  }
+  bool by_device_list() const override { return true; }
+  int list_id(const std::vector<int>& devices) override {
+    if (const auto it = m_lists_by_address.find(&devices); it != m_lists_by_address.end()) {
+      return it->second;
+    }
+    // Ops in a row mostly share their devices: the last list looked up first.
+    int id = m_last_list;
+    if (id < 0 || *m_list_of[static_cast<std::size_t>(id)] != devices) {
+      const auto it = m_lists.emplace(devices, static_cast<int>(m_lists.size())).first;
+      id = it->second;
+      if (static_cast<std::size_t>(id) >= m_list_of.size()) {
+        m_list_of.push_back(&it->first);
+      }
+    }
+    m_last_list = id;
+    m_lists_by_address.emplace(&devices, id);
+    return id;
+  }
+
+private:
+  static void append(std::string& key, int v) { key.append(reinterpret_cast<const char*>(&v), sizeof v); }
+  // Numbers only: the formulas would name the first op of a class.
+  static void strip(std::vector<cost::Term>& terms) {
+    for (auto& t : terms) {
+      t.formula.clear();
+    }
+  }
+  int signature(graph::OpId id, cost::Saved saved) {
+    int& sig = m_signature[static_cast<std::size_t>(id)][static_cast<std::size_t>(saved)];
+    if (sig < 0) {
+      auto text = cost::cost_signature(m_g, id, semantics()[static_cast<std::size_t>(id)], saved);
+      sig = m_signatures.emplace(std::move(text), static_cast<int>(m_signatures.size())).first->second;
+    }
+    return sig;
+  }
+  int setup_id(const cost::TrainingSetup& s) {
+    const auto key = std::make_tuple(static_cast<int>(s.precision), static_cast<int>(s.optimizer), s.zero_stage,
+                                     static_cast<int>(s.recompute), s.fp32_gradients, s.sequence_parallel);
+    return m_setups.emplace(key, static_cast<int>(m_setups.size())).first->second;
+  }
+
+  FreshPricing m_fresh;
+  const graph::Graph& m_g;
+  std::array<std::optional<std::vector<cost::Saved>>, 3> m_keep;
+  std::optional<std::vector<TiedWeight>> m_ties;
+  std::vector<std::array<int, 3>> m_signature; // per op and Saved: the interned cost signature
+  struct ListHash {
+    std::size_t operator()(const std::vector<int>& v) const {
+      std::size_t h = 1469598103934665603ULL;
+      for (const int d : v) {
+        h = (h ^ static_cast<std::size_t>(d)) * 1099511628211ULL;
+      }
+      return h;
+    }
+  };
+  std::unordered_map<std::string, int> m_signatures;
+  std::unordered_map<std::vector<int>, int, ListHash> m_lists;
+  std::vector<const std::vector<int>*> m_list_of; // id -> its list (keys of m_lists: stable)
+  int m_last_list = -1;
+  std::map<std::tuple<int, int, int, int, bool, bool>, int> m_setups;
+  std::unordered_map<const std::vector<int>*, int> m_lists_by_address; // this evaluation's
+  std::unordered_map<std::string, cost::OpCost> m_ops;
+  std::unordered_map<std::string, std::vector<cost::Term>> m_inputs;
+};
+
+} // namespace
+
+struct Evaluator::Memo {
+  MemoPricing pricing;
+  const graph::Graph& g;
+  const cluster::Cluster& cluster;
+};
+
+Evaluator::Evaluator(const graph::Graph& g, const cluster::Cluster& cluster)
+    : m_memo(std::make_unique<Memo>(Memo{MemoPricing(g, cluster), g, cluster})) {}
+Evaluator::~Evaluator() = default;
+
+Prediction Evaluator::operator()(const Strategy& st, const cost::TrainingSetup& setup) {
+  return evaluate_with(m_memo->g, m_memo->cluster, st, setup, m_memo->pricing);
+}
+
+Prediction evaluate(const graph::Graph& g, const cluster::Cluster& cluster, const Strategy& st,
+                    const cost::TrainingSetup& setup) {
+  FreshPricing pricing(g, cluster);
+  return evaluate_with(g, cluster, st, setup, pricing);
 }
 
 std::vector<std::string> prediction_notes(const graph::Graph& g, const cost::TrainingSetup& setup) {

@@ -5,7 +5,8 @@
 // parallel inside a node, contiguous pipeline stages of as many layers, data parallel over the
 // rest) with a micro-batch size, a schedule (1F1B, or interleaved with V model chunks per stage),
 // a ZeRO stage, a recomputation policy and sequence parallelism on or off; each is planned by the
-// megatron family and predicted by evaluate(), the number `partita plan` prints. Candidates whose
+// megatron family and predicted by strategy::Evaluator (evaluate()'s numbers up to the order of
+// floating-point sums), the chosen one by evaluate(), the number `partita plan` prints. Candidates whose
 // resident memory alone (parameters, gradients, optimizer state) provably exceeds the limit, and
 // those whose time provably cannot beat what was found, are skipped without planning (bounds
 // below); a plan that does not fit is never returned.

@@ -9,6 +9,7 @@
 #include "partita/sharding/config.h"
 #include "partita/sharding/redistribution.h"
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -132,6 +133,25 @@ std::optional<std::size_t> fastest_that_fits(const std::vector<const Prediction*
 Prediction evaluate(const graph::Graph& g, const cluster::Cluster& cluster, const Strategy& strategy,
                     const cost::TrainingSetup& setup);
 
+// Predictions of many strategies of one model on one cluster, for searches: the model's semantics
+// computed once, and each class of equal ops (the same cost signature, layout, devices and setup;
+// for a move, the producer's too) priced once and remembered across the strategies it predicts.
+// Its iteration times and memory are evaluate()'s up to the order of floating-point sums; the
+// terms' formulas may name another op of the class (numbers only). The model and cluster must
+// outlive it.
+class Evaluator {
+public:
+  Evaluator(const graph::Graph& g, const cluster::Cluster& cluster);
+  ~Evaluator();
+  Evaluator(const Evaluator&) = delete;
+  Evaluator& operator=(const Evaluator&) = delete;
+  Prediction operator()(const Strategy& strategy, const cost::TrainingSetup& setup);
+
+private:
+  struct Memo;
+  std::unique_ptr<Memo> m_memo;
+};
+
 // The redistribution an input of op `id` needs (forward, and its gradient backward), from its
 // producer's output layout to this op's input layout: a `redistribution` term for the transfer and
 // a `redistribution copies` term for the memory traffic beside it (or alone: a gradient added
@@ -190,6 +210,11 @@ std::vector<TiedWeight> tied_weights(const graph::Graph& g);
 std::vector<std::vector<std::size_t>> shared_parameters(const graph::Graph& g,
                                                         const std::vector<graph::OpSemantics>& sem,
                                                         const std::vector<OpAssignment>& ops);
+// The same, with the model's tied weights already found (tied_weights(g)).
+std::vector<std::vector<std::size_t>> shared_parameters(const graph::Graph& g,
+                                                        const std::vector<graph::OpSemantics>& sem,
+                                                        const std::vector<OpAssignment>& ops,
+                                                        const std::vector<TiedWeight>& ties);
 
 // Sequence parallelism's reduce-scatters (Korthikanti et al. 2022), which evaluate prices and
 // partita-run runs: whether op `id`'s partial-sum output `output` has one reader that keeps, on

@@ -1,0 +1,99 @@
+// strategy::Evaluator, the searches' evaluate(): each class of equal ops priced once and
+// remembered across strategies, with evaluate()'s iteration time, terms and memory per device
+// (up to the order of floating-point sums), for every family, pipelines and setups included.
+
+#include "partita/cluster/cluster.h"
+#include "partita/graph/error.h"
+#include "partita/search/optimizer.h"
+#include "partita/strategy/strategy.h"
+#include "partita/zoo/zoo.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+namespace partita {
+namespace {
+
+void expect_same(const strategy::Prediction& a, const strategy::Prediction& b, const std::string& what) {
+  const auto near = [](double x, double y) { return std::abs(x - y) <= 1e-12 * std::max(std::abs(x), std::abs(y)); };
+  EXPECT_TRUE(near(a.iteration_time, b.iteration_time)) << what << ": " << a.iteration_time << " " << b.iteration_time;
+  EXPECT_TRUE(near(a.peak_memory, b.peak_memory)) << what << ": " << a.peak_memory << " " << b.peak_memory;
+  EXPECT_EQ(a.fits, b.fits) << what;
+  EXPECT_EQ(a.devices_used, b.devices_used) << what;
+  ASSERT_EQ(a.memory.size(), b.memory.size());
+  for (std::size_t d = 0; d < a.memory.size(); ++d) {
+    EXPECT_TRUE(near(a.memory[d].total(), b.memory[d].total())) << what << " device " << d;
+    EXPECT_TRUE(near(a.memory[d].activations, b.memory[d].activations)) << what << " device " << d;
+  }
+  ASSERT_EQ(a.iteration.size(), b.iteration.size());
+  for (std::size_t i = 0; i < a.iteration.size(); ++i) {
+    EXPECT_EQ(a.iteration[i].name, b.iteration[i].name);
+    EXPECT_TRUE(near(a.iteration[i].value, b.iteration[i].value)) << what << ": " << a.iteration[i].name;
+  }
+  ASSERT_EQ(a.ops.size(), b.ops.size());
+  for (std::size_t i = 0; i < a.ops.size(); ++i) {
+    EXPECT_TRUE(near(a.ops[i].time, b.ops[i].time)) << what << " op " << i;
+  }
+}
+
+TEST(Evaluator, PredictsWhatEvaluatePredictsForEveryFamilyAndSetup) {
+  const auto model = zoo::load("zoo:gpt2?layers=4&hidden=64&heads=4&seq=32&batch=16&vocab=128");
+  const auto cnn = zoo::load("zoo:resnet50?batch=16&image=64");
+  auto cluster = cluster::load_cluster("dgx-a100?nodes=2");
+  int compared = 0;
+  for (const auto* m : {&model, &cnn}) {
+    strategy::Evaluator evaluator(m->graph, cluster); // one for all: its memory must not leak between them
+    for (const auto& family : {"dp", "mp", "owt", "megatron", "hybrid", "gholami", "pipeline"}) {
+      for (int variant = 0; variant < 4; ++variant) {
+        search::Request r;
+        r.graph = &m->graph;
+        r.cluster = &cluster;
+        r.devices = 16;
+        r.setup.precision = variant % 2 == 0 ? cluster::Precision::fp32 : cluster::Precision::bf16;
+        r.setup.zero_stage = variant;
+        r.setup.recompute = static_cast<cost::Recompute>(variant % 3);
+        r.setup.sequence_parallel = variant == 3 && m == &model;
+        if (std::string(family) == "pipeline") {
+          r.stages = 2;
+          r.micro_batches = 4;
+          r.schedule = variant == 1 && m == &model ? strategy::Schedule::interleaved : strategy::Schedule::one_f_one_b;
+        }
+        strategy::Strategy st;
+        try {
+          st = search::find_optimizer(family).optimize(r);
+        } catch (const Error&) {
+          continue; // a family that does not apply to this model
+        }
+        const std::string what = std::string(family) + " variant " + std::to_string(variant);
+        expect_same(evaluator(st, r.setup), strategy::evaluate(m->graph, cluster, st, r.setup), what);
+        ++compared;
+      }
+    }
+  }
+  EXPECT_GE(compared, 40);
+}
+
+TEST(Evaluator, ASecondLookAtTheSameStrategyIsTheSame) {
+  const auto model = zoo::load("zoo:bert?layers=2&hidden=64&heads=4&seq=32&batch=8&vocab=128&positions=64");
+  const auto cluster = cluster::load_cluster("dgx-a100");
+  search::Request r;
+  r.graph = &model.graph;
+  r.cluster = &cluster;
+  r.devices = 8;
+  const auto st = search::find_optimizer("megatron").optimize(r);
+  strategy::Evaluator evaluator(model.graph, cluster);
+  const auto first = evaluator(st, r.setup);
+  const auto second = evaluator(st, r.setup); // from its memory
+  EXPECT_EQ(first.iteration_time, second.iteration_time);
+  EXPECT_EQ(first.peak_memory, second.peak_memory);
+  // Another setup is another class: not the first one's figures.
+  auto setup = r.setup;
+  setup.zero_stage = 3;
+  const auto zero = evaluator(st, setup);
+  expect_same(zero, strategy::evaluate(model.graph, cluster, st, setup), "ZeRO-3");
+  EXPECT_LT(zero.peak_memory, first.peak_memory);
+}
+
+} // namespace
+} // namespace partita
