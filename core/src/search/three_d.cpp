@@ -13,6 +13,13 @@
 //   (none <= selective <= full for the same plan and ZeRO stage). So once "none" has been predicted
 //   for a shape and ZeRO stage, its time bounds the other two from below: they are skipped when
 //   the bound is no faster than the best found and the candidate could not join the front.
+// - Micro-batches. The ops' costs do not depend on the micro-batch count (a micro-batch's kernels
+//   are priced as the batch's share: a known gap of the model, see the README); under 1F1B more
+//   micro-batches of the same plan shrink the bubble ((p-1) x iteration / m) and the activations
+//   in flight (min(p - s, m) / m of the batch's), and change nothing else. So of a plan's 1F1B
+//   candidates only the smallest micro-batch size is planned; the others are weakly dominated.
+//   (The interleaved schedule's peak memory is walked over its program, not monotone in general:
+//   every micro-batch size is planned.)
 
 #include "partita/search/three_d.h"
 
@@ -118,8 +125,10 @@ int layer_count(const graph::Graph& g) {
   return layers;
 }
 
-// Every candidate of the space, the user's held choices applied.
-std::vector<Candidate> space(const Request& r) {
+// Every candidate of the space, the user's held choices applied. `dominated` counts the 1F1B
+// candidates left out because the same plan with a smaller micro-batch (more of them) is as fast
+// or faster and holds no more memory (the file comment's third bound).
+std::vector<Candidate> space(const Request& r, std::size_t& dominated) {
   const graph::Graph& g = *r.graph;
   const int n = r.devices;
   const int batch = strategy::batch_size(g);
@@ -184,7 +193,8 @@ std::vector<Candidate> space(const Request& r) {
           }
         }
       }
-      for (const int b : sizes) {
+      bool one_f_one_b_taken = false;
+      for (const int b : sizes) { // smallest first
         if (per_replica % b != 0) {
           continue;
         }
@@ -212,7 +222,15 @@ std::vector<Candidate> space(const Request& r) {
             schedules.emplace_back(strategy::Schedule::interleaved, r.chunks);
           }
         }
+        const std::size_t per_schedule = sps.size() * zeros.size() * recomputes.size();
         for (const auto& [schedule, v] : schedules) {
+          if (schedule == strategy::Schedule::one_f_one_b && r.micro_batch_size == 0) {
+            if (one_f_one_b_taken) {
+              dominated += per_schedule;
+              continue;
+            }
+            one_f_one_b_taken = true;
+          }
           for (const bool sp : sps) {
             for (const int z : zeros) {
               for (const auto rc : recomputes) {
@@ -326,8 +344,8 @@ Result search(const Request& r) {
     all[static_cast<std::size_t>(i)] = i;
   }
   result.memory_limit = r.memory_limit > 0 ? r.memory_limit : r.cluster->smallest_memory(all);
-  auto candidates = space(r);
-  result.candidates = candidates.size();
+  auto candidates = space(r, result.dominated);
+  result.candidates = candidates.size() + result.dominated;
   if (candidates.empty()) {
     throw Error(fmt::format("3d: no pipeline x tensor x data shape of {} devices splits the batch of {} (each "
                             "data-parallel replica needs a whole share)",
@@ -473,8 +491,9 @@ strategy::Strategy optimize(const Request& r) {
   auto st = std::move(res.strategy);
   std::string text = fmt::format("3-D search over {} candidates: {} planned and predicted, {} skipped as over the "
                                  "memory limit on parameters, gradients and optimizer state alone, {} as bounded by a "
-                                 "faster plan, {} refused by the layout. Chosen: {}, {} per iteration, {} per device.",
-                                 res.candidates, res.evaluated, res.too_big, res.too_slow,
+                                 "faster plan, {} as 1F1B micro-batches dominated by smaller ones of the same plan, {} "
+                                 "refused by the layout. Chosen: {}, {} per iteration, {} per device.",
+                                 res.candidates, res.evaluated, res.too_big, res.too_slow, res.dominated,
                                  res.refused, res.best.candidate.text(), seconds_text(res.best.iteration_time),
                                  gib(res.best.peak_memory));
   if (res.runner_up) {

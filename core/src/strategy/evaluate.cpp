@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <array>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -49,8 +50,9 @@ int batch_size(const graph::Graph& g) {
 
 namespace {
 
+// `seen_list`, when given, says whether a device list was checked before (an Evaluator's lists).
 void check(const graph::Graph& g, const cluster::Cluster& cluster, const Strategy& st,
-           const std::vector<graph::OpSemantics>& sem) {
+           const std::vector<graph::OpSemantics>& sem, const std::function<bool(const std::vector<int>&)>& seen_list = {}) {
   if (st.ops.size() != g.ops().size()) {
     throw Error(
         fmt::format("strategy '{}' assigns {} ops, the model has {}", st.family, st.ops.size(), g.ops().size()));
@@ -67,6 +69,9 @@ void check(const graph::Graph& g, const cluster::Cluster& cluster, const Strateg
     if (k < 1 || a.devices.empty() || a.devices.size() % static_cast<std::size_t>(k) != 0) {
       throw Error(fmt::format("strategy '{}', op '{}': {} devices is not a multiple of the {} its configuration needs",
                               st.family, name, a.devices.size(), k));
+    }
+    if (seen_list && seen_list(a.devices)) {
+      continue;
     }
     for (int d : a.devices) {
       const bool inside = d >= 0 && d < cluster.device_count();
@@ -571,7 +576,19 @@ Prediction evaluate_with(const graph::Graph& g, const cluster::Cluster& cluster,
   const cost::TrainingSetup& setup = st.setup ? *st.setup : given;
   pricing.begin();
   const auto& sem = pricing.semantics();
-  check(g, cluster, st, sem);
+  std::vector<bool> checked;
+  check(g, cluster, st, sem, [&](const std::vector<int>& devices) {
+    if (!pricing.by_device_list()) {
+      return false;
+    }
+    const auto id = static_cast<std::size_t>(pricing.list_id(devices));
+    if (id >= checked.size()) {
+      checked.resize(id + 1, false);
+    }
+    const bool before = checked[id];
+    checked[id] = true;
+    return before;
+  });
   const auto& order = pricing.order();
   const auto& keep = pricing.saved(setup.recompute);
   std::map<graph::OpId, std::vector<const TiedWeight*>> ties_of; // by first reader
@@ -787,17 +804,34 @@ Prediction evaluate_with(const graph::Graph& g, const cluster::Cluster& cluster,
   for (const auto& [key, bytes] : chunk_activations) {
     stages_of_device[key.first].insert(key.second % device_stages);
   }
+  // Each stage's program once; each walk once per stage and bytes per chunk (the devices of a
+  // stage mostly hold the same).
+  std::map<int, std::vector<PipelineStep>> programs;
+  std::map<std::pair<int, std::vector<double>>, double> walked;
   for (const auto& [d, its_stages] : stages_of_device) {
     double peak = 0;
     for (const int s : its_stages) {
-      double held = 0, most = 0;
-      for (const auto& step : pipeline_program(*st.pipeline, s)) {
-        const auto it = chunk_activations.find({d, step.chunk * device_stages + s});
-        const double bytes = it == chunk_activations.end() ? 0.0 : it->second;
-        held += step.forward ? bytes : -bytes;
-        most = std::max(most, held);
+      auto program = programs.find(s);
+      if (program == programs.end()) {
+        program = programs.emplace(s, pipeline_program(*st.pipeline, s)).first;
       }
-      peak += most;
+      std::vector<double> per_chunk(static_cast<std::size_t>(chunks), 0.0);
+      for (int v = 0; v < chunks; ++v) {
+        const auto it = chunk_activations.find({d, v * device_stages + s});
+        per_chunk[static_cast<std::size_t>(v)] = it == chunk_activations.end() ? 0.0 : it->second;
+      }
+      auto key = std::make_pair(s, std::move(per_chunk));
+      auto known = walked.find(key);
+      if (known == walked.end()) {
+        double held = 0, most = 0;
+        for (const auto& step : program->second) {
+          const double bytes = key.second[static_cast<std::size_t>(step.chunk)];
+          held += step.forward ? bytes : -bytes;
+          most = std::max(most, held);
+        }
+        known = walked.emplace(std::move(key), most).first;
+      }
+      peak += known->second;
     }
     p.memory[static_cast<std::size_t>(d)].activations += peak;
   }

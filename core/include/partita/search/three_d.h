@@ -6,10 +6,11 @@
 // rest) with a micro-batch size, a schedule (1F1B, or interleaved with V model chunks per stage),
 // a ZeRO stage, a recomputation policy and sequence parallelism on or off; each is planned by the
 // megatron family and predicted by strategy::Evaluator (evaluate()'s numbers up to the order of
-// floating-point sums), the chosen one by evaluate(), the number `partita plan` prints. Candidates whose
-// resident memory alone (parameters, gradients, optimizer state) provably exceeds the limit, and
-// those whose time provably cannot beat what was found, are skipped without planning (bounds
-// below); a plan that does not fit is never returned.
+// floating-point sums), the chosen one by evaluate(), the number `partita plan` prints. Candidates
+// whose resident memory alone (parameters, gradients, optimizer state) provably exceeds the limit,
+// those whose time provably cannot beat what was found, and those another candidate provably
+// matches or beats in both time and memory are skipped without planning (three_d.cpp says how); a
+// plan that does not fit is never returned.
 
 #include "partita/search/optimizer.h"
 #include "partita/strategy/strategy.h"
@@ -58,6 +59,7 @@ struct Result {
   std::size_t evaluated = 0;  // planned and predicted
   std::size_t too_big = 0;    // skipped: resident memory alone over the limit (a lower bound)
   std::size_t too_slow = 0;   // skipped: time bound not below the best (and memory not below the front's)
+  std::size_t dominated = 0;  // skipped: 1F1B with a larger micro-batch than the plan's smallest (weakly dominated)
   std::size_t refused = 0;    // the megatron family refused the shape (dims that do not divide, ...)
   double memory_limit = 0;    // bytes per device
   // What keeps the best from being faster: "memory" when a faster candidate exists that does not
