@@ -80,6 +80,8 @@ Planned make_plan(const graph::Graph& g, const cluster::Cluster& cluster, int de
   if (setup.plan.empty() && family == "auto") {
     out.search = search::auto_search(request);
     out.strategy = out.search->strategy;
+  } else if (setup.plan.empty() && family == "3d") {
+    out.strategy = search::three_d::optimize(request, &out.three_d.emplace());
   } else {
     out.strategy = search::find_optimizer(setup.plan.empty() ? family : "given").optimize(request);
   }
@@ -165,7 +167,7 @@ void SetupOptions::add_to(CLI::App& cmd) {
       ->check(CLI::Range(0, 1024).description("an integer from 0 to 1024"))
       ->capture_default_str();
   cmd.add_option("--memory-limit", memory_limit_gib,
-                 "auto, bapipe: GiB per device the plan must fit in (default: the cluster's device memory)")
+                 "auto, bapipe, 3d: GiB per device the plan must fit in (default: the cluster's device memory)")
       ->check(CLI::Range(1e-6, 1e9).description("GiB > 0"));
 }
 

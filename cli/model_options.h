@@ -8,6 +8,7 @@
 #include "partita/proto/partita.pb.h"
 #include "partita/search/auto_search.h"
 #include "partita/search/optimizer.h"
+#include "partita/search/three_d.h"
 
 #include <CLI/CLI.hpp>
 
@@ -81,6 +82,7 @@ cluster::Cluster cluster_for(const std::string& spec, int devices);
 struct Planned {
   strategy::Strategy strategy;
   std::optional<search::AutoResult> search; // the auto family's search, with its runner-ups
+  std::optional<search::three_d::Result> three_d; // the 3d family's search, with its Pareto front
   strategy::Prediction prediction;
   proto::Plan plan;
 };

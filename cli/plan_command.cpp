@@ -94,6 +94,23 @@ std::string gib(double bytes) {
   return fmt::format("{:.2f}", bytes / (1024.0 * 1024.0 * 1024.0));
 }
 
+// The 3-D search's Pareto front: each point a plan, with the megatron options that make it.
+void print_pareto_front(const search::three_d::Result& r, const PlanOptions& o) {
+  Table t({{"#"}, {"iteration ms"}, {"memory MiB"}, {"plan", Table::Align::left}});
+  for (std::size_t i = 0; i < r.pareto.size(); ++i) {
+    const auto& point = r.pareto[i];
+    t.add_row({std::to_string(i + 1), ms(point.iteration_time), mib(point.peak_memory), point.candidate.text()});
+  }
+  std::cout << fmt::format("\nPareto front of the 3-D search: iteration time against memory per device, {} plans "
+                           "that fit in {} GiB, fastest first\n",
+                           r.pareto.size(), gib(r.memory_limit));
+  std::cout << t.render();
+  std::cout << fmt::format("each is `partita plan {} --devices {}` with:\n", o.model.model, o.devices);
+  for (std::size_t i = 0; i < r.pareto.size(); ++i) {
+    std::cout << fmt::format("  {}: {}\n", i + 1, r.pareto[i].candidate.options());
+  }
+}
+
 // How auto's plan differs from the hand-made families: its margin over the fastest, and the ops
 // where it departs from the closest.
 void print_family_comparison(const search::AutoResult& r, const graph::Graph& g, const cluster::Cluster& cl,
@@ -259,6 +276,9 @@ void add_plan_command(CLI::App& app) {
     }
     if (planned.search) {
       print_family_comparison(*planned.search, g, cl, *o);
+    }
+    if (planned.three_d) {
+      print_pareto_front(*planned.three_d, *o);
     }
     if (!o->output.empty()) {
       std::cout << fmt::format("plan written to {}\n", o->output);

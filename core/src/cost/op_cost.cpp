@@ -445,8 +445,10 @@ namespace {
 
 OpCost op_cost_on(const cluster::Device& dev, const graph::Graph& g, graph::OpId id, const graph::OpSemantics& s,
                   const sharding::Config& config, std::span<const int> devices, const cluster::Cluster& cluster,
-                  const TrainingSetup& setup, Saved saved, std::span<const std::size_t> shared_parameters) {
+                  const TrainingSetup& setup, Saved saved, std::span<const std::size_t> shared_parameters,
+                  int micro_batches) {
   const graph::Op& op = g.op(id);
+  const int micro = std::max(1, micro_batches);
   if (config.splits.size() != s.dims.size()) {
     throw Error(fmt::format("op '{}': the configuration has {} factors for {} iteration dimensions", op.name,
                             config.splits.size(), s.dims.size()));
@@ -704,20 +706,24 @@ OpCost op_cost_on(const cluster::Device& dev, const graph::Graph& g, graph::OpId
     } else {
       const auto rs = collective_on_groups(cluster, Collective::reduce_scatter, groups, grad_bytes);
       const auto ag = collective_on_groups(cluster, Collective::all_gather, groups, bytes);
+      // ZeRO-2 and -3 hold a gradient shard only: each micro-batch's gradients are reduce-scattered.
+      const int scatters = setup.zero_stage >= 2 ? micro : 1;
+      const std::string times = scatters > 1 ? fmt::format("{} micro-batches x ", scatters) : std::string();
       if (setup.zero_stage < 3) {
-        cost.time.push_back({std::string(term::gradient_sync), rs.seconds + ag.seconds,
-                             fmt::format("ZeRO-{}: gradient reduce-scatter and parameter all-gather over {} copies of "
-                                         "'{}': {}; {}",
-                                         setup.zero_stage, replicas, t.name, rs.formula, ag.formula)});
+        cost.time.push_back({std::string(term::gradient_sync), scatters * rs.seconds + ag.seconds,
+                             fmt::format("ZeRO-{}: gradient reduce-scatter{} and parameter all-gather over {} copies "
+                                         "of '{}': {}{}; {}",
+                                         setup.zero_stage, scatters > 1 ? " every micro-batch" : "", replicas, t.name,
+                                         times, rs.formula, ag.formula)});
       } else {
-        // The updated shard stays sharded: the next forward pass gathers it (below).
-        cost.time.push_back(
-            {std::string(term::gradient_sync), rs.seconds,
-             fmt::format("ZeRO-3: gradient reduce-scatter over {} copies of '{}': {}", replicas, t.name, rs.formula)});
-        cost.time.push_back(
-            {std::string(term::parameter_gather), 2 * ag.seconds,
-             fmt::format("ZeRO-3 gathers '{}' before the forward and the backward pass: 2 x {}", t.name, ag.formula),
-             ag.seconds});
+        // The updated shard stays sharded: every micro-batch's passes gather it (below).
+        cost.time.push_back({std::string(term::gradient_sync), scatters * rs.seconds,
+                             fmt::format("ZeRO-3: gradient reduce-scatter over {} copies of '{}': {}{}", replicas,
+                                         t.name, times, rs.formula)});
+        cost.time.push_back({std::string(term::parameter_gather), 2 * micro * ag.seconds,
+                             fmt::format("ZeRO-3 gathers '{}' before the forward and the backward pass{}: {}2 x {}",
+                                         t.name, micro > 1 ? " of every micro-batch" : "", times, ag.formula),
+                             micro * ag.seconds});
       }
     }
   }
@@ -773,13 +779,15 @@ OpCost op_cost_on(const cluster::Device& dev, const graph::Graph& g, graph::OpId
 // kind prices the whole op, and the costliest counts (data parallel steps wait for the slowest).
 OpCost op_cost(const graph::Graph& g, graph::OpId id, const graph::OpSemantics& s, const sharding::Config& config,
                std::span<const int> devices, const cluster::Cluster& cluster, const TrainingSetup& setup, Saved saved,
-               std::span<const std::size_t> shared_parameters) {
+               std::span<const std::size_t> shared_parameters, int micro_batches) {
   if (!cluster.heterogeneous()) {
-    return op_cost_on(cluster.device, g, id, s, config, devices, cluster, setup, saved, shared_parameters);
+    return op_cost_on(cluster.device, g, id, s, config, devices, cluster, setup, saved, shared_parameters,
+                      micro_batches);
   }
   std::optional<OpCost> slowest;
   for (const int k : cluster.kinds_of(devices)) {
-    OpCost c = op_cost_on(cluster.kind(k), g, id, s, config, devices, cluster, setup, saved, shared_parameters);
+    OpCost c = op_cost_on(cluster.kind(k), g, id, s, config, devices, cluster, setup, saved, shared_parameters,
+                          micro_batches);
     if (!slowest || c.time_total() > slowest->time_total()) {
       slowest = std::move(c);
     }

@@ -71,7 +71,7 @@ const std::vector<std::unique_ptr<Optimizer>>& optimizers() {
         "3d", "3-D search (pipeline x tensor x data)",
         "pipeline stages, tensor-parallel width, data replicas, micro-batch, schedule, ZeRO stage, recomputation and "
         "sequence parallelism searched together on Megatron-LM's layout, the fastest plan that fits",
-        three_d::optimize));
+        [](const Request& r) { return three_d::optimize(r); }));
     v.push_back(
         std::make_unique<Family>("given", "as given", "a strategy read from a plan file (--plan FILE)", detail::given));
     return v;

@@ -13,13 +13,14 @@
 //   (none <= selective <= full for the same plan and ZeRO stage). So once "none" has been predicted
 //   for a shape and ZeRO stage, its time bounds the other two from below: they are skipped when
 //   the bound is no faster than the best found and the candidate could not join the front.
-// - Micro-batches. The ops' costs do not depend on the micro-batch count (a micro-batch's kernels
-//   are priced as the batch's share: a known gap of the model, see the README); under 1F1B more
-//   micro-batches of the same plan shrink the bubble ((p-1) x iteration / m) and the activations
-//   in flight (min(p - s, m) / m of the batch's), and change nothing else. So of a plan's 1F1B
-//   candidates only the smallest micro-batch size is planned; the others are weakly dominated.
-//   (The interleaved schedule's peak memory is walked over its program, not monotone in general:
-//   every micro-batch size is planned.)
+// - Micro-batches. Under ZeRO 0 and 1 the ops' costs do not depend on the micro-batch count (a
+//   micro-batch's kernels are priced as the batch's share: a known gap of the model, see the
+//   README); under 1F1B more micro-batches of the same plan shrink the bubble ((p-1) x iteration /
+//   m) and the activations in flight (min(p - s, m) / m of the batch's), and change nothing else.
+//   So of a plan's 1F1B candidates with ZeRO 0 or 1 only the smallest micro-batch size is planned;
+//   the others are weakly dominated. (ZeRO 2 and 3 synchronize every micro-batch, and the
+//   interleaved schedule's peak memory is walked over its program, not monotone in general: every
+//   micro-batch size is planned.)
 
 #include "partita/search/three_d.h"
 
@@ -39,7 +40,10 @@ namespace partita::search::three_d {
 namespace {
 
 std::string gib(double bytes) {
-  return fmt::format("{:.1f} GiB", bytes / (1024.0 * 1024.0 * 1024.0));
+  constexpr double k = 1024.0;
+  return bytes >= 0.1 * k * k * k ? fmt::format("{:.1f} GiB", bytes / (k * k * k))
+         : bytes >= 0.1 * k * k   ? fmt::format("{:.1f} MiB", bytes / (k * k))
+                                  : fmt::format("{:.1f} KiB", bytes / k);
 }
 std::string seconds_text(double s) {
   return s >= 1 ? fmt::format("{:.3f} s", s) : fmt::format("{:.4g} ms", s * 1e3);
@@ -222,17 +226,18 @@ std::vector<Candidate> space(const Request& r, std::size_t& dominated) {
             schedules.emplace_back(strategy::Schedule::interleaved, r.chunks);
           }
         }
-        const std::size_t per_schedule = sps.size() * zeros.size() * recomputes.size();
         for (const auto& [schedule, v] : schedules) {
+          bool larger = false; // a 1F1B micro-batch larger than the plan's smallest
           if (schedule == strategy::Schedule::one_f_one_b && r.micro_batch_size == 0) {
-            if (one_f_one_b_taken) {
-              dominated += per_schedule;
-              continue;
-            }
+            larger = one_f_one_b_taken;
             one_f_one_b_taken = true;
           }
           for (const bool sp : sps) {
             for (const int z : zeros) {
+              if (larger && z <= 1) {
+                dominated += recomputes.size();
+                continue;
+              }
               for (const auto rc : recomputes) {
                 Candidate c;
                 c.pipeline = p;
@@ -447,9 +452,9 @@ Result search(const Request& r) {
                               gib(result.memory_limit), result.evaluated, result.candidates, result.too_big,
                               gib(smallest->peak_memory), smallest->candidate.text()));
     }
-    throw Error(fmt::format("3d: no candidate fits in {} per device: all {} need more for their parameters, "
+    throw Error(fmt::format("3d: no candidate fits in {} per device: all {} shapes need more for their parameters, "
                             "gradients and optimizer state alone",
-                            gib(result.memory_limit), result.candidates));
+                            gib(result.memory_limit), result.too_big));
   }
   // The best: the fastest, and of equally fast ones the one holding least memory.
   std::stable_sort(fitting.begin(), fitting.end(), [](const Point& a, const Point& b) {
@@ -486,12 +491,12 @@ Result search(const Request& r) {
   return result;
 }
 
-strategy::Strategy optimize(const Request& r) {
+strategy::Strategy optimize(const Request& r, Result* result) {
   auto res = search(r);
-  auto st = std::move(res.strategy);
+  auto st = res.strategy;
   std::string text = fmt::format("3-D search over {} candidates: {} planned and predicted, {} skipped as over the "
                                  "memory limit on parameters, gradients and optimizer state alone, {} as bounded by a "
-                                 "faster plan, {} as 1F1B micro-batches dominated by smaller ones of the same plan, {} "
+                                 "faster plan, {} as 1F1B micro-batches (ZeRO 0-1) dominated by smaller ones of the same plan, {} "
                                  "refused by the layout. Chosen: {}, {} per iteration, {} per device.",
                                  res.candidates, res.evaluated, res.too_big, res.too_slow, res.dominated,
                                  res.refused, res.best.candidate.text(), seconds_text(res.best.iteration_time),
@@ -509,6 +514,10 @@ strategy::Strategy optimize(const Request& r) {
   text += fmt::format(" Pareto front (time, memory): {} plans.", res.pareto.size());
   st.family = "3d";
   st.explanation = text + " " + st.explanation;
+  if (result != nullptr) {
+    *result = std::move(res);
+    result->strategy = st;
+  }
   return st;
 }
 

@@ -891,7 +891,7 @@ public:
                   const std::vector<cost::Saved>& keep, const cost::TrainingSetup& setup) override {
     const auto& a = st.ops[static_cast<std::size_t>(id)];
     auto c = cost::op_cost(m_g, id, m_sem[static_cast<std::size_t>(id)], a.config, a.devices, m_cluster, setup,
-                           keep[static_cast<std::size_t>(id)], shared);
+                           keep[static_cast<std::size_t>(id)], shared, st.pipeline ? st.pipeline->micro_batches : 1);
     if (setup.sequence_parallel) {
       reduce_scatters(m_g, m_sem, st.ops, id, m_cluster, setup, c);
     }
@@ -943,6 +943,8 @@ public:
     std::string key;
     append(key, signature(id, keep[static_cast<std::size_t>(id)]));
     append(key, setup_id(setup));
+    // ZeRO-2 and -3 synchronize every micro-batch (cost::op_cost); the others once.
+    append(key, setup.zero_stage >= 2 && st.pipeline ? st.pipeline->micro_batches : 1);
     append(key, list_id(a.devices));
     append(key, static_cast<int>(a.config.splits.size()));
     for (const int f : a.config.splits) {

@@ -81,9 +81,14 @@ bool is_redistribution_term(std::string_view name);
 // slots of weights that another op holds on the same devices in the same blocks (a tied weight's
 // later reader, strategy::tied_weights): one buffer, one gradient, one step, all counted on that
 // op, so none of their memory, gradient synchronization, gathers or optimizer step here.
+// `micro_batches`: the iteration's micro-batches (a pipeline's, or gradient accumulation's). ZeRO-1
+// accumulates whole gradients and synchronizes once; ZeRO-2 keeps only its gradient shard, so it
+// reduce-scatters every micro-batch's gradients, and ZeRO-3 also gathers the parameters for every
+// micro-batch's forward and backward pass (as DeepSpeed does with gradient accumulation).
 OpCost op_cost(const graph::Graph& g, graph::OpId id, const graph::OpSemantics& s, const sharding::Config& config,
                std::span<const int> devices, const cluster::Cluster& cluster, const TrainingSetup& setup,
-               Saved saved = Saved::kept, std::span<const std::size_t> shared_parameters = {});
+               Saved saved = Saved::kept, std::span<const std::size_t> shared_parameters = {},
+               int micro_batches = 1);
 
 // Everything op_cost reads about op `id` besides its configuration, devices, cluster and setup,
 // as text: two ops with equal signatures cost the same under every configuration (the search

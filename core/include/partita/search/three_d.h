@@ -59,7 +59,7 @@ struct Result {
   std::size_t evaluated = 0;  // planned and predicted
   std::size_t too_big = 0;    // skipped: resident memory alone over the limit (a lower bound)
   std::size_t too_slow = 0;   // skipped: time bound not below the best (and memory not below the front's)
-  std::size_t dominated = 0;  // skipped: 1F1B with a larger micro-batch than the plan's smallest (weakly dominated)
+  std::size_t dominated = 0;  // skipped: 1F1B, ZeRO 0-1, a larger micro-batch than the plan's smallest
   std::size_t refused = 0;    // the megatron family refused the shape (dims that do not divide, ...)
   double memory_limit = 0;    // bytes per device
   // What keeps the best from being faster: "memory" when a faster candidate exists that does not
@@ -77,7 +77,7 @@ Result search(const Request& r);
 strategy::Strategy plan(const Request& r, const Candidate& c);
 
 // The family: search(r).strategy with an explanation (the choice, the runner-up, the binding
-// constraint, the space).
-strategy::Strategy optimize(const Request& r);
+// constraint, the space); the search's result in `*result` when given.
+strategy::Strategy optimize(const Request& r, Result* result = nullptr);
 
 } // namespace partita::search::three_d
