@@ -24,5 +24,4 @@ constexpr Row rows[] = {
 constexpr int sequence = 2048;
 constexpr int vocabulary = 51200;
 
-
 } // namespace

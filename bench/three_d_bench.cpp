@@ -39,8 +39,8 @@ double peak_rss_mib() {
 }
 
 graph::Graph gpt(int layers, int hidden, int heads, int batch) {
-  return zoo::load(fmt::format("zoo:gpt3?layers={}&hidden={}&heads={}&seq={}&batch={}&vocab={}", layers, hidden,
-                               heads, sequence, batch, vocabulary))
+  return zoo::load(fmt::format("zoo:gpt3?layers={}&hidden={}&heads={}&seq={}&batch={}&vocab={}", layers, hidden, heads,
+                               sequence, batch, vocabulary))
       .graph;
 }
 
@@ -94,8 +94,8 @@ void against_published(const std::string& preset) {
       published.schedule = strategy::Schedule::interleaved;
       published.chunks = chunks;
     }
-    const auto given = strategy::evaluate(g, c, search::find_optimizer("megatron").optimize(published),
-                                          published.setup);
+    const auto given =
+        strategy::evaluate(g, c, search::find_optimizer("megatron").optimize(published), published.setup);
     const auto res = search::three_d::search(r);
     const double diff = res.best.iteration_time / given.iteration_time - 1;
     never_worse += res.best.iteration_time <= given.iteration_time ? 1 : 0;

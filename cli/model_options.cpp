@@ -108,16 +108,17 @@ void SetupOptions::add_to(CLI::App& cmd) {
       ->capture_default_str();
   cmd.add_option("--optimizer", optimizer, "sgd, momentum or adam")->capture_default_str();
   zero_option = cmd.add_option("--zero", zero, "ZeRO stage 0-3 (3d: searched unless given)")->capture_default_str();
-  recompute_option =
-      cmd.add_option("--recompute", recompute, "none, selective or full (3d: searched unless given)")
-          ->capture_default_str();
-  distributed_optimizer_option = cmd.add_flag("--distributed-optimizer", distributed_optimizer,
-               "Megatron-LM's distributed optimizer: fp32 master weights and optimizer state sharded over the "
-               "data-parallel replicas (ZeRO-1; the same as --zero 1)");
-  sequence_parallel_option = cmd.add_flag("--sequence-parallel", sequence_parallel,
-               "Megatron-LM's sequence parallelism (Korthikanti et al. 2022): megatron splits LayerNorm, dropout and "
-               "the residual adds along the sequence inside the tensor-parallel group, and a partial sum whose one "
-               "reader keeps a slice on each device is reduce-scattered (its gradient too), not all-reduced");
+  recompute_option = cmd.add_option("--recompute", recompute, "none, selective or full (3d: searched unless given)")
+                         ->capture_default_str();
+  distributed_optimizer_option =
+      cmd.add_flag("--distributed-optimizer", distributed_optimizer,
+                   "Megatron-LM's distributed optimizer: fp32 master weights and optimizer state sharded over the "
+                   "data-parallel replicas (ZeRO-1; the same as --zero 1)");
+  sequence_parallel_option = cmd.add_flag(
+      "--sequence-parallel", sequence_parallel,
+      "Megatron-LM's sequence parallelism (Korthikanti et al. 2022): megatron splits LayerNorm, dropout and "
+      "the residual adds along the sequence inside the tensor-parallel group, and a partial sum whose one "
+      "reader keeps a slice on each device is reduce-scattered (its gradient too), not all-reduced");
   cmd.add_flag("--fp32-gradients", fp32_gradients,
                "mixed precision: weight gradients kept and reduced in fp32 (Megatron-LM's main_grad, its default "
                "under bf16: --accumulate-allreduce-grads-in-fp32)");
@@ -141,7 +142,7 @@ void SetupOptions::add_to(CLI::App& cmd) {
       cmd.add_option("--schedule", schedule,
                      "pipeline schedule: gpipe, 1f1b, or interleaved (1F1B with model chunks per stage, Megatron-LM's "
                      "virtual pipeline; 3d: 1f1b and interleaved searched unless given)")
-      ->capture_default_str();
+          ->capture_default_str();
   cmd.add_option("--chunks", chunks, "interleaved schedule: model chunks per pipeline stage (default 2)")
       ->check(whole(2, 1024, "chunks"));
   cmd.add_option(

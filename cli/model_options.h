@@ -81,7 +81,7 @@ cluster::Cluster cluster_for(const std::string& spec, int devices);
 // file (what `partita plan` prints and writes, and `partita run` executes).
 struct Planned {
   strategy::Strategy strategy;
-  std::optional<search::AutoResult> search; // the auto family's search, with its runner-ups
+  std::optional<search::AutoResult> search;       // the auto family's search, with its runner-ups
   std::optional<search::three_d::Result> three_d; // the 3d family's search, with its Pareto front
   strategy::Prediction prediction;
   proto::Plan plan;

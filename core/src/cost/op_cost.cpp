@@ -786,8 +786,8 @@ OpCost op_cost(const graph::Graph& g, graph::OpId id, const graph::OpSemantics& 
   }
   std::optional<OpCost> slowest;
   for (const int k : cluster.kinds_of(devices)) {
-    OpCost c = op_cost_on(cluster.kind(k), g, id, s, config, devices, cluster, setup, saved, shared_parameters,
-                          micro_batches);
+    OpCost c =
+        op_cost_on(cluster.kind(k), g, id, s, config, devices, cluster, setup, saved, shared_parameters, micro_batches);
     if (!slowest || c.time_total() > slowest->time_total()) {
       slowest = std::move(c);
     }

@@ -38,8 +38,7 @@ strategy::Strategy given(const Request& r) {
                                 r.plan_file, text, option));
       }
     };
-    hold(r.held.zero, r.setup.zero_stage, chosen.zero_stage, "--zero",
-         fmt::format("ZeRO stage {}", chosen.zero_stage));
+    hold(r.held.zero, r.setup.zero_stage, chosen.zero_stage, "--zero", fmt::format("ZeRO stage {}", chosen.zero_stage));
     hold(r.held.recompute, r.setup.recompute, chosen.recompute, "--recompute",
          fmt::format("recompute {}", cost::recompute_name(chosen.recompute)));
     hold(r.held.sequence_parallel, r.setup.sequence_parallel, chosen.sequence_parallel, "--sequence-parallel",

@@ -189,8 +189,7 @@ strategy::Strategy pipeline(const Request& r) {
       const auto k = static_cast<std::size_t>(config.devices());
       std::vector<int> devices(first_stage.begin(),
                                first_stage.begin() + static_cast<std::ptrdiff_t>(per_stage / k * k));
-      times.push_back(
-          cost::op_cost(b.graph(), id, b.semantics(id), config, devices, b.cluster(), weigh).time_total());
+      times.push_back(cost::op_cost(b.graph(), id, b.semantics(id), config, devices, b.cluster(), weigh).time_total());
     }
     if (r.balance == "layers") {
       // Megatron-LM's way: the repeated blocks (layers) shared out evenly, what occurs once (the
@@ -241,9 +240,10 @@ strategy::Strategy pipeline(const Request& r) {
       chunks > 1 ? fmt::format(" ({} chunks each: {} pieces, piece v on the devices of stage v mod {})", chunks, pieces,
                                stages)
                  : "";
-  auto st = b.finish(fmt::format("{} stages of {} devices ({}){}, cut {}; {} micro-batches{}, {} schedule.{}", stages,
-                                 per_stage, inside, chunk_text, how, micro, capped, strategy::schedule_name(r.schedule),
-                                 tally.lost_text(b, t)));
+  auto st =
+      b.finish(fmt::format("{} stage{} of {} devices ({}){}, cut {}; {} micro-batch{}{}, {} schedule.{}", stages,
+                           stages == 1 ? "" : "s", per_stage, inside, chunk_text, how, micro, micro == 1 ? "" : "es",
+                           capped, strategy::schedule_name(r.schedule), tally.lost_text(b, t)));
   st.pipeline = std::move(pipe);
   return st;
 }

@@ -303,8 +303,8 @@ std::string Candidate::text() const {
 }
 
 std::string Candidate::options() const {
-  std::string s = fmt::format("--strategy megatron --tp {} --pp {} --micro-batch-size {}", tensor, pipeline,
-                              micro_batch_size);
+  std::string s =
+      fmt::format("--strategy megatron --tp {} --pp {} --micro-batch-size {}", tensor, pipeline, micro_batch_size);
   if (schedule == strategy::Schedule::interleaved) {
     s += fmt::format(" --schedule interleaved --chunks {}", chunks);
   }
@@ -494,23 +494,23 @@ Result search(const Request& r) {
 strategy::Strategy optimize(const Request& r, Result* result) {
   auto res = search(r);
   auto st = res.strategy;
-  std::string text = fmt::format("3-D search over {} candidates: {} planned and predicted, {} skipped as over the "
-                                 "memory limit on parameters, gradients and optimizer state alone, {} as bounded by a "
-                                 "faster plan, {} as 1F1B micro-batches (ZeRO 0-1) dominated by smaller ones of the same plan, {} "
-                                 "refused by the layout. Chosen: {}, {} per iteration, {} per device.",
-                                 res.candidates, res.evaluated, res.too_big, res.too_slow, res.dominated,
-                                 res.refused, res.best.candidate.text(), seconds_text(res.best.iteration_time),
-                                 gib(res.best.peak_memory));
+  std::string text =
+      fmt::format("3-D search over {} candidates: {} planned and predicted, {} skipped as over the "
+                  "memory limit on parameters, gradients and optimizer state alone, {} as bounded by a "
+                  "faster plan, {} as 1F1B micro-batches (ZeRO 0-1) dominated by smaller ones of the same plan, {} "
+                  "refused by the layout. Chosen: {}, {} per iteration, {} per device.",
+                  res.candidates, res.evaluated, res.too_big, res.too_slow, res.dominated, res.refused,
+                  res.best.candidate.text(), seconds_text(res.best.iteration_time), gib(res.best.peak_memory));
   if (res.runner_up) {
     text += fmt::format(" Runner-up: {}, {} (+{:.1f}%), {} per device.", res.runner_up->candidate.text(),
                         seconds_text(res.runner_up->iteration_time),
                         100 * (res.runner_up->iteration_time / res.best.iteration_time - 1),
                         gib(res.runner_up->peak_memory));
   }
-  text += res.binding == "memory"
-              ? fmt::format(" Binding: memory (a faster candidate needs more than {} per device).",
-                            gib(res.memory_limit))
-              : fmt::format(" Binding: {} (the larger of the two in the chosen plan).", res.binding);
+  text +=
+      res.binding == "memory"
+          ? fmt::format(" Binding: memory (a faster candidate needs more than {} per device).", gib(res.memory_limit))
+          : fmt::format(" Binding: {} (the larger of the two in the chosen plan).", res.binding);
   text += fmt::format(" Pareto front (time, memory): {} plans.", res.pareto.size());
   st.family = "3d";
   st.explanation = text + " " + st.explanation;

@@ -6,8 +6,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cmath>
 #include <array>
+#include <cmath>
 #include <functional>
 #include <map>
 #include <optional>
@@ -52,7 +52,8 @@ namespace {
 
 // `seen_list`, when given, says whether a device list was checked before (an Evaluator's lists).
 void check(const graph::Graph& g, const cluster::Cluster& cluster, const Strategy& st,
-           const std::vector<graph::OpSemantics>& sem, const std::function<bool(const std::vector<int>&)>& seen_list = {}) {
+           const std::vector<graph::OpSemantics>& sem,
+           const std::function<bool(const std::vector<int>&)>& seen_list = {}) {
   if (st.ops.size() != g.ops().size()) {
     throw Error(
         fmt::format("strategy '{}' assigns {} ops, the model has {}", st.family, st.ops.size(), g.ops().size()));
@@ -859,7 +860,6 @@ Prediction evaluate_with(const graph::Graph& g, const cluster::Cluster& cluster,
   p.notes = prediction_notes(g, setup);
   return p;
 }
-
 
 // Every op priced afresh, with its formulas.
 class FreshPricing final : public Pricing {

@@ -22,8 +22,8 @@
 namespace partita {
 namespace {
 
-using ::testing::HasSubstr;
 using search::three_d::Candidate;
+using ::testing::HasSubstr;
 
 // A small GPT on 2 nodes of 4 devices: 4 layers, so up to 4 stages, interleaving with 2 chunks.
 struct Fixture {
@@ -229,8 +229,7 @@ TEST(ThreeD, NothingFitsNamesTheSmallestFootprint) {
   Fixture f;
   auto r = f.request();
   r.memory_limit = 1e3; // 1 kB
-  EXPECT_THAT([&] { search::three_d::search(r); },
-              ::testing::ThrowsMessage<Error>(HasSubstr("no candidate fits")));
+  EXPECT_THAT([&] { search::three_d::search(r); }, ::testing::ThrowsMessage<Error>(HasSubstr("no candidate fits")));
   // Parameters, gradients and optimizer state alone over the limit: nothing is planned.
   try {
     search::three_d::search(r);

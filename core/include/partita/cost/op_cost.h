@@ -87,8 +87,7 @@ bool is_redistribution_term(std::string_view name);
 // micro-batch's forward and backward pass (as DeepSpeed does with gradient accumulation).
 OpCost op_cost(const graph::Graph& g, graph::OpId id, const graph::OpSemantics& s, const sharding::Config& config,
                std::span<const int> devices, const cluster::Cluster& cluster, const TrainingSetup& setup,
-               Saved saved = Saved::kept, std::span<const std::size_t> shared_parameters = {},
-               int micro_batches = 1);
+               Saved saved = Saved::kept, std::span<const std::size_t> shared_parameters = {}, int micro_batches = 1);
 
 // Everything op_cost reads about op `id` besides its configuration, devices, cluster and setup,
 // as text: two ops with equal signatures cost the same under every configuration (the search
