@@ -931,12 +931,7 @@ public:
     }
     return *keep;
   }
-  const std::vector<TiedWeight>& ties() override {
-    if (!m_ties) {
-      m_ties = tied_weights(m_g);
-    }
-    return *m_ties;
-  }
+  const std::vector<TiedWeight>& ties() override { return m_fresh.ties(); }
   cost::OpCost op(const Strategy& st, graph::OpId id, std::span<const std::size_t> shared,
                   const std::vector<cost::Saved>& keep, const cost::TrainingSetup& setup) override {
     const auto& a = st.ops[static_cast<std::size_t>(id)];
@@ -1070,7 +1065,6 @@ private:
   FreshPricing m_fresh;
   const graph::Graph& m_g;
   std::array<std::optional<std::vector<cost::Saved>>, 3> m_keep;
-  std::optional<std::vector<TiedWeight>> m_ties;
   std::vector<std::array<int, 3>> m_signature; // per op and Saved: the interned cost signature
   struct ListHash {
     std::size_t operator()(const std::vector<int>& v) const {
