@@ -129,7 +129,9 @@ void SetupOptions::add_to(CLI::App& cmd) {
                  "pipeline stages (pipeline: 4 if they divide the devices, else 2; bapipe: searched)");
   cmd.add_option("--micro-batches", micro_batches,
                  "pipeline micro-batches (pipeline: 4 x stages, at most the batch per replica; bapipe: the most the "
-                 "batch allows, and a count that does not divide it is refused)");
+                 "batch allows, and a count that does not divide it is refused; megatron: the batch's micro-batches, "
+                 "gradient accumulation without --pp; 3d: held, a shape whose replica's batch it does not divide is "
+                 "skipped)");
   cmd.add_option("--pp", pipeline_parallel,
                  "megatron: pipeline stages of contiguous layers (Megatron-LM's --pipeline-model-parallel-size), "
                  "1F1B")

@@ -380,7 +380,7 @@ private Q_SLOTS:
     QVERIFY(f.open(QIODevice::ReadOnly));
     const QStringList lines = QString::fromUtf8(f.readAll()).split(QLatin1Char('\n'), Qt::SkipEmptyParts);
     QCOMPARE(lines.size(), static_cast<int>(a.layers.size()) + 1);
-    QVERIFY(lines[0].startsWith(QStringLiteral("index,op,name,output_shape,configuration,compute_s")));
+    QVERIFY(lines[0].startsWith(QStringLiteral("index,op,name,output_shape,configuration,stage,chunk,compute_s")));
     for (std::size_t i = 0; i < a.layers.size(); ++i) {
       QVERIFY(lines[static_cast<int>(i) + 1].startsWith(QString::number(a.layers[i].op) + QLatin1Char(',') +
                                                         QString::fromStdString(a.layers[i].type) + QLatin1Char(',')));

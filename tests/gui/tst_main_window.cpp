@@ -15,6 +15,7 @@
 #include "models/chart_adapter.h"
 #include "models/compare_model.h"
 #include "models/layer_table_model.h"
+#include "search/pareto_panel.h"
 #include "setup/setup_panel.h"
 
 #include "partita/zoo/zoo.h"
@@ -37,6 +38,7 @@
 #include <QSpinBox>
 #include <QStandardPaths>
 #include <QTableView>
+#include <QTableWidget>
 #include <QTemporaryDir>
 #include <QTest>
 #include <QTextBrowser>
@@ -402,6 +404,84 @@ private Q_SLOTS:
     QVERIFY(failed.wait(wait_ms));
     QVERIFY2(w.errorMessage().contains(QStringLiteral("micro-batch")), qPrintable(w.errorMessage()));
     QCOMPARE(w.analysis(), a);
+  }
+
+  // The 3d family: the setup fields it searches are disabled; the 3-D search tab shows its choice
+  // and the Pareto front; opening a point evaluates that plan (megatron with the point's options)
+  // in every tab, predicted as the front said, and the front stays with that point marked; the
+  // layer table's Stage column shows where each op runs.
+  void threeDSearchFrontOpensItsPlans() {
+    MainWindow w;
+    w.show();
+    AnalysisInput in = smallInput();
+    in.model = "zoo:gpt2?layers=4&hidden=64&heads=2&seq=16&batch=8&vocab=128&positions=16";
+    in.devices = 8;
+    in.precision = "bf16";
+    in.family = "hybrid";
+    QVERIFY(evaluated(w, in));
+    auto* layers = w.layersPanel()->model();
+    QVERIFY(!w.analysis()->strategy.pipeline.has_value());
+    QCOMPARE(layers->index(0, LayerTableModel::Stage).data().toString(), QStringLiteral("-"));
+    auto* sp = w.setupPanel()->findChild<QCheckBox*>(QStringLiteral("sequenceParallelCheck"));
+    QVERIFY(sp != nullptr && sp->isEnabled());
+    auto* pareto = w.paretoPanel();
+    QCOMPARE(pareto->pointCount(), 0);
+
+    in.family = "3d";
+    QVERIFY(evaluated(w, in));
+    QVERIFY(w.errorMessage().isEmpty());
+    QVERIFY(!sp->isEnabled()); // searched
+    QVERIFY(sp->toolTip().contains(QStringLiteral("3d family searches")));
+    const auto searched = w.analysis();
+    QVERIFY(searched->three_d.has_value());
+    const auto front = searched->three_d->pareto;
+    QVERIFY(front.size() >= 2);
+    QCOMPARE(pareto->pointCount(), static_cast<int>(front.size()));
+    QCOMPARE(pareto->table()->rowCount(), static_cast<int>(front.size()));
+    QCOMPARE(pareto->shownPoint(), 0); // the fastest, first
+    QCOMPARE(front[0].candidate.text(), searched->three_d->best.candidate.text());
+    QVERIFY(pareto->summary().contains(QStringLiteral("Chosen: ")));
+    QCOMPARE(pareto->chart()->seriesCount(), 4); // memory limit, front line, points, chosen
+    QCOMPARE(pareto->table()->item(0, 4)->text(), qs(front[0].candidate.options()));
+
+    // The point with the least memory (last on the front), opened.
+    const int last = static_cast<int>(front.size()) - 1;
+    const auto& point = front[static_cast<std::size_t>(last)];
+    QSignalSpy shown(&w, &MainWindow::analysisShown);
+    pareto->openPoint(last);
+    QVERIFY2(shown.wait(wait_ms), qPrintable(w.errorMessage()));
+    QVERIFY(w.errorMessage().isEmpty());
+    const auto opened = w.analysis();
+    QCOMPARE(opened->input.family, std::string("megatron"));
+    QVERIFY(w.setupPanel()->input() == opened->input); // the panel says what is on screen
+    QVERIFY(std::abs(opened->prediction.iteration_time - point.iteration_time) <= 1e-9 * point.iteration_time);
+    QVERIFY(std::abs(opened->prediction.peak_memory - point.peak_memory) <= 1e-6 * point.peak_memory);
+    QCOMPARE(pareto->pointCount(), static_cast<int>(front.size())); // the front stays
+    QCOMPARE(pareto->shownPoint(), last);
+    QVERIFY(sp->isEnabled()); // megatron takes the setup as given
+    // Stages: each op's row says its stage, 0 .. PP-1, in order.
+    const int stages = point.candidate.pipeline;
+    int highest = -1;
+    for (int row = 0; row < layers->rowCount(); ++row) {
+      const auto text = layers->index(row, LayerTableModel::Stage).data().toString();
+      if (stages == 1 && !opened->strategy.pipeline) {
+        QCOMPARE(text, QStringLiteral("-"));
+        continue;
+      }
+      const int stage = text.section(QLatin1Char(','), 0, 0).toInt();
+      QVERIFY(stage >= highest || point.candidate.chunks > 1);
+      QVERIFY(stage < stages);
+      highest = std::max(highest, stage);
+    }
+    if (stages > 1) {
+      QCOMPARE(highest, stages - 1);
+    }
+
+    // Another model: the front goes.
+    in.family = "dp";
+    in.model = "zoo:mlp";
+    QVERIFY(evaluated(w, in));
+    QCOMPARE(pareto->pointCount(), 0);
   }
 
   // The auto family: the search's runner-ups in the table and the inspector, the ops it configures

@@ -248,7 +248,8 @@ strategy::Strategy megatron_pipelined(const Request& r) {
 } // namespace
 
 strategy::Strategy megatron(const Request& r) {
-  if (r.pipeline_parallel > 1 || r.micro_batch_size > 0 || r.schedule == strategy::Schedule::interleaved) {
+  if (r.pipeline_parallel > 1 || r.micro_batch_size > 0 || r.micro_batches > 0 ||
+      r.schedule == strategy::Schedule::interleaved) {
     return megatron_pipelined(r);
   }
   Builder b(r, "megatron");

@@ -142,17 +142,33 @@ strategy::Strategy pipeline(const Request& r) {
                             "the {} stages, so their count must be a multiple of {}",
                             r.micro_batches, stages, stages));
   }
+  if (r.micro_batches > 0 && most % r.micro_batches != 0) {
+    throw Error(fmt::format("pipeline: --micro-batches {}: the {} sample{} each of the {} data-parallel replicas of a "
+                            "stage holds (the batch of {}) do not split into {} equal micro-batches",
+                            r.micro_batches, most, most == 1 ? "" : "s", replicas, batch, r.micro_batches));
+  }
   if (interleaved && most < stages) {
     throw Error(fmt::format("pipeline: the interleaved schedule needs a multiple of the {} stages in micro-batches, "
                             "but the batch of {} gives each of the {} data-parallel replicas of a stage {} sample{}",
                             stages, batch, replicas, most, most == 1 ? "" : "s"));
   }
   const int asked = r.micro_batches > 0 ? r.micro_batches : 4 * stages;
-  const int micro = interleaved ? std::min(asked, most / stages * stages) : std::min(asked, most);
+  // The default: the most micro-batches up to 4 x stages that split a replica's samples evenly
+  // (and group by the stages when interleaved); a count given was checked above.
+  int micro = std::min(asked, most);
+  while (micro > 1 && (most % micro != 0 || (interleaved && micro % stages != 0))) {
+    --micro;
+  }
+  if (interleaved && micro % stages != 0) {
+    throw Error(fmt::format("pipeline: the interleaved schedule needs micro-batches in a multiple of the {} stages "
+                            "that split the {} samples of each of the {} data-parallel replicas of a stage evenly; "
+                            "there is none up to {}",
+                            stages, most, replicas, asked));
+  }
   const std::string capped =
-      micro < asked ? fmt::format(" ({} by default: the batch of {} gives each of the {} data-parallel replicas of a "
-                                  "stage at least one sample at {})",
-                                  asked, batch, replicas, micro)
+      micro < asked ? fmt::format(" ({} by default; {} is the most up to it that splits the {} sample{} of each of "
+                                  "the {} data-parallel replicas of a stage evenly)",
+                                  asked, micro, most, most == 1 ? "" : "s", replicas)
                     : "";
 
   // Per-op time on one stage's devices, data parallel inside the stage.

@@ -189,6 +189,11 @@ std::vector<Candidate> space(const Request& r, std::size_t& dominated) {
       std::vector<int> sizes;
       if (r.micro_batch_size > 0) {
         sizes = {r.micro_batch_size};
+      } else if (r.micro_batches > 0) {
+        if (per_replica % r.micro_batches != 0) {
+          continue; // the count held does not split this replica's share
+        }
+        sizes = {per_replica / r.micro_batches};
       } else {
         for (const int b : divisors(per_replica)) {
           // Powers of two, and the replica's whole batch (no accumulation).

@@ -11,6 +11,7 @@
 #include "layers/layers_panel.h"
 #include "models/layer_table_model.h"
 #include "run/run_panel.h"
+#include "search/pareto_panel.h"
 #include "setup/setup_panel.h"
 #include "timeline/timeline_panel.h"
 
@@ -45,10 +46,10 @@ MainWindow::MainWindow(QWidget* parent)
     : QMainWindow(parent), m_runner(new AnalysisRunner(this)), m_setup(new SetupPanel(this)),
       m_messageBar(new QWidget(this)), m_message(new QLabel(m_messageBar)), m_staleBar(new QLabel(this)),
       m_tabs(new QTabWidget(this)), m_layers(new LayersPanel(this)), m_inspector(new InspectorPanel(this)),
-      m_charts(new ChartsPanel(this)), m_timeline(new TimelinePanel(this)), m_graph(new GraphView(this)),
-      m_compare(new ComparePanel(this)), m_sweep(new SweepPanel(this)), m_sideBySide(new SideBySidePanel(this)),
-      m_run(new RunPanel(this)), m_status(new QLabel(this)), m_progress(new QProgressBar(this)),
-      m_cancel(new QPushButton(tr("Cancel"), this)) {
+      m_charts(new ChartsPanel(this)), m_timeline(new TimelinePanel(this)), m_pareto(new ParetoPanel(this)),
+      m_graph(new GraphView(this)), m_compare(new ComparePanel(this)), m_sweep(new SweepPanel(this)),
+      m_sideBySide(new SideBySidePanel(this)), m_run(new RunPanel(this)), m_status(new QLabel(this)),
+      m_progress(new QProgressBar(this)), m_cancel(new QPushButton(tr("Cancel"), this)) {
   setWindowTitle(tr("Partita"));
   setAcceptDrops(true);
 
@@ -77,6 +78,7 @@ MainWindow::MainWindow(QWidget* parent)
   m_tabs->addTab(m_graph, tr("&Graph"));
   m_tabs->addTab(m_charts, tr("C&harts"));
   m_tabs->addTab(m_timeline, tr("&Timeline"));
+  m_tabs->addTab(m_pareto, tr("3-&D search"));
   m_tabs->addTab(m_compare, tr("Com&pare"));
   m_tabs->addTab(m_sweep, tr("&Scaling"));
   m_tabs->addTab(m_sideBySide, tr("Side &by side"));
@@ -129,6 +131,10 @@ MainWindow::MainWindow(QWidget* parent)
   connect(m_sideBySide, &SideBySidePanel::sideBySideRequested, this, &MainWindow::sideBySide);
   connect(m_setup, &SetupPanel::customClusterChanged, m_sideBySide, &SideBySidePanel::offerCustomCluster);
   connect(m_cancel, &QPushButton::clicked, this, &MainWindow::cancel);
+  connect(m_pareto, &ParetoPanel::openRequested, this, [this](const AnalysisInput& input) {
+    m_setup->setInput(input);
+    evaluate();
+  });
   connect(m_layers, &LayersPanel::opSelected, m_inspector, &InspectorPanel::showOp);
   // Selection follows between the table and the graph both ways (each ignores its own op).
   connect(m_layers, &LayersPanel::opSelected, m_graph, &GraphView::selectOp);
@@ -232,6 +238,7 @@ void MainWindow::showAnalysis(std::shared_ptr<const Analysis> analysis) {
   m_inspector->setAnalysis(m_analysis);
   m_charts->setAnalysis(m_analysis);
   m_timeline->setAnalysis(m_analysis);
+  m_pareto->setAnalysis(m_analysis);
   m_graph->setAnalysis(m_analysis);
   m_run->setAnalysis(m_analysis);
   showMeasured();

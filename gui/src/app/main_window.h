@@ -25,6 +25,7 @@ class ComparePanel;
 class GraphView;
 class InspectorPanel;
 class LayersPanel;
+class ParetoPanel;
 class RunPanel;
 class SetupPanel;
 class SideBySidePanel;
@@ -71,6 +72,7 @@ public:
   InspectorPanel* inspector() const { return m_inspector; }
   ChartsPanel* chartsPanel() const { return m_charts; }
   TimelinePanel* timelinePanel() const { return m_timeline; }
+  ParetoPanel* paretoPanel() const { return m_pareto; }
   GraphView* graphView() const { return m_graph; }
   ComparePanel* comparePanel() const { return m_compare; }
   SweepPanel* sweepPanel() const { return m_sweep; }
@@ -120,6 +122,7 @@ private:
   InspectorPanel* m_inspector;
   ChartsPanel* m_charts;
   TimelinePanel* m_timeline;
+  ParetoPanel* m_pareto;
   GraphView* m_graph;
   ComparePanel* m_compare;
   SweepPanel* m_sweep;

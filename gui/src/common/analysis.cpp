@@ -59,12 +59,21 @@ search::Request make_request(const graph::Graph& g, const cluster::Cluster& c, c
   r.tensor_parallel = input.tensor_parallel;
   r.stages = input.stages;
   r.micro_batches = input.micro_batches;
-  if (input.family == "megatron") {
+  if (input.family == "megatron" || input.family == "3d") {
     r.pipeline_parallel = input.stages; // Megatron-LM's --pipeline-model-parallel-size
     r.stages = 0;
   }
   r.schedule = parse_schedule(input.schedule);
-  r.chunks = input.chunks;
+  // The form always holds a chunk count; it is the interleaved schedule's alone (the field is
+  // disabled under the others).
+  r.chunks = r.schedule == strategy::Schedule::interleaved ? input.chunks : 0;
+  if (input.family == "3d") {
+    // The form always shows a schedule and a setup: the 3-D search holds the interleaved schedule
+    // (with its chunks) when chosen, refuses GPipe with the reason, and searches the rest; the ZeRO
+    // stage, recomputation and sequence parallelism are searched (the CLI holds those typed; the
+    // form cannot tell).
+    r.held.schedule = r.schedule != strategy::Schedule::one_f_one_b;
+  }
   return r;
 }
 
@@ -239,6 +248,10 @@ std::shared_ptr<const Analysis> run_analysis(const AnalysisInput& input, const s
   if (input.family == "auto") {
     a->search = search::auto_search(request);
     a->strategy = a->search->strategy;
+  } else if (input.family == "3d") {
+    search::three_d::Result result;
+    a->strategy = search::three_d::optimize(request, &result);
+    a->three_d = std::move(result);
   } else {
     a->strategy = family.optimize(request);
   }
@@ -267,6 +280,10 @@ std::shared_ptr<const Analysis> run_analysis(const AnalysisInput& input, const s
     l.name = row.name;
     l.output_shape = graph::shape_string(row.output_shape);
     l.configuration = config_text(a->strategy.ops[i], a->semantics[i]);
+    if (const auto& pipe = a->strategy.pipeline; pipe && i < pipe->stage_of_op.size() && pipe->stages > 0) {
+      l.stage = pipe->stage_of_op[i] % pipe->stages;
+      l.chunk = pipe->chunks > 1 ? pipe->stage_of_op[i] / pipe->stages : -1;
+    }
     l.redistribution = pred.cost.redistribution_time();
     l.compute = pred.cost.compute_time();
     l.communication = std::max(0.0, pred.cost.communication_time() - l.redistribution);

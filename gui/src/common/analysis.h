@@ -12,6 +12,7 @@
 #include "partita/search/auto_search.h"
 #include "partita/search/optimizer.h"
 #include "partita/search/sweep.h"
+#include "partita/search/three_d.h"
 #include "partita/sim/simulate.h"
 #include "partita/strategy/strategy.h"
 
@@ -75,6 +76,10 @@ struct LayerResult {
   std::string name;
   std::string output_shape;
   std::string configuration; // sharding::to_string, with " x<n> copies"
+  // Plans with a pipeline: the stage whose devices run the op (0-based), and under the
+  // interleaved schedule its model chunk on that stage; -1 without a pipeline.
+  int stage = -1;
+  int chunk = -1;
   double compute = 0;        // seconds
   double communication = 0;  // intra-op communication and gradient sync, without redistribution
   double redistribution = 0;
@@ -115,6 +120,9 @@ struct Analysis {
   // differs from the hand-made families.
   std::optional<search::AutoResult> search;
   std::optional<search::FamilyComparison> families;
+  // The 3d family only: the search (the choice, the runner-up, the Pareto front of iteration time
+  // against memory per device).
+  std::optional<search::three_d::Result> three_d;
   // Absent when the iteration was not simulated; simulation_note then says why.
   std::optional<SimulatedIteration> simulation;
   std::string simulation_note;

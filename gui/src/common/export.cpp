@@ -90,7 +90,7 @@ QByteArray pngBytes(const QImage& image) {
 } // namespace
 
 QString layerTableCsv(const Analysis& analysis) {
-  QString csv = QStringLiteral("index,op,name,output_shape,configuration,compute_s,communication_s,"
+  QString csv = QStringLiteral("index,op,name,output_shape,configuration,stage,chunk,compute_s,communication_s,"
                                "redistribution_s,time_s,memory_bytes,share\n");
   for (const auto& l : analysis.layers) {
     const QStringList fields = {QString::number(l.op),
@@ -98,6 +98,8 @@ QString layerTableCsv(const Analysis& analysis) {
                                 csvField(qs(l.name)),
                                 csvField(qs(l.output_shape)),
                                 csvField(qs(l.configuration)),
+                                l.stage < 0 ? QString() : QString::number(l.stage),
+                                l.chunk < 0 ? QString() : QString::number(l.chunk),
                                 number(l.compute),
                                 number(l.communication),
                                 number(l.redistribution),

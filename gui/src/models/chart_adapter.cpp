@@ -318,3 +318,115 @@ void ChartWidget::showLines(const QString& title, const QList<ChartLine>& lines,
 }
 
 } // namespace partita::gui
+
+namespace partita::gui {
+
+void ChartWidget::showFront(const QString& title, const QList<ScatterPoint>& points, int marked,
+                            const QString& markedName, const QString& xTitle, const QString& yTitle,
+                            std::optional<ChartLimit> xLimit) {
+  clear(title);
+  auto* chart = m_impl->view->chart();
+  // Joined in x order; the indices of the caller's points are kept for clicks and tooltips.
+  QList<int> order;
+  for (int i = 0; i < points.size(); ++i) {
+    order << i;
+  }
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return points[a].x < points[b].x; });
+  auto* line = new QLineSeries;
+  line->setName(title);
+  QPen linePen(QColor(0x4c, 0x72, 0xb0));
+  linePen.setWidth(2);
+  line->setPen(linePen);
+  auto* dots = new QScatterSeries;
+  dots->setName(tr("Pareto point (click to open)"));
+  dots->setMarkerSize(10);
+  dots->setColor(QColor(0x4c, 0x72, 0xb0));
+  auto* chosen = new QScatterSeries;
+  chosen->setName(markedName);
+  chosen->setMarkerSize(16);
+  chosen->setColor(QColor(0xdd, 0x84, 0x52));
+  double xMax = 0, yMax = 0;
+  for (const int i : order) {
+    const auto& p = points[i];
+    line->append(p.x, p.y);
+    dots->append(p.x, p.y);
+    if (i == marked) {
+      chosen->append(p.x, p.y);
+    }
+    xMax = std::max(xMax, p.x);
+    yMax = std::max(yMax, p.y);
+  }
+  QList<QXYSeries*> all = {line, dots, chosen};
+  QLineSeries* limitLine = nullptr;
+  if (xLimit) {
+    xMax = std::max(xMax, xLimit->value);
+  }
+  auto* x = new QValueAxis;
+  x->setTitleText(xTitle);
+  x->setLabelFormat(QStringLiteral("%g"));
+  x->setRange(0, xMax > 0 ? xMax * 1.08 : 1.0);
+  x->applyNiceNumbers();
+  auto* y = new QValueAxis;
+  y->setTitleText(yTitle);
+  y->setLabelFormat(QStringLiteral("%g"));
+  y->setRange(0, yMax > 0 ? yMax * 1.1 : 1.0);
+  y->applyNiceNumbers();
+  if (xLimit) {
+    limitLine = new QLineSeries;
+    limitLine->setName(xLimit->name);
+    QPen pen(QColor(0xc4, 0x4e, 0x52));
+    pen.setStyle(Qt::DashLine);
+    pen.setWidth(2);
+    limitLine->setPen(pen);
+    limitLine->append(xLimit->value, 0);
+    limitLine->append(xLimit->value, y->max());
+    all.prepend(limitLine);
+  }
+  chart->addAxis(x, Qt::AlignBottom);
+  chart->addAxis(y, Qt::AlignLeft);
+  for (auto* s : all) {
+    chart->addSeries(s);
+    s->attachAxis(x);
+    s->attachAxis(y);
+  }
+  chart->legend()->markers(line).first()->setVisible(false);
+  if (chosen->count() == 0) {
+    chart->legend()->markers(chosen).first()->setVisible(false);
+  }
+  // The index of the caller's point nearest `p` among those the series holds.
+  const auto indexAt = [points, order](const QPointF& p) {
+    int best = -1;
+    double bestDistance = std::numeric_limits<double>::infinity();
+    for (const int i : order) {
+      const double d = std::hypot(points[i].x - p.x(), points[i].y - p.y());
+      if (d < bestDistance) {
+        bestDistance = d;
+        best = i;
+      }
+    }
+    return best;
+  };
+  for (auto* s : {dots, chosen}) {
+    QObject::connect(s, &QScatterSeries::clicked, this, [this, indexAt](const QPointF& p) {
+      const int i = indexAt(p);
+      if (i >= 0) {
+        Q_EMIT pointClicked(i);
+      }
+    });
+    QObject::connect(s, &QScatterSeries::hovered, s, [points, indexAt](const QPointF& p, bool state) {
+      if (!state) {
+        QToolTip::hideText();
+        return;
+      }
+      const int i = indexAt(p);
+      if (i >= 0) {
+        QToolTip::showText(QCursor::pos(), points[i].label);
+      }
+    });
+  }
+  m_impl->series = static_cast<int>(all.size());
+  chart->legend()->setVisible(true);
+  chart->legend()->setAlignment(Qt::AlignBottom);
+}
+
+} // namespace partita::gui

@@ -59,10 +59,18 @@ public:
   // marked, one legend entry per line however many pieces its gaps cut it into.
   void showLines(const QString& title, const QList<ChartLine>& lines, const QString& xTitle, const QString& yTitle,
                  bool log2X);
+  // A trade-off front: points (x: memory, y: time) joined in x order, the point `marked` (-1:
+  // none) drawn larger in another colour, an optional vertical limit line at x (memory capacity).
+  // Both axes start at 0. A click on a point emits pointClicked with its index in `points`.
+  void showFront(const QString& title, const QList<ScatterPoint>& points, int marked, const QString& markedName,
+                 const QString& xTitle, const QString& yTitle, std::optional<ChartLimit> xLimit = std::nullopt);
   void clear(const QString& title);
 
   int seriesCount() const; // for tests: bar sets, limit lines, or lines (not their pieces)
   QString title() const;
+
+Q_SIGNALS:
+  void pointClicked(int index); // showFront's points
 
 private:
   struct Impl;

@@ -6,6 +6,7 @@
 #include <QBrush>
 #include <QColor>
 
+#include <algorithm>
 #include <cmath>
 
 namespace partita::gui {
@@ -62,8 +63,9 @@ QVariant LayerTableModel::data(const QModelIndex& index, int role) const {
     return l.op;
   }
   if (role == Qt::TextAlignmentRole) {
-    return (column >= Compute && column != RunnerUp) || column == Index ? QVariant(Qt::AlignRight | Qt::AlignVCenter)
-                                                                        : QVariant(Qt::AlignLeft | Qt::AlignVCenter);
+    return (column >= Compute && column != RunnerUp) || column == Index || column == Stage
+               ? QVariant(Qt::AlignRight | Qt::AlignVCenter)
+               : QVariant(Qt::AlignLeft | Qt::AlignVCenter);
   }
   if (role == Qt::ToolTipRole && column == Name) {
     return qs(l.name);
@@ -103,6 +105,14 @@ QVariant LayerTableModel::data(const QModelIndex& index, int role) const {
   case Name: return qs(l.name);
   case Shape: return qs(l.output_shape);
   case Configuration: return qs(l.configuration);
+  case Stage:
+    if (l.stage < 0) {
+      return sort ? QVariant(-1) : QVariant(QStringLiteral("-"));
+    }
+    if (sort) {
+      return l.stage * 1024 + std::max(0, l.chunk);
+    }
+    return l.chunk < 0 ? QVariant(l.stage) : QVariant(tr("%1, chunk %2").arg(l.stage).arg(l.chunk));
   case Compute: return sort ? QVariant(l.compute) : QVariant(formatMs(l.compute));
   case Communication: return sort ? QVariant(l.communication) : QVariant(formatMs(l.communication));
   case Redistribution: return sort ? QVariant(l.redistribution) : QVariant(formatMs(l.redistribution));
@@ -135,6 +145,9 @@ QVariant LayerTableModel::headerData(int section, Qt::Orientation orientation, i
   }
   if (role == Qt::ToolTipRole) {
     switch (static_cast<Column>(section)) {
+    case Stage:
+      return tr("The pipeline stage whose devices run the op, from 0 (interleaved: and its model chunk on that "
+                "stage); - without a pipeline");
     case Compute: return tr("Forward, backward and recompute time on the op's slowest device");
     case Communication: return tr("Partial-sum reduces and weight-gradient synchronization");
     case Redistribution: return tr("Moving inputs from the producer's layout to this op's layout");
@@ -155,6 +168,7 @@ QVariant LayerTableModel::headerData(int section, Qt::Orientation orientation, i
   case Name: return tr("Name");
   case Shape: return tr("Output shape");
   case Configuration: return tr("Configuration");
+  case Stage: return tr("Stage");
   case Compute: return tr("Compute ms");
   case Communication: return tr("Comm. ms");
   case Redistribution: return tr("Redist. ms");

@@ -23,6 +23,7 @@ public:
     Name,
     Shape,
     Configuration,
+    Stage, // plans with a pipeline: the stage (and interleaved chunk) that runs the op
     Compute,
     Communication,
     Redistribution,

@@ -29,6 +29,7 @@
 #include <QVBoxLayout>
 
 #include <algorithm>
+#include <initializer_list>
 
 namespace partita::gui {
 
@@ -205,6 +206,9 @@ SetupPanel::SetupPanel(QWidget* parent)
   connect(m_values, &QLineEdit::returnPressed, this, &SetupPanel::evaluateRequested);
   connect(m_model, &QComboBox::currentIndexChanged, this, &SetupPanel::onModelChanged);
   connect(m_cluster, &QComboBox::currentIndexChanged, this, &SetupPanel::onClusterChanged);
+  connect(m_family, &QComboBox::currentIndexChanged, this, &SetupPanel::onFamilyChanged);
+  connect(m_schedule, &QComboBox::currentIndexChanged, this,
+          [this] { m_chunks->setEnabled(m_schedule->currentData().toString() == QStringLiteral("interleaved")); });
   connect(m_editCluster, &QPushButton::clicked, this, &SetupPanel::editCluster);
   connect(m_nodes, &QSpinBox::valueChanged, this, &SetupPanel::updateDeviceLimit);
   connect(m_devices, &QSpinBox::valueChanged, this, &SetupPanel::updateDeviceLimit);
@@ -231,6 +235,21 @@ SetupPanel::SetupPanel(QWidget* parent)
 
   onModelChanged();
   setInput(AnalysisInput{});
+  onFamilyChanged();
+  m_chunks->setEnabled(m_schedule->currentData().toString() == QStringLiteral("interleaved"));
+}
+
+void SetupPanel::onFamilyChanged() {
+  const bool searched = m_family->currentData().toString() == QStringLiteral("3d");
+  const QString note = tr("The 3d family searches this (the chosen value is in its explanation)");
+  for (QWidget* field : std::initializer_list<QWidget*>{m_zero, m_recompute, m_sequenceParallel}) {
+    if (!field->property("ownToolTip").isValid()) {
+      field->setProperty("ownToolTip", field->toolTip());
+    }
+    const QString own = field->property("ownToolTip").toString();
+    field->setEnabled(!searched);
+    field->setToolTip(searched ? own + QStringLiteral("\n") + note : own);
+  }
 }
 
 bool SetupPanel::eventFilter(QObject* watched, QEvent* event) {

@@ -65,6 +65,9 @@ protected:
 private:
   void onModelChanged();
   void onClusterChanged();
+  // The 3d family searches the ZeRO stage, recomputation and sequence parallelism: their fields
+  // are disabled then, saying so.
+  void onFamilyChanged();
   void setClusterFields(const AnalysisInput& input);
   void updateDeviceLimit();
   // The sliders follow the fields: devices from the spin box, batch from the parameters.

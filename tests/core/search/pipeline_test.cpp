@@ -184,7 +184,25 @@ TEST(Pipeline, MicroBatchesCountSamplesPerReplicaAndAnImpossibleCountIsRefused) 
   r.micro_batches = 0; // the default, 4 x 2 stages = 8, held to 4
   const auto held = search::find_optimizer("pipeline").optimize(r);
   EXPECT_EQ(held.pipeline->micro_batches, 4);
-  EXPECT_THAT(held.explanation, HasSubstr("4 micro-batches (8 by default: the batch of 16 gives each of the 4"));
+  EXPECT_THAT(held.explanation, HasSubstr("4 micro-batches (8 by default; 4 is the most up to it that splits the 4 "
+                                          "samples of each of the 4 "));
+  // A count that does not split a replica's samples evenly is refused, not rounded.
+  r.micro_batches = 3;
+  EXPECT_THAT([&] { search::find_optimizer("pipeline").optimize(r); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("--micro-batches 3: the 4 samples each of the 4 data-parallel "
+                                                        "replicas of a stage holds (the batch of 16) do not split into "
+                                                        "3 equal micro-batches")));
+  // 12 samples on the one replica of a stage (4-way tensor parallel): the default, 4 x 2 stages =
+  // 8, would split them 2 and 1 unevenly; it is 6, the most up to 8 that divides 12.
+  const auto twelve = zoo::load("zoo:gpt2?layers=4&hidden=64&heads=4&seq=16&batch=12&vocab=100&positions=32");
+  auto q = s.request(8, 2);
+  q.graph = &twelve.graph;
+  q.tensor_parallel = 4;
+  const auto even = search::find_optimizer("pipeline").optimize(q);
+  ASSERT_TRUE(even.pipeline.has_value());
+  EXPECT_EQ(even.pipeline->micro_batches, 6);
+  EXPECT_THAT(even.explanation, HasSubstr("6 micro-batches (8 by default; 6 is the most up to it that splits the 12 "
+                                          "samples of each of the 1 data-parallel replicas of a stage evenly)"));
 }
 
 } // namespace

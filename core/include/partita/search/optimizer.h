@@ -31,8 +31,9 @@ struct Request {
   int micro_batches = 0;
   // Megatron-LM's own terms for its layout (`megatron`): pipeline stages of contiguous layers
   // (--pipeline-model-parallel-size; 0 or 1: none) and the samples of one micro-batch on one
-  // data-parallel replica (--micro-batch-size; 0: the replica's whole batch at once). Either makes
-  // the plan a 1F1B pipeline (with one stage: gradient accumulation over the micro-batches).
+  // data-parallel replica (--micro-batch-size; 0: the replica's whole batch at once). Either, or a
+  // micro-batch count (micro_batches), makes the plan a 1F1B pipeline (with one stage: gradient
+  // accumulation over the micro-batches).
   int pipeline_parallel = 0;
   int micro_batch_size = 0;
   strategy::Schedule schedule = strategy::Schedule::one_f_one_b;
