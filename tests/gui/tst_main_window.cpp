@@ -441,7 +441,8 @@ private Q_SLOTS:
     QCOMPARE(pareto->shownPoint(), 0); // the fastest, first
     QCOMPARE(front[0].candidate.text(), searched->three_d->best.candidate.text());
     QVERIFY(pareto->summary().contains(QStringLiteral("Chosen: ")));
-    QCOMPARE(pareto->chart()->seriesCount(), 4); // memory limit, front line, points, chosen
+    QCOMPARE(pareto->chart()->seriesCount(), 3); // front line, points, chosen (the 80 GB limit is far off)
+    QVERIFY(pareto->chart()->title().contains(QStringLiteral("fit in")));
     QCOMPARE(pareto->table()->item(0, 4)->text(), qs(front[0].candidate.options()));
 
     // The point with the least memory (last on the front), opened.

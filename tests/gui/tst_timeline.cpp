@@ -147,6 +147,74 @@ private Q_SLOTS:
     QVERIFY2(text.contains(QStringLiteral("duration")), qPrintable(text));
     QVERIFY(view->textAt(QPoint(5, y)).isEmpty()); // the lane names
   }
+
+  // The pipeline view of an interleaved plan: one lane per stage; on each, every micro-batch's
+  // forward and backward through each chunk as one box, in the order the schedule runs them, the
+  // boxes apart; the bubble's share stated; hover names the micro-batch and chunk.
+  void pipelineViewByStage() {
+    MainWindow w;
+    w.resize(1400, 900);
+    w.show();
+    auto* panel = w.timelinePanel();
+    auto* view = panel->view();
+    auto in = smallInput();
+    in.model = "zoo:gpt2?layers=4&hidden=64&heads=2&seq=16&batch=8&vocab=128&positions=16";
+    in.family = "megatron";
+    in.devices = 4;
+    in.tensor_parallel = 2;
+    in.stages = 2;
+    in.micro_batches = 4;
+    in.schedule = "interleaved";
+    in.chunks = 2;
+    QSignalSpy shown(&w, &MainWindow::analysisShown);
+    w.setupPanel()->setInput(in);
+    w.evaluate();
+    QVERIFY2(shown.wait(wait_ms), qPrintable(w.errorMessage()));
+    w.tabs()->setCurrentWidget(panel);
+    const auto a = w.analysis();
+    QVERIFY(a->strategy.pipeline.has_value() && a->simulation.has_value());
+    QVERIFY(panel->pipelineBox()->isEnabled());
+    panel->pipelineBox()->setChecked(true);
+    QVERIFY(view->pipelineView());
+    QCOMPARE(view->laneCount(), 2);
+    QCOMPARE(view->laneLabel(0), QStringLiteral("stage 0 (device 0)"));
+    QCOMPARE(view->laneLabel(1), QStringLiteral("stage 1 (device 2)"));
+    // 4 micro-batches x 2 chunks x forward and backward (no recomputation).
+    QCOMPARE(view->boxCount(), 2 * 4 * 2 * 2);
+    QVERIFY(panel->legendLabel()->text().contains(QStringLiteral("Idle share")));
+    for (int lane = 0; lane < 2; ++lane) {
+      QVERIFY(view->idleShare(lane) > 0 && view->idleShare(lane) < 1);
+    }
+    view->viewport()->repaint();
+    QVERIFY(view->paintedBoxes() == view->boxCount());
+    // The first box of stage 1 waits for stage 0's first forward: hover across stage 1's lane.
+    QString text;
+    const int y = timeline_layout::axisHeight + 2 * timeline_layout::deviceGap + timeline_layout::laneHeight +
+                  timeline_layout::laneHeight / 2;
+    int firstX = -1;
+    for (int x = timeline_layout::labelWidth; x < view->viewport()->width() && text.isEmpty(); ++x) {
+      text = view->textAt(QPoint(x, y));
+      firstX = x;
+    }
+    QVERIFY2(text.contains(QStringLiteral("stage 1: micro-batch 0, forward</b> through chunk 0")), qPrintable(text));
+    QVERIFY(firstX > timeline_layout::labelWidth + 2); // the bubble before it
+    // Off again: the device lanes return.
+    panel->pipelineBox()->setChecked(false);
+    QVERIFY(view->laneCount() > 2);
+    QCOMPARE(view->laneLabel(0), QStringLiteral("device 0 compute"));
+
+    // A plan without a pipeline: the box is off and disabled.
+    in.stages = 0;
+    in.micro_batches = 0;
+    in.schedule = "1f1b";
+    panel->pipelineBox()->setChecked(true);
+    w.setupPanel()->setInput(in);
+    w.evaluate();
+    QVERIFY2(shown.wait(wait_ms), qPrintable(w.errorMessage()));
+    QVERIFY(!w.analysis()->strategy.pipeline.has_value());
+    QVERIFY(!panel->pipelineBox()->isEnabled());
+    QVERIFY(!view->pipelineView());
+  }
 };
 
 QTEST_MAIN(TestTimeline)

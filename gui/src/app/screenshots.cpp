@@ -10,12 +10,16 @@
 #include "graph/graph_view.h"
 #include "layers/inspector_panel.h"
 #include "run/run_panel.h"
+#include "search/pareto_panel.h"
 #include "setup/cluster_editor.h"
 #include "setup/setup_panel.h"
+#include "timeline/sim_timeline_layout.h"
+#include "timeline/sim_timeline_view.h"
 #include "timeline/timeline_panel.h"
 
 #include "partita/proto/partita.pb.h"
 
+#include <QCheckBox>
 #include <QDialog>
 #include <QDir>
 #include <QEventLoop>
@@ -154,6 +158,48 @@ int render_screenshots(MainWindow& window, const QString& directory) {
   ok = save(help, dir.filePath(QStringLiteral("help.png"))) && ok;
   help->close();
   editor.close();
+
+  // The 3-D search of a GPT-3 2.7B on 32 A100s: its choice and Pareto front; then the front's point
+  // with the most pipeline stages opened, its iteration by pipeline stage.
+  AnalysisInput threeD;
+  threeD.model = "zoo:gpt3?size=2.7b&batch=64";
+  threeD.cluster = "dgx-a100";
+  threeD.nodes = 4;
+  threeD.devices = 32;
+  threeD.family = "3d";
+  threeD.precision = "bf16";
+  window.setupPanel()->setInput(threeD);
+  window.evaluate();
+  if (!waitFor(window, &MainWindow::analysisShown)) {
+    return 1;
+  }
+  window.tabs()->setCurrentWidget(window.paretoPanel());
+  settle();
+  ok = save(&window, dir.filePath(QStringLiteral("3d-search.png"))) && ok;
+  if (const auto& front = window.analysis()->three_d->pareto; !front.empty()) {
+    // The most stages, then the fewest boxes a lane (micro-batches x chunks): a readable picture.
+    std::size_t deepest = 0;
+    const auto boxes = [](const search::three_d::Candidate& c) { return c.micro_batches * c.chunks; };
+    for (std::size_t i = 0; i < front.size(); ++i) {
+      const auto& c = front[i].candidate;
+      const auto& d = front[deepest].candidate;
+      if (c.pipeline > d.pipeline || (c.pipeline == d.pipeline && boxes(c) < boxes(d))) {
+        deepest = i;
+      }
+    }
+    window.paretoPanel()->openPoint(static_cast<int>(deepest));
+    if (!waitFor(window, &MainWindow::analysisShown)) {
+      return 1;
+    }
+    window.tabs()->setCurrentWidget(window.timelinePanel());
+    window.timelinePanel()->pipelineBox()->setChecked(true);
+    settle();
+    // The first third: the pipeline filling, then steady forward-backward pairs.
+    window.timelinePanel()->view()->zoomBy(3, timeline_layout::labelWidth);
+    settle();
+    ok = save(&window, dir.filePath(QStringLiteral("pipeline.png"))) && ok;
+    window.timelinePanel()->pipelineBox()->setChecked(false);
+  }
 
   // A real run (mpirun + partita-run, 2 ranks of this machine) of a small transformer under
   // Megatron tensor parallelism: measured against predicted, the scatter and the timeline.

@@ -14,6 +14,9 @@
 #include <QTableWidget>
 #include <QVBoxLayout>
 
+#include <algorithm>
+#include <optional>
+
 namespace partita::gui {
 
 namespace {
@@ -80,6 +83,7 @@ ParetoPanel::ParetoPanel(QWidget* parent)
   splitter->addWidget(lower);
   splitter->setStretchFactor(0, 3);
   splitter->setStretchFactor(1, 2);
+  splitter->setSizes({600, 260}); // the chart first
   layout->addWidget(splitter, 1);
 
   connect(m_chart, &ChartWidget::pointClicked, this, &ParetoPanel::openPoint);
@@ -155,10 +159,20 @@ void ParetoPanel::show() {
     }
   }
   const int marked = m_shown >= 0 ? m_shown : best;
-  m_chart->showFront(tr("Pareto front: %1 plans that fit, none faster with less memory").arg(r.pareto.size()), points,
-                     marked, m_shown >= 0 && m_shown != best ? tr("on screen") : tr("chosen (fastest)"),
-                     tr("memory per device (GiB)"), tr("iteration (s)"),
-                     ChartLimit{tr("memory limit"), r.memory_limit / gib});
+  // The limit line would squeeze points far below it to the left edge: then the title alone says it.
+  double most = 0;
+  for (const auto& p : r.pareto) {
+    most = std::max(most, p.peak_memory);
+  }
+  std::optional<ChartLimit> limit;
+  if (most >= 0.2 * r.memory_limit) {
+    limit = ChartLimit{tr("memory limit"), r.memory_limit / gib};
+  }
+  m_chart->showFront(tr("Pareto front: %1 plans that fit in %2, none beaten in both time and memory")
+                         .arg(r.pareto.size())
+                         .arg(formatBytes(r.memory_limit)),
+                     points, marked, m_shown >= 0 && m_shown != best ? tr("on screen") : tr("chosen (fastest)"),
+                     tr("memory per device (GiB)"), tr("iteration (s)"), limit);
   m_table->setRowCount(static_cast<int>(r.pareto.size()));
   for (std::size_t i = 0; i < r.pareto.size(); ++i) {
     const auto& p = r.pareto[i];

@@ -77,9 +77,40 @@ void SimTimelineView::paintLane(QPainter& p, const Lane& lane, int top, double t
   const auto [first, last] = visibleRange(lane, t0, t1);
   const double left = labelWidth, right = labelWidth + timeWidth();
   long long mergedColumn = std::numeric_limits<long long>::min();
+  if (lane.stage >= 0) {
+    // The pipeline view: what the stage does not compute is hatched (the bubble), under the boxes.
+    const double x0 = std::max(left, xOf(0)), x1 = std::min(right, xOf(m_span));
+    if (x1 > x0) {
+      p.fillRect(QRectF(x0, top, x1 - x0, laneHeight), QBrush(palette().mid().color(), Qt::BDiagPattern));
+    }
+  }
   for (std::size_t i = first; i < last; ++i) {
     const Box& b = lane.boxes[i];
     const auto& task = sim.tasks.tasks[static_cast<std::size_t>(b.task)];
+    if (lane.stage >= 0) {
+      const double bx0 = std::max(left - 2, xOf(b.start));
+      const double bx1 = std::min(right + 2, xOf(b.end));
+      const QRectF r(bx0, top, std::max(1.0, bx1 - bx0), laneHeight);
+      const QColor color = microBatchColor(task.micro_batch, task.kind);
+      p.fillRect(r, color);
+      if (task.kind == sim::TaskKind::recompute) {
+        p.fillRect(r, QBrush(color.darker(160), Qt::Dense5Pattern));
+      }
+      ++m_painted;
+      if (r.width() > 3) {
+        p.setPen(palette().base().color());
+        p.drawLine(r.topLeft(), r.bottomLeft());
+      }
+      const QString label = (task.kind == sim::TaskKind::forward
+                                 ? QStringLiteral("F")
+                                 : (task.kind == sim::TaskKind::backward ? QStringLiteral("B") : QStringLiteral("R"))) +
+                            QString::number(task.micro_batch);
+      if (r.width() > p.fontMetrics().horizontalAdvance(label) + 4) {
+        p.setPen(task.kind == sim::TaskKind::backward ? Qt::white : Qt::black);
+        p.drawText(r, Qt::AlignCenter, label);
+      }
+      continue;
+    }
     const double x0 = std::max(left - 2, xOf(b.start));
     const double x1 = std::min(right + 2, xOf(b.end));
     const bool critical = m_critical[static_cast<std::size_t>(b.task)];

@@ -69,11 +69,108 @@ void SimTimelineView::setCriticalOnly(bool only) {
   }
 }
 
+void SimTimelineView::setPipelineView(bool on) {
+  if (on != m_pipelineView) {
+    m_pipelineView = on;
+    rebuild();
+  }
+}
+
+QColor SimTimelineView::microBatchColor(int microBatch, sim::TaskKind kind) {
+  // Hues a golden angle apart: neighbouring micro-batches differ clearly.
+  const double hue = std::fmod(0.07 + 0.381966 * std::max(0, microBatch), 1.0);
+  return kind == sim::TaskKind::backward ? QColor::fromHsvF(static_cast<float>(hue), 0.75F, 0.62F)
+                                         : QColor::fromHsvF(static_cast<float>(hue), 0.5F, 0.93F);
+}
+
+int SimTimelineView::chunkOf(const sim::Task& task) const {
+  const auto& pipe = m_analysis->strategy.pipeline;
+  if (!pipe || pipe->chunks <= 1 || task.op < 0 || static_cast<std::size_t>(task.op) >= pipe->stage_of_op.size()) {
+    return 0;
+  }
+  return pipe->stage_of_op[static_cast<std::size_t>(task.op)] / pipe->stages;
+}
+
+double SimTimelineView::idleShare(int lane) const {
+  if (m_span <= 0 || lane < 0 || lane >= laneCount()) {
+    return 0;
+  }
+  double busy = 0;
+  for (const auto& b : m_lanes[static_cast<std::size_t>(lane)].boxes) {
+    busy += b.end - b.start;
+  }
+  return std::max(0.0, 1 - busy / m_span);
+}
+
+void SimTimelineView::rebuildStages() {
+  const auto& sim = *m_analysis->simulation;
+  const auto& tg = sim.tasks;
+  const auto isCompute = [](const sim::Task& t) {
+    return t.stream == sim::Stream::compute && (t.kind == sim::TaskKind::forward || t.kind == sim::TaskKind::backward ||
+                                                t.kind == sim::TaskKind::recompute);
+  };
+  // Each stage's lane: the compute stream of the lowest device that runs its kernels.
+  std::vector<int> deviceOf(static_cast<std::size_t>(tg.stages), -1);
+  for (const auto& t : tg.tasks) {
+    if (isCompute(t) && t.stage >= 0 && t.stage < tg.stages) {
+      const int first = tg.groups[static_cast<std::size_t>(t.group)].front();
+      int& d = deviceOf[static_cast<std::size_t>(t.stage)];
+      d = d < 0 ? first : std::min(d, first);
+    }
+  }
+  std::vector<int> laneOfStage(static_cast<std::size_t>(tg.stages), -1);
+  for (int s = 0; s < tg.stages; ++s) {
+    if (deviceOf[static_cast<std::size_t>(s)] >= 0) {
+      laneOfStage[static_cast<std::size_t>(s)] = static_cast<int>(m_lanes.size());
+      Lane lane;
+      lane.device = deviceOf[static_cast<std::size_t>(s)];
+      lane.stage = s;
+      m_lanes.push_back(std::move(lane));
+    }
+  }
+  for (std::size_t i = 0; i < tg.tasks.size(); ++i) {
+    const auto& t = tg.tasks[i];
+    if (!isCompute(t) || (m_criticalOnly && !m_critical[i]) || t.stage < 0 || t.stage >= tg.stages) {
+      continue;
+    }
+    const int lane = laneOfStage[static_cast<std::size_t>(t.stage)];
+    const auto& group = tg.groups[static_cast<std::size_t>(t.group)];
+    if (lane < 0 || !std::binary_search(group.begin(), group.end(), m_lanes[static_cast<std::size_t>(lane)].device)) {
+      continue; // another device of the stage
+    }
+    ++m_taskCount;
+    const auto& span = sim.result.schedule[i];
+    m_lanes[static_cast<std::size_t>(lane)].boxes.push_back({span.start, span.finish, static_cast<int>(i), 1});
+  }
+  // One box per run of a micro-batch's pass through one chunk.
+  for (auto& lane : m_lanes) {
+    std::stable_sort(lane.boxes.begin(), lane.boxes.end(),
+                     [](const Box& a, const Box& b) { return a.start < b.start; });
+    std::vector<Box> merged;
+    for (const auto& b : lane.boxes) {
+      if (!merged.empty()) {
+        auto& last = merged.back();
+        const auto& a = tg.tasks[static_cast<std::size_t>(last.task)];
+        const auto& t = tg.tasks[static_cast<std::size_t>(b.task)];
+        if (a.micro_batch == t.micro_batch && a.kind == t.kind && chunkOf(a) == chunkOf(t)) {
+          last.end = std::max(last.end, b.end);
+          ++last.tasks;
+          continue;
+        }
+      }
+      merged.push_back(b);
+    }
+    lane.boxes = std::move(merged);
+  }
+}
+
 void SimTimelineView::rebuild() {
   m_lanes.clear();
   m_laneTops.clear();
   m_taskCount = 0;
-  if (m_analysis && m_analysis->simulation) {
+  if (m_analysis && m_analysis->simulation && m_pipelineView) {
+    rebuildStages();
+  } else if (m_analysis && m_analysis->simulation) {
     const auto& sim = *m_analysis->simulation;
     const auto& tg = sim.tasks;
     // Lanes: each used device's compute stream, then its communication channel when it has one.
@@ -107,21 +204,21 @@ void SimTimelineView::rebuild() {
         m_lanes[static_cast<std::size_t>(lane)].boxes.push_back({span.start, span.finish, static_cast<int>(i)});
       }
     }
-    int top = axisHeight + deviceGap;
-    for (std::size_t i = 0; i < m_lanes.size(); ++i) {
-      m_laneTops.push_back(top);
-      const bool lastOfDevice = i + 1 == m_lanes.size() || m_lanes[i + 1].device != m_lanes[i].device;
-      top += laneHeight + (lastOfDevice ? deviceGap : laneGap);
-    }
-    for (auto& lane : m_lanes) {
-      std::stable_sort(lane.boxes.begin(), lane.boxes.end(),
-                       [](const Box& a, const Box& b) { return a.start < b.start; });
-      lane.maxEnd.resize(lane.boxes.size());
-      double latest = 0;
-      for (std::size_t i = 0; i < lane.boxes.size(); ++i) {
-        latest = std::max(latest, lane.boxes[i].end);
-        lane.maxEnd[i] = latest;
-      }
+  }
+  int top = axisHeight + deviceGap;
+  for (std::size_t i = 0; i < m_lanes.size(); ++i) {
+    m_laneTops.push_back(top);
+    const bool lastOfDevice = i + 1 == m_lanes.size() || m_lanes[i + 1].device != m_lanes[i].device;
+    top += laneHeight + (lastOfDevice ? deviceGap : laneGap);
+  }
+  for (auto& lane : m_lanes) {
+    std::stable_sort(lane.boxes.begin(), lane.boxes.end(),
+                     [](const Box& a, const Box& b) { return a.start < b.start; });
+    lane.maxEnd.resize(lane.boxes.size());
+    double latest = 0;
+    for (std::size_t i = 0; i < lane.boxes.size(); ++i) {
+      latest = std::max(latest, lane.boxes[i].end);
+      lane.maxEnd[i] = latest;
     }
   }
   updateScrollBars();
@@ -139,6 +236,9 @@ int SimTimelineView::boxCount() const {
 
 QString SimTimelineView::laneLabel(int lane) const {
   const auto& l = m_lanes.at(static_cast<std::size_t>(lane));
+  if (l.stage >= 0) {
+    return tr("stage %1 (device %2)").arg(l.stage).arg(l.device);
+  }
   return l.stream == sim::Stream::compute ? tr("device %1 compute").arg(l.device) : tr("device %1 comm").arg(l.device);
 }
 
@@ -310,6 +410,21 @@ QString SimTimelineView::textAt(const QPoint& pos) const {
   const auto& sim = *m_analysis->simulation;
   const auto& g = m_analysis->model.graph;
   const auto& task = sim.tasks.tasks[static_cast<std::size_t>(best)];
+  if (lane.stage >= 0) {
+    const auto box =
+        std::find_if(lane.boxes.begin(), lane.boxes.end(), [best](const Box& b) { return b.task == best; });
+    QString text = tr("<b>stage %1: micro-batch %2, %3</b>")
+                       .arg(lane.stage)
+                       .arg(task.micro_batch)
+                       .arg(qs(sim::task_kind_name(task.kind)));
+    const auto& pipe = m_analysis->strategy.pipeline;
+    if (pipe && pipe->chunks > 1) {
+      text += tr(" through chunk %1").arg(chunkOf(task));
+    }
+    text += tr("<br>start %1, duration %2, %n kernel task(s)", "", box->tasks)
+                .arg(formatSeconds(box->start), formatSeconds(box->end - box->start));
+    return text;
+  }
   const auto& span = sim.result.schedule[static_cast<std::size_t>(best)];
   QString text = QStringLiteral("<b>%1</b>").arg(qs(sim::task_name(g, sim.tasks, best)).toHtmlEscaped());
   if (task.op >= 0) {

@@ -33,6 +33,15 @@ public:
   // Only the tasks of the critical path (the lanes stay).
   void setCriticalOnly(bool only);
   bool criticalOnly() const { return m_criticalOnly; }
+  // The pipeline view: one lane per pipeline stage (the compute stream of its first device), each
+  // micro-batch's forward, backward and recomputation through the stage (or through one of its
+  // chunks) as one box coloured by micro-batch ("F3", "B3", "R3"; backward darker, recomputation
+  // dotted), the time a stage computes nothing (the bubble) hatched. Plans with a pipeline only.
+  void setPipelineView(bool on);
+  bool pipelineView() const { return m_pipelineView; }
+  // Pipeline view: the share of the iteration lane `lane`'s stage computes nothing.
+  double idleShare(int lane) const;
+  static QColor microBatchColor(int microBatch, sim::TaskKind kind);
 
   void zoomIn();
   void zoomOut();
@@ -68,16 +77,20 @@ protected:
 private:
   struct Box {
     double start = 0, end = 0;
-    int task = 0;
+    int task = 0;  // the first of the tasks it shows
+    int tasks = 1; // pipeline view: the tasks merged into it
   };
   struct Lane {
     int device = 0;
+    int stage = -1; // pipeline view
     sim::Stream stream = sim::Stream::compute;
     std::vector<Box> boxes;     // by start
     std::vector<double> maxEnd; // maxEnd[i]: the latest end of boxes[0..i]
   };
 
   void rebuild();
+  void rebuildStages(); // the pipeline view's lanes
+  int chunkOf(const sim::Task& task) const;
   void updateScrollBars();
   double pixelsPerSecond() const;
   double timeAt(double x) const; // viewport x -> seconds
@@ -95,6 +108,7 @@ private:
   std::vector<int> m_laneTops;  // content y of each lane (before vertical scrolling)
   std::vector<bool> m_critical; // per task
   bool m_criticalOnly = false;
+  bool m_pipelineView = false;
   int m_taskCount = 0;
   double m_span = 0;  // the iteration time
   double m_start = 0; // seconds at the left edge of the time area

@@ -37,8 +37,9 @@ QString legend() {
 
 TimelinePanel::TimelinePanel(QWidget* parent)
     : QWidget(parent), m_view(new SimTimelineView(this)), m_summary(new QLabel(this)), m_span(new QLabel(this)),
-      m_criticalOnly(new QCheckBox(tr("Only the &critical path"), this)), m_zoomIn(new QToolButton(this)),
-      m_zoomOut(new QToolButton(this)), m_fit(new QToolButton(this)) {
+      m_criticalOnly(new QCheckBox(tr("Only the &critical path"), this)),
+      m_byStage(new QCheckBox(tr("By pipeline &stage"), this)), m_legend(new QLabel(this)),
+      m_zoomIn(new QToolButton(this)), m_zoomOut(new QToolButton(this)), m_fit(new QToolButton(this)) {
   m_summary->setWordWrap(true);
   m_summary->setTextInteractionFlags(Qt::TextSelectableByMouse);
   m_zoomIn->setText(tr("Zoom in"));
@@ -47,8 +48,11 @@ TimelinePanel::TimelinePanel(QWidget* parent)
   m_fit->setText(tr("Fit"));
   m_fit->setToolTip(tr("The whole iteration"));
   m_criticalOnly->setToolTip(tr("Show only the tasks that make up the iteration time, one after another"));
-  auto* legendLabel = new QLabel(legend(), this);
-  legendLabel->setWordWrap(true);
+  m_byStage->setObjectName(QStringLiteral("pipelineViewCheck"));
+  m_byStage->setToolTip(tr("One lane per pipeline stage: each micro-batch's forward (F), backward (B) and "
+                           "recomputation (R) through the stage as one box, coloured by micro-batch; the time a "
+                           "stage computes nothing (the bubble) hatched"));
+  m_legend->setWordWrap(true);
 
   auto* bar = new QHBoxLayout;
   bar->addWidget(m_zoomIn);
@@ -56,19 +60,27 @@ TimelinePanel::TimelinePanel(QWidget* parent)
   bar->addWidget(m_fit);
   bar->addSpacing(12);
   bar->addWidget(m_criticalOnly);
+  bar->addWidget(m_byStage);
   bar->addSpacing(12);
   bar->addWidget(m_span, 1);
 
   auto* layout = new QVBoxLayout(this);
   layout->addWidget(m_summary);
   layout->addLayout(bar);
-  layout->addWidget(legendLabel);
+  layout->addWidget(m_legend);
   layout->addWidget(m_view, 1);
 
   connect(m_zoomIn, &QToolButton::clicked, m_view, &SimTimelineView::zoomIn);
   connect(m_zoomOut, &QToolButton::clicked, m_view, &SimTimelineView::zoomOut);
   connect(m_fit, &QToolButton::clicked, m_view, &SimTimelineView::zoomToFit);
-  connect(m_criticalOnly, &QCheckBox::toggled, m_view, &SimTimelineView::setCriticalOnly);
+  connect(m_criticalOnly, &QCheckBox::toggled, this, [this](bool only) {
+    m_view->setCriticalOnly(only);
+    updateLegend();
+  });
+  connect(m_byStage, &QCheckBox::toggled, this, [this](bool on) {
+    m_view->setPipelineView(on);
+    updateLegend();
+  });
   connect(m_view, &SimTimelineView::viewChanged, this, &TimelinePanel::updateSpanLabel);
   setAnalysis(nullptr);
 }
@@ -80,6 +92,10 @@ void TimelinePanel::setAnalysis(std::shared_ptr<const Analysis> analysis) {
   for (QWidget* w : std::initializer_list<QWidget*>{m_zoomIn, m_zoomOut, m_fit, m_criticalOnly}) {
     w->setEnabled(simulated);
   }
+  const bool pipelined = simulated && m_analysis->strategy.pipeline.has_value();
+  m_byStage->setEnabled(pipelined);
+  m_view->setPipelineView(pipelined && m_byStage->isChecked());
+  updateLegend();
   m_summary->setToolTip({});
   if (!m_analysis) {
     m_summary->setText(tr("Evaluate a model to see its predicted iteration."));
@@ -122,6 +138,25 @@ void TimelinePanel::setAnalysis(std::shared_ptr<const Analysis> analysis) {
     m_summary->setToolTip(lines.join(QLatin1Char('\n')));
   }
   m_summary->setText(text);
+}
+
+void TimelinePanel::updateLegend() {
+  if (!m_view->pipelineView()) {
+    m_legend->setText(legend());
+    return;
+  }
+  // The pipeline view: what colours mean, and how much of the iteration each stage idles.
+  QString html = tr("F forward, <b>B</b> backward (darker), R recomputation (dotted), one colour per micro-batch; "
+                    "<span style='color:#888'>▨</span> the stage computes nothing (bubble).");
+  QStringList idle;
+  for (int lane = 0; lane < m_view->laneCount(); ++lane) {
+    idle << tr("%1 %2").arg(m_view->laneLabel(lane).section(QLatin1Char(' '), 0, 1),
+                            formatPercent(m_view->idleShare(lane)));
+  }
+  if (!idle.isEmpty()) {
+    html += QStringLiteral("<br>") + tr("Idle share of the iteration: %1").arg(idle.join(QStringLiteral(", ")));
+  }
+  m_legend->setText(html);
 }
 
 void TimelinePanel::updateSpanLabel() {
