@@ -19,6 +19,7 @@
 #include "setup/setup_panel.h"
 
 #include "partita/graph/error.h"
+#include "partita/zoo/zoo.h"
 
 #include <QFile>
 #include <QGraphicsView>
@@ -142,6 +143,23 @@ private Q_SLOTS:
     QCOMPARE(layout->method, LayoutMethod::Layered);
     QVERIFY(layout->note.contains(QStringLiteral("layered")));
     checkLayout(g, *layout);
+  }
+
+  // A graph with long edges (GPT-3 2.7B's attention mask, read by all 32 layers) would keep dot
+  // busy for minutes: the layered layout is used, saying why. The count grows with the layers.
+  void layeredLayoutForLongEdges() {
+    const auto small = zoo::load("zoo:gpt3?size=2.7b&batch=1&layers=2").graph;
+    const auto large = zoo::load("zoo:gpt3?size=2.7b&batch=1").graph;
+    QVERIFY(dotWork(small) >= static_cast<long long>(small.ops().size()));
+    QVERIFY(dotWork(large) > 10 * dotWork(small));
+    LayoutOptions options;
+    QVERIFY(static_cast<int>(large.ops().size()) <= options.dotLimit); // not too many ops
+    QVERIFY(dotWork(large) > options.dotWorkLimit);
+    const auto layout = layoutGraph(large, options);
+    QCOMPARE(layout->method, LayoutMethod::Layered);
+    QVERIFY2(layout->note.contains(QStringLiteral("long edges")), qPrintable(layout->note));
+    checkLayout(large, *layout);
+    QCOMPARE(layoutGraph(small, options)->method, LayoutMethod::Dot);
   }
 
   void cancelledLayoutThrows() {

@@ -918,7 +918,8 @@ private:
 // layout and devices are too. The terms' formulas are those of the first op of the class.
 class MemoPricing final : public Pricing {
 public:
-  MemoPricing(const graph::Graph& g, const cluster::Cluster& cluster) : m_fresh(g, cluster), m_g(g) {
+  MemoPricing(const graph::Graph& g, const cluster::Cluster& cluster)
+      : m_fresh(g, cluster), m_g(g), m_cluster(cluster) {
     m_signature.assign(g.ops().size(), {-1, -1, -1});
   }
   void begin() override { m_lists_by_address.clear(); }
@@ -940,7 +941,10 @@ public:
     append(key, setup_id(setup));
     // ZeRO-2 and -3 synchronize every micro-batch (cost::op_cost); the others once.
     append(key, setup.zero_stage >= 2 && st.pipeline ? st.pipeline->micro_batches : 1);
-    append(key, list_id(a.devices));
+    // The devices by how they sit on the nodes (with the neighbours' below, jointly).
+    std::array<int, 8> lists{};
+    std::size_t list_count = 0;
+    lists[list_count++] = list_id(a.devices);
     append(key, static_cast<int>(a.config.splits.size()));
     for (const int f : a.config.splits) {
       append(key, f);
@@ -948,6 +952,7 @@ public:
     for (const auto i : shared) {
       append(key, static_cast<int>(i));
     }
+    bool joint = true; // every neighbour's list joined the shape
     if (setup.sequence_parallel) {
       // Its reduce-scatters look at the one reader of each output and the producer of each input.
       const auto& op = m_g.op(id);
@@ -955,7 +960,12 @@ public:
         const auto& oa = st.ops[static_cast<std::size_t>(other)];
         append(key, signature(other, keep[static_cast<std::size_t>(other)]));
         append(key, static_cast<int>(slot));
-        append(key, list_id(oa.devices));
+        if (list_count < lists.size()) {
+          lists[list_count++] = list_id(oa.devices);
+        } else {
+          joint = false;
+          append(key, list_id(oa.devices));
+        }
         for (const int f : oa.config.splits) {
           append(key, f);
         }
@@ -976,6 +986,13 @@ public:
         } else {
           append(key, -2);
         }
+      }
+    }
+    // Lists that could not join the shape are keyed by their own ids: then so is the op's.
+    append(key, joint ? shape_id({lists.data(), list_count}) : -1);
+    if (!joint) {
+      for (std::size_t l = 0; l < list_count; ++l) {
+        append(key, lists[l]);
       }
     }
     if (const auto it = m_ops.find(key); it != m_ops.end()) {
@@ -1005,8 +1022,8 @@ public:
     append(key, static_cast<int>(output_index(m_g.op(prod), t)));
     append(key, static_cast<int>(std::count(op.inputs.begin(), op.inputs.end(), t)));
     append(key, setup_id(setup));
-    append(key, list_id(a.devices));
-    append(key, list_id(pa.devices));
+    const std::array<int, 2> lists{list_id(a.devices), list_id(pa.devices)};
+    append(key, shape_id(lists));
     for (const auto* c : {&a.config, &pa.config}) {
       append(key, static_cast<int>(c->splits.size()));
       for (const int f : c->splits) {
@@ -1042,6 +1059,45 @@ public:
 
 private:
   static void append(std::string& key, int v) { key.append(reinterpret_cast<const char*>(&v), sizeof v); }
+  // Device lists (by list_id) as the cost model sees them: on a cluster of equal nodes, each device
+  // as its node's rank among the lists' nodes x node size + its local id, as node_shape() does for
+  // one group. Lists that differ only by which (equal) nodes they occupy price the same: a pipeline's
+  // stages on whole nodes share one shape. Several lists are shaped jointly (a move's producer and
+  // consumer), so that how they sit against each other is kept. On mixed nodes the lists' own ids.
+  int shape_id(std::span<const int> ids) {
+    std::string key;
+    for (const int id : ids) {
+      append(key, id);
+    }
+    if (const auto it = m_shape_of_lists.find(key); it != m_shape_of_lists.end()) {
+      return it->second;
+    }
+    std::vector<int> shape;
+    if (m_cluster.heterogeneous()) {
+      shape.assign(ids.begin(), ids.end());
+      shape.insert(shape.begin(), -2);
+    } else {
+      std::vector<int> nodes;
+      for (const int id : ids) {
+        for (const int d : *m_list_of[static_cast<std::size_t>(id)]) {
+          nodes.push_back(m_cluster.node_of(d));
+        }
+      }
+      std::sort(nodes.begin(), nodes.end());
+      nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
+      for (const int id : ids) {
+        const auto& list = *m_list_of[static_cast<std::size_t>(id)];
+        shape.push_back(-1 - static_cast<int>(list.size()));
+        for (const int d : list) {
+          const auto rank = std::lower_bound(nodes.begin(), nodes.end(), m_cluster.node_of(d)) - nodes.begin();
+          shape.push_back(static_cast<int>(rank) * m_cluster.devices_per_node + d % m_cluster.devices_per_node);
+        }
+      }
+    }
+    const int id = m_shapes.emplace(std::move(shape), static_cast<int>(m_shapes.size())).first->second;
+    m_shape_of_lists.emplace(std::move(key), id);
+    return id;
+  }
   // Numbers only: the formulas would name the first op of a class.
   static void strip(std::vector<cost::Term>& terms) {
     for (auto& t : terms) {
@@ -1064,6 +1120,7 @@ private:
 
   FreshPricing m_fresh;
   const graph::Graph& m_g;
+  const cluster::Cluster& m_cluster;
   std::array<std::optional<std::vector<cost::Saved>>, 3> m_keep;
   std::vector<std::array<int, 3>> m_signature; // per op and Saved: the interned cost signature
   struct ListHash {
@@ -1076,6 +1133,8 @@ private:
     }
   };
   std::unordered_map<std::string, int> m_signatures;
+  std::unordered_map<std::string, int> m_shape_of_lists; // list ids -> shape id
+  std::unordered_map<std::vector<int>, int, ListHash> m_shapes;
   std::unordered_map<std::vector<int>, int, ListHash> m_lists;
   std::vector<const std::vector<int>*> m_list_of; // id -> its list (keys of m_lists: stable)
   int m_last_list = -1;

@@ -60,7 +60,7 @@ struct DotGraph {
 };
 
 // Returns nullptr when dot is not available (no layout plugin): the caller falls back.
-std::shared_ptr<GraphLayout> layoutDot(const graph::Graph& g, const std::atomic<bool>* cancel,
+std::shared_ptr<GraphLayout> layoutDot(const graph::Graph& g, long long work, const std::atomic<bool>* cancel,
                                        const ProgressFn& progress) {
   const auto edges = opEdges(g);
   std::lock_guard lock(graphvizMutex());
@@ -77,6 +77,11 @@ std::shared_ptr<GraphLayout> layoutDot(const graph::Graph& g, const std::atomic<
   set(dot.graph, "ranksep", "0.45");
   if (g.ops().size() > 400) {
     set(dot.graph, "mclimit", "0.3"); // fewer crossing-minimization passes on big graphs
+  }
+  if (work > 2000) {
+    // Long edges: placing x coordinates (network simplex) dominates; one pass per node is enough
+    // to read the graph (5.9 s -> 0.3 s for 5,583 ranked nodes).
+    set(dot.graph, "nslimit", "1");
   }
   // Declared before any node so that every node gets them.
   agattr(dot.graph, AGNODE, const_cast<char*>("shape"), const_cast<char*>("box"));
@@ -176,22 +181,52 @@ std::vector<std::pair<graph::OpId, graph::OpId>> opEdges(const graph::Graph& g) 
   return edges;
 }
 
+long long dotWork(const graph::Graph& g) {
+  std::vector<long long> rank(g.ops().size(), 0);
+  const auto edges = opEdges(g);
+  std::vector<std::vector<graph::OpId>> readers(g.ops().size());
+  for (const auto& [from, to] : edges) {
+    readers[static_cast<std::size_t>(from)].push_back(to);
+  }
+  for (const graph::OpId id : g.topological_order()) {
+    for (const graph::OpId to : readers[static_cast<std::size_t>(id)]) {
+      rank[static_cast<std::size_t>(to)] =
+          std::max(rank[static_cast<std::size_t>(to)], rank[static_cast<std::size_t>(id)] + 1);
+    }
+  }
+  auto work = static_cast<long long>(g.ops().size());
+  for (const auto& [from, to] : edges) {
+    work += std::max(0LL, rank[static_cast<std::size_t>(to)] - rank[static_cast<std::size_t>(from)] - 1);
+  }
+  return work;
+}
+
 std::shared_ptr<const GraphLayout> layoutGraph(const graph::Graph& g, const LayoutOptions& options,
                                                const std::atomic<bool>* cancel, const ProgressFn& progress) {
   checkCancel(cancel);
   const bool tooBig = static_cast<int>(g.ops().size()) > options.dotLimit;
-  const bool useDot = options.method == LayoutMethod::Dot || (options.method == LayoutMethod::Automatic && !tooBig);
+  const long long work = dotWork(g);
+  const bool tooLong = work > options.dotWorkLimit;
+  const bool useDot =
+      options.method == LayoutMethod::Dot || (options.method == LayoutMethod::Automatic && !tooBig && !tooLong);
   std::shared_ptr<GraphLayout> layout;
   QString note;
   if (useDot) {
-    layout = layoutDot(g, cancel, progress);
+    layout = layoutDot(g, work, cancel, progress);
     if (!layout) {
       note = QCoreApplication::translate("GraphLayout", "Graphviz's dot layout is not available: layered layout used");
     }
-  } else {
+  } else if (tooBig) {
     note = QCoreApplication::translate("GraphLayout", "%1 ops, more than %2: layered layout instead of dot")
                .arg(g.ops().size())
                .arg(options.dotLimit);
+  } else {
+    note = QCoreApplication::translate("GraphLayout",
+                                       "%1 ops whose long edges make %2 nodes for dot to rank, more than %3 (it would "
+                                       "take minutes): layered layout instead of dot")
+               .arg(g.ops().size())
+               .arg(work)
+               .arg(options.dotWorkLimit);
   }
   if (!layout) {
     layout = layoutLayered(g, cancel, progress);

@@ -8,6 +8,7 @@
 #include "partita/strategy/strategy.h"
 #include "partita/zoo/zoo.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -68,6 +69,45 @@ TEST(Evaluator, PredictsWhatEvaluatePredictsForEveryFamilyAndSetup) {
         const std::string what = std::string(family) + " variant " + std::to_string(variant);
         expect_same(evaluator(st, r.setup), strategy::evaluate(m->graph, cluster, st, r.setup), what);
         ++compared;
+      }
+    }
+  }
+  EXPECT_GE(compared, 40);
+}
+
+// Stages on different nodes share their prices where the nodes are alike (a stage's devices as
+// their node's rank and local id): exact on switched nodes, on direct-link nodes (DGX-1: which
+// local devices matters) and between nodes, for stages of whole nodes, of part of one, and for
+// the moves between them.
+TEST(Evaluator, StagesOnAlikeNodesPriceAlike) {
+  const auto model = zoo::load("zoo:gpt2?layers=8&hidden=64&heads=4&seq=32&batch=16&vocab=128");
+  int compared = 0;
+  for (const char* preset : {"dgx-a100?nodes=4", "dgx1?nodes=4", "pcie-8gpu?nodes=4"}) {
+    const auto cluster = cluster::load_cluster(preset);
+    strategy::Evaluator evaluator(model.graph, cluster);
+    for (const int pp : {2, 4, 8}) {
+      for (const int tp : {1, 2, 4}) {
+        for (const int zero : {0, 3}) {
+          search::Request r;
+          r.graph = &model.graph;
+          r.cluster = &cluster;
+          r.devices = 32;
+          r.setup.precision = cluster::Precision::bf16;
+          r.setup.zero_stage = zero;
+          r.setup.sequence_parallel = tp > 1 && zero == 0;
+          r.tensor_parallel = tp;
+          r.pipeline_parallel = pp;
+          r.micro_batch_size = 1;
+          strategy::Strategy st;
+          try {
+            st = search::find_optimizer("megatron").optimize(r);
+          } catch (const Error&) {
+            continue;
+          }
+          const auto what = fmt::format("{} pp {} tp {} zero {}", preset, pp, tp, zero);
+          expect_same(evaluator(st, r.setup), strategy::evaluate(model.graph, cluster, st, r.setup), what);
+          ++compared;
+        }
       }
     }
   }
