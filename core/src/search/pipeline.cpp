@@ -12,6 +12,7 @@
 #include <map>
 #include <numeric>
 #include <string>
+#include <unordered_map>
 
 namespace partita::search::detail {
 
@@ -199,13 +200,25 @@ strategy::Strategy pipeline(const Request& r) {
       weigh.zero_stage = 0;
       weigh.recompute = cost::Recompute::none;
     }
+    // Ops of equal cost signature and configuration cost the same (a model's repeated layers):
+    // each priced once.
+    std::unordered_map<std::string, double> priced;
     for (graph::OpId id : b.order()) {
       b.check_cancel();
       const auto config = stage_config(id);
+      std::string key = cost::cost_signature(b.graph(), id, b.semantics(id), cost::Saved::kept);
+      for (const int f : config.splits) {
+        key += fmt::format(",{}", f);
+      }
+      if (const auto it = priced.find(key); it != priced.end()) {
+        times.push_back(it->second);
+        continue;
+      }
       const auto k = static_cast<std::size_t>(config.devices());
       std::vector<int> devices(first_stage.begin(),
                                first_stage.begin() + static_cast<std::ptrdiff_t>(per_stage / k * k));
       times.push_back(cost::op_cost(b.graph(), id, b.semantics(id), config, devices, b.cluster(), weigh).time_total());
+      priced.emplace(std::move(key), times.back());
     }
     if (r.balance == "layers") {
       // Megatron-LM's way: the repeated blocks (layers) shared out evenly, what occurs once (the

@@ -431,7 +431,7 @@ Result search(const Request& r) {
       ++result.refused;
       continue;
     }
-    const auto p = evaluator(st, *st.setup);
+    const auto p = evaluator.totals(st, *st.setup);
     ++result.evaluated;
     Point point{c, p.iteration_time, p.peak_memory, p.peak_memory <= result.memory_limit};
     if (c.recompute == cost::Recompute::none) {

@@ -561,10 +561,11 @@ public:
   virtual const std::vector<graph::OpId>& order() = 0;
   virtual const std::vector<cost::Saved>& saved(cost::Recompute policy) = 0;
   virtual const std::vector<TiedWeight>& ties() = 0;
-  virtual cost::OpCost op(const Strategy& st, graph::OpId id, std::span<const std::size_t> shared,
-                          const std::vector<cost::Saved>& keep, const cost::TrainingSetup& setup) = 0;
-  virtual std::vector<cost::Term> input(const Strategy& st, graph::OpId id, std::size_t i,
-                                        const cost::TrainingSetup& setup) = 0;
+  // Valid until the next call of the same function.
+  virtual const cost::OpCost& op(const Strategy& st, graph::OpId id, std::span<const std::size_t> shared,
+                                 const std::vector<cost::Saved>& keep, const cost::TrainingSetup& setup) = 0;
+  virtual const std::vector<cost::Term>& input(const Strategy& st, graph::OpId id, std::size_t i,
+                                               const cost::TrainingSetup& setup) = 0;
   // Memory summed per list of devices, spread onto the devices at the end (fewer additions, the
   // same sums up to their order), rather than device by device as each op comes.
   virtual bool by_device_list() const = 0;
@@ -572,8 +573,9 @@ public:
   virtual int list_id(const std::vector<int>& devices) = 0;
 };
 
+// `per_op`: fill Prediction::ops (each op's terms); without, only the totals and memory.
 Prediction evaluate_with(const graph::Graph& g, const cluster::Cluster& cluster, const Strategy& st,
-                         const cost::TrainingSetup& given, Pricing& pricing) {
+                         const cost::TrainingSetup& given, Pricing& pricing, bool per_op = true) {
   const cost::TrainingSetup& setup = st.setup ? *st.setup : given;
   pricing.begin();
   const auto& sem = pricing.semantics();
@@ -600,7 +602,9 @@ Prediction evaluate_with(const graph::Graph& g, const cluster::Cluster& cluster,
 
   Prediction p;
   p.batch = batch_size(g);
-  p.ops.resize(g.ops().size());
+  if (per_op) {
+    p.ops.resize(g.ops().size());
+  }
   p.memory.resize(static_cast<std::size_t>(cluster.device_count()));
   p.memory_capacity = cluster.device.memory_capacity;
   // Per virtual stage (a stage's chunk; the stage itself without chunks), folded onto the stages'
@@ -623,12 +627,15 @@ Prediction evaluate_with(const graph::Graph& g, const cluster::Cluster& cluster,
   std::map<std::pair<int, int>, double> list_chunk_activations;
   double compute = 0, communication = 0, redistribution = 0, sync = 0, step = 0;
 
+  std::vector<cost::Term> extra; // an op's input moves and tied-gradient sums, after its own terms
+  std::vector<int> input_of_term;
   for (graph::OpId id : order) {
     const auto& op = g.op(id);
     const auto& a = st.ops[static_cast<std::size_t>(id)];
     const auto& s = sem[static_cast<std::size_t>(id)];
-    auto c = pricing.op(st, id, shared[static_cast<std::size_t>(id)], keep, setup);
-    std::vector<int> input_of_term;
+    const cost::OpCost& c = pricing.op(st, id, shared[static_cast<std::size_t>(id)], keep, setup);
+    extra.clear();
+    input_of_term.assign(per_op ? c.time.size() : 0, -1);
     // Inputs produced by another op arrive in that op's output layout. A tensor moved into a
     // layout once (say, gathered for Q, K and V) is not sent again for the next consumer; each
     // consumer still copies it into its own buffer, and adds its gradient back.
@@ -636,7 +643,7 @@ Prediction evaluate_with(const graph::Graph& g, const cluster::Cluster& cluster,
       if (op.inputs[i] == graph::no_tensor) {
         continue;
       }
-      auto terms = pricing.input(st, id, i, setup);
+      const auto& terms = pricing.input(st, id, i, setup);
       // Where the input is sent (not only copied), whether it was sent there already.
       bool sent = false, sends = false;
       std::vector<std::int64_t> key;
@@ -647,16 +654,17 @@ Prediction evaluate_with(const graph::Graph& g, const cluster::Cluster& cluster,
         key = placement_key(g, s, a, i, op.inputs[i]);
         sent = moved.count(key) != 0;
       }
-      for (auto& term : terms) {
+      for (const auto& term : terms) {
         if (term.name == cost::term::redistribution) {
           if (sent) {
             continue;
           }
           moved.insert(key);
         }
-        c.time.push_back(std::move(term));
-        input_of_term.resize(c.time.size(), -1);
-        input_of_term.back() = static_cast<int>(i);
+        extra.push_back(term);
+        if (per_op) {
+          input_of_term.push_back(static_cast<int>(i));
+        }
       }
     }
     // A tied weight's gradients summed between its readers' layouts, on its first reader.
@@ -671,17 +679,20 @@ Prediction evaluate_with(const graph::Graph& g, const cluster::Cluster& cluster,
           const auto& oa = st.ops[static_cast<std::size_t>(other)];
           const auto from = sharding::input_layout(g, sem[static_cast<std::size_t>(other)], oa.config, other_input);
           for (auto& term : tied_gradient_terms(move_geometry(from, oa, to, a), context, cluster, setup, true)) {
-            c.time.push_back(std::move(term));
+            extra.push_back(std::move(term));
           }
         }
       }
     }
-    input_of_term.resize(c.time.size(), -1);
-    const double total = c.time_total();
-    const double sync_time = c.get(cost::term::gradient_sync);
-    const double step_time = c.get(cost::term::optimizer_step);
-    for (const auto& term : c.time) {
+    // The op's terms, then the extra ones, in that order (the sums of OpCost's own functions).
+    double total = 0, sync_time = 0, step_time = 0, compute_part = 0;
+    const auto account = [&](const cost::Term& term) {
+      total += term.value;
+      if (term.name == cost::term::gradient_sync) {
+        sync_time += term.value;
+      }
       if (term.name == cost::term::optimizer_step) {
+        step_time += term.value;
         step += term.value;
       } else if (cost::is_compute_term(term.name)) {
         compute += term.value;
@@ -692,10 +703,19 @@ Prediction evaluate_with(const graph::Graph& g, const cluster::Cluster& cluster,
       } else {
         communication += term.value;
       }
+      if (cost::is_compute_term(term.name)) {
+        compute_part += term.value;
+      }
+    };
+    for (const auto& term : c.time) {
+      account(term);
+    }
+    for (const auto& term : extra) {
+      account(term);
     }
     const int stage = st.pipeline ? st.pipeline->stage_of_op[static_cast<std::size_t>(id)] : 0;
     stage_time[static_cast<std::size_t>(stage)] += total - sync_time - step_time;
-    stage_compute[static_cast<std::size_t>(stage)] += c.compute_time() - step_time;
+    stage_compute[static_cast<std::size_t>(stage)] += compute_part - step_time;
     stage_sync[static_cast<std::size_t>(stage)] += sync_time + step_time;
     stage_step[static_cast<std::size_t>(stage)] += step_time;
     // Memory: activations of the micro-batches a stage holds at once (1F1B: stages - stage). Under
@@ -740,7 +760,12 @@ Prediction evaluate_with(const graph::Graph& g, const cluster::Cluster& cluster,
         m.workspace = std::max(m.workspace, workspace);
       }
     }
-    p.ops[static_cast<std::size_t>(id)] = OpPrediction{std::move(c), total, std::move(input_of_term)};
+    if (per_op) {
+      cost::OpCost own = c;
+      own.time.insert(own.time.end(), std::make_move_iterator(extra.begin()), std::make_move_iterator(extra.end()));
+      input_of_term.resize(own.time.size(), -1);
+      p.ops[static_cast<std::size_t>(id)] = OpPrediction{std::move(own), total, input_of_term};
+    }
   }
 
   for (std::size_t list = 0; list < list_memory.size(); ++list) {
@@ -887,19 +912,20 @@ public:
     }
     return *m_ties;
   }
-  cost::OpCost op(const Strategy& st, graph::OpId id, std::span<const std::size_t> shared,
-                  const std::vector<cost::Saved>& keep, const cost::TrainingSetup& setup) override {
+  const cost::OpCost& op(const Strategy& st, graph::OpId id, std::span<const std::size_t> shared,
+                         const std::vector<cost::Saved>& keep, const cost::TrainingSetup& setup) override {
     const auto& a = st.ops[static_cast<std::size_t>(id)];
-    auto c = cost::op_cost(m_g, id, m_sem[static_cast<std::size_t>(id)], a.config, a.devices, m_cluster, setup,
-                           keep[static_cast<std::size_t>(id)], shared, st.pipeline ? st.pipeline->micro_batches : 1);
+    m_op = cost::op_cost(m_g, id, m_sem[static_cast<std::size_t>(id)], a.config, a.devices, m_cluster, setup,
+                         keep[static_cast<std::size_t>(id)], shared, st.pipeline ? st.pipeline->micro_batches : 1);
     if (setup.sequence_parallel) {
-      reduce_scatters(m_g, m_sem, st.ops, id, m_cluster, setup, c);
+      reduce_scatters(m_g, m_sem, st.ops, id, m_cluster, setup, m_op);
     }
-    return c;
+    return m_op;
   }
-  std::vector<cost::Term> input(const Strategy& st, graph::OpId id, std::size_t i,
-                                const cost::TrainingSetup& setup) override {
-    return input_redistribution(m_g, m_sem, st.ops, m_cluster, setup, id, i);
+  const std::vector<cost::Term>& input(const Strategy& st, graph::OpId id, std::size_t i,
+                                       const cost::TrainingSetup& setup) override {
+    m_input = input_redistribution(m_g, m_sem, st.ops, m_cluster, setup, id, i);
+    return m_input;
   }
   bool by_device_list() const override { return false; }
   int list_id(const std::vector<int>&) override { return 0; }
@@ -911,6 +937,8 @@ private:
   std::vector<graph::OpId> m_order;
   std::vector<cost::Saved> m_keep;
   std::optional<std::vector<TiedWeight>> m_ties;
+  cost::OpCost m_op;               // op()'s last
+  std::vector<cost::Term> m_input; // input()'s last
 };
 
 // Each class of equal ops priced once: ops with the same cost signature, layout, devices and
@@ -933,10 +961,11 @@ public:
     return *keep;
   }
   const std::vector<TiedWeight>& ties() override { return m_fresh.ties(); }
-  cost::OpCost op(const Strategy& st, graph::OpId id, std::span<const std::size_t> shared,
-                  const std::vector<cost::Saved>& keep, const cost::TrainingSetup& setup) override {
+  const cost::OpCost& op(const Strategy& st, graph::OpId id, std::span<const std::size_t> shared,
+                         const std::vector<cost::Saved>& keep, const cost::TrainingSetup& setup) override {
     const auto& a = st.ops[static_cast<std::size_t>(id)];
-    std::string key;
+    std::string& key = m_op_key; // its capacity kept: no allocation per op
+    key.clear();
     append(key, signature(id, keep[static_cast<std::size_t>(id)]));
     append(key, setup_id(setup));
     // ZeRO-2 and -3 synchronize every micro-batch (cost::op_cost); the others once.
@@ -1001,21 +1030,22 @@ public:
     auto c = m_fresh.op(st, id, shared, keep, setup);
     strip(c.time);
     strip(c.memory);
-    m_ops.emplace(std::move(key), c);
-    return c;
+    return m_ops.emplace(key, std::move(c)).first->second;
   }
-  std::vector<cost::Term> input(const Strategy& st, graph::OpId id, std::size_t i,
-                                const cost::TrainingSetup& setup) override {
+  const std::vector<cost::Term>& input(const Strategy& st, graph::OpId id, std::size_t i,
+                                       const cost::TrainingSetup& setup) override {
+    static const std::vector<cost::Term> none;
     const auto& op = m_g.op(id);
     const graph::TensorId t = op.inputs[i];
     if (t == graph::no_tensor || m_g.tensor(t).producer < 0) {
-      return {};
+      return none;
     }
     const graph::OpId prod = m_g.tensor(t).producer;
     const auto& a = st.ops[static_cast<std::size_t>(id)];
     const auto& pa = st.ops[static_cast<std::size_t>(prod)];
     const auto& keep = saved(setup.recompute);
-    std::string key;
+    std::string& key = m_input_key;
+    key.clear();
     append(key, signature(id, keep[static_cast<std::size_t>(id)]));
     append(key, signature(prod, keep[static_cast<std::size_t>(prod)]));
     append(key, static_cast<int>(i));
@@ -1035,8 +1065,7 @@ public:
     }
     auto terms = m_fresh.input(st, id, i, setup);
     strip(terms);
-    m_inputs.emplace(std::move(key), terms);
-    return terms;
+    return m_inputs.emplace(key, std::move(terms)).first->second;
   }
   bool by_device_list() const override { return true; }
   int list_id(const std::vector<int>& devices) override {
@@ -1140,6 +1169,7 @@ private:
   int m_last_list = -1;
   std::map<std::tuple<int, int, int, int, bool, bool>, int> m_setups;
   std::unordered_map<const std::vector<int>*, int> m_lists_by_address; // this evaluation's
+  std::string m_op_key, m_input_key;                                   // reused by op() and input()
   std::unordered_map<std::string, cost::OpCost> m_ops;
   std::unordered_map<std::string, std::vector<cost::Term>> m_inputs;
 };
@@ -1158,6 +1188,10 @@ Evaluator::~Evaluator() = default;
 
 Prediction Evaluator::operator()(const Strategy& st, const cost::TrainingSetup& setup) {
   return evaluate_with(m_memo->g, m_memo->cluster, st, setup, m_memo->pricing);
+}
+
+Prediction Evaluator::totals(const Strategy& st, const cost::TrainingSetup& setup) {
+  return evaluate_with(m_memo->g, m_memo->cluster, st, setup, m_memo->pricing, false);
 }
 
 Prediction evaluate(const graph::Graph& g, const cluster::Cluster& cluster, const Strategy& st,

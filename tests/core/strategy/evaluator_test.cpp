@@ -105,7 +105,13 @@ TEST(Evaluator, StagesOnAlikeNodesPriceAlike) {
             continue;
           }
           const auto what = fmt::format("{} pp {} tp {} zero {}", preset, pp, tp, zero);
-          expect_same(evaluator(st, r.setup), strategy::evaluate(model.graph, cluster, st, r.setup), what);
+          const auto exact = strategy::evaluate(model.graph, cluster, st, r.setup);
+          expect_same(evaluator(st, r.setup), exact, what);
+          // totals(): the same without the per-op predictions.
+          auto totals = evaluator.totals(st, r.setup);
+          EXPECT_TRUE(totals.ops.empty());
+          totals.ops = exact.ops;
+          expect_same(totals, exact, what + " (totals)");
           ++compared;
         }
       }

@@ -146,6 +146,9 @@ public:
   Evaluator(const Evaluator&) = delete;
   Evaluator& operator=(const Evaluator&) = delete;
   Prediction operator()(const Strategy& strategy, const cost::TrainingSetup& setup);
+  // The same without Prediction::ops (left empty): the iteration, its terms and memory per
+  // device, for searches that rank strategies by them.
+  Prediction totals(const Strategy& strategy, const cost::TrainingSetup& setup);
 
 private:
   struct Memo;
