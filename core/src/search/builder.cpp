@@ -150,8 +150,14 @@ Builder::Builder(const Request& request, std::string family) : m_request(request
                             request.cluster->name, request.cluster->device_count()));
   }
   const auto& g = *request.graph;
-  for (std::size_t i = 0; i < g.ops().size(); ++i) {
-    m_sem.push_back(graph::describe(g, static_cast<graph::OpId>(i)));
+  if (request.facts && request.facts->semantics.size() == g.ops().size()) {
+    m_facts = request.facts;
+  } else {
+    auto facts = std::make_shared<ModelFacts>();
+    for (std::size_t i = 0; i < g.ops().size(); ++i) {
+      facts->semantics.push_back(graph::describe(g, static_cast<graph::OpId>(i)));
+    }
+    m_facts = std::move(facts);
   }
   m_order = g.topological_order();
   m_ops.resize(g.ops().size());
@@ -170,7 +176,7 @@ Builder::Builder(const Request& request, std::string family) : m_request(request
   m_batch_dim.assign(g.ops().size(), -1);
   for (graph::OpId id : m_order) {
     const auto& op = g.op(id);
-    const auto& s = m_sem[static_cast<std::size_t>(id)];
+    const auto& s = semantics(id);
     std::set<int> batch;
     for (std::size_t i = 0; i < op.inputs.size(); ++i) {
       if (op.inputs[i] == graph::no_tensor) {
@@ -284,7 +290,8 @@ double Builder::op_time(graph::OpId id) const {
   const auto c = cost::op_cost(graph(), id, semantics(id), a.config, a.devices, cluster(), m_request.setup);
   double t = c.time_total();
   for (std::size_t i = 0; i < graph().op(id).inputs.size(); ++i) {
-    for (const auto& term : strategy::input_redistribution(graph(), m_sem, m_ops, cluster(), m_request.setup, id, i)) {
+    for (const auto& term :
+         strategy::input_redistribution(graph(), m_facts->semantics, m_ops, cluster(), m_request.setup, id, i)) {
       t += term.value;
     }
   }
@@ -357,6 +364,20 @@ strategy::Strategy Builder::finish(std::string explanation) {
   st.ops = std::move(m_ops);
   progress(1.0);
   return st;
+}
+
+const std::string& Builder::cost_signature(graph::OpId id) const {
+  const auto i = static_cast<std::size_t>(id);
+  if (m_facts->cost_signatures.size() == m_facts->semantics.size()) {
+    return m_facts->cost_signatures[i];
+  }
+  if (m_cost_signatures.empty()) {
+    m_cost_signatures.resize(m_facts->semantics.size());
+  }
+  if (m_cost_signatures[i].empty()) {
+    m_cost_signatures[i] = cost::cost_signature(graph(), id, semantics(id), cost::Saved::kept);
+  }
+  return m_cost_signatures[i];
 }
 
 } // namespace partita::search::detail

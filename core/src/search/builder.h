@@ -25,7 +25,9 @@ public:
 
   const graph::Graph& graph() const { return *m_request.graph; }
   const cluster::Cluster& cluster() const { return *m_request.cluster; }
-  const graph::OpSemantics& semantics(graph::OpId id) const { return m_sem[static_cast<std::size_t>(id)]; }
+  const graph::OpSemantics& semantics(graph::OpId id) const { return m_facts->semantics[static_cast<std::size_t>(id)]; }
+  // cost::cost_signature(graph(), id, semantics(id), Saved::kept), derived once.
+  const std::string& cost_signature(graph::OpId id) const;
   // Devices the current decisions place ops on (all of the request's by default; a pipeline
   // stage's while that stage is built).
   int devices() const { return static_cast<int>(m_pool.size()); }
@@ -67,7 +69,8 @@ public:
 private:
   const Request& m_request;
   std::string m_family;
-  std::vector<graph::OpSemantics> m_sem;
+  std::shared_ptr<const ModelFacts> m_facts;          // the request's, or the semantics derived here
+  mutable std::vector<std::string> m_cost_signatures; // without the request's facts: as asked
   std::vector<graph::OpId> m_order;
   std::vector<int> m_batch_dim;
   std::vector<strategy::OpAssignment> m_ops;

@@ -1,5 +1,6 @@
 #include "partita/search/optimizer.h"
 
+#include "partita/cost/op_cost.h"
 #include "partita/graph/error.h"
 #include "partita/search/auto_search.h"
 #include "partita/search/bapipe.h"
@@ -88,6 +89,18 @@ const Optimizer& find_optimizer(std::string_view name) {
     names.push_back(o->name());
   }
   throw Error(fmt::format("unknown strategy family '{}' (known: {})", name, fmt::join(names, ", ")));
+}
+
+std::shared_ptr<const ModelFacts> ModelFacts::of(const graph::Graph& g) {
+  auto facts = std::make_shared<ModelFacts>();
+  facts->semantics.reserve(g.ops().size());
+  facts->cost_signatures.reserve(g.ops().size());
+  for (std::size_t i = 0; i < g.ops().size(); ++i) {
+    const auto id = static_cast<graph::OpId>(i);
+    facts->semantics.push_back(graph::describe(g, id));
+    facts->cost_signatures.push_back(cost::cost_signature(g, id, facts->semantics.back(), cost::Saved::kept));
+  }
+  return facts;
 }
 
 } // namespace partita::search

@@ -206,7 +206,7 @@ strategy::Strategy pipeline(const Request& r) {
     for (graph::OpId id : b.order()) {
       b.check_cancel();
       const auto config = stage_config(id);
-      std::string key = cost::cost_signature(b.graph(), id, b.semantics(id), cost::Saved::kept);
+      std::string key = b.cost_signature(id);
       for (const int f : config.splits) {
         key += fmt::format(",{}", f);
       }

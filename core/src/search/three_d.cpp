@@ -335,9 +335,14 @@ strategy::Strategy plan(const Request& r, const Candidate& c) {
   return st;
 }
 
-Result search(const Request& r) {
-  if (r.graph == nullptr || r.cluster == nullptr) {
+Result search(const Request& request) {
+  if (request.graph == nullptr || request.cluster == nullptr) {
     throw Error("3d: no model or cluster");
+  }
+  // Every candidate is a plan of the same model: its semantics and cost signatures derived once.
+  Request r = request;
+  if (!r.facts) {
+    r.facts = ModelFacts::of(*r.graph);
   }
   if (r.devices > r.cluster->device_count()) {
     throw Error(fmt::format("3d: {} devices asked, the cluster has {}", r.devices, r.cluster->device_count()));

@@ -52,8 +52,7 @@ namespace {
 
 // `seen_list`, when given, says whether a device list was checked before (an Evaluator's lists).
 void check(const graph::Graph& g, const cluster::Cluster& cluster, const Strategy& st,
-           const std::vector<graph::OpSemantics>& sem,
-           const std::function<bool(const std::vector<int>&)>& seen_list = {}) {
+           const std::vector<graph::OpSemantics>& sem, const std::function<bool(std::size_t op)>& seen_list = {}) {
   if (st.ops.size() != g.ops().size()) {
     throw Error(
         fmt::format("strategy '{}' assigns {} ops, the model has {}", st.family, st.ops.size(), g.ops().size()));
@@ -71,7 +70,7 @@ void check(const graph::Graph& g, const cluster::Cluster& cluster, const Strateg
       throw Error(fmt::format("strategy '{}', op '{}': {} devices is not a multiple of the {} its configuration needs",
                               st.family, name, a.devices.size(), k));
     }
-    if (seen_list && seen_list(a.devices)) {
+    if (seen_list && seen_list(i)) {
       continue;
     }
     for (int d : a.devices) {
@@ -556,7 +555,7 @@ namespace {
 class Pricing {
 public:
   virtual ~Pricing() = default;
-  virtual void begin() {}
+  virtual void begin(const Strategy& /*st*/) {}
   virtual const std::vector<graph::OpSemantics>& semantics() = 0;
   virtual const std::vector<graph::OpId>& order() = 0;
   virtual const std::vector<cost::Saved>& saved(cost::Recompute policy) = 0;
@@ -569,22 +568,22 @@ public:
   // Memory summed per list of devices, spread onto the devices at the end (fewer additions, the
   // same sums up to their order), rather than device by device as each op comes.
   virtual bool by_device_list() const = 0;
-  // An id per distinct device list (by_device_list only).
-  virtual int list_id(const std::vector<int>& devices) = 0;
+  // An id per distinct device list: op `id`'s in the strategy begin() was given (by_device_list only).
+  virtual int list_of(graph::OpId id) = 0;
 };
 
 // `per_op`: fill Prediction::ops (each op's terms); without, only the totals and memory.
 Prediction evaluate_with(const graph::Graph& g, const cluster::Cluster& cluster, const Strategy& st,
                          const cost::TrainingSetup& given, Pricing& pricing, bool per_op = true) {
   const cost::TrainingSetup& setup = st.setup ? *st.setup : given;
-  pricing.begin();
+  pricing.begin(st);
   const auto& sem = pricing.semantics();
   std::vector<bool> checked;
-  check(g, cluster, st, sem, [&](const std::vector<int>& devices) {
+  check(g, cluster, st, sem, [&](std::size_t op) {
     if (!pricing.by_device_list()) {
       return false;
     }
-    const auto id = static_cast<std::size_t>(pricing.list_id(devices));
+    const auto id = static_cast<std::size_t>(pricing.list_of(static_cast<graph::OpId>(op)));
     if (id >= checked.size()) {
       checked.resize(id + 1, false);
     }
@@ -729,7 +728,7 @@ Prediction evaluate_with(const graph::Graph& g, const cluster::Cluster& cluster,
                  optimizer_state = c.get(cost::term::optimizer_state), activations = c.get(cost::term::activations),
                  workspace = c.get(cost::term::workspace) / micro;
     if (pricing.by_device_list()) {
-      const int list = pricing.list_id(a.devices);
+      const int list = pricing.list_of(id);
       if (static_cast<std::size_t>(list) >= list_memory.size()) {
         list_memory.resize(static_cast<std::size_t>(list) + 1);
         list_devices.resize(static_cast<std::size_t>(list) + 1);
@@ -928,7 +927,7 @@ public:
     return m_input;
   }
   bool by_device_list() const override { return false; }
-  int list_id(const std::vector<int>&) override { return 0; }
+  int list_of(graph::OpId) override { return 0; }
 
 private:
   const graph::Graph& m_g;
@@ -950,7 +949,21 @@ public:
       : m_fresh(g, cluster), m_g(g), m_cluster(cluster) {
     m_signature.assign(g.ops().size(), {-1, -1, -1});
   }
-  void begin() override { m_lists_by_address.clear(); }
+  // Each op's device list interned once per strategy (ops in a row mostly share theirs).
+  void begin(const Strategy& st) override {
+    m_op_list.resize(st.ops.size());
+    const std::vector<int>* last = nullptr;
+    for (std::size_t i = 0; i < st.ops.size(); ++i) {
+      const auto& devices = st.ops[i].devices;
+      if (last != nullptr && *last == devices) {
+        m_op_list[i] = m_op_list[i - 1];
+      } else {
+        m_op_list[i] = list_id(devices);
+      }
+      last = &devices;
+    }
+  }
+  int list_of(graph::OpId id) override { return m_op_list[static_cast<std::size_t>(id)]; }
   const std::vector<graph::OpSemantics>& semantics() override { return m_fresh.semantics(); }
   const std::vector<graph::OpId>& order() override { return m_fresh.order(); }
   const std::vector<cost::Saved>& saved(cost::Recompute policy) override {
@@ -973,7 +986,7 @@ public:
     // The devices by how they sit on the nodes (with the neighbours' below, jointly).
     std::array<int, 8> lists{};
     std::size_t list_count = 0;
-    lists[list_count++] = list_id(a.devices);
+    lists[list_count++] = list_of(id);
     append(key, static_cast<int>(a.config.splits.size()));
     for (const int f : a.config.splits) {
       append(key, f);
@@ -990,10 +1003,10 @@ public:
         append(key, signature(other, keep[static_cast<std::size_t>(other)]));
         append(key, static_cast<int>(slot));
         if (list_count < lists.size()) {
-          lists[list_count++] = list_id(oa.devices);
+          lists[list_count++] = list_of(other);
         } else {
           joint = false;
-          append(key, list_id(oa.devices));
+          append(key, list_of(other));
         }
         for (const int f : oa.config.splits) {
           append(key, f);
@@ -1052,7 +1065,7 @@ public:
     append(key, static_cast<int>(output_index(m_g.op(prod), t)));
     append(key, static_cast<int>(std::count(op.inputs.begin(), op.inputs.end(), t)));
     append(key, setup_id(setup));
-    const std::array<int, 2> lists{list_id(a.devices), list_id(pa.devices)};
+    const std::array<int, 2> lists{list_of(id), list_of(prod)};
     append(key, shape_id(lists));
     for (const auto* c : {&a.config, &pa.config}) {
       append(key, static_cast<int>(c->splits.size()));
@@ -1068,25 +1081,16 @@ public:
     return m_inputs.emplace(key, std::move(terms)).first->second;
   }
   bool by_device_list() const override { return true; }
-  int list_id(const std::vector<int>& devices) override {
-    if (const auto it = m_lists_by_address.find(&devices); it != m_lists_by_address.end()) {
-      return it->second;
-    }
-    // Ops in a row mostly share their devices: the last list looked up first.
-    int id = m_last_list;
-    if (id < 0 || *m_list_of[static_cast<std::size_t>(id)] != devices) {
-      const auto it = m_lists.emplace(devices, static_cast<int>(m_lists.size())).first;
-      id = it->second;
-      if (static_cast<std::size_t>(id) >= m_list_of.size()) {
-        m_list_of.push_back(&it->first);
-      }
-    }
-    m_last_list = id;
-    m_lists_by_address.emplace(&devices, id);
-    return id;
-  }
 
 private:
+  int list_id(const std::vector<int>& devices) {
+    const auto it = m_lists.emplace(devices, static_cast<int>(m_lists.size())).first;
+    const int id = it->second;
+    if (static_cast<std::size_t>(id) >= m_list_of.size()) {
+      m_list_of.push_back(&it->first);
+    }
+    return id;
+  }
   static void append(std::string& key, int v) { key.append(reinterpret_cast<const char*>(&v), sizeof v); }
   // Device lists (by list_id) as the cost model sees them: on a cluster of equal nodes, each device
   // as its node's rank among the lists' nodes x node size + its local id, as node_shape() does for
@@ -1166,10 +1170,9 @@ private:
   std::unordered_map<std::vector<int>, int, ListHash> m_shapes;
   std::unordered_map<std::vector<int>, int, ListHash> m_lists;
   std::vector<const std::vector<int>*> m_list_of; // id -> its list (keys of m_lists: stable)
-  int m_last_list = -1;
+  std::vector<int> m_op_list;                     // per op of the strategy begin() was given: its list's id
   std::map<std::tuple<int, int, int, int, bool, bool>, int> m_setups;
-  std::unordered_map<const std::vector<int>*, int> m_lists_by_address; // this evaluation's
-  std::string m_op_key, m_input_key;                                   // reused by op() and input()
+  std::string m_op_key, m_input_key; // reused by op() and input()
   std::unordered_map<std::string, cost::OpCost> m_ops;
   std::unordered_map<std::string, std::vector<cost::Term>> m_inputs;
 };

@@ -6,6 +6,7 @@
 #include "partita/cluster/cluster.h"
 #include "partita/cost/setup.h"
 #include "partita/graph/graph.h"
+#include "partita/graph/op_semantics.h"
 #include "partita/strategy/strategy.h"
 
 #include <atomic>
@@ -16,6 +17,16 @@
 #include <vector>
 
 namespace partita::search {
+
+// What every family derives from a model the same way: each op's semantics (graph::describe) and
+// cost signature (cost::cost_signature, output kept). A search that plans many strategies of one
+// model derives them once and hands them to each plan (Request::facts).
+struct ModelFacts {
+  std::vector<graph::OpSemantics> semantics;
+  std::vector<std::string> cost_signatures;
+
+  static std::shared_ptr<const ModelFacts> of(const graph::Graph& g);
+};
 
 struct Request {
   const graph::Graph* graph = nullptr;
@@ -62,6 +73,8 @@ struct Request {
   } held;
   // "given": the plan file to read (partita.proto Plan as JSON).
   std::string plan_file;
+  // The model's facts, when the caller derived them (of *graph); empty: each family derives them.
+  std::shared_ptr<const ModelFacts> facts;
   std::function<void(double)> progress;      // fraction done, may be empty
   const std::atomic<bool>* cancel = nullptr; // set to stop early: optimize() throws partita::Cancelled
 };
