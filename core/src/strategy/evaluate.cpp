@@ -181,15 +181,20 @@ cluster::CollectiveCost move_cost(const cluster::Cluster& cluster, const shardin
 }
 
 // Which device holds which block of input `i`: the blocks follow from the tensor, how its dims
-// are split, the grid (split factors, last split dim fastest) and the device list.
+// are split, the grid (split factors, last split dim fastest) and the device list (or, given, an
+// id that stands for it: `list` >= 0).
 std::vector<std::int64_t> placement_key(const graph::Graph& g, const graph::OpSemantics& s, const OpAssignment& a,
-                                        std::size_t i, graph::TensorId tensor) {
+                                        std::size_t i, graph::TensorId tensor, int list = -1) {
   const auto layout = sharding::input_layout(g, s, a.config, i);
   std::vector<std::int64_t> key{tensor, -1};
   const auto grid = sharding::block_signature(layout, a.config);
   key.insert(key.end(), grid.begin(), grid.end());
   key.push_back(-1);
-  key.insert(key.end(), a.devices.begin(), a.devices.end());
+  if (list >= 0) {
+    key.push_back(-2 - list);
+  } else {
+    key.insert(key.end(), a.devices.begin(), a.devices.end());
+  }
   return key;
 }
 
@@ -650,7 +655,7 @@ Prediction evaluate_with(const graph::Graph& g, const cluster::Cluster& cluster,
         sends = sends || term.name == cost::term::redistribution;
       }
       if (sends) {
-        key = placement_key(g, s, a, i, op.inputs[i]);
+        key = placement_key(g, s, a, i, op.inputs[i], pricing.by_device_list() ? pricing.list_of(id) : -1);
         sent = moved.count(key) != 0;
       }
       for (const auto& term : terms) {
@@ -977,7 +982,7 @@ public:
   const cost::OpCost& op(const Strategy& st, graph::OpId id, std::span<const std::size_t> shared,
                          const std::vector<cost::Saved>& keep, const cost::TrainingSetup& setup) override {
     const auto& a = st.ops[static_cast<std::size_t>(id)];
-    std::string& key = m_op_key; // its capacity kept: no allocation per op
+    std::vector<int>& key = m_op_key; // its capacity kept: no allocation per op
     key.clear();
     append(key, signature(id, keep[static_cast<std::size_t>(id)]));
     append(key, setup_id(setup));
@@ -1057,7 +1062,7 @@ public:
     const auto& a = st.ops[static_cast<std::size_t>(id)];
     const auto& pa = st.ops[static_cast<std::size_t>(prod)];
     const auto& keep = saved(setup.recompute);
-    std::string& key = m_input_key;
+    std::vector<int>& key = m_input_key;
     key.clear();
     append(key, signature(id, keep[static_cast<std::size_t>(id)]));
     append(key, signature(prod, keep[static_cast<std::size_t>(prod)]));
@@ -1091,19 +1096,28 @@ private:
     }
     return id;
   }
-  static void append(std::string& key, int v) { key.append(reinterpret_cast<const char*>(&v), sizeof v); }
+  static void append(std::vector<int>& key, int v) { key.push_back(v); }
   // Device lists (by list_id) as the cost model sees them: on a cluster of equal nodes, each device
   // as its node's rank among the lists' nodes x node size + its local id, as node_shape() does for
   // one group. Lists that differ only by which (equal) nodes they occupy price the same: a pipeline's
   // stages on whole nodes share one shape. Several lists are shaped jointly (a move's producer and
   // consumer), so that how they sit against each other is kept. On mixed nodes the lists' own ids.
   int shape_id(std::span<const int> ids) {
-    std::string key;
-    for (const int id : ids) {
-      append(key, id);
-    }
-    if (const auto it = m_shape_of_lists.find(key); it != m_shape_of_lists.end()) {
-      return it->second;
+    // One list or two (an op, a move): looked up by their ids packed in one number.
+    const bool packed = ids.size() <= 2;
+    const std::uint64_t pair = ids.size() == 1 ? static_cast<std::uint32_t>(ids[0])
+                                               : (std::uint64_t{static_cast<std::uint32_t>(ids[0])} << 32) |
+                                                     static_cast<std::uint32_t>(ids[1]) | (std::uint64_t{1} << 63);
+    std::vector<int> key;
+    if (packed) {
+      if (const auto it = m_shape_of_pair.find(pair); it != m_shape_of_pair.end()) {
+        return it->second;
+      }
+    } else {
+      key.assign(ids.begin(), ids.end());
+      if (const auto it = m_shape_of_lists.find(key); it != m_shape_of_lists.end()) {
+        return it->second;
+      }
     }
     std::vector<int> shape;
     if (m_cluster.heterogeneous()) {
@@ -1128,7 +1142,11 @@ private:
       }
     }
     const int id = m_shapes.emplace(std::move(shape), static_cast<int>(m_shapes.size())).first->second;
-    m_shape_of_lists.emplace(std::move(key), id);
+    if (packed) {
+      m_shape_of_pair.emplace(pair, id);
+    } else {
+      m_shape_of_lists.emplace(std::move(key), id);
+    }
     return id;
   }
   // Numbers only: the formulas would name the first op of a class.
@@ -1148,7 +1166,12 @@ private:
   int setup_id(const cost::TrainingSetup& s) {
     const auto key = std::make_tuple(static_cast<int>(s.precision), static_cast<int>(s.optimizer), s.zero_stage,
                                      static_cast<int>(s.recompute), s.fp32_gradients, s.sequence_parallel);
-    return m_setups.emplace(key, static_cast<int>(m_setups.size())).first->second;
+    if (m_last_setup && m_last_setup->first == key) {
+      return m_last_setup->second; // one setup per evaluation: asked for every op
+    }
+    const int id = m_setups.emplace(key, static_cast<int>(m_setups.size())).first->second;
+    m_last_setup.emplace(key, id);
+    return id;
   }
 
   FreshPricing m_fresh;
@@ -1166,15 +1189,17 @@ private:
     }
   };
   std::unordered_map<std::string, int> m_signatures;
-  std::unordered_map<std::string, int> m_shape_of_lists; // list ids -> shape id
+  std::unordered_map<std::vector<int>, int, ListHash> m_shape_of_lists; // list ids -> shape id
+  std::unordered_map<std::uint64_t, int> m_shape_of_pair;               // one or two list ids -> shape id
   std::unordered_map<std::vector<int>, int, ListHash> m_shapes;
   std::unordered_map<std::vector<int>, int, ListHash> m_lists;
   std::vector<const std::vector<int>*> m_list_of; // id -> its list (keys of m_lists: stable)
   std::vector<int> m_op_list;                     // per op of the strategy begin() was given: its list's id
   std::map<std::tuple<int, int, int, int, bool, bool>, int> m_setups;
-  std::string m_op_key, m_input_key; // reused by op() and input()
-  std::unordered_map<std::string, cost::OpCost> m_ops;
-  std::unordered_map<std::string, std::vector<cost::Term>> m_inputs;
+  std::optional<std::pair<std::tuple<int, int, int, int, bool, bool>, int>> m_last_setup;
+  std::vector<int> m_op_key, m_input_key; // reused by op() and input()
+  std::unordered_map<std::vector<int>, cost::OpCost, ListHash> m_ops;
+  std::unordered_map<std::vector<int>, std::vector<cost::Term>, ListHash> m_inputs;
 };
 
 } // namespace
