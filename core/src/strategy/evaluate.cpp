@@ -557,6 +557,77 @@ namespace {
 // What evaluate() asks of its pricing: the model's semantics and order, which outputs the backward
 // pass keeps, and each op's own terms and each input's move. evaluate() prices every op afresh;
 // an Evaluator prices each class of equal ops once (numbers only).
+// Terms summed the way an iteration adds them up (evaluate_with's classes), once per priced op or
+// input rather than term by term at every evaluation.
+struct Sums {
+  double total = 0, sync = 0, step = 0, compute = 0 /* compute terms but the step */, redistribution = 0,
+         communication = 0;
+  double parameters = 0, gradients = 0, optimizer_state = 0, activations = 0, workspace = 0;
+
+  void add(const cost::Term& term) {
+    total += term.value;
+    if (term.name == cost::term::optimizer_step) {
+      step += term.value;
+    } else if (cost::is_compute_term(term.name)) {
+      compute += term.value;
+    } else if (cost::is_redistribution_term(term.name)) {
+      redistribution += term.value;
+    } else if (term.name == cost::term::gradient_sync) {
+      sync += term.value;
+    } else {
+      communication += term.value;
+    }
+  }
+  void add(const Sums& o) {
+    total += o.total;
+    sync += o.sync;
+    step += o.step;
+    compute += o.compute;
+    redistribution += o.redistribution;
+    communication += o.communication;
+  }
+};
+
+// An op priced: its terms and their sums (memory by name as OpCost::get reads it).
+struct PricedOp {
+  cost::OpCost cost;
+  Sums sums;
+
+  void summarize() {
+    sums = {};
+    for (const auto& term : cost.time) {
+      sums.add(term);
+    }
+    sums.parameters = cost.get(cost::term::parameters);
+    sums.gradients = cost.get(cost::term::gradients);
+    sums.optimizer_state = cost.get(cost::term::optimizer_state);
+    sums.activations = cost.get(cost::term::activations);
+    sums.workspace = cost.get(cost::term::workspace);
+  }
+};
+
+// An input's move priced: its terms, the sums of its transfer (`redistribution` terms: not paid
+// again where the tensor was already sent to the same placement) and of the rest (copies).
+struct PricedInput {
+  std::vector<cost::Term> terms;
+  Sums transfer, rest;
+  bool sends = false;
+
+  void summarize() {
+    transfer = {};
+    rest = {};
+    sends = false;
+    for (const auto& term : terms) {
+      if (term.name == cost::term::redistribution) {
+        sends = true;
+        transfer.add(term);
+      } else {
+        rest.add(term);
+      }
+    }
+  }
+};
+
 class Pricing {
 public:
   virtual ~Pricing() = default;
@@ -566,10 +637,10 @@ public:
   virtual const std::vector<cost::Saved>& saved(cost::Recompute policy) = 0;
   virtual const std::vector<TiedWeight>& ties() = 0;
   // Valid until the next call of the same function.
-  virtual const cost::OpCost& op(const Strategy& st, graph::OpId id, std::span<const std::size_t> shared,
-                                 const std::vector<cost::Saved>& keep, const cost::TrainingSetup& setup) = 0;
-  virtual const std::vector<cost::Term>& input(const Strategy& st, graph::OpId id, std::size_t i,
-                                               const cost::TrainingSetup& setup) = 0;
+  virtual const PricedOp& op(const Strategy& st, graph::OpId id, std::span<const std::size_t> shared,
+                             const std::vector<cost::Saved>& keep, const cost::TrainingSetup& setup) = 0;
+  virtual const PricedInput& input(const Strategy& st, graph::OpId id, std::size_t i,
+                                   const cost::TrainingSetup& setup) = 0;
   // Memory summed per list of devices, spread onto the devices at the end (fewer additions, the
   // same sums up to their order), rather than device by device as each op comes.
   virtual bool by_device_list() const = 0;
@@ -631,13 +702,15 @@ Prediction evaluate_with(const graph::Graph& g, const cluster::Cluster& cluster,
   std::map<std::pair<int, int>, double> list_chunk_activations;
   double compute = 0, communication = 0, redistribution = 0, sync = 0, step = 0;
 
-  std::vector<cost::Term> extra; // an op's input moves and tied-gradient sums, after its own terms
+  std::vector<cost::Term> extra; // per_op: an op's input moves and tied-gradient sums, after its own terms
   std::vector<int> input_of_term;
   for (graph::OpId id : order) {
     const auto& op = g.op(id);
     const auto& a = st.ops[static_cast<std::size_t>(id)];
     const auto& s = sem[static_cast<std::size_t>(id)];
-    const cost::OpCost& c = pricing.op(st, id, shared[static_cast<std::size_t>(id)], keep, setup);
+    const PricedOp& priced = pricing.op(st, id, shared[static_cast<std::size_t>(id)], keep, setup);
+    const cost::OpCost& c = priced.cost;
+    Sums sums = priced.sums;
     extra.clear();
     input_of_term.assign(per_op ? c.time.size() : 0, -1);
     // Inputs produced by another op arrive in that op's output layout. A tensor moved into a
@@ -647,27 +720,23 @@ Prediction evaluate_with(const graph::Graph& g, const cluster::Cluster& cluster,
       if (op.inputs[i] == graph::no_tensor) {
         continue;
       }
-      const auto& terms = pricing.input(st, id, i, setup);
+      const PricedInput& move = pricing.input(st, id, i, setup);
       // Where the input is sent (not only copied), whether it was sent there already.
-      bool sent = false, sends = false;
-      std::vector<std::int64_t> key;
-      for (const auto& term : terms) {
-        sends = sends || term.name == cost::term::redistribution;
+      bool sent = false;
+      if (move.sends) {
+        auto key = placement_key(g, s, a, i, op.inputs[i], pricing.by_device_list() ? pricing.list_of(id) : -1);
+        sent = !moved.insert(std::move(key)).second;
       }
-      if (sends) {
-        key = placement_key(g, s, a, i, op.inputs[i], pricing.by_device_list() ? pricing.list_of(id) : -1);
-        sent = moved.count(key) != 0;
+      sums.add(move.rest);
+      if (!sent) {
+        sums.add(move.transfer);
       }
-      for (const auto& term : terms) {
-        if (term.name == cost::term::redistribution) {
-          if (sent) {
-            continue;
+      if (per_op) {
+        for (const auto& term : move.terms) {
+          if (!(sent && term.name == cost::term::redistribution)) {
+            extra.push_back(term);
+            input_of_term.push_back(static_cast<int>(i));
           }
-          moved.insert(key);
-        }
-        extra.push_back(term);
-        if (per_op) {
-          input_of_term.push_back(static_cast<int>(i));
         }
       }
     }
@@ -683,43 +752,23 @@ Prediction evaluate_with(const graph::Graph& g, const cluster::Cluster& cluster,
           const auto& oa = st.ops[static_cast<std::size_t>(other)];
           const auto from = sharding::input_layout(g, sem[static_cast<std::size_t>(other)], oa.config, other_input);
           for (auto& term : tied_gradient_terms(move_geometry(from, oa, to, a), context, cluster, setup, true)) {
-            extra.push_back(std::move(term));
+            sums.add(term);
+            if (per_op) {
+              extra.push_back(std::move(term));
+            }
           }
         }
       }
     }
-    // The op's terms, then the extra ones, in that order (the sums of OpCost's own functions).
-    double total = 0, sync_time = 0, step_time = 0, compute_part = 0;
-    const auto account = [&](const cost::Term& term) {
-      total += term.value;
-      if (term.name == cost::term::gradient_sync) {
-        sync_time += term.value;
-      }
-      if (term.name == cost::term::optimizer_step) {
-        step_time += term.value;
-        step += term.value;
-      } else if (cost::is_compute_term(term.name)) {
-        compute += term.value;
-      } else if (cost::is_redistribution_term(term.name)) {
-        redistribution += term.value;
-      } else if (term.name == cost::term::gradient_sync) {
-        sync += term.value;
-      } else {
-        communication += term.value;
-      }
-      if (cost::is_compute_term(term.name)) {
-        compute_part += term.value;
-      }
-    };
-    for (const auto& term : c.time) {
-      account(term);
-    }
-    for (const auto& term : extra) {
-      account(term);
-    }
+    const double total = sums.total, sync_time = sums.sync, step_time = sums.step;
+    compute += sums.compute;
+    step += sums.step;
+    redistribution += sums.redistribution;
+    sync += sums.sync;
+    communication += sums.communication;
     const int stage = st.pipeline ? st.pipeline->stage_of_op[static_cast<std::size_t>(id)] : 0;
     stage_time[static_cast<std::size_t>(stage)] += total - sync_time - step_time;
-    stage_compute[static_cast<std::size_t>(stage)] += compute_part - step_time;
+    stage_compute[static_cast<std::size_t>(stage)] += sums.compute;
     stage_sync[static_cast<std::size_t>(stage)] += sync_time + step_time;
     stage_step[static_cast<std::size_t>(stage)] += step_time;
     // Memory: activations of the micro-batches a stage holds at once (1F1B: stages - stage). Under
@@ -729,9 +778,9 @@ Prediction evaluate_with(const graph::Graph& g, const cluster::Cluster& cluster,
     const double in_flight = by_chunk      ? 0.0
                              : st.pipeline ? micro_batches_in_flight(*st.pipeline, stage % device_stages) / micro
                                            : 1.0;
-    const double parameters = c.get(cost::term::parameters), gradients = c.get(cost::term::gradients),
-                 optimizer_state = c.get(cost::term::optimizer_state), activations = c.get(cost::term::activations),
-                 workspace = c.get(cost::term::workspace) / micro;
+    const double parameters = priced.sums.parameters, gradients = priced.sums.gradients,
+                 optimizer_state = priced.sums.optimizer_state, activations = priced.sums.activations,
+                 workspace = priced.sums.workspace / micro;
     if (pricing.by_device_list()) {
       const int list = pricing.list_of(id);
       if (static_cast<std::size_t>(list) >= list_memory.size()) {
@@ -916,19 +965,21 @@ public:
     }
     return *m_ties;
   }
-  const cost::OpCost& op(const Strategy& st, graph::OpId id, std::span<const std::size_t> shared,
-                         const std::vector<cost::Saved>& keep, const cost::TrainingSetup& setup) override {
+  const PricedOp& op(const Strategy& st, graph::OpId id, std::span<const std::size_t> shared,
+                     const std::vector<cost::Saved>& keep, const cost::TrainingSetup& setup) override {
     const auto& a = st.ops[static_cast<std::size_t>(id)];
-    m_op = cost::op_cost(m_g, id, m_sem[static_cast<std::size_t>(id)], a.config, a.devices, m_cluster, setup,
-                         keep[static_cast<std::size_t>(id)], shared, st.pipeline ? st.pipeline->micro_batches : 1);
+    m_op.cost = cost::op_cost(m_g, id, m_sem[static_cast<std::size_t>(id)], a.config, a.devices, m_cluster, setup,
+                              keep[static_cast<std::size_t>(id)], shared, st.pipeline ? st.pipeline->micro_batches : 1);
     if (setup.sequence_parallel) {
-      reduce_scatters(m_g, m_sem, st.ops, id, m_cluster, setup, m_op);
+      reduce_scatters(m_g, m_sem, st.ops, id, m_cluster, setup, m_op.cost);
     }
+    m_op.summarize();
     return m_op;
   }
-  const std::vector<cost::Term>& input(const Strategy& st, graph::OpId id, std::size_t i,
-                                       const cost::TrainingSetup& setup) override {
-    m_input = input_redistribution(m_g, m_sem, st.ops, m_cluster, setup, id, i);
+  const PricedInput& input(const Strategy& st, graph::OpId id, std::size_t i,
+                           const cost::TrainingSetup& setup) override {
+    m_input.terms = input_redistribution(m_g, m_sem, st.ops, m_cluster, setup, id, i);
+    m_input.summarize();
     return m_input;
   }
   bool by_device_list() const override { return false; }
@@ -941,8 +992,8 @@ private:
   std::vector<graph::OpId> m_order;
   std::vector<cost::Saved> m_keep;
   std::optional<std::vector<TiedWeight>> m_ties;
-  cost::OpCost m_op;               // op()'s last
-  std::vector<cost::Term> m_input; // input()'s last
+  PricedOp m_op;       // op()'s last
+  PricedInput m_input; // input()'s last
 };
 
 // Each class of equal ops priced once: ops with the same cost signature, layout, devices and
@@ -979,8 +1030,8 @@ public:
     return *keep;
   }
   const std::vector<TiedWeight>& ties() override { return m_fresh.ties(); }
-  const cost::OpCost& op(const Strategy& st, graph::OpId id, std::span<const std::size_t> shared,
-                         const std::vector<cost::Saved>& keep, const cost::TrainingSetup& setup) override {
+  const PricedOp& op(const Strategy& st, graph::OpId id, std::span<const std::size_t> shared,
+                     const std::vector<cost::Saved>& keep, const cost::TrainingSetup& setup) override {
     const auto& a = st.ops[static_cast<std::size_t>(id)];
     std::vector<int>& key = m_op_key; // its capacity kept: no allocation per op
     key.clear();
@@ -1046,13 +1097,13 @@ public:
       return it->second;
     }
     auto c = m_fresh.op(st, id, shared, keep, setup);
-    strip(c.time);
-    strip(c.memory);
+    strip(c.cost.time);
+    strip(c.cost.memory);
     return m_ops.emplace(key, std::move(c)).first->second;
   }
-  const std::vector<cost::Term>& input(const Strategy& st, graph::OpId id, std::size_t i,
-                                       const cost::TrainingSetup& setup) override {
-    static const std::vector<cost::Term> none;
+  const PricedInput& input(const Strategy& st, graph::OpId id, std::size_t i,
+                           const cost::TrainingSetup& setup) override {
+    static const PricedInput none;
     const auto& op = m_g.op(id);
     const graph::TensorId t = op.inputs[i];
     if (t == graph::no_tensor || m_g.tensor(t).producer < 0) {
@@ -1081,9 +1132,9 @@ public:
     if (const auto it = m_inputs.find(key); it != m_inputs.end()) {
       return it->second;
     }
-    auto terms = m_fresh.input(st, id, i, setup);
-    strip(terms);
-    return m_inputs.emplace(key, std::move(terms)).first->second;
+    auto move = m_fresh.input(st, id, i, setup);
+    strip(move.terms);
+    return m_inputs.emplace(key, std::move(move)).first->second;
   }
   bool by_device_list() const override { return true; }
 
@@ -1198,8 +1249,8 @@ private:
   std::map<std::tuple<int, int, int, int, bool, bool>, int> m_setups;
   std::optional<std::pair<std::tuple<int, int, int, int, bool, bool>, int>> m_last_setup;
   std::vector<int> m_op_key, m_input_key; // reused by op() and input()
-  std::unordered_map<std::vector<int>, cost::OpCost, ListHash> m_ops;
-  std::unordered_map<std::vector<int>, std::vector<cost::Term>, ListHash> m_inputs;
+  std::unordered_map<std::vector<int>, PricedOp, ListHash> m_ops;
+  std::unordered_map<std::vector<int>, PricedInput, ListHash> m_inputs;
 };
 
 } // namespace
