@@ -389,9 +389,14 @@ void ChartWidget::showFront(const QString& title, const QList<ScatterPoint>& poi
     s->attachAxis(x);
     s->attachAxis(y);
   }
-  chart->legend()->markers(line).first()->setVisible(false);
-  if (chosen->count() == 0) {
-    chart->legend()->markers(chosen).first()->setVisible(false);
+  // The line and an empty "chosen" series need no legend entry.
+  for (auto* hidden : {static_cast<QXYSeries*>(line), static_cast<QXYSeries*>(chosen)}) {
+    if (hidden == chosen && chosen->count() > 0) {
+      continue;
+    }
+    for (auto* marker : chart->legend()->markers(hidden)) {
+      marker->setVisible(false);
+    }
   }
   // The index of the caller's point nearest `p` among those the series holds.
   const auto indexAt = [points, order](const QPointF& p) {
