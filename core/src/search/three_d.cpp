@@ -382,6 +382,7 @@ Result search(const Request& request) {
   // The current layout's plan (candidates come sorted by layout; nullopt: the family refused it).
   std::optional<std::tuple<int, int, int, int, bool>> current_layout;
   std::optional<strategy::Strategy> current_plan;
+  int current_prepared = -1; // the Evaluator's layout of current_plan
   for (std::size_t i = 0; i < candidates.size(); ++i) {
     if (r.cancel != nullptr && r.cancel->load()) {
       throw Cancelled();
@@ -418,6 +419,7 @@ Result search(const Request& request) {
       current_plan.reset();
       try {
         current_plan = plan(r, c);
+        current_prepared = evaluator.prepare(*current_plan);
       } catch (const Cancelled&) {
         throw;
       } catch (const Error&) {
@@ -436,7 +438,7 @@ Result search(const Request& request) {
       ++result.refused;
       continue;
     }
-    const auto p = evaluator.totals(st, *st.setup);
+    const auto p = evaluator.totals(st, *st.setup, current_prepared);
     ++result.evaluated;
     Point point{c, p.iteration_time, p.peak_memory, p.peak_memory <= result.memory_limit};
     if (c.recompute == cost::Recompute::none) {

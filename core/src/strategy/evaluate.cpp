@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <deque>
 #include <functional>
 #include <map>
 #include <optional>
@@ -631,7 +632,8 @@ struct PricedInput {
 class Pricing {
 public:
   virtual ~Pricing() = default;
-  virtual void begin(const Strategy& /*st*/) {}
+  // `prepared`: the id of a layout prepared for `st` (Evaluator::prepare), or -1.
+  virtual void begin(const Strategy& /*st*/, int /*prepared*/) {}
   virtual const std::vector<graph::OpSemantics>& semantics() = 0;
   virtual const std::vector<graph::OpId>& order() = 0;
   virtual const std::vector<cost::Saved>& saved(cost::Recompute policy) = 0;
@@ -650,9 +652,9 @@ public:
 
 // `per_op`: fill Prediction::ops (each op's terms); without, only the totals and memory.
 Prediction evaluate_with(const graph::Graph& g, const cluster::Cluster& cluster, const Strategy& st,
-                         const cost::TrainingSetup& given, Pricing& pricing, bool per_op = true) {
+                         const cost::TrainingSetup& given, Pricing& pricing, bool per_op = true, int prepared = -1) {
   const cost::TrainingSetup& setup = st.setup ? *st.setup : given;
-  pricing.begin(st);
+  pricing.begin(st, prepared);
   const auto& sem = pricing.semantics();
   std::vector<bool> checked;
   check(g, cluster, st, sem, [&](std::size_t op) {
@@ -1006,20 +1008,39 @@ public:
     m_signature.assign(g.ops().size(), {-1, -1, -1});
   }
   // Each op's device list interned once per strategy (ops in a row mostly share theirs).
-  void begin(const Strategy& st) override {
-    m_op_list.resize(st.ops.size());
-    const std::vector<int>* last = nullptr;
-    for (std::size_t i = 0; i < st.ops.size(); ++i) {
-      const auto& devices = st.ops[i].devices;
-      if (last != nullptr && *last == devices) {
-        m_op_list[i] = m_op_list[i - 1];
-      } else {
-        m_op_list[i] = list_id(devices);
+  void begin(const Strategy& st, int prepared) override {
+    m_layout = prepared >= 0 ? &m_layouts.at(static_cast<std::size_t>(prepared)) : nullptr;
+    if (m_layout != nullptr) {
+      if (m_layout->op_list.size() != st.ops.size()) {
+        throw Error("Evaluator: a layout prepared for another strategy");
       }
-      last = &devices;
+      return;
     }
+    lists_of(st, m_op_list);
   }
-  int list_of(graph::OpId id) override { return m_op_list[static_cast<std::size_t>(id)]; }
+  int list_of(graph::OpId id) override {
+    return (m_layout != nullptr ? m_layout->op_list : m_op_list)[static_cast<std::size_t>(id)];
+  }
+  // A strategy's layout for predictions under several setups: its ops' lists, and (as asked) the
+  // class of each op and input without the setup.
+  int prepare(const Strategy& st) {
+    Layout layout;
+    lists_of(st, layout.op_list);
+    std::size_t inputs = 0;
+    layout.input_offset.reserve(st.ops.size());
+    for (std::size_t i = 0; i < st.ops.size() && i < m_g.ops().size(); ++i) {
+      layout.input_offset.push_back(inputs);
+      inputs += m_g.op(static_cast<graph::OpId>(i)).inputs.size();
+    }
+    for (auto& classes : layout.op_class) {
+      classes.assign(st.ops.size(), -1);
+    }
+    for (auto& classes : layout.input_class) {
+      classes.assign(inputs, -1);
+    }
+    m_layouts.push_back(std::move(layout));
+    return static_cast<int>(m_layouts.size()) - 1;
+  }
   const std::vector<graph::OpSemantics>& semantics() override { return m_fresh.semantics(); }
   const std::vector<graph::OpId>& order() override { return m_fresh.order(); }
   const std::vector<cost::Saved>& saved(cost::Recompute policy) override {
@@ -1032,13 +1053,41 @@ public:
   const std::vector<TiedWeight>& ties() override { return m_fresh.ties(); }
   const PricedOp& op(const Strategy& st, graph::OpId id, std::span<const std::size_t> shared,
                      const std::vector<cost::Saved>& keep, const cost::TrainingSetup& setup) override {
+    // The op's class (layout, devices, neighbours), then the setup and, for ZeRO-2 and -3, which
+    // synchronize every micro-batch (cost::op_cost), the micro-batches.
+    const std::size_t variant = static_cast<std::size_t>(setup.recompute) * 2 + (setup.sequence_parallel ? 1 : 0);
+    int cls = -1;
+    if (m_layout != nullptr) {
+      int& known = m_layout->op_class[variant][static_cast<std::size_t>(id)];
+      if (known < 0) {
+        known = op_class(st, id, shared, keep, setup.sequence_parallel);
+      }
+      cls = known;
+    } else {
+      cls = op_class(st, id, shared, keep, setup.sequence_parallel);
+    }
+    const int micro = setup.zero_stage >= 2 && st.pipeline ? st.pipeline->micro_batches : 1;
+    const std::uint64_t key = (std::uint64_t{static_cast<std::uint32_t>(cls)} << 32) |
+                              (std::uint64_t{static_cast<std::uint32_t>(setup_id(setup)) & 0xffffU} << 16) |
+                              (static_cast<std::uint32_t>(micro) & 0xffffU);
+    if (setup_id(setup) > 0xffff || micro > 0xffff) {
+      throw Error("Evaluator: more setups or micro-batches than its keys hold");
+    }
+    if (const auto it = m_ops.find(key); it != m_ops.end()) {
+      return it->second;
+    }
+    auto c = m_fresh.op(st, id, shared, keep, setup);
+    strip(c.cost.time);
+    strip(c.cost.memory);
+    return m_ops.emplace(key, std::move(c)).first->second;
+  }
+  // Everything op() keys on but the setup: interned.
+  int op_class(const Strategy& st, graph::OpId id, std::span<const std::size_t> shared,
+               const std::vector<cost::Saved>& keep, bool sequence_parallel) {
     const auto& a = st.ops[static_cast<std::size_t>(id)];
     std::vector<int>& key = m_op_key; // its capacity kept: no allocation per op
     key.clear();
     append(key, signature(id, keep[static_cast<std::size_t>(id)]));
-    append(key, setup_id(setup));
-    // ZeRO-2 and -3 synchronize every micro-batch (cost::op_cost); the others once.
-    append(key, setup.zero_stage >= 2 && st.pipeline ? st.pipeline->micro_batches : 1);
     // The devices by how they sit on the nodes (with the neighbours' below, jointly).
     std::array<int, 8> lists{};
     std::size_t list_count = 0;
@@ -1051,7 +1100,8 @@ public:
       append(key, static_cast<int>(i));
     }
     bool joint = true; // every neighbour's list joined the shape
-    if (setup.sequence_parallel) {
+    append(key, sequence_parallel ? 1 : 0);
+    if (sequence_parallel) {
       // Its reduce-scatters look at the one reader of each output and the producer of each input.
       const auto& op = m_g.op(id);
       const auto neighbour = [&](graph::OpId other, std::size_t slot) {
@@ -1093,13 +1143,7 @@ public:
         append(key, lists[l]);
       }
     }
-    if (const auto it = m_ops.find(key); it != m_ops.end()) {
-      return it->second;
-    }
-    auto c = m_fresh.op(st, id, shared, keep, setup);
-    strip(c.cost.time);
-    strip(c.cost.memory);
-    return m_ops.emplace(key, std::move(c)).first->second;
+    return m_op_classes.emplace(key, static_cast<int>(m_op_classes.size())).first->second;
   }
   const PricedInput& input(const Strategy& st, graph::OpId id, std::size_t i,
                            const cost::TrainingSetup& setup) override {
@@ -1109,10 +1153,34 @@ public:
     if (t == graph::no_tensor || m_g.tensor(t).producer < 0) {
       return none;
     }
+    const auto policy = static_cast<std::size_t>(setup.recompute);
+    int cls = -1;
+    if (m_layout != nullptr) {
+      int& known = m_layout->input_class[policy][m_layout->input_offset[static_cast<std::size_t>(id)] + i];
+      if (known < 0) {
+        known = input_class(st, id, i, setup.recompute);
+      }
+      cls = known;
+    } else {
+      cls = input_class(st, id, i, setup.recompute);
+    }
+    const std::uint64_t key =
+        (std::uint64_t{static_cast<std::uint32_t>(cls)} << 32) | static_cast<std::uint32_t>(setup_id(setup));
+    if (const auto it = m_inputs.find(key); it != m_inputs.end()) {
+      return it->second;
+    }
+    auto move = m_fresh.input(st, id, i, setup);
+    strip(move.terms);
+    return m_inputs.emplace(key, std::move(move)).first->second;
+  }
+  // Everything input() keys on but the setup: interned.
+  int input_class(const Strategy& st, graph::OpId id, std::size_t i, cost::Recompute policy) {
+    const auto& op = m_g.op(id);
+    const graph::TensorId t = op.inputs[i];
     const graph::OpId prod = m_g.tensor(t).producer;
     const auto& a = st.ops[static_cast<std::size_t>(id)];
     const auto& pa = st.ops[static_cast<std::size_t>(prod)];
-    const auto& keep = saved(setup.recompute);
+    const auto& keep = saved(policy);
     std::vector<int>& key = m_input_key;
     key.clear();
     append(key, signature(id, keep[static_cast<std::size_t>(id)]));
@@ -1120,7 +1188,6 @@ public:
     append(key, static_cast<int>(i));
     append(key, static_cast<int>(output_index(m_g.op(prod), t)));
     append(key, static_cast<int>(std::count(op.inputs.begin(), op.inputs.end(), t)));
-    append(key, setup_id(setup));
     const std::array<int, 2> lists{list_of(id), list_of(prod)};
     append(key, shape_id(lists));
     for (const auto* c : {&a.config, &pa.config}) {
@@ -1129,16 +1196,21 @@ public:
         append(key, f);
       }
     }
-    if (const auto it = m_inputs.find(key); it != m_inputs.end()) {
-      return it->second;
-    }
-    auto move = m_fresh.input(st, id, i, setup);
-    strip(move.terms);
-    return m_inputs.emplace(key, std::move(move)).first->second;
+    return m_input_classes.emplace(key, static_cast<int>(m_input_classes.size())).first->second;
   }
   bool by_device_list() const override { return true; }
 
 private:
+  // Each op's device list, interned (ops in a row mostly share theirs).
+  void lists_of(const Strategy& st, std::vector<int>& out) {
+    out.resize(st.ops.size());
+    const std::vector<int>* last = nullptr;
+    for (std::size_t i = 0; i < st.ops.size(); ++i) {
+      const auto& devices = st.ops[i].devices;
+      out[i] = last != nullptr && *last == devices ? out[i - 1] : list_id(devices);
+      last = &devices;
+    }
+  }
   int list_id(const std::vector<int>& devices) {
     const auto it = m_lists.emplace(devices, static_cast<int>(m_lists.size())).first;
     const int id = it->second;
@@ -1249,8 +1321,17 @@ private:
   std::map<std::tuple<int, int, int, int, bool, bool>, int> m_setups;
   std::optional<std::pair<std::tuple<int, int, int, int, bool, bool>, int>> m_last_setup;
   std::vector<int> m_op_key, m_input_key; // reused by op() and input()
-  std::unordered_map<std::vector<int>, PricedOp, ListHash> m_ops;
-  std::unordered_map<std::vector<int>, PricedInput, ListHash> m_inputs;
+  std::unordered_map<std::vector<int>, int, ListHash> m_op_classes, m_input_classes;
+  std::unordered_map<std::uint64_t, PricedOp> m_ops;       // (class, setup, micro-batches)
+  std::unordered_map<std::uint64_t, PricedInput> m_inputs; // (class, setup)
+  struct Layout {
+    std::vector<int> op_list;
+    std::vector<std::size_t> input_offset;       // per op: its first input's index in input_class
+    std::array<std::vector<int>, 6> op_class;    // per recomputation x sequence parallelism; -1: not yet
+    std::array<std::vector<int>, 3> input_class; // per recomputation; -1: not yet
+  };
+  std::deque<Layout> m_layouts;
+  Layout* m_layout = nullptr; // the evaluation's, when prepared
 };
 
 } // namespace
@@ -1269,8 +1350,12 @@ Prediction Evaluator::operator()(const Strategy& st, const cost::TrainingSetup& 
   return evaluate_with(m_memo->g, m_memo->cluster, st, setup, m_memo->pricing);
 }
 
-Prediction Evaluator::totals(const Strategy& st, const cost::TrainingSetup& setup) {
-  return evaluate_with(m_memo->g, m_memo->cluster, st, setup, m_memo->pricing, false);
+Prediction Evaluator::totals(const Strategy& st, const cost::TrainingSetup& setup, int prepared) {
+  return evaluate_with(m_memo->g, m_memo->cluster, st, setup, m_memo->pricing, false, prepared);
+}
+
+int Evaluator::prepare(const Strategy& st) {
+  return m_memo->pricing.prepare(st);
 }
 
 Prediction evaluate(const graph::Graph& g, const cluster::Cluster& cluster, const Strategy& st,

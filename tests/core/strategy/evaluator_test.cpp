@@ -120,6 +120,57 @@ TEST(Evaluator, StagesOnAlikeNodesPriceAlike) {
   EXPECT_GE(compared, 40);
 }
 
+// A layout prepared once predicts, under every setup and micro-batch count, what evaluate() does
+// (the 3-D search's way: one plan per shape, its setup and micro-batches changed in place).
+TEST(Evaluator, APreparedLayoutPredictsEverySetup) {
+  const auto model = zoo::load("zoo:gpt2?layers=8&hidden=64&heads=4&seq=32&batch=32&vocab=128");
+  const auto cluster = cluster::load_cluster("dgx-a100?nodes=2");
+  strategy::Evaluator evaluator(model.graph, cluster);
+  int compared = 0;
+  for (const int tp : {1, 2}) {
+    search::Request r;
+    r.graph = &model.graph;
+    r.cluster = &cluster;
+    r.devices = 16;
+    r.tensor_parallel = tp;
+    r.pipeline_parallel = 2;
+    r.micro_batch_size = 1;
+    auto st = search::find_optimizer("megatron").optimize(r);
+    ASSERT_TRUE(st.pipeline.has_value());
+    const int prepared = evaluator.prepare(st);
+    for (const int micro : {2, 4, 8}) {
+      st.pipeline->micro_batches = micro;
+      for (const int zero : {0, 1, 2, 3}) {
+        for (const auto recompute : {cost::Recompute::none, cost::Recompute::selective, cost::Recompute::full}) {
+          for (const bool sp : {false, true}) {
+            cost::TrainingSetup setup;
+            setup.precision = cluster::Precision::bf16;
+            setup.zero_stage = zero;
+            setup.recompute = recompute;
+            setup.sequence_parallel = sp && tp > 1;
+            const auto exact = strategy::evaluate(model.graph, cluster, st, setup);
+            auto totals = evaluator.totals(st, setup, prepared);
+            totals.ops = exact.ops;
+            expect_same(totals, exact,
+                        fmt::format("tp {} micro {} zero {} recompute {} sp {}", tp, micro, zero,
+                                    static_cast<int>(recompute), sp));
+            ++compared;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_EQ(compared, 2 * 3 * 4 * 3 * 2);
+  // A prepared layout belongs to its strategy: another's op count is refused.
+  const auto other = zoo::load("zoo:mlp");
+  search::Request q;
+  q.graph = &other.graph;
+  q.cluster = &cluster;
+  q.devices = 2;
+  const auto dp = search::find_optimizer("dp").optimize(q);
+  EXPECT_THROW(evaluator.totals(dp, {}, 0), Error);
+}
+
 TEST(Evaluator, ASecondLookAtTheSameStrategyIsTheSame) {
   const auto model = zoo::load("zoo:bert?layers=2&hidden=64&heads=4&seq=32&batch=8&vocab=128&positions=64");
   const auto cluster = cluster::load_cluster("dgx-a100");

@@ -147,8 +147,13 @@ public:
   Evaluator& operator=(const Evaluator&) = delete;
   Prediction operator()(const Strategy& strategy, const cost::TrainingSetup& setup);
   // The same without Prediction::ops (left empty): the iteration, its terms and memory per
-  // device, for searches that rank strategies by them.
-  Prediction totals(const Strategy& strategy, const cost::TrainingSetup& setup);
+  // device, for searches that rank strategies by them. `prepared`: prepare()'s id for this
+  // strategy, or -1.
+  Prediction totals(const Strategy& strategy, const cost::TrainingSetup& setup, int prepared = -1);
+  // A strategy's layout prepared for predictions under several setups and micro-batch counts (a
+  // search's candidates of one shape): what depends on its ops alone is derived once, not at every
+  // prediction. Valid while the strategy's ops (configurations, devices) stay as they were.
+  int prepare(const Strategy& strategy);
 
 private:
   struct Memo;
