@@ -643,6 +643,9 @@ public:
                              const std::vector<cost::Saved>& keep, const cost::TrainingSetup& setup) = 0;
   virtual const PricedInput& input(const Strategy& st, graph::OpId id, std::size_t i,
                                    const cost::TrainingSetup& setup) = 0;
+  // Where op `id`'s input `i` is placed (which device holds which block: placement_key) as an id,
+  // equal for equal placements within an evaluation.
+  virtual int placement(const Strategy& st, graph::OpId id, std::size_t i) = 0;
   // Memory summed per list of devices, spread onto the devices at the end (fewer additions, the
   // same sums up to their order), rather than device by device as each op comes.
   virtual bool by_device_list() const = 0;
@@ -695,13 +698,15 @@ Prediction evaluate_with(const graph::Graph& g, const cluster::Cluster& cluster,
   std::vector<double> stage_sync(static_cast<std::size_t>(stages), 0.0);
   std::vector<double> stage_step(static_cast<std::size_t>(stages), 0.0);
   std::vector<double> stage_compute(static_cast<std::size_t>(stages), 0.0);
-  std::set<std::vector<std::int64_t>> moved;
+  std::vector<char> moved; // per placement id (Pricing::placement): sent there already
   std::vector<bool> used(static_cast<std::size_t>(cluster.device_count()), false);
   std::map<std::pair<int, int>, double> chunk_activations; // (device, virtual stage): one micro-batch's
   // by_device_list: the same, per device list (spread onto the devices after the loop).
   std::vector<DeviceMemory> list_memory;
   std::vector<const std::vector<int>*> list_devices;
   std::map<std::pair<int, int>, double> list_chunk_activations;
+  double* last_chunk = nullptr; // list_chunk_activations' entry of last_chunk_key
+  std::pair<int, int> last_chunk_key{-1, -1};
   double compute = 0, communication = 0, redistribution = 0, sync = 0, step = 0;
 
   std::vector<cost::Term> extra; // per_op: an op's input moves and tied-gradient sums, after its own terms
@@ -726,8 +731,12 @@ Prediction evaluate_with(const graph::Graph& g, const cluster::Cluster& cluster,
       // Where the input is sent (not only copied), whether it was sent there already.
       bool sent = false;
       if (move.sends) {
-        auto key = placement_key(g, s, a, i, op.inputs[i], pricing.by_device_list() ? pricing.list_of(id) : -1);
-        sent = !moved.insert(std::move(key)).second;
+        const auto place = static_cast<std::size_t>(pricing.placement(st, id, i));
+        if (place >= moved.size()) {
+          moved.resize(place + 1, 0);
+        }
+        sent = moved[place] != 0;
+        moved[place] = 1;
       }
       sums.add(move.rest);
       if (!sent) {
@@ -798,7 +807,12 @@ Prediction evaluate_with(const graph::Graph& g, const cluster::Cluster& cluster,
       m.optimizer_state += optimizer_state;
       m.activations += activations * in_flight;
       if (by_chunk) {
-        list_chunk_activations[{list, stage}] += activations / micro;
+        // Ops in a row mostly share their list and stage: the last entry first.
+        if (last_chunk == nullptr || last_chunk_key != std::make_pair(list, stage)) {
+          last_chunk_key = {list, stage};
+          last_chunk = &list_chunk_activations[last_chunk_key];
+        }
+        *last_chunk += activations / micro;
       }
       m.workspace = std::max(m.workspace, workspace);
     } else {
@@ -986,6 +1000,13 @@ public:
   }
   bool by_device_list() const override { return false; }
   int list_of(graph::OpId) override { return 0; }
+  void begin(const Strategy&, int) override { m_placements.clear(); }
+  int placement(const Strategy& st, graph::OpId id, std::size_t i) override {
+    const auto& op = m_g.op(id);
+    auto key = placement_key(m_g, m_sem[static_cast<std::size_t>(id)], st.ops[static_cast<std::size_t>(id)], i,
+                             op.inputs[i]);
+    return m_placements.emplace(std::move(key), static_cast<int>(m_placements.size())).first->second;
+  }
 
 private:
   const graph::Graph& m_g;
@@ -996,6 +1017,7 @@ private:
   std::optional<std::vector<TiedWeight>> m_ties;
   PricedOp m_op;       // op()'s last
   PricedInput m_input; // input()'s last
+  std::map<std::vector<std::int64_t>, int> m_placements; // this evaluation's
 };
 
 // Each class of equal ops priced once: ops with the same cost signature, layout, devices and
@@ -1038,6 +1060,7 @@ public:
     for (auto& classes : layout.input_class) {
       classes.assign(inputs, -1);
     }
+    layout.placement.assign(inputs, -1);
     m_layouts.push_back(std::move(layout));
     return static_cast<int>(m_layouts.size()) - 1;
   }
@@ -1199,6 +1222,22 @@ public:
     return m_input_classes.emplace(key, static_cast<int>(m_input_classes.size())).first->second;
   }
   bool by_device_list() const override { return true; }
+  int placement(const Strategy& st, graph::OpId id, std::size_t i) override {
+    int* known = nullptr;
+    if (m_layout != nullptr) {
+      known = &m_layout->placement[m_layout->input_offset[static_cast<std::size_t>(id)] + i];
+      if (*known >= 0) {
+        return *known;
+      }
+    }
+    auto key = placement_key(m_g, semantics()[static_cast<std::size_t>(id)], st.ops[static_cast<std::size_t>(id)], i,
+                             m_g.op(id).inputs[i], list_of(id));
+    const int place = m_placements.emplace(std::move(key), static_cast<int>(m_placements.size())).first->second;
+    if (known != nullptr) {
+      *known = place;
+    }
+    return place;
+  }
 
 private:
   // Each op's device list, interned (ops in a row mostly share theirs).
@@ -1322,6 +1361,7 @@ private:
   std::optional<std::pair<std::tuple<int, int, int, int, bool, bool>, int>> m_last_setup;
   std::vector<int> m_op_key, m_input_key; // reused by op() and input()
   std::unordered_map<std::vector<int>, int, ListHash> m_op_classes, m_input_classes;
+  std::map<std::vector<std::int64_t>, int> m_placements; // ids across evaluations (list ids in them)
   std::unordered_map<std::uint64_t, PricedOp> m_ops;       // (class, setup, micro-batches)
   std::unordered_map<std::uint64_t, PricedInput> m_inputs; // (class, setup)
   struct Layout {
@@ -1329,6 +1369,7 @@ private:
     std::vector<std::size_t> input_offset;       // per op: its first input's index in input_class
     std::array<std::vector<int>, 6> op_class;    // per recomputation x sequence parallelism; -1: not yet
     std::array<std::vector<int>, 3> input_class; // per recomputation; -1: not yet
+    std::vector<int> placement;                  // per input: its placement id; -1: not yet
   };
   std::deque<Layout> m_layouts;
   Layout* m_layout = nullptr; // the evaluation's, when prepared
