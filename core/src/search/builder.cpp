@@ -1,4 +1,5 @@
 #include "search/builder.h"
+#include "search/families.h"
 
 #include "partita/cost/op_cost.h"
 
@@ -364,6 +365,16 @@ strategy::Strategy Builder::finish(std::string explanation) {
   st.ops = std::move(m_ops);
   progress(1.0);
   return st;
+}
+
+const std::vector<bool>& Builder::repeated() const {
+  if (m_facts->repeated.size() == m_order.size()) {
+    return m_facts->repeated;
+  }
+  if (!m_repeated) {
+    m_repeated = repeated_ops(graph(), m_order);
+  }
+  return *m_repeated;
 }
 
 const std::string& Builder::cost_signature(graph::OpId id) const {

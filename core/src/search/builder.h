@@ -28,6 +28,8 @@ public:
   const graph::OpSemantics& semantics(graph::OpId id) const { return m_facts->semantics[static_cast<std::size_t>(id)]; }
   // cost::cost_signature(graph(), id, semantics(id), Saved::kept), derived once.
   const std::string& cost_signature(graph::OpId id) const;
+  // repeated_ops(graph(), order()), derived once.
+  const std::vector<bool>& repeated() const;
   // Devices the current decisions place ops on (all of the request's by default; a pipeline
   // stage's while that stage is built).
   int devices() const { return static_cast<int>(m_pool.size()); }
@@ -69,8 +71,9 @@ public:
 private:
   const Request& m_request;
   std::string m_family;
-  std::shared_ptr<const ModelFacts> m_facts;          // the request's, or the semantics derived here
-  mutable std::vector<std::string> m_cost_signatures; // without the request's facts: as asked
+  std::shared_ptr<const ModelFacts> m_facts;           // the request's, or the semantics derived here
+  mutable std::vector<std::string> m_cost_signatures;  // without the request's facts: as asked
+  mutable std::optional<std::vector<bool>> m_repeated; // without the request's facts: when asked
   std::vector<graph::OpId> m_order;
   std::vector<int> m_batch_dim;
   std::vector<strategy::OpAssignment> m_ops;

@@ -231,7 +231,9 @@ strategy::Strategy megatron_pipelined(const Request& r) {
   q.schedule = interleaved ? strategy::Schedule::interleaved : strategy::Schedule::one_f_one_b;
   // Megatron-LM gives every stage (every chunk) as many layers; a model without repeated blocks
   // is cut by time.
-  const auto repeated = repeated_ops(*r.graph, r.graph->topological_order());
+  const auto repeated = r.facts && r.facts->repeated.size() == r.graph->ops().size()
+                            ? r.facts->repeated
+                            : repeated_ops(*r.graph, r.graph->topological_order());
   q.balance = std::find(repeated.begin(), repeated.end(), true) != repeated.end() ? "layers" : "time";
   auto st = pipeline(q);
   st.family = "megatron";

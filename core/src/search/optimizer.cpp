@@ -100,6 +100,7 @@ std::shared_ptr<const ModelFacts> ModelFacts::of(const graph::Graph& g) {
     facts->semantics.push_back(graph::describe(g, id));
     facts->cost_signatures.push_back(cost::cost_signature(g, id, facts->semantics.back(), cost::Saved::kept));
   }
+  facts->repeated = detail::repeated_ops(g, g.topological_order());
   return facts;
 }
 

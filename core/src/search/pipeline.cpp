@@ -223,7 +223,7 @@ strategy::Strategy pipeline(const Request& r) {
     if (r.balance == "layers") {
       // Megatron-LM's way: the repeated blocks (layers) shared out evenly, what occurs once (the
       // embedding, the output layer, the loss) riding along with the first and the last piece.
-      const auto repeated = repeated_ops(b.graph(), b.order());
+      const auto& repeated = b.repeated();
       if (std::find(repeated.begin(), repeated.end(), true) == repeated.end()) {
         throw Error("pipeline: --balance layers: the model has no repeated blocks to share out");
       }

@@ -1003,8 +1003,8 @@ public:
   void begin(const Strategy&, int) override { m_placements.clear(); }
   int placement(const Strategy& st, graph::OpId id, std::size_t i) override {
     const auto& op = m_g.op(id);
-    auto key = placement_key(m_g, m_sem[static_cast<std::size_t>(id)], st.ops[static_cast<std::size_t>(id)], i,
-                             op.inputs[i]);
+    auto key =
+        placement_key(m_g, m_sem[static_cast<std::size_t>(id)], st.ops[static_cast<std::size_t>(id)], i, op.inputs[i]);
     return m_placements.emplace(std::move(key), static_cast<int>(m_placements.size())).first->second;
   }
 
@@ -1015,8 +1015,8 @@ private:
   std::vector<graph::OpId> m_order;
   std::vector<cost::Saved> m_keep;
   std::optional<std::vector<TiedWeight>> m_ties;
-  PricedOp m_op;       // op()'s last
-  PricedInput m_input; // input()'s last
+  PricedOp m_op;                                         // op()'s last
+  PricedInput m_input;                                   // input()'s last
   std::map<std::vector<std::int64_t>, int> m_placements; // this evaluation's
 };
 
@@ -1361,7 +1361,7 @@ private:
   std::optional<std::pair<std::tuple<int, int, int, int, bool, bool>, int>> m_last_setup;
   std::vector<int> m_op_key, m_input_key; // reused by op() and input()
   std::unordered_map<std::vector<int>, int, ListHash> m_op_classes, m_input_classes;
-  std::map<std::vector<std::int64_t>, int> m_placements; // ids across evaluations (list ids in them)
+  std::map<std::vector<std::int64_t>, int> m_placements;   // ids across evaluations (list ids in them)
   std::unordered_map<std::uint64_t, PricedOp> m_ops;       // (class, setup, micro-batches)
   std::unordered_map<std::uint64_t, PricedInput> m_inputs; // (class, setup)
   struct Layout {

@@ -18,12 +18,13 @@
 
 namespace partita::search {
 
-// What every family derives from a model the same way: each op's semantics (graph::describe) and
-// cost signature (cost::cost_signature, output kept). A search that plans many strategies of one
-// model derives them once and hands them to each plan (Request::facts).
+// What every family derives from a model the same way: each op's semantics (graph::describe), cost
+// signature (cost::cost_signature, output kept) and whether it sits in a repeated block (a layer). A search that plans
+// many strategies of one model derives them once and hands them to each plan (Request::facts).
 struct ModelFacts {
   std::vector<graph::OpSemantics> semantics;
   std::vector<std::string> cost_signatures;
+  std::vector<bool> repeated; // per position of graph::topological_order(): in a repeated block
 
   static std::shared_ptr<const ModelFacts> of(const graph::Graph& g);
 };
