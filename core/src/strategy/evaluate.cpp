@@ -700,7 +700,14 @@ Prediction evaluate_with(const graph::Graph& g, const cluster::Cluster& cluster,
   std::vector<double> stage_compute(static_cast<std::size_t>(stages), 0.0);
   std::vector<char> moved; // per placement id (Pricing::placement): sent there already
   std::vector<bool> used(static_cast<std::size_t>(cluster.device_count()), false);
-  std::map<std::pair<int, int>, double> chunk_activations; // (device, virtual stage): one micro-batch's
+  // Interleaved: one micro-batch's activations per (device, virtual stage), device-major, and
+  // whether any op put some there.
+  const bool interleaved = st.pipeline && st.pipeline->schedule == Schedule::interleaved;
+  std::vector<double> chunk_bytes(interleaved ? static_cast<std::size_t>(cluster.device_count()) * stages : 0, 0.0);
+  std::vector<char> chunk_held(chunk_bytes.size(), 0);
+  const auto chunk_slot = [&](int d, int v) {
+    return static_cast<std::size_t>(d) * static_cast<std::size_t>(stages) + static_cast<std::size_t>(v);
+  };
   // by_device_list: the same, per device list (spread onto the devices after the loop).
   std::vector<DeviceMemory> list_memory;
   std::vector<const std::vector<int>*> list_devices;
@@ -824,7 +831,8 @@ Prediction evaluate_with(const graph::Graph& g, const cluster::Cluster& cluster,
         m.optimizer_state += optimizer_state;
         m.activations += activations * in_flight;
         if (by_chunk) {
-          chunk_activations[{d, stage}] += activations / micro;
+          chunk_bytes[chunk_slot(d, stage)] += activations / micro;
+          chunk_held[chunk_slot(d, stage)] = 1;
         }
         m.workspace = std::max(m.workspace, workspace);
       }
@@ -854,7 +862,8 @@ Prediction evaluate_with(const graph::Graph& g, const cluster::Cluster& cluster,
   }
   for (const auto& [key, bytes] : list_chunk_activations) {
     for (const int d : *list_devices[static_cast<std::size_t>(key.first)]) {
-      chunk_activations[{d, key.second}] += bytes;
+      chunk_bytes[chunk_slot(d, key.second)] += bytes;
+      chunk_held[chunk_slot(d, key.second)] = 1;
     }
   }
   p.iteration = {{"compute", compute, "forward, backward and recomputation kernels, summed over ops"},
@@ -895,25 +904,35 @@ Prediction evaluate_with(const graph::Graph& g, const cluster::Cluster& cluster,
   }
   // Interleaved: each device's peak over its stage's program, a chunk's micro-batch held from its
   // forward to its backward.
-  std::map<int, std::set<int>> stages_of_device;
-  for (const auto& [key, bytes] : chunk_activations) {
-    stages_of_device[key.first].insert(key.second % device_stages);
-  }
   // Each stage's program once; each walk once per stage and bytes per chunk (the devices of a
   // stage mostly hold the same).
   std::map<int, std::vector<PipelineStep>> programs;
   std::map<std::pair<int, std::vector<double>>, double> walked;
-  for (const auto& [d, its_stages] : stages_of_device) {
+  std::vector<char> its_stages(static_cast<std::size_t>(device_stages), 0);
+  for (int d = 0; interleaved && d < cluster.device_count(); ++d) {
+    std::fill(its_stages.begin(), its_stages.end(), 0);
+    bool any = false;
+    for (int v = 0; v < stages; ++v) {
+      if (chunk_held[chunk_slot(d, v)] != 0) {
+        its_stages[static_cast<std::size_t>(v % device_stages)] = 1;
+        any = true;
+      }
+    }
+    if (!any) {
+      continue;
+    }
     double peak = 0;
-    for (const int s : its_stages) {
+    for (int s = 0; s < device_stages; ++s) {
+      if (its_stages[static_cast<std::size_t>(s)] == 0) {
+        continue;
+      }
       auto program = programs.find(s);
       if (program == programs.end()) {
         program = programs.emplace(s, pipeline_program(*st.pipeline, s)).first;
       }
       std::vector<double> per_chunk(static_cast<std::size_t>(chunks), 0.0);
       for (int v = 0; v < chunks; ++v) {
-        const auto it = chunk_activations.find({d, v * device_stages + s});
-        per_chunk[static_cast<std::size_t>(v)] = it == chunk_activations.end() ? 0.0 : it->second;
+        per_chunk[static_cast<std::size_t>(v)] = chunk_bytes[chunk_slot(d, v * device_stages + s)];
       }
       auto key = std::make_pair(s, std::move(per_chunk));
       auto known = walked.find(key);
