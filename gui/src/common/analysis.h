@@ -80,8 +80,8 @@ struct LayerResult {
   // interleaved schedule its model chunk on that stage; -1 without a pipeline.
   int stage = -1;
   int chunk = -1;
-  double compute = 0;        // seconds
-  double communication = 0;  // intra-op communication and gradient sync, without redistribution
+  double compute = 0;       // seconds
+  double communication = 0; // intra-op communication and gradient sync, without redistribution
   double redistribution = 0;
   double time = 0;
   double memory = 0; // bytes per device
