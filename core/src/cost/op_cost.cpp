@@ -138,7 +138,7 @@ std::vector<int> group_signature(const std::vector<int>& group, const cluster::C
 // The slowest group's time for one collective run by every group at once. Groups of the same
 // shape cost the same: each shape is costed once.
 cluster::CollectiveCost collective_on_groups(const cluster::Cluster& c, Collective kind,
-                                             const std::vector<std::vector<int>>& groups, double bytes) {
+                                             const std::vector<std::vector<int>>& groups, double bytes, bool explain) {
   cluster::CollectiveCost worst;
   const int sharing = groups_sharing_a_node(groups, c);
   std::set<std::vector<int>> seen;
@@ -151,7 +151,9 @@ cluster::CollectiveCost collective_on_groups(const cluster::Cluster& c, Collecti
     if (!seen.insert(group_signature(sorted, c)).second) {
       continue;
     }
-    auto cost = cluster::collective_cost(c, kind, group, bytes, cluster::Algorithm::automatic, sharing);
+    auto cost =
+        explain ? cluster::collective_cost(c, kind, group, bytes, cluster::Algorithm::automatic, sharing)
+                : cluster::collective_cost_unexplained(c, kind, group, bytes, cluster::Algorithm::automatic, sharing);
     if (cost.seconds > worst.seconds) {
       worst = cost;
     }
@@ -160,6 +162,12 @@ cluster::CollectiveCost collective_on_groups(const cluster::Cluster& c, Collecti
 }
 
 namespace {
+
+// A formula's text when the caller asked for one (a front end's inspector), otherwise none and no
+// formatting at all (the searches price hundreds of thousands of ops and read only the numbers).
+template <typename Text> std::string explained(bool explain, Text&& text) {
+  return explain ? std::string(text()) : std::string();
+}
 
 std::string axes_text(const graph::OpSemantics& s, const sharding::Config& config, const std::vector<int>& axes) {
   std::vector<std::string> parts;
@@ -184,7 +192,7 @@ int axes_size(const sharding::Config& config, const std::vector<int>& axes) {
 // forward pass and again (as gradients) in the backward pass.
 void halo_terms(const graph::Graph& g, const graph::OpSemantics& s, const sharding::Config& config,
                 std::span<const int> devices, const cluster::Cluster& cluster, const TrainingSetup& setup,
-                std::vector<Term>& out) {
+                std::vector<Term>& out, bool explain) {
   if (s.op_class != graph::OpClass::convolution && s.op_class != graph::OpClass::pooling) {
     return;
   }
@@ -224,12 +232,17 @@ void halo_terms(const graph::Graph& g, const graph::OpSemantics& s, const shardi
       continue;
     }
     const std::vector<int> pair{groups.front()[0], groups.front()[1]};
-    const auto c = cluster::collective_cost(cluster, Collective::send_recv, pair, bytes);
+    const auto c = explain ? cluster::collective_cost(cluster, Collective::send_recv, pair, bytes)
+                           : cluster::collective_cost_unexplained(cluster, Collective::send_recv, pair, bytes);
     out.push_back({std::string(term::halo_exchange), 2 * c.seconds,
-                   fmt::format("'{}' split {} ways along {}: a {}x kernel reads {} rows of {:.4g} KB from its "
-                               "neighbour, forward and backward: 2 x {}",
-                               x.name, config.splits[static_cast<std::size_t>(d)], name, kernel, rows, row_bytes / 1e3,
-                               c.formula),
+                   explained(explain,
+                             [&] {
+                               return fmt::format(
+                                   "'{}' split {} ways along {}: a {}x kernel reads {} rows of {:.4g} KB from its "
+                                   "neighbour, forward and backward: 2 x {}",
+                                   x.name, config.splits[static_cast<std::size_t>(d)], name, kernel, rows,
+                                   row_bytes / 1e3, c.formula);
+                             }),
                    c.seconds});
   }
 }
@@ -238,7 +251,7 @@ void halo_terms(const graph::Graph& g, const graph::OpSemantics& s, const shardi
 // all-reduced over the split in the forward pass, the sums of dy and dy * xhat in the backward
 // pass; always fp32, two values per channel of this device's block each time.
 void statistics_terms(const graph::OpSemantics& s, const sharding::Config& config, std::span<const int> devices,
-                      const cluster::Cluster& cluster, std::vector<Term>& out) {
+                      const cluster::Cluster& cluster, std::vector<Term>& out, bool explain) {
   const auto axes = statistics_axes(s, config);
   if (axes.empty()) {
     return;
@@ -251,11 +264,15 @@ void statistics_terms(const graph::OpSemantics& s, const sharding::Config& confi
   }
   const double bytes = 2 * channels * 4;
   const auto groups = device_groups(config, devices, axes, false);
-  const auto c = collective_on_groups(cluster, Collective::all_reduce, groups, bytes);
+  const auto c = collective_on_groups(cluster, Collective::all_reduce, groups, bytes, explain);
   out.push_back({std::string(term::statistics_sync), 2 * c.seconds,
-                 fmt::format("statistics over {} are synchronized: 2 values x {:.0f} channels, forward and "
-                             "backward: 2 x {}",
-                             axes_text(s, config, axes), channels, c.formula),
+                 explained(explain,
+                           [&] {
+                             return fmt::format(
+                                 "statistics over {} are synchronized: 2 values x {:.0f} channels, forward and "
+                                 "backward: 2 x {}",
+                                 axes_text(s, config, axes), channels, c.formula);
+                           }),
                  c.seconds});
 }
 
@@ -446,7 +463,7 @@ namespace {
 OpCost op_cost_on(const cluster::Device& dev, const graph::Graph& g, graph::OpId id, const graph::OpSemantics& s,
                   const sharding::Config& config, std::span<const int> devices, const cluster::Cluster& cluster,
                   const TrainingSetup& setup, Saved saved, std::span<const std::size_t> shared_parameters,
-                  int micro_batches) {
+                  int micro_batches, bool explain) {
   const graph::Op& op = g.op(id);
   const int micro = std::max(1, micro_batches);
   if (config.splits.size() != s.dims.size()) {
@@ -500,13 +517,14 @@ OpCost op_cost_on(const cluster::Device& dev, const graph::Graph& g, graph::OpId
   // The FLOPs of both passes run at the efficiency of the op's compute family (a convolution's
   // own curve when calibrated, else the GEMM curve); the text names the curve that priced them.
   const graph::ComputeClass family = s.compute_class;
-  const std::string peak_text =
-      !uses_matrix_units(s.op_class) ? fmt::format("{} peak", cluster::precision_name(precision))
-      : family == graph::ComputeClass::matmul || dev.has_compute_curve(family)
-          ? fmt::format("{} peak x {} efficiency", cluster::precision_name(precision),
-                        graph::compute_class_name(family))
-          : fmt::format("{} peak x matmul efficiency (no {} curve)", cluster::precision_name(precision),
-                        graph::compute_class_name(family));
+  const std::string peak_text = explained(explain, [&] {
+    return !uses_matrix_units(s.op_class) ? fmt::format("{} peak", cluster::precision_name(precision))
+           : family == graph::ComputeClass::matmul || dev.has_compute_curve(family)
+               ? fmt::format("{} peak x {} efficiency", cluster::precision_name(precision),
+                             graph::compute_class_name(family))
+               : fmt::format("{} peak x matmul efficiency (no {} curve)", cluster::precision_name(precision),
+                             graph::compute_class_name(family));
+  });
   const double fwd_flops = s.fwd_flops / parts;
   const double fwd_bytes = s.op_class == graph::OpClass::shape ? 0 : shard_in + shard_out;
   const bool packs = packs_operands(s.op_class, family, dev);
@@ -531,7 +549,7 @@ OpCost op_cost_on(const cluster::Device& dev, const graph::Graph& g, graph::OpId
                : 0.0;
   };
   const auto steps_text = [&](double flops, double gate_bytes, double time) {
-    return recurrence && flops > 0
+    return explain && recurrence && flops > 0
                ? fmt::format(" + {} dependent steps, each a product of {:.4g} MFLOP reading {:.4g} MB of recurrent "
                              "weights and its gate functions ({:.4g} KB element-wise): {:.4g} ms",
                              s.steps, flops / parts / steps / 1e6, step_weight / 1e6,
@@ -547,27 +565,30 @@ OpCost op_cost_on(const cluster::Device& dev, const graph::Graph& g, graph::OpId
                         operands ? std::optional(operands->forward) : std::nullopt, uses_matrix_units(s.op_class)) +
                 fwd_steps;
   const std::string operand_text =
-      operands ? fmt::format(", {:.4g} MB of operands read from memory at {:.4g} GB/s on top of the arithmetic",
-                             operands->backward / 1e6, dev.matmul_operand_bandwidth / 1e9)
-               : std::string();
+      explain && operands
+          ? fmt::format(", {:.4g} MB of operands read from memory at {:.4g} GB/s on top of the arithmetic",
+                        operands->backward / 1e6, dev.matmul_operand_bandwidth / 1e9)
+          : std::string();
   const auto fresh_text = [&](double fresh, std::string_view what) {
-    return fresh > 0 && !dev.fresh_read.points.empty()
+    return explain && fresh > 0 && !dev.fresh_read.points.empty()
                ? fmt::format(" ({:.4g} MB of it {}, read at the fresh-read rate)", fresh / 1e6, what)
                : std::string();
   };
   cost.time.push_back(
-      {std::string(term::forward_compute), fwd,
-       operands
-           ? fmt::format("{:.4g} GFLOP / {} + {:.4g} MB / {:.4g} GB/s matmul operand bandwidth (the "
-                         "operands no kernel has just written, read on top of the arithmetic) + launch, on "
-                         "1/{} of the iteration space",
-                         fwd_flops / 1e9, peak_text, operands->forward / 1e6, dev.matmul_operand_bandwidth / 1e9, parts)
-           : fmt::format("max({:.4g} GFLOP / {}, {:.4g} MB{} / {} memory bandwidth) + launch{}, on 1/{} of "
-                         "the iteration space",
-                         fwd_batched / 1e9, peak_text, fwd_bytes / 1e6,
-                         fresh_text(fresh_in, "inputs just written by the ops before"),
-                         graph::kernel_class_name(s.forward_kernel),
-                         steps_text(s.step_fwd_flops, s.step_fwd_bytes, fwd_steps), parts)});
+      {std::string(term::forward_compute), fwd, explained(explain, [&] {
+         return operands
+                    ? fmt::format("{:.4g} GFLOP / {} + {:.4g} MB / {:.4g} GB/s matmul operand bandwidth (the "
+                                  "operands no kernel has just written, read on top of the arithmetic) + launch, on "
+                                  "1/{} of the iteration space",
+                                  fwd_flops / 1e9, peak_text, operands->forward / 1e6,
+                                  dev.matmul_operand_bandwidth / 1e9, parts)
+                    : fmt::format("max({:.4g} GFLOP / {}, {:.4g} MB{} / {} memory bandwidth) + launch{}, on 1/{} of "
+                                  "the iteration space",
+                                  fwd_batched / 1e9, peak_text, fwd_bytes / 1e6,
+                                  fresh_text(fresh_in, "inputs just written by the ops before"),
+                                  graph::kernel_class_name(s.forward_kernel),
+                                  steps_text(s.step_fwd_flops, s.step_fwd_bytes, fwd_steps), parts);
+       })});
   const double bwd_flops = (s.bwd_data_flops + s.bwd_weight_flops) / parts;
   const double bwd_bytes =
       s.bwd_bytes > 0 && s.fwd_bytes_read + s.fwd_bytes_written > 0 ? s.bwd_bytes * scale / parts : 0;
@@ -581,10 +602,11 @@ OpCost op_cost_on(const cluster::Device& dev, const graph::Graph& g, graph::OpId
   const double reset =
       bwd_bytes > 0 && reset_out > 0 ? kernel_time(0, reset_out, dev, precision, graph::KernelClass::eltwise) : 0.0;
   const std::string reset_text =
-      reset > 0 ? fmt::format(", and {:.4g} MB of output gradients set first (zeroed for the consumers to add to, or "
-                              "the loss gradient copied in)",
-                              reset_out / 1e6)
-                : std::string();
+      explain && reset > 0
+          ? fmt::format(", and {:.4g} MB of output gradients set first (zeroed for the consumers to add to, or "
+                        "the loss gradient copied in)",
+                        reset_out / 1e6)
+          : std::string();
   const double fresh_dy = dy_fresh ? std::min(shard_out, bwd_bytes - reduction_bytes) : 0.0;
   const double fresh_reduction = dy_fresh ? reduction_bytes : 0.0;
   const double bwd_steps = steps_time(s.step_bwd_flops, s.step_bwd_bytes);
@@ -600,33 +622,37 @@ OpCost op_cost_on(const cluster::Device& dev, const graph::Graph& g, graph::OpId
                            : 0.0) +
       reset;
   const std::string through_time_text =
-      recurrence && s.step_bwd_flops > 0
+      explain && recurrence && s.step_bwd_flops > 0
           ? fmt::format(" ({:.4g} GFLOP of it through time{})", s.step_bwd_flops / parts / 1e9,
                         steps_text(s.step_bwd_flops, s.step_bwd_bytes, bwd_steps))
           : std::string();
   cost.time.push_back(
-      {std::string(term::backward_compute), bwd,
-       reduction_bytes > 0
-           ? fmt::format("data gradients {:.4g} GFLOP + weight gradients {:.4g} GFLOP at {}, {:.4g} MB{} through {} "
-                         "kernels{} and {:.4g} MB{} through reduction kernels (broadcast inputs' gradients){}{}, on "
-                         "1/{} of the space",
-                         s.bwd_data_flops / parts / 1e9, s.bwd_weight_flops / parts / 1e9, peak_text,
-                         (bwd_bytes - reduction_bytes) / 1e6,
-                         fresh_text(operands ? 0 : fresh_dy, "the output's gradient"),
-                         graph::kernel_class_name(s.backward_kernel), operand_text, reduction_bytes / 1e6,
-                         fresh_text(fresh_reduction, "the output's gradient"), reset_text, through_time_text, parts)
-           : fmt::format("data gradients {:.4g} GFLOP + weight gradients {:.4g} GFLOP at {}, {:.4g} MB{} through {} "
-                         "kernels{}{}{}, on 1/{} of the space",
-                         s.bwd_data_flops / parts / 1e9, s.bwd_weight_flops / parts / 1e9, peak_text, bwd_bytes / 1e6,
-                         fresh_text(operands ? 0 : fresh_dy, "the output's gradient"),
-                         graph::kernel_class_name(s.backward_kernel), operand_text, reset_text, through_time_text,
-                         parts)});
+      {std::string(term::backward_compute), bwd, explained(explain, [&] {
+         return reduction_bytes > 0
+                    ? fmt::format(
+                          "data gradients {:.4g} GFLOP + weight gradients {:.4g} GFLOP at {}, {:.4g} MB{} through {} "
+                          "kernels{} and {:.4g} MB{} through reduction kernels (broadcast inputs' gradients){}{}, on "
+                          "1/{} of the space",
+                          s.bwd_data_flops / parts / 1e9, s.bwd_weight_flops / parts / 1e9, peak_text,
+                          (bwd_bytes - reduction_bytes) / 1e6,
+                          fresh_text(operands ? 0 : fresh_dy, "the output's gradient"),
+                          graph::kernel_class_name(s.backward_kernel), operand_text, reduction_bytes / 1e6,
+                          fresh_text(fresh_reduction, "the output's gradient"), reset_text, through_time_text, parts)
+                    : fmt::format(
+                          "data gradients {:.4g} GFLOP + weight gradients {:.4g} GFLOP at {}, {:.4g} MB{} through {} "
+                          "kernels{}{}{}, on 1/{} of the space",
+                          s.bwd_data_flops / parts / 1e9, s.bwd_weight_flops / parts / 1e9, peak_text, bwd_bytes / 1e6,
+                          fresh_text(operands ? 0 : fresh_dy, "the output's gradient"),
+                          graph::kernel_class_name(s.backward_kernel), operand_text, reset_text, through_time_text,
+                          parts);
+       })});
   if (saved == Saved::recomputed && fwd > 0) {
-    cost.time.push_back({std::string(term::recompute), fwd, "the forward pass again, before the backward pass"});
+    cost.time.push_back({std::string(term::recompute), fwd,
+                         explained(explain, [] { return "the forward pass again, before the backward pass"; })});
   }
 
-  halo_terms(g, s, config, devices, cluster, setup, cost.time);
-  statistics_terms(s, config, devices, cluster, cost.time);
+  halo_terms(g, s, config, devices, cluster, setup, cost.time, explain);
+  statistics_terms(s, config, devices, cluster, cost.time, explain);
 
   // Forward: a split reduction leaves partial sums, all-reduced over that axis's groups.
   for (std::size_t i = 0; i < op.outputs.size(); ++i) {
@@ -639,10 +665,14 @@ OpCost op_cost_on(const cluster::Device& dev, const graph::Graph& g, graph::OpId
     }
     const auto groups = device_groups(config, devices, layout.partial_axes, false);
     const double bytes = stored_bytes(g.tensor(op.outputs[i]), layout.shard_bytes(), setup);
-    const auto c = collective_on_groups(cluster, Collective::all_reduce, groups, bytes);
+    const auto c = collective_on_groups(cluster, Collective::all_reduce, groups, bytes, explain);
     cost.time.push_back({std::string(term::forward_reduce), c.seconds,
-                         fmt::format("'{}' is a partial sum over {}: {}", g.tensor(op.outputs[i]).name,
-                                     axes_text(s, config, layout.partial_axes), c.formula),
+                         explained(explain,
+                                   [&] {
+                                     return fmt::format("'{}' is a partial sum over {}: {}",
+                                                        g.tensor(op.outputs[i]).name,
+                                                        axes_text(s, config, layout.partial_axes), c.formula);
+                                   }),
                          0, static_cast<int>(i)});
   }
 
@@ -671,21 +701,28 @@ OpCost op_cost_on(const cluster::Device& dev, const graph::Graph& g, graph::OpId
     const auto groups = replicated ? device_groups(config, devices, layout.replica_axes, sharded_state)
                                    : std::vector<std::vector<int>>{};
     if (t.role == TensorRole::activation && graph::gets_gradient(t) && replicated) {
-      const auto c = collective_on_groups(cluster, Collective::all_reduce, groups, bytes);
-      cost.time.push_back({std::string(term::backward_reduce), c.seconds,
-                           fmt::format("'{}' is read whole by the {} devices of {}, so its gradient is a partial sum "
-                                       "reduced over them: {}",
-                                       t.name, replicas, axes_text(s, config, layout.replica_axes), c.formula),
-                           0, static_cast<int>(i)});
+      const auto c = collective_on_groups(cluster, Collective::all_reduce, groups, bytes, explain);
+      cost.time.push_back(
+          {std::string(term::backward_reduce), c.seconds,
+           explained(explain,
+                     [&] {
+                       return fmt::format(
+                           "'{}' is read whole by the {} devices of {}, so its gradient is a partial sum "
+                           "reduced over them: {}",
+                           t.name, replicas, axes_text(s, config, layout.replica_axes), c.formula);
+                     }),
+           0, static_cast<int>(i)});
     }
     if (t.role != TensorRole::parameter ||
         std::find(shared_parameters.begin(), shared_parameters.end(), i) != shared_parameters.end()) {
       continue;
     }
-    const std::string over = layout.replica_axes.empty() ? fmt::format("{} copies", copies)
-                             : copies > 1 && sharded_state
-                                 ? fmt::format("{} x {} copies", axes_text(s, config, layout.replica_axes), copies)
-                                 : axes_text(s, config, layout.replica_axes);
+    const std::string over = explained(explain, [&] {
+      return layout.replica_axes.empty() ? fmt::format("{} copies", copies)
+             : copies > 1 && sharded_state
+                 ? fmt::format("{} x {} copies", axes_text(s, config, layout.replica_axes), copies)
+                 : axes_text(s, config, layout.replica_axes);
+    });
     // Weights: a replica group synchronizes gradients; ZeRO shards state over that group. The
     // gradients are stored and reduced at their own width (fp32 beside 2-byte weights with
     // TrainingSetup::fp32_gradients).
@@ -699,57 +736,72 @@ OpCost op_cost_on(const cluster::Device& dev, const graph::Graph& g, graph::OpId
       continue;
     }
     if (setup.zero_stage == 0) {
-      const auto c = collective_on_groups(cluster, Collective::all_reduce, groups, grad_bytes);
-      cost.time.push_back({std::string(term::gradient_sync), c.seconds,
-                           fmt::format("'{}' is replicated over {} ({} replicas): gradient all-reduce, {}", t.name,
-                                       over, replicas, c.formula)});
+      const auto c = collective_on_groups(cluster, Collective::all_reduce, groups, grad_bytes, explain);
+      cost.time.push_back({std::string(term::gradient_sync), c.seconds, explained(explain, [&] {
+                             return fmt::format("'{}' is replicated over {} ({} replicas): gradient all-reduce, {}",
+                                                t.name, over, replicas, c.formula);
+                           })});
     } else {
-      const auto rs = collective_on_groups(cluster, Collective::reduce_scatter, groups, grad_bytes);
-      const auto ag = collective_on_groups(cluster, Collective::all_gather, groups, bytes);
+      const auto rs = collective_on_groups(cluster, Collective::reduce_scatter, groups, grad_bytes, explain);
+      const auto ag = collective_on_groups(cluster, Collective::all_gather, groups, bytes, explain);
       // ZeRO-2 and -3 hold a gradient shard only: each micro-batch's gradients are reduce-scattered.
       const int scatters = setup.zero_stage >= 2 ? micro : 1;
-      const std::string times = scatters > 1 ? fmt::format("{} micro-batches x ", scatters) : std::string();
+      const std::string times = explain && scatters > 1 ? fmt::format("{} micro-batches x ", scatters) : std::string();
       if (setup.zero_stage < 3) {
-        cost.time.push_back({std::string(term::gradient_sync), scatters * rs.seconds + ag.seconds,
-                             fmt::format("ZeRO-{}: gradient reduce-scatter{} and parameter all-gather over {} copies "
-                                         "of '{}': {}{}; {}",
-                                         setup.zero_stage, scatters > 1 ? " every micro-batch" : "", replicas, t.name,
-                                         times, rs.formula, ag.formula)});
+        cost.time.push_back(
+            {std::string(term::gradient_sync), scatters * rs.seconds + ag.seconds, explained(explain, [&] {
+               return fmt::format("ZeRO-{}: gradient reduce-scatter{} and parameter all-gather over {} copies "
+                                  "of '{}': {}{}; {}",
+                                  setup.zero_stage, scatters > 1 ? " every micro-batch" : "", replicas, t.name, times,
+                                  rs.formula, ag.formula);
+             })});
       } else {
         // The updated shard stays sharded: every micro-batch's passes gather it (below).
-        cost.time.push_back({std::string(term::gradient_sync), scatters * rs.seconds,
-                             fmt::format("ZeRO-3: gradient reduce-scatter over {} copies of '{}': {}{}", replicas,
-                                         t.name, times, rs.formula)});
+        cost.time.push_back({std::string(term::gradient_sync), scatters * rs.seconds, explained(explain, [&] {
+                               return fmt::format("ZeRO-3: gradient reduce-scatter over {} copies of '{}': {}{}",
+                                                  replicas, t.name, times, rs.formula);
+                             })});
         cost.time.push_back({std::string(term::parameter_gather), 2 * micro * ag.seconds,
-                             fmt::format("ZeRO-3 gathers '{}' before the forward and the backward pass{}: {}2 x {}",
-                                         t.name, micro > 1 ? " of every micro-batch" : "", times, ag.formula),
+                             explained(explain,
+                                       [&] {
+                                         return fmt::format(
+                                             "ZeRO-3 gathers '{}' before the forward and the backward pass{}: {}2 x {}",
+                                             t.name, micro > 1 ? " of every micro-batch" : "", times, ag.formula);
+                                       }),
                              micro * ag.seconds});
       }
     }
   }
   if (stepped > 0) {
     const double step_bytes = stepped * setup.optimizer_step_bytes();
-    cost.time.push_back({std::string(term::optimizer_step),
-                         kernel_time(0, step_bytes, dev, precision, graph::KernelClass::optimizer),
-                         fmt::format("{} step of {:.4g} M weight values{}: {:.4g} MB (weights, gradients, state) / "
-                                     "optimizer memory bandwidth + launch",
-                                     optimizer_name(setup.optimizer), stepped / 1e6,
-                                     setup.zero_stage >= 1 ? ", this device's ZeRO slice" : "", step_bytes / 1e6)});
+    cost.time.push_back(
+        {std::string(term::optimizer_step), kernel_time(0, step_bytes, dev, precision, graph::KernelClass::optimizer),
+         explained(explain, [&] {
+           return fmt::format("{} step of {:.4g} M weight values{}: {:.4g} MB (weights, gradients, state) / "
+                              "optimizer memory bandwidth + launch",
+                              optimizer_name(setup.optimizer), stepped / 1e6,
+                              setup.zero_stage >= 1 ? ", this device's ZeRO slice" : "", step_bytes / 1e6);
+         })});
   }
   if (params > 0) {
-    cost.memory.push_back({std::string(term::parameters), params,
-                           fmt::format("parameter shards at {} bytes per value{}", setup.value_bytes(),
-                                       setup.zero_stage >= 3 ? ", sharded over replicas (ZeRO-3)" : "")});
-    cost.memory.push_back({std::string(term::gradients), grads,
-                           fmt::format("{} at {} bytes per value",
-                                       setup.zero_stage >= 2 ? "gradient shards, sharded over replicas (ZeRO-2)"
-                                                             : "one gradient per parameter value",
-                                       setup.gradient_bytes())});
+    cost.memory.push_back({std::string(term::parameters), params, explained(explain, [&] {
+                             return fmt::format("parameter shards at {} bytes per value{}", setup.value_bytes(),
+                                                setup.zero_stage >= 3 ? ", sharded over replicas (ZeRO-3)" : "");
+                           })});
+    cost.memory.push_back({std::string(term::gradients), grads, explained(explain, [&] {
+                             return fmt::format("{} at {} bytes per value",
+                                                setup.zero_stage >= 2
+                                                    ? "gradient shards, sharded over replicas (ZeRO-2)"
+                                                    : "one gradient per parameter value",
+                                                setup.gradient_bytes());
+                           })});
     if (optimizer > 0) {
-      cost.memory.push_back({std::string(term::optimizer_state), optimizer,
-                             fmt::format("{} state{} = {} bytes per parameter{}", optimizer_name(setup.optimizer),
-                                         setup.mixed() ? " + fp32 master weights" : "", setup.optimizer_bytes(),
-                                         setup.zero_stage >= 1 ? ", sharded over replicas (ZeRO-1)" : "")});
+      cost.memory.push_back({std::string(term::optimizer_state), optimizer, explained(explain, [&] {
+                               return fmt::format(
+                                   "{} state{} = {} bytes per parameter{}", optimizer_name(setup.optimizer),
+                                   setup.mixed() ? " + fp32 master weights" : "", setup.optimizer_bytes(),
+                                   setup.zero_stage >= 1 ? ", sharded over replicas (ZeRO-1)" : "");
+                             })});
     }
   }
   // Backward needs the output gradient and writes the input gradients: transient buffers, held
@@ -763,12 +815,13 @@ OpCost op_cost_on(const cluster::Device& dev, const graph::Graph& g, graph::OpId
     }
   }
   if (gradient_buffers > 0) {
-    cost.memory.push_back({std::string(term::workspace), gradient_buffers,
-                           "output gradient and input gradients of the backward pass, held while the op runs"});
+    cost.memory.push_back({std::string(term::workspace), gradient_buffers, explained(explain, [] {
+                             return "output gradient and input gradients of the backward pass, held while the op runs";
+                           })});
   }
   if (saved == Saved::kept && s.op_class != graph::OpClass::shape && shard_out > 0) {
-    cost.memory.push_back(
-        {std::string(term::activations), shard_out, "this op's output shard, kept for the backward pass"});
+    cost.memory.push_back({std::string(term::activations), shard_out,
+                           explained(explain, [] { return "this op's output shard, kept for the backward pass"; })});
   }
   return cost;
 }
@@ -779,15 +832,15 @@ OpCost op_cost_on(const cluster::Device& dev, const graph::Graph& g, graph::OpId
 // kind prices the whole op, and the costliest counts (data parallel steps wait for the slowest).
 OpCost op_cost(const graph::Graph& g, graph::OpId id, const graph::OpSemantics& s, const sharding::Config& config,
                std::span<const int> devices, const cluster::Cluster& cluster, const TrainingSetup& setup, Saved saved,
-               std::span<const std::size_t> shared_parameters, int micro_batches) {
+               std::span<const std::size_t> shared_parameters, int micro_batches, bool explain) {
   if (!cluster.heterogeneous()) {
     return op_cost_on(cluster.device, g, id, s, config, devices, cluster, setup, saved, shared_parameters,
-                      micro_batches);
+                      micro_batches, explain);
   }
   std::optional<OpCost> slowest;
   for (const int k : cluster.kinds_of(devices)) {
-    OpCost c =
-        op_cost_on(cluster.kind(k), g, id, s, config, devices, cluster, setup, saved, shared_parameters, micro_batches);
+    OpCost c = op_cost_on(cluster.kind(k), g, id, s, config, devices, cluster, setup, saved, shared_parameters,
+                          micro_batches, explain);
     if (!slowest || c.time_total() > slowest->time_total()) {
       slowest = std::move(c);
     }

@@ -222,13 +222,13 @@ private:
     for (const auto& c : t.configs) {
       check_cancel(); // thousands of configurations of a convolution at 1,024 devices
       const auto devs = devices(c);
-      const auto oc = cost::op_cost(m_g, id, s, c, devs, *m_r.cluster, m_r.setup, m_keep[i]);
+      const auto oc = cost::op_cost(m_g, id, s, c, devs, *m_r.cluster, m_r.setup, m_keep[i], {}, 1, false);
       if (m_tie_inputs[i].empty()) {
         t.time.push_back(oc.time_total());
       } else {
         const auto shared = tie_slots(id);
         const double without =
-            cost::op_cost(m_g, id, s, c, devs, *m_r.cluster, m_r.setup, m_keep[i], shared).time_total();
+            cost::op_cost(m_g, id, s, c, devs, *m_r.cluster, m_r.setup, m_keep[i], shared, 1, false).time_total();
         t.time.push_back(without);
         t.tie_state.push_back(oc.time_total() - without);
       }

@@ -187,7 +187,8 @@ Tables tables(const Request& r, const Shape& shape, const std::vector<cluster::D
         }
         const auto& a = st.ops[i];
         const auto id = static_cast<graph::OpId>(i);
-        const auto full = cost::op_cost(g, id, sem[i], a.config, a.devices, stage_cluster, r.setup, saved[i]);
+        const auto full =
+            cost::op_cost(g, id, sem[i], a.config, a.devices, stage_cluster, r.setup, saved[i], {}, 1, false);
         const auto& own = local.prediction.ops[i].cost;
         const auto delta = [&](std::string_view name) { return full.get(name) - own.get(name); };
         local.copy_sync[i] = delta(cost::term::gradient_sync) + delta(cost::term::optimizer_step);
@@ -357,7 +358,7 @@ Tables tables(const Request& r, const Shape& shape, const std::vector<cluster::D
         if (unseen) {
           const auto kept = mixed[producer];
           mixed[producer] = from;
-          for (const auto& term : strategy::input_redistribution(g, sem, mixed, cl, r.setup, id, j)) {
+          for (const auto& term : strategy::input_redistribution(g, sem, mixed, cl, r.setup, id, j, false)) {
             (term.name == cost::term::redistribution ? m->second.second : m->second.first) += term.value;
           }
           mixed[producer] = kept;

@@ -288,11 +288,12 @@ std::optional<sharding::Config> Builder::carried_config(graph::OpId id, std::siz
 
 double Builder::op_time(graph::OpId id) const {
   const auto& a = m_ops[static_cast<std::size_t>(id)];
-  const auto c = cost::op_cost(graph(), id, semantics(id), a.config, a.devices, cluster(), m_request.setup);
+  const auto c = cost::op_cost(graph(), id, semantics(id), a.config, a.devices, cluster(), m_request.setup,
+                               cost::Saved::kept, {}, 1, false);
   double t = c.time_total();
   for (std::size_t i = 0; i < graph().op(id).inputs.size(); ++i) {
     for (const auto& term :
-         strategy::input_redistribution(graph(), m_facts->semantics, m_ops, cluster(), m_request.setup, id, i)) {
+         strategy::input_redistribution(graph(), m_facts->semantics, m_ops, cluster(), m_request.setup, id, i, false)) {
       t += term.value;
     }
   }

@@ -217,7 +217,9 @@ strategy::Strategy pipeline(const Request& r) {
       const auto k = static_cast<std::size_t>(config.devices());
       std::vector<int> devices(first_stage.begin(),
                                first_stage.begin() + static_cast<std::ptrdiff_t>(per_stage / k * k));
-      times.push_back(cost::op_cost(b.graph(), id, b.semantics(id), config, devices, b.cluster(), weigh).time_total());
+      times.push_back(cost::op_cost(b.graph(), id, b.semantics(id), config, devices, b.cluster(), weigh,
+                                    cost::Saved::kept, {}, 1, false)
+                          .time_total());
       priced.emplace(std::move(key), times.back());
     }
     if (r.balance == "layers") {

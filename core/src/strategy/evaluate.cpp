@@ -260,7 +260,7 @@ bool has_one_reader(const graph::Graph& g, graph::TensorId t) {
 // whose producer keeps such slices, are reduce-scatters.
 void reduce_scatters(const graph::Graph& g, const std::vector<graph::OpSemantics>& sem,
                      const std::vector<OpAssignment>& ops, graph::OpId id, const cluster::Cluster& cluster,
-                     const cost::TrainingSetup& setup, cost::OpCost& c) {
+                     const cost::TrainingSetup& setup, cost::OpCost& c, bool explain) {
   const auto& op = g.op(id);
   const auto& a = ops[static_cast<std::size_t>(id)];
   const auto& s = sem[static_cast<std::size_t>(id)];
@@ -268,9 +268,9 @@ void reduce_scatters(const graph::Graph& g, const std::vector<graph::OpSemantics
   const auto reduce_scatter = [&](cost::Term& term, graph::TensorId t, const std::vector<std::vector<int>>& groups,
                                   double shard_bytes, std::string_view why) {
     const auto rs = cost::collective_on_groups(cluster, cluster::Collective::reduce_scatter, groups,
-                                               cost::stored_bytes(g.tensor(t), shard_bytes, setup));
+                                               cost::stored_bytes(g.tensor(t), shard_bytes, setup), explain);
     term.value = rs.seconds;
-    term.formula = fmt::format("'{}' {}, {}", g.tensor(t).name, why, rs.formula);
+    term.formula = explain ? fmt::format("'{}' {}, {}", g.tensor(t).name, why, rs.formula) : std::string();
   };
   for (auto& term : c.time) {
     if (term.slot < 0) {
@@ -538,7 +538,8 @@ MoveContext move_context(const graph::Graph& g, graph::OpId consumer, std::size_
 
 std::vector<cost::Term> input_redistribution(const graph::Graph& g, const std::vector<graph::OpSemantics>& sem,
                                              const std::vector<OpAssignment>& ops, const cluster::Cluster& cluster,
-                                             const cost::TrainingSetup& setup, graph::OpId id, std::size_t input) {
+                                             const cost::TrainingSetup& setup, graph::OpId id, std::size_t input,
+                                             bool explain) {
   const auto& op = g.op(id);
   const graph::TensorId t = op.inputs[input];
   if (t == graph::no_tensor || g.tensor(t).producer < 0) {
@@ -550,7 +551,7 @@ std::vector<cost::Term> input_redistribution(const graph::Graph& g, const std::v
   const auto from =
       sharding::output_layout(g, sem[static_cast<std::size_t>(prod)], pa.config, output_index(g.op(prod), t));
   const auto to = sharding::input_layout(g, sem[static_cast<std::size_t>(id)], a.config, input);
-  return move_terms(move_geometry(from, pa, to, a), move_context(g, id, input, setup), cluster, setup, true);
+  return move_terms(move_geometry(from, pa, to, a), move_context(g, id, input, setup), cluster, setup, explain);
 }
 
 namespace {
@@ -977,7 +978,9 @@ Prediction evaluate_with(const graph::Graph& g, const cluster::Cluster& cluster,
 // Every op priced afresh, with its formulas.
 class FreshPricing final : public Pricing {
 public:
-  FreshPricing(const graph::Graph& g, const cluster::Cluster& cluster) : m_g(g), m_cluster(cluster) {
+  // `explain`: the terms with their formulas (evaluate()'s), or numbers only (an Evaluator's).
+  FreshPricing(const graph::Graph& g, const cluster::Cluster& cluster, bool explain = true)
+      : m_g(g), m_cluster(cluster), m_explain(explain) {
     m_sem.reserve(g.ops().size());
     for (std::size_t i = 0; i < g.ops().size(); ++i) {
       m_sem.push_back(graph::describe(g, static_cast<graph::OpId>(i)));
@@ -1004,16 +1007,17 @@ public:
                      const std::vector<cost::Saved>& keep, const cost::TrainingSetup& setup) override {
     const auto& a = st.ops[static_cast<std::size_t>(id)];
     m_op.cost = cost::op_cost(m_g, id, m_sem[static_cast<std::size_t>(id)], a.config, a.devices, m_cluster, setup,
-                              keep[static_cast<std::size_t>(id)], shared, st.pipeline ? st.pipeline->micro_batches : 1);
+                              keep[static_cast<std::size_t>(id)], shared, st.pipeline ? st.pipeline->micro_batches : 1,
+                              m_explain);
     if (setup.sequence_parallel) {
-      reduce_scatters(m_g, m_sem, st.ops, id, m_cluster, setup, m_op.cost);
+      reduce_scatters(m_g, m_sem, st.ops, id, m_cluster, setup, m_op.cost, m_explain);
     }
     m_op.summarize();
     return m_op;
   }
   const PricedInput& input(const Strategy& st, graph::OpId id, std::size_t i,
                            const cost::TrainingSetup& setup) override {
-    m_input.terms = input_redistribution(m_g, m_sem, st.ops, m_cluster, setup, id, i);
+    m_input.terms = input_redistribution(m_g, m_sem, st.ops, m_cluster, setup, id, i, m_explain);
     m_input.summarize();
     return m_input;
   }
@@ -1030,6 +1034,7 @@ public:
 private:
   const graph::Graph& m_g;
   const cluster::Cluster& m_cluster;
+  bool m_explain;
   std::vector<graph::OpSemantics> m_sem;
   std::vector<graph::OpId> m_order;
   std::vector<cost::Saved> m_keep;
@@ -1045,7 +1050,7 @@ private:
 class MemoPricing final : public Pricing {
 public:
   MemoPricing(const graph::Graph& g, const cluster::Cluster& cluster)
-      : m_fresh(g, cluster), m_g(g), m_cluster(cluster) {
+      : m_fresh(g, cluster, false), m_g(g), m_cluster(cluster) {
     m_signature.assign(g.ops().size(), {-1, -1, -1});
   }
   // Each op's device list interned once per strategy (ops in a row mostly share theirs).

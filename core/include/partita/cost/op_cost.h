@@ -85,9 +85,12 @@ bool is_redistribution_term(std::string_view name);
 // accumulates whole gradients and synchronizes once; ZeRO-2 keeps only its gradient shard, so it
 // reduce-scatters every micro-batch's gradients, and ZeRO-3 also gathers the parameters for every
 // micro-batch's forward and backward pass (as DeepSpeed does with gradient accumulation).
+// `explain`: write each term's formula (what a front end shows); without it the terms carry their
+// numbers only, the same numbers, and no text is formatted (the searches' pricing).
 OpCost op_cost(const graph::Graph& g, graph::OpId id, const graph::OpSemantics& s, const sharding::Config& config,
                std::span<const int> devices, const cluster::Cluster& cluster, const TrainingSetup& setup,
-               Saved saved = Saved::kept, std::span<const std::size_t> shared_parameters = {}, int micro_batches = 1);
+               Saved saved = Saved::kept, std::span<const std::size_t> shared_parameters = {}, int micro_batches = 1,
+               bool explain = true);
 
 // Everything op_cost reads about op `id` besides its configuration, devices, cluster and setup,
 // as text: two ops with equal signatures cost the same under every configuration (the search
@@ -102,9 +105,11 @@ std::vector<std::vector<int>> device_groups(const sharding::Config& config, std:
 // Bytes of a shard of `t` as stored: float values at the training precision, integers as they are.
 double stored_bytes(const graph::Tensor& t, double shard_bytes, const TrainingSetup& setup);
 
-// The slowest group's time for one collective run by every group at once (`bytes` per device).
+// The slowest group's time for one collective run by every group at once (`bytes` per device);
+// `explain` as op_cost's.
 cluster::CollectiveCost collective_on_groups(const cluster::Cluster& c, cluster::Collective kind,
-                                             const std::vector<std::vector<int>>& groups, double bytes);
+                                             const std::vector<std::vector<int>>& groups, double bytes,
+                                             bool explain = true);
 
 // The split iteration dims that per-channel statistics are taken over (IterDim::statistics): the
 // op all-reduces its statistics over the device groups along them (device_groups, without copies).

@@ -164,10 +164,12 @@ private:
 // producer's output layout to this op's input layout: a `redistribution` term for the transfer and
 // a `redistribution copies` term for the memory traffic beside it (or alone: a gradient added
 // into the producer's when the tensor has several readers); empty when nothing moves or the input
-// has no producer. `ops` holds at least the assignments of `id` and of the producer.
+// has no producer. `ops` holds at least the assignments of `id` and of the producer. `explain` as
+// cost::op_cost's: without it the terms carry numbers only.
 std::vector<cost::Term> input_redistribution(const graph::Graph& g, const std::vector<graph::OpSemantics>& sem,
                                              const std::vector<OpAssignment>& ops, const cluster::Cluster& cluster,
-                                             const cost::TrainingSetup& setup, graph::OpId id, std::size_t input);
+                                             const cost::TrainingSetup& setup, graph::OpId id, std::size_t input,
+                                             bool explain = true);
 
 // input_redistribution in its two halves, for callers that price one pair of layouts for many
 // tensors and configurations (the per-layer search): the geometry, which follows from the two
