@@ -770,7 +770,7 @@ Prediction evaluate_with(const graph::Graph& g, const cluster::Cluster& cluster,
           const auto [other, other_input] = tie.readers[r];
           const auto& oa = st.ops[static_cast<std::size_t>(other)];
           const auto from = sharding::input_layout(g, sem[static_cast<std::size_t>(other)], oa.config, other_input);
-          for (auto& term : tied_gradient_terms(move_geometry(from, oa, to, a), context, cluster, setup, true)) {
+          for (auto& term : tied_gradient_terms(move_geometry(from, oa, to, a), context, cluster, setup, per_op)) {
             sums.add(term);
             if (per_op) {
               extra.push_back(std::move(term));
@@ -1052,6 +1052,12 @@ public:
   MemoPricing(const graph::Graph& g, const cluster::Cluster& cluster)
       : m_fresh(g, cluster, false), m_g(g), m_cluster(cluster) {
     m_signature.assign(g.ops().size(), {-1, -1, -1});
+    m_has_parameters.reserve(g.ops().size());
+    for (const auto& op : g.ops()) {
+      m_has_parameters.push_back(std::any_of(op.inputs.begin(), op.inputs.end(), [&](graph::TensorId t) {
+        return t != graph::no_tensor && g.tensor(t).role == graph::TensorRole::parameter;
+      }));
+    }
   }
   // Each op's device list interned once per strategy (ops in a row mostly share theirs).
   void begin(const Strategy& st, int prepared) override {
@@ -1113,11 +1119,13 @@ public:
     } else {
       cls = op_class(st, id, shared, keep, setup.sequence_parallel);
     }
-    const int micro = setup.zero_stage >= 2 && st.pipeline ? st.pipeline->micro_batches : 1;
+    const bool parameters = m_has_parameters[static_cast<std::size_t>(id)];
+    const int micro = parameters && setup.zero_stage >= 2 && st.pipeline ? st.pipeline->micro_batches : 1;
+    const int set = setup_id(setup, parameters);
     const std::uint64_t key = (std::uint64_t{static_cast<std::uint32_t>(cls)} << 32) |
-                              (std::uint64_t{static_cast<std::uint32_t>(setup_id(setup)) & 0xffffU} << 16) |
+                              (std::uint64_t{static_cast<std::uint32_t>(set) & 0xffffU} << 16) |
                               (static_cast<std::uint32_t>(micro) & 0xffffU);
-    if (setup_id(setup) > 0xffff || micro > 0xffff) {
+    if (set > 0xffff || micro > 0xffff) {
       throw Error("Evaluator: more setups or micro-batches than its keys hold");
     }
     if (const auto it = m_ops.find(key); it != m_ops.end()) {
@@ -1212,7 +1220,7 @@ public:
       cls = input_class(st, id, i, setup.recompute);
     }
     const std::uint64_t key =
-        (std::uint64_t{static_cast<std::uint32_t>(cls)} << 32) | static_cast<std::uint32_t>(setup_id(setup));
+        (std::uint64_t{static_cast<std::uint32_t>(cls)} << 32) | static_cast<std::uint32_t>(setup_id(setup, false));
     if (const auto it = m_inputs.find(key); it != m_inputs.end()) {
       return it->second;
     }
@@ -1349,14 +1357,21 @@ private:
     }
     return sig;
   }
-  int setup_id(const cost::TrainingSetup& s) {
-    const auto key = std::make_tuple(static_cast<int>(s.precision), static_cast<int>(s.optimizer), s.zero_stage,
-                                     static_cast<int>(s.recompute), s.fp32_gradients, s.sequence_parallel);
-    if (m_last_setup && m_last_setup->first == key) {
-      return m_last_setup->second; // one setup per evaluation: asked for every op
+  // The part of the setup that an op's own terms read (cost::op_cost, reduce_scatters): the
+  // precision always; the optimizer, the ZeRO stage and the gradients' width through parameters
+  // only. Recomputation and sequence parallelism reach the terms through the op's class (what it
+  // keeps, whether it reduce-scatters). A move (input_redistribution) reads the precision alone:
+  // `parameters` false. Setups that differ elsewhere share their prices.
+  int setup_id(const cost::TrainingSetup& s, bool parameters) {
+    const auto key = parameters ? std::make_tuple(static_cast<int>(s.precision), static_cast<int>(s.optimizer),
+                                                  s.zero_stage, s.fp32_gradients)
+                                : std::make_tuple(static_cast<int>(s.precision), -1, -1, false);
+    auto& last = m_last_setup[parameters ? 1 : 0];
+    if (last && last->first == key) {
+      return last->second; // one setup per evaluation: asked for every op
     }
     const int id = m_setups.emplace(key, static_cast<int>(m_setups.size())).first->second;
-    m_last_setup.emplace(key, id);
+    last.emplace(key, id);
     return id;
   }
 
@@ -1381,8 +1396,9 @@ private:
   std::unordered_map<std::vector<int>, int, ListHash> m_lists;
   std::vector<const std::vector<int>*> m_list_of; // id -> its list (keys of m_lists: stable)
   std::vector<int> m_op_list;                     // per op of the strategy begin() was given: its list's id
-  std::map<std::tuple<int, int, int, int, bool, bool>, int> m_setups;
-  std::optional<std::pair<std::tuple<int, int, int, int, bool, bool>, int>> m_last_setup;
+  std::map<std::tuple<int, int, int, bool>, int> m_setups;
+  std::array<std::optional<std::pair<std::tuple<int, int, int, bool>, int>>, 2> m_last_setup; // without, with
+  std::vector<bool> m_has_parameters;     // per op: reads a parameter (its terms read the optimizer and ZeRO)
   std::vector<int> m_op_key, m_input_key; // reused by op() and input()
   std::unordered_map<std::vector<int>, int, ListHash> m_op_classes, m_input_classes;
   std::map<std::vector<std::int64_t>, int> m_placements;   // ids across evaluations (list ids in them)

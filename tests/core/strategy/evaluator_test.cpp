@@ -3,7 +3,9 @@
 // (up to the order of floating-point sums), for every family, pipelines and setups included.
 
 #include "partita/cluster/cluster.h"
+#include "partita/cost/op_cost.h"
 #include "partita/graph/error.h"
+#include "partita/graph/op_semantics.h"
 #include "partita/search/optimizer.h"
 #include "partita/strategy/strategy.h"
 #include "partita/zoo/zoo.h"
@@ -169,6 +171,113 @@ TEST(Evaluator, APreparedLayoutPredictsEverySetup) {
   q.devices = 2;
   const auto dp = search::find_optimizer("dp").optimize(q);
   EXPECT_THROW(evaluator.totals(dp, {}, 0), Error);
+}
+
+// Setups that differ only in what an op's terms do not read share its price (a weightless op's
+// does not read the optimizer, the ZeRO stage or the gradients' width; a move reads the precision
+// alone): one Evaluator walked through every field of the setup, in an order that revisits each
+// price from other setups, predicts what evaluate() does each time.
+TEST(Evaluator, SetupsShareOnlyThePricesTheirOpsDoNotTellApart) {
+  const auto model = zoo::load("zoo:gpt2?layers=4&hidden=64&heads=4&seq=32&batch=16&vocab=128");
+  const auto cluster = cluster::load_cluster("dgx-a100?nodes=2");
+  search::Request r;
+  r.graph = &model.graph;
+  r.cluster = &cluster;
+  r.devices = 16;
+  r.tensor_parallel = 2;
+  r.pipeline_parallel = 2;
+  r.micro_batch_size = 1;
+  auto st = search::find_optimizer("megatron").optimize(r);
+  ASSERT_TRUE(st.pipeline.has_value());
+  strategy::Evaluator evaluator(model.graph, cluster);
+  const int prepared = evaluator.prepare(st);
+  int compared = 0;
+  for (const bool fp32_gradients : {false, true}) {
+    for (const auto optimizer : {cost::Optimizer::adam, cost::Optimizer::sgd, cost::Optimizer::momentum}) {
+      for (const int zero : {2, 0, 3, 1}) {
+        for (const auto precision : {cluster::Precision::bf16, cluster::Precision::fp32, cluster::Precision::fp16}) {
+          for (const bool sp : {true, false}) {
+            cost::TrainingSetup setup;
+            setup.precision = precision;
+            setup.optimizer = optimizer;
+            setup.zero_stage = zero;
+            setup.fp32_gradients = fp32_gradients;
+            setup.sequence_parallel = sp;
+            setup.recompute = sp ? cost::Recompute::selective : cost::Recompute::none;
+            const auto exact = strategy::evaluate(model.graph, cluster, st, setup);
+            auto totals = evaluator.totals(st, setup, prepared);
+            totals.ops = exact.ops;
+            expect_same(totals, exact,
+                        fmt::format("{} {} zero {} fp32 gradients {} sp {}", cluster::precision_name(precision),
+                                    cost::optimizer_name(optimizer), zero, fp32_gradients, sp));
+            ++compared;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_EQ(compared, 2 * 3 * 4 * 3 * 2);
+}
+
+// An op's terms priced without their formulas (the searches' way) carry the same names and the
+// same numbers as with them, and no text.
+TEST(Evaluator, NumbersOnlyPricingHasTheExplainedNumbers) {
+  const auto model = zoo::load("zoo:gpt2?layers=2&hidden=64&heads=4&seq=32&batch=16&vocab=128");
+  const auto cnn = zoo::load("zoo:resnet50?batch=16&image=64");
+  const auto cluster = cluster::load_cluster("dgx-a100?nodes=2");
+  int compared = 0;
+  for (const auto* m : {&model, &cnn}) {
+    std::vector<graph::OpSemantics> sem;
+    for (std::size_t i = 0; i < m->graph.ops().size(); ++i) {
+      sem.push_back(graph::describe(m->graph, static_cast<graph::OpId>(i)));
+    }
+    for (const auto& family : {"megatron", "gholami", "hybrid"}) {
+      for (const int zero : {0, 3}) {
+        search::Request r;
+        r.graph = &m->graph;
+        r.cluster = &cluster;
+        r.devices = 16;
+        r.setup.precision = cluster::Precision::bf16;
+        r.setup.zero_stage = zero;
+        r.micro_batches = zero == 3 ? 2 : 0;
+        strategy::Strategy st;
+        try {
+          st = search::find_optimizer(family).optimize(r);
+        } catch (const Error&) {
+          continue;
+        }
+        for (std::size_t i = 0; i < st.ops.size(); ++i) {
+          const auto id = static_cast<graph::OpId>(i);
+          const auto& a = st.ops[i];
+          const auto told = cost::op_cost(m->graph, id, sem[i], a.config, a.devices, cluster, r.setup,
+                                          cost::Saved::recomputed, {}, 4, true);
+          const auto bare = cost::op_cost(m->graph, id, sem[i], a.config, a.devices, cluster, r.setup,
+                                          cost::Saved::recomputed, {}, 4, false);
+          for (const auto& [x, y] : {std::pair{&told.time, &bare.time}, std::pair{&told.memory, &bare.memory}}) {
+            ASSERT_EQ(x->size(), y->size()) << family << " op " << i;
+            for (std::size_t k = 0; k < x->size(); ++k) {
+              EXPECT_EQ((*x)[k].name, (*y)[k].name);
+              EXPECT_EQ((*x)[k].value, (*y)[k].value) << family << " op " << i << " " << (*x)[k].name;
+              EXPECT_EQ((*x)[k].backward, (*y)[k].backward);
+              EXPECT_FALSE((*x)[k].formula.empty()) << family << " op " << i << " " << (*x)[k].name;
+              EXPECT_TRUE((*y)[k].formula.empty()) << family << " op " << i << " " << (*y)[k].name;
+            }
+          }
+          for (std::size_t in = 0; in < m->graph.op(id).inputs.size(); ++in) {
+            const auto with = strategy::input_redistribution(m->graph, sem, st.ops, cluster, r.setup, id, in, true);
+            const auto without = strategy::input_redistribution(m->graph, sem, st.ops, cluster, r.setup, id, in, false);
+            ASSERT_EQ(with.size(), without.size());
+            for (std::size_t k = 0; k < with.size(); ++k) {
+              EXPECT_EQ(with[k].value, without[k].value) << family << " op " << i << " input " << in;
+              EXPECT_TRUE(without[k].formula.empty());
+            }
+          }
+          ++compared;
+        }
+      }
+    }
+  }
+  EXPECT_GE(compared, 500);
 }
 
 TEST(Evaluator, ASecondLookAtTheSameStrategyIsTheSame) {
