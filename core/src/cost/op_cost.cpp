@@ -192,7 +192,7 @@ int axes_size(const sharding::Config& config, const std::vector<int>& axes) {
 // forward pass and again (as gradients) in the backward pass.
 void halo_terms(const graph::Graph& g, const graph::OpSemantics& s, const sharding::Config& config,
                 std::span<const int> devices, const cluster::Cluster& cluster, const TrainingSetup& setup,
-                std::vector<Term>& out, bool explain) {
+                std::vector<Term>& out, bool explain, int micro) {
   if (s.op_class != graph::OpClass::convolution && s.op_class != graph::OpClass::pooling) {
     return;
   }
@@ -225,7 +225,7 @@ void halo_terms(const graph::Graph& g, const graph::OpSemantics& s, const shardi
     }
     const double row_bytes = stored_bytes(x, layout.shard_bytes(), setup) /
                              std::max<double>(1.0, std::ceil(static_cast<double>(extent) / layout.parts[j]));
-    const double bytes = static_cast<double>(rows) * row_bytes;
+    const double bytes = static_cast<double>(rows) * row_bytes / micro; // per micro-batch
     // The neighbour: the next device along this axis.
     const auto groups = device_groups(config, devices, std::vector<int>{d}, false);
     if (groups.empty() || groups.front().size() < 2) {
@@ -234,16 +234,18 @@ void halo_terms(const graph::Graph& g, const graph::OpSemantics& s, const shardi
     const std::vector<int> pair{groups.front()[0], groups.front()[1]};
     const auto c = explain ? cluster::collective_cost(cluster, Collective::send_recv, pair, bytes)
                            : cluster::collective_cost_unexplained(cluster, Collective::send_recv, pair, bytes);
-    out.push_back({std::string(term::halo_exchange), 2 * c.seconds,
+    out.push_back({std::string(term::halo_exchange), 2 * micro * c.seconds,
                    explained(explain,
                              [&] {
                                return fmt::format(
                                    "'{}' split {} ways along {}: a {}x kernel reads {} rows of {:.4g} KB from its "
-                                   "neighbour, forward and backward: 2 x {}",
+                                   "neighbour, forward and backward{}: 2 x {}",
                                    x.name, config.splits[static_cast<std::size_t>(d)], name, kernel, rows,
-                                   row_bytes / 1e3, c.formula);
+                                   row_bytes / micro / 1e3,
+                                   micro > 1 ? fmt::format(", each of {} micro-batches", micro) : std::string(),
+                                   c.formula);
                              }),
-                   c.seconds});
+                   micro * c.seconds});
   }
 }
 
@@ -251,7 +253,7 @@ void halo_terms(const graph::Graph& g, const graph::OpSemantics& s, const shardi
 // all-reduced over the split in the forward pass, the sums of dy and dy * xhat in the backward
 // pass; always fp32, two values per channel of this device's block each time.
 void statistics_terms(const graph::OpSemantics& s, const sharding::Config& config, std::span<const int> devices,
-                      const cluster::Cluster& cluster, std::vector<Term>& out, bool explain) {
+                      const cluster::Cluster& cluster, std::vector<Term>& out, bool explain, int micro) {
   const auto axes = statistics_axes(s, config);
   if (axes.empty()) {
     return;
@@ -265,15 +267,18 @@ void statistics_terms(const graph::OpSemantics& s, const sharding::Config& confi
   const double bytes = 2 * channels * 4;
   const auto groups = device_groups(config, devices, axes, false);
   const auto c = collective_on_groups(cluster, Collective::all_reduce, groups, bytes, explain);
-  out.push_back({std::string(term::statistics_sync), 2 * c.seconds,
+  // Per channel, whatever the samples: every micro-batch all-reduces the same bytes.
+  out.push_back({std::string(term::statistics_sync), 2 * micro * c.seconds,
                  explained(explain,
                            [&] {
                              return fmt::format(
                                  "statistics over {} are synchronized: 2 values x {:.0f} channels, forward and "
-                                 "backward: 2 x {}",
-                                 axes_text(s, config, axes), channels, c.formula);
+                                 "backward{}: 2 x {}",
+                                 axes_text(s, config, axes), channels,
+                                 micro > 1 ? fmt::format(", each of {} micro-batches", micro) : std::string(),
+                                 c.formula);
                            }),
-                 c.seconds});
+                 micro * c.seconds});
 }
 
 } // namespace
@@ -475,6 +480,15 @@ OpCost op_cost_on(const cluster::Device& dev, const graph::Graph& g, graph::OpId
                             sharding::to_string(config, s), config.devices(), devices.size()));
   }
   const int copies = static_cast<int>(devices.size()) / config.devices();
+  // Micro-batches: every kernel and every collective on activations runs once per micro-batch, on
+  // its share of the samples, reading the whole weights each time (and, backward, adding into the
+  // whole weight gradients): m kernels at the efficiency of a micro-batch's size, m launches, m
+  // collectives' latencies. What is per tensor of the iteration (gradient synchronization, the
+  // optimizer step) runs once. `batched`: a tensor whose bytes a micro-batch divides.
+  const double m = micro;
+  const auto batched = [&](const graph::Tensor& t) {
+    return t.role != TensorRole::parameter && t.role != TensorRole::state && t.role != TensorRole::constant;
+  };
   OpCost cost;
   const int parts = config.devices();
   const cluster::Precision precision = uses_matrix_units(s.op_class) ? setup.precision : cluster::Precision::fp32;
@@ -483,16 +497,19 @@ OpCost op_cost_on(const cluster::Device& dev, const graph::Graph& g, graph::OpId
   // Compute: the iteration space divides evenly over the grid; bytes are the shards touched.
   // fresh_in: the inputs the kernel just before has written to cache (written_just_before), which
   // a memory-bound kernel reads faster; weights and the batch were last touched long before.
-  double shard_in = 0, fresh_in = 0;
+  // Bytes per micro-batch: `input_shards` a micro-batch's (the weights whole), `whole` the
+  // unbatched inputs' (weights, state, constants).
+  double shard_in = 0, fresh_in = 0, whole = 0;
   std::vector<double> input_shards(op.inputs.size(), 0.0);
   std::vector<bool> input_fresh(op.inputs.size(), false);
   for (std::size_t i = 0; i < op.inputs.size(); ++i) {
     if (op.inputs[i] != graph::no_tensor) {
       const auto layout = sharding::input_layout(g, s, config, i);
       const graph::Tensor& t = g.tensor(op.inputs[i]);
-      const double b = stored_bytes(t, layout.shard_bytes(), setup);
+      const double b = stored_bytes(t, layout.shard_bytes(), setup) / (batched(t) ? m : 1.0);
       input_shards[i] = b;
       shard_in += b;
+      whole += batched(t) ? 0.0 : b;
       if (written_just_before(g, id, t)) {
         input_fresh[i] = true;
         fresh_in += b;
@@ -525,8 +542,10 @@ OpCost op_cost_on(const cluster::Device& dev, const graph::Graph& g, graph::OpId
                : fmt::format("{} peak x matmul efficiency (no {} curve)", cluster::precision_name(precision),
                              graph::compute_class_name(family));
   });
-  const double fwd_flops = s.fwd_flops / parts;
-  const double fwd_bytes = s.op_class == graph::OpClass::shape ? 0 : shard_in + shard_out;
+  // Compute: one micro-batch's FLOPs and bytes, m times.
+  const double out_mb = shard_out / m;
+  const double fwd_flops = s.fwd_flops / parts / m;
+  const double fwd_bytes = s.op_class == graph::OpClass::shape ? 0 : shard_in + out_mb;
   const bool packs = packs_operands(s.op_class, family, dev);
   const OperandBytes operand_bytes = packs ? cold_operand_bytes(g, op, input_shards, input_fresh) : OperandBytes{};
   const OperandBytes* operands = packs ? &operand_bytes : nullptr;
@@ -541,29 +560,32 @@ OpCost op_cost_on(const cluster::Device& dev, const graph::Graph& g, graph::OpId
           ? input_shards[static_cast<std::size_t>(s.step_input)]
           : 0.0;
   const auto steps_time = [&](double flops, double gate_bytes) {
-    return recurrence && flops > 0
-               ? steps *
-                     (kernel_time(flops / parts / steps, step_weight, dev, precision, graph::KernelClass::eltwise,
-                                  family, 0, std::nullopt, true) +
-                      kernel_time(0, gate_bytes * scale / parts / steps, dev, precision, graph::KernelClass::eltwise))
-               : 0.0;
+    return recurrence && flops > 0 ? steps * (kernel_time(flops / parts / steps / m, step_weight, dev, precision,
+                                                          graph::KernelClass::eltwise, family, 0, std::nullopt, true) +
+                                              kernel_time(0, gate_bytes * scale / parts / steps / m, dev, precision,
+                                                          graph::KernelClass::eltwise))
+                                   : 0.0;
   };
   const auto steps_text = [&](double flops, double gate_bytes, double time) {
     return explain && recurrence && flops > 0
                ? fmt::format(" + {} dependent steps, each a product of {:.4g} MFLOP reading {:.4g} MB of recurrent "
                              "weights and its gate functions ({:.4g} KB element-wise): {:.4g} ms",
-                             s.steps, flops / parts / steps / 1e6, step_weight / 1e6,
-                             gate_bytes * scale / parts / steps / 1e3, time * 1e3)
+                             s.steps, flops / parts / steps / m / 1e6, step_weight / 1e6,
+                             gate_bytes * scale / parts / steps / m / 1e3, time * 1e3)
                : std::string();
   };
   const double fwd_steps = steps_time(s.step_fwd_flops, s.step_fwd_bytes);
-  const double fwd_batched = recurrence ? std::max(0.0, fwd_flops - s.step_fwd_flops / parts) : fwd_flops;
-  const double fwd =
-      s.op_class == graph::OpClass::shape
-          ? 0
-          : kernel_time(fwd_batched, fwd_bytes, dev, precision, s.forward_kernel, family, fresh_in,
-                        operands ? std::optional(operands->forward) : std::nullopt, uses_matrix_units(s.op_class)) +
-                fwd_steps;
+  const double fwd_batched = recurrence ? std::max(0.0, fwd_flops - s.step_fwd_flops / parts / m) : fwd_flops;
+  const double fwd = s.op_class == graph::OpClass::shape
+                         ? 0
+                         : m * (kernel_time(fwd_batched, fwd_bytes, dev, precision, s.forward_kernel, family, fresh_in,
+                                            operands ? std::optional(operands->forward) : std::nullopt,
+                                            uses_matrix_units(s.op_class)) +
+                                fwd_steps);
+  // With micro-batches the text shows one micro-batch's figures, times m.
+  const auto per_micro = [&](std::string text) {
+    return m > 1 ? fmt::format("{} micro-batches x ({}; weights whole each time)", micro, text) : text;
+  };
   const std::string operand_text =
       explain && operands
           ? fmt::format(", {:.4g} MB of operands read from memory at {:.4g} GB/s on top of the arithmetic",
@@ -576,83 +598,90 @@ OpCost op_cost_on(const cluster::Device& dev, const graph::Graph& g, graph::OpId
   };
   cost.time.push_back(
       {std::string(term::forward_compute), fwd, explained(explain, [&] {
-         return operands
-                    ? fmt::format("{:.4g} GFLOP / {} + {:.4g} MB / {:.4g} GB/s matmul operand bandwidth (the "
-                                  "operands no kernel has just written, read on top of the arithmetic) + launch, on "
-                                  "1/{} of the iteration space",
-                                  fwd_flops / 1e9, peak_text, operands->forward / 1e6,
-                                  dev.matmul_operand_bandwidth / 1e9, parts)
-                    : fmt::format("max({:.4g} GFLOP / {}, {:.4g} MB{} / {} memory bandwidth) + launch{}, on 1/{} of "
-                                  "the iteration space",
-                                  fwd_batched / 1e9, peak_text, fwd_bytes / 1e6,
-                                  fresh_text(fresh_in, "inputs just written by the ops before"),
-                                  graph::kernel_class_name(s.forward_kernel),
-                                  steps_text(s.step_fwd_flops, s.step_fwd_bytes, fwd_steps), parts);
+         return per_micro(
+             operands ? fmt::format("{:.4g} GFLOP / {} + {:.4g} MB / {:.4g} GB/s matmul operand bandwidth (the "
+                                    "operands no kernel has just written, read on top of the arithmetic) + launch, on "
+                                    "1/{} of the iteration space",
+                                    fwd_flops / 1e9, peak_text, operands->forward / 1e6,
+                                    dev.matmul_operand_bandwidth / 1e9, parts)
+                      : fmt::format("max({:.4g} GFLOP / {}, {:.4g} MB{} / {} memory bandwidth) + launch{}, on 1/{} of "
+                                    "the iteration space",
+                                    fwd_batched / 1e9, peak_text, fwd_bytes / 1e6,
+                                    fresh_text(fresh_in, "inputs just written by the ops before"),
+                                    graph::kernel_class_name(s.forward_kernel),
+                                    steps_text(s.step_fwd_flops, s.step_fwd_bytes, fwd_steps), parts));
        })});
-  const double bwd_flops = (s.bwd_data_flops + s.bwd_weight_flops) / parts;
-  const double bwd_bytes =
+  const double bwd_flops = (s.bwd_data_flops + s.bwd_weight_flops) / parts / m;
+  // A micro-batch's backward reads the whole weights and adds into the whole weight gradients
+  // (twice the unbatched inputs' bytes); the rest of its bytes are its share of the samples'.
+  const double bwd_all =
       s.bwd_bytes > 0 && s.fwd_bytes_read + s.fwd_bytes_written > 0 ? s.bwd_bytes * scale / parts : 0;
+  const double bwd_whole = std::min(2 * whole, bwd_all);
+  const double bwd_bytes = bwd_all > 0 ? (bwd_all - bwd_whole) / m + bwd_whole : 0.0;
   // The gradients of broadcast inputs (a bias) are reduction kernels of their own.
-  const double reduction_bytes = bwd_bytes > 0 ? std::min(s.backward_reduction_bytes * scale / parts, bwd_bytes) : 0.0;
+  const double reduction_bytes =
+      bwd_bytes > 0 ? std::min(s.backward_reduction_bytes * scale / parts / m, bwd_bytes) : 0.0;
   // The output's gradient was just written by its consumers' backward pass: the data-gradient
   // kernel reads it fresh, and so does the reduction of broadcast inputs' gradients.
   const bool dy_fresh = gradient_written_just_before(g, id);
   // Before the backward pass the runtime zeroes (or seeds) the output gradients: a pass over their
   // memory, apart from the kernels (about 2% of a GPT-2 iteration here).
   const double reset =
-      bwd_bytes > 0 && reset_out > 0 ? kernel_time(0, reset_out, dev, precision, graph::KernelClass::eltwise) : 0.0;
+      bwd_bytes > 0 && reset_out > 0 ? kernel_time(0, reset_out / m, dev, precision, graph::KernelClass::eltwise) : 0.0;
   const std::string reset_text =
       explain && reset > 0
           ? fmt::format(", and {:.4g} MB of output gradients set first (zeroed for the consumers to add to, or "
                         "the loss gradient copied in)",
-                        reset_out / 1e6)
+                        reset_out / m / 1e6)
           : std::string();
-  const double fresh_dy = dy_fresh ? std::min(shard_out, bwd_bytes - reduction_bytes) : 0.0;
+  const double fresh_dy = dy_fresh ? std::min(out_mb, bwd_bytes - reduction_bytes) : 0.0;
   const double fresh_reduction = dy_fresh ? reduction_bytes : 0.0;
   const double bwd_steps = steps_time(s.step_bwd_flops, s.step_bwd_bytes);
-  const double bwd_batched = recurrence ? std::max(0.0, bwd_flops - s.step_bwd_flops / parts) : bwd_flops;
+  const double bwd_batched = recurrence ? std::max(0.0, bwd_flops - s.step_bwd_flops / parts / m) : bwd_flops;
   const double bwd =
-      (bwd_batched > 0 || bwd_bytes > reduction_bytes
-           ? kernel_time(bwd_batched, bwd_bytes - reduction_bytes, dev, precision, s.backward_kernel, family, fresh_dy,
-                         operands ? std::optional(operands->backward) : std::nullopt, uses_matrix_units(s.op_class))
-           : 0.0) +
-      bwd_steps +
-      (reduction_bytes > 0 ? kernel_time(0, reduction_bytes, dev, precision, graph::KernelClass::reduction,
-                                         graph::ComputeClass::matmul, fresh_reduction)
-                           : 0.0) +
-      reset;
+      m *
+      ((bwd_batched > 0 || bwd_bytes > reduction_bytes
+            ? kernel_time(bwd_batched, bwd_bytes - reduction_bytes, dev, precision, s.backward_kernel, family, fresh_dy,
+                          operands ? std::optional(operands->backward) : std::nullopt, uses_matrix_units(s.op_class))
+            : 0.0) +
+       bwd_steps +
+       (reduction_bytes > 0 ? kernel_time(0, reduction_bytes, dev, precision, graph::KernelClass::reduction,
+                                          graph::ComputeClass::matmul, fresh_reduction)
+                            : 0.0) +
+       reset);
   const std::string through_time_text =
       explain && recurrence && s.step_bwd_flops > 0
-          ? fmt::format(" ({:.4g} GFLOP of it through time{})", s.step_bwd_flops / parts / 1e9,
+          ? fmt::format(" ({:.4g} GFLOP of it through time{})", s.step_bwd_flops / parts / m / 1e9,
                         steps_text(s.step_bwd_flops, s.step_bwd_bytes, bwd_steps))
           : std::string();
   cost.time.push_back(
       {std::string(term::backward_compute), bwd, explained(explain, [&] {
-         return reduction_bytes > 0
-                    ? fmt::format(
-                          "data gradients {:.4g} GFLOP + weight gradients {:.4g} GFLOP at {}, {:.4g} MB{} through {} "
-                          "kernels{} and {:.4g} MB{} through reduction kernels (broadcast inputs' gradients){}{}, on "
-                          "1/{} of the space",
-                          s.bwd_data_flops / parts / 1e9, s.bwd_weight_flops / parts / 1e9, peak_text,
-                          (bwd_bytes - reduction_bytes) / 1e6,
-                          fresh_text(operands ? 0 : fresh_dy, "the output's gradient"),
-                          graph::kernel_class_name(s.backward_kernel), operand_text, reduction_bytes / 1e6,
-                          fresh_text(fresh_reduction, "the output's gradient"), reset_text, through_time_text, parts)
-                    : fmt::format(
-                          "data gradients {:.4g} GFLOP + weight gradients {:.4g} GFLOP at {}, {:.4g} MB{} through {} "
-                          "kernels{}{}{}, on 1/{} of the space",
-                          s.bwd_data_flops / parts / 1e9, s.bwd_weight_flops / parts / 1e9, peak_text, bwd_bytes / 1e6,
-                          fresh_text(operands ? 0 : fresh_dy, "the output's gradient"),
-                          graph::kernel_class_name(s.backward_kernel), operand_text, reset_text, through_time_text,
-                          parts);
+         return per_micro(
+             reduction_bytes > 0
+                 ? fmt::format(
+                       "data gradients {:.4g} GFLOP + weight gradients {:.4g} GFLOP at {}, {:.4g} MB{} through {} "
+                       "kernels{} and {:.4g} MB{} through reduction kernels (broadcast inputs' gradients){}{}, on "
+                       "1/{} of the space",
+                       s.bwd_data_flops / parts / m / 1e9, s.bwd_weight_flops / parts / m / 1e9, peak_text,
+                       (bwd_bytes - reduction_bytes) / 1e6,
+                       fresh_text(operands ? 0 : fresh_dy, "the output's gradient"),
+                       graph::kernel_class_name(s.backward_kernel), operand_text, reduction_bytes / 1e6,
+                       fresh_text(fresh_reduction, "the output's gradient"), reset_text, through_time_text, parts)
+                 : fmt::format(
+                       "data gradients {:.4g} GFLOP + weight gradients {:.4g} GFLOP at {}, {:.4g} MB{} through {} "
+                       "kernels{}{}{}, on 1/{} of the space",
+                       s.bwd_data_flops / parts / m / 1e9, s.bwd_weight_flops / parts / m / 1e9, peak_text,
+                       bwd_bytes / 1e6, fresh_text(operands ? 0 : fresh_dy, "the output's gradient"),
+                       graph::kernel_class_name(s.backward_kernel), operand_text, reset_text, through_time_text,
+                       parts));
        })});
   if (saved == Saved::recomputed && fwd > 0) {
     cost.time.push_back({std::string(term::recompute), fwd,
                          explained(explain, [] { return "the forward pass again, before the backward pass"; })});
   }
 
-  halo_terms(g, s, config, devices, cluster, setup, cost.time, explain);
-  statistics_terms(s, config, devices, cluster, cost.time, explain);
+  halo_terms(g, s, config, devices, cluster, setup, cost.time, explain, micro);
+  statistics_terms(s, config, devices, cluster, cost.time, explain, micro);
 
   // Forward: a split reduction leaves partial sums, all-reduced over that axis's groups.
   for (std::size_t i = 0; i < op.outputs.size(); ++i) {
@@ -664,14 +693,15 @@ OpCost op_cost_on(const cluster::Device& dev, const graph::Graph& g, graph::OpId
       continue;
     }
     const auto groups = device_groups(config, devices, layout.partial_axes, false);
-    const double bytes = stored_bytes(g.tensor(op.outputs[i]), layout.shard_bytes(), setup);
+    const double bytes = stored_bytes(g.tensor(op.outputs[i]), layout.shard_bytes(), setup) / m;
     const auto c = collective_on_groups(cluster, Collective::all_reduce, groups, bytes, explain);
-    cost.time.push_back({std::string(term::forward_reduce), c.seconds,
+    cost.time.push_back({std::string(term::forward_reduce), m * c.seconds,
                          explained(explain,
                                    [&] {
-                                     return fmt::format("'{}' is a partial sum over {}: {}",
-                                                        g.tensor(op.outputs[i]).name,
-                                                        axes_text(s, config, layout.partial_axes), c.formula);
+                                     return fmt::format(
+                                         "'{}' is a partial sum over {}: {}{}", g.tensor(op.outputs[i]).name,
+                                         axes_text(s, config, layout.partial_axes),
+                                         m > 1 ? fmt::format("{} micro-batches x ", micro) : std::string(), c.formula);
                                    }),
                          0, static_cast<int>(i)});
   }
@@ -701,15 +731,16 @@ OpCost op_cost_on(const cluster::Device& dev, const graph::Graph& g, graph::OpId
     const auto groups = replicated ? device_groups(config, devices, layout.replica_axes, sharded_state)
                                    : std::vector<std::vector<int>>{};
     if (t.role == TensorRole::activation && graph::gets_gradient(t) && replicated) {
-      const auto c = collective_on_groups(cluster, Collective::all_reduce, groups, bytes, explain);
+      const auto c = collective_on_groups(cluster, Collective::all_reduce, groups, bytes / m, explain);
       cost.time.push_back(
-          {std::string(term::backward_reduce), c.seconds,
+          {std::string(term::backward_reduce), m * c.seconds,
            explained(explain,
                      [&] {
                        return fmt::format(
                            "'{}' is read whole by the {} devices of {}, so its gradient is a partial sum "
-                           "reduced over them: {}",
-                           t.name, replicas, axes_text(s, config, layout.replica_axes), c.formula);
+                           "reduced over them: {}{}",
+                           t.name, replicas, axes_text(s, config, layout.replica_axes),
+                           m > 1 ? fmt::format("{} micro-batches x ", micro) : std::string(), c.formula);
                      }),
            0, static_cast<int>(i)});
     }

@@ -173,6 +173,13 @@ Tables tables(const Request& r, const Shape& shape, const std::vector<cluster::D
         }
       }
       auto st = b.finish("");
+      // The stage's kernels and moves run once per micro-batch: a pipeline of this one stage.
+      strategy::Pipeline one;
+      one.stages = 1;
+      one.micro_batches = shape.micro_batches;
+      one.schedule = strategy::Schedule::one_f_one_b;
+      one.stage_of_op.assign(g.ops().size(), 0);
+      st.pipeline = std::move(one);
       it->second.prediction = strategy::evaluate(g, cluster_of(s), st, r.setup);
       auto& local = it->second;
       for (auto* v : {&local.copy_sync, &local.copy_communication, &local.copy_resident}) {
@@ -187,8 +194,8 @@ Tables tables(const Request& r, const Shape& shape, const std::vector<cluster::D
         }
         const auto& a = st.ops[i];
         const auto id = static_cast<graph::OpId>(i);
-        const auto full =
-            cost::op_cost(g, id, sem[i], a.config, a.devices, stage_cluster, r.setup, saved[i], {}, 1, false);
+        const auto full = cost::op_cost(g, id, sem[i], a.config, a.devices, stage_cluster, r.setup, saved[i], {},
+                                        shape.micro_batches, false);
         const auto& own = local.prediction.ops[i].cost;
         const auto delta = [&](std::string_view name) { return full.get(name) - own.get(name); };
         local.copy_sync[i] = delta(cost::term::gradient_sync) + delta(cost::term::optimizer_step);
@@ -358,7 +365,8 @@ Tables tables(const Request& r, const Shape& shape, const std::vector<cluster::D
         if (unseen) {
           const auto kept = mixed[producer];
           mixed[producer] = from;
-          for (const auto& term : strategy::input_redistribution(g, sem, mixed, cl, r.setup, id, j, false)) {
+          for (const auto& term :
+               strategy::input_redistribution(g, sem, mixed, cl, r.setup, id, j, shape.micro_batches, false)) {
             (term.name == cost::term::redistribution ? m->second.second : m->second.first) += term.value;
           }
           mixed[producer] = kept;

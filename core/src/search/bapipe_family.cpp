@@ -62,8 +62,8 @@ std::string runner_up_text(const Summary& best, const Summary& next) {
   if (bubble >= steady && bubble >= sync) {
     why = fmt::format("its bubble, {} against {}", ms(next.bubble), ms(best.bubble));
   } else if (steady >= sync) {
-    why = fmt::format("its steady state ({} micro-batches x its slowest stage), {} against {}", next.micro,
-                      ms(next.steady), ms(best.steady));
+    why = fmt::format("its steady state ({} x its slowest stage), {} against {}",
+                      count(next.micro, "micro-batch", "micro-batches"), ms(next.steady), ms(best.steady));
   } else {
     why = fmt::format("its gradient sync and optimizer step, {} against {}", ms(next.sync), ms(best.sync));
   }
@@ -158,9 +158,11 @@ std::string explain(const Candidate& c, const Request& r, const std::string& tri
     text += runner_up_text(summarize(c), *runner_up);
   }
   if (r.micro_batches <= 0) {
-    text += " Micro-batches: the most the batch allows (one sample per data-parallel replica), since in this cost "
-            "model a micro-batch's kernels take their share of the batch's time, so more micro-batches shrink the "
-            "bubble and the in-flight activations and never cost time.";
+    text += fmt::format(" Micro-batches: {}, the fastest of the counts that split a replica's samples evenly "
+                        "(searched for each stage count); more shrink the bubble and the activations in flight, "
+                        "fewer run larger kernels fewer times (every kernel and every collective on activations "
+                        "runs once per micro-batch).",
+                        micro);
   }
   return text;
 }
@@ -206,10 +208,26 @@ strategy::Strategy optimize(const Request& r) {
       continue;
     }
     const int replicas = std::max(1, per_stage / shape.tensor_parallel);
+    // Micro-batch counts: the one given, else a range of the counts that split a replica's samples
+    // evenly (for each power of two, the largest such count up to it): more micro-batches shrink
+    // the bubble and the activations in flight, fewer run larger kernels, fewer times.
+    std::vector<int> micros;
     if (r.micro_batches > 0) {
-      shape.micro_batches = r.micro_batches;
+      micros.push_back(r.micro_batches);
     } else if (batch % replicas == 0) {
-      shape.micro_batches = batch / replicas;
+      const int samples = batch / replicas;
+      for (int x = 1;; x = std::min(2 * x, samples)) {
+        int d = x;
+        while (samples % d != 0) {
+          --d;
+        }
+        if (micros.empty() || micros.back() != d) {
+          micros.push_back(d);
+        }
+        if (x == samples) {
+          break;
+        }
+      }
     } else {
       if (given) {
         throw Error(fmt::format("bapipe: the batch of {} does not split over the {} data-parallel replicas of a stage",
@@ -218,24 +236,29 @@ strategy::Strategy optimize(const Request& r) {
       tried.push_back(fmt::format("{}: the batch of {} does not split over {} replicas", stages, batch, replicas));
       continue;
     }
-    try {
-      check_shape(r, shape);
-    } catch (const Error& e) {
-      if (given) {
-        throw; // the user's stage count: refused with the reason, never replaced
+    std::optional<std::pair<int, double>> fastest; // this stage count's best (micro-batches, time)
+    std::string refused;
+    bool over = false;
+    for (const int micro : micros) {
+      shape.micro_batches = micro;
+      try {
+        check_shape(r, shape);
+      } catch (const Error& e) {
+        if (given && r.micro_batches > 0) {
+          throw; // the user's stage count and micro-batches: refused with the reason, never replaced
+        }
+        // A micro-batch count that this stage count cannot take: another may.
+        refused = std::string(std::string_view(e.what()).substr(std::string_view("bapipe: ").size()));
+        continue;
       }
-      // --micro-batches that this stage count cannot take: another count may.
-      tried.push_back(
-          fmt::format("{}: {}", stages, std::string_view(e.what()).substr(std::string_view("bapipe: ").size())));
-      continue;
-    }
-    Candidate c{shape, tables(r, shape), {}, {}, {}};
-    if (c.tables.fits) {
-      c.partition = partition(c.tables.problem, r.cancel);
-    }
-    if (!c.partition.feasible) {
-      tried.push_back(fmt::format("{}: does not fit", stages));
-    } else {
+      Candidate c{shape, tables(r, shape), {}, {}, {}};
+      if (c.tables.fits) {
+        c.partition = partition(c.tables.problem, r.cancel);
+      }
+      if (!c.partition.feasible) {
+        over = true;
+        continue;
+      }
       c.strategy = to_strategy(r, shape, c.tables, c.partition);
       c.prediction = strategy::evaluate(g, *r.cluster, c.strategy, r.setup);
       // Memory is priced per op exactly as evaluate() sums it; checked again all the same.
@@ -243,15 +266,32 @@ strategy::Strategy optimize(const Request& r) {
       const bool fits = r.memory_limit <= 0 && r.cluster->heterogeneous()
                             ? c.prediction.fits
                             : c.prediction.peak_memory <= limit * (1 + 1e-12);
-      tried.push_back(fmt::format("{}: {}{}", stages, ms(c.prediction.iteration_time), fits ? "" : " (does not fit)"));
-      if (fits && (!best || c.prediction.iteration_time < best->prediction.iteration_time)) {
-        if (best) {
+      if (!fits) {
+        over = true;
+        continue;
+      }
+      if (!fastest || c.prediction.iteration_time < fastest->second) {
+        fastest = {micro, c.prediction.iteration_time};
+      }
+      if (!best || c.prediction.iteration_time < best->prediction.iteration_time) {
+        if (best && best->shape.stages != stages) {
           runner_up = summarize(*best);
         }
         best = std::move(c);
-      } else if (fits && (!runner_up || c.prediction.iteration_time < runner_up->iteration)) {
+      } else if (stages != best->shape.stages && (!runner_up || c.prediction.iteration_time < runner_up->iteration)) {
         runner_up = summarize(c);
       }
+    }
+    if (fastest) {
+      tried.push_back(fmt::format("{}: {} ({})", stages, ms(fastest->second),
+                                  count(fastest->first, "micro-batch", "micro-batches")));
+    } else if (over) {
+      tried.push_back(fmt::format("{}: does not fit", stages));
+    } else {
+      if (given) {
+        throw Error("bapipe: " + refused); // the user's stage count: refused with the reason, never replaced
+      }
+      tried.push_back(fmt::format("{}: {}", stages, refused));
     }
     if (r.progress) {
       r.progress(static_cast<double>(ci + 1) / static_cast<double>(counts.size()));

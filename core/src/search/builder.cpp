@@ -292,8 +292,8 @@ double Builder::op_time(graph::OpId id) const {
                                cost::Saved::kept, {}, 1, false);
   double t = c.time_total();
   for (std::size_t i = 0; i < graph().op(id).inputs.size(); ++i) {
-    for (const auto& term :
-         strategy::input_redistribution(graph(), m_facts->semantics, m_ops, cluster(), m_request.setup, id, i, false)) {
+    for (const auto& term : strategy::input_redistribution(graph(), m_facts->semantics, m_ops, cluster(),
+                                                           m_request.setup, id, i, 1, false)) {
       t += term.value;
     }
   }

@@ -260,17 +260,21 @@ bool has_one_reader(const graph::Graph& g, graph::TensorId t) {
 // whose producer keeps such slices, are reduce-scatters.
 void reduce_scatters(const graph::Graph& g, const std::vector<graph::OpSemantics>& sem,
                      const std::vector<OpAssignment>& ops, graph::OpId id, const cluster::Cluster& cluster,
-                     const cost::TrainingSetup& setup, cost::OpCost& c, bool explain) {
+                     const cost::TrainingSetup& setup, cost::OpCost& c, bool explain, int micro) {
   const auto& op = g.op(id);
   const auto& a = ops[static_cast<std::size_t>(id)];
   const auto& s = sem[static_cast<std::size_t>(id)];
   // The term becomes a reduce-scatter of `t`'s shard over the same groups.
   const auto reduce_scatter = [&](cost::Term& term, graph::TensorId t, const std::vector<std::vector<int>>& groups,
                                   double shard_bytes, std::string_view why) {
+    // Once per micro-batch, its share each time (as the all-reduce it replaces).
     const auto rs = cost::collective_on_groups(cluster, cluster::Collective::reduce_scatter, groups,
-                                               cost::stored_bytes(g.tensor(t), shard_bytes, setup), explain);
-    term.value = rs.seconds;
-    term.formula = explain ? fmt::format("'{}' {}, {}", g.tensor(t).name, why, rs.formula) : std::string();
+                                               cost::stored_bytes(g.tensor(t), shard_bytes, setup) / micro, explain);
+    term.value = micro * rs.seconds;
+    term.formula = explain
+                       ? fmt::format("'{}' {}, {}{}", g.tensor(t).name, why,
+                                     micro > 1 ? fmt::format("{} micro-batches x ", micro) : std::string(), rs.formula)
+                       : std::string();
   };
   for (auto& term : c.time) {
     if (term.slot < 0) {
@@ -368,7 +372,10 @@ MoveGeometry move_geometry(const sharding::TensorLayout& from, const OpAssignmen
 
 std::vector<cost::Term> move_terms(const MoveGeometry& geometry, const MoveContext& context,
                                    const cluster::Cluster& cluster, const cost::TrainingSetup& setup, bool explain) {
-  const double scale = context.scale;
+  // Per micro-batch: a micro-batch's share of the bytes, m times.
+  const double m = context.micro_batches;
+  const double scale = context.scale / m;
+  const std::string times = explain && m > 1 ? fmt::format("{} micro-batches x ", context.micro_batches) : "";
   if (geometry.same_blocks) {
     // The same blocks on the same devices: nothing moves, and the reader works on the producer's
     // buffer. Its gradient too, unless the tensor has several readers (or is a graph output, whose
@@ -377,12 +384,12 @@ std::vector<cost::Term> move_terms(const MoveGeometry& geometry, const MoveConte
       return {};
     }
     const double bytes = geometry.consumer_shard_bytes * scale;
-    const double add = local_copy_seconds(0, bytes, true, cluster, setup);
+    const double add = m * local_copy_seconds(0, bytes, true, cluster, setup);
     return {cost::Term{std::string(cost::term::redistribution_copies), add,
                        explain
-                           ? fmt::format("'{}' from '{}': the same blocks; backward adds {:.4g} MB into the "
+                           ? fmt::format("'{}' from '{}': the same blocks; backward adds {}{:.4g} MB into the "
                                          "producer's gradient ({})",
-                                         context.tensor, context.producer, bytes / 1e6,
+                                         context.tensor, context.producer, times, bytes / 1e6,
                                          context.several_readers ? "the tensor has several readers" : "a graph output")
                            : std::string(),
                        add}};
@@ -398,31 +405,32 @@ std::vector<cost::Term> move_terms(const MoveGeometry& geometry, const MoveConte
     backward = {};
   }
   const double backward_copies =
-      local_copy_seconds(backward.max_bytes_in, backward.max_block_bytes, true, cluster, setup);
+      m * local_copy_seconds(backward.max_bytes_in, backward.max_block_bytes, true, cluster, setup);
   const double copies =
-      local_copy_seconds(forward.max_bytes_in, forward.max_block_bytes, false, cluster, setup) + backward_copies;
+      m * local_copy_seconds(forward.max_bytes_in, forward.max_block_bytes, false, cluster, setup) + backward_copies;
   std::vector<cost::Term> terms;
   if (forward.max_bytes_in > 0 || backward.max_bytes_in > 0) {
     const auto f = forward.max_bytes_in > 0 ? move_cost(cluster, forward, explain) : cluster::CollectiveCost{};
     const auto b = backward.max_bytes_in > 0 ? move_cost(cluster, backward, explain) : cluster::CollectiveCost{};
     terms.push_back(
-        {std::string(cost::term::redistribution), f.seconds + b.seconds,
-         explain ? fmt::format("'{}' from '{}': forward {} of {:.4g} MB per device{}; backward {} of {:.4g} MB{}",
-                               context.tensor, context.producer, sharding::pattern_name(forward.pattern),
+        {std::string(cost::term::redistribution), m * (f.seconds + b.seconds),
+         explain ? fmt::format("'{}' from '{}': {}forward {} of {:.4g} MB per device{}; backward {} of {:.4g} MB{}",
+                               context.tensor, context.producer, times, sharding::pattern_name(forward.pattern),
                                forward.max_bytes_in / 1e6, f.formula.empty() ? "" : " (" + f.formula + ")",
                                sharding::pattern_name(backward.pattern), backward.max_bytes_in / 1e6,
                                b.formula.empty() ? "" : " (" + b.formula + ")")
                  : std::string(),
-         b.seconds});
+         m * b.seconds});
   }
   if (copies > 0) {
     terms.push_back({std::string(cost::term::redistribution_copies), copies,
-                     explain ? fmt::format("'{}': forward writes a block of {:.4g} MB and packs {:.4g} MB; backward "
-                                           "adds {:.4g} MB into the producer's gradient and packs {:.4g} MB "
-                                           "(memory-bound copies)",
-                                           context.tensor, forward.max_block_bytes / 1e6, forward.max_bytes_in / 1e6,
-                                           backward.max_block_bytes / 1e6, backward.max_bytes_in / 1e6)
-                             : std::string(),
+                     explain
+                         ? fmt::format("'{}': {}forward writes a block of {:.4g} MB and packs {:.4g} MB; backward "
+                                       "adds {:.4g} MB into the producer's gradient and packs {:.4g} MB "
+                                       "(memory-bound copies)",
+                                       context.tensor, times, forward.max_block_bytes / 1e6, forward.max_bytes_in / 1e6,
+                                       backward.max_block_bytes / 1e6, backward.max_bytes_in / 1e6)
+                         : std::string(),
                      backward_copies});
   }
   return terms;
@@ -518,7 +526,7 @@ std::vector<cost::Term> tied_gradient_terms(const MoveGeometry& geometry, const 
 }
 
 MoveContext move_context(const graph::Graph& g, graph::OpId consumer, std::size_t input,
-                         const cost::TrainingSetup& setup) {
+                         const cost::TrainingSetup& setup, int micro_batches) {
   const auto& op = g.op(consumer);
   const graph::TensorId t = op.inputs[input];
   const auto& tensor = g.tensor(t);
@@ -530,6 +538,7 @@ MoveContext move_context(const graph::Graph& g, graph::OpId consumer, std::size_
   c.several_readers = tensor.consumers.size() > 1 || std::count(op.inputs.begin(), op.inputs.end(), t) > 1;
   c.graph_output = g.is_graph_output(t);
   c.tensor = tensor.name;
+  c.micro_batches = std::max(1, micro_batches);
   if (tensor.producer >= 0) {
     c.producer = g.op(tensor.producer).name;
   }
@@ -539,7 +548,7 @@ MoveContext move_context(const graph::Graph& g, graph::OpId consumer, std::size_
 std::vector<cost::Term> input_redistribution(const graph::Graph& g, const std::vector<graph::OpSemantics>& sem,
                                              const std::vector<OpAssignment>& ops, const cluster::Cluster& cluster,
                                              const cost::TrainingSetup& setup, graph::OpId id, std::size_t input,
-                                             bool explain) {
+                                             int micro_batches, bool explain) {
   const auto& op = g.op(id);
   const graph::TensorId t = op.inputs[input];
   if (t == graph::no_tensor || g.tensor(t).producer < 0) {
@@ -551,7 +560,8 @@ std::vector<cost::Term> input_redistribution(const graph::Graph& g, const std::v
   const auto from =
       sharding::output_layout(g, sem[static_cast<std::size_t>(prod)], pa.config, output_index(g.op(prod), t));
   const auto to = sharding::input_layout(g, sem[static_cast<std::size_t>(id)], a.config, input);
-  return move_terms(move_geometry(from, pa, to, a), move_context(g, id, input, setup), cluster, setup, explain);
+  return move_terms(move_geometry(from, pa, to, a), move_context(g, id, input, setup, micro_batches), cluster, setup,
+                    explain);
 }
 
 namespace {
@@ -1006,18 +1016,19 @@ public:
   const PricedOp& op(const Strategy& st, graph::OpId id, std::span<const std::size_t> shared,
                      const std::vector<cost::Saved>& keep, const cost::TrainingSetup& setup) override {
     const auto& a = st.ops[static_cast<std::size_t>(id)];
+    const int micro = st.pipeline ? st.pipeline->micro_batches : 1;
     m_op.cost = cost::op_cost(m_g, id, m_sem[static_cast<std::size_t>(id)], a.config, a.devices, m_cluster, setup,
-                              keep[static_cast<std::size_t>(id)], shared, st.pipeline ? st.pipeline->micro_batches : 1,
-                              m_explain);
+                              keep[static_cast<std::size_t>(id)], shared, micro, m_explain);
     if (setup.sequence_parallel) {
-      reduce_scatters(m_g, m_sem, st.ops, id, m_cluster, setup, m_op.cost, m_explain);
+      reduce_scatters(m_g, m_sem, st.ops, id, m_cluster, setup, m_op.cost, m_explain, micro);
     }
     m_op.summarize();
     return m_op;
   }
   const PricedInput& input(const Strategy& st, graph::OpId id, std::size_t i,
                            const cost::TrainingSetup& setup) override {
-    m_input.terms = input_redistribution(m_g, m_sem, st.ops, m_cluster, setup, id, i, m_explain);
+    m_input.terms = input_redistribution(m_g, m_sem, st.ops, m_cluster, setup, id, i,
+                                         st.pipeline ? st.pipeline->micro_batches : 1, m_explain);
     m_input.summarize();
     return m_input;
   }
@@ -1120,7 +1131,8 @@ public:
       cls = op_class(st, id, shared, keep, setup.sequence_parallel);
     }
     const bool parameters = m_has_parameters[static_cast<std::size_t>(id)];
-    const int micro = parameters && setup.zero_stage >= 2 && st.pipeline ? st.pipeline->micro_batches : 1;
+    // Every kernel runs once per micro-batch (cost::op_cost): the micro-batches are part of the key.
+    const int micro = st.pipeline ? st.pipeline->micro_batches : 1;
     const int set = setup_id(setup, parameters);
     const std::uint64_t key = (std::uint64_t{static_cast<std::uint32_t>(cls)} << 32) |
                               (std::uint64_t{static_cast<std::uint32_t>(set) & 0xffffU} << 16) |
@@ -1219,8 +1231,15 @@ public:
     } else {
       cls = input_class(st, id, i, setup.recompute);
     }
-    const std::uint64_t key =
-        (std::uint64_t{static_cast<std::uint32_t>(cls)} << 32) | static_cast<std::uint32_t>(setup_id(setup, false));
+    // A move runs once per micro-batch: the micro-batches are part of the key.
+    const int micro = st.pipeline ? st.pipeline->micro_batches : 1;
+    const int set = setup_id(setup, false);
+    if (set > 0xffff || micro > 0xffff) {
+      throw Error("Evaluator: more setups or micro-batches than its keys hold");
+    }
+    const std::uint64_t key = (std::uint64_t{static_cast<std::uint32_t>(cls)} << 32) |
+                              (std::uint64_t{static_cast<std::uint32_t>(set)} << 16) |
+                              static_cast<std::uint32_t>(micro);
     if (const auto it = m_inputs.find(key); it != m_inputs.end()) {
       return it->second;
     }

@@ -264,8 +264,9 @@ TEST(Evaluator, NumbersOnlyPricingHasTheExplainedNumbers) {
             }
           }
           for (std::size_t in = 0; in < m->graph.op(id).inputs.size(); ++in) {
-            const auto with = strategy::input_redistribution(m->graph, sem, st.ops, cluster, r.setup, id, in, true);
-            const auto without = strategy::input_redistribution(m->graph, sem, st.ops, cluster, r.setup, id, in, false);
+            const auto with = strategy::input_redistribution(m->graph, sem, st.ops, cluster, r.setup, id, in, 4, true);
+            const auto without =
+                strategy::input_redistribution(m->graph, sem, st.ops, cluster, r.setup, id, in, 4, false);
             ASSERT_EQ(with.size(), without.size());
             for (std::size_t k = 0; k < with.size(); ++k) {
               EXPECT_EQ(with[k].value, without[k].value) << family << " op " << i << " input " << in;

@@ -164,12 +164,13 @@ private:
 // producer's output layout to this op's input layout: a `redistribution` term for the transfer and
 // a `redistribution copies` term for the memory traffic beside it (or alone: a gradient added
 // into the producer's when the tensor has several readers); empty when nothing moves or the input
-// has no producer. `ops` holds at least the assignments of `id` and of the producer. `explain` as
-// cost::op_cost's: without it the terms carry numbers only.
+// has no producer. `ops` holds at least the assignments of `id` and of the producer. With
+// `micro_batches` the tensor moves once per micro-batch, a micro-batch's share each time.
+// `explain` as cost::op_cost's: without it the terms carry numbers only.
 std::vector<cost::Term> input_redistribution(const graph::Graph& g, const std::vector<graph::OpSemantics>& sem,
                                              const std::vector<OpAssignment>& ops, const cluster::Cluster& cluster,
                                              const cost::TrainingSetup& setup, graph::OpId id, std::size_t input,
-                                             bool explain = true);
+                                             int micro_batches = 1, bool explain = true);
 
 // input_redistribution in its two halves, for callers that price one pair of layouts for many
 // tensors and configurations (the per-layer search): the geometry, which follows from the two
@@ -194,9 +195,12 @@ struct MoveContext {
   bool several_readers = false; // several ops read it (or one reads it twice)
   bool graph_output = false;    // its loss gradient is there before the reader's
   std::string tensor, producer; // names, for the text
+  // Moved once per micro-batch, a micro-batch's share each time (a gradient summed over the
+  // iteration, a tied weight's, moves once: 1).
+  int micro_batches = 1;
 };
 MoveContext move_context(const graph::Graph& g, graph::OpId consumer, std::size_t input,
-                         const cost::TrainingSetup& setup);
+                         const cost::TrainingSetup& setup, int micro_batches = 1);
 
 // The terms of input_redistribution for a geometry; with `explain` false their formulas are left
 // empty (the same values, none of the text).
