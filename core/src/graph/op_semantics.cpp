@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <unordered_map>
 
 namespace partita::graph {
 
@@ -238,9 +239,10 @@ void set_kernel_classes(const Graph& g, const Op& op, OpSemantics& s, bool defau
 } // namespace
 
 const OpDescriptor* find_descriptor(std::string_view type) {
-  const auto& r = registry();
-  auto it = r.find(type);
-  return it == r.end() ? nullptr : it->second;
+  // Hashed: the searches look up every op's descriptor many times over.
+  static const std::unordered_map<std::string_view, const OpDescriptor*> hashed(registry().begin(), registry().end());
+  auto it = hashed.find(type);
+  return it == hashed.end() ? nullptr : it->second;
 }
 
 std::vector<std::string_view> known_op_types() {

@@ -160,13 +160,19 @@ Builder::Builder(const Request& request, std::string family) : m_request(request
     }
     m_facts = std::move(facts);
   }
-  m_order = g.topological_order();
+  const bool derived = m_facts->order.size() == g.ops().size() && m_facts->batch_dims.size() == g.ops().size();
+  m_order = derived ? m_facts->order : g.topological_order();
   m_ops.resize(g.ops().size());
   m_assigned.assign(g.ops().size(), false);
   m_pool.resize(static_cast<std::size_t>(request.devices));
   for (int d = 0; d < request.devices; ++d) {
     m_pool[static_cast<std::size_t>(d)] = d;
   }
+  m_batch_dim = derived ? m_facts->batch_dims : batch_dims(g, m_facts->semantics, m_order);
+}
+
+std::vector<int> batch_dims(const graph::Graph& g, const std::vector<graph::OpSemantics>& semantics,
+                            const std::vector<graph::OpId>& order) {
   // The batch: dim 0 of every graph input, carried through the ops' tensor maps.
   std::vector<std::set<int>> batch_dims_of_tensor(g.tensors().size());
   for (graph::TensorId t : g.graph_inputs) {
@@ -174,10 +180,10 @@ Builder::Builder(const Request& request, std::string family) : m_request(request
       batch_dims_of_tensor[static_cast<std::size_t>(t)].insert(0);
     }
   }
-  m_batch_dim.assign(g.ops().size(), -1);
-  for (graph::OpId id : m_order) {
+  std::vector<int> out(g.ops().size(), -1);
+  for (graph::OpId id : order) {
     const auto& op = g.op(id);
-    const auto& s = semantics(id);
+    const auto& s = semantics[static_cast<std::size_t>(id)];
     std::set<int> batch;
     for (std::size_t i = 0; i < op.inputs.size(); ++i) {
       if (op.inputs[i] == graph::no_tensor) {
@@ -193,7 +199,7 @@ Builder::Builder(const Request& request, std::string family) : m_request(request
       }
     }
     if (!batch.empty()) {
-      m_batch_dim[static_cast<std::size_t>(id)] = *batch.begin();
+      out[static_cast<std::size_t>(id)] = *batch.begin();
     }
     for (std::size_t o = 0; o < op.outputs.size(); ++o) {
       if (op.outputs[o] == graph::no_tensor) {
@@ -207,6 +213,7 @@ Builder::Builder(const Request& request, std::string family) : m_request(request
       }
     }
   }
+  return out;
 }
 
 sharding::Config Builder::split(graph::OpId id, std::initializer_list<std::pair<int, int>> dim_factors) const {
@@ -376,6 +383,13 @@ const std::vector<bool>& Builder::repeated() const {
     m_repeated = repeated_ops(graph(), m_order);
   }
   return *m_repeated;
+}
+
+int Builder::signature_id(graph::OpId id) const {
+  if (m_facts->signature_ids.size() == m_facts->semantics.size()) {
+    return m_facts->signature_ids[static_cast<std::size_t>(id)];
+  }
+  return m_signature_ids.emplace(cost_signature(id), static_cast<int>(m_signature_ids.size())).first->second;
 }
 
 const std::string& Builder::cost_signature(graph::OpId id) const {

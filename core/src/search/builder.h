@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include <functional>
+#include <map>
 #include <optional>
 #include <vector>
 
@@ -28,6 +29,8 @@ public:
   const graph::OpSemantics& semantics(graph::OpId id) const { return m_facts->semantics[static_cast<std::size_t>(id)]; }
   // cost::cost_signature(graph(), id, semantics(id), Saved::kept), derived once.
   const std::string& cost_signature(graph::OpId id) const;
+  // Equal for ops of equal cost signatures.
+  int signature_id(graph::OpId id) const;
   // repeated_ops(graph(), order()), derived once.
   const std::vector<bool>& repeated() const;
   // Devices the current decisions place ops on (all of the request's by default; a pipeline
@@ -73,6 +76,7 @@ private:
   std::string m_family;
   std::shared_ptr<const ModelFacts> m_facts;           // the request's, or the semantics derived here
   mutable std::vector<std::string> m_cost_signatures;  // without the request's facts: as asked
+  mutable std::map<std::string, int> m_signature_ids;  // without the request's facts: as asked
   mutable std::optional<std::vector<bool>> m_repeated; // without the request's facts: when asked
   std::vector<graph::OpId> m_order;
   std::vector<int> m_batch_dim;
@@ -93,6 +97,11 @@ bool is_weight_view(const graph::Graph& g, const graph::OpSemantics& s, graph::O
 int feature_dim(const graph::Graph& g, const graph::OpSemantics& s, graph::OpId id);
 // The reduction dim that indexes a parameter input (MatMul/Gemm k), -1 if none.
 int weight_reduction_dim(const graph::Graph& g, const graph::OpSemantics& s, graph::OpId id);
+
+// Per op, the iteration dim that carries the batch (dim 0 of every graph input, carried through the
+// ops' tensor maps), or -1.
+std::vector<int> batch_dims(const graph::Graph& g, const std::vector<graph::OpSemantics>& semantics,
+                            const std::vector<graph::OpId>& order);
 
 int floor_pow2(std::int64_t x);
 // The largest f <= limit that divides `of` (1 when none above it does).

@@ -9,6 +9,9 @@
 
 #include <fmt/format.h>
 
+#include <string_view>
+#include <unordered_map>
+
 namespace partita::search {
 namespace {
 
@@ -100,7 +103,14 @@ std::shared_ptr<const ModelFacts> ModelFacts::of(const graph::Graph& g) {
     facts->semantics.push_back(graph::describe(g, id));
     facts->cost_signatures.push_back(cost::cost_signature(g, id, facts->semantics.back(), cost::Saved::kept));
   }
-  facts->repeated = detail::repeated_ops(g, g.topological_order());
+  std::unordered_map<std::string_view, int> ids;
+  facts->signature_ids.reserve(g.ops().size());
+  for (const auto& signature : facts->cost_signatures) {
+    facts->signature_ids.push_back(ids.emplace(signature, static_cast<int>(ids.size())).first->second);
+  }
+  facts->order = g.topological_order();
+  facts->repeated = detail::repeated_ops(g, facts->order);
+  facts->batch_dims = detail::batch_dims(g, facts->semantics, facts->order);
   return facts;
 }
 

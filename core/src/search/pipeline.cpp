@@ -202,14 +202,11 @@ strategy::Strategy pipeline(const Request& r) {
     }
     // Ops of equal cost signature and configuration cost the same (a model's repeated layers):
     // each priced once.
-    std::unordered_map<std::string, double> priced;
+    std::map<std::pair<int, std::vector<int>>, double> priced; // (signature, splits)
     for (graph::OpId id : b.order()) {
       b.check_cancel();
       const auto config = stage_config(id);
-      std::string key = b.cost_signature(id);
-      for (const int f : config.splits) {
-        key += fmt::format(",{}", f);
-      }
+      auto key = std::make_pair(b.signature_id(id), config.splits);
       if (const auto it = priced.find(key); it != priced.end()) {
         times.push_back(it->second);
         continue;
@@ -247,7 +244,7 @@ strategy::Strategy pipeline(const Request& r) {
   pipe.chunks = chunks;
   pipe.stage_of_op.assign(b.graph().ops().size(), 0);
   MegatronTally tally;
-  int stage = 0;
+  int stage = 0, pooled = -1;
   for (int i = 0; i < n; ++i) {
     b.check_cancel();
     while (stage < static_cast<int>(cuts.size()) && i >= cuts[static_cast<std::size_t>(stage)]) {
@@ -255,9 +252,12 @@ strategy::Strategy pipeline(const Request& r) {
     }
     const graph::OpId id = b.order()[static_cast<std::size_t>(i)];
     pipe.stage_of_op[static_cast<std::size_t>(id)] = stage;
-    std::vector<int> devices(static_cast<std::size_t>(per_stage));
-    std::iota(devices.begin(), devices.end(), stage % stages * per_stage); // chunk stage / stages of it
-    b.set_pool(std::move(devices));
+    if (pooled != stage) {
+      std::vector<int> devices(static_cast<std::size_t>(per_stage));
+      std::iota(devices.begin(), devices.end(), stage % stages * per_stage); // chunk stage / stages of it
+      b.set_pool(std::move(devices));
+      pooled = stage;
+    }
     if (t > 1) {
       megatron_op(b, id, t, tally);
     } else {

@@ -24,7 +24,10 @@ namespace partita::search {
 struct ModelFacts {
   std::vector<graph::OpSemantics> semantics;
   std::vector<std::string> cost_signatures;
-  std::vector<bool> repeated; // per position of graph::topological_order(): in a repeated block
+  std::vector<int> signature_ids; // per op: equal for equal cost signatures
+  std::vector<graph::OpId> order; // graph::topological_order()
+  std::vector<bool> repeated;     // per position of order: in a repeated block
+  std::vector<int> batch_dims;    // per op: the iteration dim that carries the batch, or -1
 
   static std::shared_ptr<const ModelFacts> of(const graph::Graph& g);
 };
