@@ -13,14 +13,11 @@
 //   (none <= selective <= full for the same plan and ZeRO stage). So once "none" has been predicted
 //   for a shape and ZeRO stage, its time bounds the other two from below: they are skipped when
 //   the bound is no faster than the best found and the candidate could not join the front.
-// - Micro-batches. Under ZeRO 0 and 1 the ops' costs do not depend on the micro-batch count (a
-//   micro-batch's kernels are priced as the batch's share: a known gap of the model, see the
-//   README); under 1F1B more micro-batches of the same plan shrink the bubble ((p-1) x iteration /
-//   m) and the activations in flight (min(p - s, m) / m of the batch's), and change nothing else.
-//   So of a plan's 1F1B candidates with ZeRO 0 or 1 only the smallest micro-batch size is planned;
-//   the others are weakly dominated. (ZeRO 2 and 3 synchronize every micro-batch, and the
-//   interleaved schedule's peak memory is walked over its program, not monotone in general: every
-//   micro-batch size is planned.)
+// Every micro-batch size is planned: a micro-batch's kernels run on its share at the efficiency
+// of that size, the weights are read whole for each, and each activation collective and send
+// pays its latency once per micro-batch, so neither more nor fewer micro-batches of a plan are
+// faster in general (fewer shrink those costs, more shrink the bubble and the activations in
+// flight).
 
 #include "partita/search/three_d.h"
 
@@ -129,10 +126,8 @@ int layer_count(const graph::Graph& g) {
   return layers;
 }
 
-// Every candidate of the space, the user's held choices applied. `dominated` counts the 1F1B
-// candidates left out because the same plan with a smaller micro-batch (more of them) is as fast
-// or faster and holds no more memory (the file comment's third bound).
-std::vector<Candidate> space(const Request& r, std::size_t& dominated) {
+// Every candidate of the space, the user's held choices applied.
+std::vector<Candidate> space(const Request& r) {
   const graph::Graph& g = *r.graph;
   const int n = r.devices;
   const int batch = strategy::batch_size(g);
@@ -202,8 +197,7 @@ std::vector<Candidate> space(const Request& r, std::size_t& dominated) {
           }
         }
       }
-      bool one_f_one_b_taken = false;
-      for (const int b : sizes) { // smallest first
+      for (const int b : sizes) {
         if (per_replica % b != 0) {
           continue;
         }
@@ -232,17 +226,8 @@ std::vector<Candidate> space(const Request& r, std::size_t& dominated) {
           }
         }
         for (const auto& [schedule, v] : schedules) {
-          bool larger = false; // a 1F1B micro-batch larger than the plan's smallest
-          if (schedule == strategy::Schedule::one_f_one_b && r.micro_batch_size == 0) {
-            larger = one_f_one_b_taken;
-            one_f_one_b_taken = true;
-          }
           for (const bool sp : sps) {
             for (const int z : zeros) {
-              if (larger && z <= 1) {
-                dominated += recomputes.size();
-                continue;
-              }
               for (const auto rc : recomputes) {
                 Candidate c;
                 c.pipeline = p;
@@ -359,8 +344,8 @@ Result search(const Request& request) {
     all[static_cast<std::size_t>(i)] = i;
   }
   result.memory_limit = r.memory_limit > 0 ? r.memory_limit : r.cluster->smallest_memory(all);
-  auto candidates = space(r, result.dominated);
-  result.candidates = candidates.size() + result.dominated;
+  auto candidates = space(r);
+  result.candidates = candidates.size();
   if (candidates.empty()) {
     throw Error(fmt::format("3d: no pipeline x tensor x data shape of {} devices splits the batch of {} (each "
                             "data-parallel replica needs a whole share)",
@@ -509,9 +494,8 @@ strategy::Strategy optimize(const Request& r, Result* result) {
   std::string text =
       fmt::format("3-D search over {} candidates: {} planned and predicted, {} skipped as over the "
                   "memory limit on parameters, gradients and optimizer state alone, {} as bounded by a "
-                  "faster plan, {} as 1F1B micro-batches (ZeRO 0-1) dominated by smaller ones of the same plan, {} "
-                  "refused by the layout. Chosen: {}, {} per iteration, {} per device.",
-                  res.candidates, res.evaluated, res.too_big, res.too_slow, res.dominated, res.refused,
+                  "faster plan, {} refused by the layout. Chosen: {}, {} per iteration, {} per device.",
+                  res.candidates, res.evaluated, res.too_big, res.too_slow, res.refused,
                   res.best.candidate.text(), seconds_text(res.best.iteration_time), gib(res.best.peak_memory));
   if (res.runner_up) {
     text += fmt::format(" Runner-up: {}, {} (+{:.1f}%), {} per device.", res.runner_up->candidate.text(),

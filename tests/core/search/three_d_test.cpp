@@ -3,6 +3,7 @@
 // stay, a plan that fits is never traded for one that does not, and the plan file carries the
 // setup it chose.
 
+#include "partita/cluster/cluster.h"
 #include "partita/graph/error.h"
 #include "partita/io/json_file.h"
 #include "partita/proto/partita.pb.h"
@@ -109,7 +110,7 @@ struct Brute {
 
 Brute brute_force(const search::Request& r, double limit) {
   Brute out;
-  for (const auto& c : every_candidate(r.devices, r.cluster->devices_per_node, 16, 4)) {
+  for (const auto& c : every_candidate(r.devices, r.cluster->devices_per_node, strategy::batch_size(*r.graph), 4)) {
     strategy::Strategy st;
     try {
       st = search::three_d::plan(r, c);
@@ -126,6 +127,24 @@ Brute brute_force(const search::Request& r, double limit) {
   return out;
 }
 
+// Without a limit, on a GPU preset whose kernels run faster per sample on larger pieces: every
+// micro-batch size is a candidate of its own (a larger one runs its kernels at a better
+// efficiency, reads the weights fewer times and pays each collective's latency fewer times; a
+// smaller one shrinks the bubble), so none may be skipped unpriced.
+TEST(ThreeD, PricesEveryMicroBatchSize) {
+  const auto model = zoo::load("zoo:gpt2?layers=4&hidden=128&heads=4&seq=64&batch=16&vocab=512");
+  const auto cluster = cluster::load_cluster("dgx-a100?nodes=2");
+  search::Request r;
+  r.graph = &model.graph;
+  r.cluster = &cluster;
+  r.devices = 16;
+  r.setup.precision = cluster::Precision::bf16;
+  r.threads = 1;
+  const auto found = search::three_d::search(r);
+  const auto brute = brute_force(r, std::numeric_limits<double>::infinity());
+  EXPECT_NEAR(found.best.iteration_time, brute.best, 1e-12 * brute.best) << found.best.candidate.text();
+}
+
 TEST(ThreeD, FindsTheFastestFittingCandidateOfTheWholeSpace) {
   Fixture f;
   auto r = f.request();
@@ -137,6 +156,7 @@ TEST(ThreeD, FindsTheFastestFittingCandidateOfTheWholeSpace) {
   const auto bound = search::three_d::search(r);
   const auto brute = brute_force(r, limit);
   EXPECT_NEAR(bound.best.iteration_time, brute.best, 1e-12 * brute.best);
+
   EXPECT_LE(bound.best.peak_memory, limit);
   EXPECT_GT(bound.best.iteration_time, free.best.iteration_time);
   EXPECT_EQ(bound.binding, "memory");

@@ -59,7 +59,6 @@ struct Result {
   std::size_t evaluated = 0;  // planned and predicted
   std::size_t too_big = 0;    // skipped: resident memory alone over the limit (a lower bound)
   std::size_t too_slow = 0;   // skipped: time bound not below the best (and memory not below the front's)
-  std::size_t dominated = 0;  // skipped: 1F1B, ZeRO 0-1, a larger micro-batch than the plan's smallest
   std::size_t refused = 0;    // the megatron family refused the shape (dims that do not divide, ...)
   double memory_limit = 0;    // bytes per device
   // What keeps the best from being faster: "memory" when a faster candidate exists that does not
