@@ -52,14 +52,17 @@ int batch_size(const graph::Graph& g) {
 namespace {
 
 // `seen_list`, when given, says whether a device list was checked before (an Evaluator's lists).
+// `ops`: check every op's assignment too (a layout already checked under another setup skips them:
+// the setup and the micro-batch count change nothing of them).
 void check(const graph::Graph& g, const cluster::Cluster& cluster, const Strategy& st,
-           const std::vector<graph::OpSemantics>& sem, const std::function<bool(std::size_t op)>& seen_list = {}) {
+           const std::vector<graph::OpSemantics>& sem, const std::function<bool(std::size_t op)>& seen_list = {},
+           bool ops = true) {
   if (st.ops.size() != g.ops().size()) {
     throw Error(
         fmt::format("strategy '{}' assigns {} ops, the model has {}", st.family, st.ops.size(), g.ops().size()));
   }
-  std::vector<bool> seen(static_cast<std::size_t>(cluster.device_count()), false);
-  for (std::size_t i = 0; i < st.ops.size(); ++i) {
+  std::vector<bool> seen(ops ? static_cast<std::size_t>(cluster.device_count()) : 0, false);
+  for (std::size_t i = 0; ops && i < st.ops.size(); ++i) {
     const auto& a = st.ops[i];
     const auto& name = g.op(static_cast<graph::OpId>(i)).name;
     if (a.config.splits.size() != sem[i].dims.size()) {
@@ -662,6 +665,13 @@ public:
   virtual bool by_device_list() const = 0;
   // An id per distinct device list: op `id`'s in the strategy begin() was given (by_device_list only).
   virtual int list_of(graph::OpId id) = 0;
+  // Whether begin()'s strategy is a prepared layout whose ops' assignments a former evaluation
+  // checked; mark_checked() records that this one did.
+  virtual bool ops_checked() const { return false; }
+  virtual void mark_checked() {}
+  // Where a prepared layout keeps its ops' shared_parameters() (they depend on the ops alone), or
+  // null.
+  virtual std::optional<std::vector<std::vector<std::size_t>>>* layout_shared() { return nullptr; }
 };
 
 // `per_op`: fill Prediction::ops (each op's terms); without, only the totals and memory.
@@ -682,14 +692,26 @@ Prediction evaluate_with(const graph::Graph& g, const cluster::Cluster& cluster,
     const bool before = checked[id];
     checked[id] = true;
     return before;
-  });
+  }, !pricing.ops_checked());
+  pricing.mark_checked();
   const auto& order = pricing.order();
   const auto& keep = pricing.saved(setup.recompute);
   std::map<graph::OpId, std::vector<const TiedWeight*>> ties_of; // by first reader
   for (const auto& tie : pricing.ties()) {
     ties_of[tie.readers.front().first].push_back(&tie);
   }
-  const auto shared = shared_parameters(g, sem, st.ops, pricing.ties());
+  std::vector<std::vector<std::size_t>> own_shared;
+  const std::vector<std::vector<std::size_t>>* shared_of = nullptr;
+  if (auto* kept = pricing.layout_shared(); kept != nullptr) {
+    if (!kept->has_value()) {
+      *kept = shared_parameters(g, sem, st.ops, pricing.ties());
+    }
+    shared_of = &**kept;
+  } else {
+    own_shared = shared_parameters(g, sem, st.ops, pricing.ties());
+    shared_of = &own_shared;
+  }
+  const auto& shared = *shared_of;
 
   Prediction p;
   p.batch = batch_size(g);
@@ -1084,6 +1106,15 @@ public:
   int list_of(graph::OpId id) override {
     return (m_layout != nullptr ? m_layout->op_list : m_op_list)[static_cast<std::size_t>(id)];
   }
+  bool ops_checked() const override { return m_layout != nullptr && m_layout->checked; }
+  std::optional<std::vector<std::vector<std::size_t>>>* layout_shared() override {
+    return m_layout != nullptr ? &m_layout->shared : nullptr;
+  }
+  void mark_checked() override {
+    if (m_layout != nullptr) {
+      m_layout->checked = true;
+    }
+  }
   // A strategy's layout for predictions under several setups: its ops' lists, and (as asked) the
   // class of each op and input without the setup.
   int prepare(const Strategy& st) {
@@ -1429,6 +1460,8 @@ private:
     std::array<std::vector<int>, 6> op_class;    // per recomputation x sequence parallelism; -1: not yet
     std::array<std::vector<int>, 3> input_class; // per recomputation; -1: not yet
     std::vector<int> placement;                  // per input: its placement id; -1: not yet
+    bool checked = false;                        // its ops' assignments passed check()
+    std::optional<std::vector<std::vector<std::size_t>>> shared; // shared_parameters(), once derived
   };
   std::deque<Layout> m_layouts;
   Layout* m_layout = nullptr; // the evaluation's, when prepared
