@@ -47,6 +47,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <unordered_map>
 #include <vector>
 
 namespace partita::cluster {
@@ -162,6 +164,26 @@ void check_group(const Cluster& c, Collective coll, std::span<const int> devices
 
 namespace {
 
+// `c` with other links, as a collective's cost reads it: its topology and links, not its device
+// kinds' figures or its description (copying those cost more than the collective's arithmetic).
+Cluster with_links(const Cluster& c, Link intra, Link fallback, Link nic) {
+  Cluster out;
+  out.name = c.name;
+  out.nodes = c.nodes;
+  out.devices_per_node = c.devices_per_node;
+  out.node_groups.reserve(c.node_groups.size());
+  for (const auto& group : c.node_groups) {
+    out.node_groups.push_back(NodeGroup{group.nodes, {}}); // total_nodes() counts them
+  }
+  out.intra_link = std::move(intra);
+  out.intra_switched = c.intra_switched;
+  out.intra_pairs = c.intra_pairs;
+  out.intra_fallback = std::move(fallback);
+  out.nic = std::move(nic);
+  out.nics_per_node = c.nics_per_node;
+  return out;
+}
+
 CollectiveCost cost_of(const Cluster& cluster, Collective collective, std::span<const int> devices, double bytes,
                        Algorithm algorithm, int concurrent_groups, bool explain) {
   if (devices.size() == 1 && collective != Collective::send_recv) {
@@ -178,18 +200,14 @@ CollectiveCost cost_of(const Cluster& cluster, Collective collective, std::span<
     if (algorithm == Algorithm::automatic && measured_as_it_runs(cluster, collective, devices)) {
       algorithm = Algorithm::ring;
     }
-    Cluster as = cluster;
-    as.intra_link = cluster.intra_link.for_collective(collective_name(collective));
-    as.intra_fallback = cluster.intra_fallback.for_collective(collective_name(collective));
-    as.nic = cluster.nic.for_collective(collective_name(collective));
+    const auto name = collective_name(collective);
+    const Cluster as = with_links(cluster, cluster.intra_link.for_collective(name),
+                                  cluster.intra_fallback.for_collective(name), cluster.nic.for_collective(name));
     return cost_of(as, collective, devices, bytes, algorithm, concurrent_groups, explain);
   }
   if (has_protocols(cluster)) { // every link at the figures of the protocol these messages run
     const double m = message_bytes(collective, bytes, static_cast<int>(devices.size()));
-    Cluster at = cluster;
-    at.intra_link = cluster.intra_link.at(m);
-    at.intra_fallback = cluster.intra_fallback.at(m);
-    at.nic = cluster.nic.at(m);
+    const Cluster at = with_links(cluster, cluster.intra_link.at(m), cluster.intra_fallback.at(m), cluster.nic.at(m));
     return cost_of(at, collective, devices, bytes, algorithm, concurrent_groups, explain);
   }
   const detail::Shape s = detail::shape_of(cluster, devices, concurrent_groups);
@@ -278,9 +296,65 @@ CollectiveCost collective_cost(const Cluster& cluster, Collective collective, st
   return cost_of(cluster, collective, devices, bytes, algorithm, concurrent_groups, true);
 }
 
+struct CollectiveMemo::Impl {
+  struct Key {
+    Collective collective;
+    Algorithm algorithm;
+    int concurrent_groups;
+    double bytes;
+    std::vector<int> devices;
+    bool operator==(const Key&) const = default;
+  };
+  struct Hash {
+    std::size_t operator()(const Key& k) const {
+      std::size_t h = std::hash<double>{}(k.bytes);
+      const auto mix = [&h](std::size_t v) { h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2); };
+      mix(static_cast<std::size_t>(k.collective));
+      mix(static_cast<std::size_t>(k.algorithm));
+      mix(static_cast<std::size_t>(k.concurrent_groups));
+      for (const int d : k.devices) {
+        mix(static_cast<std::size_t>(d));
+      }
+      return h;
+    }
+  };
+  const Cluster* cluster;
+  std::unordered_map<Key, CollectiveCost, Hash> costs;
+};
+
+namespace {
+thread_local CollectiveMemo* memo_in_use = nullptr;
+}
+
+CollectiveMemo::CollectiveMemo(const Cluster& cluster) : m_impl(std::make_unique<Impl>()) {
+  m_impl->cluster = &cluster;
+}
+CollectiveMemo::~CollectiveMemo() = default;
+std::size_t CollectiveMemo::size() const {
+  return m_impl->costs.size();
+}
+
+CollectiveMemo::Use::Use(CollectiveMemo& memo) : m_previous(memo_in_use) {
+  memo_in_use = &memo;
+}
+CollectiveMemo::Use::~Use() {
+  memo_in_use = m_previous;
+}
+
 CollectiveCost collective_cost_unexplained(const Cluster& cluster, Collective collective, std::span<const int> devices,
                                            double bytes, Algorithm algorithm, int concurrent_groups) {
-  return cost_of(cluster, collective, devices, bytes, algorithm, concurrent_groups, false);
+  if (memo_in_use == nullptr || memo_in_use->m_impl->cluster != &cluster) {
+    return cost_of(cluster, collective, devices, bytes, algorithm, concurrent_groups, false);
+  }
+  auto& costs = memo_in_use->m_impl->costs;
+  CollectiveMemo::Impl::Key key{collective, algorithm, concurrent_groups, bytes,
+                                std::vector<int>(devices.begin(), devices.end())};
+  if (const auto it = costs.find(key); it != costs.end()) {
+    return it->second;
+  }
+  auto cost = cost_of(cluster, collective, devices, bytes, algorithm, concurrent_groups, false);
+  costs.emplace(std::move(key), cost);
+  return cost;
 }
 
 } // namespace partita::cluster

@@ -310,9 +310,11 @@ std::vector<std::vector<int>> device_groups(const sharding::Config& config, std:
   }()
                                             : sharding::groups_along(config, positions, axes);
   std::vector<std::vector<int>> groups;
+  groups.reserve(position_groups.size() * static_cast<std::size_t>(across_copies ? 1 : copies));
   for (const auto& pg : position_groups) {
     if (across_copies) {
       std::vector<int> group;
+      group.reserve(pg.size() * static_cast<std::size_t>(copies));
       for (int c = 0; c < copies; ++c) {
         for (int p : pg) {
           group.push_back(devices[static_cast<std::size_t>(c * k + p)]);
@@ -322,6 +324,7 @@ std::vector<std::vector<int>> device_groups(const sharding::Config& config, std:
     } else {
       for (int c = 0; c < copies; ++c) {
         std::vector<int> group;
+        group.reserve(pg.size());
         for (int p : pg) {
           group.push_back(devices[static_cast<std::size_t>(c * k + p)]);
         }

@@ -163,11 +163,14 @@ std::vector<std::vector<int>> groups_along(const Config& c, std::span<const int>
   // A group is identified by the coordinates outside `axes`; groups are numbered by first
   // appearance, so both groups and their members come out in grid order.
   std::int64_t keys = 1;
+  std::size_t members = 1; // of each group: the product of the splits along `axes`
   for (std::size_t i = 0; i < c.splits.size(); ++i) {
     keys *= along[i] ? 1 : c.splits[i];
+    members *= along[i] ? static_cast<std::size_t>(c.splits[i]) : 1;
   }
   std::vector<int> group_of_key(static_cast<std::size_t>(keys), -1);
   std::vector<std::vector<int>> groups;
+  groups.reserve(static_cast<std::size_t>(keys));
   std::vector<int> coords(c.splits.size(), 0);
   for (std::size_t p = 0; p < devices.size(); ++p) {
     detail::unravel(c, static_cast<int>(p), coords);
@@ -180,7 +183,7 @@ std::vector<std::vector<int>> groups_along(const Config& c, std::span<const int>
     int& g = group_of_key[static_cast<std::size_t>(key)];
     if (g < 0) {
       g = static_cast<int>(groups.size());
-      groups.emplace_back();
+      groups.emplace_back().reserve(members);
     }
     groups[static_cast<std::size_t>(g)].push_back(devices[p]);
   }

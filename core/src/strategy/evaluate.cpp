@@ -681,18 +681,21 @@ Prediction evaluate_with(const graph::Graph& g, const cluster::Cluster& cluster,
   pricing.begin(st, prepared);
   const auto& sem = pricing.semantics();
   std::vector<bool> checked;
-  check(g, cluster, st, sem, [&](std::size_t op) {
-    if (!pricing.by_device_list()) {
-      return false;
-    }
-    const auto id = static_cast<std::size_t>(pricing.list_of(static_cast<graph::OpId>(op)));
-    if (id >= checked.size()) {
-      checked.resize(id + 1, false);
-    }
-    const bool before = checked[id];
-    checked[id] = true;
-    return before;
-  }, !pricing.ops_checked());
+  check(
+      g, cluster, st, sem,
+      [&](std::size_t op) {
+        if (!pricing.by_device_list()) {
+          return false;
+        }
+        const auto id = static_cast<std::size_t>(pricing.list_of(static_cast<graph::OpId>(op)));
+        if (id >= checked.size()) {
+          checked.resize(id + 1, false);
+        }
+        const bool before = checked[id];
+        checked[id] = true;
+        return before;
+      },
+      !pricing.ops_checked());
   pricing.mark_checked();
   const auto& order = pricing.order();
   const auto& keep = pricing.saved(setup.recompute);
@@ -1473,17 +1476,23 @@ struct Evaluator::Memo {
   MemoPricing pricing;
   const graph::Graph& g;
   const cluster::Cluster& cluster;
+  // The collectives priced, across predictions (a new class's collectives are mostly ones priced
+  // for another class, setup or micro-batch count before).
+  std::unique_ptr<cluster::CollectiveMemo> collectives;
 };
 
 Evaluator::Evaluator(const graph::Graph& g, const cluster::Cluster& cluster)
-    : m_memo(std::make_unique<Memo>(Memo{MemoPricing(g, cluster), g, cluster})) {}
+    : m_memo(std::make_unique<Memo>(
+          Memo{MemoPricing(g, cluster), g, cluster, std::make_unique<cluster::CollectiveMemo>(cluster)})) {}
 Evaluator::~Evaluator() = default;
 
 Prediction Evaluator::operator()(const Strategy& st, const cost::TrainingSetup& setup) {
+  const cluster::CollectiveMemo::Use use(*m_memo->collectives);
   return evaluate_with(m_memo->g, m_memo->cluster, st, setup, m_memo->pricing);
 }
 
 Prediction Evaluator::totals(const Strategy& st, const cost::TrainingSetup& setup, int prepared) {
+  const cluster::CollectiveMemo::Use use(*m_memo->collectives);
   return evaluate_with(m_memo->g, m_memo->cluster, st, setup, m_memo->pricing, false, prepared);
 }
 

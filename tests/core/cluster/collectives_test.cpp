@@ -358,3 +358,44 @@ TEST(Collectives, UnexplainedCostsAreTheExplainedOnesWithoutTheFormula) {
 
 } // namespace
 } // namespace partita::cluster
+
+namespace partita::cluster {
+namespace {
+
+// The memo answers what pricing afresh answers, for its own cluster only, and only while in use.
+TEST(CollectiveMemo, RemembersItsClustersCollectivesWhileInUse) {
+  const Cluster dgx = load_cluster("dgx-a100?nodes=4"); // per-collective figures and protocols
+  const Cluster other = load_cluster("dgx-a100?nodes=4");
+  const std::vector<int> across{0, 8, 16, 24};
+  const std::vector<int> inside{0, 1, 2, 3, 4, 5, 6, 7};
+  CollectiveMemo memo(dgx);
+  {
+    const CollectiveMemo::Use use(memo);
+    for (const auto kind : {Collective::all_reduce, Collective::all_gather, Collective::reduce_scatter}) {
+      for (const double bytes : {1e3, 1e6, 1e9}) {
+        for (const auto& group : {across, inside}) {
+          const auto fresh = collective_cost(dgx, kind, group, bytes);
+          const auto first = collective_cost_unexplained(dgx, kind, group, bytes);
+          const auto again = collective_cost_unexplained(dgx, kind, group, bytes);
+          EXPECT_EQ(first.seconds, fresh.seconds);
+          EXPECT_EQ(again.seconds, fresh.seconds);
+          EXPECT_EQ(again.algorithm, fresh.algorithm);
+          EXPECT_EQ(again.bottleneck, fresh.bottleneck);
+        }
+      }
+    }
+    EXPECT_EQ(memo.size(), 18U);
+    // Another cluster, even an equal one, is priced afresh and not remembered.
+    (void)collective_cost_unexplained(other, Collective::all_reduce, across, 5e5);
+    EXPECT_EQ(memo.size(), 18U);
+  }
+  // Out of use: nothing more is remembered.
+  (void)collective_cost_unexplained(dgx, Collective::all_reduce, across, 5e5);
+  EXPECT_EQ(memo.size(), 18U);
+  // A bad group is still refused, memo or not.
+  const CollectiveMemo::Use use(memo);
+  EXPECT_THROW((void)collective_cost_unexplained(dgx, Collective::all_reduce, std::vector<int>{0, 0}, 1e6), Error);
+}
+
+} // namespace
+} // namespace partita::cluster

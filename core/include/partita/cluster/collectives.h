@@ -7,6 +7,7 @@
 
 #include "partita/cluster/cluster.h"
 
+#include <memory>
 #include <span>
 #include <string>
 
@@ -55,5 +56,38 @@ CollectiveCost collective_cost(const Cluster& cluster, Collective collective, st
 CollectiveCost collective_cost_unexplained(const Cluster& cluster, Collective collective, std::span<const int> devices,
                                            double bytes, Algorithm algorithm = Algorithm::automatic,
                                            int concurrent_groups = 1);
+
+// Collective costs remembered for one cluster. While a CollectiveMemo::Use made on a thread lives,
+// collective_cost_unexplained() on that thread answers a collective it has priced before for the
+// memo's cluster (the same collective, devices in the same order, bytes, algorithm and groups at
+// once) from memory. For callers that price the same collectives over and over against a cluster
+// that does not change meanwhile (strategy::Evaluator, across a search's candidates).
+class CollectiveMemo {
+public:
+  explicit CollectiveMemo(const Cluster& cluster);
+  ~CollectiveMemo();
+  CollectiveMemo(const CollectiveMemo&) = delete;
+  CollectiveMemo& operator=(const CollectiveMemo&) = delete;
+
+  // The memo in use on this thread until destroyed (the one in use before comes back then).
+  class Use {
+  public:
+    explicit Use(CollectiveMemo& memo);
+    ~Use();
+    Use(const Use&) = delete;
+    Use& operator=(const Use&) = delete;
+
+  private:
+    CollectiveMemo* m_previous;
+  };
+
+  std::size_t size() const; // collectives remembered
+
+private:
+  friend CollectiveCost collective_cost_unexplained(const Cluster&, Collective, std::span<const int>, double, Algorithm,
+                                                    int);
+  struct Impl;
+  std::unique_ptr<Impl> m_impl;
+};
 
 } // namespace partita::cluster
