@@ -239,7 +239,15 @@ strategy::Strategy optimize(const Request& r) {
     std::optional<std::pair<int, double>> fastest; // this stage count's best (micro-batches, time)
     std::string refused;
     bool over = false;
+    // Most micro-batches first: a stage's memory never grows with the count (weights and optimizer
+    // state are whole each micro-batch; a micro-batch's activations are 1/m of the batch's, and a
+    // stage holds min(in flight, m) of them under 1F1B, all m under GPipe), so once a count does
+    // not fit, no smaller one does and the rest are not priced.
+    std::reverse(micros.begin(), micros.end());
     for (const int micro : micros) {
+      if (over) {
+        break;
+      }
       shape.micro_batches = micro;
       try {
         check_shape(r, shape);

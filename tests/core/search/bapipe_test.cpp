@@ -2,6 +2,7 @@
 // priced chains and on real chains evaluate() prices cut by cut; memory limits; a faster stage
 // taking more ops; the family's refusals and its explanation.
 
+#include "partita/cluster/cluster.h"
 #include "partita/graph/error.h"
 #include "partita/search/bapipe.h"
 #include "partita/search/optimizer.h"
@@ -15,8 +16,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <limits>
+#include <map>
 #include <random>
 
 namespace partita {
@@ -498,6 +501,42 @@ TEST(BaPipe, TheFamilyKeepsTheFastestStageCountThatFitsAndExplainsIt) {
     EXPECT_LE(strategy::evaluate(s.model.graph, s.cluster, limited, r.setup).peak_memory, q.memory_limit);
   } catch (const Error& e) {
     EXPECT_THAT(e.what(), HasSubstr("no pipeline fits"));
+  }
+}
+
+// The micro-batch count is searched under the memory limit: the family's plan for a stage count
+// fits and is at least as fast as every count that fits (each a power of two dividing a replica's
+// samples, which the search tries), with a limit that leaves out the fewest micro-batches. On an
+// A100 a model this small is kernel-launch latency: fewer micro-batches are faster, more hold less.
+TEST(BaPipe, TheMicroBatchCountIsTheFastestThatFits) {
+  Gpt s;
+  s.cluster = cluster::load_cluster("dgx-a100");
+  auto r = s.request(8);
+  r.stages = 2; // 4 replicas of 4 samples each: 1, 2 or 4 micro-batches
+  std::map<int, strategy::Prediction> by_count;
+  for (const int m : {1, 2, 4}) {
+    auto q = r;
+    q.micro_batches = m;
+    by_count[m] = strategy::evaluate(s.model.graph, s.cluster, search::find_optimizer("bapipe").optimize(q), {});
+  }
+  EXPECT_LT(by_count[2].iteration_time, by_count[4].iteration_time);
+  // Fewer micro-batches hold more activations in flight.
+  EXPECT_GT(by_count[1].peak_memory, by_count[4].peak_memory);
+  for (const double limit :
+       {std::numeric_limits<double>::infinity(), (by_count[1].peak_memory + by_count[2].peak_memory) / 2}) {
+    auto q = r;
+    q.memory_limit = std::isinf(limit) ? 0 : limit;
+    const auto st = search::find_optimizer("bapipe").optimize(q);
+    const auto p = strategy::evaluate(s.model.graph, s.cluster, st, {});
+    EXPECT_LE(p.peak_memory, limit);
+    int fitting = 0;
+    for (const auto& [m, other] : by_count) {
+      if (other.peak_memory <= limit) {
+        ++fitting;
+        EXPECT_LE(p.iteration_time, other.iteration_time * (1 + 1e-12)) << m << " micro-batches, limit " << limit;
+      }
+    }
+    EXPECT_GE(fitting, 2);
   }
 }
 
