@@ -5,6 +5,7 @@
 
 #include "partita/search/auto_search.h"
 
+#include "partita/cluster/collectives.h"
 #include "partita/cost/op_cost.h"
 #include "partita/graph/error.h"
 
@@ -397,6 +398,9 @@ private:
     std::mutex failure_mutex;
     auto work = [&](bool reports) {
       try {
+        // Each thread remembers the collectives it prices (a move's groups recur across edges).
+        cluster::CollectiveMemo memo(*m_r.cluster);
+        const cluster::CollectiveMemo::Use use(memo);
         constexpr std::size_t chunk = 16; // items between two polls of the cancel flag
         for (;;) {
           const std::size_t begin = next.fetch_add(chunk);
