@@ -495,8 +495,8 @@ strategy::Strategy optimize(const Request& r, Result* result) {
       fmt::format("3-D search over {} candidates: {} planned and predicted, {} skipped as over the "
                   "memory limit on parameters, gradients and optimizer state alone, {} as bounded by a "
                   "faster plan, {} refused by the layout. Chosen: {}, {} per iteration, {} per device.",
-                  res.candidates, res.evaluated, res.too_big, res.too_slow, res.refused,
-                  res.best.candidate.text(), seconds_text(res.best.iteration_time), gib(res.best.peak_memory));
+                  res.candidates, res.evaluated, res.too_big, res.too_slow, res.refused, res.best.candidate.text(),
+                  seconds_text(res.best.iteration_time), gib(res.best.peak_memory));
   if (res.runner_up) {
     text += fmt::format(" Runner-up: {}, {} (+{:.1f}%), {} per device.", res.runner_up->candidate.text(),
                         seconds_text(res.runner_up->iteration_time),

@@ -26,6 +26,17 @@ namespace {
 using search::three_d::Candidate;
 using ::testing::HasSubstr;
 
+// One thread, so that the search's own pricing is what the tests measure against brute force.
+search::Request request_on(const graph::Graph& g, const cluster::Cluster& c, int devices, cluster::Precision p) {
+  search::Request r;
+  r.graph = &g;
+  r.cluster = &c;
+  r.devices = devices;
+  r.setup.precision = p;
+  r.threads = 1;
+  return r;
+}
+
 // A small GPT on 2 nodes of 4 devices: 4 layers, so up to 4 stages, interleaving with 2 chunks.
 struct Fixture {
   onnx_import::ImportResult model = zoo::load("zoo:gpt2?layers=4&hidden=128&heads=4&seq=64&batch=16&vocab=512");
@@ -35,15 +46,7 @@ struct Fixture {
     return c;
   }();
 
-  search::Request request() const {
-    search::Request r;
-    r.graph = &model.graph;
-    r.cluster = &cluster;
-    r.devices = 8;
-    r.setup.precision = cluster::Precision::fp16;
-    r.threads = 1;
-    return r;
-  }
+  search::Request request() const { return request_on(model.graph, cluster, 8, cluster::Precision::fp16); }
 };
 
 // Every candidate, enumerated here independently of the search's own enumeration and pruning.
@@ -134,12 +137,7 @@ Brute brute_force(const search::Request& r, double limit) {
 TEST(ThreeD, PricesEveryMicroBatchSize) {
   const auto model = zoo::load("zoo:gpt2?layers=4&hidden=128&heads=4&seq=64&batch=16&vocab=512");
   const auto cluster = cluster::load_cluster("dgx-a100?nodes=2");
-  search::Request r;
-  r.graph = &model.graph;
-  r.cluster = &cluster;
-  r.devices = 16;
-  r.setup.precision = cluster::Precision::bf16;
-  r.threads = 1;
+  const auto r = request_on(model.graph, cluster, 16, cluster::Precision::bf16);
   const auto found = search::three_d::search(r);
   const auto brute = brute_force(r, std::numeric_limits<double>::infinity());
   EXPECT_NEAR(found.best.iteration_time, brute.best, 1e-12 * brute.best) << found.best.candidate.text();
