@@ -90,11 +90,11 @@ int main(int argc, char** argv) {
     strategy::Prediction p;
     const double evaluate = best_of(1, [&] { p = strategy::evaluate(model.graph, cluster, st, r.setup); });
     sim::TaskGraph tasks;
-    const double build =
-        best_of(repeat, [&] { tasks = sim::build_task_graph(model.graph, st, p, cluster.device_count()); });
+    const double build = best_of(repeat, [&] { tasks = sim::build_task_graph(model.graph, st, p, cluster); });
     sim::Result result;
     const double simulate = best_of(repeat, [&] { result = sim::simulate(tasks); });
-    const auto off_tasks = sim::build_task_graph(model.graph, st, p, cluster.device_count(), {.overlap = false});
+    const auto off_tasks = sim::build_task_graph(model.graph, st, p, cluster, {.overlap = false});
+    const auto free_links = sim::simulate(sim::build_task_graph(model.graph, st, p, cluster, {.contention = false}));
     sim::Result off;
     const double simulate_off = best_of(repeat, [&] { off = sim::simulate(off_tasks); });
     // Device 0's idle share of the iteration: the bubble and its waits for the other stages.
@@ -105,8 +105,10 @@ int main(int argc, char** argv) {
                c.name, c.devices, fmt::format("{}x{}x{}, {}", c.devices / (c.tensor * stages), c.tensor, stages, micro),
                evaluate, tasks.tasks.size(), build, simulate, simulate_off, result.iteration_time * 1e3,
                p.iteration_time * 1e3, 100 * bubble);
-    fmt::print("    without overlap {:.1f} ms; critical path {} tasks; closed-form bubble (p-1)/(m+p-1) {:.1f}%\n",
-               off.iteration_time * 1e3, result.critical_path.size(), 100.0 * (stages - 1) / (micro + stages - 1));
+    fmt::print("    without overlap {:.1f} ms; without shared NICs {:.1f} ms ({} nodes' NICs shared); critical path {} "
+               "tasks; closed-form bubble (p-1)/(m+p-1) {:.1f}%\n",
+               off.iteration_time * 1e3, free_links.iteration_time * 1e3, tasks.links.size(),
+               result.critical_path.size(), 100.0 * (stages - 1) / (micro + stages - 1));
   }
   rusage u{};
   getrusage(RUSAGE_SELF, &u);

@@ -30,6 +30,7 @@ struct SimulateOptions {
   int devices = 8;
   std::string family = "auto";
   bool no_overlap = false;
+  bool no_contention = false;
   double bucket_mb = 25;
   std::string trace;
   int path_limit = 30;
@@ -82,14 +83,18 @@ nlohmann::json to_json(const graph::Graph& g, const sim::Simulation& s, const Si
   nlohmann::json path = nlohmann::json::array();
   for (int t : r.critical_path) {
     const auto& task = s.tasks.tasks[static_cast<std::size_t>(t)];
-    path.push_back({{"task", sim::task_name(g, s.tasks, t)},
-                    {"kind", std::string(sim::task_kind_name(task.kind))},
-                    {"start_seconds", r.schedule[static_cast<std::size_t>(t)].start},
-                    {"seconds", task.duration}});
+    path.push_back(
+        {{"task", sim::task_name(g, s.tasks, t)},
+         {"kind", std::string(sim::task_kind_name(task.kind))},
+         {"start_seconds", r.schedule[static_cast<std::size_t>(t)].start},
+         {"seconds", r.schedule[static_cast<std::size_t>(t)].finish - r.schedule[static_cast<std::size_t>(t)].start},
+         {"priced_seconds", task.duration}});
   }
   return {{"model", o.model.model},
           {"family", o.family},
           {"overlap", !o.no_overlap},
+          {"contention", !o.no_contention},
+          {"shared_links", s.tasks.links},
           {"bucket_bytes", o.bucket_mb * 1e6},
           {"iteration_seconds", r.iteration_time},
           {"additive_iteration_seconds", s.prediction.iteration_time},
@@ -110,8 +115,16 @@ void print(const graph::Graph& g, const cluster::Cluster& cl, const strategy::St
                            strategy::schedule_name(st.pipeline->schedule),
                            st.pipeline->chunks > 1 ? fmt::format(", {} chunks per stage", st.pipeline->chunks) : "");
   }
-  std::cout << fmt::format("{} tasks{}; overlap {}{}\n\n", s.tasks.tasks.size(), pipeline, o.no_overlap ? "off" : "on",
-                           o.no_overlap ? "" : fmt::format(", gradient buckets of {:g} MB", o.bucket_mb));
+  std::string links;
+  if (o.no_contention) {
+    links = "; transfers do not share links";
+  } else if (!s.tasks.links.empty()) {
+    links = fmt::format("; transfers at once share the NICs of {} node{}", s.tasks.links.size(),
+                        s.tasks.links.size() == 1 ? "" : "s");
+  }
+  std::cout << fmt::format("{} tasks{}; overlap {}{}{}\n\n", s.tasks.tasks.size(), pipeline,
+                           o.no_overlap ? "off" : "on",
+                           o.no_overlap ? "" : fmt::format(", gradient buckets of {:g} MB", o.bucket_mb), links);
 
   Table t({{"device"},
            {"stage"},
@@ -138,7 +151,8 @@ void print(const graph::Graph& g, const cluster::Cluster& cl, const strategy::St
   std::map<std::string, double> by_kind;
   for (int task : r.critical_path) {
     const auto& k = s.tasks.tasks[static_cast<std::size_t>(task)];
-    by_kind[std::string(sim::task_kind_name(k.kind))] += k.duration;
+    const auto& span = r.schedule[static_cast<std::size_t>(task)];
+    by_kind[std::string(sim::task_kind_name(k.kind))] += span.finish - span.start;
   }
   std::vector<std::pair<std::string, double>> kinds(by_kind.begin(), by_kind.end());
   std::sort(kinds.begin(), kinds.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
@@ -151,8 +165,14 @@ void print(const graph::Graph& g, const cluster::Cluster& cl, const strategy::St
   const auto shown = std::min<std::size_t>(r.critical_path.size(), static_cast<std::size_t>(o.path_limit));
   for (std::size_t i = 0; i < shown; ++i) {
     const int task = r.critical_path[i];
-    path.add_row({ms(r.schedule[static_cast<std::size_t>(task)].start),
-                  ms(s.tasks.tasks[static_cast<std::size_t>(task)].duration), sim::task_name(g, s.tasks, task)});
+    const auto& span = r.schedule[static_cast<std::size_t>(task)];
+    const double priced = s.tasks.tasks[static_cast<std::size_t>(task)].duration;
+    const double took = span.finish - span.start;
+    std::string name = sim::task_name(g, s.tasks, task);
+    if (took > priced * (1 + 1e-9)) {
+      name += fmt::format(" (priced {} ms; links shared)", ms(priced));
+    }
+    path.add_row({ms(span.start), ms(took), name});
   }
   std::cout << path.render();
   if (shown < r.critical_path.size()) {
@@ -184,6 +204,8 @@ void add_simulate_command(CLI::App& app) {
   cmd->add_option("--strategy", o->family, "strategy family (see partita compare --help)")->capture_default_str();
   cmd->add_flag("--no-overlap", o->no_overlap,
                 "run one task at a time per pipeline stage, as the additive prediction assumes");
+  cmd->add_flag("--no-contention", o->no_contention,
+                "run every transfer at its priced rate, even where transfers at once share a node's NICs");
   cmd->add_option("--bucket-mb", o->bucket_mb, "gradient synchronization bucket size in MB (PyTorch DDP's 25)")
       ->capture_default_str();
   cmd->add_option("--trace", o->trace, "write the timeline as Chrome trace JSON (Perfetto opens it)");
@@ -201,8 +223,9 @@ void add_simulate_command(CLI::App& app) {
     const auto planned = make_plan(g, cl, o->devices, o->setup, o->family, o->model);
     sim::Simulation s;
     s.prediction = planned.prediction;
-    s.tasks = sim::build_task_graph(g, planned.strategy, s.prediction, cl.device_count(),
-                                    {.overlap = !o->no_overlap, .bucket_bytes = o->bucket_mb * 1e6});
+    s.tasks = sim::build_task_graph(
+        g, planned.strategy, s.prediction, cl,
+        {.overlap = !o->no_overlap, .bucket_bytes = o->bucket_mb * 1e6, .contention = !o->no_contention});
     s.result = sim::simulate(s.tasks);
     if (!o->trace.empty()) {
       sim::write_chrome_trace(o->trace, g, s.tasks, s.result);

@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <queue>
+#include <tuple>
 #include <utility>
 
 namespace partita::sim {
@@ -23,6 +24,21 @@ void check(const TaskGraph& tg) {
     for (int d : group) {
       if (d < 0 || d >= tg.devices) {
         throw Error(fmt::format("simulate: device {} of a task group is not among the {} devices", d, tg.devices));
+      }
+    }
+  }
+  if (!tg.group_links.empty() && tg.group_links.size() != tg.groups.size()) {
+    throw Error(fmt::format("simulate: shared-link loads for {} device groups; the task graph has {}",
+                            tg.group_links.size(), tg.groups.size()));
+  }
+  for (std::size_t g = 0; g < tg.group_links.size(); ++g) {
+    for (const auto& l : tg.group_links[g]) {
+      if (l.link < 0 || static_cast<std::size_t>(l.link) >= tg.links.size()) {
+        throw Error(fmt::format("simulate: device group {} loads link {}, which does not exist", g, l.link));
+      }
+      if (!(l.share > 0 && l.share <= 1)) {
+        throw Error(fmt::format("simulate: device group {} loads link '{}' by {}; a share must be in (0, 1]", g,
+                                tg.links[static_cast<std::size_t>(l.link)], l.share));
       }
     }
   }
@@ -169,10 +185,23 @@ Result simulate(const TaskGraph& tg) {
   const auto n = tg.tasks.size();
   const auto devices = static_cast<std::size_t>(tg.devices);
   // Resources: per device its compute stream (2d) and communication channel (2d + 1); without
-  // overlap, per stage one more that every task of the stage holds (one thing at a time).
+  // overlap, per stage one more that every task of the stage holds (one thing at a time). Each
+  // runs the tasks that hold it in the order they became ready (a CUDA stream's order): a task
+  // joins the queue of each of its resources when it is ready and starts when the tasks ahead of
+  // it on all of them have ended.
   const std::size_t serial = 2 * devices;
-  std::vector<double> free(serial + static_cast<std::size_t>(tg.stages), 0.0);
-  std::vector<int> holder(free.size(), -1);
+  const std::size_t resources = serial + static_cast<std::size_t>(tg.stages);
+  const auto resources_of = [&](std::size_t i, std::vector<std::size_t>& out) {
+    out.clear();
+    const auto& t = tg.tasks[i];
+    const std::size_t channel = t.stream == Stream::compute ? 0 : 1;
+    for (int d : tg.groups[static_cast<std::size_t>(t.group)]) {
+      out.push_back(2 * static_cast<std::size_t>(d) + channel);
+    }
+    if (!tg.overlap) {
+      out.push_back(serial + static_cast<std::size_t>(t.stage));
+    }
+  };
 
   std::vector<std::size_t> first(n + 1, 0); // dependents of task i: dependents[first[i] .. first[i+1])
   for (const auto& t : tg.tasks) {
@@ -193,57 +222,181 @@ Result simulate(const TaskGraph& tg) {
     }
   }
 
+  // A transfer that loads a shared link is fluid: `remaining` seconds of work at its priced rate,
+  // done at `rate` (1 alone; 1 / load when the transfers on one of its links load it by more
+  // than 1) since `since`. Every other task ends `duration` after it starts.
+  const auto links_of = [&](std::size_t i) -> const std::vector<LinkLoad>* {
+    const auto& t = tg.tasks[i];
+    if (t.stream != Stream::communication || !(t.duration > 0) ||
+        static_cast<std::size_t>(t.group) >= tg.group_links.size()) {
+      return nullptr;
+    }
+    const auto& loads = tg.group_links[static_cast<std::size_t>(t.group)];
+    return loads.empty() ? nullptr : &loads;
+  };
+  std::vector<double> remaining(n, 0.0), rate(n, 1.0), since(n, 0.0);
+  std::vector<unsigned> version(n, 0);
+  std::vector<std::vector<int>> on_link(tg.links.size()); // fluid transfers running on each link
+  std::vector<double> load(tg.links.size(), 0.0);
+  std::vector<bool> dirty(tg.links.size(), false);
+  std::vector<std::size_t> dirty_links;
+  std::vector<unsigned> seen(n, 0);
+  unsigned stamp = 0;
+
   Result r;
   r.schedule.resize(n);
   std::vector<std::size_t> waiting(n);
   std::vector<double> ready(n, 0.0);
   std::vector<int> binding(n, -1); // the task whose end this one's start waited for
-  using Entry = std::pair<double, int>;
-  std::priority_queue<Entry, std::vector<Entry>, std::greater<>> queue;
+  // A resource's queue as links: last_in[h] is the task that joined it last; a task waits for the
+  // distinct unfinished tasks ahead of it (blocked), each of which lists it among its successors.
+  std::vector<int> last_in(resources, -1);
+  std::vector<bool> finished(n, false);
+  std::vector<std::size_t> blocked(n, 0);
+  std::vector<int> successors_first(n, -1), successor_next, successor_task;
+  successor_next.reserve(n);
+  successor_task.reserve(n);
+  // Events: (time, task, version); a fluid transfer's end moves when its rate changes, and only
+  // the event of its latest version counts.
+  using Event = std::tuple<double, int, unsigned>;
+  std::priority_queue<Event, std::vector<Event>, std::greater<>> events;
+  std::vector<int> became_ready, startable;
+  std::vector<std::size_t> held;
+  double now = 0;
+
+  const auto issue = [&](int index) {
+    const auto i = static_cast<std::size_t>(index);
+    ready[i] = now;
+    resources_of(i, held);
+    blocked[i] = 0;
+    int ahead = -1;
+    for (auto h : held) {
+      const int p = last_in[h];
+      last_in[h] = index;
+      if (p < 0 || p == ahead || finished[static_cast<std::size_t>(p)]) {
+        continue;
+      }
+      ahead = p; // the same task is usually ahead on every resource: linked once per run of them
+      successor_task.push_back(index);
+      successor_next.push_back(successors_first[static_cast<std::size_t>(p)]);
+      successors_first[static_cast<std::size_t>(p)] = static_cast<int>(successor_task.size()) - 1;
+      ++blocked[i];
+    }
+    if (blocked[i] == 0) {
+      startable.push_back(index);
+    }
+  };
+  const auto start = [&](int index) {
+    const auto i = static_cast<std::size_t>(index);
+    r.schedule[i].start = now;
+    if (const auto* loads = links_of(i)) {
+      remaining[i] = tg.tasks[i].duration;
+      rate[i] = 0; // set by the rate update below, which also schedules its end
+      since[i] = now;
+      for (const auto& l : *loads) {
+        on_link[static_cast<std::size_t>(l.link)].push_back(index);
+        if (!dirty[static_cast<std::size_t>(l.link)]) {
+          dirty[static_cast<std::size_t>(l.link)] = true;
+          dirty_links.push_back(static_cast<std::size_t>(l.link));
+        }
+      }
+    } else {
+      events.emplace(now + tg.tasks[i].duration, index, version[i]);
+    }
+  };
+  const auto update_rates = [&] {
+    for (auto l : dirty_links) {
+      double sum = 0;
+      for (int t : on_link[l]) {
+        for (const auto& ll : tg.group_links[static_cast<std::size_t>(tg.tasks[static_cast<std::size_t>(t)].group)]) {
+          sum += static_cast<std::size_t>(ll.link) == l ? ll.share : 0.0;
+        }
+      }
+      load[l] = sum;
+    }
+    ++stamp;
+    for (auto l : dirty_links) {
+      for (int t : on_link[l]) {
+        const auto i = static_cast<std::size_t>(t);
+        if (seen[i] == stamp) {
+          continue;
+        }
+        seen[i] = stamp;
+        double slowest = 1;
+        for (const auto& ll : *links_of(i)) {
+          slowest = std::max(slowest, load[static_cast<std::size_t>(ll.link)]);
+        }
+        const double next = 1 / slowest;
+        if (next == rate[i]) {
+          continue;
+        }
+        remaining[i] = std::max(0.0, remaining[i] - rate[i] * (now - since[i]));
+        since[i] = now;
+        rate[i] = next;
+        events.emplace(now + remaining[i] / next, t, ++version[i]);
+      }
+      dirty[l] = false;
+    }
+    dirty_links.clear();
+  };
+
   for (std::size_t i = 0; i < n; ++i) {
     waiting[i] = tg.tasks[i].after.size();
     if (waiting[i] == 0) {
-      queue.emplace(0.0, static_cast<int>(i));
+      issue(static_cast<int>(i));
     }
   }
-  std::vector<std::size_t> held;
-  while (!queue.empty()) {
-    const auto [at, index] = queue.top();
-    queue.pop();
-    const auto i = static_cast<std::size_t>(index);
-    const auto& t = tg.tasks[i];
-    held.clear();
-    const std::size_t channel = t.stream == Stream::compute ? 0 : 1;
-    for (int d : tg.groups[static_cast<std::size_t>(t.group)]) {
-      held.push_back(2 * static_cast<std::size_t>(d) + channel);
+  for (;;) {
+    for (int index : startable) {
+      start(index);
     }
-    if (!tg.overlap) {
-      held.push_back(serial + static_cast<std::size_t>(t.stage));
+    startable.clear();
+    update_rates();
+    if (events.empty()) {
+      break;
     }
-    double start = at;
-    int by = binding[i];
-    for (auto h : held) {
-      if (free[h] > start) {
-        start = free[h];
-        by = holder[h];
+    // Every task that ends at the next instant, then those it makes ready, in task order.
+    now = std::get<0>(events.top());
+    became_ready.clear();
+    while (!events.empty() && std::get<0>(events.top()) == now) {
+      const auto [at, index, v] = events.top();
+      events.pop();
+      const auto i = static_cast<std::size_t>(index);
+      if (v != version[i]) {
+        continue;
+      }
+      r.schedule[i].finish = now;
+      if (const auto* loads = links_of(i)) {
+        for (const auto& l : *loads) {
+          auto& running = on_link[static_cast<std::size_t>(l.link)];
+          running.erase(std::find(running.begin(), running.end(), index));
+          if (!dirty[static_cast<std::size_t>(l.link)]) {
+            dirty[static_cast<std::size_t>(l.link)] = true;
+            dirty_links.push_back(static_cast<std::size_t>(l.link));
+          }
+        }
+      }
+      finished[i] = true;
+      for (int e = successors_first[i]; e >= 0; e = successor_next[static_cast<std::size_t>(e)]) {
+        const auto next = static_cast<std::size_t>(successor_task[static_cast<std::size_t>(e)]);
+        if (--blocked[next] == 0) {
+          if (ready[next] < now) { // it was ready and waited for this resource
+            binding[next] = index;
+          }
+          startable.push_back(static_cast<int>(next));
+        }
+      }
+      for (std::size_t k = first[i]; k < first[i + 1]; ++k) {
+        const auto d = static_cast<std::size_t>(dependents[k]);
+        if (--waiting[d] == 0) {
+          binding[d] = index; // the last of the tasks it comes after
+          became_ready.push_back(dependents[k]);
+        }
       }
     }
-    const double finish = start + t.duration;
-    for (auto h : held) {
-      free[h] = finish;
-      holder[h] = index;
-    }
-    binding[i] = by;
-    r.schedule[i] = {start, finish};
-    for (std::size_t k = first[i]; k < first[i + 1]; ++k) {
-      const auto d = static_cast<std::size_t>(dependents[k]);
-      if (binding[d] < 0 || finish > ready[d]) { // the latest of the tasks it comes after
-        ready[d] = finish;
-        binding[d] = index;
-      }
-      if (--waiting[d] == 0) {
-        queue.emplace(ready[d], dependents[k]);
-      }
+    std::sort(became_ready.begin(), became_ready.end());
+    for (int index : became_ready) {
+      issue(index);
     }
   }
 
@@ -295,7 +448,7 @@ Simulation simulate(const graph::Graph& g, const cluster::Cluster& cluster, cons
                     const cost::TrainingSetup& setup, const Options& options) {
   Simulation s;
   s.prediction = strategy::evaluate(g, cluster, strategy, setup);
-  s.tasks = build_task_graph(g, strategy, s.prediction, cluster.device_count(), options);
+  s.tasks = build_task_graph(g, strategy, s.prediction, cluster, options);
   s.result = simulate(s.tasks);
   return s;
 }

@@ -431,6 +431,53 @@ TaskGraph build_task_graph(const graph::Graph& g, const strategy::Strategy& stra
   return Builder(g, strategy, prediction, cluster_devices, options).build();
 }
 
+TaskGraph build_task_graph(const graph::Graph& g, const strategy::Strategy& strategy,
+                           const strategy::Prediction& prediction, const cluster::Cluster& cluster,
+                           const Options& options) {
+  auto tasks = build_task_graph(g, strategy, prediction, cluster.device_count(), options);
+  if (options.contention) {
+    share_links(tasks, cluster);
+  }
+  return tasks;
+}
+
+void share_links(TaskGraph& tasks, const cluster::Cluster& cluster) {
+  if (cluster.device_count() != tasks.devices) {
+    throw Error(fmt::format("shared links: a task graph of {} devices on {}, which has {}", tasks.devices, cluster.name,
+                            cluster.device_count()));
+  }
+  tasks.links.clear();
+  tasks.group_links.assign(tasks.groups.size(), {});
+  std::vector<bool> transfers(tasks.groups.size(), false);
+  for (const auto& t : tasks.tasks) {
+    if (t.stream == Stream::communication && t.duration > 0) {
+      transfers[static_cast<std::size_t>(t.group)] = true;
+    }
+  }
+  std::vector<int> nic_link(static_cast<std::size_t>(cluster.total_nodes()), -1);
+  for (std::size_t gi = 0; gi < tasks.groups.size(); ++gi) {
+    if (!transfers[gi]) {
+      continue;
+    }
+    std::map<int, int> on_node; // node -> the group's devices there
+    for (int d : tasks.groups[gi]) {
+      ++on_node[cluster.node_of(d)];
+    }
+    if (on_node.size() < 2) {
+      continue;
+    }
+    for (const auto& [node, devices] : on_node) {
+      auto& link = nic_link[static_cast<std::size_t>(node)];
+      if (link < 0) {
+        link = static_cast<int>(tasks.links.size());
+        tasks.links.push_back(fmt::format("node {} NICs", node));
+      }
+      const double share = std::min(1.0, static_cast<double>(devices) / cluster.nics_per_node);
+      tasks.group_links[gi].push_back({link, share});
+    }
+  }
+}
+
 std::string task_name(const graph::Graph& g, const TaskGraph& tasks, int task) {
   const auto& t = tasks.tasks.at(static_cast<std::size_t>(task));
   if (t.kind == TaskKind::gradient_sync) {

@@ -99,7 +99,7 @@ void simulate_iteration(Analysis& a) {
   }
   try {
     SimulatedIteration s;
-    s.tasks = sim::build_task_graph(g, a.strategy, a.prediction, a.cluster.device_count());
+    s.tasks = sim::build_task_graph(g, a.strategy, a.prediction, a.cluster);
     if (s.tasks.tasks.size() > max_simulated_tasks) {
       too_large(s.tasks.tasks.size());
       return;

@@ -383,6 +383,109 @@ TEST(Simulate, OverlapAndFasterLinksNeverLengthenAnIteration) {
   EXPECT_GE(shortened, 10) << "overlap hides communication in many of the plans";
 }
 
+// Transfers built by hand on 2 nodes of 2 devices: each task is a transfer on its group unless
+// `compute` says otherwise.
+struct Transfers {
+  sim::TaskGraph tg;
+  explicit Transfers(std::vector<std::vector<int>> groups) {
+    tg.devices = 4;
+    tg.groups = std::move(groups);
+  }
+  int add(int group, double duration, std::vector<int> after = {}, bool compute = false) {
+    sim::Task t;
+    t.kind = compute ? sim::TaskKind::forward : sim::TaskKind::redistribution;
+    t.stream = compute ? sim::Stream::compute : sim::Stream::communication;
+    t.group = group;
+    t.duration = duration;
+    t.after = std::move(after);
+    tg.tasks.push_back(std::move(t));
+    return static_cast<int>(tg.tasks.size()) - 1;
+  }
+};
+
+cluster::Cluster two_nodes_of_two(int nics) {
+  auto c = cluster::load_cluster("dgx-a100?nodes=2");
+  c.devices_per_node = 2;
+  c.nics_per_node = nics;
+  return c;
+}
+
+// Transfers that leave a node at once share its NICs: with one NIC, two transfers that would each
+// fill it take twice as long together; with two, each has its own; a transfer inside a node shares
+// nothing; a transfer that joins late slows the other only while both run (fluid sharing).
+TEST(Simulate, TransfersAtOnceShareTheNicsOfTheirNodes) {
+  {
+    Transfers t({{0, 2}, {1, 3}});
+    t.add(0, 1.0);
+    t.add(1, 1.0);
+    sim::share_links(t.tg, two_nodes_of_two(1));
+    ASSERT_EQ(t.tg.links, (std::vector<std::string>{"node 0 NICs", "node 1 NICs"}));
+    const auto r = sim::simulate(t.tg);
+    EXPECT_DOUBLE_EQ(r.schedule[0].finish, 2.0);
+    EXPECT_DOUBLE_EQ(r.schedule[1].finish, 2.0);
+    EXPECT_DOUBLE_EQ(r.iteration_time, 2.0);
+    sim::share_links(t.tg, two_nodes_of_two(2));
+    EXPECT_DOUBLE_EQ(sim::simulate(t.tg).iteration_time, 1.0) << "a NIC each";
+    t.tg.links.clear();
+    t.tg.group_links.clear();
+    EXPECT_DOUBLE_EQ(sim::simulate(t.tg).iteration_time, 1.0) << "without contention";
+  }
+  {
+    Transfers t({{0, 1}, {2, 3}, {0, 2}});
+    t.add(0, 1.0);
+    t.add(1, 1.0);
+    t.add(2, 1.0, {0, 1}); // on the same devices: after both
+    sim::share_links(t.tg, two_nodes_of_two(1));
+    EXPECT_TRUE(t.tg.group_links[0].empty()) << "inside node 0";
+    EXPECT_TRUE(t.tg.group_links[1].empty()) << "inside node 1";
+    EXPECT_EQ(t.tg.group_links[2].size(), 2U);
+    EXPECT_DOUBLE_EQ(sim::simulate(t.tg).iteration_time, 2.0);
+  }
+  {
+    // Transfer 0 runs alone for 0.5 s, then both at half rate: it ends at 1.5 s with 0.5 s of the
+    // other done, which then runs alone until 2.0 s.
+    Transfers t({{0, 2}, {1, 3}, {1}});
+    t.add(0, 1.0);
+    const int wait = t.add(2, 0.5, {}, true);
+    t.add(1, 1.0, {wait});
+    sim::share_links(t.tg, two_nodes_of_two(1));
+    const auto r = sim::simulate(t.tg);
+    EXPECT_DOUBLE_EQ(r.schedule[0].finish, 1.5);
+    EXPECT_DOUBLE_EQ(r.schedule[2].start, 0.5);
+    EXPECT_DOUBLE_EQ(r.schedule[2].finish, 2.0);
+    // The critical path still runs start to end: the late transfer after the kernel it waited for.
+    EXPECT_EQ(r.critical_path, (std::vector<int>{1, 2}));
+    // With two NICs per node, each transfer (one device on each node) has one of its own.
+    sim::share_links(t.tg, two_nodes_of_two(2));
+    EXPECT_DOUBLE_EQ(sim::simulate(t.tg).iteration_time, 1.5);
+  }
+}
+
+// On a plan across nodes of one NIC each, contention never shortens an iteration, and without
+// overlap (one task at a time) it changes nothing: the additive prediction again.
+TEST(Simulate, SharedNicsNeverShortenAnIterationAndDoNotTouchTheAdditiveOne) {
+  const auto cluster = cluster::load_cluster("pcie-8gpu?nodes=2");
+  const auto& g = model("zoo:bert?layers=2&hidden=256&heads=4&seq=64&batch=16").graph;
+  int links = 0;
+  for (const char* family : {"dp", "megatron", "owt", "hybrid", "bapipe"}) {
+    SCOPED_TRACE(family);
+    search::Request r;
+    r.graph = &g;
+    r.cluster = &cluster;
+    r.devices = 16;
+    const auto st = search::find_optimizer(family).optimize(r);
+    const auto shared = sim::simulate(g, cluster, st, {});
+    const auto alone = sim::simulate(g, cluster, st, {}, {.contention = false});
+    links += static_cast<int>(shared.tasks.links.size());
+    EXPECT_GE(shared.result.iteration_time, alone.result.iteration_time * (1 - tolerance));
+    if (!st.pipeline) {
+      const auto serial = sim::simulate(g, cluster, st, {}, {.overlap = false});
+      EXPECT_LE(relative(serial.result.iteration_time, serial.prediction.iteration_time), tolerance);
+    }
+  }
+  EXPECT_GT(links, 0) << "some plan sends between the nodes";
+}
+
 TEST(Simulate, TheCriticalPathAddsUpToTheIterationAndTheDevicesAccountForIt) {
   const auto cluster = cluster::load_cluster("dgx-a100");
   for (const auto& p : plans()) {
@@ -395,7 +498,8 @@ TEST(Simulate, TheCriticalPathAddsUpToTheIterationAndTheDevicesAccountForIt) {
       const auto& span = r.schedule[static_cast<std::size_t>(t)];
       EXPECT_DOUBLE_EQ(span.start, at) << sim::task_name(model(p.spec).graph, s.tasks, t);
       at = span.finish;
-      along += s.tasks.tasks[static_cast<std::size_t>(t)].duration;
+      along += span.finish - span.start;
+      EXPECT_GE(span.finish - span.start, s.tasks.tasks[static_cast<std::size_t>(t)].duration * (1 - tolerance));
     }
     EXPECT_LE(relative(along, r.iteration_time), tolerance);
     for (std::size_t d = 0; d < r.devices.size(); ++d) {
@@ -593,6 +697,18 @@ TEST(Simulate, BadInputIsRefusedWithTheFieldAndTheReason) {
   auto untagged = u.p;
   untagged.ops[2].term_input.clear();
   EXPECT_THAT(message([&] { build(u.st, untagged); }), HasSubstr("not made by evaluate()"));
+  auto tg = build(u.st, u.p);
+  tg.links = {"node 0 NICs"};
+  tg.group_links.assign(tg.groups.size(), {});
+  tg.group_links[0] = {{0, 0.0}};
+  EXPECT_THAT(message([&] { sim::simulate(tg); }),
+              HasSubstr("loads link 'node 0 NICs' by 0; a share must be in (0, 1]"));
+  tg.group_links[0] = {{3, 0.5}};
+  EXPECT_THAT(message([&] { sim::simulate(tg); }), HasSubstr("device group 0 loads link 3, which does not exist"));
+  tg.group_links.pop_back();
+  EXPECT_THAT(message([&] { sim::simulate(tg); }), HasSubstr("shared-link loads for"));
+  EXPECT_THAT(message([&] { sim::share_links(tg, cluster::load_cluster("dgx-a100")); }),
+              HasSubstr("a task graph of 2 devices on dgx-a100, which has 8"));
 }
 
 } // namespace

@@ -7,6 +7,7 @@
 // duration is a share of one of evaluate()'s per-op time terms: the simulator has no cost formula
 // of its own.
 
+#include "partita/cluster/cluster.h"
 #include "partita/graph/graph.h"
 #include "partita/strategy/strategy.h"
 
@@ -46,6 +47,9 @@ struct Options {
   // Gradients are synchronized in buckets of at least this many bytes (DDP's bucket_cap_mb), in the
   // order the backward pass produces them.
   double bucket_bytes = 25e6;
+  // On: transfers that run at once and leave the same node share its NICs (share_links()); the
+  // build that takes a cluster attaches them. Off: every transfer runs at the rate it was priced at.
+  bool contention = true;
 };
 
 struct Task {
@@ -71,6 +75,14 @@ struct Bucket {
   double bytes = 0;             // gradient bytes per device
 };
 
+// A transfer's load on a link that transfers share: the fraction of the link's capacity it uses
+// when it runs alone (its priced rate). Transfers on one link whose fractions add up to more than 1
+// each slow down by that sum.
+struct LinkLoad {
+  int link = 0;     // index into TaskGraph::links
+  double share = 0; // (0, 1]
+};
+
 struct TaskGraph {
   std::vector<Task> tasks;              // in the order the devices issue them
   std::vector<std::vector<int>> groups; // distinct device sets, ascending ids
@@ -82,6 +94,10 @@ struct TaskGraph {
   // Per device: the bytes it holds all iteration (parameters, gradients, optimizer state and the
   // workspace of evaluate()'s memory terms); activations come and go with the tasks.
   std::vector<double> resident_bytes;
+  // Links that transfers share ("node 3 NICs") and, per group, the loads its transfers put on
+  // them; empty (or a group's entry empty): transfers share nothing but their devices' channels.
+  std::vector<std::string> links;
+  std::vector<std::vector<LinkLoad>> group_links;
 };
 
 // Throws partita::Error when the prediction or the strategy does not belong to the graph, a
@@ -89,6 +105,19 @@ struct TaskGraph {
 // place in an iteration.
 TaskGraph build_task_graph(const graph::Graph& g, const strategy::Strategy& strategy,
                            const strategy::Prediction& prediction, int cluster_devices, const Options& options = {});
+
+// The same on `cluster`'s devices, with the links its transfers share when options.contention is on.
+TaskGraph build_task_graph(const graph::Graph& g, const strategy::Strategy& strategy,
+                           const strategy::Prediction& prediction, const cluster::Cluster& cluster,
+                           const Options& options = {});
+
+// Attaches the links transfers share on `cluster` (its device count must be the graph's): a
+// transfer whose devices span several nodes leaves each of them through that node's NICs, one
+// NIC per device it has there at most (collectives.cpp's GPU-NIC affinity), so it loads the
+// node's NICs by min(1, its devices there / NICs per node). Links inside a node are not shared:
+// switch ports and direct lanes are per device, whose communication channel already runs one
+// transfer at a time (a mesh's fallback through the host is not modelled yet).
+void share_links(TaskGraph& tasks, const cluster::Cluster& cluster);
 
 // "fc1: forward compute, micro-batch 3", "gradient sync bucket 2 (5 ops, 25.2 MB)".
 std::string task_name(const graph::Graph& g, const TaskGraph& tasks, int task);
