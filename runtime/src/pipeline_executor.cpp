@@ -166,6 +166,7 @@ PipelineExecutor::PipelineExecutor(const graph::Graph& full, const graph::Graph&
       e.from_stage = stage_of(e.producer);
       e.to_stage = stage_of(id);
       e.gradient = needs_gradient(micro, id, i);
+      e.once = strategy::sent_once(micro, st, id, i);
       const auto& pa = st.ops[static_cast<std::size_t>(e.producer)];
       const auto& ca = st.ops[static_cast<std::size_t>(id)];
       const Placement from{
@@ -180,6 +181,7 @@ PipelineExecutor::PipelineExecutor(const graph::Graph& full, const graph::Graph&
       m_edges.push_back(std::move(e));
     }
   }
+  m_kept.resize(m_edges.size());
   if (!m_edges.empty()) {
     int* upper = nullptr;
     int found = 0;
@@ -264,6 +266,24 @@ void PipelineExecutor::run_forward(int micro_batch, int chunk) {
   ex.swap_activations(set);
   for (std::size_t e = 0; e < m_edges.size(); ++e) {
     const auto& edge = m_edges[e];
+    if (edge.to_stage == c.vstage && edge.once && micro_batch > 0) {
+      // Sent once: what micro-batch 0 received, copied.
+      if (!m_kept[e]) {
+        throw Error(fmt::format("pipeline: rank {}: micro-batch {} of '{}' needs '{}' as micro-batch 0 received it, "
+                                "which it did not keep",
+                                m_rank, micro_batch, m_micro.op(edge.consumer).name,
+                                m_micro.tensor(m_micro.op(edge.consumer).inputs[edge.input]).name));
+      }
+      Shard* target = ex.buffer(edge.consumer, Executor::Buffer::input_value, edge.input);
+      const Shard& kept = *m_kept[e];
+      if (target->block.begin == kept.block.begin && target->block.end == kept.block.end &&
+          target->data.size() == kept.data.size()) {
+        copy_floats(kept.data, 0, target->data, 0, kept.data.size());
+      } else {
+        *target = Shard{kept.block, copy_of(kept.data)};
+      }
+      continue;
+    }
     if (edge.to_stage == c.vstage && !edge.forward.receives.empty()) {
       const double t0 = MPI_Wtime();
       receive_pieces(edge.forward, ex.buffer(edge.consumer, Executor::Buffer::input_value, edge.input), false,
@@ -273,17 +293,27 @@ void PipelineExecutor::run_forward(int micro_batch, int chunk) {
   }
   // From an earlier chunk of this same rank (interleaved: a residual that skips the chunks in
   // between), copied from that chunk's activations of this micro-batch.
-  for (const auto& edge : m_edges) {
-    if (edge.to_stage == c.vstage && !edge.forward.local.empty()) {
+  for (std::size_t e = 0; e < m_edges.size(); ++e) {
+    const auto& edge = m_edges[e];
+    if (edge.to_stage == c.vstage && !edge.forward.local.empty() && !(edge.once && micro_batch > 0)) {
       copy_local(edge.forward, edge.from_stage, micro_batch, edge.producer, Executor::Buffer::output_value, edge.output,
                  ex.buffer(edge.consumer, Executor::Buffer::input_value, edge.input), false);
+    }
+  }
+  for (std::size_t e = 0; e < m_edges.size(); ++e) {
+    const auto& edge = m_edges[e];
+    if (edge.to_stage == c.vstage && edge.once && micro_batch == 0) {
+      const Shard* got = ex.buffer(edge.consumer, Executor::Buffer::input_value, edge.input);
+      if (got != nullptr) {
+        m_kept[e] = Shard{got->block, copy_of(got->data)};
+      }
     }
   }
   ex.set_micro_batch(micro_batch);
   ex.forward();
   for (std::size_t e = 0; e < m_edges.size(); ++e) {
     const auto& edge = m_edges[e];
-    if (edge.from_stage == c.vstage && !edge.forward.sends.empty()) {
+    if (edge.from_stage == c.vstage && !edge.forward.sends.empty() && !(edge.once && micro_batch > 0)) {
       const double t0 = MPI_Wtime();
       post_sends(edge.forward, ex.buffer(edge.producer, Executor::Buffer::output_value, edge.output),
                  tag(e, micro_batch, false), m_world, m_pending);

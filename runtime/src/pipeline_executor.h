@@ -19,6 +19,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <vector>
 
 namespace partita::runtime {
@@ -88,6 +89,9 @@ private:
     std::size_t input = 0, output = 0;
     int from_stage = 0, to_stage = 0; // virtual stages (chunk x stages + stage)
     bool gradient = false;
+    // strategy::sent_once: the same in every micro-batch, so it crosses with micro-batch 0 and the
+    // later micro-batches copy what came then (kept).
+    bool once = false;
     Exchange forward, backward; // world ranks
   };
   // A weight read by ops of several stages.
@@ -128,6 +132,7 @@ private:
   // micro-batch), until that chunk's backward pass adds them.
   std::map<std::pair<std::size_t, int>, Shard> m_local_gradients;
   std::vector<Edge> m_edges;
+  std::vector<std::optional<Shard>> m_kept; // per edge sent once: its value as micro-batch 0 received it
   std::vector<Tie> m_ties;
   std::vector<PipelineStep> m_schedule;
   PendingSends m_pending;

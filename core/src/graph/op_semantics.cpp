@@ -280,6 +280,28 @@ void mark_gradients(Graph& g) {
       out.quantized = !is_floating(out.dtype);
     }
   }
+  // Fixed: constants, and outputs of understood ops whose inputs are all fixed (a Constant op has
+  // none). Outputs start fixed and lose it below when an input is not; no op draws random values.
+  for (TensorId t = 0; t < static_cast<TensorId>(g.tensors().size()); ++t) {
+    auto& tensor = g.tensor(t);
+    tensor.fixed =
+        tensor.producer < 0 ? tensor.role == TensorRole::constant : g.op(tensor.producer).opaque_reason.empty();
+  }
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (const Op& op : g.ops()) {
+      bool fixed = true;
+      for (const TensorId in : op.inputs) {
+        fixed = fixed && (in == no_tensor || g.tensor(in).fixed);
+      }
+      for (const TensorId out : op.outputs) {
+        if (!fixed && out != no_tensor && g.tensor(out).fixed) {
+          g.tensor(out).fixed = false;
+          changed = true;
+        }
+      }
+    }
+  }
   for (TensorId t = 0; t < static_cast<TensorId>(g.tensors().size()); ++t) {
     auto& tensor = g.tensor(t);
     // A produced activation starts without and gains one from its producer's inputs below.

@@ -333,8 +333,9 @@ Tables tables(const Request& r, const Shape& shape, const std::vector<cluster::D
   auto tensor_signature = [&](graph::OpId consumer, graph::TensorId t) {
     const auto& x = g.tensor(t);
     const auto& inputs = g.op(consumer).inputs;
-    return fmt::format("{}|{}|{}|{}|{}|{}", fmt::join(x.shape, ","), static_cast<int>(x.dtype), graph::gets_gradient(x),
-                       g.is_graph_output(t), x.consumers.size(), std::count(inputs.begin(), inputs.end(), t));
+    return fmt::format("{}|{}|{}|{}|{}|{}|{}", fmt::join(x.shape, ","), static_cast<int>(x.dtype),
+                       graph::gets_gradient(x), g.is_graph_output(t), x.consumers.size(),
+                       std::count(inputs.begin(), inputs.end(), t), x.fixed);
   };
   std::map<std::vector<int>, std::pair<std::vector<double>, std::vector<double>>> receives;
   for (int s = 1; s < stages; ++s) {
@@ -366,7 +367,8 @@ Tables tables(const Request& r, const Shape& shape, const std::vector<cluster::D
           const auto kept = mixed[producer];
           mixed[producer] = from;
           for (const auto& term :
-               strategy::input_redistribution(g, sem, mixed, cl, r.setup, id, j, shape.micro_batches, false)) {
+               strategy::input_redistribution(g, sem, mixed, cl, r.setup, id, j, shape.micro_batches, false,
+                                              g.tensor(t).fixed)) { // across stages: sent_once()
             (term.name == cost::term::redistribution ? m->second.second : m->second.first) += term.value;
           }
           mixed[producer] = kept;

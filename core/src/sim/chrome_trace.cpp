@@ -35,9 +35,13 @@ std::string chrome_trace(const graph::Graph& g, const TaskGraph& tasks, const Re
         tasks.stages > 1 && stage >= 0 ? fmt::format("device {} (stage {})", d, stage) : fmt::format("device {}", d);
     events.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", d}, {"args", {{"name", name}}}});
     events.push_back({{"ph", "M"}, {"name", "process_sort_index"}, {"pid", d}, {"args", {{"sort_index", d}}}});
-    events.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", d}, {"tid", 0}, {"args", {{"name", "compute"}}}});
-    events.push_back(
-        {{"ph", "M"}, {"name", "thread_name"}, {"pid", d}, {"tid", 1}, {"args", {{"name", "communication"}}}});
+    for (int s = 0; s < stream_count; ++s) {
+      events.push_back({{"ph", "M"},
+                        {"name", "thread_name"},
+                        {"pid", d},
+                        {"tid", s},
+                        {"args", {{"name", std::string(stream_name(static_cast<Stream>(s)))}}}});
+    }
   }
   for (std::size_t i = 0; i < tasks.tasks.size(); ++i) {
     const auto& t = tasks.tasks[i];
@@ -58,7 +62,7 @@ std::string chrome_trace(const graph::Graph& g, const TaskGraph& tasks, const Re
                         {"name", name},
                         {"cat", std::string(task_kind_name(t.kind))},
                         {"pid", d},
-                        {"tid", t.stream == Stream::compute ? 0 : 1},
+                        {"tid", static_cast<int>(t.stream)},
                         {"ts", span.start * 1e6},
                         {"dur", (span.finish - span.start) * 1e6},
                         {"args", args}});

@@ -31,7 +31,9 @@ std::string_view known_term(std::string_view name, std::string_view op) {
 } // namespace
 
 OpPlan plan_op(const graph::Graph& g, graph::OpId id, const strategy::OpPrediction& p, int micro,
-               const std::vector<int>& stage_of_op) {
+               const strategy::Strategy& st) {
+  static const std::vector<int> none;
+  const auto& stage_of_op = st.pipeline ? st.pipeline->stage_of_op : none;
   const auto& op = g.op(id);
   if (p.term_input.size() != p.cost.time.size()) {
     throw Error(fmt::format("simulate: op '{}': the prediction says for {} of its {} time terms which input they move "
@@ -88,6 +90,11 @@ OpPlan plan_op(const graph::Graph& g, graph::OpId id, const strategy::OpPredicti
         }
       }
       const auto stream = transfer ? Stream::communication : Stream::compute;
+      if (transfer && input >= 0 && strategy::sent_once(g, st, id, static_cast<std::size_t>(input))) {
+        // The whole transfer with the first micro-batch; no gradient goes back.
+        in_forward.push_back({kind, stream, name, term.value - term.backward, input, 0, true});
+        continue;
+      }
       in_forward.push_back({kind, stream, name, f, input});
       (transfer ? in_backward_transfer : in_backward_copies).push_back({kind, stream, name, b, input});
     } else if (name == cost::term::gradient_sync) {

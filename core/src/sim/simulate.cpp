@@ -78,6 +78,19 @@ double uncovered(const std::vector<Span>& a, const std::vector<Span>& b) {
   return total;
 }
 
+// Sorted spans made disjoint: overlapping ones joined.
+void merge(std::vector<Span>& spans) {
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < spans.size(); ++i) {
+    if (kept > 0 && spans[i].start < spans[kept - 1].finish) {
+      spans[kept - 1].finish = std::max(spans[kept - 1].finish, spans[i].finish);
+    } else {
+      spans[kept++] = spans[i];
+    }
+  }
+  spans.resize(kept);
+}
+
 double length(const std::vector<Span>& spans) {
   double total = 0;
   for (const auto& s : spans) {
@@ -122,7 +135,8 @@ void account_devices(const TaskGraph& tg, Result& r) {
     std::sort(c.begin(), c.end());
     c.erase(std::unique(c.begin(), c.end()), c.end());
   }
-  // Each stream and channel runs one task at a time: a class's spans are disjoint.
+  // Each stream and channel runs one task at a time: a class's compute spans are disjoint; its
+  // two communication channels' are merged below.
   std::vector<std::vector<Span>> compute(classes.size()), communication(classes.size());
   for (std::size_t i = 0; i < tg.tasks.size(); ++i) {
     const auto& t = tg.tasks[i];
@@ -150,6 +164,7 @@ void account_devices(const TaskGraph& tg, Result& r) {
   for (std::size_t c = 0; c < classes.size(); ++c) {
     std::sort(compute[c].begin(), compute[c].end(), by_start);
     std::sort(communication[c].begin(), communication[c].end(), by_start);
+    merge(communication[c]);
     auto& out = per_class[c];
     out.used = true;
     out.busy = length(compute[c]);
@@ -184,19 +199,19 @@ Result simulate(const TaskGraph& tg) {
   check(tg);
   const auto n = tg.tasks.size();
   const auto devices = static_cast<std::size_t>(tg.devices);
-  // Resources: per device its compute stream (2d) and communication channel (2d + 1); without
+  // Resources: per device its compute stream (3d) and communication channels (3d + 1, 3d + 2); without
   // overlap, per stage one more that every task of the stage holds (one thing at a time). Each
   // runs the tasks that hold it in the order they became ready (a CUDA stream's order): a task
   // joins the queue of each of its resources when it is ready and starts when the tasks ahead of
   // it on all of them have ended.
-  const std::size_t serial = 2 * devices;
+  const std::size_t serial = stream_count * devices;
   const std::size_t resources = serial + static_cast<std::size_t>(tg.stages);
   const auto resources_of = [&](std::size_t i, std::vector<std::size_t>& out) {
     out.clear();
     const auto& t = tg.tasks[i];
-    const std::size_t channel = t.stream == Stream::compute ? 0 : 1;
+    const auto channel = static_cast<std::size_t>(t.stream);
     for (int d : tg.groups[static_cast<std::size_t>(t.group)]) {
-      out.push_back(2 * static_cast<std::size_t>(d) + channel);
+      out.push_back(stream_count * static_cast<std::size_t>(d) + channel);
     }
     if (!tg.overlap) {
       out.push_back(serial + static_cast<std::size_t>(t.stage));
@@ -227,8 +242,7 @@ Result simulate(const TaskGraph& tg) {
   // than 1) since `since`. Every other task ends `duration` after it starts.
   const auto links_of = [&](std::size_t i) -> const std::vector<LinkLoad>* {
     const auto& t = tg.tasks[i];
-    if (t.stream != Stream::communication || !(t.duration > 0) ||
-        static_cast<std::size_t>(t.group) >= tg.group_links.size()) {
+    if (!shares_links(t) || static_cast<std::size_t>(t.group) >= tg.group_links.size()) {
       return nullptr;
     }
     const auto& loads = tg.group_links[static_cast<std::size_t>(t.group)];

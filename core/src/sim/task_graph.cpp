@@ -73,7 +73,7 @@ public:
     for (std::size_t i = 0; i < n; ++i) {
       const auto id = static_cast<graph::OpId>(i);
       m_group[i] = group_of(m_st.ops[i].devices);
-      m_plan.push_back(plan_op(m_g, id, m_p.ops[i], micro, m_st.pipeline ? m_stage : std::vector<int>{}));
+      m_plan.push_back(plan_op(m_g, id, m_p.ops[i], micro, m_st));
     }
     m_forward_done.assign(n * static_cast<std::size_t>(micro), {});
     m_backward_done.assign(n * static_cast<std::size_t>(micro), {});
@@ -262,6 +262,9 @@ private:
                               std::vector<int> after) {
     const auto i = static_cast<std::size_t>(id);
     for (const auto& piece : pieces) {
+      if (piece.first_only && micro_batch > 0) {
+        continue; // later micro-batches copy the first's (strategy::sent_once)
+      }
       int group = m_group[i];
       if (piece.input >= 0 && piece.stream == Stream::communication) { // a transfer spans both sides
         const graph::OpId producer = m_g.tensor(m_g.op(id).inputs[static_cast<std::size_t>(piece.input)]).producer;
@@ -292,7 +295,14 @@ private:
         continue;
       }
       std::vector<int> after;
-      for (graph::TensorId t : m_g.op(id).inputs) {
+      const auto& inputs = m_g.op(id).inputs;
+      for (std::size_t k = 0; k < inputs.size(); ++k) {
+        const graph::TensorId t = inputs[k];
+        // A tensor sent once is there from the first micro-batch on: the later ones wait for
+        // nothing of the producer's.
+        if (micro_batch > 0 && strategy::sent_once(m_g, m_st, id, k)) {
+          continue;
+        }
         if (t != graph::no_tensor && m_g.tensor(t).producer >= 0) {
           const auto& done = m_forward_done[slot(m_g.tensor(t).producer, micro_batch)];
           after.insert(after.end(), done.begin(), done.end());
@@ -360,7 +370,7 @@ private:
     const int index = static_cast<int>(m_out.buckets.size());
     Task t;
     t.kind = TaskKind::gradient_sync;
-    t.stream = Stream::communication;
+    t.stream = Stream::gradients;
     t.pass = Pass::backward;
     t.term = cost::term::gradient_sync;
     t.group = b.group;
@@ -450,7 +460,7 @@ void share_links(TaskGraph& tasks, const cluster::Cluster& cluster) {
   tasks.group_links.assign(tasks.groups.size(), {});
   std::vector<bool> transfers(tasks.groups.size(), false);
   for (const auto& t : tasks.tasks) {
-    if (t.stream == Stream::communication && t.duration > 0) {
+    if (shares_links(t)) {
       transfers[static_cast<std::size_t>(t.group)] = true;
     }
   }
@@ -476,6 +486,20 @@ void share_links(TaskGraph& tasks, const cluster::Cluster& cluster) {
       tasks.group_links[gi].push_back({link, share});
     }
   }
+}
+
+std::string_view stream_name(Stream s) {
+  switch (s) {
+  case Stream::compute: return "compute";
+  case Stream::communication: return "communication";
+  case Stream::gradients: return "gradient sync";
+  }
+  return "?";
+}
+
+bool shares_links(const Task& t) {
+  return t.duration > 0 && (t.kind == TaskKind::gradient_sync || t.kind == TaskKind::send ||
+                            (t.kind == TaskKind::redistribution && t.stream != Stream::compute));
 }
 
 std::string task_name(const graph::Graph& g, const TaskGraph& tasks, int task) {

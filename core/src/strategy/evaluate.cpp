@@ -375,10 +375,16 @@ MoveGeometry move_geometry(const sharding::TensorLayout& from, const OpAssignmen
 
 std::vector<cost::Term> move_terms(const MoveGeometry& geometry, const MoveContext& context,
                                    const cluster::Cluster& cluster, const cost::TrainingSetup& setup, bool explain) {
-  // Per micro-batch: a micro-batch's share of the bytes, m times.
-  const double m = context.micro_batches;
+  // Per micro-batch: a micro-batch's share of the bytes, m times; sent once: the whole, once.
+  const double m = context.once ? 1 : context.micro_batches;
   const double scale = context.scale / m;
   const std::string times = explain && m > 1 ? fmt::format("{} micro-batches x ", context.micro_batches) : "";
+  // Sent once: each later micro-batch copies the first's block.
+  const double later_copies =
+      context.once && context.micro_batches > 1 && !geometry.same_blocks
+          ? (context.micro_batches - 1) *
+                local_copy_seconds(0, geometry.consumer_shard_bytes * context.scale, false, cluster, setup)
+          : 0.0;
   if (geometry.same_blocks) {
     // The same blocks on the same devices: nothing moves, and the reader works on the producer's
     // buffer. Its gradient too, unless the tensor has several readers (or is a graph output, whose
@@ -409,32 +415,41 @@ std::vector<cost::Term> move_terms(const MoveGeometry& geometry, const MoveConte
   }
   const double backward_copies =
       m * local_copy_seconds(backward.max_bytes_in, backward.max_block_bytes, true, cluster, setup);
-  const double copies =
-      m * local_copy_seconds(forward.max_bytes_in, forward.max_block_bytes, false, cluster, setup) + backward_copies;
+  const double copies = m * local_copy_seconds(forward.max_bytes_in, forward.max_block_bytes, false, cluster, setup) +
+                        backward_copies + later_copies;
   std::vector<cost::Term> terms;
   if (forward.max_bytes_in > 0 || backward.max_bytes_in > 0) {
     const auto f = forward.max_bytes_in > 0 ? move_cost(cluster, forward, explain) : cluster::CollectiveCost{};
     const auto b = backward.max_bytes_in > 0 ? move_cost(cluster, backward, explain) : cluster::CollectiveCost{};
     terms.push_back(
         {std::string(cost::term::redistribution), m * (f.seconds + b.seconds),
-         explain ? fmt::format("'{}' from '{}': {}forward {} of {:.4g} MB per device{}; backward {} of {:.4g} MB{}",
+         explain ? fmt::format("'{}' from '{}': {}forward {} of {:.4g} MB per device{}; backward {} of {:.4g} MB{}{}",
                                context.tensor, context.producer, times, sharding::pattern_name(forward.pattern),
                                forward.max_bytes_in / 1e6, f.formula.empty() ? "" : " (" + f.formula + ")",
                                sharding::pattern_name(backward.pattern), backward.max_bytes_in / 1e6,
-                               b.formula.empty() ? "" : " (" + b.formula + ")")
+                               b.formula.empty() ? "" : " (" + b.formula + ")",
+                               context.once ? fmt::format("; the same in every micro-batch: sent once, with the first "
+                                                          "of {}",
+                                                          context.micro_batches)
+                                            : "")
                  : std::string(),
          m * b.seconds});
   }
   if (copies > 0) {
-    terms.push_back({std::string(cost::term::redistribution_copies), copies,
-                     explain
-                         ? fmt::format("'{}': {}forward writes a block of {:.4g} MB and packs {:.4g} MB; backward "
-                                       "adds {:.4g} MB into the producer's gradient and packs {:.4g} MB "
-                                       "(memory-bound copies)",
-                                       context.tensor, times, forward.max_block_bytes / 1e6, forward.max_bytes_in / 1e6,
-                                       backward.max_block_bytes / 1e6, backward.max_bytes_in / 1e6)
-                         : std::string(),
-                     backward_copies});
+    terms.push_back(
+        {std::string(cost::term::redistribution_copies), copies,
+         explain ? fmt::format("'{}': {}forward writes a block of {:.4g} MB and packs {:.4g} MB; backward "
+                               "adds {:.4g} MB into the producer's gradient and packs {:.4g} MB "
+                               "(memory-bound copies){}",
+                               context.tensor, times, forward.max_block_bytes / 1e6, forward.max_bytes_in / 1e6,
+                               backward.max_block_bytes / 1e6, backward.max_bytes_in / 1e6,
+                               later_copies > 0 ? fmt::format("; {} later micro-batches copy the first's "
+                                                              "{:.4g} MB",
+                                                              context.micro_batches - 1,
+                                                              geometry.consumer_shard_bytes * context.scale / 1e6)
+                                                : "")
+                 : std::string(),
+         backward_copies});
   }
   return terms;
 }
@@ -551,7 +566,7 @@ MoveContext move_context(const graph::Graph& g, graph::OpId consumer, std::size_
 std::vector<cost::Term> input_redistribution(const graph::Graph& g, const std::vector<graph::OpSemantics>& sem,
                                              const std::vector<OpAssignment>& ops, const cluster::Cluster& cluster,
                                              const cost::TrainingSetup& setup, graph::OpId id, std::size_t input,
-                                             int micro_batches, bool explain) {
+                                             int micro_batches, bool explain, bool once) {
   const auto& op = g.op(id);
   const graph::TensorId t = op.inputs[input];
   if (t == graph::no_tensor || g.tensor(t).producer < 0) {
@@ -563,8 +578,21 @@ std::vector<cost::Term> input_redistribution(const graph::Graph& g, const std::v
   const auto from =
       sharding::output_layout(g, sem[static_cast<std::size_t>(prod)], pa.config, output_index(g.op(prod), t));
   const auto to = sharding::input_layout(g, sem[static_cast<std::size_t>(id)], a.config, input);
-  return move_terms(move_geometry(from, pa, to, a), move_context(g, id, input, setup, micro_batches), cluster, setup,
-                    explain);
+  auto context = move_context(g, id, input, setup, micro_batches);
+  context.once = once;
+  return move_terms(move_geometry(from, pa, to, a), context, cluster, setup, explain);
+}
+
+bool sent_once(const graph::Graph& g, const Strategy& st, graph::OpId consumer, std::size_t input) {
+  if (!st.pipeline || st.pipeline->stage_of_op.size() != g.ops().size()) {
+    return false;
+  }
+  const graph::TensorId t = g.op(consumer).inputs.at(input);
+  if (t == graph::no_tensor || g.tensor(t).producer < 0 || !g.tensor(t).fixed) {
+    return false;
+  }
+  const auto& stage = st.pipeline->stage_of_op;
+  return stage[static_cast<std::size_t>(g.tensor(t).producer)] != stage[static_cast<std::size_t>(consumer)];
 }
 
 namespace {
@@ -1052,8 +1080,9 @@ public:
   }
   const PricedInput& input(const Strategy& st, graph::OpId id, std::size_t i,
                            const cost::TrainingSetup& setup) override {
-    m_input.terms = input_redistribution(m_g, m_sem, st.ops, m_cluster, setup, id, i,
-                                         st.pipeline ? st.pipeline->micro_batches : 1, m_explain);
+    m_input.terms =
+        input_redistribution(m_g, m_sem, st.ops, m_cluster, setup, id, i, st.pipeline ? st.pipeline->micro_batches : 1,
+                             m_explain, sent_once(m_g, st, id, i));
     m_input.summarize();
     return m_input;
   }
@@ -1271,7 +1300,9 @@ public:
     if (set > 0xffff || micro > 0xffff) {
       throw Error("Evaluator: more setups or micro-batches than its keys hold");
     }
-    const std::uint64_t key = (std::uint64_t{static_cast<std::uint32_t>(cls)} << 32) |
+    // Sent once or per micro-batch (sent_once: the stages of a strategy, not the layout's class).
+    const std::uint64_t once = sent_once(m_g, st, id, i) ? 1 : 0;
+    const std::uint64_t key = ((std::uint64_t{static_cast<std::uint32_t>(cls)} << 1 | once) << 32) |
                               (std::uint64_t{static_cast<std::uint32_t>(set)} << 16) |
                               static_cast<std::uint32_t>(micro);
     if (const auto it = m_inputs.find(key); it != m_inputs.end()) {

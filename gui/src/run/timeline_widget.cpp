@@ -125,7 +125,7 @@ void TimelineWidget::setPredicted(std::shared_ptr<const Analysis> analysis) {
         b.start = span.start;
         b.end = span.finish;
         b.kind = kindOfTask(t.kind);
-        b.communication = t.stream == sim::Stream::communication;
+        b.communication = t.stream != sim::Stream::compute;
         b.text = tr("device %1, predicted: %2, %3: %4")
                      .arg(QString::number(d), what, qs(sim::task_kind_name(t.kind)), formatSeconds(b.end - b.start));
         m_predicted.push_back(std::move(b));

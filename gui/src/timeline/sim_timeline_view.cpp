@@ -174,15 +174,21 @@ void SimTimelineView::rebuild() {
     const auto& sim = *m_analysis->simulation;
     const auto& tg = sim.tasks;
     // Lanes: each used device's compute stream, then its communication channel when it has one.
-    std::vector<std::array<int, 2>> laneOf(static_cast<std::size_t>(tg.devices), {-1, -1});
-    std::vector<std::array<bool, 2>> has(static_cast<std::size_t>(tg.devices), {false, false});
+    std::vector<std::array<int, sim::stream_count>> laneOf(static_cast<std::size_t>(tg.devices));
+    std::vector<std::array<bool, sim::stream_count>> has(static_cast<std::size_t>(tg.devices));
+    for (auto& l : laneOf) {
+      l.fill(-1);
+    }
+    for (auto& h : has) {
+      h.fill(false);
+    }
     for (const auto& t : tg.tasks) {
       for (int d : tg.groups[static_cast<std::size_t>(t.group)]) {
         has[static_cast<std::size_t>(d)][static_cast<std::size_t>(t.stream)] = true;
       }
     }
     for (int d = 0; d < tg.devices; ++d) {
-      for (int s = 0; s < 2; ++s) {
+      for (int s = 0; s < sim::stream_count; ++s) {
         if (has[static_cast<std::size_t>(d)][static_cast<std::size_t>(s)]) {
           laneOf[static_cast<std::size_t>(d)][static_cast<std::size_t>(s)] = static_cast<int>(m_lanes.size());
           Lane lane;
@@ -239,7 +245,12 @@ QString SimTimelineView::laneLabel(int lane) const {
   if (l.stage >= 0) {
     return tr("stage %1 (device %2)").arg(l.stage).arg(l.device);
   }
-  return l.stream == sim::Stream::compute ? tr("device %1 compute").arg(l.device) : tr("device %1 comm").arg(l.device);
+  switch (l.stream) {
+  case sim::Stream::compute: return tr("device %1 compute").arg(l.device);
+  case sim::Stream::communication: return tr("device %1 comm").arg(l.device);
+  case sim::Stream::gradients: return tr("device %1 gradient sync").arg(l.device);
+  }
+  return {};
 }
 
 int SimTimelineView::timeWidth() const {

@@ -59,6 +59,14 @@ TEST(Graph, GradientsFlowFromParametersOnly) {
   EXPECT_TRUE(gets("y"));
   EXPECT_FALSE(gets("ids"));
   EXPECT_TRUE(gets("rows")); // an embedding's rows carry its weight's gradient
+  // Fixed (the same in every micro-batch): the constants and what is computed from them alone.
+  const auto fixed = [&](const char* name) { return g.tensor(g.find_tensor(name)).fixed; };
+  EXPECT_TRUE(fixed("tril"));
+  EXPECT_TRUE(fixed("big"));
+  EXPECT_TRUE(fixed("mask"));
+  for (const char* name : {"x", "x2", "w", "h", "y", "ids", "table", "rows"}) {
+    EXPECT_FALSE(fixed(name)) << name;
+  }
   // The Add's backward sums no broadcast for the mask, and MatMul's computes no data gradient.
   const auto add = graph::describe(g, 5);
   EXPECT_EQ(add.backward_reduction_bytes, 0);

@@ -486,6 +486,67 @@ TEST(Simulate, SharedNicsNeverShortenAnIterationAndDoNotTouchTheAdditiveOne) {
   EXPECT_GT(links, 0) << "some plan sends between the nodes";
 }
 
+// A tensor sent once (strategy::sent_once) crosses with micro-batch 0 alone: the later
+// micro-batches of its reader wait for nothing of the stage that made it.
+TEST(Simulate, AFixedTensorIsSentWithTheFirstMicroBatchOnly) {
+  const auto& g = model("zoo:gpt2?layers=2&hidden=256&heads=4&seq=64&batch=16").graph;
+  const auto cluster = cluster::load_cluster("dgx-a100");
+  search::Request r;
+  r.graph = &g;
+  r.cluster = &cluster;
+  r.devices = 2;
+  r.stages = 2;
+  r.micro_batches = 4;
+  r.balance = "layers"; // a layer each: the second reads the mask and the scales the first made
+  const auto st = search::find_optimizer("pipeline").optimize(r);
+  const auto s = sim::simulate(g, cluster, st, {});
+  std::map<std::pair<graph::OpId, int>, std::set<int>> sent; // (reader, input) -> micro-batches sent
+  for (const auto& t : s.tasks.tasks) {
+    if (t.kind == sim::TaskKind::send && t.pass == sim::Pass::forward) {
+      sent[{t.op, t.input}].insert(t.micro_batch);
+    }
+  }
+  int once = 0;
+  for (const auto& [slot, micro] : sent) {
+    SCOPED_TRACE(g.op(slot.first).name);
+    if (strategy::sent_once(g, st, slot.first, static_cast<std::size_t>(slot.second))) {
+      ++once;
+      EXPECT_EQ(micro, (std::set<int>{0}));
+    } else {
+      EXPECT_EQ(micro, (std::set<int>{0, 1, 2, 3}));
+    }
+  }
+  EXPECT_GT(once, 0);
+  EXPECT_GT(sent.size(), static_cast<std::size_t>(once));
+}
+
+// Gradient buckets run on a channel of their own: a send that becomes ready while a bucket is
+// being all-reduced does not wait for it, and where both leave a node through its one NIC they
+// share it.
+TEST(Simulate, ASendDoesNotQueueBehindAGradientBucket) {
+  Transfers t({{0, 2}});
+  const int bucket = t.add(0, 1.0);
+  t.tg.tasks[static_cast<std::size_t>(bucket)].kind = sim::TaskKind::gradient_sync;
+  t.tg.tasks[static_cast<std::size_t>(bucket)].stream = sim::Stream::gradients;
+  const int send = t.add(0, 0.5);
+  t.tg.tasks[static_cast<std::size_t>(send)].kind = sim::TaskKind::send;
+  auto r = sim::simulate(t.tg);
+  EXPECT_DOUBLE_EQ(r.schedule[static_cast<std::size_t>(send)].start, 0.0);
+  EXPECT_DOUBLE_EQ(r.schedule[static_cast<std::size_t>(send)].finish, 0.5);
+  EXPECT_DOUBLE_EQ(r.devices[0].communication, 1.0) << "the channels' time together, not summed";
+  sim::share_links(t.tg, two_nodes_of_two(1));
+  r = sim::simulate(t.tg);
+  EXPECT_DOUBLE_EQ(r.schedule[static_cast<std::size_t>(send)].finish, 1.0) << "half the NIC while both run";
+  EXPECT_DOUBLE_EQ(r.schedule[static_cast<std::size_t>(bucket)].finish, 1.5);
+  // An op's own collectives load no NIC (their task spans the op's concurrent groups).
+  Transfers c({{0, 2}, {1, 3}});
+  c.add(0, 1.0);
+  const int reduce = c.add(1, 1.0);
+  c.tg.tasks[static_cast<std::size_t>(reduce)].kind = sim::TaskKind::collective;
+  sim::share_links(c.tg, two_nodes_of_two(1));
+  EXPECT_DOUBLE_EQ(sim::simulate(c.tg).iteration_time, 1.0);
+}
+
 TEST(Simulate, TheCriticalPathAddsUpToTheIterationAndTheDevicesAccountForIt) {
   const auto cluster = cluster::load_cluster("dgx-a100");
   for (const auto& p : plans()) {
@@ -634,10 +695,14 @@ TEST(Simulate, TheTraceHasAProcessPerDeviceAndATrackPerStream) {
     }
   }
   std::size_t expected = 0, on_path = 0;
+  std::set<std::pair<int, int>> streams; // (device, stream) with a task
   for (std::size_t i = 0; i < s.tasks.tasks.size(); ++i) {
     const auto& t = s.tasks.tasks[i];
     if (t.duration > 0) {
       expected += s.tasks.groups[static_cast<std::size_t>(t.group)].size();
+      for (int d : s.tasks.groups[static_cast<std::size_t>(t.group)]) {
+        streams.insert({d, static_cast<int>(t.stream)});
+      }
     }
   }
   for (int t : s.result.critical_path) {
@@ -651,7 +716,8 @@ TEST(Simulate, TheTraceHasAProcessPerDeviceAndATrackPerStream) {
   for (int d : processes) {
     EXPECT_TRUE(tracks.count({d, 0}) && tracks.count({d, 1})) << "device " << d << ": compute and communication";
   }
-  EXPECT_EQ(tracks.size(), 2 * processes.size());
+  EXPECT_EQ(tracks, streams) << "a track per stream a device uses";
+  EXPECT_GT(tracks.size(), 2 * processes.size()) << "gradient buckets on a track of their own";
 }
 
 TEST(Simulate, TasksAreNamedAfterTheirOpAndTerm) {

@@ -280,6 +280,69 @@ strategy::Strategy two_stages(const graph::Graph& g, const cluster::Cluster& c) 
   return search::find_optimizer("pipeline").optimize(r);
 }
 
+// A tensor that is the same in every micro-batch (GPT-2's causal mask, the scales its Constant ops
+// make), read by a later pipeline stage, crosses once per iteration, whole, and each later
+// micro-batch copies it; an activation crosses with every micro-batch, its share each time.
+TEST(Evaluate, AFixedTensorCrossesPipelineStagesOncePerIteration) {
+  const auto model = zoo::load("zoo:gpt2?layers=2&hidden=64&heads=4&seq=32&batch=8");
+  const auto& g = model.graph;
+  const auto cluster = cluster::load_cluster("dgx-a100");
+  const auto plan = [&](int micro) {
+    search::Request r;
+    r.graph = &g;
+    r.cluster = &cluster;
+    r.devices = 2;
+    r.stages = 2;
+    r.micro_batches = micro;
+    r.balance = "layers"; // a layer each: the second reads the mask and the scales the first made
+    return search::find_optimizer("pipeline").optimize(r);
+  };
+  const auto one = plan(1), four = plan(4);
+  ASSERT_EQ(one.pipeline->stage_of_op, four.pipeline->stage_of_op);
+  const auto p1 = strategy::evaluate(g, cluster, one, {}), p4 = strategy::evaluate(g, cluster, four, {});
+  const auto term = [](const strategy::Prediction& p, graph::OpId id, std::size_t input, std::string_view name) {
+    const auto& op = p.ops[static_cast<std::size_t>(id)];
+    double sum = 0;
+    for (std::size_t k = 0; k < op.cost.time.size(); ++k) {
+      if (op.term_input[k] == static_cast<int>(input) && op.cost.time[k].name == name) {
+        sum += op.cost.time[k].value;
+      }
+    }
+    return sum;
+  };
+  int once = 0, each = 0;
+  for (graph::OpId id = 0; id < static_cast<graph::OpId>(g.ops().size()); ++id) {
+    for (std::size_t i = 0; i < g.op(id).inputs.size(); ++i) {
+      const auto t = g.op(id).inputs[i];
+      if (t == graph::no_tensor || g.tensor(t).producer < 0 ||
+          four.pipeline->stage_of_op[static_cast<std::size_t>(g.tensor(t).producer)] ==
+              four.pipeline->stage_of_op[static_cast<std::size_t>(id)]) {
+        continue;
+      }
+      const double t1 = term(p1, id, i, cost::term::redistribution);
+      const double t4 = term(p4, id, i, cost::term::redistribution);
+      if (!(t1 > 0)) {
+        continue;
+      }
+      SCOPED_TRACE(g.op(id).name + " reads " + g.tensor(t).name);
+      EXPECT_EQ(strategy::sent_once(g, four, id, i), g.tensor(t).fixed);
+      if (g.tensor(t).fixed) {
+        ++once;
+        EXPECT_DOUBLE_EQ(t4, t1) << "whole, once";
+        EXPECT_GT(term(p4, id, i, cost::term::redistribution_copies),
+                  term(p1, id, i, cost::term::redistribution_copies))
+            << "each later micro-batch copies it";
+      } else {
+        ++each;
+        EXPECT_GT(t4, t1 * (1 + 1e-9)) << "four sends of a quarter: four latencies";
+      }
+    }
+  }
+  EXPECT_GT(once, 0) << "the causal mask or a scale crosses the cut";
+  EXPECT_GT(each, 0) << "the residual stream crosses the cut";
+  EXPECT_FALSE(strategy::sent_once(g, strategy::Strategy{}, 0, 0)) << "no pipeline, nothing sent once";
+}
+
 TEST(Evaluate, ATiedWeightsGradientsAreSummedBetweenItsReaders) {
   const auto model = zoo::load("zoo:gpt2?layers=2&hidden=64&heads=4&seq=16&batch=8&vocab=100&positions=32");
   const auto& g = model.graph;

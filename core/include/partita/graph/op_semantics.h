@@ -135,7 +135,8 @@ InputSlot input_slot(const Op& op, std::size_t i);
 // Which values carry a gradient in the backward pass: a parameter does, and an activation does
 // when some input it is computed from through a differentiable slot (not an index or a state)
 // does. Sets Tensor::gradient on every tensor, and first Tensor::quantized: an 8-bit integer
-// parameter, and the first output of a quantizing op (quantizes_output) when it is an integer.
+// parameter, and the first output of a quantizing op (quantizes_output) when it is an integer;
+// and Tensor::fixed: constants and what understood ops compute from them alone.
 void mark_gradients(Graph& g);
 
 // Whether an op's first output holds quantized values: QuantizeLinear, DynamicQuantizeLinear,

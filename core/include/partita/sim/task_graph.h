@@ -32,8 +32,12 @@ enum class TaskKind : std::uint8_t {
 std::string_view task_kind_name(TaskKind k);
 
 // What a task occupies on each of its devices: a kernel runs on the compute stream, a transfer on
-// the communication channel.
-enum class Stream : std::uint8_t { compute, communication };
+// the communication channel, and a bucket of gradient synchronization on a channel of its own (DDP
+// and Megatron-LM all-reduce gradients on a communicator and stream of their own), so that a
+// pipeline's sends do not queue behind the buckets; the two channels share the device's links.
+enum class Stream : std::uint8_t { compute, communication, gradients };
+constexpr int stream_count = 3;
+std::string_view stream_name(Stream s);
 
 enum class Pass : std::uint8_t { forward, backward, iteration };
 
@@ -112,12 +116,15 @@ TaskGraph build_task_graph(const graph::Graph& g, const strategy::Strategy& stra
                            const Options& options = {});
 
 // Attaches the links transfers share on `cluster` (its device count must be the graph's): a
-// transfer whose devices span several nodes leaves each of them through that node's NICs, one
-// NIC per device it has there at most (collectives.cpp's GPU-NIC affinity), so it loads the
-// node's NICs by min(1, its devices there / NICs per node). Links inside a node are not shared:
-// switch ports and direct lanes are per device, whose communication channel already runs one
-// transfer at a time (a mesh's fallback through the host is not modelled yet).
+// gradient bucket, a send or a redistribution whose devices span several nodes leaves each of them
+// through that node's NICs, one NIC per device it has there at most (collectives.cpp's GPU-NIC
+// affinity), so it loads the node's NICs by min(1, its devices there / NICs per node). An op's own
+// collectives load none: their task spans every concurrent group of the op, which a layout keeps
+// inside nodes where it can (tensor parallelism). Links inside a node are not shared: switch
+// ports and direct lanes are per device (a mesh's fallback through the host is not modelled yet).
 void share_links(TaskGraph& tasks, const cluster::Cluster& cluster);
+// Whether `task` is a transfer that loads its group's shared links (share_links).
+bool shares_links(const Task& task);
 
 // "fc1: forward compute, micro-batch 3", "gradient sync bucket 2 (5 ops, 25.2 MB)".
 std::string task_name(const graph::Graph& g, const TaskGraph& tasks, int task);

@@ -165,12 +165,21 @@ private:
 // a `redistribution copies` term for the memory traffic beside it (or alone: a gradient added
 // into the producer's when the tensor has several readers); empty when nothing moves or the input
 // has no producer. `ops` holds at least the assignments of `id` and of the producer. With
-// `micro_batches` the tensor moves once per micro-batch, a micro-batch's share each time.
+// `micro_batches` the tensor moves once per micro-batch, a micro-batch's share each time; with
+// `once` (sent_once()) whole with the first and copied for the others.
 // `explain` as cost::op_cost's: without it the terms carry numbers only.
 std::vector<cost::Term> input_redistribution(const graph::Graph& g, const std::vector<graph::OpSemantics>& sem,
                                              const std::vector<OpAssignment>& ops, const cluster::Cluster& cluster,
                                              const cost::TrainingSetup& setup, graph::OpId id, std::size_t input,
-                                             int micro_batches = 1, bool explain = true);
+                                             int micro_batches = 1, bool explain = true, bool once = false);
+
+// Whether op `consumer`'s input `input` crosses between pipeline stages once per iteration rather
+// than once per micro-batch: a fixed tensor (graph::Tensor::fixed, the same in every micro-batch)
+// made in another (virtual) stage. It goes whole with the first micro-batch, and each later
+// micro-batch copies it from the first's buffer: partita-run runs it so, evaluate() and the
+// simulator price it so. (Sent every micro-batch, such a tensor, say a causal mask or a scale
+// that every layer reads from the first stage, ties every stage to the first one's progress.)
+bool sent_once(const graph::Graph& g, const Strategy& st, graph::OpId consumer, std::size_t input);
 
 // input_redistribution in its two halves, for callers that price one pair of layouts for many
 // tensors and configurations (the per-layer search): the geometry, which follows from the two
@@ -198,6 +207,8 @@ struct MoveContext {
   // Moved once per micro-batch, a micro-batch's share each time (a gradient summed over the
   // iteration, a tied weight's, moves once: 1).
   int micro_batches = 1;
+  // sent_once(): moved whole with the first micro-batch only, then copied from it for each other.
+  bool once = false;
 };
 MoveContext move_context(const graph::Graph& g, graph::OpId consumer, std::size_t input,
                          const cost::TrainingSetup& setup, int micro_batches = 1);
