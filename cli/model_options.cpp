@@ -70,7 +70,7 @@ onnx_import::ImportResult ModelOptions::load() const {
 }
 
 Planned make_plan(const graph::Graph& g, const cluster::Cluster& cluster, int devices, const SetupOptions& setup,
-                  const std::string& family, const ModelOptions& model) {
+                  const std::string& family, const ModelOptions& model, const std::optional<sim::Options>& simulation) {
   search::Request request;
   request.graph = &g;
   request.cluster = &cluster;
@@ -86,6 +86,9 @@ Planned make_plan(const graph::Graph& g, const cluster::Cluster& cluster, int de
     out.strategy = search::find_optimizer(setup.plan.empty() ? family : "given").optimize(request);
   }
   out.prediction = strategy::evaluate(g, cluster, out.strategy, request.setup);
+  if (simulation) {
+    sim::simulate_prediction(g, cluster, out.strategy, out.prediction, *simulation);
+  }
   out.plan = strategy::to_plan(g, cluster, out.strategy, out.prediction, request.setup, model.spec());
   const auto options = model.import_options();
   for (const auto& [name, value] : options.dims) {

@@ -9,10 +9,12 @@
 #include "partita/search/auto_search.h"
 #include "partita/search/optimizer.h"
 #include "partita/search/three_d.h"
+#include "partita/sim/simulate.h"
 
 #include <CLI/CLI.hpp>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -83,10 +85,13 @@ struct Planned {
   strategy::Strategy strategy;
   std::optional<search::AutoResult> search;       // the auto family's search, with its runner-ups
   std::optional<search::three_d::Result> three_d; // the 3d family's search, with its Pareto front
-  strategy::Prediction prediction;
+  strategy::Prediction prediction;                // its iteration simulated when make_plan was given simulation options
   proto::Plan plan;
 };
+// With `simulation`, the prediction's iteration is the simulator's (sim::simulate_prediction);
+// without, the terms added up.
 Planned make_plan(const graph::Graph& g, const cluster::Cluster& cluster, int devices, const SetupOptions& setup,
-                  const std::string& family, const ModelOptions& model);
+                  const std::string& family, const ModelOptions& model,
+                  const std::optional<sim::Options>& simulation = sim::Options{});
 
 } // namespace partita::cli

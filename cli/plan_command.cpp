@@ -247,7 +247,7 @@ void add_plan_command(CLI::App& app) {
           ms(comm),
           ms(redist),
           mib(pred.cost.memory_total()),
-          fmt::format("{:.1f}%", p.iteration_time > 0 ? 100 * pred.time / p.iteration_time : 0.0)};
+          fmt::format("{:.1f}%", p.additive_time > 0 ? 100 * pred.time / p.additive_time : 0.0)};
       if (st.pipeline) {
         row.insert(row.begin() + 1, std::to_string(st.pipeline->stage_of_op[static_cast<std::size_t>(id)]));
       }
@@ -267,8 +267,15 @@ void add_plan_command(CLI::App& app) {
     for (const auto& term : p.iteration) {
       terms += fmt::format("{}{} {} ms", terms.empty() ? "" : ", ", term.name, ms(term.value));
     }
-    std::cout << fmt::format("\niteration {} ms ({})\nthroughput {:.1f} samples/s at batch {}\n", ms(p.iteration_time),
-                             terms, p.samples_per_second, p.batch);
+    if (p.simulated) {
+      std::cout << fmt::format(
+          "\niteration {} ms simulated (overlap, pipeline schedule, shared links); its terms add up "
+          "to {} ms: {}\nthroughput {:.1f} samples/s at batch {}\n",
+          ms(p.iteration_time), ms(p.additive_time), terms, p.samples_per_second, p.batch);
+    } else {
+      std::cout << fmt::format("\niteration {} ms ({})\nthroughput {:.1f} samples/s at batch {}\n",
+                               ms(p.iteration_time), terms, p.samples_per_second, p.batch);
+    }
     std::cout << fmt::format("peak memory {} GiB of {} GiB per device: {}\n", gib(p.peak_memory),
                              gib(p.memory_capacity), p.fits ? "fits" : "DOES NOT FIT");
     for (const auto& note : p.notes) {

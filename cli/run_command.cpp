@@ -116,7 +116,9 @@ void add_run_command(CLI::App& app) {
                                 e.what(), o->ranks, o->ranks));
       }
     }();
-    const auto planned = make_plan(g, cl, o->ranks, o->setup, o->family, o->model);
+    // Simulated as partita-run runs it: one thing at a time on a rank (it does not overlap its
+    // collectives with its kernels), the stages of a pipeline side by side.
+    const auto planned = make_plan(g, cl, o->ranks, o->setup, o->family, o->model, sim::Options{.overlap = false});
     const auto& p = planned.prediction;
     const auto& plan = planned.plan;
     const std::string spec = o->model.spec();

@@ -220,7 +220,7 @@ void add_simulate_command(CLI::App& app) {
     const auto model = o->model.load();
     const auto& g = model.graph;
     const auto cl = cluster_for(o->setup.cluster, o->devices);
-    const auto planned = make_plan(g, cl, o->devices, o->setup, o->family, o->model);
+    const auto planned = make_plan(g, cl, o->devices, o->setup, o->family, o->model, std::nullopt);
     sim::Simulation s;
     s.prediction = planned.prediction;
     s.tasks = sim::build_task_graph(

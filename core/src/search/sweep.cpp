@@ -1,6 +1,7 @@
 #include "partita/search/sweep.h"
 
 #include "partita/graph/error.h"
+#include "partita/sim/simulate.h"
 
 namespace partita::search {
 
@@ -31,7 +32,11 @@ std::vector<SweepCell> sweep(const graph::Graph& g, const SweepRequest& request)
         }
       };
       try {
-        cell.prediction = strategy::evaluate(g, cl, f->optimize(r), r.setup);
+        const auto st = f->optimize(r);
+        cell.prediction = strategy::evaluate(g, cl, st, r.setup);
+        if (request.simulate) {
+          sim::simulate_prediction(g, cl, st, cell.prediction);
+        }
       } catch (const Cancelled&) {
         throw;
       } catch (const Error& e) {

@@ -458,6 +458,44 @@ std::vector<std::pair<double, double>> memory_timeline(const TaskGraph& tg, cons
   return steps;
 }
 
+std::optional<Simulation> simulate_prediction(const graph::Graph& g, const cluster::Cluster& cluster,
+                                              const strategy::Strategy& strategy, strategy::Prediction& prediction,
+                                              const Options& options, std::size_t max_tasks) {
+  const auto micro = static_cast<std::size_t>(strategy.pipeline ? strategy.pipeline->micro_batches : 1);
+  const auto too_many = [&](std::size_t tasks) {
+    prediction.notes.push_back(fmt::format("the iteration time adds up its terms: its simulation has about {} tasks, "
+                                           "more than the {} a prediction simulates (`partita simulate` runs it)",
+                                           tasks, max_tasks));
+    return std::nullopt;
+  };
+  // Each op runs at least once per micro-batch: larger iterations are not even built.
+  if (g.ops().size() * micro > max_tasks) {
+    return too_many(g.ops().size() * micro);
+  }
+  Simulation s;
+  s.tasks = build_task_graph(g, strategy, prediction, cluster, options);
+  if (s.tasks.tasks.size() > max_tasks) {
+    return too_many(s.tasks.tasks.size());
+  }
+  s.result = simulate(s.tasks);
+  prediction.additive_time = prediction.iteration_time;
+  prediction.iteration_time = s.result.iteration_time;
+  prediction.simulated = true;
+  prediction.samples_per_second = s.result.iteration_time > 0 ? prediction.batch / s.result.iteration_time : 0.0;
+  double kernels = 0;
+  for (int t : s.result.critical_path) {
+    const auto& task = s.tasks.tasks[static_cast<std::size_t>(t)];
+    const auto& span = s.result.schedule[static_cast<std::size_t>(t)];
+    const bool kernel = task.kind == TaskKind::forward || task.kind == TaskKind::backward ||
+                        task.kind == TaskKind::recompute || task.kind == TaskKind::optimizer_step;
+    kernels += kernel ? span.finish - span.start : 0.0;
+  }
+  prediction.compute_time = kernels;
+  prediction.communication_time = std::max(0.0, s.result.iteration_time - kernels);
+  s.prediction = prediction;
+  return s;
+}
+
 Simulation simulate(const graph::Graph& g, const cluster::Cluster& cluster, const strategy::Strategy& strategy,
                     const cost::TrainingSetup& setup, const Options& options) {
   Simulation s;

@@ -1014,6 +1014,7 @@ Prediction evaluate_with(const graph::Graph& g, const cluster::Cluster& cluster,
     p.memory[static_cast<std::size_t>(d)].activations += peak;
   }
   p.communication_time = p.iteration_time - p.compute_time;
+  p.additive_time = p.iteration_time;
   p.samples_per_second = p.iteration_time > 0 ? p.batch / p.iteration_time : 0;
   std::vector<int> used_devices;
   for (std::size_t d = 0; d < used.size(); ++d) {

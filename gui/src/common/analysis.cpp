@@ -83,29 +83,18 @@ proto::Cluster custom_proto(const AnalysisInput& input) {
   return p;
 }
 
-// The strategy's iteration under the event simulator, unless it has more than max_simulated_tasks
-// tasks (each op runs at least once per micro-batch: larger ones are not even built).
+// The strategy's iteration under the event simulator, which becomes the prediction's iteration
+// time (sim::simulate_prediction, as `partita plan` shows it), unless it has more than
+// max_simulated_tasks tasks: then the terms added up, with a note.
 void simulate_iteration(Analysis& a) {
-  const auto& g = a.model.graph;
-  const auto micro_batches = static_cast<std::size_t>(a.strategy.pipeline ? a.strategy.pipeline->micro_batches : 1);
-  const auto too_large = [&a](std::size_t tasks) {
-    a.simulation_note = fmt::format("Not simulated: about {} tasks, more than the {} the GUI simulates; "
-                                    "`partita simulate` runs it.",
-                                    tasks, max_simulated_tasks);
-  };
-  if (g.ops().size() * micro_batches > max_simulated_tasks) {
-    too_large(g.ops().size() * micro_batches);
-    return;
-  }
   try {
-    SimulatedIteration s;
-    s.tasks = sim::build_task_graph(g, a.strategy, a.prediction, a.cluster);
-    if (s.tasks.tasks.size() > max_simulated_tasks) {
-      too_large(s.tasks.tasks.size());
-      return;
+    const auto notes = a.prediction.notes.size();
+    auto s = sim::simulate_prediction(a.model.graph, a.cluster, a.strategy, a.prediction, {}, max_simulated_tasks);
+    if (s) {
+      a.simulation = SimulatedIteration{std::move(s->tasks), std::move(s->result)};
+    } else if (a.prediction.notes.size() > notes) {
+      a.simulation_note = fmt::format("Not simulated: {}.", a.prediction.notes.back());
     }
-    s.result = sim::simulate(s.tasks);
-    a.simulation = std::move(s);
   } catch (const Error& e) {
     a.simulation_note = fmt::format("Not simulated: {}", e.what());
   }
@@ -289,7 +278,7 @@ std::shared_ptr<const Analysis> run_analysis(const AnalysisInput& input, const s
     l.communication = std::max(0.0, pred.cost.communication_time() - l.redistribution);
     l.time = pred.time;
     l.memory = pred.cost.memory_total();
-    l.share = p.iteration_time > 0 ? pred.time / p.iteration_time : 0;
+    l.share = p.additive_time > 0 ? pred.time / p.additive_time : 0; // of the terms added up
     if (a->search && i < a->search->ops.size() && a->search->ops[i].has_runner_up) {
       const auto& r = a->search->ops[i];
       l.runner_up = sharding::to_string(r.runner_up, a->semantics[i]);

@@ -101,8 +101,8 @@ struct SimulatedIteration {
   sim::Result result;
 };
 
-// Larger iterations are not simulated in the GUI, to keep an evaluation quick.
-inline constexpr std::size_t max_simulated_tasks = 200000;
+// Larger iterations are not simulated (the prediction adds up its terms), as in `partita plan`.
+inline constexpr std::size_t max_simulated_tasks = sim::max_predicted_tasks;
 
 struct Analysis {
   AnalysisInput input;

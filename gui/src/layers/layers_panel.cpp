@@ -79,8 +79,10 @@ void LayersPanel::setAnalysis(const std::shared_ptr<const Analysis>& analysis) {
                         .arg(qs(analysis->model_label).toHtmlEscaped(), qs(analysis->family_title),
                              QString::number(analysis->strategy.devices),
                              QString::number(analysis->cluster.device_count()), formatSeconds(p.iteration_time),
-                             terms.join(QStringLiteral(", ")), formatRate(p.samples_per_second),
-                             QString::number(p.batch), formatBytes(p.peak_memory))
+                             p.simulated ? tr("simulated; its terms add up to %1: %2")
+                                               .arg(formatSeconds(p.additive_time), terms.join(QStringLiteral(", ")))
+                                         : terms.join(QStringLiteral(", ")),
+                             formatRate(p.samples_per_second), QString::number(p.batch), formatBytes(p.peak_memory))
                         .arg(formatBytes(p.memory_capacity), fits) +
                     autoSummary(*analysis) + notes(p));
 }
@@ -101,7 +103,7 @@ QString LayersPanel::autoSummary(const Analysis& a) {
   QString text;
   if (a.families && !a.families->closest.empty()) {
     const auto& f = *a.families;
-    const double t = a.prediction.iteration_time;
+    const double t = a.prediction.additive_time; // the families' times are their terms added up too
     const double margin = f.best_family_time > 0 ? 1 - t / f.best_family_time : 0;
     text += tr("<br>auto: like <b>%1</b>, except <span style='background:%2'>&nbsp;%3 ops&nbsp;</span>; "
                "%4 than the fastest hand-made family, %5 (%6)")

@@ -152,7 +152,7 @@ QVariant LayerTableModel::headerData(int section, Qt::Orientation orientation, i
     case Communication: return tr("Partial-sum reduces and weight-gradient synchronization");
     case Redistribution: return tr("Moving inputs from the producer's layout to this op's layout");
     case Memory: return tr("Parameters, gradients, optimizer state, activations and backward workspace per device");
-    case Share: return tr("Share of the iteration time");
+    case Share: return tr("Share of the iteration's terms added up");
     case RunnerUp: return tr("The auto family: the op's best other configuration and the milliseconds it would add");
     case Measured: return tr("Forward, backward and communication time a run of this plan measured (Run tab)");
     case Error: return tr("(predicted - measured) / measured of the op's total");

@@ -31,6 +31,9 @@ struct SweepRequest {
   // progress are set per cell.
   Request base;
   std::function<void(double)> progress; // fraction of cells done, may be empty
+  // Each cell's iteration simulated (sim::simulate_prediction), as `plan` and the GUI show it;
+  // false: its terms added up.
+  bool simulate = true;
 };
 
 // Cells in devices-major order (every family at devices[0], then at devices[1], ...). A family

@@ -10,6 +10,8 @@
 #include "partita/sim/task_graph.h"
 #include "partita/strategy/strategy.h"
 
+#include <cstddef>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -51,6 +53,17 @@ struct Simulation {
   TaskGraph tasks;
   Result result;
 };
+
+// The prediction of a plan as the simulator runs it, the figure `plan`, `compare`, `run` and the GUI
+// show: `prediction` (evaluate()'s, for `strategy` on `cluster`) gets the simulated iteration as
+// its iteration_time (additive_time and `iteration` keep the terms added up), the throughput that
+// follows, and the split of the critical path into compute kernels and the rest. Returns the
+// simulation, or nothing where the iteration has more than `max_tasks` tasks: the prediction then
+// stays the sum of its terms, and a note says so.
+inline constexpr std::size_t max_predicted_tasks = 500'000;
+std::optional<Simulation> simulate_prediction(const graph::Graph& g, const cluster::Cluster& cluster,
+                                              const strategy::Strategy& strategy, strategy::Prediction& prediction,
+                                              const Options& options = {}, std::size_t max_tasks = max_predicted_tasks);
 
 // evaluate(), build_task_graph() and simulate() in one.
 Simulation simulate(const graph::Graph& g, const cluster::Cluster& cluster, const strategy::Strategy& strategy,

@@ -104,7 +104,9 @@ struct DeviceMemory {
 struct Prediction {
   std::vector<OpPrediction> ops;     // per op
   std::vector<cost::Term> iteration; // compute, communication, redistribution, pipeline bubble
-  double iteration_time = 0;         // seconds, no overlap of communication and compute
+  double iteration_time = 0;         // seconds: the terms added up, or the simulated iteration (simulated)
+  double additive_time = 0;          // seconds: the terms added up, no overlap (evaluate()'s iteration_time)
+  bool simulated = false;            // iteration_time is the event simulator's (sim::simulate_prediction)
   double compute_time = 0;           // of iteration_time: kernels on the critical path
   double communication_time = 0;     // of iteration_time: the rest (collectives, moves, bubble)
   double samples_per_second = 0;
