@@ -93,10 +93,12 @@ private Q_SLOTS:
     QVERIFY(view->paintedBoxes() > 0);
     QVERIFY(view->paintedBoxes() <= boxes);
 
-    // The summary states the simulated iteration and the additive prediction.
+    // The summary states the simulated iteration (the prediction) and its terms added up.
     const QString summary = panel->summaryLabel()->text();
     QVERIFY2(summary.contains(formatSeconds(sim.result.iteration_time)), qPrintable(summary));
-    QVERIFY2(summary.contains(formatSeconds(a->prediction.iteration_time)), qPrintable(summary));
+    QCOMPARE(a->prediction.iteration_time, sim.result.iteration_time);
+    QVERIFY(a->prediction.simulated);
+    QVERIFY2(summary.contains(formatSeconds(a->prediction.additive_time)), qPrintable(summary));
     QVERIFY2(summary.contains(QStringLiteral("exposed comm")), qPrintable(summary));
 
     // Only the critical path: fewer tasks, exactly the path's.

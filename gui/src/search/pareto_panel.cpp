@@ -57,8 +57,8 @@ ParetoPanel::ParetoPanel(QWidget* parent)
   m_summary->setObjectName(QStringLiteral("paretoSummary"));
   m_table->setObjectName(QStringLiteral("paretoTable"));
   m_table->setColumnCount(5);
-  m_table->setHorizontalHeaderLabels(
-      {tr("#"), tr("Configuration"), tr("Iteration"), tr("Memory per device"), tr("Options (partita plan)")});
+  m_table->setHorizontalHeaderLabels({tr("#"), tr("Configuration"), tr("Iteration (terms added up)"),
+                                      tr("Memory per device"), tr("Options (partita plan)")});
   m_table->horizontalHeaderItem(4)->setToolTip(tr("The command-line options that give this plan"));
   m_table->setSelectionBehavior(QAbstractItemView::SelectRows);
   m_table->setSelectionMode(QAbstractItemView::SingleSelection);
@@ -172,7 +172,7 @@ void ParetoPanel::show() {
                          .arg(r.pareto.size())
                          .arg(formatBytes(r.memory_limit)),
                      points, marked, m_shown >= 0 && m_shown != best ? tr("on screen") : tr("chosen (fastest)"),
-                     tr("memory per device (GiB)"), tr("iteration (s)"), limit);
+                     tr("memory per device (GiB)"), tr("iteration, terms added up (s)"), limit);
   m_table->setRowCount(static_cast<int>(r.pareto.size()));
   for (std::size_t i = 0; i < r.pareto.size(); ++i) {
     const auto& p = r.pareto[i];

@@ -107,8 +107,8 @@ void TimelinePanel::setAnalysis(std::shared_ptr<const Analysis> analysis) {
   }
   const auto& sim = *m_analysis->simulation;
   const auto& r = sim.result;
-  const double additive = m_analysis->prediction.iteration_time;
-  QString text = tr("Simulated iteration <b>%1</b> (communication overlapped), additive prediction %2")
+  const double additive = m_analysis->prediction.additive_time;
+  QString text = tr("Simulated iteration <b>%1</b> (communication overlapped), the prediction; its terms add up to %2")
                      .arg(formatSeconds(r.iteration_time), formatSeconds(additive));
   if (additive > 0) {
     const double change = r.iteration_time / additive - 1;
