@@ -47,6 +47,10 @@ void check(const TaskGraph& tg) {
     if (t.group < 0 || static_cast<std::size_t>(t.group) >= tg.groups.size()) {
       throw Error(fmt::format("simulate: task {}: device group {} does not exist", i, t.group));
     }
+    if (static_cast<int>(t.stream) >= stream_count) {
+      throw Error(fmt::format("simulate: task {}: stream {} is not one of the {}", i, static_cast<int>(t.stream),
+                              stream_count));
+    }
     if (t.stage < 0 || t.stage >= tg.stages) {
       throw Error(fmt::format("simulate: task {}: stage {} is not one of {}", i, t.stage, tg.stages));
     }

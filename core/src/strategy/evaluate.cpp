@@ -1123,6 +1123,14 @@ public:
       m_has_parameters.push_back(std::any_of(op.inputs.begin(), op.inputs.end(), [&](graph::TensorId t) {
         return t != graph::no_tensor && g.tensor(t).role == graph::TensorRole::parameter;
       }));
+      std::uint32_t fixed = 0; // inputs that could be sent once (bit 31: any past the 31st)
+      for (std::size_t i = 0; i < op.inputs.size(); ++i) {
+        const graph::TensorId t = op.inputs[i];
+        if (t != graph::no_tensor && g.tensor(t).producer >= 0 && g.tensor(t).fixed) {
+          fixed |= std::uint32_t{1} << std::min<std::size_t>(i, 31);
+        }
+      }
+      m_fixed_inputs.push_back(fixed);
     }
   }
   // Each op's device list interned once per strategy (ops in a row mostly share theirs).
@@ -1302,7 +1310,8 @@ public:
       throw Error("Evaluator: more setups or micro-batches than its keys hold");
     }
     // Sent once or per micro-batch (sent_once: the stages of a strategy, not the layout's class).
-    const std::uint64_t once = sent_once(m_g, st, id, i) ? 1 : 0;
+    const bool fixed = (m_fixed_inputs[static_cast<std::size_t>(id)] >> std::min<std::size_t>(i, 31)) & 1U;
+    const std::uint64_t once = fixed && sent_once(m_g, st, id, i) ? 1 : 0;
     const std::uint64_t key = ((std::uint64_t{static_cast<std::uint32_t>(cls)} << 1 | once) << 32) |
                               (std::uint64_t{static_cast<std::uint32_t>(set)} << 16) |
                               static_cast<std::uint32_t>(micro);
@@ -1483,8 +1492,9 @@ private:
   std::vector<int> m_op_list;                     // per op of the strategy begin() was given: its list's id
   std::map<std::tuple<int, int, int, bool>, int> m_setups;
   std::array<std::optional<std::pair<std::tuple<int, int, int, bool>, int>>, 2> m_last_setup; // without, with
-  std::vector<bool> m_has_parameters;     // per op: reads a parameter (its terms read the optimizer and ZeRO)
-  std::vector<int> m_op_key, m_input_key; // reused by op() and input()
+  std::vector<bool> m_has_parameters;        // per op: reads a parameter (its terms read the optimizer and ZeRO)
+  std::vector<std::uint32_t> m_fixed_inputs; // per op: its inputs that are fixed tensors (sent_once's first test)
+  std::vector<int> m_op_key, m_input_key;    // reused by op() and input()
   std::unordered_map<std::vector<int>, int, ListHash> m_op_classes, m_input_classes;
   std::map<std::vector<std::int64_t>, int> m_placements;   // ids across evaluations (list ids in them)
   std::unordered_map<std::uint64_t, PricedOp> m_ops;       // (class, setup, micro-batches)

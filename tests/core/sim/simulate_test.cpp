@@ -773,6 +773,9 @@ TEST(Simulate, BadInputIsRefusedWithTheFieldAndTheReason) {
   EXPECT_THAT(message([&] { sim::simulate(tg); }), HasSubstr("device group 0 loads link 3, which does not exist"));
   tg.group_links.pop_back();
   EXPECT_THAT(message([&] { sim::simulate(tg); }), HasSubstr("shared-link loads for"));
+  tg.group_links.clear();
+  tg.tasks[1].stream = static_cast<sim::Stream>(7);
+  EXPECT_THAT(message([&] { sim::simulate(tg); }), HasSubstr("task 1: stream 7 is not one of the 3"));
   EXPECT_THAT(message([&] { sim::share_links(tg, cluster::load_cluster("dgx-a100")); }),
               HasSubstr("a task graph of 2 devices on dgx-a100, which has 8"));
 }

@@ -1,8 +1,9 @@
 #pragma once
 
-// The event simulator (DESIGN.md 3.6): runs a TaskGraph on a compute stream and a communication
-// channel per device and gives the iteration as a timeline: its time, where each device spent it,
-// and the tasks that make it up.
+// The event simulator (DESIGN.md 3.6): runs a TaskGraph on a compute stream and two communication
+// channels per device (Stream), transfers that overlap sharing their nodes' NICs (share_links), and
+// gives the iteration as a timeline: its time, where each device spent it, and the tasks that make
+// it up.
 
 #include "partita/cluster/cluster.h"
 #include "partita/cost/setup.h"
@@ -41,7 +42,11 @@ struct Result {
 
 // Starts every task as soon as the tasks it comes after have finished and its resources are free:
 // the stream or channel of each of its devices (and, without overlap, its pipeline stage), served
-// in the order tasks become ready; tasks a stream runs in program order say so in `after`.
+// in the order tasks become ready; tasks a stream runs in program order say so in `after`. A
+// transfer on shared links (TaskGraph::group_links) ends when its work is done at the rate it gets:
+// 1 / the load of its busiest link while that is above 1 (fluid sharing), so its end moves as
+// other transfers start and end. Throws partita::Error naming the task or group of a malformed
+// graph.
 Result simulate(const TaskGraph& tasks);
 
 // The memory of `device` over the iteration, as steps: (time, bytes held from then on), the
