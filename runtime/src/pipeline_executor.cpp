@@ -267,6 +267,9 @@ void PipelineExecutor::run_forward(int micro_batch, int chunk) {
   for (std::size_t e = 0; e < m_edges.size(); ++e) {
     const auto& edge = m_edges[e];
     if (edge.to_stage == c.vstage && edge.once && micro_batch > 0) {
+      if (edge.forward.receives.empty() && edge.forward.local.empty()) {
+        continue; // this rank holds none of it
+      }
       // Sent once: what micro-batch 0 received, copied.
       if (!m_kept[e]) {
         throw Error(fmt::format("pipeline: rank {}: micro-batch {} of '{}' needs '{}' as micro-batch 0 received it, "

@@ -280,12 +280,15 @@ void mark_gradients(Graph& g) {
       out.quantized = !is_floating(out.dtype);
     }
   }
-  // Fixed: constants, and outputs of understood ops whose inputs are all fixed (a Constant op has
-  // none). Outputs start fixed and lose it below when an input is not; no op draws random values.
+  // Fixed: constants; values the importer computed (int_values: a Shape of the data, and what is
+  // computed from shapes, are the same in every micro-batch); and outputs of understood ops whose
+  // inputs are all fixed (a Constant op has none). Outputs start fixed and lose it below when an
+  // input is not; no op draws random values.
   for (TensorId t = 0; t < static_cast<TensorId>(g.tensors().size()); ++t) {
     auto& tensor = g.tensor(t);
-    tensor.fixed =
-        tensor.producer < 0 ? tensor.role == TensorRole::constant : g.op(tensor.producer).opaque_reason.empty();
+    const bool known = tensor.int_values.has_value();
+    tensor.fixed = tensor.producer < 0 ? tensor.role == TensorRole::constant || known
+                                       : g.op(tensor.producer).opaque_reason.empty() || known;
   }
   for (bool changed = true; changed;) {
     changed = false;
@@ -295,7 +298,7 @@ void mark_gradients(Graph& g) {
         fixed = fixed && (in == no_tensor || g.tensor(in).fixed);
       }
       for (const TensorId out : op.outputs) {
-        if (!fixed && out != no_tensor && g.tensor(out).fixed) {
+        if (!fixed && out != no_tensor && g.tensor(out).fixed && !g.tensor(out).int_values) {
           g.tensor(out).fixed = false;
           changed = true;
         }

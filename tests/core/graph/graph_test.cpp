@@ -67,6 +67,21 @@ TEST(Graph, GradientsFlowFromParametersOnly) {
   for (const char* name : {"x", "x2", "w", "h", "y", "ids", "table", "rows"}) {
     EXPECT_FALSE(fixed(name)) << name;
   }
+  // A Shape of the data (its values known at import, as the importer records them) and what is
+  // computed from it and constants alone are the same in every micro-batch too (a mask built from
+  // the input's length, as exporters write it); what also reads the data is not.
+  test::tensor(g, "len", {3}, TensorRole::activation, graph::DType::i64);
+  test::tensor(g, "len2", {3}, TensorRole::activation, graph::DType::i64);
+  test::tensor(g, "both", {2, 4}, TensorRole::activation, graph::DType::i64);
+  test::op(g, "Shape", {"x"}, {"len"});
+  test::op(g, "Mul", {"len", "big"}, {"len2"});
+  test::op(g, "Add", {"ids", "ids"}, {"both"});
+  g.tensor(g.find_tensor("len")).int_values = std::vector<std::int64_t>{2, 4, 8};
+  graph::mark_gradients(g);
+  EXPECT_TRUE(fixed("len"));
+  EXPECT_TRUE(fixed("len2"));
+  EXPECT_FALSE(fixed("both"));
+  EXPECT_FALSE(fixed("x"));
   // The Add's backward sums no broadcast for the mask, and MatMul's computes no data gradient.
   const auto add = graph::describe(g, 5);
   EXPECT_EQ(add.backward_reduction_bytes, 0);

@@ -29,8 +29,9 @@ struct Tensor {
   // only). mark_gradients (op_semantics.h; the importer calls it) clears it for values that
   // depend on no parameter: data, constants and what is computed from them alone (a causal mask).
   bool gradient = true;
-  // The same in every micro-batch and iteration: a constant, or computed from constants alone (a
-  // causal mask, a scale made by a Constant op). Set by mark_gradients; false until then.
+  // The same in every micro-batch and iteration: a constant, a value known at import (int_values:
+  // a Shape of the data), or computed from such alone (a causal mask, a scale made by a Constant
+  // op, a mask built from the input's Shape). Set by mark_gradients; false until then.
   bool fixed = false;
   // An integer tensor holding quantized values (an 8-bit weight of ONNX Runtime's quantizer, the
   // output of a quantize op or of ConvInteger/MatMulInteger): training treats it as a floating
