@@ -12,12 +12,17 @@
 // --recompute full), both predicted by the same model; the difference is searched / published - 1
 // of the iteration time (negative: the search's plan is faster).
 //
-// Usage: partita_bench_3d [--speed-only | --rows-only] [--cluster PRESET]
+// The final ranking simulates candidates within a budget (search::Request::simulation_budget, its
+// default unless --simulation-budget says otherwise; 0: ranked by the terms added up); the
+// "simulated" column counts them, "+" where the budget ran out first.
+//
+// Usage: partita_bench_3d [--speed-only | --rows-only] [--cluster PRESET] [--simulation-budget N]
 
 #include "partita/cluster/cluster.h"
 #include "partita/graph/error.h"
 #include "partita/search/optimizer.h"
 #include "partita/search/three_d.h"
+#include "partita/sim/simulate.h"
 #include "partita/strategy/strategy.h"
 #include "partita/zoo/zoo.h"
 #include "sc21_rows.h"
@@ -54,24 +59,28 @@ search::Request request(const graph::Graph& g, const cluster::Cluster& c, int gp
   return r;
 }
 
+std::size_t budget = search::Request{}.simulation_budget;
+
 void speed(const std::string& preset) {
   struct Case {
     const char* name;
     int layers, hidden, heads, batch, gpus;
   };
   const Case cases[] = {{"GPT-3 175B", 96, 12288, 96, 1536, 1024}, {"GPT 1T", 128, 25600, 160, 3072, 3072}};
-  fmt::print("{:<11} {:>5} {:>5} {:>10} {:>9} {:>8} {:>8} {:>8} {:>9} {:>9}  {}\n", "model", "ops", "GPUs",
-             "candidates", "predicted", "too big", "bounded", "refused", "search s", "RSS MiB", "chosen");
+  fmt::print("{:<11} {:>5} {:>5} {:>10} {:>9} {:>8} {:>8} {:>8} {:>9} {:>9} {:>9}  {}\n", "model", "ops", "GPUs",
+             "candidates", "predicted", "too big", "bounded", "refused", "simulated", "search s", "RSS MiB", "chosen");
   for (const auto& k : cases) {
     const auto g = gpt(k.layers, k.hidden, k.heads, k.batch);
     const auto c = cluster::load_cluster(fmt::format("{}?nodes={}", preset, (k.gpus + 7) / 8));
-    const auto r = request(g, c, k.gpus);
+    auto r = request(g, c, k.gpus);
+    r.simulation_budget = budget;
     const auto t0 = std::chrono::steady_clock::now();
     const auto res = search::three_d::search(r);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    fmt::print("{:<11} {:>5} {:>5} {:>10} {:>9} {:>8} {:>8} {:>8} {:>9.2f} {:>9.0f}  {}, {:.2f} s\n", k.name,
-               g.ops().size(), k.gpus, res.candidates, res.evaluated, res.too_big, res.too_slow, res.refused, s,
-               peak_rss_mib(), res.best.candidate.text(), res.best.iteration_time);
+    fmt::print("{:<11} {:>5} {:>5} {:>10} {:>9} {:>8} {:>8} {:>8} {:>9} {:>9.2f} {:>9.0f}  {}, {:.2f} s ({})\n", k.name,
+               g.ops().size(), k.gpus, res.candidates, res.evaluated, res.too_big, res.too_slow, res.refused,
+               fmt::format("{}{}", res.simulated, res.budget_cut ? "+" : ""), s, peak_rss_mib(),
+               res.best.candidate.text(), res.best.iteration_time, res.best.simulated ? "simulated" : "terms added up");
     std::fflush(stdout);
   }
 }
@@ -95,8 +104,13 @@ bool against_published(const std::string& preset) {
       published.schedule = strategy::Schedule::interleaved;
       published.chunks = chunks;
     }
-    const auto given =
-        strategy::evaluate(g, c, search::find_optimizer("megatron").optimize(published), published.setup);
+    // Both as `partita plan` predicts them: simulated where the search's ranking simulates.
+    const auto published_plan = search::find_optimizer("megatron").optimize(published);
+    auto given = strategy::evaluate(g, c, published_plan, published.setup);
+    if (budget > 0) {
+      sim::simulate_prediction(g, c, published_plan, given);
+    }
+    r.simulation_budget = budget;
     const auto res = search::three_d::search(r);
     const double diff = res.best.iteration_time / given.iteration_time - 1;
     never_worse += res.best.iteration_time <= given.iteration_time ? 1 : 0;
@@ -123,9 +137,11 @@ int run(int argc, char** argv) {
       speed_only = true;
     } else if (a == "--rows-only") {
       rows_only = true;
+    } else if (a == "--simulation-budget" && i + 1 < argc) {
+      budget = static_cast<std::size_t>(std::stod(argv[++i]));
     } else {
       throw Error(fmt::format("unknown argument '{}'\nusage: partita_bench_3d [--speed-only | --rows-only] "
-                              "[--cluster PRESET]",
+                              "[--cluster PRESET] [--simulation-budget N]",
                               a));
     }
   }

@@ -13,6 +13,14 @@
 //   (none <= selective <= full for the same plan and ZeRO stage). So once "none" has been predicted
 //   for a shape and ZeRO stage, its time bounds the other two from below: they are skipped when
 //   the bound is no faster than the best found and the candidate could not join the front.
+// The final ranking: a simulated iteration is at least the terms added up less the gradient
+// synchronization, the moves between ops (a pipeline's per stage) and the bubble, which are all the
+// simulator overlaps or shortens (kernels, an op's own collectives and the step run in dependence
+// order; a shared NIC only lengthens a transfer). So candidates are simulated in the order of that
+// bound and the ranking stops once the next bound is no faster than the best simulated: exact up
+// to the budget, which a search past it reports (Result::budget_cut). Checked against simulating
+// every candidate in the tests.
+//
 // Every micro-batch size is planned: a micro-batch's kernels run on its share at the efficiency
 // of that size, the weights are read whole for each, and each activation collective and send
 // pays its latency once per micro-batch, so neither more nor fewer micro-batches of a plan are
@@ -22,6 +30,7 @@
 #include "partita/search/three_d.h"
 
 #include "partita/graph/error.h"
+#include "partita/sim/simulate.h"
 #include "search/families.h"
 
 #include <fmt/format.h>
@@ -277,6 +286,132 @@ std::vector<Point> pareto_front(std::vector<Point> points) {
   return front;
 }
 
+// What the simulator may hide of a prediction's terms added up: the gradient synchronization,
+// which it overlaps with the backward pass, and the moves between ops (a stage's sends run beside
+// the next micro-batch's kernels). Everything else (kernels, an op's own collectives, the step,
+// the bubble) it runs in dependence order, so a simulated iteration is at least the terms added
+// up less this, NICs shared or not (sharing only lengthens transfers).
+double overlappable_time(const strategy::Prediction& p, const Candidate& c) {
+  double hidden = 0, bubble = 0;
+  for (const auto& t : p.iteration) {
+    if (t.name == "gradient sync" || t.name == "redistribution") {
+      hidden += t.value;
+    } else if (t.name == "pipeline bubble") {
+      bubble = t.value;
+    }
+  }
+  return std::min(hidden / c.pipeline + bubble, p.iteration_time);
+}
+
+// What a simulation costs, the unit of Request::simulation_budget: a task, and each NIC a transfer
+// shares with others (the fluid sharing revisits them as transfers start and end).
+std::size_t simulation_work(const sim::TaskGraph& tg) {
+  std::size_t work = tg.tasks.size();
+  for (const auto& t : tg.tasks) {
+    if (sim::shares_links(t) && static_cast<std::size_t>(t.group) < tg.group_links.size()) {
+      work += tg.group_links[static_cast<std::size_t>(t.group)].size();
+    }
+  }
+  return work;
+}
+
+// The final ranking (the file comment's last paragraph): candidates that fit, simulated in the
+// order of their bound (additive_time - overlappable), until the next bound is no faster than the
+// best iteration found, or the task budget is spent; then the additive Pareto front's points not
+// yet simulated, while the budget lasts. Points not simulated keep their terms added up, as
+// `partita plan` shows a plan too large to simulate.
+void rank_by_simulation(const Request& r, strategy::Evaluator& evaluator, std::vector<Point>& fitting,
+                        const std::vector<double>& overlappable, Result& result) {
+  const graph::Graph& g = *r.graph;
+  const std::size_t ops = g.ops().size();
+  auto too_large = [&](const Point& p) {
+    // A forward and a backward task per op and micro-batch at least: larger ones are not even built.
+    return 2 * ops * static_cast<std::size_t>(p.candidate.micro_batches) > sim::max_predicted_tasks;
+  };
+  const auto additive_front = pareto_front(fitting); // before any point is simulated
+  std::vector<double> bound(fitting.size());
+  for (std::size_t i = 0; i < fitting.size(); ++i) {
+    bound[i] = too_large(fitting[i]) ? fitting[i].additive_time : fitting[i].additive_time - overlappable[i];
+  }
+  std::vector<std::size_t> order(fitting.size());
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    order[i] = i;
+  }
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return bound[a] < bound[b]; });
+  std::map<decltype(layout_key(Candidate{})), std::optional<strategy::Strategy>> plans;
+  // Per layout and recomputation: the fewest micro-batches whose task graph came out too large to
+  // simulate (more never come out smaller).
+  std::map<std::tuple<int, int, int, int, bool, int>, int> too_many_from;
+  auto simulate = [&](Point& p) {
+    const auto tasks_key =
+        std::tuple_cat(layout_key(p.candidate), std::make_tuple(static_cast<int>(p.candidate.recompute)));
+    const auto known = too_many_from.find(tasks_key);
+    if (too_large(p) || (known != too_many_from.end() && p.candidate.micro_batches >= known->second)) {
+      return;
+    }
+    auto& layout = plans[layout_key(p.candidate)];
+    if (!layout) {
+      layout = plan(r, p.candidate);
+    }
+    strategy::Strategy st = *layout;
+    st.setup = setup_of(r, p.candidate);
+    st.pipeline->micro_batches = p.candidate.micro_batches;
+    auto prediction = evaluator(st, *st.setup);
+    const auto s = sim::simulate_prediction(g, *r.cluster, st, prediction, {}, sim::max_predicted_tasks);
+    if (s) {
+      p.iteration_time = prediction.iteration_time;
+      p.simulated = true;
+      ++result.simulated;
+      result.simulation_work += simulation_work(s->tasks);
+    } else {
+      result.simulation_work += sim::max_predicted_tasks; // built, and found too large
+      int& from = too_many_from.try_emplace(tasks_key, p.candidate.micro_batches).first->second;
+      from = std::min(from, p.candidate.micro_batches);
+    }
+  };
+  double best = std::numeric_limits<double>::infinity();
+  for (const std::size_t i : order) {
+    if (r.cancel != nullptr && r.cancel->load()) {
+      throw Cancelled();
+    }
+    if (!r.simulate_every_candidate) {
+      if (bound[i] >= best) {
+        break; // no candidate left can beat the best
+      }
+      if (result.simulation_work >= r.simulation_budget) {
+        result.budget_cut = true;
+        break;
+      }
+    }
+    simulate(fitting[i]);
+    best = std::min(best, fitting[i].iteration_time);
+  }
+  // The best is what `partita plan` prints for it: simulated whatever the budget, as long as the
+  // fastest so far is one the budget left unsimulated (it mostly stays the fastest).
+  for (int settled = 0; settled < 8; ++settled) {
+    auto fastest = std::min_element(fitting.begin(), fitting.end(), [](const Point& a, const Point& b) {
+      return a.iteration_time != b.iteration_time ? a.iteration_time < b.iteration_time : a.peak_memory < b.peak_memory;
+    });
+    if (fastest->simulated) {
+      break;
+    }
+    simulate(*fastest);
+    if (!fastest->simulated) {
+      break; // too large to simulate: its terms added up, as `partita plan` shows it
+    }
+  }
+  for (const auto& p : additive_front) {
+    if (result.simulation_work >= r.simulation_budget) {
+      break;
+    }
+    for (auto& q : fitting) {
+      if (!q.simulated && q.candidate.text() == p.candidate.text()) {
+        simulate(q);
+      }
+    }
+  }
+}
+
 } // namespace
 
 std::string Candidate::text() const {
@@ -360,6 +495,7 @@ Result search(const Request& request) {
 
   strategy::Evaluator evaluator(*r.graph, *r.cluster);
   std::vector<Point> fitting;
+  std::vector<double> overlappable; // per fitting point: overlappable_time()
   double best_time = std::numeric_limits<double>::infinity();
   std::optional<Point> smallest; // the least memory seen, for "nothing fits"
   double fastest_any = std::numeric_limits<double>::infinity();
@@ -425,7 +561,7 @@ Result search(const Request& request) {
     }
     const auto p = evaluator.totals(st, *st.setup, current_prepared);
     ++result.evaluated;
-    Point point{c, p.iteration_time, p.peak_memory, p.peak_memory <= result.memory_limit};
+    Point point{c, p.iteration_time, p.iteration_time, false, p.peak_memory, p.peak_memory <= result.memory_limit};
     if (c.recompute == cost::Recompute::none) {
       none_time[bound_key] = p.iteration_time;
     }
@@ -435,6 +571,7 @@ Result search(const Request& request) {
     }
     if (point.fits) {
       fitting.push_back(point);
+      overlappable.push_back(overlappable_time(p, c));
       best_time = std::min(best_time, point.iteration_time);
     }
   }
@@ -453,6 +590,12 @@ Result search(const Request& request) {
                             "gradients and optimizer state alone",
                             gib(result.memory_limit), result.too_big));
   }
+  const double fastest_additive = std::min_element(fitting.begin(), fitting.end(), [](const Point& a, const Point& b) {
+                                    return a.additive_time < b.additive_time;
+                                  })->additive_time;
+  if (r.simulation_budget > 0 || r.simulate_every_candidate) {
+    rank_by_simulation(r, evaluator, fitting, overlappable, result);
+  }
   // The best: the fastest, and of equally fast ones the one holding least memory.
   std::stable_sort(fitting.begin(), fitting.end(), [](const Point& a, const Point& b) {
     return a.iteration_time != b.iteration_time ? a.iteration_time < b.iteration_time : a.peak_memory < b.peak_memory;
@@ -468,11 +611,14 @@ Result search(const Request& request) {
   // plan's are evaluate()'s own, as `partita plan` prints them.
   for (Point* p : {&result.best, &result.pareto.front()}) {
     if (p->candidate.text() == result.best.candidate.text()) {
-      p->iteration_time = best.iteration_time;
+      if (!p->simulated) {
+        p->iteration_time = best.iteration_time;
+      }
+      p->additive_time = best.iteration_time;
       p->peak_memory = best.peak_memory;
     }
   }
-  if (fastest_any < result.best.iteration_time) {
+  if (fastest_any < fastest_additive) {
     result.binding = "memory";
   } else {
     double bubble = 0, communication = 0;
@@ -491,16 +637,22 @@ Result search(const Request& request) {
 strategy::Strategy optimize(const Request& r, Result* result) {
   auto res = search(r);
   auto st = res.strategy;
-  std::string text =
-      fmt::format("3-D search over {} candidates: {} planned and predicted, {} skipped as over the "
-                  "memory limit on parameters, gradients and optimizer state alone, {} as bounded by a "
-                  "faster plan, {} refused by the layout. Chosen: {}, {} per iteration, {} per device.",
-                  res.candidates, res.evaluated, res.too_big, res.too_slow, res.refused, res.best.candidate.text(),
-                  seconds_text(res.best.iteration_time), gib(res.best.peak_memory));
+  auto how = [](const Point& p) {
+    return p.simulated ? fmt::format("simulated; terms added up {}", seconds_text(p.additive_time))
+                       : std::string("terms added up");
+  };
+  std::string text = fmt::format(
+      "3-D search over {} candidates: {} planned and predicted, {} skipped as over the "
+      "memory limit on parameters, gradients and optimizer state alone, {} as bounded by a "
+      "faster plan, {} refused by the layout; {} of those that fit simulated for the final ranking{}. "
+      "Chosen: {}, {} per iteration ({}), {} per device.",
+      res.candidates, res.evaluated, res.too_big, res.too_slow, res.refused, res.simulated,
+      res.budget_cut ? " (the simulation budget ran out first: the rest ranked by their terms added up)" : "",
+      res.best.candidate.text(), seconds_text(res.best.iteration_time), how(res.best), gib(res.best.peak_memory));
   if (res.runner_up) {
-    text += fmt::format(" Runner-up: {}, {} (+{:.1f}%), {} per device.", res.runner_up->candidate.text(),
+    text += fmt::format(" Runner-up: {}, {} (+{:.1f}%, {}), {} per device.", res.runner_up->candidate.text(),
                         seconds_text(res.runner_up->iteration_time),
-                        100 * (res.runner_up->iteration_time / res.best.iteration_time - 1),
+                        100 * (res.runner_up->iteration_time / res.best.iteration_time - 1), how(*res.runner_up),
                         gib(res.runner_up->peak_memory));
   }
   text +=

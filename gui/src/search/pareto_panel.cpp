@@ -30,6 +30,13 @@ bool same_space(const AnalysisInput& a, const AnalysisInput& b) {
          a.fp32_gradients == b.fp32_gradients;
 }
 
+// How a point's iteration was predicted: simulated (with its terms added up beside it), or the
+// terms added up alone where the search's simulation budget or the plan's size left it so.
+QString howPredicted(const search::three_d::Point& p) {
+  return p.simulated ? ParetoPanel::tr("simulated; terms added up %1").arg(formatSeconds(p.additive_time))
+                     : ParetoPanel::tr("terms added up");
+}
+
 } // namespace
 
 AnalysisInput point_input(const AnalysisInput& base, const search::three_d::Candidate& c) {
@@ -57,8 +64,8 @@ ParetoPanel::ParetoPanel(QWidget* parent)
   m_summary->setObjectName(QStringLiteral("paretoSummary"));
   m_table->setObjectName(QStringLiteral("paretoTable"));
   m_table->setColumnCount(5);
-  m_table->setHorizontalHeaderLabels({tr("#"), tr("Configuration"), tr("Iteration (terms added up)"),
-                                      tr("Memory per device"), tr("Options (partita plan)")});
+  m_table->setHorizontalHeaderLabels(
+      {tr("#"), tr("Configuration"), tr("Iteration"), tr("Memory per device"), tr("Options (partita plan)")});
   m_table->horizontalHeaderItem(4)->setToolTip(tr("The command-line options that give this plan"));
   m_table->setSelectionBehavior(QAbstractItemView::SelectRows);
   m_table->setSelectionMode(QAbstractItemView::SingleSelection);
@@ -152,8 +159,8 @@ void ParetoPanel::show() {
     const auto& p = r.pareto[i];
     points << ScatterPoint{
         p.peak_memory / gib, p.iteration_time,
-        tr("%1\n%2 an iteration, %3 per device")
-            .arg(qs(p.candidate.text()), formatSeconds(p.iteration_time), formatBytes(p.peak_memory))};
+        tr("%1\n%2 an iteration (%3), %4 per device")
+            .arg(qs(p.candidate.text()), formatSeconds(p.iteration_time), howPredicted(p), formatBytes(p.peak_memory))};
     if (p.candidate.text() == r.best.candidate.text()) {
       best = static_cast<int>(i);
     }
@@ -172,12 +179,14 @@ void ParetoPanel::show() {
                          .arg(r.pareto.size())
                          .arg(formatBytes(r.memory_limit)),
                      points, marked, m_shown >= 0 && m_shown != best ? tr("on screen") : tr("chosen (fastest)"),
-                     tr("memory per device (GiB)"), tr("iteration, terms added up (s)"), limit);
+                     tr("memory per device (GiB)"), tr("iteration, simulated or terms added up (s)"), limit);
   m_table->setRowCount(static_cast<int>(r.pareto.size()));
   for (std::size_t i = 0; i < r.pareto.size(); ++i) {
     const auto& p = r.pareto[i];
     const int row = static_cast<int>(i);
-    const QStringList cells = {QString::number(row + 1), qs(p.candidate.text()), formatSeconds(p.iteration_time),
+    const QStringList cells = {QString::number(row + 1), qs(p.candidate.text()),
+                               p.simulated ? formatSeconds(p.iteration_time)
+                                           : tr("%1 (terms added up)").arg(formatSeconds(p.iteration_time)),
                                formatBytes(p.peak_memory), qs(p.candidate.options())};
     for (int c = 0; c < cells.size(); ++c) {
       auto* item = new QTableWidgetItem(cells[c]);

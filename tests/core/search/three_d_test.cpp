@@ -9,6 +9,7 @@
 #include "partita/proto/partita.pb.h"
 #include "partita/search/optimizer.h"
 #include "partita/search/three_d.h"
+#include "partita/sim/simulate.h"
 #include "partita/strategy/plan_file.h"
 #include "partita/strategy/strategy.h"
 #include "partita/zoo/zoo.h"
@@ -27,6 +28,8 @@ using search::three_d::Candidate;
 using ::testing::HasSubstr;
 
 // One thread, so that the search's own pricing is what the tests measure against brute force.
+// Ranked by the terms added up (no simulation budget): the screen the simulated ranking starts
+// from, exact against brute force; RanksAsAnExhaustiveSimulationDoes tests the ranking itself.
 search::Request request_on(const graph::Graph& g, const cluster::Cluster& c, int devices, cluster::Precision p) {
   search::Request r;
   r.graph = &g;
@@ -34,6 +37,7 @@ search::Request request_on(const graph::Graph& g, const cluster::Cluster& c, int
   r.devices = devices;
   r.setup.precision = p;
   r.threads = 1;
+  r.simulation_budget = 0;
   return r;
 }
 
@@ -111,7 +115,8 @@ struct Brute {
   std::vector<std::pair<double, double>> fitting; // (time, memory)
 };
 
-Brute brute_force(const search::Request& r, double limit) {
+// `simulate`: each candidate's iteration as `partita plan` predicts it (sim::simulate_prediction).
+Brute brute_force(const search::Request& r, double limit, bool simulate = false) {
   Brute out;
   for (const auto& c : every_candidate(r.devices, r.cluster->devices_per_node, strategy::batch_size(*r.graph), 4)) {
     strategy::Strategy st;
@@ -120,7 +125,10 @@ Brute brute_force(const search::Request& r, double limit) {
     } catch (const Error&) {
       continue;
     }
-    const auto p = strategy::evaluate(*r.graph, *r.cluster, st, *st.setup);
+    auto p = strategy::evaluate(*r.graph, *r.cluster, st, *st.setup);
+    if (simulate) {
+      EXPECT_TRUE(sim::simulate_prediction(*r.graph, *r.cluster, st, p)) << c.text();
+    }
     out.least_memory = std::min(out.least_memory, p.peak_memory);
     if (p.peak_memory <= limit) {
       out.best = std::min(out.best, p.iteration_time);
@@ -187,6 +195,48 @@ TEST(ThreeD, FindsTheFastestFittingCandidateOfTheWholeSpace) {
   }
   // The smallest footprint of the space is on the front.
   EXPECT_NEAR(bound.pareto.back().peak_memory, brute.least_memory, 1e-12 * brute.least_memory);
+}
+
+// The final ranking simulates the candidates whose bound (their terms added up less what the
+// simulator can overlap) could beat the best simulated so far: it finds what simulating every
+// candidate finds, the chosen figure is `partita plan`'s (simulated), and simulating changes the
+// choice here (data parallelism's gradient all-reduce hides behind the backward pass).
+TEST(ThreeD, RanksAsAnExhaustiveSimulationDoes) {
+  for (const int devices : {8, 16}) {
+    const auto model = zoo::load("zoo:gpt2?layers=4&hidden=256&heads=4&seq=128&batch=32&vocab=2048");
+    const auto cluster = cluster::load_cluster("dgx-a100?nodes=2");
+    auto r = request_on(model.graph, cluster, devices, cluster::Precision::bf16);
+    r.simulation_budget = search::Request{}.simulation_budget;
+    const auto found = search::three_d::search(r);
+    EXPECT_TRUE(found.best.simulated);
+    EXPECT_FALSE(found.budget_cut);
+    EXPECT_GT(found.simulated, 0U);
+    const auto brute = brute_force(r, std::numeric_limits<double>::infinity(), true);
+    EXPECT_NEAR(found.best.iteration_time, brute.best, 1e-9 * brute.best)
+        << devices << ": " << found.best.candidate.text();
+    EXPECT_LT(found.simulated, brute.fitting.size() / 4) << "the bound skips most of the space";
+
+    auto every = r;
+    every.simulate_every_candidate = true;
+    const auto all = search::three_d::search(every);
+    EXPECT_EQ(all.best.candidate.text(), found.best.candidate.text());
+
+    // What `partita plan` predicts for the chosen plan.
+    auto p = strategy::evaluate(*r.graph, *r.cluster, found.strategy, *found.strategy.setup);
+    const double additive = p.iteration_time;
+    ASSERT_TRUE(sim::simulate_prediction(*r.graph, *r.cluster, found.strategy, p));
+    EXPECT_NEAR(found.best.iteration_time, p.iteration_time, 1e-9 * p.iteration_time);
+    EXPECT_NEAR(found.best.additive_time, additive, 1e-12 * additive);
+
+    auto unsimulated = r;
+    unsimulated.simulation_budget = 0;
+    const auto added = search::three_d::search(unsimulated);
+    EXPECT_FALSE(added.best.simulated);
+    EXPECT_EQ(added.simulated, 0U);
+    if (devices == 16) {
+      EXPECT_NE(added.best.candidate.text(), found.best.candidate.text()) << "simulation changed nothing here";
+    }
+  }
 }
 
 TEST(ThreeD, OneLayoutServesEveryMicroBatchSize) {

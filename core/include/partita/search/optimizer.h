@@ -75,6 +75,12 @@ struct Request {
   struct Held {
     bool zero = false, recompute = false, sequence_parallel = false, schedule = false;
   } held;
+  // "3d": the final ranking runs candidates through the event simulator (sim::simulate_prediction,
+  // the figure `partita plan` prints) while this budget lasts, in tasks simulated plus the NICs each
+  // transfer shares (0: ranked by the terms added up); every candidate instead when
+  // simulate_every_candidate (tests and benchmarks).
+  std::size_t simulation_budget = 1'000'000;
+  bool simulate_every_candidate = false;
   // "given": the plan file to read (partita.proto Plan as JSON).
   std::string plan_file;
   // The model's facts, when the caller derived them (of *graph); empty: each family derives them.

@@ -6,11 +6,15 @@
 // rest) with a micro-batch size, a schedule (1F1B, or interleaved with V model chunks per stage),
 // a ZeRO stage, a recomputation policy and sequence parallelism on or off; each is planned by the
 // megatron family and predicted by strategy::Evaluator (evaluate()'s numbers up to the order of
-// floating-point sums), the chosen one by evaluate(), the number `partita plan` prints. Candidates
-// whose resident memory alone (parameters, gradients, optimizer state) provably exceeds the limit,
-// those whose time provably cannot beat what was found, and those another candidate provably
-// matches or beats in both time and memory are skipped without planning (three_d.cpp says how); a
-// plan that does not fit is never returned.
+// floating-point sums), its terms added up. Candidates whose resident memory alone (parameters,
+// gradients, optimizer state) provably exceeds the limit, those whose time provably cannot beat
+// what was found, and those another candidate provably matches or beats in both time and memory
+// are skipped without planning (three_d.cpp says how); a plan that does not fit is never returned.
+// The final ranking is the event simulator's (sim::simulate_prediction, the figure `partita plan`
+// prints): the candidates that fit are simulated in the order of a bound, their terms added up
+// less what the simulator can overlap, until no candidate left can beat the best simulated or the
+// budget (Request::simulation_budget) is spent, and the chosen plan is always simulated where its
+// size allows.
 
 #include "partita/search/optimizer.h"
 #include "partita/strategy/strategy.h"
@@ -43,7 +47,9 @@ struct Candidate {
 
 struct Point {
   Candidate candidate;
-  double iteration_time = 0; // evaluate()'s, seconds
+  double iteration_time = 0; // seconds: simulated where `simulated`, else additive_time
+  double additive_time = 0;  // seconds: evaluate()'s terms added up
+  bool simulated = false;    // iteration_time is the event simulator's (sim::simulate_prediction)
   double peak_memory = 0;    // bytes on the fullest device
   bool fits = false;
 };
@@ -55,12 +61,17 @@ struct Result {
   // The candidates that fit and that no other beats in both iteration time and memory per device,
   // fastest first (each a plan: `partita plan --strategy megatron` with its options()).
   std::vector<Point> pareto;
-  std::size_t candidates = 0; // the space, after the user's held choices
-  std::size_t evaluated = 0;  // planned and predicted
-  std::size_t too_big = 0;    // skipped: resident memory alone over the limit (a lower bound)
-  std::size_t too_slow = 0;   // skipped: time bound not below the best (and memory not below the front's)
-  std::size_t refused = 0;    // the megatron family refused the shape (dims that do not divide, ...)
-  double memory_limit = 0;    // bytes per device
+  std::size_t candidates = 0;      // the space, after the user's held choices
+  std::size_t evaluated = 0;       // planned and predicted
+  std::size_t too_big = 0;         // skipped: resident memory alone over the limit (a lower bound)
+  std::size_t too_slow = 0;        // skipped: time bound not below the best (and memory not below the front's)
+  std::size_t refused = 0;         // the megatron family refused the shape (dims that do not divide, ...)
+  std::size_t simulated = 0;       // of the planned ones that fit: run through the event simulator
+  std::size_t simulation_work = 0; // their cost in Request::simulation_budget's units
+  // The simulation budget (Request::simulation_budget) ran out before the ranking's bound said
+  // that no candidate left could beat the best: the rest are ranked by their terms added up.
+  bool budget_cut = false;
+  double memory_limit = 0; // bytes per device
   // What keeps the best from being faster: "memory" when a faster candidate exists that does not
   // fit, else the larger of "pipeline bubble" and "communication" in its prediction.
   std::string binding;
