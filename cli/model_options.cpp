@@ -172,6 +172,11 @@ void SetupOptions::add_to(CLI::App& cmd) {
                  "whatever the count")
       ->check(CLI::Range(0, 1024).description("an integer from 0 to 1024"))
       ->capture_default_str();
+  cmd.add_option("--simulation-budget", simulation_budget,
+                 "3d: the most its final ranking simulates, in tasks plus the NICs each transfer shares (0: rank by "
+                 "the terms added up)")
+      ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 50).description("an integer >= 0"))
+      ->capture_default_str();
   cmd.add_option("--memory-limit", memory_limit_gib,
                  "auto, bapipe, 3d: GiB per device the plan must fit in (default: the cluster's device memory)")
       ->check(CLI::Range(1e-6, 1e9).description("GiB > 0"));
@@ -206,6 +211,7 @@ void SetupOptions::fill(search::Request& request) const {
   request.min_piece = min_piece;
   request.memory_limit = memory_limit_gib * 1024.0 * 1024.0 * 1024.0;
   request.max_search_work = search_limit;
+  request.simulation_budget = static_cast<std::size_t>(simulation_budget);
   request.threads = search_threads;
 }
 

@@ -58,6 +58,7 @@ struct SetupOptions {
   double memory_limit_gib = 0;
   double search_limit = search::Request{}.max_search_work;
   int search_threads = search::Request{}.threads;
+  std::int64_t simulation_budget = static_cast<std::int64_t>(search::Request{}.simulation_budget);
   int pipeline_parallel = 0;
   int micro_batch_size = 0;
   // Whether the user gave these (the 3d family holds what was given and searches the rest).

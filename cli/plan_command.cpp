@@ -96,10 +96,11 @@ std::string gib(double bytes) {
 
 // The 3-D search's Pareto front: each point a plan, with the megatron options that make it.
 void print_pareto_front(const search::three_d::Result& r, const PlanOptions& o) {
-  Table t({{"#"}, {"iteration ms"}, {"", Table::Align::left}, {"memory MiB"}, {"plan", Table::Align::left}});
+  Table t(
+      {{"#"}, {"iteration ms"}, {"predicted by", Table::Align::left}, {"memory MiB"}, {"plan", Table::Align::left}});
   for (std::size_t i = 0; i < r.pareto.size(); ++i) {
     const auto& point = r.pareto[i];
-    t.add_row({std::to_string(i + 1), ms(point.iteration_time), point.simulated ? "simulated" : "terms added up",
+    t.add_row({std::to_string(i + 1), ms(point.iteration_time), point.simulated ? "simulation" : "terms added up",
                mib(point.peak_memory), point.candidate.text()});
   }
   std::cout << fmt::format("\nPareto front of the 3-D search: iteration time against memory per device, {} plans "
