@@ -1,10 +1,12 @@
 // The bapipe family: the exact partition at every stage count the devices allow, each candidate
-// predicted by evaluate() (the iteration time `partita plan` prints), the fastest that fits kept,
-// and an explanation naming the bottleneck stage and what binds it.
+// predicted by evaluate(), ranked in the end by the event simulator (the iteration time `partita
+// plan` prints), the fastest that fits kept, and an explanation naming the bottleneck stage and
+// what binds it.
 
 #include "partita/search/bapipe.h"
 
 #include "partita/graph/error.h"
+#include "partita/sim/simulate.h"
 
 #include <fmt/format.h>
 
@@ -32,10 +34,47 @@ struct Candidate {
   Partition partition;
   strategy::Strategy strategy;
   strategy::Prediction prediction;
+  // The lower bound on its simulated iteration (rank_by_simulation), and whether it still holds its
+  // plan: one whose bound exceeds the fastest terms added up found keeps only its shape, partition
+  // and totals, for the explanation (a 175B plan on 1,024 devices with its per-op prediction is
+  // tens of MiB).
+  double bound = 0;
+  bool whole = true;
 };
 
-// A fitted candidate's iteration in three parts: the bubble, the steady state (micro-batches x the
-// slowest stage) and the once-per-iteration gradient sync and optimizer step after them.
+// The file comment's lower bound: the terms added up less all the simulator can overlap or
+// shorten (the gradient sync, the moves per stage, the bubble); the terms added up themselves
+// where the plan is too large to simulate.
+bool simulatable(const graph::Graph& g, const Shape& shape) {
+  // A forward and a backward task per op and micro-batch at least: larger ones are not built.
+  return 2 * g.ops().size() * static_cast<std::size_t>(shape.micro_batches) <= sim::max_predicted_tasks;
+}
+double simulated_bound(const graph::Graph& g, const Shape& shape, const strategy::Prediction& p) {
+  if (!simulatable(g, shape)) {
+    return p.iteration_time;
+  }
+  double hidden = 0, bubble = 0;
+  for (const auto& t : p.iteration) {
+    if (t.name == "gradient sync" || t.name == "redistribution") {
+      hidden += t.value;
+    } else if (t.name == "pipeline bubble") {
+      bubble = t.value;
+    }
+  }
+  return p.iteration_time - hidden / shape.stages - bubble;
+}
+
+void lighten(Candidate& c) {
+  c.whole = false;
+  c.tables = {};
+  c.strategy = {};
+  std::vector<strategy::OpPrediction>().swap(c.prediction.ops);
+  std::vector<strategy::DeviceMemory>().swap(c.prediction.memory);
+}
+
+// A fitted candidate's iteration (simulated where it was) and its terms added up in three parts:
+// the bubble, the steady state (micro-batches x the slowest stage) and the once-per-iteration
+// gradient sync and optimizer step after them.
 struct Summary {
   int stages = 0, micro = 0;
   double iteration = 0, bubble = 0, steady = 0, sync = 0;
@@ -51,7 +90,10 @@ Summary summarize(const Candidate& c) {
   for (const auto& st : c.partition.stages) {
     s.sync = std::max(s.sync, st.sync);
   }
-  s.steady = s.iteration - s.bubble - s.sync;
+  // The parts are the terms added up (a simulation overlaps them): the steady state is what is left
+  // of their sum.
+  const double added = c.prediction.simulated ? c.prediction.additive_time : c.prediction.iteration_time;
+  s.steady = added - s.bubble - s.sync;
   return s;
 }
 
@@ -167,6 +209,65 @@ std::string explain(const Candidate& c, const Request& r, const std::string& tri
   return text;
 }
 
+// The final ranking, as the 3-D search's (three_d.cpp): the candidates simulated in the order of
+// a bound (their terms added up less the gradient sync, the moves per stage and the bubble, all
+// the simulator can overlap or shorten) until no candidate left can beat the best simulated or the
+// budget (Request::simulation_budget, tasks plus shared NICs) is spent; then the fastest is
+// simulated whatever the budget, where its size allows, so that its figure is `partita plan`'s.
+void rank_by_simulation(const Request& r, std::vector<Candidate>& fitted) {
+  const auto& g = *r.graph;
+  std::vector<std::size_t> order;
+  for (std::size_t i = 0; i < fitted.size(); ++i) {
+    if (fitted[i].whole) {
+      order.push_back(i);
+    }
+  }
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t a, std::size_t b) { return fitted[a].bound < fitted[b].bound; });
+  std::size_t work = 0;
+  auto simulate = [&](Candidate& c) {
+    if (c.prediction.simulated || !c.whole || !simulatable(g, c.shape)) {
+      return;
+    }
+    const auto s =
+        sim::simulate_prediction(*r.graph, *r.cluster, c.strategy, c.prediction, {}, sim::max_predicted_tasks);
+    work += s ? s->tasks.tasks.size() : sim::max_predicted_tasks;
+    if (s) {
+      for (const auto& t : s->tasks.tasks) {
+        if (sim::shares_links(t) && static_cast<std::size_t>(t.group) < s->tasks.group_links.size()) {
+          work += s->tasks.group_links[static_cast<std::size_t>(t.group)].size();
+        }
+      }
+    }
+  };
+  double best = std::numeric_limits<double>::infinity();
+  for (const std::size_t i : order) {
+    if (r.cancel != nullptr && r.cancel->load()) {
+      throw Cancelled();
+    }
+    if (!r.simulate_every_candidate && (fitted[i].bound >= best || work >= r.simulation_budget)) {
+      break;
+    }
+    simulate(fitted[i]);
+    best = std::min(best, fitted[i].prediction.iteration_time);
+  }
+  for (int settled = 0; settled < 8 && !order.empty(); ++settled) {
+    Candidate* fastest = nullptr;
+    for (const std::size_t i : order) {
+      if (fastest == nullptr || fitted[i].prediction.iteration_time < fastest->prediction.iteration_time) {
+        fastest = &fitted[i];
+      }
+    }
+    if (fastest->prediction.simulated || !simulatable(g, fastest->shape)) {
+      break;
+    }
+    simulate(*fastest);
+    if (!fastest->prediction.simulated) {
+      break; // too large to simulate after all: its terms added up, as `partita plan` shows it
+    }
+  }
+}
+
 } // namespace
 
 strategy::Strategy optimize(const Request& r) {
@@ -191,11 +292,13 @@ strategy::Strategy optimize(const Request& r) {
     }
   }
   const double limit = r.memory_limit > 0 ? r.memory_limit : r.cluster->device.memory_capacity;
-  std::optional<Candidate> best;
-  std::optional<Summary> runner_up;
-  std::vector<std::string> tried;
+  std::vector<Candidate> fitted; // every (stage count, micro-batches) that fits
+  double fastest_added = std::numeric_limits<double>::infinity();
+  std::vector<std::string> tried; // per stage count: why none fits, or empty (filled once ranked)
+  std::vector<int> tried_stages;
   for (std::size_t ci = 0; ci < counts.size(); ++ci) {
     const int stages = counts[ci];
+    tried_stages.push_back(stages);
     const int per_stage = r.devices / std::max(1, stages);
     Shape shape;
     shape.stages = stages;
@@ -236,7 +339,7 @@ strategy::Strategy optimize(const Request& r) {
       tried.push_back(fmt::format("{}: the batch of {} does not split over {} replicas", stages, batch, replicas));
       continue;
     }
-    std::optional<std::pair<int, double>> fastest; // this stage count's best (micro-batches, time)
+    bool any_fits = false;
     std::string refused;
     bool over = false;
     // Most micro-batches first: a stage's memory never grows with the count (weights and optimizer
@@ -278,21 +381,18 @@ strategy::Strategy optimize(const Request& r) {
         over = true;
         continue;
       }
-      if (!fastest || c.prediction.iteration_time < fastest->second) {
-        fastest = {micro, c.prediction.iteration_time};
-      }
-      if (!best || c.prediction.iteration_time < best->prediction.iteration_time) {
-        if (best && best->shape.stages != stages) {
-          runner_up = summarize(*best);
+      c.bound = simulated_bound(g, shape, c.prediction);
+      fastest_added = std::min(fastest_added, c.prediction.iteration_time);
+      fitted.push_back(std::move(c));
+      for (auto& f : fitted) {
+        if (f.whole && f.bound > fastest_added) {
+          lighten(f); // it cannot beat the fastest terms added up, simulated or not
         }
-        best = std::move(c);
-      } else if (stages != best->shape.stages && (!runner_up || c.prediction.iteration_time < runner_up->iteration)) {
-        runner_up = summarize(c);
       }
+      any_fits = true;
     }
-    if (fastest) {
-      tried.push_back(fmt::format("{}: {} ({})", stages, ms(fastest->second),
-                                  count(fastest->first, "micro-batch", "micro-batches")));
+    if (any_fits) {
+      tried.emplace_back(); // the fastest of this stage count, once ranked
     } else if (over) {
       tried.push_back(fmt::format("{}: does not fit", stages));
     } else {
@@ -305,8 +405,39 @@ strategy::Strategy optimize(const Request& r) {
       r.progress(static_cast<double>(ci + 1) / static_cast<double>(counts.size()));
     }
   }
+  if (r.simulation_budget > 0 || r.simulate_every_candidate) {
+    rank_by_simulation(r, fitted);
+  }
+  // The fastest (simulated where the ranking simulated it), the fastest of another stage count,
+  // and each stage count's fastest for the explanation.
+  Candidate* best = nullptr;
+  std::optional<Summary> runner_up;
+  for (auto& c : fitted) {
+    if (c.whole && (best == nullptr || c.prediction.iteration_time < best->prediction.iteration_time)) {
+      best = &c;
+    }
+  }
+  for (std::size_t i = 0; i < tried.size(); ++i) {
+    if (!tried[i].empty()) {
+      continue;
+    }
+    const Candidate* fastest = nullptr;
+    for (const auto& c : fitted) {
+      if (c.shape.stages == tried_stages[i] &&
+          (fastest == nullptr || c.prediction.iteration_time < fastest->prediction.iteration_time)) {
+        fastest = &c;
+      }
+    }
+    tried[i] = fmt::format("{}: {} ({}{})", tried_stages[i], ms(fastest->prediction.iteration_time),
+                           count(fastest->shape.micro_batches, "micro-batch", "micro-batches"),
+                           fastest->prediction.simulated ? ", simulated" : "");
+    if (best != nullptr && fastest->shape.stages != best->shape.stages &&
+        (!runner_up || fastest->prediction.iteration_time < runner_up->iteration)) {
+      runner_up = summarize(*fastest);
+    }
+  }
   const std::string table = fmt::format("{}", fmt::join(tried, ", "));
-  if (!best) {
+  if (best == nullptr) {
     throw Error(fmt::format("bapipe: no pipeline fits {} per device with these options ({} schedule; stage counts "
                             "{}); try more devices, --zero, --recompute or a smaller batch",
                             gib(limit), strategy::schedule_name(r.schedule), table));

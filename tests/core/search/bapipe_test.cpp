@@ -6,6 +6,7 @@
 #include "partita/graph/error.h"
 #include "partita/search/bapipe.h"
 #include "partita/search/optimizer.h"
+#include "partita/sim/simulate.h"
 #include "partita/strategy/strategy.h"
 #include "partita/zoo/zoo.h"
 #include "simple_cluster.h"
@@ -29,6 +30,14 @@ using graph::TensorRole;
 using search::bapipe::Partition;
 using search::bapipe::Problem;
 using ::testing::HasSubstr;
+
+// A plan's iteration as `partita plan` predicts it: simulated where its size allows.
+strategy::Prediction predicted(const graph::Graph& g, const cluster::Cluster& c, const strategy::Strategy& st,
+                               const cost::TrainingSetup& setup) {
+  auto p = strategy::evaluate(g, c, st, setup);
+  sim::simulate_prediction(g, c, st, p);
+  return p;
+}
 
 // A random priced chain of `n` ops: each op reads the one before, some also an earlier op's
 // output (a skip connection) that others read too.
@@ -474,15 +483,18 @@ TEST(BaPipe, TheFamilyKeepsTheFastestStageCountThatFitsAndExplainsIt) {
   const auto r = s.request(8);
   const auto st = search::find_optimizer("bapipe").optimize(r);
   ASSERT_TRUE(st.pipeline.has_value());
-  const auto p = strategy::evaluate(s.model.graph, s.cluster, st, r.setup);
+  const auto p = predicted(s.model.graph, s.cluster, st, r.setup);
   EXPECT_TRUE(p.fits);
-  // Never slower than the fixed-shape candidates it tried.
+  EXPECT_TRUE(p.simulated);
+  // Never slower than the fixed-shape candidates it tried, as `partita plan` predicts them (the
+  // final ranking is the simulator's).
   for (int stages : {1, 2, 4, 8}) {
     auto q = r;
     q.stages = stages;
     const auto other = search::find_optimizer("bapipe").optimize(q);
-    EXPECT_LE(p.iteration_time, strategy::evaluate(s.model.graph, s.cluster, other, r.setup).iteration_time);
+    EXPECT_LE(p.iteration_time, predicted(s.model.graph, s.cluster, other, r.setup).iteration_time * (1 + 1e-12));
   }
+  EXPECT_THAT(st.explanation, HasSubstr(", simulated)"));
   EXPECT_THAT(st.explanation, HasSubstr(fmt::format("{} stage", st.pipeline->stages)));
   EXPECT_THAT(st.explanation, HasSubstr(fmt::format("{} micro-batches", st.pipeline->micro_batches)));
   EXPECT_THAT(st.explanation, HasSubstr("1f1b schedule"));
@@ -517,7 +529,7 @@ TEST(BaPipe, TheMicroBatchCountIsTheFastestThatFits) {
   for (const int m : {1, 2, 4}) {
     auto q = r;
     q.micro_batches = m;
-    by_count[m] = strategy::evaluate(s.model.graph, s.cluster, search::find_optimizer("bapipe").optimize(q), {});
+    by_count[m] = predicted(s.model.graph, s.cluster, search::find_optimizer("bapipe").optimize(q), {});
   }
   EXPECT_LT(by_count[2].iteration_time, by_count[4].iteration_time);
   // Fewer micro-batches hold more activations in flight.
@@ -527,7 +539,7 @@ TEST(BaPipe, TheMicroBatchCountIsTheFastestThatFits) {
     auto q = r;
     q.memory_limit = std::isinf(limit) ? 0 : limit;
     const auto st = search::find_optimizer("bapipe").optimize(q);
-    const auto p = strategy::evaluate(s.model.graph, s.cluster, st, {});
+    const auto p = predicted(s.model.graph, s.cluster, st, {});
     EXPECT_LE(p.peak_memory, limit);
     int fitting = 0;
     for (const auto& [m, other] : by_count) {

@@ -75,7 +75,7 @@ struct Request {
   struct Held {
     bool zero = false, recompute = false, sequence_parallel = false, schedule = false;
   } held;
-  // "3d": the final ranking runs candidates through the event simulator (sim::simulate_prediction,
+  // "3d", "bapipe": the final ranking runs candidates through the event simulator (sim::simulate_prediction,
   // the figure `partita plan` prints) while this budget lasts, in tasks simulated plus the NICs each
   // transfer shares (0: ranked by the terms added up); every candidate instead when
   // simulate_every_candidate (tests and benchmarks).
