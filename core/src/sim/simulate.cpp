@@ -254,7 +254,8 @@ Result simulate(const TaskGraph& tg) {
   };
   std::vector<double> remaining(n, 0.0), rate(n, 1.0), since(n, 0.0);
   std::vector<unsigned> version(n, 0);
-  std::vector<std::vector<int>> on_link(tg.links.size()); // fluid transfers running on each link
+  // Fluid transfers running on each link, with the share of the link each loads it by.
+  std::vector<std::vector<std::pair<int, double>>> on_link(tg.links.size());
   std::vector<double> load(tg.links.size(), 0.0);
   std::vector<bool> dirty(tg.links.size(), false);
   std::vector<std::size_t> dirty_links;
@@ -312,7 +313,7 @@ Result simulate(const TaskGraph& tg) {
       rate[i] = 0; // set by the rate update below, which also schedules its end
       since[i] = now;
       for (const auto& l : *loads) {
-        on_link[static_cast<std::size_t>(l.link)].push_back(index);
+        on_link[static_cast<std::size_t>(l.link)].emplace_back(index, l.share);
         if (!dirty[static_cast<std::size_t>(l.link)]) {
           dirty[static_cast<std::size_t>(l.link)] = true;
           dirty_links.push_back(static_cast<std::size_t>(l.link));
@@ -325,16 +326,14 @@ Result simulate(const TaskGraph& tg) {
   const auto update_rates = [&] {
     for (auto l : dirty_links) {
       double sum = 0;
-      for (int t : on_link[l]) {
-        for (const auto& ll : tg.group_links[static_cast<std::size_t>(tg.tasks[static_cast<std::size_t>(t)].group)]) {
-          sum += static_cast<std::size_t>(ll.link) == l ? ll.share : 0.0;
-        }
+      for (const auto& [t, share] : on_link[l]) {
+        sum += share;
       }
       load[l] = sum;
     }
     ++stamp;
     for (auto l : dirty_links) {
-      for (int t : on_link[l]) {
+      for (const auto& [t, share] : on_link[l]) {
         const auto i = static_cast<std::size_t>(t);
         if (seen[i] == stamp) {
           continue;
@@ -387,7 +386,7 @@ Result simulate(const TaskGraph& tg) {
       if (const auto* loads = links_of(i)) {
         for (const auto& l : *loads) {
           auto& running = on_link[static_cast<std::size_t>(l.link)];
-          running.erase(std::find(running.begin(), running.end(), index));
+          running.erase(std::find_if(running.begin(), running.end(), [&](const auto& e) { return e.first == index; }));
           if (!dirty[static_cast<std::size_t>(l.link)]) {
             dirty[static_cast<std::size_t>(l.link)] = true;
             dirty_links.push_back(static_cast<std::size_t>(l.link));
