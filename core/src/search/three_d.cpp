@@ -13,13 +13,14 @@
 //   (none <= selective <= full for the same plan and ZeRO stage). So once "none" has been predicted
 //   for a shape and ZeRO stage, its time bounds the other two from below: they are skipped when
 //   the bound is no faster than the best found and the candidate could not join the front.
-// The final ranking: a simulated iteration is at least the terms added up less the gradient
-// synchronization, the moves between ops (a pipeline's per stage) and the bubble, which are all the
-// simulator overlaps or shortens (kernels, an op's own collectives and the step run in dependence
-// order; a shared NIC only lengthens a transfer). So candidates are simulated in the order of that
-// bound and the ranking stops once the next bound is no faster than the best simulated: exact up
-// to the budget, which a search past it reports (Result::budget_cut). Checked against simulating
-// every candidate in the tests.
+// The final ranking: a simulated iteration is taken to be at least the terms added up less the
+// gradient synchronization, the moves between ops (a pipeline's, per stage) and the bubble, which
+// are what the simulator overlaps or shortens (kernels, an op's own collectives and the step run in
+// dependence order; a shared NIC only lengthens a transfer). Candidates are simulated in the order
+// of that bound and the ranking stops once the next bound is no faster than the best simulated, or
+// when the budget is spent (Result::budget_cut). The bound is checked, not proven: simulating every
+// candidate of GPT-2 (12 layers, 16 devices, 2,182 candidates) and BERT-large (32 devices, 3,492)
+// found none below it, and the tests compare the ranking with simulating every candidate.
 //
 // Every micro-batch size is planned: a micro-batch's kernels run on its share at the efficiency
 // of that size, the weights are read whole for each, and each activation collective and send
@@ -286,11 +287,11 @@ std::vector<Point> pareto_front(std::vector<Point> points) {
   return front;
 }
 
-// What the simulator may hide of a prediction's terms added up: the gradient synchronization,
-// which it overlaps with the backward pass, and the moves between ops (a stage's sends run beside
-// the next micro-batch's kernels). Everything else (kernels, an op's own collectives, the step,
-// the bubble) it runs in dependence order, so a simulated iteration is at least the terms added
-// up less this, NICs shared or not (sharing only lengthens transfers).
+// What the simulator may hide or shorten of a prediction's terms added up: the gradient
+// synchronization, which it overlaps with the backward pass, the moves between ops (a stage's
+// sends run beside the next micro-batch's kernels; summed over the stages, so per stage here) and
+// the bubble (its fill and drain run op by op, where the sum takes the slowest stage's whole
+// micro-batch). Kernels, an op's own collectives and the step it runs in dependence order.
 double overlappable_time(const strategy::Prediction& p, const Candidate& c) {
   double hidden = 0, bubble = 0;
   for (const auto& t : p.iteration) {

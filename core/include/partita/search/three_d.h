@@ -11,10 +11,10 @@
 // what was found, and those another candidate provably matches or beats in both time and memory
 // are skipped without planning (three_d.cpp says how); a plan that does not fit is never returned.
 // The final ranking is the event simulator's (sim::simulate_prediction, the figure `partita plan`
-// prints): the candidates that fit are simulated in the order of a bound, their terms added up
-// less what the simulator can overlap, until no candidate left can beat the best simulated or the
-// budget (Request::simulation_budget) is spent, and the chosen plan is always simulated where its
-// size allows.
+// prints): the candidates that fit are simulated in the order of a lower bound (their terms added
+// up less what the simulator can overlap; checked, not proven, three_d.cpp) until the bound says
+// no candidate left can beat the best simulated or the budget (Request::simulation_budget) is
+// spent, and the chosen plan is always simulated where its size allows.
 
 #include "partita/search/optimizer.h"
 #include "partita/strategy/strategy.h"
