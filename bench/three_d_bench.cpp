@@ -16,7 +16,7 @@
 // default unless --simulation-budget says otherwise; 0: ranked by the terms added up); the
 // "simulated" column counts them, "+" where the budget ran out first.
 //
-// Usage: partita_bench_3d [--speed-only | --rows-only] [--cluster PRESET] [--simulation-budget N]
+// Usage: partita_bench_3d [--speed-only | --rows-only] [--cluster PRESET] [--simulation-budget N] [--simulate-every]
 
 #include "partita/cluster/cluster.h"
 #include "partita/graph/error.h"
@@ -60,6 +60,7 @@ search::Request request(const graph::Graph& g, const cluster::Cluster& c, int gp
 }
 
 std::size_t budget = search::Request{}.simulation_budget;
+bool simulate_every = false; // --simulate-every: the final ranking simulates every candidate that fits
 
 void speed(const std::string& preset) {
   struct Case {
@@ -74,6 +75,7 @@ void speed(const std::string& preset) {
     const auto c = cluster::load_cluster(fmt::format("{}?nodes={}", preset, (k.gpus + 7) / 8));
     auto r = request(g, c, k.gpus);
     r.simulation_budget = budget;
+    r.simulate_every_candidate = simulate_every;
     const auto t0 = std::chrono::steady_clock::now();
     const auto res = search::three_d::search(r);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -111,6 +113,7 @@ bool against_published(const std::string& preset) {
       sim::simulate_prediction(g, c, published_plan, given);
     }
     r.simulation_budget = budget;
+    r.simulate_every_candidate = simulate_every;
     const auto res = search::three_d::search(r);
     const double diff = res.best.iteration_time / given.iteration_time - 1;
     never_worse += res.best.iteration_time <= given.iteration_time ? 1 : 0;
@@ -137,11 +140,13 @@ int run(int argc, char** argv) {
       speed_only = true;
     } else if (a == "--rows-only") {
       rows_only = true;
+    } else if (a == "--simulate-every") {
+      simulate_every = true;
     } else if (a == "--simulation-budget" && i + 1 < argc) {
       budget = static_cast<std::size_t>(std::stod(argv[++i]));
     } else {
       throw Error(fmt::format("unknown argument '{}'\nusage: partita_bench_3d [--speed-only | --rows-only] "
-                              "[--cluster PRESET] [--simulation-budget N]",
+                              "[--cluster PRESET] [--simulation-budget N] [--simulate-every]",
                               a));
     }
   }
