@@ -7,6 +7,7 @@
 
 #include "partita/graph/error.h"
 #include "partita/sim/simulate.h"
+#include "search/simulated_ranking.h"
 
 #include <fmt/format.h>
 
@@ -50,18 +51,7 @@ bool simulatable(const graph::Graph& g, const Shape& shape) {
   return 2 * g.ops().size() * static_cast<std::size_t>(shape.micro_batches) <= sim::max_predicted_tasks;
 }
 double simulated_bound(const graph::Graph& g, const Shape& shape, const strategy::Prediction& p) {
-  if (!simulatable(g, shape)) {
-    return p.iteration_time;
-  }
-  double hidden = 0, bubble = 0;
-  for (const auto& t : p.iteration) {
-    if (t.name == "gradient sync" || t.name == "redistribution") {
-      hidden += t.value;
-    } else if (t.name == "pipeline bubble") {
-      bubble = t.value;
-    }
-  }
-  return p.iteration_time - hidden / shape.stages - bubble;
+  return simulatable(g, shape) ? detail::simulated_lower_bound(p, shape.stages) : p.iteration_time;
 }
 
 void lighten(Candidate& c) {
@@ -231,14 +221,7 @@ void rank_by_simulation(const Request& r, std::vector<Candidate>& fitted) {
     }
     const auto s =
         sim::simulate_prediction(*r.graph, *r.cluster, c.strategy, c.prediction, {}, sim::max_predicted_tasks);
-    work += s ? s->tasks.tasks.size() : sim::max_predicted_tasks;
-    if (s) {
-      for (const auto& t : s->tasks.tasks) {
-        if (sim::shares_links(t) && static_cast<std::size_t>(t.group) < s->tasks.group_links.size()) {
-          work += s->tasks.group_links[static_cast<std::size_t>(t.group)].size();
-        }
-      }
-    }
+    work += s ? detail::simulation_work(s->tasks) : sim::max_predicted_tasks;
   };
   double best = std::numeric_limits<double>::infinity();
   for (const std::size_t i : order) {

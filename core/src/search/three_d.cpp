@@ -33,6 +33,7 @@
 #include "partita/graph/error.h"
 #include "partita/sim/simulate.h"
 #include "search/families.h"
+#include "search/simulated_ranking.h"
 
 #include <fmt/format.h>
 
@@ -287,35 +288,6 @@ std::vector<Point> pareto_front(std::vector<Point> points) {
   return front;
 }
 
-// What the simulator may hide or shorten of a prediction's terms added up: the gradient
-// synchronization, which it overlaps with the backward pass, the moves between ops (a stage's
-// sends run beside the next micro-batch's kernels; summed over the stages, so per stage here) and
-// the bubble (its fill and drain run op by op, where the sum takes the slowest stage's whole
-// micro-batch). Kernels, an op's own collectives and the step it runs in dependence order.
-double overlappable_time(const strategy::Prediction& p, const Candidate& c) {
-  double hidden = 0, bubble = 0;
-  for (const auto& t : p.iteration) {
-    if (t.name == "gradient sync" || t.name == "redistribution") {
-      hidden += t.value;
-    } else if (t.name == "pipeline bubble") {
-      bubble = t.value;
-    }
-  }
-  return std::min(hidden / c.pipeline + bubble, p.iteration_time);
-}
-
-// What a simulation costs, the unit of Request::simulation_budget: a task, and each NIC a transfer
-// shares with others (the fluid sharing revisits them as transfers start and end).
-std::size_t simulation_work(const sim::TaskGraph& tg) {
-  std::size_t work = tg.tasks.size();
-  for (const auto& t : tg.tasks) {
-    if (sim::shares_links(t) && static_cast<std::size_t>(t.group) < tg.group_links.size()) {
-      work += tg.group_links[static_cast<std::size_t>(t.group)].size();
-    }
-  }
-  return work;
-}
-
 // The final ranking (the file comment's last paragraph): candidates that fit, simulated in the
 // order of their bound (additive_time - overlappable), until the next bound is no faster than the
 // best iteration found, or the task budget is spent; then the additive Pareto front's points not
@@ -363,7 +335,7 @@ void rank_by_simulation(const Request& r, strategy::Evaluator& evaluator, std::v
       p.iteration_time = prediction.iteration_time;
       p.simulated = true;
       ++result.simulated;
-      result.simulation_work += simulation_work(s->tasks);
+      result.simulation_work += detail::simulation_work(s->tasks);
     } else {
       result.simulation_work += sim::max_predicted_tasks; // built, and found too large
       int& from = too_many_from.try_emplace(tasks_key, p.candidate.micro_batches).first->second;
@@ -496,7 +468,7 @@ Result search(const Request& request) {
 
   strategy::Evaluator evaluator(*r.graph, *r.cluster);
   std::vector<Point> fitting;
-  std::vector<double> overlappable; // per fitting point: overlappable_time()
+  std::vector<double> overlappable; // per fitting point: its terms added up less its simulated_lower_bound()
   double best_time = std::numeric_limits<double>::infinity();
   std::optional<Point> smallest; // the least memory seen, for "nothing fits"
   double fastest_any = std::numeric_limits<double>::infinity();
@@ -572,7 +544,7 @@ Result search(const Request& request) {
     }
     if (point.fits) {
       fitting.push_back(point);
-      overlappable.push_back(overlappable_time(p, c));
+      overlappable.push_back(p.iteration_time - detail::simulated_lower_bound(p, c.pipeline));
       best_time = std::min(best_time, point.iteration_time);
     }
   }
