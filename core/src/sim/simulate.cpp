@@ -386,7 +386,7 @@ Result simulate(const TaskGraph& tg) {
       if (const auto* loads = links_of(i)) {
         for (const auto& l : *loads) {
           auto& running = on_link[static_cast<std::size_t>(l.link)];
-          running.erase(std::find_if(running.begin(), running.end(), [&](const auto& e) { return e.first == index; }));
+          running.erase(std::find_if(running.begin(), running.end(), [task = index](const auto& e) { return e.first == task; }));
           if (!dirty[static_cast<std::size_t>(l.link)]) {
             dirty[static_cast<std::size_t>(l.link)] = true;
             dirty_links.push_back(static_cast<std::size_t>(l.link));
