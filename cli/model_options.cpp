@@ -173,8 +173,8 @@ void SetupOptions::add_to(CLI::App& cmd) {
       ->check(CLI::Range(0, 1024).description("an integer from 0 to 1024"))
       ->capture_default_str();
   cmd.add_option("--simulation-budget", simulation_budget,
-                 "3d: the most its final ranking simulates, in tasks plus the NICs each transfer shares (0: rank by "
-                 "the terms added up)")
+                 "3d, bapipe: the most their final ranking simulates, in tasks plus the NICs each transfer shares; "
+                 "auto: any but 0 ranks its few candidates by simulation (0: rank by the terms added up)")
       ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 50).description("an integer >= 0"))
       ->capture_default_str();
   cmd.add_option("--memory-limit", memory_limit_gib,

@@ -8,10 +8,12 @@
 #include "partita/cluster/collectives.h"
 #include "partita/cost/op_cost.h"
 #include "partita/graph/error.h"
+#include "partita/sim/simulate.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cmath>
 #include <limits>
@@ -34,6 +36,7 @@ struct OpClassTables {
   std::vector<double> time;      // op_cost's time total per configuration
   std::vector<double> memory;    // per device: parameters, gradients, optimizer state, activations
   std::vector<double> workspace; // per device: the op's transient backward buffers
+  std::vector<double> sync;      // per configuration: the part of `time` that is weight-gradient sync
   std::vector<std::vector<int>> input_key, output_key; // per slot, per configuration: an interned placement
   // A tied weight's later reader (strategy::shared_parameters): `time` leaves out the weight's
   // state (memory, gradient sync, gathers, step), which it shares with the first reader when it
@@ -226,12 +229,13 @@ private:
       const auto oc = cost::op_cost(m_g, id, s, c, devs, *m_r.cluster, m_r.setup, m_keep[i], {}, 1, false);
       if (m_tie_inputs[i].empty()) {
         t.time.push_back(oc.time_total());
+        t.sync.push_back(oc.get(cost::term::gradient_sync));
       } else {
         const auto shared = tie_slots(id);
-        const double without =
-            cost::op_cost(m_g, id, s, c, devs, *m_r.cluster, m_r.setup, m_keep[i], shared, 1, false).time_total();
-        t.time.push_back(without);
-        t.tie_state.push_back(oc.time_total() - without);
+        const auto without = cost::op_cost(m_g, id, s, c, devs, *m_r.cluster, m_r.setup, m_keep[i], shared, 1, false);
+        t.time.push_back(without.time_total());
+        t.sync.push_back(without.get(cost::term::gradient_sync));
+        t.tie_state.push_back(oc.time_total() - without.time_total());
       }
       t.memory.push_back(oc.get(cost::term::parameters) + oc.get(cost::term::gradients) +
                          oc.get(cost::term::optimizer_state) + oc.get(cost::term::activations));
@@ -643,20 +647,21 @@ double peak_workspace(const CostGraph& cg, const std::vector<int>& choice) {
   return w;
 }
 
-// Solves with memory priced at `price` seconds per byte (vertex costs time + price x memory).
-dp::Solution solve_priced(CostGraph& cg, double price, const Request& r, int& solves) {
+// Solves with memory priced at `price` seconds per byte (vertex costs time + price x memory), the
+// ops' weight-gradient sync counted (1 - sync_discount) times.
+dp::Solution solve_priced(CostGraph& cg, double price, const Request& r, int& solves, double sync_discount = 0) {
   auto& p = cg.problem();
   std::vector<int> priced(cg.class_count(), -1);
   const auto saved = p.unary;
   const std::size_t saved_tables = p.tables.size();
-  if (price > 0) {
+  if (price > 0 || sync_discount > 0) {
     for (std::size_t i = 0; i < p.unary.size(); ++i) {
       const int c = cg.class_of(static_cast<graph::OpId>(i));
       if (priced[static_cast<std::size_t>(c)] < 0) {
         const auto& t = cg.tables(static_cast<graph::OpId>(i));
         std::vector<double> costs(t.time.size());
         for (std::size_t x = 0; x < costs.size(); ++x) {
-          costs[x] = t.time[x] + price * t.memory[x];
+          costs[x] = t.time[x] - sync_discount * t.sync[x] + price * t.memory[x];
         }
         priced[static_cast<std::size_t>(c)] = p.add_table(std::move(costs));
       }
@@ -678,6 +683,9 @@ dp::Solution solve_priced(CostGraph& cg, double price, const Request& r, int& so
   ++solves;
   return s;
 }
+
+// The hand-made families that configure every op on its own (no pipeline stages).
+constexpr std::array<const char*, 6> per_op_families{"dp", "mp", "owt", "megatron", "hybrid", "gholami"};
 
 std::string bytes_text(double b) {
   return b >= 1024.0 * 1024 * 1024 ? fmt::format("{:.3g} GiB", b / (1024.0 * 1024 * 1024))
@@ -736,6 +744,7 @@ AutoResult auto_search(const Request& r) {
   const double limit = result.memory_limit;
   double bound = best.cost;
   bool priced = false;
+  double price = 0; // seconds per byte of the optimum returned (0: the limit does not bind)
   if (peak(best.choice) > limit) {
     // Lagrangian relaxation: min time + price x (memory - limit) is a lower bound on the fastest
     // strategy that fits for every price >= 0; raise the price until the optimum fits, then
@@ -745,6 +754,7 @@ AutoResult auto_search(const Request& r) {
     const double m0 = std::max(additive_memory(cg, best.choice), 1.0);
     double lo = 0, hi = t0 / m0;
     std::optional<dp::Solution> fitting;
+    double fitting_price = 0;
     // The fastest strategy ignoring memory bounds every one that fits from below (price 0).
     auto try_price = [&](double price) {
       auto s = solve_priced(cg, price, r, solves);
@@ -754,6 +764,7 @@ AutoResult auto_search(const Request& r) {
       if (peak(s.choice) <= limit) {
         if (!fitting || time < time_of(cg, fitting->choice)) {
           fitting = s;
+          fitting_price = price;
         }
         return true;
       }
@@ -787,8 +798,70 @@ AutoResult auto_search(const Request& r) {
       }
     }
     best = *fitting;
+    price = fitting_price;
   }
-  const auto& choice = best.choice;
+  // The final ranking, as the simulator predicts (sim::simulate_prediction, the figure `plan`
+  // shows): it runs each bucket of weight-gradient sync beside the rest of the backward pass, which
+  // no sum of per-op terms can say. So the candidates are the exact optimum, the optima with the
+  // gradient sync counted half and not at all (at the same memory price), and the plans of the
+  // per-op families where every op's configuration is one of the search's; the distinct ones that
+  // fit are simulated and the fastest returned (on a tie, the one listed first).
+  std::vector<int> choice = best.choice;
+  if (r.simulation_budget > 0 || r.simulate_every_candidate) {
+    std::vector<std::pair<std::string, std::vector<int>>> optima{{"the exact optimum", best.choice}};
+    auto consider = [&](std::string name, std::vector<int> c) {
+      const bool known = std::any_of(optima.begin(), optima.end(), [&](const auto& o) { return o.second == c; });
+      if (!known && peak(c) <= limit) {
+        optima.emplace_back(std::move(name), std::move(c));
+      }
+    };
+    for (const double discount : {0.5, 1.0}) {
+      auto s = solve_priced(cg, price, r, solves, discount);
+      consider(discount < 1 ? "gradient sync counted half" : "gradient sync not counted", std::move(s.choice));
+    }
+    Request family_request = r;
+    family_request.progress = nullptr;
+    for (const char* name : per_op_families) {
+      strategy::Strategy family;
+      try {
+        family = find_optimizer(name).optimize(family_request);
+      } catch (const Cancelled&) {
+        throw;
+      } catch (const Error&) {
+        continue; // the family does not apply here
+      }
+      std::vector<int> c(n, -1);
+      for (std::size_t i = 0; i < n && i < family.ops.size(); ++i) {
+        const auto& configs = cg.tables(static_cast<graph::OpId>(i)).configs;
+        for (std::size_t x = 0; x < configs.size() && c[i] < 0; ++x) {
+          if (configs[x] == family.ops[i].config &&
+              cg.assignment(static_cast<graph::OpId>(i), static_cast<int>(x)).devices == family.ops[i].devices) {
+            c[i] = static_cast<int>(x);
+          }
+        }
+      }
+      if (family.ops.size() == n && !family.pipeline && std::find(c.begin(), c.end(), -1) == c.end()) {
+        consider(fmt::format("{}'s plan", name), std::move(c));
+      }
+    }
+    if (optima.size() > 1) {
+      std::size_t fastest = 0;
+      for (std::size_t k = 0; k < optima.size(); ++k) {
+        cg.check_cancel();
+        const auto st = to_strategy(optima[k].second);
+        auto prediction = strategy::evaluate(g, *r.cluster, st, r.setup);
+        const bool simulated =
+            sim::simulate_prediction(g, *r.cluster, st, prediction, {}, sim::max_predicted_tasks).has_value();
+        result.ranking.push_back(
+            {optima[k].first, time_of(cg, optima[k].second), prediction.iteration_time, simulated, false});
+        if (prediction.iteration_time < result.ranking[fastest].predicted) {
+          fastest = k;
+        }
+      }
+      result.ranking[fastest].chosen = true;
+      choice = optima[fastest].second;
+    }
+  }
   result.objective = time_of(cg, choice);
   result.lower_bound = priced ? std::min(bound, result.objective) : result.objective;
   result.strategy = to_strategy(choice);
@@ -873,13 +946,26 @@ AutoResult auto_search(const Request& r) {
       "ms (op costs plus redistributions).{}",
       configurations, n, cg.class_count(), p.edges.size(), best.stats.width, best.stats.largest_table,
       result.objective * 1e3, memory_text);
+  if (!result.ranking.empty()) {
+    std::string ranked;
+    for (const auto& o : result.ranking) {
+      ranked += fmt::format("{}{}: {:.4g} ms{} (terms added up {:.4g} ms){}", ranked.empty() ? "" : "; ", o.candidate,
+                            o.predicted * 1e3, o.simulated ? " simulated" : "", o.objective * 1e3,
+                            o.chosen ? ", chosen" : "");
+    }
+    result.strategy.explanation += fmt::format(
+        " The simulator overlaps gradient sync with the backward pass, which a sum of terms cannot say: the exact "
+        "optimum, the optima with gradient sync counted half and not at all, and the per-op families' plans were "
+        "ranked by their simulated iteration: {}.",
+        ranked);
+  }
   return result;
 }
 
 FamilyComparison compare_with_families(const Request& request, const strategy::Strategy& st) {
   FamilyComparison out;
   std::size_t fewest = std::numeric_limits<std::size_t>::max();
-  for (const char* name : {"dp", "mp", "owt", "megatron", "hybrid", "gholami"}) {
+  for (const char* name : per_op_families) {
     strategy::Strategy family;
     try {
       family = find_optimizer(name).optimize(request);
@@ -888,7 +974,10 @@ FamilyComparison compare_with_families(const Request& request, const strategy::S
     } catch (const Error&) {
       continue; // the family does not apply here
     }
-    const auto p = strategy::evaluate(*request.graph, *request.cluster, family, request.setup);
+    auto p = strategy::evaluate(*request.graph, *request.cluster, family, request.setup);
+    if (request.simulation_budget > 0 || request.simulate_every_candidate) {
+      sim::simulate_prediction(*request.graph, *request.cluster, family, p, {}, sim::max_predicted_tasks);
+    }
     out.table += fmt::format("{}{} {:.4g} ms", out.table.empty() ? "" : ", ", name, p.iteration_time * 1e3);
     if (out.best_family.empty() || p.iteration_time < out.best_family_time) {
       out.best_family = name;

@@ -12,7 +12,9 @@
 //   micro-batch size shares its plan's ops on the same devices; recomputation only adds terms
 //   (none <= selective <= full for the same plan and ZeRO stage). So once "none" has been predicted
 //   for a shape and ZeRO stage, its time bounds the other two from below: they are skipped when
-//   the bound is no faster than the best found and the candidate could not join the front.
+//   the bound is no faster than the best found and the candidate could not join the front. When
+//   the simulator ranks, the bound is "none"'s simulated lower bound (below), which recomputation
+//   only raises: the work it adds is compute that nothing overlaps.
 // The final ranking: a simulated iteration is taken to be at least the terms added up less the
 // gradient synchronization, the moves between ops (a pipeline's, per stage) and the bubble, which
 // are what the simulator overlaps or shortens (kernels, an op's own collectives and the step run in
@@ -472,7 +474,9 @@ Result search(const Request& request) {
   double best_time = std::numeric_limits<double>::infinity();
   std::optional<Point> smallest; // the least memory seen, for "nothing fits"
   double fastest_any = std::numeric_limits<double>::infinity();
-  std::map<std::tuple<int, int, int, int, bool, int, int>, double> none_time; // (shape, zero) -> time, recompute none
+  // (shape, zero) -> time with recompute none, or its simulated lower bound when simulating
+  std::map<std::tuple<int, int, int, int, bool, int, int>, double> none_time;
+  const bool simulating = r.simulation_budget > 0 || r.simulate_every_candidate;
   // The current layout's plan (candidates come sorted by layout; nullopt: the family refused it).
   std::optional<std::tuple<int, int, int, int, bool>> current_layout;
   std::optional<strategy::Strategy> current_plan;
@@ -536,7 +540,9 @@ Result search(const Request& request) {
     ++result.evaluated;
     Point point{c, p.iteration_time, p.iteration_time, false, p.peak_memory, p.peak_memory <= result.memory_limit};
     if (c.recompute == cost::Recompute::none) {
-      none_time[bound_key] = p.iteration_time;
+      // Ranked by the simulator, the bound is the simulated one (recomputation only adds work that
+      // nothing overlaps), so that a skip holds against the final ranking too.
+      none_time[bound_key] = simulating ? detail::simulated_lower_bound(p, c.pipeline) : p.iteration_time;
     }
     fastest_any = std::min(fastest_any, p.iteration_time);
     if (!smallest || point.peak_memory < smallest->peak_memory) {
@@ -566,7 +572,7 @@ Result search(const Request& request) {
   const double fastest_additive = std::min_element(fitting.begin(), fitting.end(), [](const Point& a, const Point& b) {
                                     return a.additive_time < b.additive_time;
                                   })->additive_time;
-  if (r.simulation_budget > 0 || r.simulate_every_candidate) {
+  if (simulating) {
     rank_by_simulation(r, evaluator, fitting, overlappable, result);
   }
   // The best: the fastest, and of equally fast ones the one holding least memory.

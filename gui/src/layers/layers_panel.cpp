@@ -103,7 +103,7 @@ QString LayersPanel::autoSummary(const Analysis& a) {
   QString text;
   if (a.families && !a.families->closest.empty()) {
     const auto& f = *a.families;
-    const double t = a.prediction.additive_time; // the families' times are their terms added up too
+    const double t = a.prediction.iteration_time; // simulated, as the families' times are
     const double margin = f.best_family_time > 0 ? 1 - t / f.best_family_time : 0;
     text += tr("<br>auto: like <b>%1</b>, except <span style='background:%2'>&nbsp;%3 ops&nbsp;</span>; "
                "%4 than the fastest hand-made family, %5 (%6)")

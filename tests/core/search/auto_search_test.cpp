@@ -4,6 +4,7 @@
 #include "partita/cluster/cluster.h"
 #include "partita/graph/error.h"
 #include "partita/search/auto_search.h"
+#include "partita/sim/simulate.h"
 #include "partita/strategy/strategy.h"
 #include "partita/zoo/zoo.h"
 
@@ -30,6 +31,7 @@ struct Case {
     request.graph = &model.graph;
     request.cluster = &cluster;
     request.devices = devices;
+    request.simulation_budget = 0; // the exact additive optimum; the simulated ranking is tested on its own
   }
   double time(const strategy::Strategy& st) const {
     return strategy::evaluate(model.graph, cluster, st, request.setup).iteration_time;
@@ -127,6 +129,62 @@ INSTANTIATE_TEST_SUITE_P(Zoo, NeverSlower,
 INSTANTIATE_TEST_SUITE_P(Zoo64, NeverSlower,
                          ::testing::Combine(::testing::Values("zoo:mlp?batch=64", "zoo:rnnlm?batch=32&seq=8"),
                                             ::testing::Values(64)));
+
+// Ranked in the end by the simulator (the prediction `plan` shows), auto is never slower than a
+// per-op family's plan simulated the same way, and whatever it returns fits.
+class NeverSlowerSimulated : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(NeverSlowerSimulated, ThanAnyPerOpFamily) {
+  Case s(GetParam(), 8);
+  s.request.simulation_budget = search::Request{}.simulation_budget;
+  const auto simulated = [&](const strategy::Strategy& st) {
+    auto p = strategy::evaluate(s.model.graph, s.cluster, st, s.request.setup);
+    EXPECT_TRUE(sim::simulate_prediction(s.model.graph, s.cluster, st, p).has_value());
+    return p.iteration_time;
+  };
+  const auto r = search::auto_search(s.request);
+  const double mine = simulated(r.strategy);
+  EXPECT_LE(r.peak_memory, r.memory_limit);
+  for (const auto& o : r.ranking) {
+    EXPECT_GE(o.predicted, mine * (1 - 1e-9)) << o.candidate;
+    EXPECT_EQ(o.chosen, o.predicted == mine) << o.candidate;
+  }
+  for (const char* family : {"dp", "mp", "owt", "megatron", "hybrid", "gholami"}) {
+    strategy::Strategy st;
+    try {
+      st = search::find_optimizer(family).optimize(s.request);
+    } catch (const Error&) {
+      continue;
+    }
+    EXPECT_LE(mine, simulated(st) * (1 + 1e-9)) << GetParam() << ": auto is slower than " << family;
+  }
+  const auto cmp = search::compare_with_families(s.request, r.strategy);
+  EXPECT_GE(cmp.best_family_time, mine * (1 - 1e-9)) << "the comparison simulates the families too";
+}
+
+INSTANTIATE_TEST_SUITE_P(Zoo, NeverSlowerSimulated,
+                         ::testing::Values("zoo:mlp?batch=64", "zoo:alexnet?batch=32&image=64",
+                                           "zoo:resnet50?batch=32&image=64", "zoo:rnnlm?batch=32&seq=8",
+                                           "zoo:gpt2?layers=2&hidden=256&heads=4&seq=128&batch=16",
+                                           "zoo:bert?layers=2&hidden=256&heads=4&seq=64&batch=16"));
+
+// Where the exact additive optimum is not the simulator's fastest (ResNet-50's gradient all-reduce
+// hides behind its backward pass), the ranking names its candidates and returns a faster one, and
+// the explanation says so.
+TEST(AutoSearch, RanksItsCandidatesByTheSimulator) {
+  Case s("zoo:resnet50?batch=2048", 8);
+  s.request.setup.precision = cluster::Precision::fp16;
+  s.request.simulation_budget = search::Request{}.simulation_budget;
+  const auto r = search::auto_search(s.request);
+  ASSERT_GE(r.ranking.size(), 2U);
+  EXPECT_EQ(r.ranking.front().candidate, "the exact optimum");
+  const auto chosen = std::find_if(r.ranking.begin(), r.ranking.end(), [](const auto& o) { return o.chosen; });
+  ASSERT_NE(chosen, r.ranking.end());
+  EXPECT_LT(chosen->predicted, r.ranking.front().predicted);
+  EXPECT_GE(chosen->objective, r.ranking.front().objective * (1 - 1e-9)) << "the exact optimum's terms are the least";
+  EXPECT_NEAR(r.objective, chosen->objective, 1e-12);
+  EXPECT_THAT(r.strategy.explanation, HasSubstr("ranked by their simulated iteration"));
+}
 
 TEST(AutoSearch, HoldsTheMemoryLimitAndStatesItsGap) {
   Case s("zoo:gpt2?layers=2&hidden=512&heads=8&seq=256&batch=32&vocab=8192", 8);

@@ -5,7 +5,9 @@
 // evaluate() uses: an op's vertex cost is its own terms from op_cost (compute, intra-op
 // collectives, gradient sync, optimizer step), an edge's cost the redistribution between the
 // producer's output layout and the consumer's input layout. Under a memory limit, a Lagrangian
-// price on memory is swept to the limit; the result states its optimality gap.
+// price on memory is swept to the limit; the result states its optimality gap. The final ranking
+// is the event simulator's, among the optima with the gradient sync counted whole, half and not at
+// all (it overlaps with the backward pass there) and the per-op families' plans (AutoResult::ranking).
 
 #include "partita/search/dp.h"
 #include "partita/search/optimizer.h"
@@ -34,6 +36,15 @@ struct AutoStats {
   dp::Stats dp;           // of the last solve
 };
 
+// A candidate of the final ranking and its prediction.
+struct AutoRanked {
+  std::string candidate; // "the exact optimum", "gradient sync counted half", "dp's plan", ...
+  double objective = 0;  // its terms added up (the search's objective, the sync counted whole)
+  double predicted = 0;  // the simulated iteration (the terms added up where it was too large to simulate)
+  bool simulated = false;
+  bool chosen = false;
+};
+
 struct AutoResult {
   strategy::Strategy strategy;
   // The search's objective for the strategy returned: the sum of its vertex and edge costs, in
@@ -46,6 +57,10 @@ struct AutoResult {
   double memory_limit = 0; // bytes per device the result was held to
   double peak_memory = 0;  // of the strategy returned (evaluate's)
   std::vector<AutoOpReport> ops;
+  // The final ranking by the simulator (Request::simulation_budget > 0): the distinct candidates
+  // that fit (the exact optimum, the optima with the gradient sync discounted, the per-op families'
+  // plans within the search's space); empty when the exact optimum was the only one.
+  std::vector<AutoRanked> ranking;
   AutoStats stats;
 };
 
@@ -60,7 +75,8 @@ struct FamilyComparison {
   std::string closest;                // "" when no family applies
   std::vector<graph::OpId> different; // ops configured otherwise than the closest family
   std::string best_family;            // the fastest hand-made family
-  double best_family_time = 0;        // its predicted iteration time (evaluate)
+  double best_family_time = 0;        // its predicted iteration time: simulated where the request's
+                                      // simulation_budget is not 0, as `plan` shows it, else evaluate()'s
   std::string table;                  // "dp 12.3 ms, mp ..." for the explanation
 };
 FamilyComparison compare_with_families(const Request& request, const strategy::Strategy& strategy);

@@ -78,7 +78,8 @@ struct Request {
   // "3d", "bapipe": the final ranking runs candidates through the event simulator (sim::simulate_prediction,
   // the figure `partita plan` prints) while this budget lasts, in tasks simulated plus the NICs each
   // transfer shares (0: ranked by the terms added up); every candidate instead when
-  // simulate_every_candidate (tests and benchmarks).
+  // simulate_every_candidate (tests and benchmarks). "auto": any budget but 0 simulates its few final
+  // candidates (AutoResult::ranking), and compare_with_families the families' plans.
   std::size_t simulation_budget = 1'000'000;
   bool simulate_every_candidate = false;
   // "given": the plan file to read (partita.proto Plan as JSON).
