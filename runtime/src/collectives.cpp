@@ -85,6 +85,55 @@ void all_reduce_sum(MPI_Comm comm, float* data, std::int64_t count) {
   }
 }
 
+StartedSums::~StartedSums() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized != 0) {
+    return;
+  }
+  for (auto& r : m_requests) {
+    if (!r.empty()) { // an error cut the iteration short: the sums still end before their buffers go
+      MPI_Waitall(static_cast<int>(r.size()), r.data(), MPI_STATUSES_IGNORE);
+    }
+  }
+}
+
+std::size_t StartedSums::start(MPI_Comm comm, float* data, std::int64_t count) {
+  if (m_open == 0) {
+    m_requests.clear();
+  }
+  auto& requests = m_requests.emplace_back();
+  ++m_open;
+  if (comm != MPI_COMM_NULL) {
+    const std::int64_t chunk = std::int64_t{1} << 20; // as all_reduce_sum
+    for (std::int64_t off = 0; off < count; off += chunk) {
+      const int n = static_cast<int>(std::min(chunk, count - off));
+      check_mpi(MPI_Iallreduce(MPI_IN_PLACE, data + off, n, MPI_FLOAT, MPI_SUM, comm, &requests.emplace_back()),
+                "MPI_Iallreduce");
+    }
+  }
+  return m_requests.size();
+}
+
+void StartedSums::test() {
+  for (auto& r : m_requests) {
+    if (!r.empty()) {
+      int done = 0;
+      check_mpi(MPI_Testall(static_cast<int>(r.size()), r.data(), &done, MPI_STATUSES_IGNORE), "MPI_Testall");
+    }
+  }
+}
+
+void StartedSums::wait(std::size_t started) {
+  if (started == 0 || started > m_requests.size()) {
+    return;
+  }
+  auto& r = m_requests[started - 1];
+  check_mpi(MPI_Waitall(static_cast<int>(r.size()), r.data(), MPI_STATUSES_IGNORE), "MPI_Waitall");
+  r.clear();
+  --m_open;
+}
+
 namespace {
 
 std::vector<int> int_counts(std::span<const std::int64_t> counts, const char* what) {

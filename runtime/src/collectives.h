@@ -42,6 +42,24 @@ private:
 
 // Sums `data` in place over the communicator (no-op for MPI_COMM_NULL).
 void all_reduce_sum(MPI_Comm comm, float* data, std::int64_t count);
+
+// Nonblocking in-place sums (MPI_Iallreduce, in the chunks all_reduce_sum uses), each known by the
+// number start() returns (from 1): test() moves every one on, wait(n) finishes sum n. Every sum
+// started is waited for before this is destroyed (the destructor waits for the rest).
+class StartedSums {
+public:
+  StartedSums() = default;
+  ~StartedSums();
+  StartedSums(const StartedSums&) = delete;
+  StartedSums& operator=(const StartedSums&) = delete;
+  std::size_t start(MPI_Comm comm, float* data, std::int64_t count);
+  void test();
+  void wait(std::size_t started);
+
+private:
+  std::vector<std::vector<MPI_Request>> m_requests; // by number - 1; emptied once waited for
+  std::size_t m_open = 0;                           // started and not waited for
+};
 // Backend::reduce_scatter_sum and Backend::all_gather over MPI (MPI_Reduce_scatter, MPI_Allgatherv
 // in place); no-ops for MPI_COMM_NULL but for the copy of the one slice.
 void reduce_scatter_sum(MPI_Comm comm, const float* data, std::span<const std::int64_t> counts, float* mine);

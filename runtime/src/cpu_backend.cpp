@@ -182,6 +182,11 @@ public:
   void all_reduce_sum(MPI_Comm comm, float* data, std::int64_t count) override {
     runtime::all_reduce_sum(comm, data, count);
   }
+  std::size_t all_reduce_sum_start(MPI_Comm comm, float* data, std::int64_t count) override {
+    return m_started.start(comm, data, count);
+  }
+  void all_reduce_progress() override { m_started.test(); }
+  void all_reduce_wait(std::size_t started) override { m_started.wait(started); }
 
   void matmul(const MatmulShape& s, const float* a, bool trans_a, const float* b, bool trans_b, float* c) override {
     const Rounded ra(matrix_rounding(), s.batch * s.m * s.k, a), rb(matrix_rounding(), s.batch * s.k * s.n, b);
@@ -657,6 +662,7 @@ private:
   dnnl::stream m_stream;
   std::vector<unsigned char> m_scratch;
   volatile unsigned char m_sink = 0;
+  StartedSums m_started;
 };
 
 } // namespace

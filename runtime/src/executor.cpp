@@ -734,6 +734,9 @@ void Executor::backward() {
       }
       clock_add(id, Phase::backward, t0, 0, !state.has_kernel);
       release_parameters(state);
+      if (m_bucket_bytes > 0 && m_final_backward) {
+        bucket_gradients(id, state);
+      }
       for (auto& in : state.inputs) {
         if (in.gradient && in.halo) {
           m_backend.synchronize(); // the host sends what the kernels wrote
@@ -767,8 +770,60 @@ void Executor::backward() {
         clock_add(id, Phase::backward_redistribution, t0, in.backward_exchange.bytes_in);
       }
     }
+    if (m_in_flight) {
+      const double p0 = clock_start();
+      m_backend.all_reduce_progress();
+      clock_add(id, Phase::gradient_sync, p0);
+    }
+  }
+  if (m_bucket_bytes > 0 && m_final_backward) { // the buckets not full yet, as DDP's last
+    for (auto& [group, bucket] : m_buckets) {
+      start_bucket(group);
+    }
   }
   flush_times();
+}
+
+bool Executor::overlappable(const Input& in) const {
+  return in.parameter && in.gradient && !in.owner && in.partners.empty() && !in.zero && in.reduce_group.size() > 1 &&
+         (in.copies == 1 || m_training.zero_stage == 0);
+}
+
+void Executor::bucket_gradients(graph::OpId id, OpState& state) {
+  for (std::size_t i = 0; i < state.inputs.size(); ++i) {
+    const Input& in = state.inputs[i];
+    if (!overlappable(in)) {
+      continue;
+    }
+    auto& bucket = m_buckets[in.reduce_group];
+    bucket.inputs.emplace_back(id, i);
+    bucket.bytes += static_cast<double>(in.gradient->elements()) * 4;
+    if (bucket.bytes >= m_bucket_bytes) {
+      start_bucket(in.reduce_group);
+    }
+  }
+}
+
+// Every member of a replica group holds the same blocks and runs the same backward pass, so the
+// members fill and start a group's buckets alike, in the same order (MPI's rule for collectives on
+// one communicator).
+void Executor::start_bucket(const Group& group) {
+  auto& bucket = m_buckets[group];
+  if (bucket.inputs.empty()) {
+    return;
+  }
+  m_backend.synchronize(); // the backward kernels have written the gradients
+  const MPI_Comm comm = m_comms.get(group);
+  for (const auto& [op, i] : bucket.inputs) {
+    Input& in = m_ops[static_cast<std::size_t>(op)].inputs[i];
+    const double t0 = clock_start();
+    in.started = m_backend.all_reduce_sum_start(comm, in.gradient->data.data(), in.gradient->elements());
+    in.in_flight = true;
+    clock_add(op, Phase::gradient_sync, t0);
+    ++m_overlapped_sums;
+  }
+  m_in_flight = true;
+  bucket = {};
 }
 
 void Executor::synchronize_gradients() {
@@ -783,6 +838,14 @@ void Executor::synchronize_gradients() {
   };
   for (const auto id : m_order) {
     for (auto& in : m_ops[static_cast<std::size_t>(id)].inputs) {
+      if (in.in_flight) { // started during the backward pass
+        const double t0 = clock_start();
+        m_backend.all_reduce_wait(in.started);
+        m_backend.synchronize();
+        clock_add(id, Phase::gradient_sync, t0, static_cast<double>(in.gradient->elements()) * 4);
+        in.in_flight = false;
+        continue;
+      }
       if (!in.gradient || !in.parameter || in.owner) {
         continue;
       }
@@ -856,6 +919,7 @@ void Executor::synchronize_gradients() {
       copy_back();
     }
   }
+  m_in_flight = false;
   sum_tied_gradients();
   flush_times();
 }

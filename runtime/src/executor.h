@@ -105,6 +105,19 @@ public:
   void generate_inputs();
   // Weight gradients add up over backward() calls until zero_weight_gradients().
   void set_accumulate_weight_gradients(bool on) { m_accumulate = on; }
+  // Weight gradients summed over their replicas during the backward pass, as PyTorch DDP does:
+  // once an op's backward pass has written a weight's gradient, it joins the bucket of its replica
+  // group, and a bucket of at least `bucket_bytes` is started without waiting (Backend::
+  // all_reduce_sum_start); the rest start when the backward pass ends, and synchronize_gradients()
+  // waits for them. 0 (the default): every gradient is summed in synchronize_gradients(). Weights
+  // under ZeRO, tied weights and copies averaged over ZeRO's group are always summed there.
+  void set_gradient_overlap(double bucket_bytes) { m_bucket_bytes = bucket_bytes; }
+  // Whether the coming backward() is the last one adding to the weight gradients before they are
+  // synchronized (a pipeline's last micro-batch of this stage; true by default): only then does it
+  // start their sums.
+  void set_final_backward(bool on) { m_final_backward = on; }
+  // Gradient sums started during backward passes since the executor was made.
+  int overlapped_sums() const { return m_overlapped_sums; }
   void zero_weight_gradients();
   // Fills every gradient buffer with NaN, so that --verify fails where a kernel or an exchange
   // reads a gradient before writing it (backward() zeroes only the gradients that are added
@@ -190,6 +203,8 @@ private:
       Floats weights;  // ZeRO-3: the slice of the weights (the whole shard only while a pass reads it)
     };
     std::optional<Zero> zero;
+    std::size_t started = 0; // its sum over reduce_group, started in backward() (set_gradient_overlap)
+    bool in_flight = false;  // started, and synchronize_gradients() has not waited for it yet
   };
   struct Output {
     std::optional<Shard> value, gradient;
@@ -251,6 +266,20 @@ private:
   // order, partitioning the shard's block): this rank's region of the shard holds the sum after.
   void reduce_scatter(const Group& group, Shard& shard, const std::vector<sharding::Block>& regions);
   void sum_tied_gradients();
+  // set_gradient_overlap(): whether a weight's gradient can be summed during backward(), and the
+  // buckets of those waiting to be (by replica group, in the order the backward pass wrote them).
+  bool overlappable(const Input& in) const;
+  void bucket_gradients(graph::OpId id, OpState& state);
+  void start_bucket(const Group& group);
+  struct Bucket {
+    std::vector<std::pair<graph::OpId, std::size_t>> inputs;
+    double bytes = 0;
+  };
+  std::map<Group, Bucket> m_buckets;
+  double m_bucket_bytes = 0;
+  bool m_final_backward = true;
+  bool m_in_flight = false; // some sum was started and not waited for
+  int m_overlapped_sums = 0;
   bool in_scope(graph::OpId id) const;
   // Fills a generated (producer-less) input's block for the current micro-batch.
   void generate(Shard& s, graph::TensorId t) const;

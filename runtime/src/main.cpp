@@ -51,6 +51,8 @@ struct Options {
   std::string reference_backend; // empty: --backend's
   double timeout = 300;
   std::string inject_fault;
+  bool overlap_gradients = false;
+  double bucket_mb = 25;
 };
 
 // What a failing rank needs to leave its partial results behind: set once the plan is loaded.
@@ -237,6 +239,10 @@ struct Runner {
     }
   }
   void poison_gradients() { pipeline ? pipeline->poison_gradients() : flat->poison_gradients(); }
+  void set_gradient_overlap(double bucket_bytes) {
+    pipeline ? pipeline->set_gradient_overlap(bucket_bytes) : flat->set_gradient_overlap(bucket_bytes);
+  }
+  int overlapped_sums() const { return pipeline ? pipeline->overlapped_sums() : flat->overlapped_sums(); }
   std::vector<Snapshot> snapshot() { return pipeline ? pipeline->snapshot() : flat->snapshot(); }
   std::vector<Snapshot> weight_snapshot() const {
     return pipeline ? pipeline->weight_snapshot() : flat->weight_snapshot();
@@ -388,6 +394,9 @@ int run(const Options& opt, int rank, int size) {
     } else {
       ex.flat.emplace(g, loaded->strategy, MPI_COMM_WORLD, *backend, recorder, training, loaded->constants);
     }
+    if (opt.overlap_gradients) {
+      ex.set_gradient_overlap(opt.bucket_mb * 1e6);
+    }
     if (rank == 0) {
       fmt::print("partita-run: {} ({} strategy) on {} ranks, backend {}, {} thread(s) per rank, {} sub-communicators\n",
                  loaded->model, loaded->family, size, backend->name(), opt.threads, ex.communicators());
@@ -411,6 +420,11 @@ int run(const Options& opt, int rank, int size) {
                  training.zero_stage > 0
                      ? fmt::format(", ZeRO-{} over each weight's data-parallel replicas", training.zero_stage)
                      : std::string());
+      if (opt.overlap_gradients) {
+        fmt::print("  gradients: summed over their replicas during the backward pass, in buckets of {:g} MB{}\n",
+                   opt.bucket_mb,
+                   backend->name().starts_with("cpu") ? " (MPI moves the sums on between the backward kernels)" : "");
+      }
       for (const auto& note : loaded->notes) {
         fmt::print("  note: {}\n", note);
       }
@@ -506,9 +520,16 @@ int run(const Options& opt, int rank, int size) {
     watchdog.set_activity("gathering the records");
     const auto all = gather_records(recorder.records(), MPI_COMM_WORLD);
     const auto memory = gather_memory(ex.held_bytes(), rank, size);
+    int overlapped = 0;
+    const int mine = ex.overlapped_sums();
+    MPI_Reduce(&mine, &overlapped, 1, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD);
     if (rank == 0) {
       const auto summary = summarize(g, all, opt.iterations);
       fmt::print("{}", text_summary(g, summary));
+      if (opt.overlap_gradients) {
+        fmt::print("gradient sums started during the backward pass: {} (every rank, every iteration{})\n", overlapped,
+                   opt.verify ? ", --verify's included" : "");
+      }
       double most_tensor = 0, most_resident = 0;
       for (const auto& m : memory) {
         most_tensor = std::max(most_tensor, m.tensor_bytes());
@@ -581,6 +602,13 @@ int main(int argc, char** argv) {
   app.add_option("--timeout", opt.timeout,
                  "seconds without progress after which a rank ends the job, writing its partial trace (0: never)")
       ->check(partita::cli::real(0, 7 * 24 * 3600, "seconds"));
+  app.add_flag("--overlap-gradients", opt.overlap_gradients,
+               "sum each weight's gradient over its replicas during the backward pass, as PyTorch DDP does: "
+               "gradients in buckets (--bucket-mb) started as the backward pass fills them; default: all summed "
+               "after the backward pass");
+  app.add_option("--bucket-mb", opt.bucket_mb,
+                 "--overlap-gradients: start a bucket's sums once it holds this many MB of gradients (DDP's 25)")
+      ->check(partita::cli::real(1e-6, 1e6, "MB"));
   app.add_option("--inject-fault", opt.inject_fault,
                  "for testing robustness: fail:RANK:OP[:ITERATION] throws, hang:RANK:OP[:ITERATION] blocks, in the "
                  "forward of op OP in that timed iteration (default 0)");

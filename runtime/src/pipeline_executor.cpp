@@ -366,6 +366,13 @@ void PipelineExecutor::run_backward(int micro_batch, int chunk) {
     }
   }
   ex.set_micro_batch(micro_batch);
+  int last = -1; // the chunk's last backward pass: its weight gradients are complete after it
+  for (const auto& s : m_schedule) {
+    if (!s.forward && s.chunk == chunk) {
+      last = s.micro_batch;
+    }
+  }
+  ex.set_final_backward(micro_batch == last);
   ex.backward();
   for (std::size_t e = 0; e < m_edges.size(); ++e) { // for an earlier chunk of this rank: kept
     const auto& edge = m_edges[e];

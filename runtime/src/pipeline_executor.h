@@ -58,6 +58,20 @@ public:
       c.executor->unscale_gradients(factor, flag);
     }
   }
+  // Executor::set_gradient_overlap for the stage: the sums start during each chunk's backward
+  // pass of its last micro-batch.
+  void set_gradient_overlap(double bucket_bytes) {
+    for (auto& c : m_chunks) {
+      c.executor->set_gradient_overlap(bucket_bytes);
+    }
+  }
+  int overlapped_sums() const {
+    int n = 0;
+    for (const auto& c : m_chunks) {
+      n += c.executor->overlapped_sums();
+    }
+    return n;
+  }
 
   // What this rank holds, in coordinates of the full-batch model: outputs and input gradients of
   // every micro-batch placed at its slice (summed over micro-batches for unbatched tensors), and
