@@ -46,6 +46,8 @@ struct RunOptions {
   LaunchSettings launch;
   std::string json;
   std::string measurements; // an earlier run's: compare, do not launch
+  bool overlap_gradients = false;
+  double bucket_mb = 25;
 };
 
 std::string ms(double seconds) {
@@ -89,6 +91,13 @@ void add_run_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--timeout", o->timeout, "seconds before mpirun ends a run that hangs")
       ->check(whole(1, 7 * 24 * 3600, "seconds"))
+      ->capture_default_str();
+  cmd->add_flag("--overlap-gradients", o->overlap_gradients,
+                "partita-run sums each weight's gradient over its replicas during the backward pass (DDP's buckets, "
+                "--bucket-mb); the prediction stays one thing at a time on a rank: on the CPU, MPI moves the sums "
+                "on only between the backward kernels");
+  cmd->add_option("--bucket-mb", o->bucket_mb, "--overlap-gradients: gradient bucket size in MB")
+      ->check(real(1e-6, 1e6, "MB"))
       ->capture_default_str();
   cmd->add_option("--work-dir", o->work_dir,
                   "where the plan, trace and measurements go (default: a new temporary directory)");
@@ -136,6 +145,10 @@ void add_run_command(CLI::App& app) {
       io::write_json_file(plan_file, plan);
       job.arguments =
           launch::run_arguments(plan_file, o->warmup, o->iterations, o->threads, trace, measurements, o->backend);
+      if (o->overlap_gradients) {
+        job.arguments.insert(job.arguments.end(),
+                             {"--overlap-gradients", "--bucket-mb", fmt::format("{:g}", o->bucket_mb)});
+      }
       const std::string command = launch::shell_line(launch::job_command(job));
       std::cout << fmt::format("running: {}\n", command) << std::flush;
       const auto [status, output] = run_streaming(command);
