@@ -290,12 +290,20 @@ public:
     check(cublasSetMathMode(m_blas, CUBLAS_PEDANTIC_MATH), "cublasSetMathMode"); // fp32 as the CPU computes it
     check(cudnnCreate(&m_dnn), "cudnnCreate");
     check(cudnnSetStream(m_dnn, m_stream), "cudnnSetStream");
-    if (MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, destroy_nccl, &m_keyval, nullptr) != MPI_SUCCESS) {
+    if (MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, destroy_nccl, &m_keyval, nullptr) != MPI_SUCCESS ||
+        MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, destroy_nccl, &m_gradient_keyval, nullptr) != MPI_SUCCESS) {
       throw Error("MPI_Comm_create_keyval failed");
     }
   }
   ~CudaBackend() override {
     (void)cudaStreamSynchronize(m_stream);
+    if (m_gradient_stream != nullptr) {
+      (void)cudaStreamSynchronize(m_gradient_stream);
+      (void)cudaStreamDestroy(m_gradient_stream);
+    }
+    for (cudaEvent_t e : m_sum_events) {
+      (void)cudaEventDestroy(e);
+    }
     device_memory().set_stream(nullptr);
     for (cudaEvent_t e : m_marks) {
       (void)cudaEventDestroy(e);
@@ -307,6 +315,7 @@ public:
       (void)cudaFree(m_scratch);
     }
     MPI_Comm_free_keyval(&m_keyval);
+    MPI_Comm_free_keyval(&m_gradient_keyval);
     cudnnDestroy(m_dnn);
     cublasDestroy(m_blas);
     (void)cudaStreamDestroy(m_stream);
@@ -357,6 +366,43 @@ public:
     }
     check(ncclAllReduce(data, data, static_cast<std::size_t>(count), ncclFloat, ncclSum, nccl(comm), m_stream),
           "ncclAllReduce");
+  }
+  // Gradient sums started during the backward pass run on a stream and NCCL communicator of their
+  // own (as DDP's process group does), after what the kernels' stream has queued so far; waiting
+  // makes the kernels' stream wait for them. Each sum's end is an event, reused once all are waited for.
+  std::size_t all_reduce_sum_start(MPI_Comm comm, float* data, std::int64_t count) override {
+    if (comm == MPI_COMM_NULL || count == 0) {
+      return 0;
+    }
+    if (m_gradient_stream == nullptr) {
+      check(cudaStreamCreateWithFlags(&m_gradient_stream, cudaStreamNonBlocking), "cudaStreamCreate");
+    }
+    if (m_sums_open == 0) {
+      m_sums_used = 0;
+    }
+    // Two events per sum: where the kernels' stream stood when it started, and its end.
+    while (m_sum_events.size() < 2 * (m_sums_used + 1)) {
+      cudaEvent_t e = nullptr;
+      check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
+      m_sum_events.push_back(e);
+    }
+    cudaEvent_t ready = m_sum_events[2 * m_sums_used], done = m_sum_events[2 * m_sums_used + 1];
+    check(cudaEventRecord(ready, m_stream), "cudaEventRecord");
+    check(cudaStreamWaitEvent(m_gradient_stream, ready, 0), "cudaStreamWaitEvent");
+    check(ncclAllReduce(data, data, static_cast<std::size_t>(count), ncclFloat, ncclSum, nccl(comm, m_gradient_keyval),
+                        m_gradient_stream),
+          "ncclAllReduce");
+    check(cudaEventRecord(done, m_gradient_stream), "cudaEventRecord");
+    ++m_sums_used;
+    ++m_sums_open;
+    return m_sums_used;
+  }
+  void all_reduce_wait(std::size_t started) override {
+    if (started == 0 || started > m_sums_used) {
+      return;
+    }
+    check(cudaStreamWaitEvent(m_stream, m_sum_events[2 * (started - 1) + 1], 0), "cudaStreamWaitEvent");
+    --m_sums_open;
   }
 
   void matmul(const MatmulShape& s, const float* a, bool trans_a, const float* b, bool trans_b, float* c) override {
@@ -889,10 +935,12 @@ private:
     throw Error(fmt::format("cuDNN has no convolution {} algorithm for this shape", what));
   }
 
-  ncclComm_t nccl(MPI_Comm comm) {
+  // `keyval`: the kernels' communicators (m_keyval) or the gradient sums' (m_gradient_keyval).
+  ncclComm_t nccl(MPI_Comm comm) { return nccl(comm, m_keyval); }
+  ncclComm_t nccl(MPI_Comm comm, int keyval) {
     void* value = nullptr;
     int found = 0;
-    if (MPI_Comm_get_attr(comm, m_keyval, &value, &found) == MPI_SUCCESS && found != 0) {
+    if (MPI_Comm_get_attr(comm, keyval, &value, &found) == MPI_SUCCESS && found != 0) {
       return static_cast<ncclComm_t>(value);
     }
     int rank = 0, size = 1;
@@ -907,7 +955,7 @@ private:
     }
     ncclComm_t created = nullptr;
     check(ncclCommInitRank(&created, size, id, rank), "ncclCommInitRank");
-    if (MPI_Comm_set_attr(comm, m_keyval, created) != MPI_SUCCESS) {
+    if (MPI_Comm_set_attr(comm, keyval, created) != MPI_SUCCESS) {
       ncclCommDestroy(created);
       throw Error("MPI_Comm_set_attr (NCCL communicator) failed");
     }
@@ -919,6 +967,10 @@ private:
   cublasHandle_t m_blas = nullptr;
   cudnnHandle_t m_dnn = nullptr;
   int m_keyval = MPI_KEYVAL_INVALID;
+  int m_gradient_keyval = MPI_KEYVAL_INVALID;
+  cudaStream_t m_gradient_stream = nullptr;
+  std::vector<cudaEvent_t> m_sum_events;
+  std::size_t m_sums_used = 0, m_sums_open = 0;
   void* m_scratch = nullptr;
   std::size_t m_scratch_bytes = 0;
   int m_device = 0;

@@ -812,7 +812,6 @@ void Executor::start_bucket(const Group& group) {
   if (bucket.inputs.empty()) {
     return;
   }
-  m_backend.synchronize(); // the backward kernels have written the gradients
   const MPI_Comm comm = m_comms.get(group);
   for (const auto& [op, i] : bucket.inputs) {
     Input& in = m_ops[static_cast<std::size_t>(op)].inputs[i];
