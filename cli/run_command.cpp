@@ -125,8 +125,9 @@ void add_run_command(CLI::App& app) {
                                 e.what(), o->ranks, o->ranks));
       }
     }();
-    // Simulated as partita-run runs it: one thing at a time on a rank (it does not overlap its
-    // collectives with its kernels), the stages of a pipeline side by side.
+    // Simulated as partita-run runs it: one thing at a time on a rank (its collectives wait for its
+    // kernels; with --overlap-gradients on the CPU, MPI moves the gradient sums on only between
+    // kernels), the stages of a pipeline side by side.
     const auto planned = make_plan(g, cl, o->ranks, o->setup, o->family, o->model, sim::Options{.overlap = false});
     const auto& p = planned.prediction;
     const auto& plan = planned.plan;
