@@ -92,12 +92,14 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--timeout", o->timeout, "seconds before mpirun ends a run that hangs")
       ->check(whole(1, 7 * 24 * 3600, "seconds"))
       ->capture_default_str();
-  cmd->add_flag("--overlap-gradients", o->overlap_gradients,
-                "partita-run sums each weight's gradient over its replicas during the backward pass (DDP's buckets, "
-                "--bucket-mb); the prediction stays one thing at a time on a rank: on the CPU, MPI moves the sums "
-                "on only between the backward kernels");
+  auto* overlap = cmd->add_flag(
+      "--overlap-gradients", o->overlap_gradients,
+      "partita-run sums each weight's gradient over its replicas during the backward pass (DDP's buckets, "
+      "--bucket-mb); the prediction stays one thing at a time on a rank: on the CPU, MPI moves the sums "
+      "on only between the backward kernels");
   cmd->add_option("--bucket-mb", o->bucket_mb, "--overlap-gradients: gradient bucket size in MB")
       ->check(real(1e-6, 1e6, "MB"))
+      ->needs(overlap)
       ->capture_default_str();
   cmd->add_option("--work-dir", o->work_dir,
                   "where the plan, trace and measurements go (default: a new temporary directory)");

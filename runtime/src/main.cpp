@@ -602,13 +602,15 @@ int main(int argc, char** argv) {
   app.add_option("--timeout", opt.timeout,
                  "seconds without progress after which a rank ends the job, writing its partial trace (0: never)")
       ->check(partita::cli::real(0, 7 * 24 * 3600, "seconds"));
-  app.add_flag("--overlap-gradients", opt.overlap_gradients,
-               "sum each weight's gradient over its replicas during the backward pass, as PyTorch DDP does: "
-               "gradients in buckets (--bucket-mb) started as the backward pass fills them; default: all summed "
-               "after the backward pass");
+  auto* overlap =
+      app.add_flag("--overlap-gradients", opt.overlap_gradients,
+                   "sum each weight's gradient over its replicas during the backward pass, as PyTorch DDP does: "
+                   "gradients in buckets (--bucket-mb) started as the backward pass fills them; default: all summed "
+                   "after the backward pass");
   app.add_option("--bucket-mb", opt.bucket_mb,
                  "--overlap-gradients: start a bucket's sums once it holds this many MB of gradients (DDP's 25)")
-      ->check(partita::cli::real(1e-6, 1e6, "MB"));
+      ->check(partita::cli::real(1e-6, 1e6, "MB"))
+      ->needs(overlap);
   app.add_option("--inject-fault", opt.inject_fault,
                  "for testing robustness: fail:RANK:OP[:ITERATION] throws, hang:RANK:OP[:ITERATION] blocks, in the "
                  "forward of op OP in that timed iteration (default 0)");
