@@ -81,12 +81,11 @@ public:
   // Sums `count` floats in place over `comm` (nothing for MPI_COMM_NULL): every rank of `comm`
   // calls it with the same count, in the same order.
   virtual void all_reduce_sum(MPI_Comm comm, float* data, std::int64_t count) = 0;
-  // The same sum started without waiting for it, so that the backward pass goes on while a weight's
-  // gradient is summed (DDP's overlap), after every kernel called before it: `data` is neither read
-  // nor written by the caller until
-  // all_reduce_wait() of the number returned. all_reduce_progress() lets the sums started move on
-  // (MPI moves a nonblocking collective only inside MPI calls). By default the sum runs at once and
-  // there is nothing to wait for (number 0).
+  // The same sum started without waiting for it, after every kernel called before it, so that the
+  // backward pass goes on while a weight's gradient is summed (DDP's overlap): `data` is neither
+  // read nor written by the caller until all_reduce_wait() of the number returned.
+  // all_reduce_progress() lets the sums started move on (MPI moves a nonblocking collective only
+  // inside MPI calls). By default the sum runs at once and there is nothing to wait for (number 0).
   virtual std::size_t all_reduce_sum_start(MPI_Comm comm, float* data, std::int64_t count) {
     all_reduce_sum(comm, data, count);
     return 0;

@@ -78,23 +78,9 @@ void all_reduce_sum(MPI_Comm comm, float* data, std::int64_t count) {
   // In chunks of 4 MiB: Open MPI 4.1's shared-memory all-reduce switches algorithm between 32 and
   // 128 MiB and drops from 5 to 0.4 GB/s there (bench/allreduce_bench.cpp: 64 MiB in 174 ms at
   // once, 14 ms in chunks); chunks also keep every count within MPI's int.
-  const std::int64_t chunk = std::int64_t{1} << 20;
-  for (std::int64_t off = 0; off < count; off += chunk) {
-    const int n = static_cast<int>(std::min(chunk, count - off));
+  for (std::int64_t off = 0; off < count; off += all_reduce_chunk) {
+    const int n = static_cast<int>(std::min(all_reduce_chunk, count - off));
     check_mpi(MPI_Allreduce(MPI_IN_PLACE, data + off, n, MPI_FLOAT, MPI_SUM, comm), "MPI_Allreduce");
-  }
-}
-
-StartedSums::~StartedSums() {
-  int finalized = 0;
-  MPI_Finalized(&finalized);
-  if (finalized != 0) {
-    return;
-  }
-  for (auto& r : m_requests) {
-    if (!r.empty()) { // an error cut the iteration short: the sums still end before their buffers go
-      MPI_Waitall(static_cast<int>(r.size()), r.data(), MPI_STATUSES_IGNORE);
-    }
   }
 }
 
@@ -105,9 +91,8 @@ std::size_t StartedSums::start(MPI_Comm comm, float* data, std::int64_t count) {
   auto& requests = m_requests.emplace_back();
   ++m_open;
   if (comm != MPI_COMM_NULL) {
-    const std::int64_t chunk = std::int64_t{1} << 20; // as all_reduce_sum
-    for (std::int64_t off = 0; off < count; off += chunk) {
-      const int n = static_cast<int>(std::min(chunk, count - off));
+    for (std::int64_t off = 0; off < count; off += all_reduce_chunk) {
+      const int n = static_cast<int>(std::min(all_reduce_chunk, count - off));
       check_mpi(MPI_Iallreduce(MPI_IN_PLACE, data + off, n, MPI_FLOAT, MPI_SUM, comm, &requests.emplace_back()),
                 "MPI_Iallreduce");
     }

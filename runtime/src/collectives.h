@@ -40,18 +40,16 @@ private:
   std::map<Group, bool> m_known;     // every group seen, members or not
 };
 
-// Sums `data` in place over the communicator (no-op for MPI_COMM_NULL).
+// Sums `data` in place over the communicator (no-op for MPI_COMM_NULL), in chunks of
+// all_reduce_chunk floats.
+constexpr std::int64_t all_reduce_chunk = std::int64_t{1} << 20;
 void all_reduce_sum(MPI_Comm comm, float* data, std::int64_t count);
 
 // Nonblocking in-place sums (MPI_Iallreduce, in the chunks all_reduce_sum uses), each known by the
-// number start() returns (from 1): test() moves every one on, wait(n) finishes sum n. Every sum
-// started is waited for before this is destroyed (the destructor waits for the rest).
+// number start() returns (from 1): test() moves every one on, wait(n) finishes sum n. The caller
+// waits for every sum it started (partita-run ends the job with MPI_Abort where it cannot).
 class StartedSums {
 public:
-  StartedSums() = default;
-  ~StartedSums();
-  StartedSums(const StartedSums&) = delete;
-  StartedSums& operator=(const StartedSums&) = delete;
   std::size_t start(MPI_Comm comm, float* data, std::int64_t count);
   void test();
   void wait(std::size_t started);
