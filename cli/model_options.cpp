@@ -152,8 +152,9 @@ void SetupOptions::add_to(CLI::App& cmd) {
       ->check(whole(2, 1024, "chunks"));
   cmd.add_option(
          "--balance", balance,
-         "pipeline family's cuts: time (balanced), layers (the repeated blocks shared out evenly, as Megatron-LM "
-         "does) or even (by op count)")
+         "pipeline family's cuts: time (balanced, each stage weighed at its own devices), layers (the repeated "
+         "blocks shared out evenly, as Megatron-LM does), speed (the repeated blocks shared out by each stage's "
+         "speed on a cluster of mixed nodes; megatron too) or even (by op count)")
       ->capture_default_str();
   cmd.add_option("--cuts", cuts, "pipeline cut points: op indices (in the plan's order) that start a stage")
       ->delimiter(',');

@@ -329,6 +329,7 @@ private Q_SLOTS:
     state.input.micro_batches = 4;
     state.input.schedule = "interleaved";
     state.input.chunks = 3;
+    state.input.balance = "speed";
     state.input.sequence_parallel = true;
     state.input.fp32_gradients = true;
     state.input.values = "sr=16000 use_cache_branch=false"; // an ONNX file's input values
@@ -339,6 +340,7 @@ private Q_SLOTS:
     QCOMPARE(loaded.sideBySide, state.sideBySide);
     QCOMPARE(loaded.input.schedule, std::string("interleaved"));
     QCOMPARE(loaded.input.chunks, 3);
+    QCOMPARE(loaded.input.balance, std::string("speed"));
     QVERIFY(loaded.input.sequence_parallel);
     QCOMPARE(loaded.input.values, state.input.values);
     QVERIFY(loaded == state);
@@ -349,6 +351,7 @@ private Q_SLOTS:
     state.input.micro_batches = defaults.micro_batches;
     state.input.schedule = defaults.schedule;
     state.input.chunks = defaults.chunks;
+    state.input.balance = defaults.balance;
 
     // B on an edited cluster too.
     state.sideBySide.custom_cluster = io::to_json(p);
@@ -382,6 +385,16 @@ private Q_SLOTS:
     } catch (const Error& e) {
       QVERIFY2(QString::fromUtf8(e.what()).contains(QStringLiteral("field 'custom_cluster.devices_per_node'")),
                e.what());
+    }
+    // A pipeline cut that is none of the four: refused, naming it.
+    state.input.custom_cluster.clear();
+    state.input.balance = "fastest";
+    saveSession(path.toStdString(), state);
+    try {
+      (void)loadSession(path.toStdString());
+      QFAIL("a session with an unknown cut loaded");
+    } catch (const Error& e) {
+      QVERIFY2(QString::fromUtf8(e.what()).contains(QStringLiteral("cut 'fastest'")), e.what());
     }
   }
 };

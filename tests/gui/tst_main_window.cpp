@@ -373,7 +373,8 @@ private Q_SLOTS:
     auto* schedule = panel->findChild<QComboBox*>(QStringLiteral("scheduleCombo"));
     auto* chunks = panel->findChild<QSpinBox*>(QStringLiteral("chunksSpin"));
     auto* sp = panel->findChild<QCheckBox*>(QStringLiteral("sequenceParallelCheck"));
-    QVERIFY(stages && tp && micro && schedule && chunks && sp);
+    auto* cut = panel->findChild<QComboBox*>(QStringLiteral("balanceCombo"));
+    QVERIFY(stages && tp && micro && schedule && chunks && sp && cut);
     QCOMPARE(stages->text(), QStringLiteral("family's default"));
     stages->setValue(2);
     tp->setValue(2);
@@ -381,7 +382,9 @@ private Q_SLOTS:
     schedule->setCurrentIndex(schedule->findData(QStringLiteral("interleaved")));
     chunks->setValue(2);
     sp->setChecked(true);
+    cut->setCurrentIndex(cut->findData(QStringLiteral("speed")));
     QVERIFY(w.staleReason().contains(QStringLiteral("stages 0 → 2")));
+    QVERIFY(w.staleReason().contains(QStringLiteral("cut time → speed")));
     QVERIFY(w.staleReason().contains(QStringLiteral("schedule 1f1b → interleaved")));
     QVERIFY(w.staleReason().contains(QStringLiteral("sequence parallelism off → on")));
     QSignalSpy shown(&w, &MainWindow::analysisShown);
@@ -396,6 +399,8 @@ private Q_SLOTS:
     QVERIFY(a->strategy.pipeline->schedule == strategy::Schedule::interleaved);
     QVERIFY(a->setup.sequence_parallel);
     QVERIFY(qs(a->strategy.explanation).contains(QStringLiteral("2-way tensor parallel")));
+    // The layers by stage speed: on nodes of one kind, Megatron-LM's cut.
+    QVERIFY(qs(a->strategy.explanation).contains(QStringLiteral("as Megatron-LM does")));
 
     // A count the batch cannot give is refused with the reason, and the analysis on screen stays.
     micro->setValue(3);

@@ -230,11 +230,14 @@ strategy::Strategy megatron_pipelined(const Request& r) {
   }
   q.schedule = interleaved ? strategy::Schedule::interleaved : strategy::Schedule::one_f_one_b;
   // Megatron-LM gives every stage (every chunk) as many layers; a model without repeated blocks
-  // is cut by time.
+  // is cut by time. `--balance speed` shares the layers out by each stage's speed instead (on a
+  // cluster of mixed nodes; on one of a kind it is Megatron-LM's cut).
   const auto repeated = r.facts && r.facts->repeated.size() == r.graph->ops().size()
                             ? r.facts->repeated
                             : repeated_ops(*r.graph, r.graph->topological_order());
-  q.balance = std::find(repeated.begin(), repeated.end(), true) != repeated.end() ? "layers" : "time";
+  q.balance = r.balance == "speed"                                                  ? "speed"
+              : std::find(repeated.begin(), repeated.end(), true) != repeated.end() ? "layers"
+                                                                                    : "time";
   auto st = pipeline(q);
   st.family = "megatron";
   const int micro = st.pipeline ? st.pipeline->micro_batches : 1;

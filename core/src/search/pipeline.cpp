@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <string>
 #include <unordered_map>
 
@@ -18,9 +19,9 @@ namespace partita::search::detail {
 
 namespace {
 
-// Contiguous partition of `times` into at most `parts` runs minimizing the largest run: binary
-// search on the bound with a greedy fill. Returns the start index of every stage after the first.
-std::vector<int> balanced_cuts(const std::vector<double>& times, int parts) {
+// Contiguous partition of `times` into `parts` runs minimizing the largest run: binary search on
+// the bound with a greedy fill (exact). Returns the start index of every stage after the first.
+std::vector<int> balanced_cuts_one_kind(const std::vector<double>& times, int parts) {
   double lo = *std::max_element(times.begin(), times.end());
   double hi = std::accumulate(times.begin(), times.end(), 0.0);
   auto fill = [&](double bound) {
@@ -62,19 +63,144 @@ std::vector<int> balanced_cuts(const std::vector<double>& times, int parts) {
   return cuts;
 }
 
+// Contiguous partition of the ops into `parts` non-empty pieces minimizing the slowest piece,
+// where op i costs times[kind_of_piece[v]][i] in piece v (a piece is weighed at the devices it
+// runs on; one row when every piece runs on devices of one kind). Binary search on the bound with
+// a greedy fill: each piece takes as many ops as fit the bound, leaving one for every piece after
+// it. With one row that fill is exact; with several it is exact unless an op that does not fit a
+// piece on its own would fit a later, faster one (the bound then rises until it fits where it
+// lands). Returns the start index of every piece after the first. Pieces of one kind are cut by
+// balanced_cuts_one_kind.
+std::vector<int> balanced_cuts(const std::vector<std::vector<double>>& times, const std::vector<int>& kind_of_piece) {
+  const int parts = static_cast<int>(kind_of_piece.size());
+  if (times.size() == 1) {
+    return balanced_cuts_one_kind(times.front(), parts);
+  }
+  const std::size_t n = times.front().size();
+  double lo = 0, hi = 0;
+  for (const auto& row : times) {
+    hi = std::max(hi, std::accumulate(row.begin(), row.end(), 0.0));
+  }
+  // The cuts of a fill within `bound`, or nothing where it needs more pieces.
+  auto fill = [&](double bound) -> std::optional<std::vector<int>> {
+    std::vector<int> cuts;
+    double run = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      const auto v = cuts.size();
+      const double t = times[static_cast<std::size_t>(kind_of_piece[v])][i];
+      // A cut here when the op does not fit the bound, or when only enough ops are left for the
+      // pieces after this one.
+      const bool over = run + t > bound;
+      const bool must = static_cast<int>(n - i) <= parts - 1 - static_cast<int>(v);
+      if (run > 0 && (over || must)) {
+        if (static_cast<int>(cuts.size()) + 1 >= parts) {
+          return std::nullopt;
+        }
+        cuts.push_back(static_cast<int>(i));
+        run = 0;
+        const double u = times[static_cast<std::size_t>(kind_of_piece[cuts.size()])][i];
+        if (u > bound) {
+          return std::nullopt;
+        }
+        run = u;
+        continue;
+      }
+      if (run == 0 && t > bound) {
+        return std::nullopt;
+      }
+      run += t;
+    }
+    return cuts;
+  };
+  for (int iter = 0; iter < 100 && hi - lo > 1e-12 * hi; ++iter) {
+    const double mid = (lo + hi) / 2;
+    (fill(mid) ? hi : lo) = mid;
+  }
+  if (auto cuts = fill(hi)) {
+    return *cuts;
+  }
+  std::vector<int> even; // unreachable: the fill succeeds at the sum of the slowest row
+  for (int v = 1; v < parts; ++v) {
+    even.push_back(static_cast<int>(static_cast<std::size_t>(v) * n / static_cast<std::size_t>(parts)));
+  }
+  return even;
+}
+
+} // namespace
+
+namespace {
+
+// What repeated_ops compares: an op's type and its tensors' shapes.
+std::string op_key(const graph::Graph& g, graph::OpId id) {
+  const auto& op = g.op(id);
+  std::string key = op.type;
+  for (const auto* list : {&op.inputs, &op.outputs}) {
+    for (const graph::TensorId t : *list) {
+      key += t == graph::no_tensor ? "|-" : "|" + graph::shape_string(g.tensor(t).shape);
+    }
+  }
+  return key;
+}
+
+// The places a repeated block can start: every op of `order` (past the first) like the first
+// repeated op with a weight (a transformer layer's first layer norm, which its second one may be
+// like too; constants and weightless element-wise ops repeat inside the blocks).
+std::vector<int> block_starts(const graph::Graph& g, const std::vector<graph::OpId>& order,
+                              const std::vector<bool>& repeated) {
+  auto weighted = [&](graph::OpId id) {
+    const auto& inputs = g.op(id).inputs;
+    return std::any_of(inputs.begin(), inputs.end(), [&](graph::TensorId t) {
+      return t != graph::no_tensor && g.tensor(t).role == graph::TensorRole::parameter;
+    });
+  };
+  std::size_t first = 0;
+  while (first < order.size() && !(repeated[first] && weighted(order[first]))) {
+    ++first;
+  }
+  if (first == order.size()) {
+    return {};
+  }
+  const auto key = op_key(g, order[first]);
+  std::vector<int> out;
+  for (std::size_t i = 1; i < order.size(); ++i) {
+    if (repeated[i] && op_key(g, order[i]) == key) {
+      out.push_back(static_cast<int>(i));
+    }
+  }
+  return out;
+}
+
+// balanced_cuts with cuts only at `starts` (increasing op indices past 0): the ops between two
+// starts weighed as one. Nothing where there are fewer such runs than pieces.
+std::optional<std::vector<int>> balanced_cuts_at(const std::vector<std::vector<double>>& times,
+                                                 const std::vector<int>& kind_of_piece,
+                                                 const std::vector<int>& starts) {
+  if (starts.size() + 1 < kind_of_piece.size()) {
+    return std::nullopt;
+  }
+  std::vector<int> bounds{0};
+  bounds.insert(bounds.end(), starts.begin(), starts.end());
+  bounds.push_back(static_cast<int>(times.front().size()));
+  std::vector<std::vector<double>> runs(times.size());
+  for (std::size_t row = 0; row < times.size(); ++row) {
+    for (std::size_t k = 0; k + 1 < bounds.size(); ++k) {
+      runs[row].push_back(std::accumulate(times[row].begin() + bounds[k], times[row].begin() + bounds[k + 1], 0.0));
+    }
+  }
+  auto cuts = balanced_cuts(runs, kind_of_piece);
+  for (int& c : cuts) {
+    c = bounds[static_cast<std::size_t>(c)];
+  }
+  return cuts;
+}
+
 } // namespace
 
 std::vector<bool> repeated_ops(const graph::Graph& g, const std::vector<graph::OpId>& order) {
   std::map<std::string, int> seen;
   std::vector<std::string> keys;
   for (graph::OpId id : order) {
-    const auto& op = g.op(id);
-    std::string key = op.type;
-    for (const auto* list : {&op.inputs, &op.outputs}) {
-      for (const graph::TensorId t : *list) {
-        key += t == graph::no_tensor ? "|-" : "|" + graph::shape_string(g.tensor(t).shape);
-      }
-    }
+    auto key = op_key(g, id);
     ++seen[key];
     keys.push_back(std::move(key));
   }
@@ -172,9 +298,12 @@ strategy::Strategy pipeline(const Request& r) {
                                   asked, micro, most, most == 1 ? "" : "s", replicas)
                     : "";
 
-  // Per-op time on one stage's devices, data parallel inside the stage.
-  std::vector<int> first_stage(static_cast<std::size_t>(per_stage));
-  std::iota(first_stage.begin(), first_stage.end(), 0);
+  // Per-op time on a stage's devices, data parallel inside the stage.
+  auto stage_devices = [&](int stage) {
+    std::vector<int> devices(static_cast<std::size_t>(per_stage));
+    std::iota(devices.begin(), devices.end(), stage * per_stage);
+    return devices;
+  };
   auto stage_config = [&](graph::OpId id) { return b.split(id, {{b.batch_dim(id), per_stage}}); };
   std::vector<int> cuts;
   std::string how;
@@ -191,51 +320,93 @@ strategy::Strategy pipeline(const Request& r) {
       cuts.push_back(s * n / pieces);
     }
     how = "evenly by op count";
-  } else if (r.balance == "time" || r.balance == "layers") {
-    std::vector<double> times;
+  } else if (r.balance == "time" || r.balance == "layers" || r.balance == "speed") {
+    const auto& repeated = b.repeated();
+    const bool has_repeated = std::find(repeated.begin(), repeated.end(), true) != repeated.end();
+    if (r.balance == "layers" && !has_repeated) {
+      throw Error("pipeline: --balance layers: the model has no repeated blocks to share out");
+    }
+    // "speed": the repeated blocks (else every op) shared out by their time on each stage's own
+    // devices. "time" weighs every op at the devices of the stage it lands on too; "layers", as
+    // Megatron-LM, at the first stage's, so that every stage gets as many layers whatever its kind.
+    const bool by_layers = r.balance == "layers" || (r.balance == "speed" && has_repeated);
+    const bool per_stage_kind = r.balance != "layers" && b.cluster().heterogeneous();
+    // The stages' kinds: stages whose devices are of the same kinds weigh the ops alike.
+    std::vector<std::vector<int>> kinds;
+    std::vector<int> row_of_stage(static_cast<std::size_t>(stages), 0);
+    std::vector<int> first_stage_of_row{0};
+    if (per_stage_kind) {
+      kinds.push_back(b.cluster().kinds_of(stage_devices(0)));
+      for (int s = 1; s < stages; ++s) {
+        const auto k = b.cluster().kinds_of(stage_devices(s));
+        const auto it = std::find(kinds.begin(), kinds.end(), k);
+        row_of_stage[static_cast<std::size_t>(s)] = static_cast<int>(it - kinds.begin());
+        if (it == kinds.end()) {
+          kinds.push_back(k);
+          first_stage_of_row.push_back(s);
+        }
+      }
+    }
     // Megatron-LM's cut depends on the layers alone: weighed without ZeRO's collectives and
     // recomputation, so that the same layers land on the same stages whatever those settings.
     cost::TrainingSetup weigh = r.setup;
-    if (r.balance == "layers") {
+    if (by_layers) {
       weigh.zero_stage = 0;
       weigh.recompute = cost::Recompute::none;
     }
-    // Ops of equal cost signature and configuration cost the same (a model's repeated layers):
-    // each priced once.
-    std::map<std::pair<int, std::vector<int>>, double> priced; // (signature, splits)
-    for (graph::OpId id : b.order()) {
-      b.check_cancel();
-      const auto config = stage_config(id);
-      auto key = std::make_pair(b.signature_id(id), config.splits);
-      if (const auto it = priced.find(key); it != priced.end()) {
-        times.push_back(it->second);
-        continue;
+    std::vector<std::vector<double>> times(first_stage_of_row.size());
+    for (std::size_t row = 0; row < times.size(); ++row) {
+      const auto devices_of_stage = stage_devices(first_stage_of_row[row]);
+      // Ops of equal cost signature and configuration cost the same (a model's repeated layers):
+      // each priced once per row.
+      std::map<std::pair<int, std::vector<int>>, double> priced; // (signature, splits)
+      for (graph::OpId id : b.order()) {
+        b.check_cancel();
+        const auto config = stage_config(id);
+        auto key = std::make_pair(b.signature_id(id), config.splits);
+        if (const auto it = priced.find(key); it != priced.end()) {
+          times[row].push_back(it->second);
+          continue;
+        }
+        const auto k = static_cast<std::size_t>(config.devices());
+        std::vector<int> devices(devices_of_stage.begin(),
+                                 devices_of_stage.begin() + static_cast<std::ptrdiff_t>(per_stage / k * k));
+        times[row].push_back(cost::op_cost(b.graph(), id, b.semantics(id), config, devices, b.cluster(), weigh,
+                                           cost::Saved::kept, {}, 1, false)
+                                 .time_total());
+        priced.emplace(std::move(key), times[row].back());
       }
-      const auto k = static_cast<std::size_t>(config.devices());
-      std::vector<int> devices(first_stage.begin(),
-                               first_stage.begin() + static_cast<std::ptrdiff_t>(per_stage / k * k));
-      times.push_back(cost::op_cost(b.graph(), id, b.semantics(id), config, devices, b.cluster(), weigh,
-                                    cost::Saved::kept, {}, 1, false)
-                          .time_total());
-      priced.emplace(std::move(key), times.back());
+      if (by_layers) {
+        // Megatron-LM's way: the repeated blocks (layers) shared out, what occurs once (the
+        // embedding, the output layer, the loss) riding along with the first and the last piece.
+        for (std::size_t i = 0; i < times[row].size(); ++i) {
+          times[row][i] = repeated[i] ? times[row][i] : 0.0;
+        }
+      }
     }
-    if (r.balance == "layers") {
-      // Megatron-LM's way: the repeated blocks (layers) shared out evenly, what occurs once (the
-      // embedding, the output layer, the loss) riding along with the first and the last piece.
-      const auto& repeated = b.repeated();
-      if (std::find(repeated.begin(), repeated.end(), true) == repeated.end()) {
-        throw Error("pipeline: --balance layers: the model has no repeated blocks to share out");
-      }
-      for (std::size_t i = 0; i < times.size(); ++i) {
-        times[i] = repeated[i] ? times[i] : 0.0;
-      }
+    std::vector<int> kind_of_piece(static_cast<std::size_t>(pieces));
+    for (int v = 0; v < pieces; ++v) {
+      kind_of_piece[static_cast<std::size_t>(v)] = row_of_stage[static_cast<std::size_t>(v % stages)];
     }
-    cuts = balanced_cuts(times, pieces);
-    how = r.balance == "layers" ? "sharing the repeated blocks out evenly by their time (the ops that occur once "
-                                  "ride along with the first and last pieces), as Megatron-LM does"
-                                : "balanced by forward+backward time";
+    // Shared out by speed over stages of several kinds, the repeated blocks stay whole where there
+    // are enough of them (a cut inside one sends a tensor of its inner layout between stages). Over
+    // stages of one kind it is the "layers" cut.
+    std::optional<std::vector<int>> whole_blocks;
+    if (r.balance == "speed" && by_layers && times.size() > 1) {
+      whole_blocks = balanced_cuts_at(times, kind_of_piece, block_starts(b.graph(), b.order(), repeated));
+    }
+    cuts = whole_blocks ? *whole_blocks : balanced_cuts(times, kind_of_piece);
+    const std::string where = times.size() > 1 ? " on the devices of the stage each lands on" : "";
+    // "speed" over stages of one kind is the "layers" cut.
+    how = r.balance == "layers" || (by_layers && times.size() == 1)
+              ? "sharing the repeated blocks out evenly by their time (the ops that occur once "
+                "ride along with the first and last pieces), as Megatron-LM does"
+          : by_layers ? fmt::format("sharing the repeated blocks out by their time{} (the ops that occur once ride "
+                                    "along with the first and last pieces)",
+                                    where)
+                      : fmt::format("balanced by forward+backward time{}", where);
   } else {
-    throw Error(fmt::format("pipeline: balance '{}' is not time, layers or even", r.balance));
+    throw Error(fmt::format("pipeline: balance '{}' is not time, layers, speed or even", r.balance));
   }
   strategy::Pipeline pipe;
   pipe.stages = stages;

@@ -164,6 +164,13 @@ std::vector<Candidate> space(const Request& r) {
   if (r.held.zero) {
     zeros = {r.setup.zero_stage};
   }
+  // On a cluster of mixed nodes whose kinds the devices span, each pipeline shape is also cut by
+  // its stages' speed.
+  std::vector<int> all(static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    all[static_cast<std::size_t>(i)] = i;
+  }
+  const bool mixed = r.cluster->kinds_of(all).size() > 1;
   std::vector<Candidate> out;
   for (const int t : tensors) {
     if (n % t != 0) {
@@ -238,22 +245,26 @@ std::vector<Candidate> space(const Request& r) {
             schedules.emplace_back(strategy::Schedule::interleaved, r.chunks);
           }
         }
+        const std::vector<bool> speed_cuts = p > 1 && mixed ? std::vector<bool>{false, true} : std::vector<bool>{false};
         for (const auto& [schedule, v] : schedules) {
           for (const bool sp : sps) {
-            for (const int z : zeros) {
-              for (const auto rc : recomputes) {
-                Candidate c;
-                c.pipeline = p;
-                c.tensor = t;
-                c.data = d;
-                c.micro_batch_size = b;
-                c.micro_batches = m;
-                c.schedule = schedule;
-                c.chunks = v;
-                c.zero_stage = z;
-                c.recompute = rc;
-                c.sequence_parallel = sp;
-                out.push_back(c);
+            for (const bool speed : speed_cuts) {
+              for (const int z : zeros) {
+                for (const auto rc : recomputes) {
+                  Candidate c;
+                  c.pipeline = p;
+                  c.tensor = t;
+                  c.data = d;
+                  c.micro_batch_size = b;
+                  c.micro_batches = m;
+                  c.schedule = schedule;
+                  c.chunks = v;
+                  c.zero_stage = z;
+                  c.recompute = rc;
+                  c.sequence_parallel = sp;
+                  c.speed_cut = speed;
+                  out.push_back(c);
+                }
               }
             }
           }
@@ -268,7 +279,8 @@ std::vector<Candidate> space(const Request& r) {
 // recomputation: the megatron family places and cuts the ops the same way whatever the micro-batch
 // count (its cut balances whole-batch times), so one plan serves them with its count replaced.
 auto layout_key(const Candidate& c) {
-  return std::make_tuple(c.pipeline, c.tensor, static_cast<int>(c.schedule), c.chunks, c.sequence_parallel);
+  return std::make_tuple(c.pipeline, c.tensor, static_cast<int>(c.schedule), c.chunks, c.sequence_parallel,
+                         c.speed_cut);
 }
 // The time bound's key: the layout and the micro-batch count.
 auto shape_key(const Candidate& c) {
@@ -316,7 +328,7 @@ void rank_by_simulation(const Request& r, strategy::Evaluator& evaluator, std::v
   std::map<decltype(layout_key(Candidate{})), std::optional<strategy::Strategy>> plans;
   // Per layout and recomputation: the fewest micro-batches whose task graph came out too large to
   // simulate (more never come out smaller).
-  std::map<std::tuple<int, int, int, int, bool, int>, int> too_many_from;
+  std::map<decltype(std::tuple_cat(layout_key(Candidate{}), std::make_tuple(0))), int> too_many_from;
   auto simulate = [&](Point& p) {
     const auto tasks_key =
         std::tuple_cat(layout_key(p.candidate), std::make_tuple(static_cast<int>(p.candidate.recompute)));
@@ -399,6 +411,9 @@ std::string Candidate::text() const {
   if (sequence_parallel) {
     s += ", sequence parallel";
   }
+  if (speed_cut) {
+    s += ", layers by stage speed";
+  }
   return s;
 }
 
@@ -412,6 +427,9 @@ std::string Candidate::options() const {
   if (sequence_parallel) {
     s += " --sequence-parallel";
   }
+  if (speed_cut) {
+    s += " --balance speed";
+  }
   return s;
 }
 
@@ -423,6 +441,7 @@ strategy::Strategy plan(const Request& r, const Candidate& c) {
   q.micro_batches = 0;
   q.schedule = c.schedule;
   q.chunks = c.schedule == strategy::Schedule::interleaved ? c.chunks : 0;
+  q.balance = c.speed_cut ? "speed" : "layers";
   q.setup = setup_of(r, c);
   q.progress = {};
   auto st = detail::megatron(q);
@@ -475,10 +494,10 @@ Result search(const Request& request) {
   std::optional<Point> smallest; // the least memory seen, for "nothing fits"
   double fastest_any = std::numeric_limits<double>::infinity();
   // (shape, zero) -> time with recompute none, or its simulated lower bound when simulating
-  std::map<std::tuple<int, int, int, int, bool, int, int>, double> none_time;
+  std::map<decltype(std::tuple_cat(shape_key(Candidate{}), std::make_tuple(0))), double> none_time;
   const bool simulating = r.simulation_budget > 0 || r.simulate_every_candidate;
   // The current layout's plan (candidates come sorted by layout; nullopt: the family refused it).
-  std::optional<std::tuple<int, int, int, int, bool>> current_layout;
+  std::optional<decltype(layout_key(Candidate{}))> current_layout;
   std::optional<strategy::Strategy> current_plan;
   int current_prepared = -1; // the Evaluator's layout of current_plan
   for (std::size_t i = 0; i < candidates.size(); ++i) {

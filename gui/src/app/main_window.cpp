@@ -320,6 +320,7 @@ QString MainWindow::staleReason() const {
   check("micro-batches", was.micro_batches, now.micro_batches);
   check("schedule", was.schedule, now.schedule);
   check("chunks", was.chunks, now.chunks);
+  check("cut", was.balance, now.balance);
   return changed.join(QStringLiteral(", "));
 }
 

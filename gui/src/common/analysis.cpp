@@ -67,6 +67,7 @@ search::Request make_request(const graph::Graph& g, const cluster::Cluster& c, c
   // The form always holds a chunk count; it is the interleaved schedule's alone (the field is
   // disabled under the others).
   r.chunks = r.schedule == strategy::Schedule::interleaved ? input.chunks : 0;
+  r.balance = input.balance;
   if (input.family == "3d") {
     // The form always shows a schedule and a setup: the 3-D search holds the interleaved schedule
     // (with its chunks) when chosen, refuses GPipe with the reason, and searches the rest; the ZeRO
@@ -170,6 +171,9 @@ void check_parallelism(const AnalysisInput& input) {
   whole("pipeline stages", input.stages, 0, 1 << 16);
   whole("micro-batches", input.micro_batches, 0, 1 << 30);
   whole("chunks", input.chunks, 2, 1024);
+  if (input.balance != "time" && input.balance != "layers" && input.balance != "speed" && input.balance != "even") {
+    throw Error(fmt::format("cut '{}': expected time, layers, speed or even", input.balance));
+  }
 }
 
 proto::TrainingSetup input_setup_proto(const AnalysisInput& input) {

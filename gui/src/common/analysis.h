@@ -50,12 +50,15 @@ struct AnalysisInput {
   bool fp32_gradients = false;    // mixed precision: gradients kept and reduced in fp32
   // Parallelism the families read, as the CLI's options (0: the family's default): the
   // tensor-parallel width (--tp), pipeline stages (--stages; megatron's --pp), micro-batches,
-  // the schedule (gpipe, 1f1b, interleaved) and the interleaved schedule's chunks per stage.
+  // the schedule (gpipe, 1f1b, interleaved) and the interleaved schedule's chunks per stage, and
+  // how the pipeline family cuts its stages (--balance: time, layers, speed, even; megatron reads
+  // speed alone).
   int tensor_parallel = 0;
   int stages = 0;
   int micro_batches = 0;
   std::string schedule = "1f1b";
   int chunks = 2;
+  std::string balance = "time";
 
   bool operator==(const AnalysisInput&) const = default;
 };

@@ -54,6 +54,7 @@ void saveSession(const std::filesystem::path& path, const SessionState& state) {
   parallelism->set_micro_batches(in.micro_batches);
   parallelism->set_schedule(in.schedule);
   parallelism->set_chunks(in.chunks);
+  parallelism->set_balance(in.balance);
   s.set_selected_op(state.selectedOp);
   if (!in.custom_cluster.empty()) {
     io::parse_json(in.custom_cluster, "edited cluster", *s.mutable_custom_cluster());
@@ -134,6 +135,9 @@ SessionState sessionFromJson(std::string_view json, const std::filesystem::path&
     }
     if (p.chunks() != 0) {
       in.chunks = p.chunks();
+    }
+    if (!p.balance().empty()) {
+      in.balance = p.balance();
     }
   }
   // Checked by the core now, so that a bad session changes nothing on screen.

@@ -53,6 +53,8 @@ AnalysisInput point_input(const AnalysisInput& base, const search::three_d::Cand
   in.zero_stage = c.zero_stage;
   in.recompute = std::string(cost::recompute_name(c.recompute));
   in.sequence_parallel = c.sequence_parallel;
+  // Megatron-LM's cut, or the layers shared out by the stages' speed (mixed nodes).
+  in.balance = c.speed_cut ? "speed" : "layers";
   return in;
 }
 

@@ -64,7 +64,7 @@ SetupPanel::SetupPanel(QWidget* parent)
       m_sequenceParallel(new QCheckBox(tr("Sequence parallel"), this)),
       m_fp32Gradients(new QCheckBox(tr("FP32 gradients"), this)), m_tensorParallel(new QSpinBox(this)),
       m_stages(new QSpinBox(this)), m_microBatches(new QSpinBox(this)), m_schedule(new QComboBox(this)),
-      m_chunks(new QSpinBox(this)), m_evaluate(new QPushButton(tr("&Evaluate"), this)) {
+      m_chunks(new QSpinBox(this)), m_balance(new QComboBox(this)), m_evaluate(new QPushButton(tr("&Evaluate"), this)) {
   auto* layout = new QVBoxLayout(this);
 
   auto* modelBox = new QGroupBox(tr("Model"), this);
@@ -192,6 +192,15 @@ SetupPanel::SetupPanel(QWidget* parent)
   parallelForm->addRow(tr("Micro-batches"), m_microBatches);
   parallelForm->addRow(tr("Schedule"), m_schedule);
   parallelForm->addRow(tr("Chunks"), m_chunks);
+  m_balance->setObjectName(QStringLiteral("balanceCombo"));
+  m_balance->addItem(tr("By time"), QStringLiteral("time"));
+  m_balance->addItem(tr("Layers evenly (Megatron-LM)"), QStringLiteral("layers"));
+  m_balance->addItem(tr("Layers by stage speed"), QStringLiteral("speed"));
+  m_balance->addItem(tr("Ops evenly"), QStringLiteral("even"));
+  m_balance->setToolTip(tr("How the pipeline family cuts its stages (--balance): by forward+backward time on each "
+                           "stage's devices, the repeated blocks evenly as Megatron-LM does, the repeated blocks by "
+                           "each stage's speed on a cluster of mixed nodes (megatron too), or by op count"));
+  parallelForm->addRow(tr("Cut"), m_balance);
   layout->addWidget(parallelBox);
 
   m_evaluate->setDefault(true);
@@ -218,7 +227,7 @@ SetupPanel::SetupPanel(QWidget* parent)
   connect(m_batchSlider, &QSlider::valueChanged, this, &SetupPanel::onBatchSlider);
 
   // Every field reports a change, and Enter in any of them evaluates.
-  for (auto* combo : {m_model, m_cluster, m_family, m_precision, m_optimizer, m_recompute, m_schedule}) {
+  for (auto* combo : {m_model, m_cluster, m_family, m_precision, m_optimizer, m_recompute, m_schedule, m_balance}) {
     connect(combo, &QComboBox::currentIndexChanged, this, &SetupPanel::inputChanged);
     combo->installEventFilter(this);
   }
@@ -296,6 +305,7 @@ AnalysisInput SetupPanel::input() const {
   in.micro_batches = m_microBatches->value();
   in.schedule = m_schedule->currentData().toString().toStdString();
   in.chunks = m_chunks->value();
+  in.balance = m_balance->currentData().toString().toStdString();
   return in;
 }
 
@@ -335,6 +345,7 @@ void SetupPanel::setInput(const AnalysisInput& in) {
   m_microBatches->setValue(in.micro_batches);
   select(m_schedule, in.schedule);
   m_chunks->setValue(in.chunks);
+  select(m_balance, in.balance);
 }
 
 void SetupPanel::setClusterFields(const AnalysisInput& in) {

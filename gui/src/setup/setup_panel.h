@@ -102,6 +102,7 @@ private:
   QSpinBox* m_microBatches;
   QComboBox* m_schedule;
   QSpinBox* m_chunks;
+  QComboBox* m_balance;
   QPushButton* m_evaluate;
 };
 

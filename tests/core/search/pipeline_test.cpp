@@ -205,5 +205,37 @@ TEST(Pipeline, MicroBatchesCountSamplesPerReplicaAndAnImpossibleCountIsRefused) 
                                           "samples of each of the 1 data-parallel replicas of a stage evenly)"));
 }
 
+// The time cut weighs each stage at the devices it lands on: on nodes of mixed kinds the stage on
+// the node 4x as fast takes more ops; on nodes of one kind the ops split evenly.
+TEST(Pipeline, TheTimeCutWeighsEachStageAtItsOwnDevices) {
+  const auto g = zoo::load("zoo:mlp?batch=32&input=256&hidden=256&layers=8&classes=256").graph;
+  auto flat = test::simple_cluster(2);
+  flat.nodes = 2;
+  auto mixed = test::simple_cluster(2);
+  auto fast = mixed.device;
+  fast.name = "unit x4";
+  for (double* x : {&fast.peak_fp32, &fast.peak_fp16, &fast.memory_bandwidth}) {
+    *x *= 4;
+  }
+  mixed.node_groups.push_back({1, fast});
+  auto ops_per_stage = [&](const cluster::Cluster& c) {
+    search::Request r;
+    r.graph = &g;
+    r.cluster = &c;
+    r.devices = 4;
+    r.stages = 2;
+    const auto st = search::find_optimizer("pipeline").optimize(r);
+    std::vector<int> n(2, 0);
+    for (const int s : st.pipeline->stage_of_op) {
+      ++n[static_cast<std::size_t>(s)];
+    }
+    return n;
+  };
+  const auto even = ops_per_stage(flat);
+  EXPECT_LE(std::abs(even[0] - even[1]), 2);
+  const auto weighed = ops_per_stage(mixed);
+  EXPECT_GT(weighed[1], weighed[0] + 4) << "the node 4x as fast takes more ops";
+}
+
 } // namespace
 } // namespace partita

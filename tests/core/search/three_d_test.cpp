@@ -15,6 +15,7 @@
 #include "partita/zoo/zoo.h"
 #include "simple_cluster.h"
 
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -358,6 +359,78 @@ TEST(ThreeD, ThePlanFileCarriesTheSetupItChose) {
   EXPECT_THAT([&] { search::find_optimizer("given").optimize(given); },
               ::testing::ThrowsMessage<Error>(HasSubstr("--zero on the command line differs")));
   std::filesystem::remove(path);
+}
+
+// Node 0 of the fixture's devices, node 1 of devices `speed` times as fast (4 devices each).
+cluster::Cluster mixed_nodes(const cluster::Cluster& c, double speed) {
+  auto out = c;
+  out.nodes = 1;
+  auto fast = c.device;
+  fast.name = fmt::format("{}x{}", c.device.name, speed);
+  for (double* x : {&fast.peak_fp32, &fast.peak_tf32, &fast.peak_fp16, &fast.peak_bf16, &fast.memory_bandwidth}) {
+    *x *= speed;
+  }
+  out.node_groups.push_back({1, fast});
+  return out;
+}
+
+std::vector<int> layers_per_stage(const graph::Graph& g, const strategy::Strategy& st) {
+  std::vector<int> out(static_cast<std::size_t>(st.pipeline->stages), 0);
+  for (std::size_t i = 0; i < g.ops().size(); ++i) {
+    if (g.op(static_cast<graph::OpId>(i)).type == "LayerNormalization") {
+      ++out[static_cast<std::size_t>(st.pipeline->stage_of_op[i])];
+    }
+  }
+  return out;
+}
+
+// On mixed nodes every pipelined shape is also cut by its stages' speed: the faster node's stage
+// takes more layers, cut where a layer starts, and the iteration is shorter than with Megatron-LM's
+// even cut; on nodes of one kind that cut is Megatron-LM's.
+TEST(ThreeD, OnMixedNodesItAlsoCutsTheLayersByTheStagesSpeed) {
+  Fixture f;
+  const auto mixed = mixed_nodes(f.cluster, 4);
+  const auto r = request_on(f.model.graph, mixed, 8, cluster::Precision::fp16);
+  const auto& g = f.model.graph;
+  Candidate c;
+  c.pipeline = 2;
+  c.data = 4;
+  c.micro_batch_size = 1;
+  c.micro_batches = 4;
+  const auto even = search::three_d::plan(r, c);
+  c.speed_cut = true;
+  const auto speed = search::three_d::plan(r, c);
+  const auto even_layers = layers_per_stage(g, even), speed_layers = layers_per_stage(g, speed);
+  // Layer norms: two per layer and the final one, which rides with the last stage.
+  EXPECT_LE(std::abs(even_layers[0] - even_layers[1]), 1) << even_layers[0] << " / " << even_layers[1];
+  EXPECT_GE(speed_layers[1], speed_layers[0] + 3) << speed_layers[0] << " / " << speed_layers[1]
+                                                  << ": the 4x faster node's stage takes more layers";
+  for (const auto id : g.topological_order()) {
+    if (speed.pipeline->stage_of_op[static_cast<std::size_t>(id)] == 1) {
+      EXPECT_EQ(g.op(id).type, "LayerNormalization") << "stage 1 starts with a layer";
+      break;
+    }
+  }
+  EXPECT_LT(strategy::evaluate(g, mixed, speed, *speed.setup).iteration_time,
+            strategy::evaluate(g, mixed, even, *even.setup).iteration_time);
+  EXPECT_THAT(c.options(), HasSubstr("--balance speed"));
+
+  // The search prices both cuts and keeps the faster.
+  const auto flat = search::three_d::search(f.request());
+  const auto res = search::three_d::search(r);
+  EXPECT_GT(res.candidates, flat.candidates);
+  const auto evaluated = [&](const Candidate& x) {
+    const auto st = search::three_d::plan(r, x);
+    return strategy::evaluate(g, mixed, st, *st.setup).iteration_time;
+  };
+  EXPECT_LE(res.best.iteration_time, evaluated(c) * (1 + 1e-12));
+
+  // Nodes of one kind: the same cut either way.
+  const auto one_kind = f.request();
+  auto x = c;
+  x.speed_cut = false;
+  EXPECT_EQ(search::three_d::plan(one_kind, c).pipeline->stage_of_op,
+            search::three_d::plan(one_kind, x).pipeline->stage_of_op);
 }
 
 } // namespace

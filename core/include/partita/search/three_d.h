@@ -36,6 +36,9 @@ struct Candidate {
   int zero_stage = 0;
   cost::Recompute recompute = cost::Recompute::none;
   bool sequence_parallel = false;
+  // On a cluster of mixed nodes: the layers shared out by the speed of each stage's devices
+  // (`--balance speed`) instead of evenly (Megatron-LM's cut).
+  bool speed_cut = false;
 
   // "PP 4 x TP 8 x DP 32, micro-batch 2 (28 per iteration), interleaved x3, ZeRO 1, recompute full,
   // sequence parallel"
