@@ -2,7 +2,7 @@
 // (kernel and collective sweeps on this machine), fits the cluster profile on what it measured
 // (cost/calibration.h: the figures with which kernel_time and collective_cost reproduce the
 // timings), prints the fit per point, and writes the calibrated cluster file that plan, compare
-// and run read with --cluster FILE (DESIGN.md section 5).
+// and run read with --cluster FILE.
 
 #include "commands.h"
 #include "launch.h"

@@ -1,6 +1,6 @@
 // partita run MODEL --cluster C --strategy NAME -np P: plans (as `partita plan` does), runs the
 // plan for real with `mpirun -np P partita-run`, and lays what was measured against what was
-// predicted, per op and per iteration (DESIGN.md section 5).
+// predicted, per op and per iteration.
 
 #include "commands.h"
 #include "launch.h"

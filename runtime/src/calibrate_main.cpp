@@ -1,5 +1,5 @@
-// partita-calibrate: the measurements `partita calibrate` fits a cluster profile on (DESIGN.md
-// section 5). Compute (GEMMs, convolutions) and memory sweeps of the CPU backend on every rank at
+// partita-calibrate: the measurements `partita calibrate` fits a cluster profile on.
+// Compute (GEMMs, convolutions) and memory sweeps of the CPU backend on every rank at
 // once, then collective sweeps inside a node and, when the job spans nodes, between nodes (one
 // rank per node). The sweeps run in several passes (kernels, collectives, kernels, collectives, ...)
 // and every timing keeps its median pass: a shared host has slow spells (GEMMs seen at half their

@@ -3,8 +3,8 @@
 // One rank's share of a training iteration under a strategy: its shards of every op it runs
 // (sharding::block_of on its grid position), forward in topological order with the partial-sum
 // reductions and redistributions the layouts call for, backward in reverse with input-gradient
-// reductions, then weight-gradient synchronization and the plan's optimizer step (DESIGN.md
-// 3.2.1). The reduction groups are cost::device_groups, the ones the cost model prices.
+// reductions, then weight-gradient synchronization and the plan's optimizer step.
+// The reduction groups are cost::device_groups, the ones the cost model prices.
 //
 // ZeRO over a weight's replica group (the replicas its gradient is summed over), as
 // cost::op_cost prices it. Stages 1 and 2: the gradient is reduce-scattered instead of

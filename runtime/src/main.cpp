@@ -1,4 +1,4 @@
-// partita-run: executes a plan for real over MPI (DESIGN.md section 5).
+// partita-run: executes a plan for real over MPI.
 //   mpirun -np P partita-run plan.json [--warmup N] [--iterations N] [--verify] [--trace FILE]
 //                                     [--measurements FILE] [--timeout SECONDS] [--backend cpu|cpu-guarded|cuda]
 

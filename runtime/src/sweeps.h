@@ -1,6 +1,6 @@
 #pragma once
 
-// The sweeps partita-calibrate runs (DESIGN.md section 5; nccl-tests and the OSU benchmarks for
+// The sweeps partita-calibrate runs (nccl-tests and the OSU benchmarks for
 // the collectives): kernels of the CPU backend over a range of work, run on every rank at once as
 // a training step runs them, and collectives through the runtime's own code (all_reduce_sum) or
 // the MPI calls it makes. A kernel's figure is per call, the slowest rank's, median over trials;

@@ -1,6 +1,6 @@
 #pragma once
 
-// Fused projections laid out part by part (DESIGN.md 3.5: a weight's layout is ours to choose).
+// Fused projections laid out part by part (a weight's layout is ours to choose).
 //
 // A fused projection computes several equal parts side by side with one weight and splits them
 // apart after: GPT-2's attention computes [q | k | v] = x · W_qkv and splits the last axis in

@@ -1,5 +1,5 @@
 // Tensor layouts under a config: which iteration dim cuts each tensor dim, over which grid axes a
-// tensor is replicated (and so has its gradient reduced, DESIGN.md 3.2.1) and over which it holds
+// tensor is replicated (and so has its gradient reduced) and over which it holds
 // partial sums, and the block each grid position holds.
 
 #include "partita/graph/error.h"

@@ -1,5 +1,7 @@
 #include "partita/sim/task_graph.h"
 
+#include "cluster/ring_topology.h"
+
 #include "sim/op_plan.h"
 
 #include "partita/cost/op_cost.h"
@@ -484,6 +486,36 @@ void share_links(TaskGraph& tasks, const cluster::Cluster& cluster) {
       }
       const double share = std::min(1.0, static_cast<double>(devices) / cluster.nics_per_node);
       tasks.group_links[gi].push_back({link, share});
+    }
+  }
+  // Inside a node of direct links (a mesh, DGX-1), devices that no ring of direct links joins
+  // talk through the host (the fallback link, PCIe): transfers that need it at once share it.
+  if (cluster.intra_switched || cluster.intra_fallback.bandwidth <= 0) {
+    return;
+  }
+  std::vector<int> host_link(static_cast<std::size_t>(cluster.total_nodes()), -1);
+  for (std::size_t gi = 0; gi < tasks.groups.size(); ++gi) {
+    if (!transfers[gi]) {
+      continue;
+    }
+    std::map<int, std::vector<int>> on_node;
+    for (int d : tasks.groups[gi]) {
+      on_node[cluster.node_of(d)].push_back(d);
+    }
+    for (const auto& [node, devices] : on_node) {
+      if (devices.size() < 2) {
+        continue;
+      }
+      const auto ring = cluster::detail::intra_node_ring(cluster, devices);
+      if (ring.kind != cluster.intra_fallback.kind || ring.bandwidth != cluster.intra_fallback.bandwidth) {
+        continue; // rings of direct links carry it
+      }
+      auto& link = host_link[static_cast<std::size_t>(node)];
+      if (link < 0) {
+        link = static_cast<int>(tasks.links.size());
+        tasks.links.push_back(fmt::format("node {} host link", node));
+      }
+      tasks.group_links[gi].push_back({link, 1.0});
     }
   }
 }

@@ -13,7 +13,7 @@ using sharding::TensorLayout;
 using Ints = std::vector<std::int64_t>;
 using Axes = std::vector<int>;
 
-// DESIGN.md 3.2.1: b:2 n:2 on 4 devices.
+// A layout of b:2 n:2 on 4 devices.
 TEST(ShardingLayout, WorkedExample) {
   const test::TwoLayers t;
   const auto& s = t.fc1;

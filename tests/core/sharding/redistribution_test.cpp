@@ -26,7 +26,7 @@ TensorLayout layout(std::vector<std::int64_t> shape, const Config& c, std::vecto
   return l;
 }
 
-// DESIGN.md 3.2.1: Y split (b:2, n:2) feeding a layer that wants Y split along b only (its own
+// Y split (b:2, n:2) feeding a layer that wants Y split along b only (its own
 // b:2 with a second axis not indexing Y, so Y is replicated over it): the two n halves are
 // all-gathered within each n group.
 TEST(ShardingRedistribution, WorkedExampleAllGatherWithinNGroups) {

@@ -12,7 +12,7 @@
 
 namespace partita::test {
 
-// DESIGN.md 3.2.1's fully-connected layer Y[b,n] = X[b,k] W[k,n] as a Gemm (whose dims are named
+// The fully-connected layer Y[b,n] = X[b,k] W[k,n] as a Gemm (whose dims are named
 // m, n, k: m plays b), followed by a second one Z = Y W2 that reads Y. Sizes: b 8, k 16, n 12,
 // and Z's n 10.
 struct TwoLayers {

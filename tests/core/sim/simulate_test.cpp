@@ -461,6 +461,42 @@ TEST(Simulate, TransfersAtOnceShareTheNicsOfTheirNodes) {
   }
 }
 
+// Inside a DGX-1 (a mesh of NVLinks), devices without a direct link talk through the host: two
+// such transfers at once share the fallback link and take twice as long; pairs and rings on direct
+// links share nothing.
+TEST(Simulate, TransfersThroughTheHostOfAMeshShareIt) {
+  const auto dgx1 = cluster::load_cluster("dgx1");
+  ASSERT_FALSE(dgx1.intra_switched);
+  auto graph_of = [](std::vector<std::vector<int>> groups) {
+    sim::TaskGraph tg;
+    tg.devices = 8;
+    tg.groups = std::move(groups);
+    for (int g = 0; g < static_cast<int>(tg.groups.size()); ++g) {
+      sim::Task t;
+      t.kind = sim::TaskKind::redistribution;
+      t.stream = sim::Stream::communication;
+      t.group = g;
+      t.duration = 1.0;
+      tg.tasks.push_back(std::move(t));
+    }
+    return tg;
+  };
+  auto through_host = graph_of({{0, 5}, {1, 6}}); // neither pair has an NVLink
+  sim::share_links(through_host, dgx1);
+  ASSERT_EQ(through_host.links, (std::vector<std::string>{"node 0 host link"}));
+  EXPECT_DOUBLE_EQ(sim::simulate(through_host).iteration_time, 2.0);
+
+  auto direct = graph_of({{0, 1}, {2, 3}, {4, 5, 6, 7}}); // NVLinks, and a ring of them
+  sim::share_links(direct, dgx1);
+  EXPECT_TRUE(direct.links.empty());
+  EXPECT_DOUBLE_EQ(sim::simulate(direct).iteration_time, 1.0);
+
+  auto switched = graph_of({{0, 5}, {1, 6}});
+  sim::share_links(switched, cluster::load_cluster("dgx-a100"));
+  EXPECT_TRUE(switched.links.empty()) << "an NVSwitch port per device";
+  EXPECT_DOUBLE_EQ(sim::simulate(switched).iteration_time, 1.0);
+}
+
 // On a plan across nodes of one NIC each, contention never shortens an iteration, and without
 // overlap (one task at a time) it changes nothing: the additive prediction again.
 TEST(Simulate, SharedNicsNeverShortenAnIterationAndDoNotTouchTheAdditiveOne) {

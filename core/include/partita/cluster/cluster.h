@@ -1,7 +1,7 @@
 #pragma once
 
 // A cluster: nodes x devices per node, the device's peaks, the links inside a node and the
-// network between nodes (DESIGN.md 3.3). Read from partita.proto's Cluster (JSON files and the
+// network between nodes. Read from partita.proto's Cluster (JSON files and the
 // presets in resources/clusters/), validated with errors that name the field.
 
 #include "partita/graph/kernel_class.h"

@@ -1,6 +1,6 @@
 #pragma once
 
-// Calibration (DESIGN.md section 5): from kernel and collective timings measured on a machine
+// Calibration: from kernel and collective timings measured on a machine
 // (partita-calibrate), the cluster profile whose figures make the cost model reproduce them.
 //
 // - Compute and memory: kernel_time(flops, bytes) = max(flops / (peak x compute_efficiency(flops)),

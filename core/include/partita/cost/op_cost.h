@@ -1,6 +1,6 @@
 #pragma once
 
-// Time and memory of one op under a configuration on its devices (DESIGN.md 3.4), every number
+// Time and memory of one op under a configuration on its devices, every number
 // carried as named terms with the formula behind it, so that a front end can show why.
 
 #include "partita/cluster/cluster.h"

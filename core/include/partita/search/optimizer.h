@@ -1,6 +1,6 @@
 #pragma once
 
-// Every strategy family is an Optimizer with the same interface (DESIGN.md 3.5): given a model,
+// Every strategy family is an Optimizer with the same interface: given a model,
 // a cluster and a device count, it returns a Strategy and says why in its explanation.
 
 #include "partita/cluster/cluster.h"

@@ -1,6 +1,6 @@
 #pragma once
 
-// Configurations and tensor layouts (DESIGN.md 3.2): a configuration gives each iteration dim of
+// Configurations and tensor layouts: a configuration gives each iteration dim of
 // an op a split factor; the split dims form a logical device grid laid onto the op's devices;
 // from it follow what block of every tensor each device holds, which devices hold replicas (and
 // so reduce gradients together) and which hold partial sums. No notion of time here.

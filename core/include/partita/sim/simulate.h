@@ -1,9 +1,8 @@
 #pragma once
 
-// The event simulator (DESIGN.md 3.6): runs a TaskGraph on a compute stream and two communication
-// channels per device (Stream), transfers that overlap sharing their nodes' NICs (share_links), and
-// gives the iteration as a timeline: its time, where each device spent it, and the tasks that make
-// it up.
+// The event simulator: runs a TaskGraph on a compute stream and two communication
+// channels per device (Stream), transfers that overlap sharing their nodes' NICs and a mesh's host link (share_links),
+// and gives the iteration as a timeline: its time, where each device spent it, and the tasks that make it up.
 
 #include "partita/cluster/cluster.h"
 #include "partita/cost/setup.h"

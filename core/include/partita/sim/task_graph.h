@@ -1,6 +1,6 @@
 #pragma once
 
-// One training iteration as a graph of tasks (DESIGN.md 3.6): forward and backward kernels of every
+// One training iteration as a graph of tasks: forward and backward kernels of every
 // op on the devices the strategy places it on, its collectives, the redistributions between
 // layouts (point-to-point sends between pipeline stages), gradient synchronization in buckets and
 // the optimizer step; pipeline micro-batches in the order the schedule runs them. Every task's
@@ -120,8 +120,10 @@ TaskGraph build_task_graph(const graph::Graph& g, const strategy::Strategy& stra
 // through that node's NICs, one NIC per device it has there at most (collectives.cpp's GPU-NIC
 // affinity), so it loads the node's NICs by min(1, its devices there / NICs per node). An op's own
 // collectives load none: their task spans every concurrent group of the op, which a layout keeps
-// inside nodes where it can (tensor parallelism). Links inside a node are not shared: switch
-// ports and direct lanes are per device (a mesh's fallback through the host is not modelled yet).
+// inside nodes where it can (tensor parallelism). Inside a node of direct links (a mesh, DGX-1), a
+// transfer among devices that no ring of direct links joins goes through the host (the fallback
+// link) and loads the node's host link by 1. Switch ports and direct lanes are per device: not
+// shared.
 void share_links(TaskGraph& tasks, const cluster::Cluster& cluster);
 // Whether `task` is a transfer that loads its group's shared links (share_links).
 bool shares_links(const Task& task);

@@ -1,6 +1,6 @@
 #pragma once
 
-// A strategy: a configuration and a device list per op, optionally a pipeline (DESIGN.md 3.5),
+// A strategy: a configuration and a device list per op, optionally a pipeline,
 // and evaluate(): its predicted time and memory, per op and per device, as named terms (3.6).
 
 #include "partita/cluster/cluster.h"
