@@ -156,6 +156,10 @@ void SetupOptions::add_to(CLI::App& cmd) {
          "blocks shared out evenly, as Megatron-LM does), speed (the repeated blocks shared out by each stage's "
          "speed on a cluster of mixed nodes; megatron too) or even (by op count)")
       ->capture_default_str();
+  cmd.add_option("--stage-layout", stage_layout,
+                 "pipeline: how each stage splits its ops: auto (the per-layer search on one stage's devices, every "
+                 "stage alike); by default data parallel, or Megatron's layout with --tp")
+      ->check(CLI::IsMember({"auto"}));
   cmd.add_option("--cuts", cuts, "pipeline cut points: op indices (in the plan's order) that start a stage")
       ->delimiter(',');
   cmd.add_option("--plan", plan, "a plan file (partita plan -o) to evaluate as the 'given' strategy");
@@ -206,6 +210,7 @@ void SetupOptions::fill(search::Request& request) const {
   request.held.sequence_parallel = given(sequence_parallel_option);
   request.held.schedule = given(schedule_option) || chunks > 0;
   request.balance = balance;
+  request.stage_layout = stage_layout;
   request.cuts = cuts;
   request.plan_file = plan;
   request.all_divisors = all_divisors;

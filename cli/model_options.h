@@ -50,6 +50,7 @@ struct SetupOptions {
   std::string schedule = "1f1b";
   int chunks = 0; // interleaved schedule: model chunks per stage (0: the default, 2)
   std::string balance = "time";
+  std::string stage_layout;
   std::vector<int> cuts;
   std::string plan; // a plan file: the "given" strategy
   // auto: all divisors as split factors, the smallest piece of a split dim, memory limit in GiB.

@@ -226,13 +226,13 @@ private:
     for (const auto& c : t.configs) {
       check_cancel(); // thousands of configurations of a convolution at 1,024 devices
       const auto devs = devices(c);
-      const auto oc = cost::op_cost(m_g, id, s, c, devs, *m_r.cluster, m_r.setup, m_keep[i], {}, 1, false);
+      const auto oc = cost::op_cost(m_g, id, s, c, devs, *m_r.cluster, m_r.setup, m_keep[i], {}, m_r.search_micro_batches, false);
       if (m_tie_inputs[i].empty()) {
         t.time.push_back(oc.time_total());
         t.sync.push_back(oc.get(cost::term::gradient_sync));
       } else {
         const auto shared = tie_slots(id);
-        const auto without = cost::op_cost(m_g, id, s, c, devs, *m_r.cluster, m_r.setup, m_keep[i], shared, 1, false);
+        const auto without = cost::op_cost(m_g, id, s, c, devs, *m_r.cluster, m_r.setup, m_keep[i], shared, m_r.search_micro_batches, false);
         t.time.push_back(without.time_total());
         t.sync.push_back(without.get(cost::term::gradient_sync));
         t.tie_state.push_back(oc.time_total() - without.time_total());
@@ -564,7 +564,7 @@ private:
         e.out = static_cast<std::size_t>(std::find(outs.begin(), outs.end(), t) - outs.begin());
         e.in = in;
         e.context = m_contexts.size();
-        m_contexts.push_back(strategy::move_context(m_g, id, in, m_r.setup));
+        m_contexts.push_back(strategy::move_context(m_g, id, in, m_r.setup, m_r.search_micro_batches));
         e.tensor = tensor_signature(id, in, m_contexts.back(), false);
         m_edges_into[static_cast<std::size_t>(id)].push_back(m_edges.size());
         m_edges.push_back(e);
@@ -588,7 +588,7 @@ private:
         e.out = other_input;
         e.in = first_input;
         e.context = m_contexts.size();
-        m_contexts.push_back(strategy::move_context(m_g, first, first_input, m_r.setup));
+        m_contexts.push_back(strategy::move_context(m_g, first, first_input, m_r.setup, m_r.search_micro_batches));
         e.tensor = tensor_signature(first, first_input, m_contexts.back(), true);
         m_edges_into[static_cast<std::size_t>(first)].push_back(m_edges.size());
         m_edges.push_back(e);

@@ -7,6 +7,7 @@
 #include "search/families.h"
 
 #include "partita/cost/op_cost.h"
+#include "partita/search/auto_search.h"
 
 #include <algorithm>
 #include <map>
@@ -254,7 +255,50 @@ strategy::Strategy pipeline(const Request& r) {
         fmt::format("pipeline: --tp {} does not divide the {} devices of a stage", r.tensor_parallel, per_stage));
   }
   const int t = std::max(1, r.tensor_parallel);
-  const int replicas = std::max(1, per_stage / t);
+  // --stage-layout auto: every op split as the per-layer search splits it on one stage's devices,
+  // each op priced as run in the pipeline's micro-batches (every stage alike; the sends between
+  // stages and the bubble are priced when the plan is evaluated, not in that search).
+  if (!r.stage_layout.empty() && r.stage_layout != "auto") {
+    throw Error(fmt::format("pipeline: --stage-layout '{}' is not auto", r.stage_layout));
+  }
+  const bool auto_layout = r.stage_layout == "auto";
+  if (auto_layout && t > 1) {
+    throw Error(fmt::format("pipeline: --stage-layout auto chooses every op's split; --tp {} does not apply",
+                            r.tensor_parallel));
+  }
+  std::vector<sharding::Config> searched;
+  int batch_split = 1; // the widest split of the batch among the searched configurations
+  if (auto_layout) {
+    Request q = r;
+    q.devices = per_stage;
+    q.stages = 0;
+    q.pipeline_parallel = 0;
+    q.micro_batches = 0;
+    q.micro_batch_size = 0;
+    q.cuts.clear();
+    q.chunks = 0;
+    q.schedule = strategy::Schedule::one_f_one_b;
+    q.stage_layout.clear();
+    q.memory_limit = 1e30; // a stage holds its share of the model: the whole plan is held to the limit
+    // Priced as a stage runs its ops: in micro-batches (those asked, else the default's count).
+    int m = std::min(r.micro_batches > 0 ? r.micro_batches : 4 * stages, batch);
+    while (m > 1 && (batch % m != 0 || (interleaved && m % stages != 0))) {
+      --m;
+    }
+    q.search_micro_batches = std::max(1, m);
+    q.simulation_budget = 0;
+    q.progress = {};
+    const auto found = auto_search(q).strategy;
+    for (graph::OpId id = 0; id < static_cast<graph::OpId>(found.ops.size()); ++id) {
+      const auto& config = found.ops[static_cast<std::size_t>(id)].config;
+      searched.push_back(config);
+      const int dim = b.batch_dim(id);
+      if (dim >= 0 && static_cast<std::size_t>(dim) < config.splits.size()) {
+        batch_split = std::max(batch_split, config.splits[static_cast<std::size_t>(dim)]);
+      }
+    }
+  }
+  const int replicas = auto_layout ? batch_split : std::max(1, per_stage / t);
   // Tensor parallelism inside a stage does not split the batch: each data-parallel replica of a
   // stage holds batch / replicas samples, and a micro-batch needs at least one of them. A count the
   // user asked for that cannot work is refused; the default (4 x stages) is held to what fits.
@@ -304,7 +348,9 @@ strategy::Strategy pipeline(const Request& r) {
     std::iota(devices.begin(), devices.end(), stage * per_stage);
     return devices;
   };
-  auto stage_config = [&](graph::OpId id) { return b.split(id, {{b.batch_dim(id), per_stage}}); };
+  auto stage_config = [&](graph::OpId id) {
+    return auto_layout ? searched[static_cast<std::size_t>(id)] : b.split(id, {{b.batch_dim(id), per_stage}});
+  };
   std::vector<int> cuts;
   std::string how;
   if (!r.cuts.empty()) {
@@ -436,8 +482,9 @@ strategy::Strategy pipeline(const Request& r) {
     }
   }
   const std::string inside =
-      t > 1 ? fmt::format("{}-way tensor parallel x {}-way data parallel inside each", t, per_stage / t)
-            : "data parallel inside each";
+      auto_layout ? "each op split as the per-layer search splits it on one stage's devices"
+      : t > 1     ? fmt::format("{}-way tensor parallel x {}-way data parallel inside each", t, per_stage / t)
+                  : "data parallel inside each";
   const std::string chunk_text =
       chunks > 1 ? fmt::format(" ({} chunks each: {} pieces, piece v on the devices of stage v mod {})", chunks, pieces,
                                stages)

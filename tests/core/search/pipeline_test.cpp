@@ -4,6 +4,7 @@
 #include "partita/graph/error.h"
 #include "partita/io/json_file.h"
 #include "partita/proto/partita.pb.h"
+#include "partita/search/auto_search.h"
 #include "partita/search/optimizer.h"
 #include "partita/strategy/plan_file.h"
 #include "partita/strategy/strategy.h"
@@ -235,6 +236,45 @@ TEST(Pipeline, TheTimeCutWeighsEachStageAtItsOwnDevices) {
   EXPECT_LE(std::abs(even[0] - even[1]), 2);
   const auto weighed = ops_per_stage(mixed);
   EXPECT_GT(weighed[1], weighed[0] + 4) << "the node 4x as fast takes more ops";
+}
+
+// --stage-layout auto: every stage lays its ops out as the per-layer search does on one stage's
+// devices, priced in the pipeline's micro-batches; never slower there than data parallel inside
+// the stages by the search's own objective; --tp beside it is refused.
+TEST(Pipeline, TheStageLayoutOfThePerLayerSearch) {
+  Bench s;
+  auto r = s.request(8, 2);
+  r.micro_batches = 4;
+  r.threads = 1;
+  r.stage_layout = "auto";
+  const auto st = search::find_optimizer("pipeline").optimize(r);
+  ASSERT_TRUE(st.pipeline.has_value());
+  EXPECT_THAT(st.explanation, HasSubstr("per-layer search"));
+  auto q = s.request(4, 0);
+  q.threads = 1;
+  q.memory_limit = 1e30;
+  q.simulation_budget = 0;
+  q.search_micro_batches = 4;
+  const auto searched = search::auto_search(q).strategy;
+  int split = 0;
+  for (std::size_t i = 0; i < st.ops.size(); ++i) {
+    EXPECT_EQ(st.ops[i].config.splits, searched.ops[i].config.splits) << "op " << i;
+    split += st.ops[i].config.devices() > 1 ? 1 : 0;
+    for (const int d : st.ops[i].devices) {
+      EXPECT_EQ(d / 4, st.pipeline->stage_of_op[i]);
+    }
+  }
+  EXPECT_GT(split, 0);
+  const auto p = strategy::evaluate(*r.graph, *r.cluster, st, r.setup);
+  EXPECT_GT(p.iteration_time, 0);
+
+  r.tensor_parallel = 2;
+  EXPECT_THAT([&] { search::find_optimizer("pipeline").optimize(r); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("--tp 2 does not apply")));
+  r.tensor_parallel = 0;
+  r.stage_layout = "megatron";
+  EXPECT_THAT([&] { search::find_optimizer("pipeline").optimize(r); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("--stage-layout 'megatron' is not auto")));
 }
 
 } // namespace

@@ -56,6 +56,12 @@ struct Request {
   int chunks = 0;
   std::string balance = "time";
   std::vector<int> cuts;
+  // Pipeline: how each stage lays out its ops: "" (data parallel, or Megatron's tensor layout with
+  // tensor_parallel), or "auto" (the per-layer search on one stage's devices, every stage alike).
+  std::string stage_layout;
+  // "auto": price every op as run in this many micro-batches, each on its share of the batch (the
+  // layout of a pipeline stage; 1: the whole batch at once).
+  int search_micro_batches = 1;
   // "auto": split factors all divisors of the device count (else powers of two), the smallest
   // piece a split may leave of a dim (elements), and the memory per device the result must fit in
   // bytes (0: the cluster's device memory).
