@@ -330,6 +330,7 @@ private Q_SLOTS:
     state.input.schedule = "interleaved";
     state.input.chunks = 3;
     state.input.balance = "speed";
+    state.input.stage_layout = "auto";
     state.input.sequence_parallel = true;
     state.input.fp32_gradients = true;
     state.input.values = "sr=16000 use_cache_branch=false"; // an ONNX file's input values
@@ -341,6 +342,7 @@ private Q_SLOTS:
     QCOMPARE(loaded.input.schedule, std::string("interleaved"));
     QCOMPARE(loaded.input.chunks, 3);
     QCOMPARE(loaded.input.balance, std::string("speed"));
+    QCOMPARE(loaded.input.stage_layout, std::string("auto"));
     QVERIFY(loaded.input.sequence_parallel);
     QCOMPARE(loaded.input.values, state.input.values);
     QVERIFY(loaded == state);
@@ -352,6 +354,7 @@ private Q_SLOTS:
     state.input.schedule = defaults.schedule;
     state.input.chunks = defaults.chunks;
     state.input.balance = defaults.balance;
+    state.input.stage_layout = defaults.stage_layout;
 
     // B on an edited cluster too.
     state.sideBySide.custom_cluster = io::to_json(p);

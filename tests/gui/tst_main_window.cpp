@@ -489,6 +489,18 @@ private Q_SLOTS:
       QCOMPARE(highest, stages - 1);
     }
 
+    // A point whose stages the per-layer search lays out opens as the pipeline family does it.
+    search::three_d::Candidate per_layer;
+    per_layer.pipeline = 2;
+    per_layer.micro_batches = 4;
+    per_layer.per_layer = true;
+    const auto as_pipeline = point_input(in, per_layer);
+    QCOMPARE(as_pipeline.family, std::string("pipeline"));
+    QCOMPARE(as_pipeline.stage_layout, std::string("auto"));
+    QCOMPARE(as_pipeline.stages, 2);
+    QCOMPARE(as_pipeline.micro_batches, 4);
+    QCOMPARE(point_input(in, point.candidate).stage_layout, std::string());
+
     // Another model: the front goes.
     in.family = "dp";
     in.model = "zoo:mlp";

@@ -85,11 +85,13 @@ double trained_values(const graph::Graph& g) {
 }
 
 // The resident-memory lower bound of the file comment, bytes per device.
-double resident_bound(double values, const Candidate& c, const cost::TrainingSetup& base) {
+double resident_bound(double values, const Candidate& c, const cost::TrainingSetup& base, double stage_devices) {
   cost::TrainingSetup s = base;
   s.zero_stage = c.zero_stage;
-  const double per_device = values / (static_cast<double>(c.tensor) * c.pipeline);
-  const double d = c.data;
+  // The per-layer search may split a weight over all of a stage's devices and shard nothing more.
+  const double split = c.per_layer ? static_cast<double>(c.tensor) * c.data * stage_devices : c.tensor;
+  const double per_device = values / (split * c.pipeline);
+  const double d = c.per_layer ? 1.0 : c.data;
   const double weights = per_device * s.value_bytes() / (c.zero_stage >= 3 ? d : 1.0);
   const double gradients = per_device * s.gradient_bytes() / (c.zero_stage >= 2 ? d : 1.0);
   const double state = per_device * s.optimizer_bytes() / (c.zero_stage >= 1 ? d : 1.0);
@@ -272,6 +274,61 @@ std::vector<Candidate> space(const Request& r) {
       }
     }
   }
+  // Each stage laid out by the per-layer search: pipelines of 2 stages or more whose stages fit in
+  // a node (its splits pay off on the fastest links; across nodes Megatron's layouts above keep the
+  // tensor split inside nodes anyway), the micro-batches at least the stages and at most 4 x, in
+  // powers of two dividing the batch, unless held; the ZeRO stage and recomputation as above. Each
+  // (stages, micro-batches, schedule) is a search of its own, held to a fraction of a second.
+  if (r.tensor_parallel <= 0 && !(r.held.sequence_parallel && r.setup.sequence_parallel) && r.micro_batch_size <= 0) {
+    std::vector<int> pipelines;
+    for (const int p : divisors(n)) {
+      if (p >= 2 && p <= layers && n / p <= per_node && (r.pipeline_parallel <= 0 || p == r.pipeline_parallel)) {
+        pipelines.push_back(p);
+      }
+    }
+    for (const int p : pipelines) {
+      std::vector<int> counts;
+      if (r.micro_batches > 0) {
+        counts = {r.micro_batches};
+      } else {
+        for (int m = p; m <= 4 * p && m <= batch; m *= 2) {
+          counts.push_back(m);
+        }
+      }
+      for (const int m : counts) {
+        if (m < p || batch % m != 0) {
+          continue;
+        }
+        std::vector<std::pair<strategy::Schedule, int>> schedules;
+        const bool interleaved_asked = r.schedule == strategy::Schedule::interleaved;
+        if (!(r.held.schedule && interleaved_asked)) {
+          schedules.emplace_back(strategy::Schedule::one_f_one_b, 1);
+        }
+        if (!(r.held.schedule && !interleaved_asked) && m % p == 0) {
+          const int v = r.chunks > 0 ? r.chunks : 2;
+          if (layers % (p * v) == 0) {
+            schedules.emplace_back(strategy::Schedule::interleaved, v);
+          }
+        }
+        for (const auto& [schedule, v] : schedules) {
+          for (const int z : zeros) {
+            for (const auto rc : recomputes) {
+              Candidate c;
+              c.pipeline = p;
+              c.micro_batch_size = batch / m;
+              c.micro_batches = m;
+              c.schedule = schedule;
+              c.chunks = v;
+              c.zero_stage = z;
+              c.recompute = rc;
+              c.per_layer = true;
+              out.push_back(c);
+            }
+          }
+        }
+      }
+    }
+  }
   return out;
 }
 
@@ -279,8 +336,9 @@ std::vector<Candidate> space(const Request& r) {
 // recomputation: the megatron family places and cuts the ops the same way whatever the micro-batch
 // count (its cut balances whole-batch times), so one plan serves them with its count replaced.
 auto layout_key(const Candidate& c) {
-  return std::make_tuple(c.pipeline, c.tensor, static_cast<int>(c.schedule), c.chunks, c.sequence_parallel,
-                         c.speed_cut);
+  // The per-layer search prices its layout in the micro-batches: one layout per count.
+  return std::make_tuple(c.pipeline, c.tensor, static_cast<int>(c.schedule), c.chunks, c.sequence_parallel, c.speed_cut,
+                         c.per_layer ? c.micro_batches : 0);
 }
 // The time bound's key: the layout and the micro-batch count.
 auto shape_key(const Candidate& c) {
@@ -402,8 +460,11 @@ void rank_by_simulation(const Request& r, strategy::Evaluator& evaluator, std::v
 } // namespace
 
 std::string Candidate::text() const {
-  std::string s = fmt::format("PP {} x TP {} x DP {}, micro-batch {} ({} per iteration)", pipeline, tensor, data,
-                              micro_batch_size, micro_batches);
+  std::string s = per_layer ? fmt::format("PP {} x the per-layer search in each stage, micro-batch {} ({} per "
+                                          "iteration)",
+                                          pipeline, micro_batch_size, micro_batches)
+                            : fmt::format("PP {} x TP {} x DP {}, micro-batch {} ({} per iteration)", pipeline, tensor,
+                                          data, micro_batch_size, micro_batches);
   if (pipeline > 1) {
     s += schedule == strategy::Schedule::interleaved ? fmt::format(", interleaved 1F1B x{}", chunks) : ", 1F1B";
   }
@@ -418,6 +479,14 @@ std::string Candidate::text() const {
 }
 
 std::string Candidate::options() const {
+  if (per_layer) {
+    std::string s =
+        fmt::format("--strategy pipeline --stages {} --stage-layout auto --micro-batches {}", pipeline, micro_batches);
+    s += schedule == strategy::Schedule::interleaved ? fmt::format(" --schedule interleaved --chunks {}", chunks)
+                                                     : " --schedule 1f1b";
+    s += fmt::format(" --zero {} --recompute {}", zero_stage, cost::recompute_name(recompute));
+    return s;
+  }
   std::string s =
       fmt::format("--strategy megatron --tp {} --pp {} --micro-batch-size {}", tensor, pipeline, micro_batch_size);
   if (schedule == strategy::Schedule::interleaved) {
@@ -444,6 +513,25 @@ strategy::Strategy plan(const Request& r, const Candidate& c) {
   q.balance = c.speed_cut ? "speed" : "layers";
   q.setup = setup_of(r, c);
   q.progress = {};
+  if (c.per_layer) {
+    q.stages = c.pipeline;
+    q.pipeline_parallel = 0;
+    q.tensor_parallel = 0;
+    q.micro_batch_size = 0;
+    q.micro_batches = c.micro_batches;
+    q.stage_layout = "auto";
+    q.balance = "time";
+    q.simulation_budget = 0;
+    // Kept to searches of a fraction of a second: a larger one is refused and the candidate with it.
+    q.max_search_work = std::min(q.max_search_work, 2e6);
+    // The layout searched without ZeRO and recomputation (as Megatron-LM's cut is weighed), so
+    // that candidates differing only in those share it.
+    q.setup.zero_stage = 0;
+    q.setup.recompute = cost::Recompute::none;
+    auto st = detail::pipeline(q);
+    st.setup = setup_of(r, c);
+    return st;
+  }
   auto st = detail::megatron(q);
   st.setup = q.setup;
   return st;
@@ -500,6 +588,7 @@ Result search(const Request& request) {
   std::optional<decltype(layout_key(Candidate{}))> current_layout;
   std::optional<strategy::Strategy> current_plan;
   int current_prepared = -1; // the Evaluator's layout of current_plan
+  std::set<int> too_wide;    // stage counts whose per-layer search is refused for its size
   for (std::size_t i = 0; i < candidates.size(); ++i) {
     if (r.cancel != nullptr && r.cancel->load()) {
       throw Cancelled();
@@ -508,7 +597,7 @@ Result search(const Request& request) {
       r.progress(static_cast<double>(i) / static_cast<double>(candidates.size()));
     }
     const Candidate& c = candidates[i];
-    if (resident_bound(values, c, r.setup) > result.memory_limit) {
+    if (resident_bound(values, c, r.setup, static_cast<double>(r.devices) / c.pipeline) > result.memory_limit) {
       ++result.too_big;
       continue;
     }
@@ -521,7 +610,7 @@ Result search(const Request& request) {
       // join the front either.
       if (it != none_time.end() && it->second >= best_time) {
         bool beaten = false;
-        const double least_memory = resident_bound(values, c, r.setup);
+        const double least_memory = resident_bound(values, c, r.setup, static_cast<double>(r.devices) / c.pipeline);
         for (const auto& p : fitting) {
           beaten = beaten || (p.iteration_time <= it->second && p.peak_memory <= least_memory);
         }
@@ -534,12 +623,19 @@ Result search(const Request& request) {
     if (current_layout != layout_key(c)) {
       current_layout = layout_key(c);
       current_plan.reset();
-      try {
-        current_plan = plan(r, c);
-        current_prepared = evaluator.prepare(*current_plan);
-      } catch (const Cancelled&) {
-        throw;
-      } catch (const Error&) {
+      // A per-layer search too wide for its stage's devices is as wide for every micro-batch count
+      // and schedule of that stage count: refused once.
+      if (!(c.per_layer && too_wide.contains(c.pipeline))) {
+        try {
+          current_plan = plan(r, c);
+          current_prepared = evaluator.prepare(*current_plan);
+        } catch (const Cancelled&) {
+          throw;
+        } catch (const Error& e) {
+          if (c.per_layer && std::string_view(e.what()).find("too large to run here") != std::string_view::npos) {
+            too_wide.insert(c.pipeline);
+          }
+        }
       }
     }
     if (!current_plan || !current_plan->pipeline) {

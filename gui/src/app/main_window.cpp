@@ -321,6 +321,7 @@ QString MainWindow::staleReason() const {
   check("schedule", was.schedule, now.schedule);
   check("chunks", was.chunks, now.chunks);
   check("cut", was.balance, now.balance);
+  check("stage layout", was.stage_layout, now.stage_layout);
   return changed.join(QStringLiteral(", "));
 }
 

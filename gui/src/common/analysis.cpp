@@ -68,6 +68,7 @@ search::Request make_request(const graph::Graph& g, const cluster::Cluster& c, c
   // disabled under the others).
   r.chunks = r.schedule == strategy::Schedule::interleaved ? input.chunks : 0;
   r.balance = input.balance;
+  r.stage_layout = input.stage_layout;
   if (input.family == "3d") {
     // The form always shows a schedule and a setup: the 3-D search holds the interleaved schedule
     // (with its chunks) when chosen, refuses GPipe with the reason, and searches the rest; the ZeRO
@@ -173,6 +174,9 @@ void check_parallelism(const AnalysisInput& input) {
   whole("chunks", input.chunks, 2, 1024);
   if (input.balance != "time" && input.balance != "layers" && input.balance != "speed" && input.balance != "even") {
     throw Error(fmt::format("cut '{}': expected time, layers, speed or even", input.balance));
+  }
+  if (!input.stage_layout.empty() && input.stage_layout != "auto") {
+    throw Error(fmt::format("stage layout '{}': expected auto or none", input.stage_layout));
   }
 }
 

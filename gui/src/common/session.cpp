@@ -55,6 +55,7 @@ void saveSession(const std::filesystem::path& path, const SessionState& state) {
   parallelism->set_schedule(in.schedule);
   parallelism->set_chunks(in.chunks);
   parallelism->set_balance(in.balance);
+  parallelism->set_stage_layout(in.stage_layout);
   s.set_selected_op(state.selectedOp);
   if (!in.custom_cluster.empty()) {
     io::parse_json(in.custom_cluster, "edited cluster", *s.mutable_custom_cluster());
@@ -139,6 +140,7 @@ SessionState sessionFromJson(std::string_view json, const std::filesystem::path&
     if (!p.balance().empty()) {
       in.balance = p.balance();
     }
+    in.stage_layout = p.stage_layout();
   }
   // Checked by the core now, so that a bad session changes nothing on screen.
   auto check = [&](std::string_view field, auto&& probe) {

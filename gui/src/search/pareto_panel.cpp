@@ -55,6 +55,13 @@ AnalysisInput point_input(const AnalysisInput& base, const search::three_d::Cand
   in.sequence_parallel = c.sequence_parallel;
   // Megatron-LM's cut, or the layers shared out by the stages' speed (mixed nodes).
   in.balance = c.speed_cut ? "speed" : "layers";
+  in.stage_layout.clear();
+  if (c.per_layer) { // the pipeline family, each stage laid out by the per-layer search
+    in.family = "pipeline";
+    in.tensor_parallel = 0;
+    in.balance = "time";
+    in.stage_layout = "auto";
+  }
   return in;
 }
 

@@ -64,7 +64,8 @@ SetupPanel::SetupPanel(QWidget* parent)
       m_sequenceParallel(new QCheckBox(tr("Sequence parallel"), this)),
       m_fp32Gradients(new QCheckBox(tr("FP32 gradients"), this)), m_tensorParallel(new QSpinBox(this)),
       m_stages(new QSpinBox(this)), m_microBatches(new QSpinBox(this)), m_schedule(new QComboBox(this)),
-      m_chunks(new QSpinBox(this)), m_balance(new QComboBox(this)), m_evaluate(new QPushButton(tr("&Evaluate"), this)) {
+      m_chunks(new QSpinBox(this)), m_balance(new QComboBox(this)), m_stageLayout(new QComboBox(this)),
+      m_evaluate(new QPushButton(tr("&Evaluate"), this)) {
   auto* layout = new QVBoxLayout(this);
 
   auto* modelBox = new QGroupBox(tr("Model"), this);
@@ -201,6 +202,13 @@ SetupPanel::SetupPanel(QWidget* parent)
                            "stage's devices, the repeated blocks evenly as Megatron-LM does, the repeated blocks by "
                            "each stage's speed on a cluster of mixed nodes (megatron too), or by op count"));
   parallelForm->addRow(tr("Cut"), m_balance);
+  m_stageLayout->setObjectName(QStringLiteral("stageLayoutCombo"));
+  m_stageLayout->addItem(tr("Data parallel (or --tp)"), QString());
+  m_stageLayout->addItem(tr("Per-layer search"), QStringLiteral("auto"));
+  m_stageLayout->setToolTip(tr("How the pipeline family lays out each stage's ops (--stage-layout): data parallel "
+                               "(Megatron's layout with a tensor-parallel width), or as the per-layer search splits "
+                               "them on one stage's devices"));
+  parallelForm->addRow(tr("Stage layout"), m_stageLayout);
   layout->addWidget(parallelBox);
 
   m_evaluate->setDefault(true);
@@ -227,7 +235,8 @@ SetupPanel::SetupPanel(QWidget* parent)
   connect(m_batchSlider, &QSlider::valueChanged, this, &SetupPanel::onBatchSlider);
 
   // Every field reports a change, and Enter in any of them evaluates.
-  for (auto* combo : {m_model, m_cluster, m_family, m_precision, m_optimizer, m_recompute, m_schedule, m_balance}) {
+  for (auto* combo :
+       {m_model, m_cluster, m_family, m_precision, m_optimizer, m_recompute, m_schedule, m_balance, m_stageLayout}) {
     connect(combo, &QComboBox::currentIndexChanged, this, &SetupPanel::inputChanged);
     combo->installEventFilter(this);
   }
@@ -306,6 +315,7 @@ AnalysisInput SetupPanel::input() const {
   in.schedule = m_schedule->currentData().toString().toStdString();
   in.chunks = m_chunks->value();
   in.balance = m_balance->currentData().toString().toStdString();
+  in.stage_layout = m_stageLayout->currentData().toString().toStdString();
   return in;
 }
 
@@ -346,6 +356,7 @@ void SetupPanel::setInput(const AnalysisInput& in) {
   select(m_schedule, in.schedule);
   m_chunks->setValue(in.chunks);
   select(m_balance, in.balance);
+  m_stageLayout->setCurrentIndex(in.stage_layout == "auto" ? 1 : 0);
 }
 
 void SetupPanel::setClusterFields(const AnalysisInput& in) {

@@ -103,6 +103,7 @@ private:
   QComboBox* m_schedule;
   QSpinBox* m_chunks;
   QComboBox* m_balance;
+  QComboBox* m_stageLayout;
   QPushButton* m_evaluate;
 };
 

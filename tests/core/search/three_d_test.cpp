@@ -107,6 +107,38 @@ std::vector<Candidate> every_candidate(int devices, int per_node, int batch, int
       }
     }
   }
+  // Each stage laid out by the per-layer search: 2 stages or more of a node at most, m
+  // micro-batches from the stages to 4 x in powers of two, 1F1B or interleaved with 2 chunks.
+  for (int p = 2; p <= layers; ++p) {
+    if (devices % p != 0 || devices / p > per_node) {
+      continue;
+    }
+    for (int m = p; m <= 4 * p && m <= batch; m *= 2) {
+      if (batch % m != 0) {
+        continue;
+      }
+      std::vector<std::pair<strategy::Schedule, int>> schedules = {{strategy::Schedule::one_f_one_b, 1}};
+      if (layers % (2 * p) == 0) {
+        schedules.emplace_back(strategy::Schedule::interleaved, 2);
+      }
+      for (const auto& [schedule, v] : schedules) {
+        for (int z = 0; z <= 3; ++z) {
+          for (const auto rc : {cost::Recompute::none, cost::Recompute::selective, cost::Recompute::full}) {
+            Candidate c;
+            c.pipeline = p;
+            c.micro_batch_size = batch / m;
+            c.micro_batches = m;
+            c.schedule = schedule;
+            c.chunks = v;
+            c.zero_stage = z;
+            c.recompute = rc;
+            c.per_layer = true;
+            out.push_back(c);
+          }
+        }
+      }
+    }
+  }
   return out;
 }
 
@@ -403,8 +435,8 @@ TEST(ThreeD, OnMixedNodesItAlsoCutsTheLayersByTheStagesSpeed) {
   const auto even_layers = layers_per_stage(g, even), speed_layers = layers_per_stage(g, speed);
   // Layer norms: two per layer and the final one, which rides with the last stage.
   EXPECT_LE(std::abs(even_layers[0] - even_layers[1]), 1) << even_layers[0] << " / " << even_layers[1];
-  EXPECT_GE(speed_layers[1], speed_layers[0] + 3) << speed_layers[0] << " / " << speed_layers[1]
-                                                  << ": the 4x faster node's stage takes more layers";
+  EXPECT_GE(speed_layers[1], speed_layers[0] + 3)
+      << speed_layers[0] << " / " << speed_layers[1] << ": the 4x faster node's stage takes more layers";
   for (const auto id : g.topological_order()) {
     if (speed.pipeline->stage_of_op[static_cast<std::size_t>(id)] == 1) {
       EXPECT_EQ(g.op(id).type, "LayerNormalization") << "stage 1 starts with a layer";

@@ -39,6 +39,10 @@ struct Candidate {
   // On a cluster of mixed nodes: the layers shared out by the speed of each stage's devices
   // (`--balance speed`) instead of evenly (Megatron-LM's cut).
   bool speed_cut = false;
+  // Every stage laid out by the per-layer search on its devices, priced in the micro-batches
+  // (`--strategy pipeline --stage-layout auto`): it chooses each op's split, so `tensor` and
+  // `data` are 1 and `micro_batch_size` is the batch over the micro-batches.
+  bool per_layer = false;
 
   // "PP 4 x TP 8 x DP 32, micro-batch 2 (28 per iteration), interleaved x3, ZeRO 1, recompute full,
   // sequence parallel"
