@@ -226,13 +226,15 @@ private:
     for (const auto& c : t.configs) {
       check_cancel(); // thousands of configurations of a convolution at 1,024 devices
       const auto devs = devices(c);
-      const auto oc = cost::op_cost(m_g, id, s, c, devs, *m_r.cluster, m_r.setup, m_keep[i], {}, m_r.search_micro_batches, false);
+      const auto oc =
+          cost::op_cost(m_g, id, s, c, devs, *m_r.cluster, m_r.setup, m_keep[i], {}, m_r.search_micro_batches, false);
       if (m_tie_inputs[i].empty()) {
         t.time.push_back(oc.time_total());
         t.sync.push_back(oc.get(cost::term::gradient_sync));
       } else {
         const auto shared = tie_slots(id);
-        const auto without = cost::op_cost(m_g, id, s, c, devs, *m_r.cluster, m_r.setup, m_keep[i], shared, m_r.search_micro_batches, false);
+        const auto without = cost::op_cost(m_g, id, s, c, devs, *m_r.cluster, m_r.setup, m_keep[i], shared,
+                                           m_r.search_micro_batches, false);
         t.time.push_back(without.time_total());
         t.sync.push_back(without.get(cost::term::gradient_sync));
         t.tie_state.push_back(oc.time_total() - without.time_total());

@@ -288,6 +288,10 @@ strategy::Strategy pipeline(const Request& r) {
     q.search_micro_batches = std::max(1, m);
     q.simulation_budget = 0;
     q.progress = {};
+    // Searched under the ZeRO stage (it moves the gradient sync and the step) without
+    // recomputation (which adds compute to whatever layout), so that plans differing only in the
+    // latter share their layout.
+    q.setup.recompute = cost::Recompute::none;
     const auto found = auto_search(q).strategy;
     for (graph::OpId id = 0; id < static_cast<graph::OpId>(found.ops.size()); ++id) {
       const auto& config = found.ops[static_cast<std::size_t>(id)].config;

@@ -336,9 +336,10 @@ std::vector<Candidate> space(const Request& r) {
 // recomputation: the megatron family places and cuts the ops the same way whatever the micro-batch
 // count (its cut balances whole-batch times), so one plan serves them with its count replaced.
 auto layout_key(const Candidate& c) {
-  // The per-layer search prices its layout in the micro-batches: one layout per count.
+  // The per-layer search prices its layout in the micro-batches and under the ZeRO stage: one
+  // layout per count and stage.
   return std::make_tuple(c.pipeline, c.tensor, static_cast<int>(c.schedule), c.chunks, c.sequence_parallel, c.speed_cut,
-                         c.per_layer ? c.micro_batches : 0);
+                         c.per_layer ? c.micro_batches : 0, c.per_layer ? c.zero_stage : -1);
 }
 // The time bound's key: the layout and the micro-batch count.
 auto shape_key(const Candidate& c) {
@@ -524,12 +525,8 @@ strategy::Strategy plan(const Request& r, const Candidate& c) {
     q.simulation_budget = 0;
     // Kept to searches of a fraction of a second: a larger one is refused and the candidate with it.
     q.max_search_work = std::min(q.max_search_work, 2e6);
-    // The layout searched without ZeRO and recomputation (as Megatron-LM's cut is weighed), so
-    // that candidates differing only in those share it.
-    q.setup.zero_stage = 0;
-    q.setup.recompute = cost::Recompute::none;
     auto st = detail::pipeline(q);
-    st.setup = setup_of(r, c);
+    st.setup = q.setup;
     return st;
   }
   auto st = detail::megatron(q);

@@ -21,6 +21,7 @@
 
 #include <filesystem>
 #include <limits>
+#include <map>
 
 namespace partita {
 namespace {
@@ -151,10 +152,23 @@ struct Brute {
 // `simulate`: each candidate's iteration as `partita plan` predicts it (sim::simulate_prediction).
 Brute brute_force(const search::Request& r, double limit, bool simulate = false) {
   Brute out;
+  // A per-layer layout is searched without recomputation: planned once for the three.
+  std::map<std::string, strategy::Strategy> per_layer;
   for (const auto& c : every_candidate(r.devices, r.cluster->devices_per_node, strategy::batch_size(*r.graph), 4)) {
     strategy::Strategy st;
     try {
-      st = search::three_d::plan(r, c);
+      if (c.per_layer) {
+        auto none = c;
+        none.recompute = cost::Recompute::none;
+        auto it = per_layer.find(none.text());
+        if (it == per_layer.end()) {
+          it = per_layer.emplace(none.text(), search::three_d::plan(r, none)).first;
+        }
+        st = it->second;
+        st.setup->recompute = c.recompute;
+      } else {
+        st = search::three_d::plan(r, c);
+      }
     } catch (const Error&) {
       continue;
     }
