@@ -1,15 +1,19 @@
 // The 3-D search: pipeline stages x tensor-parallel width x data-parallel replicas, with the
 // micro-batch size, the schedule, the ZeRO stage, recomputation and sequence parallelism, each
-// candidate planned by the megatron family and predicted by strategy::Evaluator.
+// candidate planned by the megatron family (or, for stages of a node at most, by the pipeline family
+// with every stage laid out by the per-layer search: Candidate::per_layer) and predicted by
+// strategy::Evaluator.
 //
 // Bounds that skip a candidate without planning it, both provable against evaluate():
 // - Resident memory. Megatron's layout splits a weight at most `tensor` ways and ZeRO shards its
 //   state over at most the replicas, so each device of a stage holds at least, per weight value
 //   of the stage, value/tensor bytes of the weight, gradient and optimizer state (each over `data`
 //   where ZeRO shards it); the fullest stage holds at least the mean of the stages. A candidate
-//   whose bound exceeds the limit cannot fit.
+//   whose bound exceeds the limit cannot fit. A per-layer layout may split a weight over all of a
+//   stage's devices: its bound is value/(stage devices) with nothing sharded further.
 // - Time. A candidate differing from a planned one only in its ZeRO stage, recomputation or
-//   micro-batch size shares its plan's ops on the same devices; recomputation only adds terms
+//   micro-batch size shares its plan's ops on the same devices (a per-layer layout only its
+//   recomputation: it is searched per micro-batch count and ZeRO stage); recomputation only adds terms
 //   (none <= selective <= full for the same plan and ZeRO stage). So once "none" has been predicted
 //   for a shape and ZeRO stage, its time bounds the other two from below: they are skipped when
 //   the bound is no faster than the best found and the candidate could not join the front. When
