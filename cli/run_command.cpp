@@ -95,8 +95,9 @@ void add_run_command(CLI::App& app) {
   auto* overlap = cmd->add_flag(
       "--overlap-gradients", o->overlap_gradients,
       "partita-run sums each weight's gradient over its replicas during the backward pass (DDP's buckets, "
-      "--bucket-mb); the prediction stays one thing at a time on a rank: on the CPU, MPI moves the sums "
-      "on only between the backward kernels");
+      "--bucket-mb); with --backend cuda the prediction sums each full bucket beside the backward pass "
+      "as NCCL does, on the CPU it stays one thing at a time on a rank (MPI moves the sums on only "
+      "between the backward kernels)");
   cmd->add_option("--bucket-mb", o->bucket_mb, "--overlap-gradients: gradient bucket size in MB")
       ->check(real(1e-6, 1e6, "MB"))
       ->needs(overlap)
@@ -129,8 +130,12 @@ void add_run_command(CLI::App& app) {
     }();
     // Simulated as partita-run runs it: one thing at a time on a rank (its collectives wait for its
     // kernels; with --overlap-gradients on the CPU, MPI moves the gradient sums on only between
-    // kernels), the stages of a pipeline side by side.
-    const auto planned = make_plan(g, cl, o->ranks, o->setup, o->family, o->model, sim::Options{.overlap = false});
+    // kernels), the stages of a pipeline side by side; with --overlap-gradients on GPUs, NCCL sums
+    // each full bucket on a stream of its own while the backward pass goes on.
+    const bool gradients_beside = o->overlap_gradients && o->backend == "cuda";
+    const auto planned = make_plan(
+        g, cl, o->ranks, o->setup, o->family, o->model,
+        sim::Options{.overlap = false, .overlap_gradients = gradients_beside, .bucket_bytes = o->bucket_mb * 1e6});
     const auto& p = planned.prediction;
     const auto& plan = planned.plan;
     const std::string spec = o->model.spec();

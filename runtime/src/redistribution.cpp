@@ -3,6 +3,7 @@
 #include "collectives.h"
 
 #include "partita/graph/error.h"
+#include "partita/sharding/redistribution.h"
 
 #include <fmt/format.h>
 
@@ -23,9 +24,9 @@ int position_in(const std::vector<int>& devices, int d) {
 Exchange plan_exchange(const Placement& from, const Placement& to, int me, int ranks) {
   const int kf = from.config.devices();
   const int kt = to.config.devices();
-  // Distinct source blocks and who holds each.
+  // Distinct source blocks and who holds each, with the replica each holder is of.
   std::vector<sharding::Block> blocks;
-  std::vector<std::vector<int>> holders;
+  std::vector<std::vector<int>> holders, replicas;
   for (std::size_t i = 0; i < from.devices.size(); ++i) {
     const auto b = sharding::block_of(from.layout, from.config, static_cast<int>(i) % kf);
     std::size_t j = 0;
@@ -35,8 +36,10 @@ Exchange plan_exchange(const Placement& from, const Placement& to, int me, int r
     if (j == blocks.size()) {
       blocks.push_back(b);
       holders.emplace_back();
+      replicas.emplace_back();
     }
     holders[j].push_back(from.devices[i]);
+    replicas[j].push_back(sharding::replica_base(from.layout, from.config, static_cast<int>(i)));
   }
 
   Exchange ex;
@@ -47,14 +50,22 @@ Exchange plan_exchange(const Placement& from, const Placement& to, int me, int r
       throw Error(fmt::format("device {} is not a rank (there are {} ranks)", consumer, ranks));
     }
     const auto need = sharding::block_of(to.layout, to.config, static_cast<int>(c) % kt);
+    // The consumer's replica, as the cost model takes it (sharding::replica_base).
+    const int own = position_in(from.devices, consumer);
+    const int replica =
+        sharding::replica_base(from.layout, from.config, own >= 0 ? own : static_cast<int>(c % from.devices.size()));
     for (std::size_t j = 0; j < blocks.size(); ++j) {
       auto region = intersect(need, blocks[j]);
       if (is_empty(region)) {
         continue;
       }
       const auto& h = holders[j];
-      // Itself when it holds the block; otherwise spread consumers over the holders.
-      const int holder = position_in(h, consumer) >= 0 ? consumer : h[c % h.size()];
+      // Itself when it holds the block; otherwise the holder of its replica (every replica holds
+      // every block; blocks alike in bounds, as empty ones, fall back on the first holder).
+      const auto mine = std::find(replicas[j].begin(), replicas[j].end(), replica);
+      const int holder = position_in(h, consumer) >= 0 ? consumer
+                         : mine != replicas[j].end()   ? h[static_cast<std::size_t>(mine - replicas[j].begin())]
+                                                       : h.front();
       if (holder != consumer) {
         ex.remote = true;
       }

@@ -347,13 +347,18 @@ CollectiveCost collective_cost_unexplained(const Cluster& cluster, Collective co
     return cost_of(cluster, collective, devices, bytes, algorithm, concurrent_groups, false);
   }
   auto& costs = memo_in_use->m_impl->costs;
-  CollectiveMemo::Impl::Key key{collective, algorithm, concurrent_groups, bytes,
-                                std::vector<int>(devices.begin(), devices.end())};
+  // The lookup reuses one key per thread: the search asks millions of times, mostly found.
+  thread_local CollectiveMemo::Impl::Key key;
+  key.collective = collective;
+  key.algorithm = algorithm;
+  key.concurrent_groups = concurrent_groups;
+  key.bytes = bytes;
+  key.devices.assign(devices.begin(), devices.end());
   if (const auto it = costs.find(key); it != costs.end()) {
     return it->second;
   }
   auto cost = cost_of(cluster, collective, devices, bytes, algorithm, concurrent_groups, false);
-  costs.emplace(std::move(key), cost);
+  costs.emplace(key, cost);
   return cost;
 }
 

@@ -5,12 +5,14 @@
 // A consumer device d needs one block; it receives |block| minus what it holds itself.
 //
 // Cost: bytes and pattern take O((P_from + P_to) * r) for r tensor dims and P devices per side
-// (per-dim interval arithmetic, no pairwise device loop). Groups follow each needed cell to one
-// holder: O(sum over receiving consumers of the cells their block overlaps, times log R) for R
-// replicas per cell, bounded in practice by O(P * G) for exchange groups of G devices. Two
-// shortcuts keep the common large cases linear: with one holder per cell, consumers needing the
-// same block share one walk; once every device is in one group and every producer sends (an
-// all-to-all, a gather onto everyone), the remaining walks cannot change anything and stop.
+// (per-dim interval arithmetic, no pairwise device loop). Groups follow each needed cell to the
+// holder of the consumer's own replica (replica_base: the producer position that differs from the
+// consumer's only in the coordinates that cut the tensor), found by arithmetic: O(sum over
+// receiving consumers of the cells their block overlaps), bounded in practice by O(P * G) for
+// exchange groups of G devices. Two shortcuts keep the common large cases linear: with one holder
+// per cell, consumers needing the same block share one walk; once every device is in one group
+// and every producer sends (an all-to-all, a gather onto everyone), the remaining walks cannot
+// change anything and stop.
 //
 // A producer output with partial_axes is taken as already reduced (all-reduced over those axes,
 // which the cost model charges to the producing op): its devices hold full values of their block.
@@ -139,25 +141,11 @@ struct DisjointSets {
   }
 };
 
-// The holder in `holders` (sorted device ids) closest to device d, the lower id on a tie.
-int nearest(std::span<const int> holders, int d) {
-  const auto it = std::lower_bound(holders.begin(), holders.end(), d);
-  if (it == holders.end()) {
-    return holders.back();
-  }
-  if (it == holders.begin() || *it == d) {
-    return *it;
-  }
-  const int above = *it;
-  const int below = *(it - 1);
-  return d - below <= above - d ? below : above;
-}
-
 // The buffers of one redistribute() call, kept per thread: the search calls it hundreds of
 // thousands of times, and allocating them each time cost as much as the geometry.
 struct Scratch {
-  std::vector<int> from_pos, from_coords, to_coords, holder_start, holders, fill, group_of_root;
-  std::vector<std::int64_t> stride, cell_of_pos, nb, ne, hb, he, lo, hi, cur;
+  std::vector<int> from_pos, from_coords, to_coords, group_of_root;
+  std::vector<std::int64_t> stride, pos_stride, cell_of_pos, nb, ne, hb, he, lo, hi, cur;
   std::vector<char> seen, involved;
   std::vector<std::array<int, 2>> remembered;
   DisjointSets sets;
@@ -230,10 +218,21 @@ Redistribution redistribute(const TensorLayout& from, const Config& from_config,
   auto to_at = [&](int t) {
     return std::span<const int>(to_coords).subspan(static_cast<std::size_t>(t % to_k) * to_axes, to_axes);
   };
+  // Per tensor dim, how far apart on the producer's grid two positions are whose parts of that dim
+  // differ by one (0 for an uncut dim): a cell's holder of a given replica is found by arithmetic.
+  auto& pos_stride = scratch.pos_stride;
+  pos_stride.assign(r, 0);
+  for (std::size_t j = 0; j < r; ++j) {
+    if (from.dim_axis[j] >= 0) {
+      std::int64_t s = 1;
+      for (std::size_t i = static_cast<std::size_t>(from.dim_axis[j]) + 1; i < from_axes; ++i) {
+        s *= from_config.splits[i];
+      }
+      pos_stride[j] = s;
+    }
+  }
   auto& cell_of_pos = scratch.cell_of_pos;
   cell_of_pos.assign(from_devices.size(), 0);
-  auto& holder_start = scratch.holder_start;
-  holder_start.assign(static_cast<std::size_t>(cells) + 1, 0);
   for (std::size_t p = 0; p < from_devices.size(); ++p) {
     const auto coords = from_at(static_cast<int>(p));
     std::int64_t cell = 0;
@@ -242,21 +241,6 @@ Redistribution redistribute(const TensorLayout& from, const Config& from_config,
       cell += a < 0 ? 0 : coords[static_cast<std::size_t>(a)] * stride[j];
     }
     cell_of_pos[p] = cell;
-    ++holder_start[static_cast<std::size_t>(cell) + 1];
-  }
-  std::partial_sum(holder_start.begin(), holder_start.end(), holder_start.begin());
-  auto& holders = scratch.holders;
-  holders.assign(from_devices.size(), 0);
-  {
-    auto& fill = scratch.fill;
-    fill.assign(holder_start.begin(), holder_start.end() - 1);
-    for (std::size_t p = 0; p < from_devices.size(); ++p) {
-      holders[static_cast<std::size_t>(fill[static_cast<std::size_t>(cell_of_pos[p])]++)] = from_devices[p];
-    }
-    for (std::int64_t c = 0; c < cells; ++c) {
-      std::sort(holders.begin() + holder_start[static_cast<std::size_t>(c)],
-                holders.begin() + holder_start[static_cast<std::size_t>(c) + 1]);
-    }
   }
   const bool single_holder = static_cast<std::int64_t>(from_devices.size()) == cells;
 
@@ -371,6 +355,17 @@ Redistribution redistribute(const TensorLayout& from, const Config& from_config,
         continue;
       }
     }
+    // The holders of d's replica (replica_base): d's own position among the producer's devices,
+    // or its position in its own list when it is not one of them.
+    const std::int64_t stand_in = p >= 0 ? p : static_cast<std::int64_t>(t % from_devices.size());
+    std::int64_t base = stand_in;
+    {
+      const auto sc = from_at(static_cast<int>(stand_in));
+      for (std::size_t j = 0; j < r; ++j) {
+        const int a = from.dim_axis[j];
+        base -= a < 0 ? 0 : sc[static_cast<std::size_t>(a)] * pos_stride[j];
+      }
+    }
     for (std::size_t j = 0; j < r; ++j) {
       lo[j] = scratch.first_cell[to_index[j]];
       hi[j] = scratch.last_cell[to_index[j]];
@@ -378,16 +373,13 @@ Redistribution redistribute(const TensorLayout& from, const Config& from_config,
     }
     std::array<int, 2> seen{-1, -1};
     for (;;) {
-      std::int64_t cell = 0;
+      std::int64_t cell = 0, at = base;
       for (std::size_t j = 0; j < r; ++j) {
         cell += cur[j] * stride[j];
+        at += cur[j] * pos_stride[j];
       }
       if (cell != own_cell) {
-        const auto c = static_cast<std::size_t>(cell);
-        const int h = nearest(
-            std::span<const int>(holders).subspan(static_cast<std::size_t>(holder_start[c]),
-                                                  static_cast<std::size_t>(holder_start[c + 1] - holder_start[c])),
-            d);
+        const int h = from_devices[static_cast<std::size_t>(at)];
         involve(h);
         link(d, h);
         if (seen[0] < 0) {
@@ -442,6 +434,25 @@ Redistribution redistribute(const TensorLayout& from, const Config& from_config,
     out.groups[static_cast<std::size_t>(g)].push_back(static_cast<int>(d));
   }
   return out;
+}
+
+int replica_base(const TensorLayout& layout, const Config& config, int position) {
+  const int k = config.devices();
+  const int copy = position / k * k;
+  int within = position % k, base = 0, stride = 1;
+  std::vector<bool> cuts(config.splits.size(), false);
+  for (const int a : layout.dim_axis) {
+    if (a >= 0) {
+      cuts[static_cast<std::size_t>(a)] = true;
+    }
+  }
+  for (std::size_t i = config.splits.size(); i-- > 0;) {
+    const int f = config.splits[i];
+    base += cuts[i] ? 0 : within % f * stride;
+    within /= f;
+    stride *= f;
+  }
+  return copy + base;
 }
 
 } // namespace partita::sharding

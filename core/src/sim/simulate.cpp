@@ -217,7 +217,7 @@ Result simulate(const TaskGraph& tg) {
     for (int d : tg.groups[static_cast<std::size_t>(t.group)]) {
       out.push_back(stream_count * static_cast<std::size_t>(d) + channel);
     }
-    if (!tg.overlap) {
+    if (!tg.overlap && !(tg.overlap_gradients && t.kind == TaskKind::gradient_sync)) {
       out.push_back(serial + static_cast<std::size_t>(t.stage));
     }
   };
@@ -386,7 +386,8 @@ Result simulate(const TaskGraph& tg) {
       if (const auto* loads = links_of(i)) {
         for (const auto& l : *loads) {
           auto& running = on_link[static_cast<std::size_t>(l.link)];
-          running.erase(std::find_if(running.begin(), running.end(), [task = index](const auto& e) { return e.first == task; }));
+          running.erase(
+              std::find_if(running.begin(), running.end(), [task = index](const auto& e) { return e.first == task; }));
           if (!dirty[static_cast<std::size_t>(l.link)]) {
             dirty[static_cast<std::size_t>(l.link)] = true;
             dirty_links.push_back(static_cast<std::size_t>(l.link));

@@ -53,6 +53,7 @@ public:
     m_out.stages = st.pipeline ? st.pipeline->stages : 1;
     m_out.micro_batches = st.pipeline ? st.pipeline->micro_batches : 1;
     m_out.overlap = options.overlap;
+    m_out.overlap_gradients = options.overlap_gradients;
     // What a device holds all iteration long (zeros for a prediction without memory).
     m_out.resident_bytes.assign(static_cast<std::size_t>(std::max(devices, 0)), 0.0);
     for (std::size_t d = 0; d < p.memory.size() && d < m_out.resident_bytes.size(); ++d) {
@@ -343,7 +344,8 @@ private:
   }
 
   // DDP: gradients join the bucket of their devices as the backward pass produces them; a full
-  // bucket is synchronized at once with overlap, after the backward pass without.
+  // bucket is synchronized at once with overlap (or gradient overlap), after the backward pass
+  // without.
   void add_to_bucket(int stage, graph::OpId id, const std::vector<int>& done) {
     const auto i = static_cast<std::size_t>(id);
     auto& pending = m_pending[static_cast<std::size_t>(stage)];
@@ -360,7 +362,7 @@ private:
     if (it->bucket.bytes >= m_options.bucket_bytes) {
       auto full = std::move(*it);
       pending.erase(it);
-      if (m_options.overlap) {
+      if (m_options.overlap || m_options.overlap_gradients) {
         emit_bucket(stage, std::move(full));
       } else {
         m_closed[static_cast<std::size_t>(stage)].push_back(std::move(full));

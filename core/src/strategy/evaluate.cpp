@@ -139,6 +139,12 @@ void node_shape(const cluster::Cluster& cluster, const std::vector<int>& group, 
 // The groups move_cost prices: those of two devices or more, the first of each node shape.
 template <class Visit>
 void for_each_distinct_group(const cluster::Cluster& cluster, const sharding::Redistribution& r, Visit visit) {
+  if (r.groups.size() == 1) { // the common case, and no shapes to compare
+    if (r.groups[0].size() >= 2) {
+      visit(std::size_t{0});
+    }
+    return;
+  }
   std::vector<std::vector<int>> priced; // the shapes seen
   std::vector<int> shape;
   for (std::size_t i = 0; i < r.groups.size(); ++i) {
@@ -154,7 +160,10 @@ void for_each_distinct_group(const cluster::Cluster& cluster, const sharding::Re
   }
 }
 
-cluster::CollectiveCost move_cost(const cluster::Cluster& cluster, const sharding::Redistribution& r, bool explain) {
+// `r`'s byte counts are taken x `scale`.
+cluster::CollectiveCost move_cost(const cluster::Cluster& cluster, const sharding::Redistribution& r, double scale,
+                                  bool explain) {
+  const double max_bytes_in = r.max_bytes_in * scale;
   cluster::CollectiveCost worst;
   for_each_distinct_group(cluster, r, [&](std::size_t i) {
     const auto& group = r.groups[i];
@@ -163,17 +172,17 @@ cluster::CollectiveCost move_cost(const cluster::Cluster& cluster, const shardin
     cluster::CollectiveCost c;
     switch (r.pattern) {
     case sharding::Pattern::all_gather:
-      c = cost(cluster, cluster::Collective::all_gather, group, r.max_bytes_in * p / (p - 1),
+      c = cost(cluster, cluster::Collective::all_gather, group, max_bytes_in * p / (p - 1),
                cluster::Algorithm::automatic, 1);
       break;
     case sharding::Pattern::send_recv:
       if (group.size() == 2) {
-        c = cost(cluster, cluster::Collective::send_recv, group, r.max_bytes_in, cluster::Algorithm::automatic, 1);
+        c = cost(cluster, cluster::Collective::send_recv, group, max_bytes_in, cluster::Algorithm::automatic, 1);
         break;
       }
       [[fallthrough]]; // several senders and receivers: a many-to-many exchange
     default:
-      c = cost(cluster, cluster::Collective::all_to_all, group, r.max_bytes_in * p / (p - 1),
+      c = cost(cluster, cluster::Collective::all_to_all, group, max_bytes_in * p / (p - 1),
                cluster::Algorithm::automatic, 1);
       break;
     }
@@ -183,6 +192,20 @@ cluster::CollectiveCost move_cost(const cluster::Cluster& cluster, const shardin
   });
   return worst;
 }
+
+// A redistribution's byte counts x a scale (a tensor's units, a micro-batch's share), read without
+// copying its groups.
+struct ScaledMove {
+  ScaledMove(const sharding::Redistribution& r, double scale)
+      : move(r), scale(scale), max_bytes_in(r.max_bytes_in * scale), max_block_bytes(r.max_block_bytes * scale),
+        pattern(r.pattern) {}
+  cluster::CollectiveCost cost(const cluster::Cluster& cluster, bool explain) const {
+    return max_bytes_in > 0 ? move_cost(cluster, move, scale, explain) : cluster::CollectiveCost{};
+  }
+  const sharding::Redistribution& move;
+  double scale, max_bytes_in, max_block_bytes;
+  sharding::Pattern pattern;
+};
 
 // Which device holds which block of input `i`: the blocks follow from the tensor, how its dims
 // are split, the grid (split factors, last split dim fastest) and the device list (or, given, an
@@ -403,24 +426,18 @@ std::vector<cost::Term> move_terms(const MoveGeometry& geometry, const MoveConte
                            : std::string(),
                        add}};
   }
-  auto forward = geometry.forward;
-  auto backward = geometry.backward;
-  for (auto* r : {&forward, &backward}) {
-    r->max_bytes_in *= scale;
-    r->total_bytes *= scale;
-    r->max_block_bytes *= scale;
-  }
-  if (!context.gradient) { // a mask computed from constants: no gradient goes back
-    backward = {};
-  }
+  const sharding::Redistribution nothing;
+  const ScaledMove forward(geometry.forward, scale);
+  // A mask computed from constants: no gradient goes back.
+  const ScaledMove backward(context.gradient ? geometry.backward : nothing, scale);
   const double backward_copies =
       m * local_copy_seconds(backward.max_bytes_in, backward.max_block_bytes, true, cluster, setup);
   const double copies = m * local_copy_seconds(forward.max_bytes_in, forward.max_block_bytes, false, cluster, setup) +
                         backward_copies + later_copies;
   std::vector<cost::Term> terms;
   if (forward.max_bytes_in > 0 || backward.max_bytes_in > 0) {
-    const auto f = forward.max_bytes_in > 0 ? move_cost(cluster, forward, explain) : cluster::CollectiveCost{};
-    const auto b = backward.max_bytes_in > 0 ? move_cost(cluster, backward, explain) : cluster::CollectiveCost{};
+    const auto f = forward.cost(cluster, explain);
+    const auto b = backward.cost(cluster, explain);
     terms.push_back(
         {std::string(cost::term::redistribution), m * (f.seconds + b.seconds),
          explain ? fmt::format("'{}' from '{}': {}forward {} of {:.4g} MB per device{}; backward {} of {:.4g} MB{}{}",
@@ -521,15 +538,10 @@ std::vector<cost::Term> tied_gradient_terms(const MoveGeometry& geometry, const 
                                              context.tensor, bytes / 1e6)
                                : std::string()}};
   }
-  auto there = geometry.forward; // the other reader's gradient into the first's layout, added
-  auto back = geometry.backward; // the sum back into the other's layout
-  for (auto* r : {&there, &back}) {
-    r->max_bytes_in *= scale;
-    r->total_bytes *= scale;
-    r->max_block_bytes *= scale;
-  }
-  const auto f = there.max_bytes_in > 0 ? move_cost(cluster, there, explain) : cluster::CollectiveCost{};
-  const auto b = back.max_bytes_in > 0 ? move_cost(cluster, back, explain) : cluster::CollectiveCost{};
+  const ScaledMove there(geometry.forward, scale); // the other reader's gradient into the first's layout, added
+  const ScaledMove back(geometry.backward, scale); // the sum back into the other's layout
+  const auto f = there.cost(cluster, explain);
+  const auto b = back.cost(cluster, explain);
   const double copies = local_copy_seconds(there.max_bytes_in, there.max_block_bytes, true, cluster, setup) +
                         local_copy_seconds(back.max_bytes_in, back.max_block_bytes, false, cluster, setup);
   return {cost::Term{

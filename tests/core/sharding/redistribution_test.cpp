@@ -115,16 +115,32 @@ TEST(ShardingRedistribution, DifferentKindsAtOnceAreMixed) {
   EXPECT_EQ(r.groups, (Groups{{0, 1, 2, 3}}));
 }
 
-// Each needed block comes from its closest holder: the producer has block 0 on {0, 1} and block 1
-// on {2, 3}; consumers 1 and 2 want everything, so 1 takes block 1 from 2 and 2 takes block 0
-// from 1, and devices 0 and 3 stay out of it.
-TEST(ShardingRedistribution, NeededBlocksComeFromTheClosestReplica) {
+// Each needed block comes from the holder of the consumer's own replica: the producer has block 0
+// on {0, 1} and block 1 on {2, 3} (replicas along its second axis); consumers 1 and 2 want
+// everything, so 1 (replica 1) takes block 1 from 3 and 2 (replica 0) takes block 0 from 0.
+TEST(ShardingRedistribution, NeededBlocksComeFromTheConsumersOwnReplica) {
   const Config from_c{{2, 2}}, to_c{{2}};
-  const auto r = redistribute(layout({8}, from_c, {0}), from_c, test::iota_devices(4), layout({8}, to_c, {-1}), to_c,
-                              std::vector<int>{1, 2});
+  const auto from = layout({8}, from_c, {0});
+  const auto r =
+      redistribute(from, from_c, test::iota_devices(4), layout({8}, to_c, {-1}), to_c, std::vector<int>{1, 2});
   EXPECT_EQ(r.pattern, Pattern::all_gather);
   EXPECT_DOUBLE_EQ(r.max_bytes_in, 4.0 * 4);
-  EXPECT_EQ(r.groups, (Groups{{1, 2}}));
+  EXPECT_EQ(r.groups, (Groups{{0, 2}, {1, 3}}));
+  EXPECT_EQ(replica_base(from, from_c, 0), 0);
+  EXPECT_EQ(replica_base(from, from_c, 3), 1);
+  EXPECT_EQ(replica_base(from, from_c, 4 + 2), 4); // a second copy of the grid
+}
+
+// A consumer that is none of the producer's devices (the next pipeline stage) is of the replica
+// of its own position in its list: the producer holds column block 0 on {0, 2} and 1 on {1, 3};
+// replicated consumers 4 and 5 (positions 0 and 1, replica 0) take both blocks from {0, 1}, and 6
+// and 7 from {2, 3}, rather than all crowding onto the closest holders.
+TEST(ShardingRedistribution, AnotherStageTakesFromTheReplicaAtItsOwnPosition) {
+  const Config from_c{{2, 2}}, to_c{{1}};
+  const auto r = redistribute(layout({4, 8}, from_c, {-1, 1}), from_c, test::iota_devices(4),
+                              layout({4, 8}, to_c, {-1, -1}), to_c, std::vector<int>{4, 5, 6, 7});
+  EXPECT_EQ(r.pattern, Pattern::send_recv);
+  EXPECT_EQ(r.groups, (Groups{{0, 1, 4, 5}, {2, 3, 6, 7}}));
 }
 
 // 1024 devices, one row block each, gathered onto a replicated consumer: one group of everyone.

@@ -32,6 +32,16 @@ struct Redistribution {
   std::vector<std::vector<int>> groups;
 };
 
+// A consumer device gets each cell of the producer's layout it lacks from one holder: the one of
+// its own replica. Positions of the producer's grid that differ only in the coordinates of the
+// axes that cut the tensor hold the cells of one replica; replica_base names it (the position with
+// those coordinates set to 0; a copy of the grid keeps its offset). A consumer that is one of the
+// producer's devices is of its own position's replica; another, of the replica of its position in
+// its own device list modulo the producer's device count. So a transfer runs between devices that
+// differ only where the tensor is cut: inside a node when those axes are (the last grid axes
+// vary fastest, over neighbouring ids). partita-run exchanges so too.
+int replica_base(const TensorLayout& layout, const Config& config, int position);
+
 // A device list may hold several copies of its grid (a multiple of the config's devices; device
 // i sits at grid position i % config.devices()): every copy holds the same blocks.
 // `from` is the producer's output layout under `from_config` on `from_devices`; `to` the

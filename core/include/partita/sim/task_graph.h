@@ -48,6 +48,10 @@ struct Options {
   // each pipeline stage (the whole iteration without a pipeline), gradients synchronized after
   // the backward pass.
   bool overlap = true;
+  // With overlap off: gradient buckets still go as soon as the backward pass has filled them, on a
+  // channel of their own beside the stage's one-thing-at-a-time (partita-run --overlap-gradients on
+  // GPUs: NCCL sums the buckets on a stream of their own while every other op runs in turn).
+  bool overlap_gradients = false;
   // Gradients are synchronized in buckets of at least this many bytes (DDP's bucket_cap_mb), in the
   // order the backward pass produces them.
   double bucket_bytes = 25e6;
@@ -94,7 +98,8 @@ struct TaskGraph {
   int devices = 0; // of the cluster: device ids are below it
   int stages = 1;
   int micro_batches = 1;
-  bool overlap = true; // Options::overlap it was built with
+  bool overlap = true;            // Options::overlap it was built with
+  bool overlap_gradients = false; // and Options::overlap_gradients
   // Per device: the bytes it holds all iteration (parameters, gradients, optimizer state and the
   // workspace of evaluate()'s memory terms); activations come and go with the tasks.
   std::vector<double> resident_bytes;
