@@ -292,10 +292,19 @@ strategy::Strategy pipeline(const Request& r) {
     // recomputation (which adds compute to whatever layout), so that plans differing only in the
     // latter share their layout.
     q.setup.recompute = cost::Recompute::none;
-    const auto found = auto_search(q).strategy;
-    for (graph::OpId id = 0; id < static_cast<graph::OpId>(found.ops.size()); ++id) {
-      const auto& config = found.ops[static_cast<std::size_t>(id)].config;
-      searched.push_back(config);
+    if (!r.stage_configs.empty() && r.stage_configs.size() != b.graph().ops().size()) {
+      throw Error(fmt::format("pipeline: {} stage configurations given for {} ops", r.stage_configs.size(),
+                              b.graph().ops().size()));
+    }
+    if (r.stage_configs.empty()) {
+      for (const auto& a : auto_search(q).strategy.ops) {
+        searched.push_back(a.config);
+      }
+    } else {
+      searched = r.stage_configs;
+    }
+    for (graph::OpId id = 0; id < static_cast<graph::OpId>(searched.size()); ++id) {
+      const auto& config = searched[static_cast<std::size_t>(id)];
       const int dim = b.batch_dim(id);
       if (dim >= 0 && static_cast<std::size_t>(dim) < config.splits.size()) {
         batch_split = std::max(batch_split, config.splits[static_cast<std::size_t>(dim)]);

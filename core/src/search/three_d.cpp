@@ -370,8 +370,13 @@ std::vector<Point> pareto_front(std::vector<Point> points) {
 // best iteration found, or the task budget is spent; then the additive Pareto front's points not
 // yet simulated, while the budget lasts. Points not simulated keep their terms added up, as
 // `partita plan` shows a plan too large to simulate.
+// Per-layer stage layouts already searched, by (stages, micro-batches, ZeRO stage): the schedules
+// of one stage count, the final ranking and the chosen plan share them.
+using StageLayouts = std::map<std::tuple<int, int, int>, std::vector<sharding::Config>>;
+strategy::Strategy plan(const Request& r, const Candidate& c, StageLayouts* layouts);
+
 void rank_by_simulation(const Request& r, strategy::Evaluator& evaluator, std::vector<Point>& fitting,
-                        const std::vector<double>& overlappable, Result& result) {
+                        const std::vector<double>& overlappable, Result& result, StageLayouts& stage_layouts) {
   const graph::Graph& g = *r.graph;
   const std::size_t ops = g.ops().size();
   auto too_large = [&](const Point& p) {
@@ -401,7 +406,7 @@ void rank_by_simulation(const Request& r, strategy::Evaluator& evaluator, std::v
     }
     auto& layout = plans[layout_key(p.candidate)];
     if (!layout) {
-      layout = plan(r, p.candidate);
+      layout = plan(r, p.candidate, &stage_layouts);
     }
     strategy::Strategy st = *layout;
     st.setup = setup_of(r, p.candidate);
@@ -508,6 +513,12 @@ std::string Candidate::options() const {
 }
 
 strategy::Strategy plan(const Request& r, const Candidate& c) {
+  return plan(r, c, nullptr);
+}
+
+namespace {
+
+strategy::Strategy plan(const Request& r, const Candidate& c, StageLayouts* layouts) {
   Request q = r;
   q.tensor_parallel = c.tensor;
   q.pipeline_parallel = c.pipeline;
@@ -529,14 +540,26 @@ strategy::Strategy plan(const Request& r, const Candidate& c) {
     q.simulation_budget = 0;
     // Kept to searches of a fraction of a second: a larger one is refused and the candidate with it.
     q.max_search_work = std::min(q.max_search_work, 2e6);
+    std::vector<sharding::Config>* known = nullptr;
+    if (layouts != nullptr) {
+      known = &(*layouts)[{c.pipeline, c.micro_batches, c.zero_stage}];
+      q.stage_configs = *known;
+    }
     auto st = detail::pipeline(q);
     st.setup = q.setup;
+    if (known != nullptr && known->empty()) {
+      for (const auto& a : st.ops) {
+        known->push_back(a.config);
+      }
+    }
     return st;
   }
   auto st = detail::megatron(q);
   st.setup = q.setup;
   return st;
 }
+
+} // namespace
 
 Result search(const Request& request) {
   if (request.graph == nullptr || request.cluster == nullptr) {
@@ -590,6 +613,7 @@ Result search(const Request& request) {
   std::optional<strategy::Strategy> current_plan;
   int current_prepared = -1; // the Evaluator's layout of current_plan
   std::set<int> too_wide;    // stage counts whose per-layer search is refused for its size
+  StageLayouts stage_layouts;
   for (std::size_t i = 0; i < candidates.size(); ++i) {
     if (r.cancel != nullptr && r.cancel->load()) {
       throw Cancelled();
@@ -628,7 +652,7 @@ Result search(const Request& request) {
       // and schedule of that stage count: refused once.
       if (!(c.per_layer && too_wide.contains(c.pipeline))) {
         try {
-          current_plan = plan(r, c);
+          current_plan = plan(r, c, &stage_layouts);
           current_prepared = evaluator.prepare(*current_plan);
         } catch (const Cancelled&) {
           throw;
@@ -689,7 +713,7 @@ Result search(const Request& request) {
                                     return a.additive_time < b.additive_time;
                                   })->additive_time;
   if (simulating) {
-    rank_by_simulation(r, evaluator, fitting, overlappable, result);
+    rank_by_simulation(r, evaluator, fitting, overlappable, result, stage_layouts);
   }
   // The best: the fastest, and of equally fast ones the one holding least memory.
   std::stable_sort(fitting.begin(), fitting.end(), [](const Point& a, const Point& b) {
@@ -700,7 +724,7 @@ Result search(const Request& request) {
     result.runner_up = fitting[1];
   }
   result.pareto = pareto_front(fitting);
-  result.strategy = plan(r, result.best.candidate);
+  result.strategy = plan(r, result.best.candidate, &stage_layouts);
   const auto best = strategy::evaluate(*r.graph, *r.cluster, result.strategy, *result.strategy.setup);
   // The search's figures are the Evaluator's (evaluate()'s up to the order of sums): the chosen
   // plan's are evaluate()'s own, as `partita plan` prints them.

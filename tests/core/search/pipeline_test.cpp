@@ -275,6 +275,28 @@ TEST(Pipeline, TheStageLayoutOfThePerLayerSearch) {
   r.stage_layout = "megatron";
   EXPECT_THAT([&] { search::find_optimizer("pipeline").optimize(r); },
               ::testing::ThrowsMessage<Error>(HasSubstr("--stage-layout 'megatron' is not auto")));
+
+  // A layout searched before is used as given (the 3-D search shares one between schedules): the
+  // same plan as the search's; another layout, that one; a list of the wrong length, refused.
+  r.stage_layout = "auto";
+  for (const auto& a : st.ops) {
+    r.stage_configs.push_back(a.config);
+  }
+  const auto again = search::find_optimizer("pipeline").optimize(r);
+  ASSERT_EQ(again.ops.size(), st.ops.size());
+  for (std::size_t i = 0; i < st.ops.size(); ++i) {
+    EXPECT_EQ(again.ops[i].config, st.ops[i].config) << "op " << i;
+    EXPECT_EQ(again.ops[i].devices, st.ops[i].devices) << "op " << i;
+  }
+  for (auto& c : r.stage_configs) {
+    std::fill(c.splits.begin(), c.splits.end(), 1);
+  }
+  for (const auto& a : search::find_optimizer("pipeline").optimize(r).ops) {
+    EXPECT_EQ(a.config.devices(), 1);
+  }
+  r.stage_configs.pop_back();
+  EXPECT_THAT([&] { search::find_optimizer("pipeline").optimize(r); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("stage configurations given for")));
 }
 
 } // namespace
