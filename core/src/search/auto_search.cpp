@@ -323,11 +323,37 @@ private:
     for (std::size_t j = 0; j < jobs.size(); ++j) {
       jobs_of[jobs[j].geometry].push_back(j);
     }
-    parallel(m_geometries.size(), 0.3, 0.3, [&](std::size_t k) {
-      const auto geometry = compute_geometry(jobs, k);
+    // A class and its reverse (the same two placements the other way round, as an op's output
+    // read by the next op and that op's output read back in the same layouts) share their two
+    // redistributions: one's forward is the other's backward.
+    constexpr std::size_t alone = static_cast<std::size_t>(-1);
+    std::vector<std::size_t> partner(m_geometries.size(), alone), units;
+    for (const auto& [key, k] : m_geometry_of) {
+      const auto it = m_geometry_of.find(GeometryKey{std::get<1>(key), std::get<0>(key), std::get<2>(key)});
+      if (it != m_geometry_of.end() && it->second != k) {
+        partner[k] = it->second;
+      }
+    }
+    for (std::size_t k = 0; k < m_geometries.size(); ++k) {
+      if (partner[k] == alone || k < partner[k]) {
+        units.push_back(k);
+      }
+    }
+    parallel(units.size(), 0.3, 0.3, [&](std::size_t u) {
+      const std::size_t k = units[u];
+      double producer_shard_bytes = 0;
+      auto geometry = compute_geometry(jobs, k, producer_shard_bytes);
       auto scaled = geometry; // the groups once, the byte counts per move
       for (const std::size_t j : jobs_of[k]) {
         *jobs[j].cost = move_seconds(geometry, jobs[j], scaled);
+      }
+      if (partner[k] != alone) {
+        std::swap(geometry.forward, geometry.backward);
+        geometry.consumer_shard_bytes = producer_shard_bytes;
+        scaled = geometry;
+        for (const std::size_t j : jobs_of[partner[k]]) {
+          *jobs[j].cost = move_seconds(geometry, jobs[j], scaled);
+        }
       }
     });
     m_geometries.clear();
@@ -492,19 +518,22 @@ private:
   }
 
   // Geometry k, computed on its first job's layouts and divided by that job's scale (exact: every
-  // count of elements is a whole number of units, and doubles hold such integers exactly).
-  template <class Jobs> strategy::MoveGeometry compute_geometry(const Jobs& jobs, std::size_t k) const {
+  // count of elements is a whole number of units, and doubles hold such integers exactly); with
+  // what one producer device holds, per unit (the reverse's consumer_shard_bytes).
+  template <class Jobs>
+  strategy::MoveGeometry compute_geometry(const Jobs& jobs, std::size_t k, double& producer_shard_bytes) const {
     const auto& job = jobs[m_geometries[k].job];
     const auto& e = m_edges[job.edge];
     const auto& pc = tables(e.prod).configs[static_cast<std::size_t>(job.a)];
     const auto& cc = tables(e.cons).configs[static_cast<std::size_t>(job.b)];
+    const auto from = e.tie ? sharding::input_layout(m_g, m_sem[static_cast<std::size_t>(e.prod)], pc, e.out)
+                            : sharding::output_layout(m_g, m_sem[static_cast<std::size_t>(e.prod)], pc, e.out);
     auto geometry = strategy::move_geometry(
-        e.tie ? sharding::input_layout(m_g, m_sem[static_cast<std::size_t>(e.prod)], pc, e.out)
-              : sharding::output_layout(m_g, m_sem[static_cast<std::size_t>(e.prod)], pc, e.out),
-        {pc, devices(pc)}, sharding::input_layout(m_g, m_sem[static_cast<std::size_t>(e.cons)], cc, e.in),
+        from, {pc, devices(pc)}, sharding::input_layout(m_g, m_sem[static_cast<std::size_t>(e.cons)], cc, e.in),
         {cc, devices(cc)});
     strategy::keep_priced_groups(*m_r.cluster, geometry);
     scale(geometry, 1.0 / job.scale);
+    producer_shard_bytes = from.shard_bytes() / job.scale;
     return geometry;
   }
 
