@@ -26,6 +26,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <numeric>
 
 namespace partita::sharding {
@@ -154,6 +155,205 @@ struct Scratch {
   std::vector<std::size_t> to_index;
 };
 
+// log2 of x when x is a power of two, else -1.
+int log2_exact(std::int64_t x) {
+  if (x <= 0 || (x & (x - 1)) != 0) {
+    return -1;
+  }
+  int b = 0;
+  while ((std::int64_t{1} << b) < x) {
+    ++b;
+  }
+  return b;
+}
+
+// The groups of closed_form() where the consumer reads its parts from bits that also cut the
+// producer's layout: device d lacks the cells whose cutting bits copy d's bits of each pair and
+// run over the others (`free`), takes each from the device that differs from it in those bits
+// alone, and the groups are the connected sets of such links (ascending, as the walk gives them).
+// A device whose blocks meet (every pair agrees) receives nothing when `meeting_is_all`.
+void closed_form_groups(std::int64_t n, std::uint64_t cutting, std::span<const std::pair<int, int>> pairs,
+                        bool meeting_is_all, Redistribution& out) {
+  std::uint64_t copied = 0;
+  for (const auto& [a, b] : pairs) {
+    copied |= std::uint64_t{1} << a;
+  }
+  const std::uint64_t free = cutting & ~copied;
+  thread_local DisjointSets sets;
+  thread_local std::vector<char> involved;
+  sets.reset(static_cast<std::size_t>(n));
+  involved.assign(static_cast<std::size_t>(n), 0);
+  std::int64_t components = n;
+  for (std::int64_t d = 0; d < n && components > 1; ++d) {
+    const auto bits = static_cast<std::uint64_t>(d);
+    std::uint64_t base = bits & ~cutting;
+    bool meets = true;
+    for (const auto& [a, b] : pairs) {
+      const std::uint64_t bit = (bits >> b) & 1U;
+      meets = meets && bit == ((bits >> a) & 1U);
+      base |= bit << a;
+    }
+    if (meets && meeting_is_all) {
+      continue;
+    }
+    std::uint64_t sub = 0;
+    do {
+      const auto h = static_cast<std::int64_t>(base | sub);
+      if (h != d) {
+        involved[static_cast<std::size_t>(d)] = 1;
+        involved[static_cast<std::size_t>(h)] = 1;
+        components -= sets.unite(static_cast<int>(d), static_cast<int>(h)) ? 1 : 0;
+      }
+      sub = (sub - free) & free;
+    } while (sub != 0);
+  }
+  if (components == 1) { // every device linked: all are in it
+    std::fill(involved.begin(), involved.end(), 1);
+  }
+  thread_local std::vector<int> group_of_root;
+  group_of_root.assign(static_cast<std::size_t>(n), -1);
+  for (std::int64_t d = 0; d < n; ++d) {
+    if (involved[static_cast<std::size_t>(d)] == 0) {
+      continue;
+    }
+    int& g = group_of_root[static_cast<std::size_t>(sets.find(static_cast<int>(d)))];
+    if (g < 0) {
+      g = static_cast<int>(out.groups.size());
+      out.groups.emplace_back();
+    }
+    out.groups[static_cast<std::size_t>(g)].push_back(static_cast<int>(d));
+  }
+}
+
+// The closed form of the common case of the search: both sides on devices 0 .. N-1 (N a power of
+// two), grids of powers of two, every dim a whole number of both sides' parts. Then a device index's bits name its
+// blocks: on each side, axis a of the grid is a field of bits (the last axis lowest; the copies of the grid above
+// them), and a dim cut by that axis has its part index in that field. A device's needed block meets its own block in a
+// dim only where the top bits of the two fields agree, in which case it holds min of the two parts of it; so every
+// device receives either `needed` or `needed - common`, the latter exactly when the equalities between bits hold
+// (2^(classes of equated bits) devices). The holder of each cell a device lacks differs from it only in the producer's
+// cutting bits (replica_base): where they are set from bits that do not cut, the groups are the sets of devices that
+// agree on every other bit; else they are joined link by link (closed_form_groups). Returns false where the case does
+// not apply (redistribute() then walks the devices).
+bool closed_form(const TensorLayout& from, const Config& from_config, std::span<const int> from_devices,
+                 const TensorLayout& to, const Config& to_config, std::span<const int> to_devices,
+                 Redistribution& out) {
+  const auto n = static_cast<std::int64_t>(from_devices.size());
+  const int bits = log2_exact(n);
+  if (bits < 0 || to_devices.size() != from_devices.size()) {
+    return false;
+  }
+  for (std::size_t i = 0; i < from_devices.size(); ++i) {
+    if (from_devices[i] != static_cast<int>(i) || to_devices[i] != static_cast<int>(i)) {
+      return false;
+    }
+  }
+  // The lowest bit of each axis's field, per side.
+  constexpr std::size_t most_axes = 16;
+  std::array<int, most_axes> from_low{}, to_low{}, from_width{}, to_width{};
+  const auto fields = [](const Config& c, std::array<int, most_axes>& low, std::array<int, most_axes>& width) {
+    if (c.splits.size() > most_axes) {
+      return false;
+    }
+    int at = 0;
+    for (std::size_t a = c.splits.size(); a-- > 0;) {
+      width[a] = log2_exact(c.splits[a]);
+      if (width[a] < 0) {
+        return false;
+      }
+      low[a] = at;
+      at += width[a];
+    }
+    return true;
+  };
+  if (!fields(from_config, from_low, from_width) || !fields(to_config, to_low, to_width)) {
+    return false;
+  }
+  const std::size_t r = from.shape.size();
+  std::uint64_t cutting = 0; // the producer's cutting bits
+  std::uint64_t read = 0;    // the bits the consumer's parts are read from, where they meet the producer's
+  // Pairs of bits (the producer's, the consumer's) that must agree for a device's blocks to meet.
+  std::array<std::pair<int, int>, 64> pairs{};
+  std::size_t pair_count = 0;
+  std::array<int, 64> parent{};
+  for (int b = 0; b < bits; ++b) {
+    parent[static_cast<std::size_t>(b)] = b;
+  }
+  const auto root = [&parent](int b) {
+    while (parent[static_cast<std::size_t>(b)] != b) {
+      b = parent[static_cast<std::size_t>(b)];
+    }
+    return b;
+  };
+  std::int64_t needed = 1, held = 1, common = 1;
+  for (std::size_t j = 0; j < r; ++j) {
+    const std::int64_t f = from.parts[j], t = to.parts[j];
+    const std::int64_t size = from.shape[j];
+    if (size % std::max(f, t) != 0) {
+      return false;
+    }
+    needed *= size / t;
+    held *= size / f;
+    common *= size / std::max(f, t);
+    const int fa = from.dim_axis[j], ta = to.dim_axis[j];
+    const int fw = fa < 0 ? 0 : from_width[static_cast<std::size_t>(fa)];
+    const int tw = ta < 0 ? 0 : to_width[static_cast<std::size_t>(ta)];
+    if (fw > 0) {
+      cutting |= ((std::uint64_t{1} << fw) - 1) << from_low[static_cast<std::size_t>(fa)];
+    }
+    // The top min(fw, tw) bits of the two fields must agree for the blocks to meet.
+    for (int i = 0; i < std::min(fw, tw); ++i) {
+      const int a = from_low[static_cast<std::size_t>(fa)] + fw - 1 - i;
+      const int b = to_low[static_cast<std::size_t>(ta)] + tw - 1 - i;
+      read |= std::uint64_t{1} << b;
+      pairs[pair_count++] = {a, b};
+      const int ra = root(a), rb = root(b);
+      if (ra != rb) {
+        parent[static_cast<std::size_t>(std::max(ra, rb))] = std::min(ra, rb);
+      }
+    }
+  }
+  int classes = 0;
+  for (int b = 0; b < bits; ++b) {
+    classes += root(b) == b ? 1 : 0;
+  }
+  const std::int64_t matching = std::int64_t{1} << classes; // devices whose own block meets the needed one
+  const auto es = static_cast<double>(from.element_size);
+  const double received_matching = static_cast<double>(needed - common);
+  out.max_block_bytes = static_cast<double>(needed) * es;
+  out.total_bytes = (static_cast<double>(n - matching) * static_cast<double>(needed) +
+                     static_cast<double>(matching) * received_matching) *
+                    es;
+  out.max_bytes_in = (matching < n ? static_cast<double>(needed) : received_matching) * es;
+  if (out.total_bytes == 0) {
+    out.pattern = needed != held ? Pattern::slice : Pattern::none;
+    return true;
+  }
+  const bool gather = received_matching > 0 && common == held;
+  const bool a2a = matching < n || (received_matching > 0 && common != held);
+  out.pattern = gather && a2a ? Pattern::mixed : gather ? Pattern::all_gather : Pattern::all_to_all;
+  if ((read & cutting) != 0) {
+    closed_form_groups(n, cutting, std::span(pairs.data(), pair_count), needed == common, out);
+    return true;
+  }
+  // Groups: the devices agreeing on every bit but the cutting ones, smallest first.
+  const auto size = static_cast<std::size_t>(std::int64_t{1} << std::popcount(cutting));
+  out.groups.reserve(static_cast<std::size_t>(n) / size);
+  for (std::int64_t d = 0; d < n; ++d) {
+    if ((static_cast<std::uint64_t>(d) & cutting) != 0) {
+      continue;
+    }
+    auto& g = out.groups.emplace_back();
+    g.reserve(size);
+    std::uint64_t sub = 0; // the subsets of the cutting bits, ascending
+    do {
+      g.push_back(static_cast<int>(static_cast<std::uint64_t>(d) | sub));
+      sub = (sub - cutting) & cutting;
+    } while (sub != 0);
+  }
+  return true;
+}
+
 } // namespace
 
 Redistribution redistribute(const TensorLayout& from, const Config& from_config, std::span<const int> from_devices,
@@ -164,6 +364,9 @@ Redistribution redistribute(const TensorLayout& from, const Config& from_config,
   }
   check_layout(from, from_config, from_devices, "producer");
   check_layout(to, to_config, to_devices, "consumer");
+  if (Redistribution fast; closed_form(from, from_config, from_devices, to, to_config, to_devices, fast)) {
+    return fast;
+  }
   const std::size_t r = from.shape.size();
 
   // Dense tables by device id: which producer position a device is, and duplicates check.

@@ -212,6 +212,78 @@ TEST(ShardingRedistribution, BytesScaleWithWholeUnitsAndGroupsStay) {
   EXPECT_GT(moved, 100); // most trials move something
 }
 
+// On devices 0 .. N-1 with grids of powers of two, redistribute() takes a closed form (bits of the
+// device index); on any other ids, it walks the devices. The same layouts on devices N .. 2N-1
+// must give the same pattern and byte counts, and the same groups moved by N: random grids of up
+// to 64 devices and tensors of up to 3 dims, random axes (some cutting no dim, some dims uncut),
+// sizes a whole number of both sides' parts and, now and then, not.
+TEST(ShardingRedistribution, TheClosedFormOnDevicesFromZeroIsTheWalk) {
+  std::uint32_t seed = 2026;
+  auto next = [&](std::uint32_t n) {
+    seed = seed * 1664525u + 1013904223u;
+    return (seed >> 8) % n;
+  };
+  const auto grid = [&](int bits) { // up to 4 axes of powers of two, product 2^b for some b <= bits
+    Config c;
+    const int axes = 1 + static_cast<int>(next(4));
+    int left = static_cast<int>(next(static_cast<std::uint32_t>(bits) + 1));
+    for (int a = 0; a < axes; ++a) {
+      const int b = a + 1 == axes ? left : static_cast<int>(next(static_cast<std::uint32_t>(left) + 1));
+      c.splits.push_back(1 << b);
+      left -= b;
+    }
+    return c;
+  };
+  const auto axes_for = [&](const Config& c, std::size_t rank) {
+    std::vector<int> axes(rank, -1);
+    std::vector<bool> used(c.splits.size(), false);
+    for (std::size_t j = 0; j < rank; ++j) {
+      const int a = static_cast<int>(next(static_cast<std::uint32_t>(c.splits.size()) + 1)) - 1;
+      if (a >= 0 && !used[static_cast<std::size_t>(a)]) {
+        axes[j] = a;
+        used[static_cast<std::size_t>(a)] = true;
+      }
+    }
+    return axes;
+  };
+  int moved = 0, several_groups = 0;
+  for (int trial = 0; trial < 600; ++trial) {
+    const int bits = 1 + static_cast<int>(next(6));
+    const int n = 1 << bits;
+    const Config fc = grid(bits), tc = grid(bits);
+    const std::size_t rank = 1 + next(3);
+    const auto fa = axes_for(fc, rank), ta = axes_for(tc, rank);
+    std::vector<std::int64_t> shape(rank);
+    for (std::size_t j = 0; j < rank; ++j) {
+      shape[j] = next(8) == 0 ? 1 + next(97) : std::int64_t{n} * (1 + next(3));
+    }
+    const auto zero = test::iota_devices(n);
+    std::vector<int> shifted(zero);
+    for (int& d : shifted) {
+      d += n;
+    }
+    const auto from = layout(shape, fc, fa), to = layout(shape, tc, ta);
+    SCOPED_TRACE(testing::Message() << "trial " << trial << ", " << n << " devices");
+    const auto fast = redistribute(from, fc, zero, to, tc, zero);
+    const auto walked = redistribute(from, fc, shifted, to, tc, shifted);
+    EXPECT_EQ(fast.pattern, walked.pattern);
+    EXPECT_EQ(fast.max_bytes_in, walked.max_bytes_in);
+    EXPECT_EQ(fast.total_bytes, walked.total_bytes);
+    EXPECT_EQ(fast.max_block_bytes, walked.max_block_bytes);
+    auto groups = fast.groups;
+    for (auto& g : groups) {
+      for (int& d : g) {
+        d += n;
+      }
+    }
+    EXPECT_EQ(groups, walked.groups);
+    moved += fast.total_bytes > 0 ? 1 : 0;
+    several_groups += fast.groups.size() > 1 ? 1 : 0;
+  }
+  EXPECT_GT(moved, 200);
+  EXPECT_GT(several_groups, 50);
+}
+
 TEST(ShardingRedistribution, RejectsMismatchedInputs) {
   const Config c{{2}};
   const TensorLayout l = layout({8}, c, {0});
