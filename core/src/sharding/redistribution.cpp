@@ -169,9 +169,11 @@ int log2_exact(std::int64_t x) {
 
 // The groups of closed_form() where the consumer reads its parts from bits that also cut the
 // producer's layout: device d lacks the cells whose cutting bits copy d's bits of each pair and
-// run over the others (`free`), takes each from the device that differs from it in those bits
-// alone, and the groups are the connected sets of such links (ascending, as the walk gives them).
-// A device whose blocks meet (every pair agrees) receives nothing when `meeting_is_all`.
+// run over the others (`free`), and takes each from the device that differs from it in those bits
+// alone: a set S of devices alike but for the free bits. The groups are the connected sets of
+// such links (ascending, as the walk gives them): d joins S's first device, and the devices of
+// every S someone takes from join one another. A device whose blocks meet (every pair agrees)
+// receives nothing when `meeting_is_all`.
 void closed_form_groups(std::int64_t n, std::uint64_t cutting, std::span<const std::pair<int, int>> pairs,
                         bool meeting_is_all, Redistribution& out) {
   std::uint64_t copied = 0;
@@ -180,35 +182,37 @@ void closed_form_groups(std::int64_t n, std::uint64_t cutting, std::span<const s
   }
   const std::uint64_t free = cutting & ~copied;
   thread_local DisjointSets sets;
-  thread_local std::vector<char> involved;
+  thread_local std::vector<char> involved, taken_from;
   sets.reset(static_cast<std::size_t>(n));
   involved.assign(static_cast<std::size_t>(n), 0);
-  std::int64_t components = n;
-  for (std::int64_t d = 0; d < n && components > 1; ++d) {
+  taken_from.assign(static_cast<std::size_t>(n), 0);
+  for (std::int64_t d = 0; d < n; ++d) {
     const auto bits = static_cast<std::uint64_t>(d);
-    std::uint64_t base = bits & ~cutting;
+    std::uint64_t first = bits & ~cutting;
     bool meets = true;
     for (const auto& [a, b] : pairs) {
       const std::uint64_t bit = (bits >> b) & 1U;
       meets = meets && bit == ((bits >> a) & 1U);
-      base |= bit << a;
+      first |= bit << a;
     }
     if (meets && meeting_is_all) {
       continue;
     }
+    involved[static_cast<std::size_t>(d)] = 1;
+    taken_from[first] = 1;
+    sets.unite(static_cast<int>(d), static_cast<int>(first));
+  }
+  for (std::int64_t s = 0; s < n; ++s) {
+    if (taken_from[static_cast<std::size_t>(s)] == 0) {
+      continue;
+    }
     std::uint64_t sub = 0;
     do {
-      const auto h = static_cast<std::int64_t>(base | sub);
-      if (h != d) {
-        involved[static_cast<std::size_t>(d)] = 1;
-        involved[static_cast<std::size_t>(h)] = 1;
-        components -= sets.unite(static_cast<int>(d), static_cast<int>(h)) ? 1 : 0;
-      }
+      const auto h = static_cast<std::uint64_t>(s) | sub;
+      involved[h] = 1;
+      sets.unite(static_cast<int>(s), static_cast<int>(h));
       sub = (sub - free) & free;
     } while (sub != 0);
-  }
-  if (components == 1) { // every device linked: all are in it
-    std::fill(involved.begin(), involved.end(), 1);
   }
   thread_local std::vector<int> group_of_root;
   group_of_root.assign(static_cast<std::size_t>(n), -1);
