@@ -229,6 +229,155 @@ void closed_form_groups(std::int64_t n, std::uint64_t cutting, std::span<const s
   }
 }
 
+constexpr std::size_t most_axes = 16;
+using AxisBits = std::array<int, most_axes>;
+
+// closed_form() where some dim is not a whole number of both sides' parts: the parts of a dim are
+// ceil-division blocks (the last ones short or empty), so the overlap of a consumer's part with a
+// producer's is tabled per dim instead of read off the bits (tables of up to 4,096 entries a dim,
+// else false). Per device, O(dims); the groups join each device to the first device of the box of
+// cells it lacks (those devices differ from it in cutting bits alone), and the devices of every
+// box taken from to one another.
+bool tabled_form(const TensorLayout& from, const TensorLayout& to, std::int64_t n, const AxisBits& from_low,
+                 const AxisBits& from_width, const AxisBits& to_low, Redistribution& out) {
+  const std::size_t r = from.shape.size();
+  struct Dim {
+    int f = 1, t = 1, from_low = 0, to_low = 0;
+    std::vector<std::int64_t> from_len, to_len, overlap; // overlap[cf * t + ct]
+    std::vector<int> lo, hi;                             // per consumer part: the producer parts it meets
+  };
+  thread_local std::vector<Dim> dims;
+  dims.resize(r);
+  std::uint64_t cutting = 0;
+  for (std::size_t j = 0; j < r; ++j) {
+    Dim& dm = dims[j];
+    dm.f = from.parts[j];
+    dm.t = to.parts[j];
+    if (dm.f * dm.t > 4096) {
+      return false;
+    }
+    const int fa = from.dim_axis[j], ta = to.dim_axis[j];
+    dm.from_low = fa < 0 ? 0 : from_low[static_cast<std::size_t>(fa)];
+    dm.to_low = ta < 0 ? 0 : to_low[static_cast<std::size_t>(ta)];
+    if (fa >= 0 && from_width[static_cast<std::size_t>(fa)] > 0) {
+      cutting |= (static_cast<std::uint64_t>(dm.f) - 1) << dm.from_low;
+    }
+    const std::int64_t size = from.shape[j];
+    dm.from_len.assign(static_cast<std::size_t>(dm.f), 0);
+    dm.to_len.assign(static_cast<std::size_t>(dm.t), 0);
+    dm.overlap.assign(static_cast<std::size_t>(dm.f * dm.t), 0);
+    dm.lo.assign(static_cast<std::size_t>(dm.t), 0);
+    dm.hi.assign(static_cast<std::size_t>(dm.t), -1);
+    const std::int64_t step = detail::part_size(size, dm.f);
+    for (int ct = 0; ct < dm.t; ++ct) {
+      std::int64_t tb = 0, te = 0;
+      detail::part_range(size, dm.t, ct, tb, te);
+      dm.to_len[static_cast<std::size_t>(ct)] = te - tb;
+      if (te > tb) {
+        dm.lo[static_cast<std::size_t>(ct)] = static_cast<int>(tb / step);
+        dm.hi[static_cast<std::size_t>(ct)] = static_cast<int>((te - 1) / step);
+      }
+      for (int cf = 0; cf < dm.f; ++cf) {
+        std::int64_t fb = 0, fe = 0;
+        detail::part_range(size, dm.f, cf, fb, fe);
+        dm.from_len[static_cast<std::size_t>(cf)] = fe - fb;
+        dm.overlap[static_cast<std::size_t>(cf * dm.t + ct)] =
+            std::max<std::int64_t>(0, std::min(te, fe) - std::max(tb, fb));
+      }
+    }
+  }
+  const auto es = static_cast<double>(from.element_size);
+  double total = 0, max_in = 0, max_block = 0;
+  bool any_slice = false, any_gather = false, any_a2a = false;
+  thread_local DisjointSets sets;
+  thread_local std::vector<char> involved;
+  thread_local std::vector<std::pair<std::uint64_t, std::uint64_t>> boxes; // (first, last) device of a box
+  sets.reset(static_cast<std::size_t>(n));
+  involved.assign(static_cast<std::size_t>(n), 0);
+  boxes.clear();
+  for (std::int64_t d = 0; d < n; ++d) {
+    const auto bits = static_cast<std::uint64_t>(d);
+    std::int64_t needed = 1, held = 1, common = 1;
+    std::uint64_t first = bits & ~cutting, last = first;
+    for (std::size_t j = 0; j < r; ++j) {
+      const Dim& dm = dims[j];
+      const auto cf = static_cast<std::size_t>((bits >> dm.from_low) & static_cast<std::uint64_t>(dm.f - 1));
+      const auto ct = static_cast<std::size_t>((bits >> dm.to_low) & static_cast<std::uint64_t>(dm.t - 1));
+      needed *= dm.to_len[ct];
+      held *= dm.from_len[cf];
+      common *= dm.overlap[cf * static_cast<std::size_t>(dm.t) + ct];
+      if (dm.f > 1) {
+        first |= static_cast<std::uint64_t>(std::max(0, dm.lo[ct])) << dm.from_low;
+        last |= static_cast<std::uint64_t>(std::max(0, dm.hi[ct])) << dm.from_low;
+      }
+    }
+    max_block = std::max(max_block, static_cast<double>(needed) * es);
+    const std::int64_t received = needed - common;
+    if (received == 0) {
+      any_slice = any_slice || needed != held;
+      continue;
+    }
+    total += static_cast<double>(received) * es;
+    max_in = std::max(max_in, static_cast<double>(received) * es);
+    (common == held ? any_gather : any_a2a) = true;
+    involved[static_cast<std::size_t>(d)] = 1;
+    sets.unite(static_cast<int>(d), static_cast<int>(first));
+    boxes.emplace_back(first, last);
+  }
+  out.total_bytes = total;
+  out.max_bytes_in = max_in;
+  out.max_block_bytes = max_block;
+  if (total == 0) {
+    out.pattern = any_slice ? Pattern::slice : Pattern::none;
+    return true;
+  }
+  out.pattern = any_gather && any_a2a ? Pattern::mixed : any_gather ? Pattern::all_gather : Pattern::all_to_all;
+  std::sort(boxes.begin(), boxes.end());
+  boxes.erase(std::unique(boxes.begin(), boxes.end()), boxes.end());
+  thread_local std::vector<int> at;
+  for (const auto& [first, last] : boxes) {
+    // Every device of the box: each cut dim's part from first's to last's.
+    at.assign(r, 0);
+    for (std::size_t j = 0; j < r; ++j) {
+      at[j] = static_cast<int>((first >> dims[j].from_low) & static_cast<std::uint64_t>(dims[j].f - 1));
+    }
+    for (;;) {
+      std::uint64_t h = first & ~cutting;
+      for (std::size_t j = 0; j < r; ++j) {
+        h |= static_cast<std::uint64_t>(at[j]) << dims[j].from_low;
+      }
+      involved[h] = 1;
+      sets.unite(static_cast<int>(first), static_cast<int>(h));
+      std::size_t j = r;
+      while (j-- > 0) {
+        const auto end = static_cast<int>((last >> dims[j].from_low) & static_cast<std::uint64_t>(dims[j].f - 1));
+        if (at[j] < end) {
+          ++at[j];
+          break;
+        }
+        at[j] = static_cast<int>((first >> dims[j].from_low) & static_cast<std::uint64_t>(dims[j].f - 1));
+      }
+      if (j == static_cast<std::size_t>(-1)) {
+        break;
+      }
+    }
+  }
+  thread_local std::vector<int> group_of_root;
+  group_of_root.assign(static_cast<std::size_t>(n), -1);
+  for (std::int64_t d = 0; d < n; ++d) {
+    if (involved[static_cast<std::size_t>(d)] == 0) {
+      continue;
+    }
+    int& g = group_of_root[static_cast<std::size_t>(sets.find(static_cast<int>(d)))];
+    if (g < 0) {
+      g = static_cast<int>(out.groups.size());
+      out.groups.emplace_back();
+    }
+    out.groups[static_cast<std::size_t>(g)].push_back(static_cast<int>(d));
+  }
+  return true;
+}
+
 // The closed form of the common case of the search: both sides on devices 0 .. N-1 (N a power of
 // two), grids of powers of two, every dim a whole number of both sides' parts. Then a device index's bits name its
 // blocks: on each side, axis a of the grid is a field of bits (the last axis lowest; the copies of the grid above
@@ -253,9 +402,8 @@ bool closed_form(const TensorLayout& from, const Config& from_config, std::span<
     }
   }
   // The lowest bit of each axis's field, per side.
-  constexpr std::size_t most_axes = 16;
-  std::array<int, most_axes> from_low{}, to_low{}, from_width{}, to_width{};
-  const auto fields = [](const Config& c, std::array<int, most_axes>& low, std::array<int, most_axes>& width) {
+  AxisBits from_low{}, to_low{}, from_width{}, to_width{};
+  const auto fields = [](const Config& c, AxisBits& low, AxisBits& width) {
     if (c.splits.size() > most_axes) {
       return false;
     }
@@ -289,13 +437,15 @@ bool closed_form(const TensorLayout& from, const Config& from_config, std::span<
     }
     return b;
   };
+  for (std::size_t j = 0; j < r; ++j) {
+    if (from.shape[j] % std::max(from.parts[j], to.parts[j]) != 0) {
+      return tabled_form(from, to, n, from_low, from_width, to_low, out);
+    }
+  }
   std::int64_t needed = 1, held = 1, common = 1;
   for (std::size_t j = 0; j < r; ++j) {
     const std::int64_t f = from.parts[j], t = to.parts[j];
     const std::int64_t size = from.shape[j];
-    if (size % std::max(f, t) != 0) {
-      return false;
-    }
     needed *= size / t;
     held *= size / f;
     common *= size / std::max(f, t);
