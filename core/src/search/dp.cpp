@@ -320,11 +320,22 @@ private:
           out[x] += d[x];
         }
       }
-      std::size_t best = 0;
-      for (std::size_t x = 1; x < sum.size(); ++x) {
-        if (sum[x] < sum[best]) {
-          best = x;
+      // The least sum in four independent lanes (they vectorize), then the first value that has it.
+      const std::size_t count = sum.size();
+      double lane[4] = {sum[0], sum[0], sum[0], sum[0]};
+      std::size_t x = 0;
+      for (; x + 4 <= count; x += 4) {
+        for (std::size_t l = 0; l < 4; ++l) {
+          lane[l] = sum[x + l] < lane[l] ? sum[x + l] : lane[l];
         }
+      }
+      for (; x < count; ++x) {
+        lane[0] = sum[x] < lane[0] ? sum[x] : lane[0];
+      }
+      const double least = std::min(std::min(lane[0], lane[1]), std::min(lane[2], lane[3]));
+      std::size_t best = 0;
+      while (best + 1 < count && sum[best] != least) { // (bounded: a NaN sum is never anyone's least)
+        ++best;
       }
       result->owned[index] = sum[best];
       step.best[index] = static_cast<std::int32_t>(best);
