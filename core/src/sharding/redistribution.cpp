@@ -142,10 +142,42 @@ struct DisjointSets {
   }
 };
 
+// A move's pattern from what its receiving consumers saw (and, when none receives, whether any
+// keeps less than it holds). Consumers that hold nothing of the producer's receive whole blocks: a
+// send/recv, as between pipeline stages on disjoint devices.
+Pattern pattern_of(double total, bool any_slice, bool any_gather, bool any_a2a, bool any_fresh) {
+  if (total == 0) {
+    return any_slice ? Pattern::slice : Pattern::none;
+  }
+  const int kinds = int{any_gather} + int{any_a2a} + int{any_fresh};
+  return kinds > 1    ? Pattern::mixed
+         : any_gather ? Pattern::all_gather
+         : any_a2a    ? Pattern::all_to_all
+                      : Pattern::send_recv;
+}
+
+// The groups: the involved devices of ids 0 .. ids-1 by their set, each group in ascending order,
+// the groups in the order of their first device.
+void write_groups(std::size_t ids, DisjointSets& sets, const std::vector<char>& involved, Redistribution& out) {
+  thread_local std::vector<int> group_of_root;
+  group_of_root.assign(ids, -1);
+  for (std::size_t d = 0; d < ids; ++d) {
+    if (involved[d] == 0) {
+      continue;
+    }
+    int& g = group_of_root[static_cast<std::size_t>(sets.find(static_cast<int>(d)))];
+    if (g < 0) {
+      g = static_cast<int>(out.groups.size());
+      out.groups.emplace_back();
+    }
+    out.groups[static_cast<std::size_t>(g)].push_back(static_cast<int>(d));
+  }
+}
+
 // The buffers of one redistribute() call, kept per thread: the search calls it hundreds of
 // thousands of times, and allocating them each time cost as much as the geometry.
 struct Scratch {
-  std::vector<int> from_pos, from_coords, to_coords, group_of_root;
+  std::vector<int> from_pos, from_coords, to_coords;
   std::vector<std::int64_t> stride, pos_stride, cell_of_pos, nb, ne, hb, he, lo, hi, cur;
   std::vector<char> seen, involved;
   std::vector<std::array<int, 2>> remembered;
@@ -214,19 +246,7 @@ void closed_form_groups(std::int64_t n, std::uint64_t cutting, std::span<const s
       sub = (sub - free) & free;
     } while (sub != 0);
   }
-  thread_local std::vector<int> group_of_root;
-  group_of_root.assign(static_cast<std::size_t>(n), -1);
-  for (std::int64_t d = 0; d < n; ++d) {
-    if (involved[static_cast<std::size_t>(d)] == 0) {
-      continue;
-    }
-    int& g = group_of_root[static_cast<std::size_t>(sets.find(static_cast<int>(d)))];
-    if (g < 0) {
-      g = static_cast<int>(out.groups.size());
-      out.groups.emplace_back();
-    }
-    out.groups[static_cast<std::size_t>(g)].push_back(static_cast<int>(d));
-  }
+  write_groups(static_cast<std::size_t>(n), sets, involved, out);
 }
 
 constexpr std::size_t most_axes = 16;
@@ -327,11 +347,10 @@ bool tabled_form(const TensorLayout& from, const TensorLayout& to, std::int64_t 
   out.total_bytes = total;
   out.max_bytes_in = max_in;
   out.max_block_bytes = max_block;
+  out.pattern = pattern_of(total, any_slice, any_gather, any_a2a, false);
   if (total == 0) {
-    out.pattern = any_slice ? Pattern::slice : Pattern::none;
     return true;
   }
-  out.pattern = any_gather && any_a2a ? Pattern::mixed : any_gather ? Pattern::all_gather : Pattern::all_to_all;
   std::sort(boxes.begin(), boxes.end());
   boxes.erase(std::unique(boxes.begin(), boxes.end()), boxes.end());
   thread_local std::vector<int> at;
@@ -362,19 +381,7 @@ bool tabled_form(const TensorLayout& from, const TensorLayout& to, std::int64_t 
       }
     }
   }
-  thread_local std::vector<int> group_of_root;
-  group_of_root.assign(static_cast<std::size_t>(n), -1);
-  for (std::int64_t d = 0; d < n; ++d) {
-    if (involved[static_cast<std::size_t>(d)] == 0) {
-      continue;
-    }
-    int& g = group_of_root[static_cast<std::size_t>(sets.find(static_cast<int>(d)))];
-    if (g < 0) {
-      g = static_cast<int>(out.groups.size());
-      out.groups.emplace_back();
-    }
-    out.groups[static_cast<std::size_t>(g)].push_back(static_cast<int>(d));
-  }
+  write_groups(static_cast<std::size_t>(n), sets, involved, out);
   return true;
 }
 
@@ -479,13 +486,12 @@ bool closed_form(const TensorLayout& from, const Config& from_config, std::span<
                      static_cast<double>(matching) * received_matching) *
                     es;
   out.max_bytes_in = (matching < n ? static_cast<double>(needed) : received_matching) * es;
-  if (out.total_bytes == 0) {
-    out.pattern = needed != held ? Pattern::slice : Pattern::none;
-    return true;
-  }
   const bool gather = received_matching > 0 && common == held;
   const bool a2a = matching < n || (received_matching > 0 && common != held);
-  out.pattern = gather && a2a ? Pattern::mixed : gather ? Pattern::all_gather : Pattern::all_to_all;
+  out.pattern = pattern_of(out.total_bytes, needed != held, gather, a2a, false);
+  if (out.total_bytes == 0) {
+    return true;
+  }
   if ((read & cutting) != 0) {
     closed_form_groups(n, cutting, std::span(pairs.data(), pair_count), needed == common, out);
     return true;
@@ -765,31 +771,12 @@ Redistribution redistribute(const TensorLayout& from, const Config& from_config,
   out.total_bytes = total;
   out.max_bytes_in = max_in;
   out.max_block_bytes = max_block;
+  out.pattern = pattern_of(total, any_slice, any_gather, any_a2a, any_fresh);
   if (total == 0) {
-    out.pattern = any_slice ? Pattern::slice : Pattern::none;
     return out;
   }
-  // Consumers that hold nothing of the producer's receive whole blocks: a send/recv, as between
-  // pipeline stages on disjoint devices.
-  const int kinds = int{any_gather} + int{any_a2a} + int{any_fresh};
-  out.pattern = kinds > 1    ? Pattern::mixed
-                : any_gather ? Pattern::all_gather
-                : any_a2a    ? Pattern::all_to_all
-                             : Pattern::send_recv;
 
-  auto& group_of_root = scratch.group_of_root;
-  group_of_root.assign(ids, -1);
-  for (std::size_t d = 0; d < ids; ++d) {
-    if (involved[d] == 0) {
-      continue;
-    }
-    int& g = group_of_root[static_cast<std::size_t>(sets.find(static_cast<int>(d)))];
-    if (g < 0) {
-      g = static_cast<int>(out.groups.size());
-      out.groups.emplace_back();
-    }
-    out.groups[static_cast<std::size_t>(g)].push_back(static_cast<int>(d));
-  }
+  write_groups(ids, sets, involved, out);
   return out;
 }
 

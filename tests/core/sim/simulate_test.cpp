@@ -610,15 +610,25 @@ TEST(Simulate, TheCriticalPathAddsUpToTheIterationAndTheDevicesAccountForIt) {
   }
 }
 
+// A small ResNet-50 under data parallelism on one DGX A100 node, predicted.
+struct DataParallelResNet {
+  cluster::Cluster cluster = cluster::load_cluster("dgx-a100");
+  const graph::Graph& g = model("zoo:resnet50?batch=16&image=64").graph;
+  strategy::Strategy st;
+  strategy::Prediction p;
+  DataParallelResNet() {
+    search::Request r;
+    r.graph = &g;
+    r.cluster = &cluster;
+    r.devices = 8;
+    st = search::find_optimizer("dp").optimize(r);
+    p = strategy::evaluate(g, cluster, st, {});
+  }
+};
+
 TEST(Simulate, DataParallelGradientsAreSynchronizedInBucketsDuringTheBackwardPass) {
-  const auto cluster = cluster::load_cluster("dgx-a100");
-  const auto& g = model("zoo:resnet50?batch=16&image=64").graph;
-  search::Request r;
-  r.graph = &g;
-  r.cluster = &cluster;
-  r.devices = 8;
-  const auto st = search::find_optimizer("dp").optimize(r);
-  const auto p = strategy::evaluate(g, cluster, st, {});
+  const DataParallelResNet dp;
+  const auto& [cluster, g, st, p] = dp;
   int synced = 0;
   for (const auto& op : p.ops) {
     synced += op.cost.get(cost::term::gradient_sync) > 0 ? 1 : 0;
@@ -653,14 +663,8 @@ TEST(Simulate, DataParallelGradientsAreSynchronizedInBucketsDuringTheBackwardPas
 // full bucket summed beside the backward pass. Its iteration lies between the two, and only the
 // buckets run beside other work.
 TEST(Simulate, GradientOverlapAloneRunsTheBucketsBesideTheSerialPass) {
-  const auto cluster = cluster::load_cluster("dgx-a100");
-  const auto& g = model("zoo:resnet50?batch=16&image=64").graph;
-  search::Request r;
-  r.graph = &g;
-  r.cluster = &cluster;
-  r.devices = 8;
-  const auto st = search::find_optimizer("dp").optimize(r);
-  const auto p = strategy::evaluate(g, cluster, st, {});
+  const DataParallelResNet dp;
+  const auto& [cluster, g, st, p] = dp;
   const auto serial = sim::simulate(sim::build_task_graph(g, st, p, 8, {.overlap = false}));
   const auto full = sim::simulate(sim::build_task_graph(g, st, p, 8, {.overlap = true}));
   const auto tg = sim::build_task_graph(g, st, p, 8, {.overlap = false, .overlap_gradients = true});
