@@ -145,17 +145,24 @@ void for_each_distinct_group(const cluster::Cluster& cluster, const sharding::Re
     }
     return;
   }
-  std::vector<std::vector<int>> priced; // the shapes seen
-  std::vector<int> shape;
+  // The shapes seen, in buffers kept per thread (the search asks for millions of moves): the first
+  // `seen` of `priced`.
+  thread_local std::vector<std::vector<int>> priced;
+  thread_local std::vector<int> shape;
+  std::size_t seen = 0;
   for (std::size_t i = 0; i < r.groups.size(); ++i) {
     if (r.groups[i].size() < 2) {
       continue;
     }
     node_shape(cluster, r.groups[i], shape);
-    if (std::find(priced.begin(), priced.end(), shape) != priced.end()) {
+    const auto end = priced.begin() + static_cast<std::ptrdiff_t>(seen);
+    if (std::find(priced.begin(), end, shape) != end) {
       continue;
     }
-    priced.push_back(shape);
+    if (seen == priced.size()) {
+      priced.emplace_back();
+    }
+    priced[seen++] = shape;
     visit(i);
   }
 }
