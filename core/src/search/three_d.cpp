@@ -44,6 +44,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <initializer_list>
 #include <limits>
 #include <map>
 #include <set>
@@ -146,6 +147,34 @@ int layer_count(const graph::Graph& g) {
 }
 
 // Every candidate of the space, the user's held choices applied.
+// The schedules of a pipeline of p stages and m micro-batches: 1F1B, and interleaved with V chunks
+// (each of `chunk_counts`, or the count held) where every stage gets V whole pieces of the layers
+// and the micro-batches group by the stages (Megatron-LM's condition); a schedule held, alone.
+std::vector<std::pair<strategy::Schedule, int>> schedules_for(const Request& r, int p, int m, int layers,
+                                                              std::initializer_list<int> chunk_counts) {
+  std::vector<std::pair<strategy::Schedule, int>> out;
+  const bool interleaved_asked = r.schedule == strategy::Schedule::interleaved;
+  if (!(r.held.schedule && interleaved_asked)) {
+    out.emplace_back(strategy::Schedule::one_f_one_b, 1);
+  }
+  if (p < 2 || (r.held.schedule && !interleaved_asked) || m % p != 0) {
+    return out;
+  }
+  const auto add = [&](int v) {
+    if (v >= 2 && layers % (p * v) == 0) {
+      out.emplace_back(strategy::Schedule::interleaved, v);
+    }
+  };
+  if (r.chunks > 0) {
+    add(r.chunks);
+  } else {
+    for (const int v : chunk_counts) {
+      add(v);
+    }
+  }
+  return out;
+}
+
 std::vector<Candidate> space(const Request& r) {
   const graph::Graph& g = *r.graph;
   const int n = r.devices;
@@ -231,26 +260,7 @@ std::vector<Candidate> space(const Request& r) {
         if (p > 1 && m < p) {
           continue; // fewer micro-batches than stages leaves stages idle throughout
         }
-        // Schedules: 1F1B; interleaved with V chunks when every stage gets V whole pieces and the
-        // micro-batches group by the stages (Megatron-LM's condition).
-        std::vector<std::pair<strategy::Schedule, int>> schedules;
-        const bool interleaved_asked = r.schedule == strategy::Schedule::interleaved;
-        if (!(r.held.schedule && interleaved_asked)) {
-          schedules.emplace_back(strategy::Schedule::one_f_one_b, 1);
-        }
-        if (p > 1 && !(r.held.schedule && !interleaved_asked) && m % p == 0) {
-          for (int v = 2; v <= 4; ++v) {
-            if (r.chunks > 0 && v != r.chunks) {
-              continue;
-            }
-            if (layers % (p * v) == 0) {
-              schedules.emplace_back(strategy::Schedule::interleaved, v);
-            }
-          }
-          if (r.chunks > 4 && layers % (p * r.chunks) == 0) {
-            schedules.emplace_back(strategy::Schedule::interleaved, r.chunks);
-          }
-        }
+        const auto schedules = schedules_for(r, p, m, layers, {2, 3, 4});
         const std::vector<bool> speed_cuts = p > 1 && mixed ? std::vector<bool>{false, true} : std::vector<bool>{false};
         for (const auto& [schedule, v] : schedules) {
           for (const bool sp : sps) {
@@ -303,17 +313,7 @@ std::vector<Candidate> space(const Request& r) {
         if (m < p || batch % m != 0) {
           continue;
         }
-        std::vector<std::pair<strategy::Schedule, int>> schedules;
-        const bool interleaved_asked = r.schedule == strategy::Schedule::interleaved;
-        if (!(r.held.schedule && interleaved_asked)) {
-          schedules.emplace_back(strategy::Schedule::one_f_one_b, 1);
-        }
-        if (!(r.held.schedule && !interleaved_asked) && m % p == 0) {
-          const int v = r.chunks > 0 ? r.chunks : 2;
-          if (layers % (p * v) == 0) {
-            schedules.emplace_back(strategy::Schedule::interleaved, v);
-          }
-        }
+        const auto schedules = schedules_for(r, p, m, layers, {2});
         for (const auto& [schedule, v] : schedules) {
           for (const int z : zeros) {
             for (const auto rc : recomputes) {
