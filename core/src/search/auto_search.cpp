@@ -25,6 +25,7 @@
 #include <system_error>
 #include <thread>
 #include <tuple>
+#include <unordered_map>
 
 namespace partita::search {
 namespace {
@@ -295,6 +296,32 @@ private:
     std::map<EdgeMemo, int> edge_tables;
     std::vector<std::size_t> fresh_edges; // per new table, its first edge
     std::vector<int> table_of_edge(m_edges.size(), -1);
+    // Per new table: per configuration of each side its distinct placement, and per pair of
+    // distinct placements its move (an index into m_move_cost).
+    struct TableMoves {
+      std::vector<int> from_slot, to_slot;
+      std::size_t columns = 0;
+      std::vector<std::size_t> move;
+    };
+    std::vector<TableMoves> table_moves;
+    std::vector<int> key_slot(m_keys.size(), -1);
+    {
+      // At most one job per pair of distinct placements of each table.
+      std::size_t pairs = 0;
+      std::set<EdgeMemo> seen;
+      for (const auto& e : m_edges) {
+        if (!e.tie && seen.insert(memo_of(e)).second) {
+          std::set<int> from(tables(e.prod).output_key[e.out].begin(), tables(e.prod).output_key[e.out].end());
+          std::set<int> to(tables(e.cons).input_key[e.in].begin(), tables(e.cons).input_key[e.in].end());
+          pairs += from.size() * to.size();
+        }
+      }
+      jobs.reserve(pairs);
+      m_moves.reserve(pairs);
+      m_move_cost.reserve(pairs);
+      m_geometries.reserve(pairs);
+      m_geometry_of.reserve(pairs);
+    }
     for (std::size_t i = 0; i < m_edges.size(); ++i) {
       const auto& e = m_edges[i];
       auto [it, fresh] = edge_tables.try_emplace(memo_of(e), static_cast<int>(fresh_edges.size()));
@@ -303,17 +330,42 @@ private:
         continue;
       }
       fresh_edges.push_back(i);
+      table_moves.emplace_back();
       if (e.tie) {
         continue; // priced below, pair by pair: its cost depends on the reader's configuration
       }
+      // The pairs of distinct placements (an op's configurations place a tensor in far fewer ways
+      // than there are configurations), each with its first configurations.
+      auto& moves = table_moves[fresh_edges.size() - 1];
+      const auto distinct = [&](const std::vector<int>& keys, std::vector<int>& slot, std::vector<std::size_t>& first) {
+        slot.resize(keys.size());
+        for (std::size_t x = 0; x < keys.size(); ++x) {
+          int& seen = key_slot[static_cast<std::size_t>(keys[x])];
+          if (seen < 0) {
+            seen = static_cast<int>(first.size());
+            first.push_back(x);
+          }
+          slot[x] = seen;
+        }
+        for (const std::size_t x : first) {
+          key_slot[static_cast<std::size_t>(keys[x])] = -1;
+        }
+      };
       const auto& from = tables(e.prod).output_key[e.out];
       const auto& to = tables(e.cons).input_key[e.in];
-      for (std::size_t a = 0; a < from.size(); ++a) {
-        for (std::size_t b = 0; b < to.size(); ++b) {
-          auto [mit, unseen] = m_moves.try_emplace(std::make_tuple(e.tensor, from[a], to[b]), 0.0);
+      std::vector<std::size_t> first_from, first_to;
+      distinct(from, moves.from_slot, first_from);
+      distinct(to, moves.to_slot, first_to);
+      moves.columns = first_to.size();
+      moves.move.reserve(first_from.size() * first_to.size());
+      for (const std::size_t a : first_from) {
+        for (const std::size_t b : first_to) {
+          const auto [mit, unseen] = m_moves.try_emplace(MoveKey{e.tensor, from[a], to[b]}, m_move_cost.size());
           if (unseen) {
-            jobs.push_back(move_job(i, static_cast<int>(a), static_cast<int>(b), from[a], to[b], &mit->second));
+            m_move_cost.push_back(0.0);
+            jobs.push_back(move_job(i, static_cast<int>(a), static_cast<int>(b), from[a], to[b], mit->second));
           }
+          moves.move.push_back(mit->second);
         }
       }
     }
@@ -328,10 +380,11 @@ private:
     // redistributions: one's forward is the other's backward.
     constexpr std::size_t alone = static_cast<std::size_t>(-1);
     std::vector<std::size_t> partner(m_geometries.size(), alone), units;
-    for (const auto& [key, k] : m_geometry_of) {
-      const auto it = m_geometry_of.find(GeometryKey{std::get<1>(key), std::get<0>(key), std::get<2>(key)});
-      if (it != m_geometry_of.end() && it->second != k) {
-        partner[k] = it->second;
+    for (std::size_t k = 0; k < m_geometries.size(); ++k) {
+      const auto& g = m_geometries[k];
+      const std::size_t other = find_geometry(g.to, g.from, geometry_dims(k));
+      if (other != alone && other != k) {
+        partner[k] = other;
       }
     }
     for (std::size_t k = 0; k < m_geometries.size(); ++k) {
@@ -343,21 +396,20 @@ private:
       const std::size_t k = units[u];
       double producer_shard_bytes = 0;
       auto geometry = compute_geometry(jobs, k, producer_shard_bytes);
-      auto scaled = geometry; // the groups once, the byte counts per move
       for (const std::size_t j : jobs_of[k]) {
-        *jobs[j].cost = move_seconds(geometry, jobs[j], scaled);
+        m_move_cost[jobs[j].cost] = move_seconds(geometry, jobs[j]);
       }
       if (partner[k] != alone) {
         std::swap(geometry.forward, geometry.backward);
         geometry.consumer_shard_bytes = producer_shard_bytes;
-        scaled = geometry;
         for (const std::size_t j : jobs_of[partner[k]]) {
-          *jobs[j].cost = move_seconds(geometry, jobs[j], scaled);
+          m_move_cost[jobs[j].cost] = move_seconds(geometry, jobs[j]);
         }
       }
     });
     m_geometries.clear();
     m_geometry_of.clear();
+    m_geometry_dims.clear();
     std::vector<int> table_index(fresh_edges.size());
     for (std::size_t t = 0; t < fresh_edges.size(); ++t) {
       const auto& e = m_edges[fresh_edges[t]];
@@ -365,12 +417,13 @@ private:
         table_index[t] = m_problem.add_table(tie_costs(fresh_edges[t]));
         continue;
       }
-      const auto& from = tables(e.prod).output_key[e.out];
-      const auto& to = tables(e.cons).input_key[e.in];
-      std::vector<double> costs(from.size() * to.size(), 0.0);
-      for (std::size_t a = 0; a < from.size(); ++a) {
-        for (std::size_t b = 0; b < to.size(); ++b) {
-          costs[a * to.size() + b] = m_moves.find(std::make_tuple(e.tensor, from[a], to[b]))->second;
+      const auto& moves = table_moves[t];
+      const std::size_t columns = moves.to_slot.size();
+      std::vector<double> costs(moves.from_slot.size() * columns, 0.0);
+      for (std::size_t a = 0; a < moves.from_slot.size(); ++a) {
+        const std::size_t* row = moves.move.data() + static_cast<std::size_t>(moves.from_slot[a]) * moves.columns;
+        for (std::size_t b = 0; b < columns; ++b) {
+          costs[a * columns + b] = m_move_cost[row[moves.to_slot[b]]];
         }
       }
       table_index[t] = m_problem.add_table(std::move(costs));
@@ -483,22 +536,58 @@ private:
     std::size_t edge = 0;
     int a = 0, b = 0;
     std::size_t geometry = 0;
-    double scale = 1;       // bytes per unit of the geometry
-    double* cost = nullptr; // the move's entry in m_moves (std::map entries stay put)
+    double scale = 1;     // bytes per unit of the geometry
+    std::size_t cost = 0; // the move's entry in m_move_cost
   };
+  // A geometry: its first job (on whose layouts it is computed), its two placements and its dims
+  // as it sees them (a dim that is a whole number of units counts as its lcm, another as its
+  // size; in m_geometry_dims), and the next geometry of the same two placements.
   struct Geometry {
-    std::size_t job = 0; // its first job, on whose layouts it is computed
+    std::size_t job = 0;
+    int from = 0, to = 0;
+    std::size_t dims_at = 0, rank = 0;
+    std::size_t next = static_cast<std::size_t>(-1);
   };
-  // The two placements and the dims as the geometry sees them: a dim that is a whole number of
-  // units counts as its lcm, another as its size.
-  using GeometryKey = std::tuple<int, int, std::vector<std::int64_t>>;
+  std::span<const std::int64_t> geometry_dims(std::size_t k) const {
+    return {m_geometry_dims.data() + m_geometries[k].dims_at, m_geometries[k].rank};
+  }
+  static std::uint64_t pair_key(int from, int to) {
+    return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(from)) << 32) | static_cast<std::uint32_t>(to);
+  }
+  // The geometry of two placements and dims, or -1.
+  std::size_t find_geometry(int from, int to, std::span<const std::int64_t> dims) const {
+    const auto it = m_geometry_of.find(pair_key(from, to));
+    for (std::size_t k = it == m_geometry_of.end() ? static_cast<std::size_t>(-1) : it->second;
+         k != static_cast<std::size_t>(-1); k = m_geometries[k].next) {
+      const auto d = geometry_dims(k);
+      if (std::equal(d.begin(), d.end(), dims.begin(), dims.end())) {
+        return k;
+      }
+    }
+    return static_cast<std::size_t>(-1);
+  }
+  // A move: a tensor signature and the two interned placements.
+  struct MoveKey {
+    int tensor = 0, from = 0, to = 0;
+    bool operator==(const MoveKey&) const = default;
+  };
+  struct MoveHash {
+    std::size_t operator()(const MoveKey& k) const {
+      const std::uint64_t h =
+          ((static_cast<std::uint64_t>(static_cast<std::uint32_t>(k.tensor)) * 0x9E3779B97F4A7C15ULL) ^
+           (static_cast<std::uint64_t>(static_cast<std::uint32_t>(k.from)) << 32) ^ static_cast<std::uint32_t>(k.to)) *
+          0xBF58476D1CE4E5B9ULL;
+      return static_cast<std::size_t>(h ^ (h >> 31));
+    }
+  };
 
-  Job move_job(std::size_t edge, int a, int b, int from_key, int to_key, double* cost) {
+  Job move_job(std::size_t edge, int a, int b, int from_key, int to_key, std::size_t cost) {
     const auto& e = m_edges[edge];
     const auto& x = m_g.tensor(m_g.op(e.cons).inputs[e.in]);
     const auto& fk = *m_key_list[static_cast<std::size_t>(from_key)];
     const auto& tk = *m_key_list[static_cast<std::size_t>(to_key)];
-    std::vector<std::int64_t> dims(x.shape.size());
+    thread_local std::vector<std::int64_t> dims;
+    dims.resize(x.shape.size());
     std::int64_t units = 1;
     for (std::size_t j = 0; j < x.shape.size(); ++j) {
       const std::int64_t l = std::lcm(fk[2 * j], tk[2 * j]); // a block signature: (parts, stride) per dim
@@ -507,11 +596,17 @@ private:
       units *= whole ? x.shape[j] / l : 1;
     }
     Job job{edge, a, b, 0, static_cast<double>(units) * static_cast<double>(graph::dtype_size(x.dtype)), cost};
-    const auto [it, fresh] =
-        m_geometry_of.try_emplace(GeometryKey{from_key, to_key, std::move(dims)}, m_geometries.size());
-    job.geometry = it->second;
-    if (fresh) {
-      m_geometries.push_back({m_job_count});
+    job.geometry = find_geometry(from_key, to_key, dims);
+    if (job.geometry == static_cast<std::size_t>(-1)) {
+      job.geometry = m_geometries.size();
+      Geometry g{m_job_count, from_key, to_key, m_geometry_dims.size(), dims.size()};
+      m_geometry_dims.insert(m_geometry_dims.end(), dims.begin(), dims.end());
+      auto [it, fresh] = m_geometry_of.try_emplace(pair_key(from_key, to_key), job.geometry);
+      if (!fresh) { // the newest first: the chain is short (tensors of other sizes)
+        g.next = it->second;
+        it->second = job.geometry;
+      }
+      m_geometries.push_back(g);
     }
     ++m_job_count;
     return job;
@@ -526,8 +621,7 @@ private:
     const auto& e = m_edges[job.edge];
     const auto& pc = tables(e.prod).configs[static_cast<std::size_t>(job.a)];
     const auto& cc = tables(e.cons).configs[static_cast<std::size_t>(job.b)];
-    const auto from = e.tie ? sharding::input_layout(m_g, m_sem[static_cast<std::size_t>(e.prod)], pc, e.out)
-                            : sharding::output_layout(m_g, m_sem[static_cast<std::size_t>(e.prod)], pc, e.out);
+    const auto from = sharding::output_layout(m_g, m_sem[static_cast<std::size_t>(e.prod)], pc, e.out);
     auto geometry = strategy::move_geometry(
         from, {pc, devices(pc)}, sharding::input_layout(m_g, m_sem[static_cast<std::size_t>(e.cons)], cc, e.in),
         {cc, devices(cc)});
@@ -537,31 +631,19 @@ private:
     return geometry;
   }
 
-  static void scale(strategy::MoveGeometry& m, double factor) { scale(m, factor, m); }
-  // `out` (a copy of `base`, groups included) gets base's byte counts x factor.
-  static void scale(const strategy::MoveGeometry& base, double factor, strategy::MoveGeometry& out) {
-    out.consumer_shard_bytes = base.consumer_shard_bytes * factor;
-    out.forward.max_bytes_in = base.forward.max_bytes_in * factor;
-    out.forward.total_bytes = base.forward.total_bytes * factor;
-    out.forward.max_block_bytes = base.forward.max_block_bytes * factor;
-    out.backward.max_bytes_in = base.backward.max_bytes_in * factor;
-    out.backward.total_bytes = base.backward.total_bytes * factor;
-    out.backward.max_block_bytes = base.backward.max_block_bytes * factor;
+  static void scale(strategy::MoveGeometry& m, double factor) {
+    m.consumer_shard_bytes *= factor;
+    for (auto* r : {&m.forward, &m.backward}) {
+      r->max_bytes_in *= factor;
+      r->total_bytes *= factor;
+      r->max_block_bytes *= factor;
+    }
   }
 
   // The seconds of a job's move from its class's geometry (per unit): what input_redistribution
-  // sums. `scaled` is a copy of the geometry that this writes the job's byte counts into.
-  template <class J>
-  double move_seconds(const strategy::MoveGeometry& geometry, const J& job, strategy::MoveGeometry& scaled) const {
-    scale(geometry, job.scale, scaled);
-    const auto& e = m_edges[job.edge];
-    const auto& context = m_contexts[e.context];
-    double sum = 0;
-    for (const auto& term : e.tie ? strategy::tied_gradient_terms(scaled, context, *m_r.cluster, m_r.setup, false)
-                                  : strategy::move_terms(scaled, context, *m_r.cluster, m_r.setup, false)) {
-      sum += term.value;
-    }
-    return sum;
+  // sums (a tied weight's edges are priced by tie_costs, not by jobs).
+  template <class J> double move_seconds(const strategy::MoveGeometry& geometry, const J& job) const {
+    return strategy::move_seconds(geometry, job.scale, m_contexts[m_edges[job.edge].context], *m_r.cluster, m_r.setup);
   }
 
   // A producer-consumer pair through one tensor: an edge of the problem.
@@ -645,13 +727,15 @@ private:
   std::vector<Edge> m_edges;
   std::vector<std::vector<std::size_t>> m_edges_into; // per op, indices into m_edges
   std::map<std::vector<std::int64_t>, int> m_keys;
-  std::vector<const std::vector<std::int64_t>*> m_key_list; // the keys by interned index
-  std::map<GeometryKey, std::size_t> m_geometry_of;
+  std::vector<const std::vector<std::int64_t>*> m_key_list;     // the keys by interned index
+  std::unordered_map<std::uint64_t, std::size_t> m_geometry_of; // per pair of placements, its newest geometry
+  std::vector<std::int64_t> m_geometry_dims;
   std::vector<Geometry> m_geometries;
   std::size_t m_job_count = 0;
   std::map<std::string, int> m_tensor_sigs;
-  std::vector<strategy::MoveContext> m_contexts; // per edge
-  std::map<std::tuple<int, int, int>, double> m_moves;
+  std::vector<strategy::MoveContext> m_contexts;              // per edge
+  std::unordered_map<MoveKey, std::size_t, MoveHash> m_moves; // into m_move_cost
+  std::vector<double> m_move_cost;
   std::vector<int> m_class_table;
   dp::Problem m_problem;
 };

@@ -159,18 +159,29 @@ Pattern pattern_of(double total, bool any_slice, bool any_gather, bool any_a2a, 
 // The groups: the involved devices of ids 0 .. ids-1 by their set, each group in ascending order,
 // the groups in the order of their first device.
 void write_groups(std::size_t ids, DisjointSets& sets, const std::vector<char>& involved, Redistribution& out) {
-  thread_local std::vector<int> group_of_root;
+  thread_local std::vector<int> group_of_root, group_of;
+  thread_local std::vector<std::size_t> sizes;
   group_of_root.assign(ids, -1);
+  group_of.assign(ids, -1);
+  sizes.clear();
   for (std::size_t d = 0; d < ids; ++d) {
     if (involved[d] == 0) {
       continue;
     }
     int& g = group_of_root[static_cast<std::size_t>(sets.find(static_cast<int>(d)))];
     if (g < 0) {
-      g = static_cast<int>(out.groups.size());
-      out.groups.emplace_back();
+      g = static_cast<int>(sizes.size());
+      sizes.push_back(0);
     }
-    out.groups[static_cast<std::size_t>(g)].push_back(static_cast<int>(d));
+    group_of[d] = g;
+    ++sizes[static_cast<std::size_t>(g)];
+  }
+  out.groups.assign_sizes(sizes);
+  std::fill(sizes.begin(), sizes.end(), 0);
+  for (std::size_t d = 0; d < ids; ++d) {
+    if (const int g = group_of[d]; g >= 0) {
+      out.groups.at(static_cast<std::size_t>(g), sizes[static_cast<std::size_t>(g)]++) = static_cast<int>(d);
+    }
   }
 }
 
@@ -498,16 +509,15 @@ bool closed_form(const TensorLayout& from, const Config& from_config, std::span<
   }
   // Groups: the devices agreeing on every bit but the cutting ones, smallest first.
   const auto size = static_cast<std::size_t>(std::int64_t{1} << std::popcount(cutting));
-  out.groups.reserve(static_cast<std::size_t>(n) / size);
+  out.groups.reserve(static_cast<std::size_t>(n) / size, static_cast<std::size_t>(n));
   for (std::int64_t d = 0; d < n; ++d) {
     if ((static_cast<std::uint64_t>(d) & cutting) != 0) {
       continue;
     }
-    auto& g = out.groups.emplace_back();
-    g.reserve(size);
+    out.groups.open();
     std::uint64_t sub = 0; // the subsets of the cutting bits, ascending
     do {
-      g.push_back(static_cast<int>(static_cast<std::uint64_t>(d) | sub));
+      out.groups.add(static_cast<int>(static_cast<std::uint64_t>(d) | sub));
       sub = (sub - cutting) & cutting;
     } while (sub != 0);
   }
@@ -777,6 +787,24 @@ Redistribution redistribute(const TensorLayout& from, const Config& from_config,
   }
 
   write_groups(ids, sets, involved, out);
+  return out;
+}
+
+void DeviceGroups::assign_sizes(std::span<const std::size_t> sizes) {
+  m_ends.resize(sizes.size());
+  std::size_t at = 0;
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    at += sizes[i];
+    m_ends[i] = at;
+  }
+  m_devices.resize(at);
+}
+
+std::vector<std::vector<int>> DeviceGroups::lists() const {
+  std::vector<std::vector<int>> out;
+  for (const auto g : *this) {
+    out.emplace_back(g.begin(), g.end());
+  }
   return out;
 }
 

@@ -125,7 +125,7 @@ std::size_t output_index(const graph::Op& producer, graph::TensorId tensor) {
 // is priced once.
 // How a group sits on its nodes: per device, its node's rank among the group's nodes x node size +
 // its local id (groups list their devices in ascending order).
-void node_shape(const cluster::Cluster& cluster, const std::vector<int>& group, std::vector<int>& shape) {
+void node_shape(const cluster::Cluster& cluster, std::span<const int> group, std::vector<int>& shape) {
   shape.clear();
   int rank = -1, last_node = -1;
   for (const int d : group) {
@@ -167,13 +167,12 @@ void for_each_distinct_group(const cluster::Cluster& cluster, const sharding::Re
   }
 }
 
-// `r`'s byte counts are taken x `scale`.
-cluster::CollectiveCost move_cost(const cluster::Cluster& cluster, const sharding::Redistribution& r, double scale,
-                                  bool explain) {
-  const double max_bytes_in = r.max_bytes_in * scale;
+// `max_bytes_in`: r's, scaled as its caller takes it.
+cluster::CollectiveCost move_cost(const cluster::Cluster& cluster, const sharding::Redistribution& r,
+                                  double max_bytes_in, bool explain) {
   cluster::CollectiveCost worst;
   for_each_distinct_group(cluster, r, [&](std::size_t i) {
-    const auto& group = r.groups[i];
+    const auto group = r.groups[i];
     const auto p = static_cast<double>(group.size());
     const auto cost = explain ? cluster::collective_cost : cluster::collective_cost_unexplained;
     cluster::CollectiveCost c;
@@ -200,17 +199,18 @@ cluster::CollectiveCost move_cost(const cluster::Cluster& cluster, const shardin
   return worst;
 }
 
-// A redistribution's byte counts x a scale (a tensor's units, a micro-batch's share), read without
-// copying its groups.
+// A redistribution's byte counts x units (the search's geometries count bytes per unit of a
+// tensor) x a scale (the training precision, a micro-batch's share), read without copying its
+// groups.
 struct ScaledMove {
-  ScaledMove(const sharding::Redistribution& r, double scale)
-      : move(r), scale(scale), max_bytes_in(r.max_bytes_in * scale), max_block_bytes(r.max_block_bytes * scale),
+  ScaledMove(const sharding::Redistribution& r, double units, double scale)
+      : move(r), max_bytes_in(r.max_bytes_in * units * scale), max_block_bytes(r.max_block_bytes * units * scale),
         pattern(r.pattern) {}
   cluster::CollectiveCost cost(const cluster::Cluster& cluster, bool explain) const {
-    return max_bytes_in > 0 ? move_cost(cluster, move, scale, explain) : cluster::CollectiveCost{};
+    return max_bytes_in > 0 ? move_cost(cluster, move, max_bytes_in, explain) : cluster::CollectiveCost{};
   }
   const sharding::Redistribution& move;
-  double scale, max_bytes_in, max_block_bytes;
+  double max_bytes_in, max_block_bytes;
   sharding::Pattern pattern;
 };
 
@@ -380,8 +380,8 @@ bool input_gradient_reduce_scatters(const graph::Graph& g, const std::vector<gra
 
 void keep_priced_groups(const cluster::Cluster& cluster, MoveGeometry& geometry) {
   for (auto* r : {&geometry.forward, &geometry.backward}) {
-    std::vector<std::vector<int>> kept;
-    for_each_distinct_group(cluster, *r, [&](std::size_t i) { kept.push_back(std::move(r->groups[i])); });
+    sharding::DeviceGroups kept;
+    for_each_distinct_group(cluster, *r, [&](std::size_t i) { kept.push_back(r->groups[i]); });
     r->groups = std::move(kept);
   }
 }
@@ -403,8 +403,14 @@ MoveGeometry move_geometry(const sharding::TensorLayout& from, const OpAssignmen
   return m;
 }
 
-std::vector<cost::Term> move_terms(const MoveGeometry& geometry, const MoveContext& context,
-                                   const cluster::Cluster& cluster, const cost::TrainingSetup& setup, bool explain) {
+namespace {
+
+// move_terms of a geometry whose byte counts are per unit of the tensor, x `units`: their sum,
+// and the terms themselves into `terms` where it is given (the search asks only for the sum).
+double move_terms_into(const MoveGeometry& geometry, double units, const MoveContext& context,
+                       const cluster::Cluster& cluster, const cost::TrainingSetup& setup, bool explain,
+                       std::vector<cost::Term>* terms) {
+  const double consumer_shard_bytes = geometry.consumer_shard_bytes * units;
   // Per micro-batch: a micro-batch's share of the bytes, m times; sent once: the whole, once.
   const double m = context.once ? 1 : context.micro_batches;
   const double scale = context.scale / m;
@@ -413,40 +419,52 @@ std::vector<cost::Term> move_terms(const MoveGeometry& geometry, const MoveConte
   const double later_copies =
       context.once && context.micro_batches > 1 && !geometry.same_blocks
           ? (context.micro_batches - 1) *
-                local_copy_seconds(0, geometry.consumer_shard_bytes * context.scale, false, cluster, setup)
+                local_copy_seconds(0, consumer_shard_bytes * context.scale, false, cluster, setup)
           : 0.0;
   if (geometry.same_blocks) {
     // The same blocks on the same devices: nothing moves, and the reader works on the producer's
     // buffer. Its gradient too, unless the tensor has several readers (or is a graph output, whose
     // loss gradient is there first): then each adds its part into the producer's gradient.
     if (!context.gradient || !(context.several_readers || context.graph_output)) {
-      return {};
+      return 0;
     }
-    const double bytes = geometry.consumer_shard_bytes * scale;
+    const double bytes = consumer_shard_bytes * scale;
     const double add = m * local_copy_seconds(0, bytes, true, cluster, setup);
-    return {cost::Term{std::string(cost::term::redistribution_copies), add,
-                       explain
-                           ? fmt::format("'{}' from '{}': the same blocks; backward adds {}{:.4g} MB into the "
+    if (terms == nullptr) {
+      return add;
+    }
+    terms->push_back(
+        cost::Term{std::string(cost::term::redistribution_copies), add,
+                   explain ? fmt::format("'{}' from '{}': the same blocks; backward adds {}{:.4g} MB into the "
                                          "producer's gradient ({})",
                                          context.tensor, context.producer, times, bytes / 1e6,
                                          context.several_readers ? "the tensor has several readers" : "a graph output")
                            : std::string(),
-                       add}};
+                   add});
+    return add;
   }
   const sharding::Redistribution nothing;
-  const ScaledMove forward(geometry.forward, scale);
+  const ScaledMove forward(geometry.forward, units, scale);
   // A mask computed from constants: no gradient goes back.
-  const ScaledMove backward(context.gradient ? geometry.backward : nothing, scale);
+  const ScaledMove backward(context.gradient ? geometry.backward : nothing, units, scale);
   const double backward_copies =
       m * local_copy_seconds(backward.max_bytes_in, backward.max_block_bytes, true, cluster, setup);
   const double copies = m * local_copy_seconds(forward.max_bytes_in, forward.max_block_bytes, false, cluster, setup) +
                         backward_copies + later_copies;
-  std::vector<cost::Term> terms;
-  if (forward.max_bytes_in > 0 || backward.max_bytes_in > 0) {
-    const auto f = forward.cost(cluster, explain);
-    const auto b = backward.cost(cluster, explain);
-    terms.push_back(
-        {std::string(cost::term::redistribution), m * (f.seconds + b.seconds),
+  const bool moves = forward.max_bytes_in > 0 || backward.max_bytes_in > 0;
+  cluster::CollectiveCost f, b;
+  if (moves) {
+    f = forward.cost(cluster, explain);
+    b = backward.cost(cluster, explain);
+  }
+  const double transfer = moves ? m * (f.seconds + b.seconds) : 0.0;
+  const double sum = transfer + (copies > 0 ? copies : 0.0);
+  if (terms == nullptr) {
+    return sum;
+  }
+  if (moves) {
+    terms->push_back(
+        {std::string(cost::term::redistribution), transfer,
          explain ? fmt::format("'{}' from '{}': {}forward {} of {:.4g} MB per device{}; backward {} of {:.4g} MB{}{}",
                                context.tensor, context.producer, times, sharding::pattern_name(forward.pattern),
                                forward.max_bytes_in / 1e6, f.formula.empty() ? "" : " (" + f.formula + ")",
@@ -460,22 +478,36 @@ std::vector<cost::Term> move_terms(const MoveGeometry& geometry, const MoveConte
          m * b.seconds});
   }
   if (copies > 0) {
-    terms.push_back(
+    terms->push_back(
         {std::string(cost::term::redistribution_copies), copies,
          explain ? fmt::format("'{}': {}forward writes a block of {:.4g} MB and packs {:.4g} MB; backward "
                                "adds {:.4g} MB into the producer's gradient and packs {:.4g} MB "
                                "(memory-bound copies){}",
                                context.tensor, times, forward.max_block_bytes / 1e6, forward.max_bytes_in / 1e6,
                                backward.max_block_bytes / 1e6, backward.max_bytes_in / 1e6,
-                               later_copies > 0 ? fmt::format("; {} later micro-batches copy the first's "
-                                                              "{:.4g} MB",
-                                                              context.micro_batches - 1,
-                                                              geometry.consumer_shard_bytes * context.scale / 1e6)
-                                                : "")
+                               later_copies > 0
+                                   ? fmt::format("; {} later micro-batches copy the first's "
+                                                 "{:.4g} MB",
+                                                 context.micro_batches - 1, consumer_shard_bytes * context.scale / 1e6)
+                                   : "")
                  : std::string(),
          backward_copies});
   }
+  return sum;
+}
+
+} // namespace
+
+std::vector<cost::Term> move_terms(const MoveGeometry& geometry, const MoveContext& context,
+                                   const cluster::Cluster& cluster, const cost::TrainingSetup& setup, bool explain) {
+  std::vector<cost::Term> terms;
+  move_terms_into(geometry, 1, context, cluster, setup, explain, &terms);
   return terms;
+}
+
+double move_seconds(const MoveGeometry& geometry, double units, const MoveContext& context,
+                    const cluster::Cluster& cluster, const cost::TrainingSetup& setup) {
+  return move_terms_into(geometry, units, context, cluster, setup, false, nullptr);
 }
 
 std::vector<TiedWeight> tied_weights(const graph::Graph& g) {
@@ -545,8 +577,8 @@ std::vector<cost::Term> tied_gradient_terms(const MoveGeometry& geometry, const 
                                              context.tensor, bytes / 1e6)
                                : std::string()}};
   }
-  const ScaledMove there(geometry.forward, scale); // the other reader's gradient into the first's layout, added
-  const ScaledMove back(geometry.backward, scale); // the sum back into the other's layout
+  const ScaledMove there(geometry.forward, 1, scale); // the other reader's gradient into the first's layout, added
+  const ScaledMove back(geometry.backward, 1, scale); // the sum back into the other's layout
   const auto f = there.cost(cluster, explain);
   const auto b = back.cost(cluster, explain);
   const double copies = local_copy_seconds(there.max_bytes_in, there.max_block_bytes, true, cluster, setup) +

@@ -45,8 +45,8 @@ TEST(ShardingRedistribution, WorkedExampleAllGatherWithinNGroups) {
   // ... and assembles its whole rows: the half it held and the half it received.
   EXPECT_DOUBLE_EQ(r.max_block_bytes, 2 * r.max_bytes_in);
   const int n = t.fc1.find_dim("n");
-  EXPECT_EQ(r.groups, groups_along(c1, devices, std::vector<int>{n}));
-  EXPECT_EQ(r.groups, (Groups{{0, 1}, {2, 3}}));
+  EXPECT_EQ(r.groups.lists(), groups_along(c1, devices, std::vector<int>{n}));
+  EXPECT_EQ(r.groups.lists(), (Groups{{0, 1}, {2, 3}}));
 }
 
 TEST(ShardingRedistribution, IdenticalLayoutsMoveNothing) {
@@ -70,7 +70,7 @@ TEST(ShardingRedistribution, DisjointDevicesSendWholeShards) {
   EXPECT_EQ(r.pattern, Pattern::send_recv);
   EXPECT_DOUBLE_EQ(r.max_bytes_in, y.shard_bytes());
   EXPECT_DOUBLE_EQ(r.total_bytes, 4 * y.shard_bytes());
-  EXPECT_EQ(r.groups, (Groups{{0, 4}, {1, 5}, {2, 6}, {3, 7}}));
+  EXPECT_EQ(r.groups.lists(), (Groups{{0, 4}, {1, 5}, {2, 6}, {3, 7}}));
 }
 
 // Y row-split 4 ways feeding a layer that splits its reduction dim k (Y's columns) 4 ways: the
@@ -85,7 +85,7 @@ TEST(ShardingRedistribution, TransposeOfPartitionedDimIsAllToAll) {
   EXPECT_EQ(r.pattern, Pattern::all_to_all);
   EXPECT_DOUBLE_EQ(r.max_bytes_in, 4.0 * (24 - 6));
   EXPECT_DOUBLE_EQ(r.total_bytes, 4 * 4.0 * (24 - 6));
-  EXPECT_EQ(r.groups, (Groups{{0, 1, 2, 3}}));
+  EXPECT_EQ(r.groups.lists(), (Groups{{0, 1, 2, 3}}));
 }
 
 // A producer whose split k left partial sums holds, once reduced, all of Y on both devices; a
@@ -112,7 +112,7 @@ TEST(ShardingRedistribution, DifferentKindsAtOnceAreMixed) {
   EXPECT_EQ(r.pattern, Pattern::mixed);
   EXPECT_DOUBLE_EQ(r.max_bytes_in, 4.0 * 2 * 4);
   EXPECT_DOUBLE_EQ(r.total_bytes, 3 * 4.0 * 2 * 4);
-  EXPECT_EQ(r.groups, (Groups{{0, 1, 2, 3}}));
+  EXPECT_EQ(r.groups.lists(), (Groups{{0, 1, 2, 3}}));
 }
 
 // Each needed block comes from the holder of the consumer's own replica: the producer has block 0
@@ -125,7 +125,7 @@ TEST(ShardingRedistribution, NeededBlocksComeFromTheConsumersOwnReplica) {
       redistribute(from, from_c, test::iota_devices(4), layout({8}, to_c, {-1}), to_c, std::vector<int>{1, 2});
   EXPECT_EQ(r.pattern, Pattern::all_gather);
   EXPECT_DOUBLE_EQ(r.max_bytes_in, 4.0 * 4);
-  EXPECT_EQ(r.groups, (Groups{{0, 2}, {1, 3}}));
+  EXPECT_EQ(r.groups.lists(), (Groups{{0, 2}, {1, 3}}));
   EXPECT_EQ(replica_base(from, from_c, 0), 0);
   EXPECT_EQ(replica_base(from, from_c, 3), 1);
   EXPECT_EQ(replica_base(from, from_c, 4 + 2), 4); // a second copy of the grid
@@ -140,7 +140,7 @@ TEST(ShardingRedistribution, AnotherStageTakesFromTheReplicaAtItsOwnPosition) {
   const auto r = redistribute(layout({4, 8}, from_c, {-1, 1}), from_c, test::iota_devices(4),
                               layout({4, 8}, to_c, {-1, -1}), to_c, std::vector<int>{4, 5, 6, 7});
   EXPECT_EQ(r.pattern, Pattern::send_recv);
-  EXPECT_EQ(r.groups, (Groups{{0, 1, 4, 5}, {2, 3, 6, 7}}));
+  EXPECT_EQ(r.groups.lists(), (Groups{{0, 1, 4, 5}, {2, 3, 6, 7}}));
 }
 
 // 1024 devices, one row block each, gathered onto a replicated consumer: one group of everyone.
@@ -203,7 +203,7 @@ TEST(ShardingRedistribution, BytesScaleWithWholeUnitsAndGroupsStay) {
     const auto large = redistribute(layout(big, fc, fa), fc, from_devices, layout(big, tc, ta), tc, to_devices);
     SCOPED_TRACE(testing::Message() << "trial " << trial);
     EXPECT_EQ(large.pattern, small.pattern);
-    EXPECT_EQ(large.groups, small.groups);
+    EXPECT_EQ(large.groups.lists(), small.groups.lists());
     EXPECT_EQ(large.max_bytes_in, small.max_bytes_in * static_cast<double>(units));
     EXPECT_EQ(large.total_bytes, small.total_bytes * static_cast<double>(units));
     EXPECT_EQ(large.max_block_bytes, small.max_block_bytes * static_cast<double>(units));
@@ -271,13 +271,13 @@ TEST(ShardingRedistribution, TheClosedFormOnDevicesFromZeroIsTheWalk) {
     EXPECT_EQ(fast.max_bytes_in, walked.max_bytes_in);
     EXPECT_EQ(fast.total_bytes, walked.total_bytes);
     EXPECT_EQ(fast.max_block_bytes, walked.max_block_bytes);
-    auto groups = fast.groups;
+    auto groups = fast.groups.lists();
     for (auto& g : groups) {
       for (int& d : g) {
         d += n;
       }
     }
-    EXPECT_EQ(groups, walked.groups);
+    EXPECT_EQ(groups, walked.groups.lists());
     moved += fast.total_bytes > 0 ? 1 : 0;
     several_groups += fast.groups.size() > 1 ? 1 : 0;
   }

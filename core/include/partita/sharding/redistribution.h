@@ -21,6 +21,65 @@ enum class Pattern : std::uint8_t {
 };
 std::string_view pattern_name(Pattern p);
 
+// Sets of devices in one buffer (a move has up to one group per device, and the search computes
+// millions of moves): group i is the devices from ends[i - 1] to ends[i].
+class DeviceGroups {
+public:
+  class Iterator {
+  public:
+    Iterator(const DeviceGroups* groups, std::size_t i) : m_groups(groups), m_i(i) {}
+    std::span<const int> operator*() const { return (*m_groups)[m_i]; }
+    Iterator& operator++() {
+      ++m_i;
+      return *this;
+    }
+    bool operator==(const Iterator&) const = default;
+
+  private:
+    const DeviceGroups* m_groups;
+    std::size_t m_i;
+  };
+
+  std::size_t size() const { return m_ends.size(); }
+  bool empty() const { return m_ends.empty(); }
+  std::span<const int> operator[](std::size_t i) const {
+    const std::size_t begin = i == 0 ? 0 : m_ends[i - 1];
+    return {m_devices.data() + begin, m_ends[i] - begin};
+  }
+  Iterator begin() const { return {this, 0}; }
+  Iterator end() const { return {this, m_ends.size()}; }
+  // Appends a group of the devices given.
+  void push_back(std::span<const int> group) {
+    m_devices.insert(m_devices.end(), group.begin(), group.end());
+    m_ends.push_back(m_devices.size());
+  }
+  // Appends an empty group; add() puts a device into the last group.
+  void open() { m_ends.push_back(m_devices.size()); }
+  void add(int device) {
+    m_devices.push_back(device);
+    ++m_ends.back();
+  }
+  void reserve(std::size_t groups, std::size_t devices) {
+    m_ends.reserve(groups);
+    m_devices.reserve(devices);
+  }
+  void clear() {
+    m_devices.clear();
+    m_ends.clear();
+  }
+  // Every device of every group, group after group.
+  const std::vector<int>& devices() const { return m_devices; }
+  // Group sizes in order: what write_groups fills by index (the buffer sized to their sum).
+  void assign_sizes(std::span<const std::size_t> sizes);
+  int& at(std::size_t group, std::size_t k) { return m_devices[(group == 0 ? 0 : m_ends[group - 1]) + k]; }
+  std::vector<std::vector<int>> lists() const;
+  bool operator==(const DeviceGroups&) const = default;
+
+private:
+  std::vector<int> m_devices;
+  std::vector<std::size_t> m_ends;
+};
+
 struct Redistribution {
   Pattern pattern = Pattern::none;
   double max_bytes_in = 0; // the most any one device receives
@@ -29,7 +88,7 @@ struct Redistribution {
   // where the layouts differ it is written in full, a memory-bound copy beside the transfer.
   double max_block_bytes = 0;
   // Devices that exchange data with each other, as groups (for the alpha term and link class).
-  std::vector<std::vector<int>> groups;
+  DeviceGroups groups;
 };
 
 // A consumer device gets each cell of the producer's layout it lacks from one holder: the one of

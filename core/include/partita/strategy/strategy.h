@@ -219,6 +219,10 @@ MoveContext move_context(const graph::Graph& g, graph::OpId consumer, std::size_
 // empty (the same values, none of the text).
 std::vector<cost::Term> move_terms(const MoveGeometry& geometry, const MoveContext& context,
                                    const cluster::Cluster& cluster, const cost::TrainingSetup& setup, bool explain);
+// The sum of move_terms' values, for a geometry whose byte counts are per unit of the tensor,
+// x `units` (the per-layer search's tables: no terms, no text).
+double move_seconds(const MoveGeometry& geometry, double units, const MoveContext& context,
+                    const cluster::Cluster& cluster, const cost::TrainingSetup& setup);
 
 // A weight read by several ops (a tied embedding and LM head): each reader computes its part of the
 // gradient in its own layout, and partita-run adds every other reader's into the first reader's
