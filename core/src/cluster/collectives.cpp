@@ -312,8 +312,13 @@ struct CollectiveMemo::Impl {
       mix(static_cast<std::size_t>(k.collective));
       mix(static_cast<std::size_t>(k.algorithm));
       mix(static_cast<std::size_t>(k.concurrent_groups));
-      for (const int d : k.devices) {
-        mix(static_cast<std::size_t>(d));
+      // A group by its size and three of its devices (hashing all of a large group cost more than
+      // the search's lookup otherwise does; equality still compares them all).
+      mix(k.devices.size());
+      if (!k.devices.empty()) {
+        mix(static_cast<std::size_t>(k.devices.front()));
+        mix(static_cast<std::size_t>(k.devices[k.devices.size() / 2]));
+        mix(static_cast<std::size_t>(k.devices.back()));
       }
       return h;
     }

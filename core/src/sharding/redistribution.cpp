@@ -322,10 +322,41 @@ bool tabled_form(const TensorLayout& from, const TensorLayout& to, std::int64_t 
   bool any_slice = false, any_gather = false, any_a2a = false;
   thread_local DisjointSets sets;
   thread_local std::vector<char> involved;
-  thread_local std::vector<std::pair<std::uint64_t, std::uint64_t>> boxes; // (first, last) device of a box
+  // Per device, 1 + the last device of the box last joined from it as its first (0: none): devices
+  // needing the same box join it once.
+  thread_local std::vector<std::uint64_t> joined;
+  thread_local std::vector<int> at;
   sets.reset(static_cast<std::size_t>(n));
   involved.assign(static_cast<std::size_t>(n), 0);
-  boxes.clear();
+  joined.assign(static_cast<std::size_t>(n), 0);
+  // Joins every device of the box from `first` to `last` (each cut dim's part from first's to
+  // last's) to `first`.
+  const auto join_box = [&](std::uint64_t first, std::uint64_t last) {
+    at.assign(r, 0);
+    for (std::size_t j = 0; j < r; ++j) {
+      at[j] = static_cast<int>((first >> dims[j].from_low) & static_cast<std::uint64_t>(dims[j].f - 1));
+    }
+    for (;;) {
+      std::uint64_t h = first & ~cutting;
+      for (std::size_t j = 0; j < r; ++j) {
+        h |= static_cast<std::uint64_t>(at[j]) << dims[j].from_low;
+      }
+      involved[h] = 1;
+      sets.unite(static_cast<int>(first), static_cast<int>(h));
+      std::size_t j = r;
+      while (j-- > 0) {
+        const auto end = static_cast<int>((last >> dims[j].from_low) & static_cast<std::uint64_t>(dims[j].f - 1));
+        if (at[j] < end) {
+          ++at[j];
+          break;
+        }
+        at[j] = static_cast<int>((first >> dims[j].from_low) & static_cast<std::uint64_t>(dims[j].f - 1));
+      }
+      if (j == static_cast<std::size_t>(-1)) {
+        break;
+      }
+    }
+  };
   for (std::int64_t d = 0; d < n; ++d) {
     const auto bits = static_cast<std::uint64_t>(d);
     std::int64_t needed = 1, held = 1, common = 1;
@@ -353,7 +384,10 @@ bool tabled_form(const TensorLayout& from, const TensorLayout& to, std::int64_t 
     (common == held ? any_gather : any_a2a) = true;
     involved[static_cast<std::size_t>(d)] = 1;
     sets.unite(static_cast<int>(d), static_cast<int>(first));
-    boxes.emplace_back(first, last);
+    if (joined[first] != last + 1) {
+      joined[first] = last + 1;
+      join_box(first, last);
+    }
   }
   out.total_bytes = total;
   out.max_bytes_in = max_in;
@@ -361,36 +395,6 @@ bool tabled_form(const TensorLayout& from, const TensorLayout& to, std::int64_t 
   out.pattern = pattern_of(total, any_slice, any_gather, any_a2a, false);
   if (total == 0) {
     return true;
-  }
-  std::sort(boxes.begin(), boxes.end());
-  boxes.erase(std::unique(boxes.begin(), boxes.end()), boxes.end());
-  thread_local std::vector<int> at;
-  for (const auto& [first, last] : boxes) {
-    // Every device of the box: each cut dim's part from first's to last's.
-    at.assign(r, 0);
-    for (std::size_t j = 0; j < r; ++j) {
-      at[j] = static_cast<int>((first >> dims[j].from_low) & static_cast<std::uint64_t>(dims[j].f - 1));
-    }
-    for (;;) {
-      std::uint64_t h = first & ~cutting;
-      for (std::size_t j = 0; j < r; ++j) {
-        h |= static_cast<std::uint64_t>(at[j]) << dims[j].from_low;
-      }
-      involved[h] = 1;
-      sets.unite(static_cast<int>(first), static_cast<int>(h));
-      std::size_t j = r;
-      while (j-- > 0) {
-        const auto end = static_cast<int>((last >> dims[j].from_low) & static_cast<std::uint64_t>(dims[j].f - 1));
-        if (at[j] < end) {
-          ++at[j];
-          break;
-        }
-        at[j] = static_cast<int>((first >> dims[j].from_low) & static_cast<std::uint64_t>(dims[j].f - 1));
-      }
-      if (j == static_cast<std::size_t>(-1)) {
-        break;
-      }
-    }
   }
   write_groups(static_cast<std::size_t>(n), sets, involved, out);
   return true;

@@ -380,9 +380,10 @@ bool input_gradient_reduce_scatters(const graph::Graph& g, const std::vector<gra
 
 void keep_priced_groups(const cluster::Cluster& cluster, MoveGeometry& geometry) {
   for (auto* r : {&geometry.forward, &geometry.backward}) {
-    sharding::DeviceGroups kept;
-    for_each_distinct_group(cluster, *r, [&](std::size_t i) { kept.push_back(r->groups[i]); });
-    r->groups = std::move(kept);
+    thread_local std::vector<char> priced;
+    priced.assign(r->groups.size(), 0);
+    for_each_distinct_group(cluster, *r, [&](std::size_t i) { priced[i] = 1; });
+    r->groups.keep_if([&](std::size_t i) { return priced[i] != 0; });
   }
 }
 

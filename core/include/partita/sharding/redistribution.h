@@ -6,6 +6,7 @@
 
 #include "partita/sharding/config.h"
 
+#include <algorithm>
 #include <span>
 #include <vector>
 
@@ -66,6 +67,23 @@ public:
   void clear() {
     m_devices.clear();
     m_ends.clear();
+  }
+  // Keeps, in order, the groups i for which keep(i) holds (asked before anything moves).
+  template <class Keep> void keep_if(Keep keep) {
+    std::size_t kept = 0, written = 0, begin = 0;
+    for (std::size_t i = 0; i < m_ends.size(); ++i) {
+      const std::size_t end = m_ends[i];
+      if (keep(i)) {
+        std::copy(m_devices.begin() + static_cast<std::ptrdiff_t>(begin),
+                  m_devices.begin() + static_cast<std::ptrdiff_t>(end),
+                  m_devices.begin() + static_cast<std::ptrdiff_t>(written));
+        written += end - begin;
+        m_ends[kept++] = written;
+      }
+      begin = end;
+    }
+    m_ends.resize(kept);
+    m_devices.resize(written);
   }
   // Every device of every group, group after group.
   const std::vector<int>& devices() const { return m_devices; }
