@@ -53,6 +53,12 @@ namespace {
 
 constexpr int wait_ms = 120000; // generous: debug builds on a shared machine; not a timing check
 
+// Whether `spy` has recorded `count` signals within wait_ms, counting those that came before the
+// call (QSignalSpy::wait() waits for one more, and misses a result that arrived early).
+bool arrived(QSignalSpy& spy, int count) {
+  return QTest::qWaitFor([&] { return spy.count() >= count; }, wait_ms);
+}
+
 AnalysisInput smallInput() {
   AnalysisInput in;
   in.model = "zoo:gpt2?layers=1&hidden=64&heads=2&seq=8&batch=2";
@@ -72,7 +78,7 @@ private:
     QSignalSpy shown(&w, &MainWindow::analysisShown);
     w.setupPanel()->setInput(in);
     w.evaluate();
-    return shown.wait(wait_ms);
+    return arrived(shown, 1);
   }
 
 private Q_SLOTS:
@@ -99,7 +105,7 @@ private Q_SLOTS:
     QTest::mouseClick(w.setupPanel()->evaluateButton(), Qt::LeftButton);
     QVERIFY(w.isBusy()); // the click returned while the work runs on another thread
     QVERIFY(w.cancelButton()->isVisibleTo(&w));
-    QVERIFY(shown.wait(wait_ms));
+    QVERIFY(arrived(shown, 1));
     QVERIFY(!w.isBusy());
     QVERIFY(!w.cancelButton()->isVisibleTo(&w));
     QVERIFY(w.errorMessage().isEmpty());
@@ -144,7 +150,7 @@ private Q_SLOTS:
     w.setupPanel()->setInput(smallInput());
     QSignalSpy shown(&w, &MainWindow::comparisonShown);
     QTest::mouseClick(w.comparePanel()->compareButton(), Qt::LeftButton);
-    QVERIFY(shown.wait(wait_ms));
+    QVERIFY(arrived(shown, 1));
     QCOMPARE(w.comparePanel()->model()->rowCount(), static_cast<int>(offered_families().size()));
     QCOMPARE(w.comparePanel()->chart()->seriesCount(), 2);
   }
@@ -183,7 +189,7 @@ private Q_SLOTS:
     QSignalSpy error(&w, &MainWindow::errorShown);
     QSignalSpy shown(&w, &MainWindow::analysisShown);
     w.openFile(bad);
-    QVERIFY(error.wait(wait_ms));
+    QVERIFY(arrived(error, 1));
     QCOMPARE(shown.count(), 0);
     // The core's message, naming the file, in the window.
     QVERIFY2(w.errorMessage().contains(QStringLiteral("garbage.onnx")), qPrintable(w.errorMessage()));
@@ -207,7 +213,7 @@ private Q_SLOTS:
     MainWindow w;
     QSignalSpy shown(&w, &MainWindow::analysisShown);
     w.openFile(path);
-    QVERIFY2(shown.wait(wait_ms), qPrintable(w.errorMessage()));
+    QVERIFY2(arrived(shown, 1), qPrintable(w.errorMessage()));
     QCOMPARE(w.analysis()->input.model, path.toStdString());
     QCOMPARE(w.setupPanel()->input().model, path.toStdString()); // the file joined the model list
     QVERIFY(w.recentFiles().contains(QFileInfo(path).absoluteFilePath()));
@@ -223,7 +229,7 @@ private Q_SLOTS:
     QDropEvent drop(QPointF(10, 10), Qt::CopyAction, &mime, Qt::LeftButton, Qt::NoModifier);
     QCoreApplication::sendEvent(&w, &drop);
     QVERIFY(drop.isAccepted());
-    QVERIFY(shown.wait(wait_ms));
+    QVERIFY(arrived(shown, 2));
     QCOMPARE(w.analysis()->input.model, copy.toStdString());
     QCOMPARE(w.recentFiles().value(0), QFileInfo(copy).absoluteFilePath());
   }
@@ -253,7 +259,7 @@ private Q_SLOTS:
     QSignalSpy error(&w, &MainWindow::errorShown);
     QSignalSpy shown(&w, &MainWindow::analysisShown);
     w.openFile(path);
-    QVERIFY(error.wait(wait_ms));
+    QVERIFY(arrived(error, 1));
     QVERIFY2(w.errorMessage().contains(QStringLiteral("--value width=")), qPrintable(w.errorMessage()));
     QCOMPARE(shown.count(), 0);
 
@@ -261,12 +267,12 @@ private Q_SLOTS:
     QVERIFY(w.setupPanel()->valuesEdit()->isEnabled());
     w.setupPanel()->valuesEdit()->setText(QStringLiteral("width=3")); // 32 does not divide by 3
     w.evaluate();
-    QVERIFY(error.wait(wait_ms));
+    QVERIFY(arrived(error, 2));
     QVERIFY2(w.errorMessage().contains(QStringLiteral("reshape")), qPrintable(w.errorMessage()));
 
     w.setupPanel()->valuesEdit()->setText(QStringLiteral("width=4"));
     QTest::keyClick(w.setupPanel()->valuesEdit(), Qt::Key_Return); // Enter evaluates
-    QVERIFY2(shown.wait(wait_ms), qPrintable(w.errorMessage()));
+    QVERIFY2(arrived(shown, 1), qPrintable(w.errorMessage()));
     QCOMPARE(w.analysis()->input.values, std::string("width=4"));
     const auto& g = w.analysis()->model.graph;
     QCOMPARE(g.tensor(g.find_tensor("y")).shape, (graph::Shape{8, 4}));
@@ -275,7 +281,7 @@ private Q_SLOTS:
     const auto before = w.analysis();
     w.setupPanel()->valuesEdit()->setText(QStringLiteral("width=four"));
     w.evaluate();
-    QVERIFY(error.wait(wait_ms));
+    QVERIFY(arrived(error, 3));
     QVERIFY2(w.errorMessage().contains(QStringLiteral("input values: value 'width=four'")),
              qPrintable(w.errorMessage()));
     QCOMPARE(w.analysis(), before);
@@ -303,7 +309,7 @@ private Q_SLOTS:
     w.evaluate();
     QVERIFY(w.isBusy());
     QTest::mouseClick(w.cancelButton(), Qt::LeftButton);
-    QVERIFY(cancelled.wait(wait_ms));
+    QVERIFY(arrived(cancelled, 1));
     QCOMPARE(shown.count(), 0);
     QCOMPARE(error.count(), 0);
     QVERIFY(!w.isBusy());
@@ -321,7 +327,7 @@ private Q_SLOTS:
     w.evaluate();
     w.setupPanel()->setInput(smallInput());
     w.evaluate(); // cancels the first; only the second is shown
-    QVERIFY(shown.wait(wait_ms));
+    QVERIFY(arrived(shown, 1));
     QCOMPARE(w.analysis()->input.model, smallInput().model);
     QTest::qWait(50);
     QCOMPARE(shown.count(), 1);
@@ -349,7 +355,7 @@ private Q_SLOTS:
     family->setCurrentIndex(family->findData(QStringLiteral("dp")));
     QSignalSpy shown(&w, &MainWindow::analysisShown);
     QTest::keyClick(w.setupPanel()->devicesSpin(), Qt::Key_Return);
-    QVERIFY(shown.wait(wait_ms));
+    QVERIFY(arrived(shown, 1));
     QCOMPARE(w.analysis()->input.family, "dp");
     QVERIFY(w.staleReason().isEmpty());
     QVERIFY(!bar->isVisible());
@@ -389,7 +395,7 @@ private Q_SLOTS:
     QVERIFY(w.staleReason().contains(QStringLiteral("sequence parallelism off → on")));
     QSignalSpy shown(&w, &MainWindow::analysisShown);
     w.evaluate();
-    QVERIFY(shown.wait(wait_ms));
+    QVERIFY(arrived(shown, 1));
     QVERIFY(w.errorMessage().isEmpty());
     const auto a = w.analysis();
     QVERIFY(a->strategy.pipeline.has_value());
@@ -406,7 +412,7 @@ private Q_SLOTS:
     micro->setValue(3);
     QSignalSpy failed(&w, &MainWindow::errorShown);
     w.evaluate();
-    QVERIFY(failed.wait(wait_ms));
+    QVERIFY(arrived(failed, 1));
     QVERIFY2(w.errorMessage().contains(QStringLiteral("micro-batch")), qPrintable(w.errorMessage()));
     QCOMPARE(w.analysis(), a);
   }
@@ -455,7 +461,7 @@ private Q_SLOTS:
     const auto& point = front[static_cast<std::size_t>(last)];
     QSignalSpy shown(&w, &MainWindow::analysisShown);
     pareto->openPoint(last);
-    QVERIFY2(shown.wait(wait_ms), qPrintable(w.errorMessage()));
+    QVERIFY2(arrived(shown, 1), qPrintable(w.errorMessage()));
     QVERIFY(w.errorMessage().isEmpty());
     const auto opened = w.analysis();
     QCOMPARE(opened->input.family, std::string("megatron"));
@@ -568,7 +574,7 @@ private Q_SLOTS:
     devices->setValue(3);
     QVERIFY(w.isBusy());
     devices->setValue(1);
-    QVERIFY(shown.wait(wait_ms));
+    QVERIFY(arrived(shown, 1));
     QTest::qWait(50);
     QCOMPARE(shown.count(), 1);
     QCOMPARE(w.analysis()->strategy.devices, 2);
@@ -580,7 +586,7 @@ private Q_SLOTS:
     QCOMPARE(batch->value(), 1); // batch=2
     batch->setValue(3);
     QCOMPARE(w.setupPanel()->parametersEdit()->text(), QStringLiteral("layers=1&hidden=64&heads=2&seq=8&batch=8"));
-    QVERIFY(shown.wait(wait_ms));
+    QVERIFY(arrived(shown, 2));
     QCOMPARE(w.analysis()->prediction.batch, 8);
     QVERIFY(w.analysis()->search.has_value());
 
