@@ -26,6 +26,7 @@
 #include <thread>
 #include <tuple>
 #include <unordered_map>
+#include <utility>
 
 namespace partita::search {
 namespace {
@@ -360,12 +361,12 @@ private:
       moves.move.reserve(first_from.size() * first_to.size());
       for (const std::size_t a : first_from) {
         for (const std::size_t b : first_to) {
-          const auto [mit, unseen] = m_moves.try_emplace(MoveKey{e.tensor, from[a], to[b]}, m_move_cost.size());
+          const auto [move, unseen] = m_moves.try_emplace(e.tensor, from[a], to[b], m_move_cost.size());
           if (unseen) {
             m_move_cost.push_back(0.0);
-            jobs.push_back(move_job(i, static_cast<int>(a), static_cast<int>(b), from[a], to[b], mit->second));
+            jobs.push_back(move_job(i, static_cast<int>(a), static_cast<int>(b), from[a], to[b], move));
           }
-          moves.move.push_back(mit->second);
+          moves.move.push_back(move);
         }
       }
     }
@@ -566,19 +567,72 @@ private:
     }
     return static_cast<std::size_t>(-1);
   }
-  // A move: a tensor signature and the two interned placements.
-  struct MoveKey {
-    int tensor = 0, from = 0, to = 0;
-    bool operator==(const MoveKey&) const = default;
-  };
-  struct MoveHash {
-    std::size_t operator()(const MoveKey& k) const {
-      const std::uint64_t h =
-          ((static_cast<std::uint64_t>(static_cast<std::uint32_t>(k.tensor)) * 0x9E3779B97F4A7C15ULL) ^
-           (static_cast<std::uint64_t>(static_cast<std::uint32_t>(k.from)) << 32) ^ static_cast<std::uint32_t>(k.to)) *
-          0xBF58476D1CE4E5B9ULL;
-      return static_cast<std::size_t>(h ^ (h >> 31));
+  // The moves priced, by (tensor signature, from placement, to placement) packed in 63 bits: open
+  // addressing in one array (a table's pairs number in the millions at 1,024 devices; a node per
+  // move cost more than the lookup).
+  class MoveIndex {
+  public:
+    static constexpr int field_bits = 21;
+    void reserve(std::size_t moves) {
+      std::size_t size = 16;
+      while (size < 2 * moves) {
+        size *= 2;
+      }
+      if (size > m_keys.size()) {
+        rehash(size);
+      }
     }
+    // The index stored for the move, and whether it was new (then `value` is stored).
+    std::pair<std::size_t, bool> try_emplace(int tensor, int from, int to, std::size_t value) {
+      if (2 * (m_count + 1) > m_keys.size()) {
+        rehash(std::max<std::size_t>(16, 2 * m_keys.size()));
+      }
+      const std::uint64_t key = pack(tensor, from, to);
+      std::size_t i = slot(key);
+      while (m_keys[i] != empty && m_keys[i] != key) {
+        i = (i + 1) & (m_keys.size() - 1);
+      }
+      if (m_keys[i] == key) {
+        return {m_values[i], false};
+      }
+      m_keys[i] = key;
+      m_values[i] = value;
+      ++m_count;
+      return {value, true};
+    }
+
+  private:
+    static constexpr std::uint64_t empty = ~std::uint64_t{0};
+    static std::uint64_t pack(int tensor, int from, int to) {
+      constexpr std::uint64_t limit = std::uint64_t{1} << field_bits;
+      if (static_cast<std::uint64_t>(tensor) >= limit || static_cast<std::uint64_t>(from) >= limit ||
+          static_cast<std::uint64_t>(to) >= limit) {
+        throw Error(fmt::format("auto: more than {} tensor shapes or placements to price", limit));
+      }
+      return (static_cast<std::uint64_t>(tensor) << (2 * field_bits)) |
+             (static_cast<std::uint64_t>(from) << field_bits) | static_cast<std::uint64_t>(to);
+    }
+    std::size_t slot(std::uint64_t key) const {
+      const std::uint64_t h = (key ^ (key >> 29)) * 0xBF58476D1CE4E5B9ULL;
+      return static_cast<std::size_t>(h >> 17) & (m_keys.size() - 1);
+    }
+    void rehash(std::size_t size) {
+      auto keys = std::exchange(m_keys, std::vector<std::uint64_t>(size, empty));
+      auto values = std::exchange(m_values, std::vector<std::size_t>(size, 0));
+      for (std::size_t k = 0; k < keys.size(); ++k) {
+        if (keys[k] != empty) {
+          std::size_t i = slot(keys[k]);
+          while (m_keys[i] != empty) {
+            i = (i + 1) & (m_keys.size() - 1);
+          }
+          m_keys[i] = keys[k];
+          m_values[i] = values[k];
+        }
+      }
+    }
+    std::vector<std::uint64_t> m_keys;
+    std::vector<std::size_t> m_values;
+    std::size_t m_count = 0;
   };
 
   Job move_job(std::size_t edge, int a, int b, int from_key, int to_key, std::size_t cost) {
@@ -733,8 +787,8 @@ private:
   std::vector<Geometry> m_geometries;
   std::size_t m_job_count = 0;
   std::map<std::string, int> m_tensor_sigs;
-  std::vector<strategy::MoveContext> m_contexts;              // per edge
-  std::unordered_map<MoveKey, std::size_t, MoveHash> m_moves; // into m_move_cost
+  std::vector<strategy::MoveContext> m_contexts; // per edge
+  MoveIndex m_moves;                             // into m_move_cost
   std::vector<double> m_move_cost;
   std::vector<int> m_class_table;
   dp::Problem m_problem;

@@ -424,7 +424,7 @@ bool closed_form(const TensorLayout& from, const Config& from_config, std::span<
     }
   }
   // The lowest bit of each axis's field, per side.
-  AxisBits from_low{}, to_low{}, from_width{}, to_width{};
+  AxisBits from_low, to_low, from_width, to_width; // written for the axes of each config before any read
   const auto fields = [](const Config& c, AxisBits& low, AxisBits& width) {
     if (c.splits.size() > most_axes) {
       return false;
@@ -447,9 +447,9 @@ bool closed_form(const TensorLayout& from, const Config& from_config, std::span<
   std::uint64_t cutting = 0; // the producer's cutting bits
   std::uint64_t read = 0;    // the bits the consumer's parts are read from, where they meet the producer's
   // Pairs of bits (the producer's, the consumer's) that must agree for a device's blocks to meet.
-  std::array<std::pair<int, int>, 64> pairs{};
+  std::array<std::pair<int, int>, 64> pairs; // the first pair_count
   std::size_t pair_count = 0;
-  std::array<int, 64> parent{};
+  std::array<int, 64> parent; // the first `bits`
   for (int b = 0; b < bits; ++b) {
     parent[static_cast<std::size_t>(b)] = b;
   }
