@@ -306,23 +306,6 @@ private:
     };
     std::vector<TableMoves> table_moves;
     std::vector<int> key_slot(m_keys.size(), -1);
-    {
-      // At most one job per pair of distinct placements of each table.
-      std::size_t pairs = 0;
-      std::set<EdgeMemo> seen;
-      for (const auto& e : m_edges) {
-        if (!e.tie && seen.insert(memo_of(e)).second) {
-          std::set<int> from(tables(e.prod).output_key[e.out].begin(), tables(e.prod).output_key[e.out].end());
-          std::set<int> to(tables(e.cons).input_key[e.in].begin(), tables(e.cons).input_key[e.in].end());
-          pairs += from.size() * to.size();
-        }
-      }
-      jobs.reserve(pairs);
-      m_moves.reserve(pairs);
-      m_move_cost.reserve(pairs);
-      m_geometries.reserve(pairs);
-      m_geometry_of.reserve(pairs);
-    }
     for (std::size_t i = 0; i < m_edges.size(); ++i) {
       const auto& e = m_edges[i];
       auto [it, fresh] = edge_tables.try_emplace(memo_of(e), static_cast<int>(fresh_edges.size()));
