@@ -25,7 +25,6 @@
 #include <system_error>
 #include <thread>
 #include <tuple>
-#include <unordered_map>
 #include <utility>
 
 namespace partita::search {
@@ -347,9 +346,9 @@ private:
           const auto [move, unseen] = m_moves.try_emplace(e.tensor, from[a], to[b], m_move_cost.size());
           if (unseen) {
             m_move_cost.push_back(0.0);
-            jobs.push_back(move_job(i, static_cast<int>(a), static_cast<int>(b), from[a], to[b], move));
+            jobs.push_back(move_job(i, static_cast<int>(a), static_cast<int>(b), from[a], to[b], *move));
           }
-          moves.move.push_back(move);
+          moves.move.push_back(*move);
         }
       }
     }
@@ -535,14 +534,11 @@ private:
   std::span<const std::int64_t> geometry_dims(std::size_t k) const {
     return {m_geometry_dims.data() + m_geometries[k].dims_at, m_geometries[k].rank};
   }
-  static std::uint64_t pair_key(int from, int to) {
-    return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(from)) << 32) | static_cast<std::uint32_t>(to);
-  }
   // The geometry of two placements and dims, or -1.
   std::size_t find_geometry(int from, int to, std::span<const std::int64_t> dims) const {
-    const auto it = m_geometry_of.find(pair_key(from, to));
-    for (std::size_t k = it == m_geometry_of.end() ? static_cast<std::size_t>(-1) : it->second;
-         k != static_cast<std::size_t>(-1); k = m_geometries[k].next) {
+    const std::size_t* newest = m_geometry_of.find(0, from, to);
+    for (std::size_t k = newest == nullptr ? static_cast<std::size_t>(-1) : *newest; k != static_cast<std::size_t>(-1);
+         k = m_geometries[k].next) {
       const auto d = geometry_dims(k);
       if (std::equal(d.begin(), d.end(), dims.begin(), dims.end())) {
         return k;
@@ -550,10 +546,10 @@ private:
     }
     return static_cast<std::size_t>(-1);
   }
-  // The moves priced, by (tensor signature, from placement, to placement) packed in 63 bits: open
-  // addressing in one array (a table's pairs number in the millions at 1,024 devices; a node per
+  // A value per (tensor signature, from placement, to placement), the three packed in 63 bits:
+  // open addressing in one array (the moves number in the millions at 1,024 devices; a node per
   // move cost more than the lookup).
-  class MoveIndex {
+  class PlacementIndex {
   public:
     static constexpr int field_bits = 21;
     void reserve(std::size_t moves) {
@@ -565,8 +561,8 @@ private:
         rehash(size);
       }
     }
-    // The index stored for the move, and whether it was new (then `value` is stored).
-    std::pair<std::size_t, bool> try_emplace(int tensor, int from, int to, std::size_t value) {
+    // The value stored for the key, and whether it was new (then `value` is stored).
+    std::pair<std::size_t*, bool> try_emplace(int tensor, int from, int to, std::size_t value) {
       if (2 * (m_count + 1) > m_keys.size()) {
         rehash(std::max<std::size_t>(16, 2 * m_keys.size()));
       }
@@ -576,12 +572,30 @@ private:
         i = (i + 1) & (m_keys.size() - 1);
       }
       if (m_keys[i] == key) {
-        return {m_values[i], false};
+        return {&m_values[i], false};
       }
       m_keys[i] = key;
       m_values[i] = value;
       ++m_count;
-      return {value, true};
+      return {&m_values[i], true};
+    }
+    // The value stored for the key, or null.
+    const std::size_t* find(int tensor, int from, int to) const {
+      if (m_keys.empty()) {
+        return nullptr;
+      }
+      const std::uint64_t key = pack(tensor, from, to);
+      for (std::size_t i = slot(key); m_keys[i] != empty; i = (i + 1) & (m_keys.size() - 1)) {
+        if (m_keys[i] == key) {
+          return &m_values[i];
+        }
+      }
+      return nullptr;
+    }
+    void clear() {
+      m_keys.clear();
+      m_values.clear();
+      m_count = 0;
     }
 
   private:
@@ -638,10 +652,10 @@ private:
       job.geometry = m_geometries.size();
       Geometry g{m_job_count, from_key, to_key, m_geometry_dims.size(), dims.size()};
       m_geometry_dims.insert(m_geometry_dims.end(), dims.begin(), dims.end());
-      auto [it, fresh] = m_geometry_of.try_emplace(pair_key(from_key, to_key), job.geometry);
+      const auto [newest, fresh] = m_geometry_of.try_emplace(0, from_key, to_key, job.geometry);
       if (!fresh) { // the newest first: the chain is short (tensors of other sizes)
-        g.next = it->second;
-        it->second = job.geometry;
+        g.next = *newest;
+        *newest = job.geometry;
       }
       m_geometries.push_back(g);
     }
@@ -764,14 +778,14 @@ private:
   std::vector<Edge> m_edges;
   std::vector<std::vector<std::size_t>> m_edges_into; // per op, indices into m_edges
   std::map<std::vector<std::int64_t>, int> m_keys;
-  std::vector<const std::vector<std::int64_t>*> m_key_list;     // the keys by interned index
-  std::unordered_map<std::uint64_t, std::size_t> m_geometry_of; // per pair of placements, its newest geometry
+  std::vector<const std::vector<std::int64_t>*> m_key_list; // the keys by interned index
+  PlacementIndex m_geometry_of;                             // per pair of placements (tensor 0), its newest geometry
   std::vector<std::int64_t> m_geometry_dims;
   std::vector<Geometry> m_geometries;
   std::size_t m_job_count = 0;
   std::map<std::string, int> m_tensor_sigs;
   std::vector<strategy::MoveContext> m_contexts; // per edge
-  MoveIndex m_moves;                             // into m_move_cost
+  PlacementIndex m_moves;                        // into m_move_cost
   std::vector<double> m_move_cost;
   std::vector<int> m_class_table;
   dp::Problem m_problem;
