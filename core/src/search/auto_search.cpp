@@ -536,7 +536,7 @@ private:
   }
   // The geometry of two placements and dims, or -1.
   std::size_t find_geometry(int from, int to, std::span<const std::int64_t> dims) const {
-    const std::size_t* newest = m_geometry_of.find(0, from, to);
+    const std::uint32_t* newest = m_geometry_of.find(0, from, to);
     for (std::size_t k = newest == nullptr ? static_cast<std::size_t>(-1) : *newest; k != static_cast<std::size_t>(-1);
          k = m_geometries[k].next) {
       const auto d = geometry_dims(k);
@@ -554,7 +554,7 @@ private:
     static constexpr int field_bits = 21;
     void reserve(std::size_t moves) {
       std::size_t size = 16;
-      while (size < 2 * moves) {
+      while (3 * size < 4 * moves) {
         size *= 2;
       }
       if (size > m_keys.size()) {
@@ -562,8 +562,8 @@ private:
       }
     }
     // The value stored for the key, and whether it was new (then `value` is stored).
-    std::pair<std::size_t*, bool> try_emplace(int tensor, int from, int to, std::size_t value) {
-      if (2 * (m_count + 1) > m_keys.size()) {
+    std::pair<std::uint32_t*, bool> try_emplace(int tensor, int from, int to, std::size_t value) {
+      if (4 * (m_count + 1) > 3 * m_keys.size()) { // at most three quarters full
         rehash(std::max<std::size_t>(16, 2 * m_keys.size()));
       }
       const std::uint64_t key = pack(tensor, from, to);
@@ -574,13 +574,16 @@ private:
       if (m_keys[i] == key) {
         return {&m_values[i], false};
       }
+      if (value > std::numeric_limits<std::uint32_t>::max()) {
+        throw Error("auto: more than 2^32 moves to price");
+      }
       m_keys[i] = key;
-      m_values[i] = value;
+      m_values[i] = static_cast<std::uint32_t>(value);
       ++m_count;
       return {&m_values[i], true};
     }
     // The value stored for the key, or null.
-    const std::size_t* find(int tensor, int from, int to) const {
+    const std::uint32_t* find(int tensor, int from, int to) const {
       if (m_keys.empty()) {
         return nullptr;
       }
@@ -615,7 +618,7 @@ private:
     }
     void rehash(std::size_t size) {
       auto keys = std::exchange(m_keys, std::vector<std::uint64_t>(size, empty));
-      auto values = std::exchange(m_values, std::vector<std::size_t>(size, 0));
+      auto values = std::exchange(m_values, std::vector<std::uint32_t>(size, 0));
       for (std::size_t k = 0; k < keys.size(); ++k) {
         if (keys[k] != empty) {
           std::size_t i = slot(keys[k]);
@@ -628,7 +631,7 @@ private:
       }
     }
     std::vector<std::uint64_t> m_keys;
-    std::vector<std::size_t> m_values;
+    std::vector<std::uint32_t> m_values;
     std::size_t m_count = 0;
   };
 
@@ -655,7 +658,7 @@ private:
       const auto [newest, fresh] = m_geometry_of.try_emplace(0, from_key, to_key, job.geometry);
       if (!fresh) { // the newest first: the chain is short (tensors of other sizes)
         g.next = *newest;
-        *newest = job.geometry;
+        *newest = static_cast<std::uint32_t>(job.geometry);
       }
       m_geometries.push_back(g);
     }
