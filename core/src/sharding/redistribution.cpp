@@ -278,10 +278,20 @@ bool tabled_form(const TensorLayout& from, const TensorLayout& to, std::int64_t 
     std::vector<int> lo, hi;                             // per consumer part: the producer parts it meets
   };
   thread_local std::vector<Dim> dims;
-  dims.resize(r);
+  if (dims.size() < r) {
+    dims.resize(r); // kept per thread, tables and all
+  }
+  std::size_t m = 0; // dims[0 .. m): the cut ones
   std::uint64_t cutting = 0;
+  // Only the dims cut on either side vary between devices: the others count whole (`whole`, the
+  // product of their sizes) in what every device needs, holds and shares.
+  std::int64_t whole = 1;
   for (std::size_t j = 0; j < r; ++j) {
-    Dim& dm = dims[j];
+    if (from.parts[j] == 1 && to.parts[j] == 1) {
+      whole *= from.shape[j];
+      continue;
+    }
+    Dim& dm = dims[m++];
     dm.f = from.parts[j];
     dm.t = to.parts[j];
     if (dm.f * dm.t > 4096) {
@@ -332,18 +342,18 @@ bool tabled_form(const TensorLayout& from, const TensorLayout& to, std::int64_t 
   // Joins every device of the box from `first` to `last` (each cut dim's part from first's to
   // last's) to `first`.
   const auto join_box = [&](std::uint64_t first, std::uint64_t last) {
-    at.assign(r, 0);
-    for (std::size_t j = 0; j < r; ++j) {
+    at.assign(m, 0);
+    for (std::size_t j = 0; j < m; ++j) {
       at[j] = static_cast<int>((first >> dims[j].from_low) & static_cast<std::uint64_t>(dims[j].f - 1));
     }
     for (;;) {
       std::uint64_t h = first & ~cutting;
-      for (std::size_t j = 0; j < r; ++j) {
+      for (std::size_t j = 0; j < m; ++j) {
         h |= static_cast<std::uint64_t>(at[j]) << dims[j].from_low;
       }
       involved[h] = 1;
       sets.unite(static_cast<int>(first), static_cast<int>(h));
-      std::size_t j = r;
+      std::size_t j = m;
       while (j-- > 0) {
         const auto end = static_cast<int>((last >> dims[j].from_low) & static_cast<std::uint64_t>(dims[j].f - 1));
         if (at[j] < end) {
@@ -359,9 +369,9 @@ bool tabled_form(const TensorLayout& from, const TensorLayout& to, std::int64_t 
   };
   for (std::int64_t d = 0; d < n; ++d) {
     const auto bits = static_cast<std::uint64_t>(d);
-    std::int64_t needed = 1, held = 1, common = 1;
+    std::int64_t needed = whole, held = whole, common = whole;
     std::uint64_t first = bits & ~cutting, last = first;
-    for (std::size_t j = 0; j < r; ++j) {
+    for (std::size_t j = 0; j < m; ++j) {
       const Dim& dm = dims[j];
       const auto cf = static_cast<std::size_t>((bits >> dm.from_low) & static_cast<std::uint64_t>(dm.f - 1));
       const auto ct = static_cast<std::size_t>((bits >> dm.to_low) & static_cast<std::uint64_t>(dm.t - 1));
