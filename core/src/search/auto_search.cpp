@@ -25,6 +25,7 @@
 #include <system_error>
 #include <thread>
 #include <tuple>
+#include <unordered_map>
 #include <utility>
 
 namespace partita::search {
@@ -354,23 +355,22 @@ private:
     }
     // Per class of placement pairs its geometry, then every move of the class from it, scaled to
     // its tensor; a geometry lives only while its class is priced.
-    std::vector<std::vector<std::size_t>> jobs_of(m_geometries.size());
+    std::vector<std::vector<std::size_t>> jobs_of(m_canonical_job.size());
     for (std::size_t j = 0; j < jobs.size(); ++j) {
-      jobs_of[jobs[j].geometry].push_back(j);
+      jobs_of[m_geometries[jobs[j].geometry].canon].push_back(j);
     }
     // A class and its reverse (the same two placements the other way round, as an op's output
     // read by the next op and that op's output read back in the same layouts) share their two
     // redistributions: one's forward is the other's backward.
     constexpr std::size_t alone = static_cast<std::size_t>(-1);
-    std::vector<std::size_t> partner(m_geometries.size(), alone), units;
-    for (std::size_t k = 0; k < m_geometries.size(); ++k) {
-      const auto& g = m_geometries[k];
-      const std::size_t other = find_geometry(g.to, g.from, geometry_dims(k));
-      if (other != alone && other != k) {
-        partner[k] = other;
+    std::vector<std::size_t> partner(m_canonical_job.size(), alone), units;
+    for (const auto& [key, k] : m_canonical) {
+      const auto it = m_canonical.find(reversed(key));
+      if (it != m_canonical.end() && it->second != k) {
+        partner[k] = it->second;
       }
     }
-    for (std::size_t k = 0; k < m_geometries.size(); ++k) {
+    for (std::size_t k = 0; k < m_canonical_job.size(); ++k) {
       if (partner[k] == alone || k < partner[k]) {
         units.push_back(k);
       }
@@ -393,6 +393,8 @@ private:
     m_geometries.clear();
     m_geometry_of.clear();
     m_geometry_dims.clear();
+    m_canonical.clear();
+    m_canonical_job.clear();
     std::vector<int> table_index(fresh_edges.size());
     for (std::size_t t = 0; t < fresh_edges.size(); ++t) {
       const auto& e = m_edges[fresh_edges[t]];
@@ -530,7 +532,49 @@ private:
     int from = 0, to = 0;
     std::size_t dims_at = 0, rank = 0;
     std::size_t next = static_cast<std::size_t>(-1);
+    std::size_t canon = 0; // its class (m_canonical)
   };
+  // A geometry does not depend on the order of the tensor's dims, and a dim that neither side
+  // cuts counts for nothing in it (one unit): geometries whose cut dims are alike up to their
+  // order are one class, priced once. Its key: both sides' device counts, then per cut dim (parts
+  // and stride on each side, its size as the geometry sees it), sorted.
+  struct KeyHash {
+    std::size_t operator()(const std::vector<std::int64_t>& k) const {
+      std::uint64_t h = 0xcbf29ce484222325ULL;
+      for (const std::int64_t v : k) {
+        h = (h ^ static_cast<std::uint64_t>(v)) * 0x100000001b3ULL;
+      }
+      return static_cast<std::size_t>(h ^ (h >> 32));
+    }
+  };
+  static std::vector<std::int64_t> canonical(std::span<const std::int64_t> fk, std::span<const std::int64_t> tk,
+                                             std::span<const std::int64_t> dims) {
+    std::vector<std::array<std::int64_t, 5>> cut;
+    for (std::size_t j = 0; j < dims.size(); ++j) {
+      if (fk[2 * j] != 1 || tk[2 * j] != 1) {
+        cut.push_back({fk[2 * j], fk[2 * j + 1], tk[2 * j], tk[2 * j + 1], dims[j]});
+      }
+    }
+    std::sort(cut.begin(), cut.end());
+    std::vector<std::int64_t> key{fk.back(), tk.back()}; // block signatures end with the device count
+    for (const auto& c : cut) {
+      key.insert(key.end(), c.begin(), c.end());
+    }
+    return key;
+  }
+  // The key of the same move the other way round.
+  static std::vector<std::int64_t> reversed(const std::vector<std::int64_t>& key) {
+    std::vector<std::array<std::int64_t, 5>> cut;
+    for (std::size_t i = 2; i + 5 <= key.size(); i += 5) {
+      cut.push_back({key[i + 2], key[i + 3], key[i], key[i + 1], key[i + 4]});
+    }
+    std::sort(cut.begin(), cut.end());
+    std::vector<std::int64_t> out{key[1], key[0]};
+    for (const auto& c : cut) {
+      out.insert(out.end(), c.begin(), c.end());
+    }
+    return out;
+  }
   std::span<const std::int64_t> geometry_dims(std::size_t k) const {
     return {m_geometry_dims.data() + m_geometries[k].dims_at, m_geometries[k].rank};
   }
@@ -654,6 +698,11 @@ private:
     if (job.geometry == static_cast<std::size_t>(-1)) {
       job.geometry = m_geometries.size();
       Geometry g{m_job_count, from_key, to_key, m_geometry_dims.size(), dims.size()};
+      const auto [c, fresh_class] = m_canonical.try_emplace(canonical(fk, tk, dims), m_canonical_job.size());
+      if (fresh_class) {
+        m_canonical_job.push_back(m_job_count);
+      }
+      g.canon = c->second;
       m_geometry_dims.insert(m_geometry_dims.end(), dims.begin(), dims.end());
       const auto [newest, fresh] = m_geometry_of.try_emplace(0, from_key, to_key, job.geometry);
       if (!fresh) { // the newest first: the chain is short (tensors of other sizes)
@@ -671,7 +720,7 @@ private:
   // what one producer device holds, per unit (the reverse's consumer_shard_bytes).
   template <class Jobs>
   strategy::MoveGeometry compute_geometry(const Jobs& jobs, std::size_t k, double& producer_shard_bytes) const {
-    const auto& job = jobs[m_geometries[k].job];
+    const auto& job = jobs[m_canonical_job[k]];
     const auto& e = m_edges[job.edge];
     const auto& pc = tables(e.prod).configs[static_cast<std::size_t>(job.a)];
     const auto& cc = tables(e.cons).configs[static_cast<std::size_t>(job.b)];
@@ -784,6 +833,8 @@ private:
   std::vector<const std::vector<std::int64_t>*> m_key_list; // the keys by interned index
   PlacementIndex m_geometry_of;                             // per pair of placements (tensor 0), its newest geometry
   std::vector<std::int64_t> m_geometry_dims;
+  std::unordered_map<std::vector<std::int64_t>, std::size_t, KeyHash> m_canonical; // geometry classes
+  std::vector<std::size_t> m_canonical_job; // per class, its first job (on whose layouts it is computed)
   std::vector<Geometry> m_geometries;
   std::size_t m_job_count = 0;
   std::map<std::string, int> m_tensor_sigs;
