@@ -60,6 +60,8 @@ public:
     if (r.min_piece < 1) {
       throw Error(fmt::format("auto: the smallest piece is {} elements; it must be at least 1", r.min_piece));
     }
+    m_all_devices.resize(static_cast<std::size_t>(r.devices));
+    std::iota(m_all_devices.begin(), m_all_devices.end(), 0);
     const std::size_t n = m_g.ops().size();
     for (std::size_t i = 0; i < n; ++i) {
       m_sem.push_back(graph::describe(m_g, static_cast<graph::OpId>(i)));
@@ -123,6 +125,12 @@ public:
     std::vector<int> d(static_cast<std::size_t>(m_r.devices / k * k));
     std::iota(d.begin(), d.end(), 0);
     return d;
+  }
+
+  // devices(c) without a copy: the first of 0 .. devices-1.
+  std::span<const int> device_span(const sharding::Config& c) const {
+    const int k = c.devices();
+    return {m_all_devices.data(), static_cast<std::size_t>(m_r.devices / k * k)};
   }
 
   strategy::OpAssignment assignment(graph::OpId id, int choice) const {
@@ -726,8 +734,8 @@ private:
     const auto& cc = tables(e.cons).configs[static_cast<std::size_t>(job.b)];
     const auto from = sharding::output_layout(m_g, m_sem[static_cast<std::size_t>(e.prod)], pc, e.out);
     auto geometry = strategy::move_geometry(
-        from, {pc, devices(pc)}, sharding::input_layout(m_g, m_sem[static_cast<std::size_t>(e.cons)], cc, e.in),
-        {cc, devices(cc)});
+        from, pc, device_span(pc), sharding::input_layout(m_g, m_sem[static_cast<std::size_t>(e.cons)], cc, e.in), cc,
+        device_span(cc));
     strategy::keep_priced_groups(*m_r.cluster, geometry);
     scale(geometry, 1.0 / job.scale);
     producer_shard_bytes = from.shard_bytes() / job.scale;
@@ -814,6 +822,7 @@ private:
 
   const Request& m_r;
   const graph::Graph& m_g;
+  std::vector<int> m_all_devices; // 0 .. devices-1
   std::vector<graph::OpSemantics> m_sem;
   std::vector<graph::OpId> m_order;
   std::vector<cost::Saved> m_keep;

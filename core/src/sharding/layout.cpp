@@ -141,4 +141,28 @@ std::vector<std::int64_t> block_signature(const TensorLayout& layout, const Conf
   return out;
 }
 
+bool same_block_signature(const TensorLayout& a, const Config& ca, const TensorLayout& b, const Config& cb) {
+  if (a.parts.size() != b.parts.size()) {
+    return false;
+  }
+  // The stride of axis `axis` of `c` in the position index (as block_signature() computes it).
+  const auto stride = [](const Config& c, int axis) {
+    std::int64_t s = 1;
+    for (std::size_t i = static_cast<std::size_t>(axis) + 1; i < c.splits.size(); ++i) {
+      s *= c.splits[i] > 1 ? c.splits[i] : 1;
+    }
+    return s;
+  };
+  // Per dim, what block_signature() puts second: the stride of a cutting axis, else 0.
+  const auto signature = [&stride](const TensorLayout& l, const Config& c, std::size_t j) {
+    return l.dim_axis[j] >= 0 && l.parts[j] > 1 ? stride(c, l.dim_axis[j]) : std::int64_t{0};
+  };
+  for (std::size_t j = 0; j < a.parts.size(); ++j) {
+    if (a.parts[j] != b.parts[j] || signature(a, ca, j) != signature(b, cb, j)) {
+      return false;
+    }
+  }
+  return true;
+}
+
 } // namespace partita::sharding

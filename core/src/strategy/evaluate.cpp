@@ -387,21 +387,27 @@ void keep_priced_groups(const cluster::Cluster& cluster, MoveGeometry& geometry)
   }
 }
 
-MoveGeometry move_geometry(const sharding::TensorLayout& from, const OpAssignment& producer,
-                           const sharding::TensorLayout& to, const OpAssignment& consumer) {
+MoveGeometry move_geometry(const sharding::TensorLayout& from, const sharding::Config& from_config,
+                           std::span<const int> from_devices, const sharding::TensorLayout& to,
+                           const sharding::Config& to_config, std::span<const int> to_devices) {
   MoveGeometry m;
   m.consumer_shard_bytes = to.shard_bytes();
-  if (producer.devices == consumer.devices &&
-      sharding::block_signature(from, producer.config) == sharding::block_signature(to, consumer.config)) {
+  if (std::equal(from_devices.begin(), from_devices.end(), to_devices.begin(), to_devices.end()) &&
+      sharding::same_block_signature(from, from_config, to, to_config)) {
     m.same_blocks = true;
     return m;
   }
   // Copies of a grid hold the same blocks, so every device of either side takes part. The
   // gradient goes back the other way: from this op's input layout (reduced over its replicas by
   // the op's own input-gradient reduce) to the producer's output layout, often a mere slice.
-  m.forward = sharding::redistribute(from, producer.config, producer.devices, to, consumer.config, consumer.devices);
-  m.backward = sharding::redistribute(to, consumer.config, consumer.devices, from, producer.config, producer.devices);
+  m.forward = sharding::redistribute(from, from_config, from_devices, to, to_config, to_devices);
+  m.backward = sharding::redistribute(to, to_config, to_devices, from, from_config, from_devices);
   return m;
+}
+
+MoveGeometry move_geometry(const sharding::TensorLayout& from, const OpAssignment& producer,
+                           const sharding::TensorLayout& to, const OpAssignment& consumer) {
+  return move_geometry(from, producer.config, producer.devices, to, consumer.config, consumer.devices);
 }
 
 namespace {

@@ -73,5 +73,7 @@ Block block_of(const TensorLayout& layout, const Config& c, int position);
 // list, two layouts hold the same blocks on every device exactly when their signatures are equal,
 // whatever their grids' sizes (a replicated tensor and one replicated over a split axis alike).
 std::vector<std::int64_t> block_signature(const TensorLayout& layout, const Config& c);
+// block_signature(a, ca) == block_signature(b, cb), without building either.
+bool same_block_signature(const TensorLayout& a, const Config& ca, const TensorLayout& b, const Config& cb);
 
 } // namespace partita::sharding

@@ -11,6 +11,7 @@
 
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -193,6 +194,9 @@ struct MoveGeometry {
 };
 MoveGeometry move_geometry(const sharding::TensorLayout& from, const OpAssignment& producer,
                            const sharding::TensorLayout& to, const OpAssignment& consumer);
+MoveGeometry move_geometry(const sharding::TensorLayout& from, const sharding::Config& from_config,
+                           std::span<const int> from_devices, const sharding::TensorLayout& to,
+                           const sharding::Config& to_config, std::span<const int> to_devices);
 
 // Drops the groups move_terms would not price (single devices, and groups that sit on their nodes
 // as an earlier one does, which cost the same): the same terms from a smaller geometry, for callers
