@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <numeric>
 
 namespace partita {
@@ -210,6 +211,118 @@ TEST(ShardingRedistribution, BytesScaleWithWholeUnitsAndGroupsStay) {
     moved += small.total_bytes > 0 ? 1 : 0;
   }
   EXPECT_GT(moved, 100); // most trials move something
+}
+
+// A move does not depend on the order of the tensor's dims (the per-layer search prices moves
+// alike up to that order once): random grids and layouts as below, on devices 0 .. N-1 (the closed
+// forms) and on N .. 2N-1 (the walk), give the same pattern, byte counts and groups with the
+// dims reversed on both sides.
+TEST(ShardingRedistribution, TheOrderOfTheDimsDoesNotMatter) {
+  std::uint32_t seed = 7;
+  auto next = [&](std::uint32_t n) {
+    seed = seed * 1664525u + 1013904223u;
+    return (seed >> 8) % n;
+  };
+  int moved = 0;
+  for (int trial = 0; trial < 400; ++trial) {
+    const int bits = 1 + static_cast<int>(next(5));
+    const int n = 1 << bits;
+    Config fc, tc;
+    for (auto* c : {&fc, &tc}) {
+      int left = bits;
+      for (int a = 0; a < 3; ++a) {
+        const int b = a == 2 ? left : static_cast<int>(next(static_cast<std::uint32_t>(left) + 1));
+        c->splits.push_back(1 << b);
+        left -= b;
+      }
+    }
+    const std::size_t rank = 2 + next(2);
+    std::vector<int> fa(rank, -1), ta(rank, -1);
+    for (std::size_t j = 0; j < rank && j < 3; ++j) {
+      fa[j] = static_cast<int>((j + next(3)) % 3);
+      ta[j] = static_cast<int>((j + next(3)) % 3);
+    }
+    for (auto* axes : {&fa, &ta}) { // each axis cuts one dim at most
+      for (std::size_t j = 0; j < rank; ++j) {
+        for (std::size_t i = 0; i < j; ++i) {
+          if ((*axes)[i] == (*axes)[j]) {
+            (*axes)[j] = -1;
+          }
+        }
+      }
+    }
+    std::vector<std::int64_t> shape(rank);
+    for (std::size_t j = 0; j < rank; ++j) {
+      shape[j] = next(3) == 0 ? 1 + next(97) : std::int64_t{n} * (1 + next(3));
+    }
+    const auto reversed = [](auto v) {
+      std::reverse(v.begin(), v.end());
+      return v;
+    };
+    const auto zero = test::iota_devices(n);
+    std::vector<int> shifted(zero);
+    for (int& d : shifted) {
+      d += n;
+    }
+    SCOPED_TRACE(testing::Message() << "trial " << trial << ", " << n << " devices");
+    for (const auto& devices : {zero, shifted}) {
+      const auto a = redistribute(layout(shape, fc, fa), fc, devices, layout(shape, tc, ta), tc, devices);
+      const auto b = redistribute(layout(reversed(shape), fc, reversed(fa)), fc, devices,
+                                  layout(reversed(shape), tc, reversed(ta)), tc, devices);
+      EXPECT_EQ(a.pattern, b.pattern);
+      EXPECT_EQ(a.max_bytes_in, b.max_bytes_in);
+      EXPECT_EQ(a.total_bytes, b.total_bytes);
+      EXPECT_EQ(a.max_block_bytes, b.max_block_bytes);
+      EXPECT_EQ(a.groups.lists(), b.groups.lists());
+      moved += a.total_bytes > 0 ? 1 : 0;
+    }
+  }
+  EXPECT_GT(moved, 300);
+}
+
+// same_block_signature() is the comparison of the two block signatures: random layouts, a third
+// of them compared with themselves and a third with the same cut on a grid with an axis of one
+// more (the same blocks, another grid).
+TEST(ShardingRedistribution, SameBlockSignatureComparesTheSignatures) {
+  std::uint32_t seed = 11;
+  auto next = [&](std::uint32_t n) {
+    seed = seed * 1664525u + 1013904223u;
+    return (seed >> 8) % n;
+  };
+  int same = 0;
+  for (int trial = 0; trial < 600; ++trial) {
+    Config fc, tc;
+    for (auto* c : {&fc, &tc}) {
+      for (int a = 0; a < 3; ++a) {
+        c->splits.push_back(1 << next(3));
+      }
+    }
+    const std::size_t rank = 1 + next(3);
+    std::vector<int> fa(rank, -1), ta(rank, -1);
+    for (std::size_t j = 0; j < rank; ++j) {
+      fa[j] = j < 3 && next(2) == 0 ? static_cast<int>(j) : -1;
+      ta[j] = j < 3 && next(2) == 0 ? static_cast<int>(j) : -1;
+    }
+    std::vector<std::int64_t> shape(rank, 64);
+    const int kind = static_cast<int>(next(3));
+    if (kind == 1) {
+      tc = fc;
+      ta = fa;
+    } else if (kind == 2) {
+      tc = fc;
+      tc.splits.insert(tc.splits.begin(), 1);
+      ta = fa;
+      for (int& a : ta) {
+        a += a >= 0 ? 1 : 0;
+      }
+    }
+    const auto from = layout(shape, fc, fa), to = layout(shape, tc, ta);
+    const bool expected = sharding::block_signature(from, fc) == sharding::block_signature(to, tc);
+    EXPECT_EQ(sharding::same_block_signature(from, fc, to, tc), expected) << "trial " << trial;
+    same += expected ? 1 : 0;
+  }
+  EXPECT_GT(same, 300);
+  EXPECT_LT(same, 580);
 }
 
 // On devices 0 .. N-1 with grids of powers of two, redistribute() takes a closed form (bits of the

@@ -198,8 +198,8 @@ TEST(Evaluate, RejectsAStrategyThatDoesNotMatch) {
   EXPECT_THROW(strategy::evaluate(fc.g, c, st, {}), Error);
 }
 
-// The search prices every pair of layouts with move_terms and no text; evaluate() with the text.
-// Both must give the same terms and values: every input of a small GPT-2 under every pair of
+// The search prices every pair of layouts with move_seconds (move_terms' sum, no terms, no text);
+// evaluate() with the text. All must give the same values: every input of a small GPT-2 under every pair of
 // configurations that its producer and consumer take (8 devices, two nodes' worth of groups).
 TEST(Evaluate, MovesPricedWithoutTextAreTheMovesEvaluatePrices) {
   const auto model = zoo::load("zoo:gpt2?layers=1&hidden=64&heads=4&seq=16&batch=8&vocab=100&positions=32");
@@ -242,9 +242,25 @@ TEST(Evaluate, MovesPricedWithoutTextAreTheMovesEvaluatePrices) {
                                                   producer_op.outputs.begin());
         const auto geometry = strategy::move_geometry(sharding::output_layout(g, sem[prod], fc, out), ops[prod],
                                                       sharding::input_layout(g, sem[id], tc, in), ops[id]);
-        const auto quiet = strategy::move_terms(
-            geometry, strategy::move_context(g, static_cast<graph::OpId>(id), in, setup), c, setup, false);
+        const auto context = strategy::move_context(g, static_cast<graph::OpId>(id), in, setup);
+        const auto quiet = strategy::move_terms(geometry, context, c, setup, false);
         ASSERT_EQ(told.size(), quiet.size());
+        // The search's sum: of the same geometry, of one with its unpriced groups dropped, and of
+        // one counted per unit (a quarter of the bytes, four units: exact in binary).
+        double sum = 0;
+        for (const auto& term : quiet) {
+          sum += term.value;
+        }
+        EXPECT_EQ(strategy::move_seconds(geometry, 1, context, c, setup), sum);
+        auto unit = geometry;
+        strategy::keep_priced_groups(c, unit);
+        unit.consumer_shard_bytes /= 4;
+        for (auto* r : {&unit.forward, &unit.backward}) {
+          r->max_bytes_in /= 4;
+          r->total_bytes /= 4;
+          r->max_block_bytes /= 4;
+        }
+        EXPECT_EQ(strategy::move_seconds(unit, 4, context, c, setup), sum);
         for (std::size_t j = 0; j < told.size(); ++j) {
           EXPECT_EQ(told[j].name, quiet[j].name);
           EXPECT_EQ(told[j].value, quiet[j].value) << told[j].formula;
