@@ -25,7 +25,6 @@
 #include <system_error>
 #include <thread>
 #include <tuple>
-#include <unordered_map>
 #include <utility>
 
 namespace partita::search {
@@ -363,22 +362,24 @@ private:
     }
     // Per class of placement pairs its geometry, then every move of the class from it, scaled to
     // its tensor; a geometry lives only while its class is priced.
-    std::vector<std::vector<std::size_t>> jobs_of(m_canonical_job.size());
+    std::vector<std::vector<std::size_t>> jobs_of(m_geometry_job.size());
     for (std::size_t j = 0; j < jobs.size(); ++j) {
-      jobs_of[m_geometries[jobs[j].geometry].canon].push_back(j);
+      jobs_of[jobs[j].geometry].push_back(j);
     }
     // A class and its reverse (the same two placements the other way round, as an op's output
     // read by the next op and that op's output read back in the same layouts) share their two
     // redistributions: one's forward is the other's backward.
     constexpr std::size_t alone = static_cast<std::size_t>(-1);
-    std::vector<std::size_t> partner(m_canonical_job.size(), alone), units;
-    for (const auto& [key, k] : m_canonical) {
-      const auto it = m_canonical.find(reversed(key));
-      if (it != m_canonical.end() && it->second != k) {
-        partner[k] = it->second;
+    std::vector<std::size_t> partner(m_geometry_job.size(), alone), units;
+    std::vector<std::int64_t> reverse;
+    for (std::size_t k = 0; k < m_geometry_job.size(); ++k) {
+      reversed_key(m_geometry_of.key(k), reverse);
+      const std::size_t other = m_geometry_of.find(reverse);
+      if (other != KeyIndex::none && other != k) {
+        partner[k] = other;
       }
     }
-    for (std::size_t k = 0; k < m_canonical_job.size(); ++k) {
+    for (std::size_t k = 0; k < m_geometry_job.size(); ++k) {
       if (partner[k] == alone || k < partner[k]) {
         units.push_back(k);
       }
@@ -398,11 +399,8 @@ private:
         }
       }
     });
-    m_geometries.clear();
     m_geometry_of.clear();
-    m_geometry_dims.clear();
-    m_canonical.clear();
-    m_canonical_job.clear();
+    m_geometry_job.clear();
     std::vector<int> table_index(fresh_edges.size());
     for (std::size_t t = 0; t < fresh_edges.size(); ++t) {
       const auto& e = m_edges[fresh_edges[t]];
@@ -532,72 +530,123 @@ private:
     double scale = 1;     // bytes per unit of the geometry
     std::size_t cost = 0; // the move's entry in m_move_cost
   };
-  // A geometry: its first job (on whose layouts it is computed), its two placements and its dims
-  // as it sees them (a dim that is a whole number of units counts as its lcm, another as its
-  // size; in m_geometry_dims), and the next geometry of the same two placements.
-  struct Geometry {
-    std::size_t job = 0;
-    int from = 0, to = 0;
-    std::size_t dims_at = 0, rank = 0;
-    std::size_t next = static_cast<std::size_t>(-1);
-    std::size_t canon = 0; // its class (m_canonical)
-  };
   // A geometry does not depend on the order of the tensor's dims, and a dim that neither side
-  // cuts counts for nothing in it (one unit): geometries whose cut dims are alike up to their
-  // order are one class, priced once. Its key: both sides' device counts, then per cut dim (parts
-  // and stride on each side, its size as the geometry sees it), sorted.
-  struct KeyHash {
-    std::size_t operator()(const std::vector<std::int64_t>& k) const {
-      std::uint64_t h = 0xcbf29ce484222325ULL;
-      for (const std::int64_t v : k) {
-        h = (h ^ static_cast<std::uint64_t>(v)) * 0x100000001b3ULL;
-      }
-      return static_cast<std::size_t>(h ^ (h >> 32));
-    }
-  };
-  static std::vector<std::int64_t> canonical(std::span<const std::int64_t> fk, std::span<const std::int64_t> tk,
-                                             std::span<const std::int64_t> dims) {
-    std::vector<std::array<std::int64_t, 5>> cut;
+  // cuts counts for nothing in it (one unit): moves whose cut dims are alike up to their order
+  // (with the dims as the geometry sees them: a whole number of units counts as its lcm, another as
+  // its size) share one geometry, priced once. Its key: both sides' device counts, then per cut dim
+  // the parts and stride on each side and its size, sorted.
+  static void geometry_key(std::span<const std::int64_t> fk, std::span<const std::int64_t> tk,
+                           std::span<const std::int64_t> dims, std::vector<std::int64_t>& key) {
+    thread_local std::vector<std::array<std::int64_t, 5>> cut;
+    cut.clear();
     for (std::size_t j = 0; j < dims.size(); ++j) {
       if (fk[2 * j] != 1 || tk[2 * j] != 1) {
         cut.push_back({fk[2 * j], fk[2 * j + 1], tk[2 * j], tk[2 * j + 1], dims[j]});
       }
     }
     std::sort(cut.begin(), cut.end());
-    std::vector<std::int64_t> key{fk.back(), tk.back()}; // block signatures end with the device count
+    key.assign({fk.back(), tk.back()}); // block signatures end with the device count
     for (const auto& c : cut) {
       key.insert(key.end(), c.begin(), c.end());
     }
-    return key;
   }
   // The key of the same move the other way round.
-  static std::vector<std::int64_t> reversed(const std::vector<std::int64_t>& key) {
-    std::vector<std::array<std::int64_t, 5>> cut;
+  static void reversed_key(std::span<const std::int64_t> key, std::vector<std::int64_t>& out) {
+    thread_local std::vector<std::array<std::int64_t, 5>> cut;
+    cut.clear();
     for (std::size_t i = 2; i + 5 <= key.size(); i += 5) {
       cut.push_back({key[i + 2], key[i + 3], key[i], key[i + 1], key[i + 4]});
     }
     std::sort(cut.begin(), cut.end());
-    std::vector<std::int64_t> out{key[1], key[0]};
+    out.assign({key[1], key[0]});
     for (const auto& c : cut) {
       out.insert(out.end(), c.begin(), c.end());
     }
-    return out;
   }
-  std::span<const std::int64_t> geometry_dims(std::size_t k) const {
-    return {m_geometry_dims.data() + m_geometries[k].dims_at, m_geometries[k].rank};
-  }
-  // The geometry of two placements and dims, or -1.
-  std::size_t find_geometry(int from, int to, std::span<const std::int64_t> dims) const {
-    const std::uint32_t* newest = m_geometry_of.find(0, from, to);
-    for (std::size_t k = newest == nullptr ? static_cast<std::size_t>(-1) : *newest; k != static_cast<std::size_t>(-1);
-         k = m_geometries[k].next) {
-      const auto d = geometry_dims(k);
-      if (std::equal(d.begin(), d.end(), dims.begin(), dims.end())) {
-        return k;
+
+  // Keys of integers in one buffer, each numbered in the order it came, found by open addressing
+  // (a map with a vector per key took more memory than the geometries it indexed).
+  class KeyIndex {
+  public:
+    static constexpr std::size_t none = static_cast<std::size_t>(-1);
+    std::size_t size() const { return m_hash.size(); }
+    std::span<const std::int64_t> key(std::size_t k) const { return {m_pool.data() + m_at[k], m_at[k + 1] - m_at[k]}; }
+    // The number of `key`, and whether it is new (then it is added).
+    std::pair<std::size_t, bool> insert(std::span<const std::int64_t> key) {
+      if (4 * (size() + 1) > 3 * m_slots.size()) { // at most three quarters full
+        rehash(std::max<std::size_t>(64, 2 * m_slots.size()));
+      }
+      const std::uint64_t h = hash(key);
+      std::size_t i = find_slot(key, h);
+      if (m_slots[i] != 0) {
+        return {m_slots[i] - 1, false};
+      }
+      if (size() >= std::numeric_limits<std::uint32_t>::max()) {
+        throw Error("auto: more than 2^32 geometries to price");
+      }
+      m_slots[i] = static_cast<std::uint32_t>(size() + 1);
+      m_hash.push_back(h);
+      m_pool.insert(m_pool.end(), key.begin(), key.end());
+      m_at.push_back(m_pool.size());
+      return {size() - 1, true};
+    }
+    std::size_t find(std::span<const std::int64_t> key) const {
+      if (m_slots.empty()) {
+        return none;
+      }
+      const std::size_t i = find_slot(key, hash(key));
+      return m_slots[i] == 0 ? none : m_slots[i] - 1;
+    }
+    void clear() {
+      m_pool.clear();
+      m_at.assign(1, 0);
+      m_hash.clear();
+      m_slots.clear();
+    }
+
+  private:
+    static std::uint64_t hash(std::span<const std::int64_t> key) {
+      std::uint64_t h = 0x9E3779B97F4A7C15ULL;
+      for (const std::int64_t v : key) {
+        h = (h ^ static_cast<std::uint64_t>(v)) * 0xBF58476D1CE4E5B9ULL;
+        h ^= h >> 31;
+      }
+      h ^= h >> 30; // splitmix64's finalizer: every bit of the slot index depends on every input bit
+      h *= 0x94D049BB133111EBULL;
+      return h ^ (h >> 31);
+    }
+    // The slot holding `key`, or the empty slot where it would go.
+    std::size_t find_slot(std::span<const std::int64_t> key, std::uint64_t h) const {
+      const std::size_t mask = m_slots.size() - 1;
+      for (std::size_t i = static_cast<std::size_t>(h) & mask;; i = (i + 1) & mask) {
+        const std::uint32_t k = m_slots[i];
+        if (k == 0) {
+          return i;
+        }
+        if (m_hash[k - 1] == h) {
+          const auto other = this->key(k - 1);
+          if (std::equal(other.begin(), other.end(), key.begin(), key.end())) {
+            return i;
+          }
+        }
       }
     }
-    return static_cast<std::size_t>(-1);
-  }
+    void rehash(std::size_t slots) {
+      m_slots.assign(slots, 0);
+      for (std::size_t k = 0; k < size(); ++k) {
+        std::size_t i = static_cast<std::size_t>(m_hash[k]) & (slots - 1);
+        while (m_slots[i] != 0) {
+          i = (i + 1) & (slots - 1);
+        }
+        m_slots[i] = static_cast<std::uint32_t>(k + 1);
+      }
+    }
+    std::vector<std::int64_t> m_pool;
+    std::vector<std::size_t> m_at{0}; // key k: m_pool[m_at[k] .. m_at[k + 1])
+    std::vector<std::uint64_t> m_hash;
+    std::vector<std::uint32_t> m_slots; // 1 + key number, 0 empty
+  };
+
   // A value per (tensor signature, from placement, to placement), the three packed in 63 bits:
   // open addressing in one array (the moves number in the millions at 1,024 devices; a node per
   // move cost more than the lookup).
@@ -633,24 +682,6 @@ private:
       m_values[i] = static_cast<std::uint32_t>(value);
       ++m_count;
       return {&m_values[i], true};
-    }
-    // The value stored for the key, or null.
-    const std::uint32_t* find(int tensor, int from, int to) const {
-      if (m_keys.empty()) {
-        return nullptr;
-      }
-      const std::uint64_t key = pack(tensor, from, to);
-      for (std::size_t i = slot(key); m_keys[i] != empty; i = (i + 1) & (m_keys.size() - 1)) {
-        if (m_keys[i] == key) {
-          return &m_values[i];
-        }
-      }
-      return nullptr;
-    }
-    void clear() {
-      m_keys.clear();
-      m_values.clear();
-      m_count = 0;
     }
 
   private:
@@ -702,23 +733,13 @@ private:
       units *= whole ? x.shape[j] / l : 1;
     }
     Job job{edge, a, b, 0, static_cast<double>(units) * static_cast<double>(graph::dtype_size(x.dtype)), cost};
-    job.geometry = find_geometry(from_key, to_key, dims);
-    if (job.geometry == static_cast<std::size_t>(-1)) {
-      job.geometry = m_geometries.size();
-      Geometry g{m_job_count, from_key, to_key, m_geometry_dims.size(), dims.size()};
-      const auto [c, fresh_class] = m_canonical.try_emplace(canonical(fk, tk, dims), m_canonical_job.size());
-      if (fresh_class) {
-        m_canonical_job.push_back(m_job_count);
-      }
-      g.canon = c->second;
-      m_geometry_dims.insert(m_geometry_dims.end(), dims.begin(), dims.end());
-      const auto [newest, fresh] = m_geometry_of.try_emplace(0, from_key, to_key, job.geometry);
-      if (!fresh) { // the newest first: the chain is short (tensors of other sizes)
-        g.next = *newest;
-        *newest = static_cast<std::uint32_t>(job.geometry);
-      }
-      m_geometries.push_back(g);
+    thread_local std::vector<std::int64_t> key;
+    geometry_key(fk, tk, dims, key);
+    const auto [k, fresh] = m_geometry_of.insert(key);
+    if (fresh) {
+      m_geometry_job.push_back(m_job_count);
     }
+    job.geometry = k;
     ++m_job_count;
     return job;
   }
@@ -728,7 +749,7 @@ private:
   // what one producer device holds, per unit (the reverse's consumer_shard_bytes).
   template <class Jobs>
   strategy::MoveGeometry compute_geometry(const Jobs& jobs, std::size_t k, double& producer_shard_bytes) const {
-    const auto& job = jobs[m_canonical_job[k]];
+    const auto& job = jobs[m_geometry_job[k]];
     const auto& e = m_edges[job.edge];
     const auto& pc = tables(e.prod).configs[static_cast<std::size_t>(job.a)];
     const auto& cc = tables(e.cons).configs[static_cast<std::size_t>(job.b)];
@@ -840,11 +861,8 @@ private:
   std::vector<std::vector<std::size_t>> m_edges_into; // per op, indices into m_edges
   std::map<std::vector<std::int64_t>, int> m_keys;
   std::vector<const std::vector<std::int64_t>*> m_key_list; // the keys by interned index
-  PlacementIndex m_geometry_of;                             // per pair of placements (tensor 0), its newest geometry
-  std::vector<std::int64_t> m_geometry_dims;
-  std::unordered_map<std::vector<std::int64_t>, std::size_t, KeyHash> m_canonical; // geometry classes
-  std::vector<std::size_t> m_canonical_job; // per class, its first job (on whose layouts it is computed)
-  std::vector<Geometry> m_geometries;
+  KeyIndex m_geometry_of;                                   // the geometries (keys: geometry_key)
+  std::vector<std::size_t> m_geometry_job; // per geometry, its first job (on whose layouts it is computed)
   std::size_t m_job_count = 0;
   std::map<std::string, int> m_tensor_sigs;
   std::vector<strategy::MoveContext> m_contexts; // per edge
