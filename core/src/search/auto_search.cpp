@@ -535,33 +535,35 @@ private:
   // (with the dims as the geometry sees them: a whole number of units counts as its lcm, another as
   // its size) share one geometry, priced once. Its key: both sides' device counts, then per cut dim
   // the parts and stride on each side and its size, sorted.
+  using CutDim = std::array<std::int64_t, 5>; // (parts, stride) of each side, size
+  // The key of two device counts and the cut dims (sorted here).
+  static void write_key(std::int64_t from_devices, std::int64_t to_devices, std::vector<CutDim>& cut,
+                        std::vector<std::int64_t>& key) {
+    std::sort(cut.begin(), cut.end());
+    key.assign({from_devices, to_devices});
+    for (const auto& c : cut) {
+      key.insert(key.end(), c.begin(), c.end());
+    }
+  }
   static void geometry_key(std::span<const std::int64_t> fk, std::span<const std::int64_t> tk,
                            std::span<const std::int64_t> dims, std::vector<std::int64_t>& key) {
-    thread_local std::vector<std::array<std::int64_t, 5>> cut;
+    thread_local std::vector<CutDim> cut;
     cut.clear();
     for (std::size_t j = 0; j < dims.size(); ++j) {
       if (fk[2 * j] != 1 || tk[2 * j] != 1) {
         cut.push_back({fk[2 * j], fk[2 * j + 1], tk[2 * j], tk[2 * j + 1], dims[j]});
       }
     }
-    std::sort(cut.begin(), cut.end());
-    key.assign({fk.back(), tk.back()}); // block signatures end with the device count
-    for (const auto& c : cut) {
-      key.insert(key.end(), c.begin(), c.end());
-    }
+    write_key(fk.back(), tk.back(), cut, key); // block signatures end with the device count
   }
   // The key of the same move the other way round.
   static void reversed_key(std::span<const std::int64_t> key, std::vector<std::int64_t>& out) {
-    thread_local std::vector<std::array<std::int64_t, 5>> cut;
+    thread_local std::vector<CutDim> cut;
     cut.clear();
     for (std::size_t i = 2; i + 5 <= key.size(); i += 5) {
       cut.push_back({key[i + 2], key[i + 3], key[i], key[i + 1], key[i + 4]});
     }
-    std::sort(cut.begin(), cut.end());
-    out.assign({key[1], key[0]});
-    for (const auto& c : cut) {
-      out.insert(out.end(), c.begin(), c.end());
-    }
+    write_key(key[1], key[0], cut, out);
   }
 
   // Keys of integers in one buffer, each numbered in the order it came, found by open addressing

@@ -15,6 +15,27 @@ using sharding::Pattern;
 using sharding::TensorLayout;
 using Groups = std::vector<std::vector<int>>;
 
+// A repeatable stream of draws for the randomized tests: next(n) is in 0 .. n-1.
+class Draws {
+public:
+  explicit Draws(std::uint32_t seed) : m_seed(seed) {}
+  std::uint32_t operator()(std::uint32_t n) {
+    m_seed = m_seed * 1664525u + 1013904223u;
+    return (m_seed >> 8) % n;
+  }
+
+private:
+  std::uint32_t m_seed;
+};
+
+// The devices moved up by n.
+std::vector<int> shifted_by(std::vector<int> devices, int n) {
+  for (int& d : devices) {
+    d += n;
+  }
+  return devices;
+}
+
 // A layout built by hand: tensor dim j cut by grid axis axes[j] (or -1) into that axis's factor.
 TensorLayout layout(std::vector<std::int64_t> shape, const Config& c, std::vector<int> axes) {
   TensorLayout l;
@@ -167,11 +188,7 @@ TEST(ShardingRedistribution, LargeGatherAndAllToAll) {
 // scales by the product of the units, exactly. Random grids of up to 16 devices, random dims
 // cut by random axes, sizes of 1 to 3 units per dim.
 TEST(ShardingRedistribution, BytesScaleWithWholeUnitsAndGroupsStay) {
-  std::uint32_t seed = 12345;
-  auto next = [&](std::uint32_t n) {
-    seed = seed * 1664525u + 1013904223u;
-    return (seed >> 8) % n;
-  };
+  Draws next(12345u);
   const std::vector<Config> grids{Config{{2, 2, 4}},  Config{{4, 1, 2}}, Config{{1, 8, 2}}, Config{{2, 4, 1}},
                                   Config{{16, 1, 1}}, Config{{1, 1, 1}}, Config{{2, 1, 1}}, Config{{4, 4, 1}}};
   const auto devices = test::iota_devices(16);
@@ -218,11 +235,7 @@ TEST(ShardingRedistribution, BytesScaleWithWholeUnitsAndGroupsStay) {
 // forms) and on N .. 2N-1 (the walk), give the same pattern, byte counts and groups with the
 // dims reversed on both sides.
 TEST(ShardingRedistribution, TheOrderOfTheDimsDoesNotMatter) {
-  std::uint32_t seed = 7;
-  auto next = [&](std::uint32_t n) {
-    seed = seed * 1664525u + 1013904223u;
-    return (seed >> 8) % n;
-  };
+  Draws next(7u);
   int moved = 0;
   for (int trial = 0; trial < 400; ++trial) {
     const int bits = 1 + static_cast<int>(next(5));
@@ -260,10 +273,7 @@ TEST(ShardingRedistribution, TheOrderOfTheDimsDoesNotMatter) {
       return v;
     };
     const auto zero = test::iota_devices(n);
-    std::vector<int> shifted(zero);
-    for (int& d : shifted) {
-      d += n;
-    }
+    const auto shifted = shifted_by(zero, n);
     SCOPED_TRACE(testing::Message() << "trial " << trial << ", " << n << " devices");
     for (const auto& devices : {zero, shifted}) {
       const auto a = redistribute(layout(shape, fc, fa), fc, devices, layout(shape, tc, ta), tc, devices);
@@ -284,11 +294,7 @@ TEST(ShardingRedistribution, TheOrderOfTheDimsDoesNotMatter) {
 // of them compared with themselves and a third with the same cut on a grid with an axis of one
 // more (the same blocks, another grid).
 TEST(ShardingRedistribution, SameBlockSignatureComparesTheSignatures) {
-  std::uint32_t seed = 11;
-  auto next = [&](std::uint32_t n) {
-    seed = seed * 1664525u + 1013904223u;
-    return (seed >> 8) % n;
-  };
+  Draws next(11u);
   int same = 0;
   for (int trial = 0; trial < 600; ++trial) {
     Config fc, tc;
@@ -332,11 +338,7 @@ TEST(ShardingRedistribution, SameBlockSignatureComparesTheSignatures) {
 // sizes a whole number of both sides' parts and, a third of the time, any size (parts of ceil
 // division, the last short or empty).
 TEST(ShardingRedistribution, TheClosedFormOnDevicesFromZeroIsTheWalk) {
-  std::uint32_t seed = 2026;
-  auto next = [&](std::uint32_t n) {
-    seed = seed * 1664525u + 1013904223u;
-    return (seed >> 8) % n;
-  };
+  Draws next(2026u);
   const auto grid = [&](int bits) { // up to 4 axes of powers of two, product 2^b for some b <= bits
     Config c;
     const int axes = 1 + static_cast<int>(next(4));
@@ -372,10 +374,7 @@ TEST(ShardingRedistribution, TheClosedFormOnDevicesFromZeroIsTheWalk) {
       shape[j] = next(3) == 0 ? 1 + next(97) : std::int64_t{n} * (1 + next(3));
     }
     const auto zero = test::iota_devices(n);
-    std::vector<int> shifted(zero);
-    for (int& d : shifted) {
-      d += n;
-    }
+    const auto shifted = shifted_by(zero, n);
     const auto from = layout(shape, fc, fa), to = layout(shape, tc, ta);
     SCOPED_TRACE(testing::Message() << "trial " << trial << ", " << n << " devices");
     const auto fast = redistribute(from, fc, zero, to, tc, zero);
