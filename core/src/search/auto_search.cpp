@@ -756,10 +756,9 @@ private:
     const auto& pc = tables(e.prod).configs[static_cast<std::size_t>(job.a)];
     const auto& cc = tables(e.cons).configs[static_cast<std::size_t>(job.b)];
     const auto from = sharding::output_layout(m_g, m_sem[static_cast<std::size_t>(e.prod)], pc, e.out);
-    auto geometry = strategy::move_geometry(
+    auto geometry = strategy::priced_move_geometry(
         from, pc, device_span(pc), sharding::input_layout(m_g, m_sem[static_cast<std::size_t>(e.cons)], cc, e.in), cc,
-        device_span(cc));
-    strategy::keep_priced_groups(*m_r.cluster, geometry);
+        device_span(cc), *m_r.cluster);
     scale(geometry, 1.0 / job.scale);
     producer_shard_bytes = from.shard_bytes() / job.scale;
     return geometry;

@@ -156,17 +156,30 @@ Pattern pattern_of(double total, bool any_slice, bool any_gather, bool any_a2a, 
                       : Pattern::send_recv;
 }
 
-// The groups: the involved devices of ids 0 .. ids-1 by their set, each group in ascending order,
-// the groups in the order of their first device.
-void write_groups(std::size_t ids, DisjointSets& sets, const std::vector<char>& involved, Redistribution& out) {
+// Calls f(d) for every d whose set bits are among `keep`'s, ascending (every d below 2^k when keep
+// is 2^k - 1).
+template <class F> void for_each_kept(std::uint64_t keep, F f) {
+  std::uint64_t d = 0;
+  do {
+    f(d);
+    d = (d - keep) & keep;
+  } while (d != 0);
+}
+
+// The groups: the involved devices of ids 0 .. ids-1 (those `each` visits, ascending) by their set,
+// each group in ascending order, the groups in the order of their first device.
+template <class Each>
+void write_groups(std::size_t ids, Each each, DisjointSets& sets, const std::vector<char>& involved,
+                  Redistribution& out) {
   thread_local std::vector<int> group_of_root, group_of;
   thread_local std::vector<std::size_t> sizes;
   group_of_root.assign(ids, -1);
   group_of.assign(ids, -1);
   sizes.clear();
-  for (std::size_t d = 0; d < ids; ++d) {
+  each([&](std::uint64_t device) {
+    const auto d = static_cast<std::size_t>(device);
     if (involved[d] == 0) {
-      continue;
+      return;
     }
     int& g = group_of_root[static_cast<std::size_t>(sets.find(static_cast<int>(d)))];
     if (g < 0) {
@@ -175,14 +188,31 @@ void write_groups(std::size_t ids, DisjointSets& sets, const std::vector<char>& 
     }
     group_of[d] = g;
     ++sizes[static_cast<std::size_t>(g)];
-  }
+  });
   out.groups.assign_sizes(sizes);
   std::fill(sizes.begin(), sizes.end(), 0);
-  for (std::size_t d = 0; d < ids; ++d) {
+  each([&](std::uint64_t device) {
+    const auto d = static_cast<std::size_t>(device);
     if (const int g = group_of[d]; g >= 0) {
       out.groups.at(static_cast<std::size_t>(g), sizes[static_cast<std::size_t>(g)]++) = static_cast<int>(d);
     }
-  }
+  });
+}
+
+void write_groups(std::size_t ids, DisjointSets& sets, const std::vector<char>& involved, Redistribution& out) {
+  const auto all = [ids](auto f) {
+    for (std::size_t d = 0; d < ids; ++d) {
+      f(static_cast<std::uint64_t>(d));
+    }
+  };
+  write_groups(ids, all, sets, involved, out);
+}
+
+// The groups of the closed forms over the devices of ids below n whose bits are among `keep`'s.
+void write_kept_groups(std::int64_t n, std::uint64_t keep, DisjointSets& sets, const std::vector<char>& involved,
+                       Redistribution& out) {
+  write_groups(
+      static_cast<std::size_t>(n), [keep](auto f) { for_each_kept(keep, f); }, sets, involved, out);
 }
 
 // The buffers of one redistribute() call, kept per thread: the search calls it hundreds of
@@ -216,9 +246,10 @@ int log2_exact(std::int64_t x) {
 // alone: a set S of devices alike but for the free bits. The groups are the connected sets of
 // such links (ascending, as the walk gives them): d joins S's first device, and the devices of
 // every S someone takes from join one another. A device whose blocks meet (every pair agrees)
-// receives nothing when `meeting_is_all`.
+// receives nothing when `meeting_is_all`. Only devices whose bits are among `keep`'s, which holds
+// the cutting bits (a set stays among them).
 void closed_form_groups(std::int64_t n, std::uint64_t cutting, std::span<const std::pair<int, int>> pairs,
-                        bool meeting_is_all, Redistribution& out) {
+                        bool meeting_is_all, std::uint64_t keep, Redistribution& out) {
   std::uint64_t copied = 0;
   for (const auto& [a, b] : pairs) {
     copied |= std::uint64_t{1} << a;
@@ -229,8 +260,7 @@ void closed_form_groups(std::int64_t n, std::uint64_t cutting, std::span<const s
   sets.reset(static_cast<std::size_t>(n));
   involved.assign(static_cast<std::size_t>(n), 0);
   taken_from.assign(static_cast<std::size_t>(n), 0);
-  for (std::int64_t d = 0; d < n; ++d) {
-    const auto bits = static_cast<std::uint64_t>(d);
+  for_each_kept(keep, [&](std::uint64_t bits) {
     std::uint64_t first = bits & ~cutting;
     bool meets = true;
     for (const auto& [a, b] : pairs) {
@@ -239,29 +269,41 @@ void closed_form_groups(std::int64_t n, std::uint64_t cutting, std::span<const s
       first |= bit << a;
     }
     if (meets && meeting_is_all) {
-      continue;
+      return;
     }
-    involved[static_cast<std::size_t>(d)] = 1;
+    involved[bits] = 1;
     taken_from[first] = 1;
-    sets.unite(static_cast<int>(d), static_cast<int>(first));
-  }
-  for (std::int64_t s = 0; s < n; ++s) {
-    if (taken_from[static_cast<std::size_t>(s)] == 0) {
-      continue;
+    sets.unite(static_cast<int>(bits), static_cast<int>(first));
+  });
+  for_each_kept(keep, [&](std::uint64_t s) {
+    if (taken_from[s] == 0) {
+      return;
     }
     std::uint64_t sub = 0;
     do {
-      const auto h = static_cast<std::uint64_t>(s) | sub;
+      const auto h = s | sub;
       involved[h] = 1;
       sets.unite(static_cast<int>(s), static_cast<int>(h));
       sub = (sub - free) & free;
     } while (sub != 0);
-  }
-  write_groups(static_cast<std::size_t>(n), sets, involved, out);
+  });
+  write_kept_groups(n, keep, sets, involved, out);
 }
 
 constexpr std::size_t most_axes = 16;
 using AxisBits = std::array<int, most_axes>;
+
+// The closed forms' devices to visit, as the bits they may set (see redistribute's `node_bits`):
+// all of 0 .. n-1, or where node_bits >= 0 all but those whose bits at or above node_bits include
+// one that neither side reads (`read`): the rest differ from a visited device by whole nodes only.
+std::uint64_t kept_bits(std::int64_t n, std::uint64_t read, int node_bits) {
+  const auto all = static_cast<std::uint64_t>(n - 1);
+  if (node_bits < 0) {
+    return all;
+  }
+  const std::uint64_t low = node_bits >= 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << node_bits) - 1;
+  return all & (read | low);
+}
 
 // closed_form() where some dim is not a whole number of both sides' parts: the parts of a dim are
 // ceil-division blocks (the last ones short or empty), so the overlap of a consumer's part with a
@@ -270,7 +312,7 @@ using AxisBits = std::array<int, most_axes>;
 // cells it lacks (those devices differ from it in cutting bits alone), and the devices of every
 // box taken from to one another.
 bool tabled_form(const TensorLayout& from, const TensorLayout& to, std::int64_t n, const AxisBits& from_low,
-                 const AxisBits& from_width, const AxisBits& to_low, Redistribution& out) {
+                 const AxisBits& from_width, const AxisBits& to_low, int node_bits, Redistribution& out) {
   const std::size_t r = from.shape.size();
   struct Dim {
     int f = 1, t = 1, from_low = 0, to_low = 0;
@@ -281,8 +323,8 @@ bool tabled_form(const TensorLayout& from, const TensorLayout& to, std::int64_t 
   if (dims.size() < r) {
     dims.resize(r); // kept per thread, tables and all
   }
-  std::size_t m = 0; // dims[0 .. m): the cut ones
-  std::uint64_t cutting = 0;
+  std::size_t m = 0;                      // dims[0 .. m): the cut ones
+  std::uint64_t cutting = 0, reading = 0; // the bits of the producer's parts, of the consumer's
   // Only the dims cut on either side vary between devices: the others count whole (`whole`, the
   // product of their sizes) in what every device needs, holds and shares.
   std::int64_t whole = 1;
@@ -303,6 +345,7 @@ bool tabled_form(const TensorLayout& from, const TensorLayout& to, std::int64_t 
     if (fa >= 0 && from_width[static_cast<std::size_t>(fa)] > 0) {
       cutting |= (static_cast<std::uint64_t>(dm.f) - 1) << dm.from_low;
     }
+    reading |= (static_cast<std::uint64_t>(dm.t) - 1) << dm.to_low;
     const std::int64_t size = from.shape[j];
     dm.from_len.assign(static_cast<std::size_t>(dm.f), 0);
     dm.to_len.assign(static_cast<std::size_t>(dm.t), 0);
@@ -367,8 +410,13 @@ bool tabled_form(const TensorLayout& from, const TensorLayout& to, std::int64_t 
       }
     }
   };
-  for (std::int64_t d = 0; d < n; ++d) {
-    const auto bits = static_cast<std::uint64_t>(d);
+  // Devices moved by whole nodes in bits neither side reads do as a visited one does, and join
+  // devices moved so too: visit one of each such set (`copies` devices).
+  const std::uint64_t keep = kept_bits(n, cutting | reading, node_bits);
+  const auto copies =
+      static_cast<double>(std::uint64_t{1} << (std::popcount(static_cast<std::uint64_t>(n - 1)) - std::popcount(keep)));
+  for_each_kept(keep, [&](std::uint64_t bits) {
+    const auto d = static_cast<std::size_t>(bits);
     std::int64_t needed = whole, held = whole, common = whole;
     std::uint64_t first = bits & ~cutting, last = first;
     for (std::size_t j = 0; j < m; ++j) {
@@ -387,18 +435,19 @@ bool tabled_form(const TensorLayout& from, const TensorLayout& to, std::int64_t 
     const std::int64_t received = needed - common;
     if (received == 0) {
       any_slice = any_slice || needed != held;
-      continue;
+      return;
     }
     total += static_cast<double>(received) * es;
     max_in = std::max(max_in, static_cast<double>(received) * es);
     (common == held ? any_gather : any_a2a) = true;
-    involved[static_cast<std::size_t>(d)] = 1;
+    involved[d] = 1;
     sets.unite(static_cast<int>(d), static_cast<int>(first));
     if (joined[first] != last + 1) {
       joined[first] = last + 1;
       join_box(first, last);
     }
-  }
+  });
+  total *= copies; // whole numbers of bytes: exact
   out.total_bytes = total;
   out.max_bytes_in = max_in;
   out.max_block_bytes = max_block;
@@ -406,7 +455,7 @@ bool tabled_form(const TensorLayout& from, const TensorLayout& to, std::int64_t 
   if (total == 0) {
     return true;
   }
-  write_groups(static_cast<std::size_t>(n), sets, involved, out);
+  write_kept_groups(n, keep, sets, involved, out);
   return true;
 }
 
@@ -421,7 +470,7 @@ bool tabled_form(const TensorLayout& from, const TensorLayout& to, std::int64_t 
 // agree on every other bit; else they are joined link by link (closed_form_groups). Returns false where the case does
 // not apply (redistribute() then walks the devices).
 bool closed_form(const TensorLayout& from, const Config& from_config, std::span<const int> from_devices,
-                 const TensorLayout& to, const Config& to_config, std::span<const int> to_devices,
+                 const TensorLayout& to, const Config& to_config, std::span<const int> to_devices, int node_bits,
                  Redistribution& out) {
   const auto n = static_cast<std::int64_t>(from_devices.size());
   const int bits = log2_exact(n);
@@ -456,6 +505,7 @@ bool closed_form(const TensorLayout& from, const Config& from_config, std::span<
   const std::size_t r = from.shape.size();
   std::uint64_t cutting = 0; // the producer's cutting bits
   std::uint64_t read = 0;    // the bits the consumer's parts are read from, where they meet the producer's
+  std::uint64_t reading = 0; // every bit the consumer's parts are read from
   // Pairs of bits (the producer's, the consumer's) that must agree for a device's blocks to meet.
   std::array<std::pair<int, int>, 64> pairs; // the first pair_count
   std::size_t pair_count = 0;
@@ -471,7 +521,7 @@ bool closed_form(const TensorLayout& from, const Config& from_config, std::span<
   };
   for (std::size_t j = 0; j < r; ++j) {
     if (from.shape[j] % std::max(from.parts[j], to.parts[j]) != 0) {
-      return tabled_form(from, to, n, from_low, from_width, to_low, out);
+      return tabled_form(from, to, n, from_low, from_width, to_low, node_bits, out);
     }
   }
   std::int64_t needed = 1, held = 1, common = 1;
@@ -486,6 +536,9 @@ bool closed_form(const TensorLayout& from, const Config& from_config, std::span<
     const int tw = ta < 0 ? 0 : to_width[static_cast<std::size_t>(ta)];
     if (fw > 0) {
       cutting |= ((std::uint64_t{1} << fw) - 1) << from_low[static_cast<std::size_t>(fa)];
+    }
+    if (tw > 0) {
+      reading |= ((std::uint64_t{1} << tw) - 1) << to_low[static_cast<std::size_t>(ta)];
     }
     // The top min(fw, tw) bits of the two fields must agree for the blocks to meet.
     for (int i = 0; i < std::min(fw, tw); ++i) {
@@ -517,38 +570,34 @@ bool closed_form(const TensorLayout& from, const Config& from_config, std::span<
   if (out.total_bytes == 0) {
     return true;
   }
+  const std::uint64_t keep = kept_bits(n, cutting | reading, node_bits);
   if ((read & cutting) != 0) {
-    closed_form_groups(n, cutting, std::span(pairs.data(), pair_count), needed == common, out);
+    closed_form_groups(n, cutting, std::span(pairs.data(), pair_count), needed == common, keep, out);
     return true;
   }
   // Groups: the devices agreeing on every bit but the cutting ones, smallest first.
-  const auto size = static_cast<std::size_t>(std::int64_t{1} << std::popcount(cutting));
-  out.groups.reserve(static_cast<std::size_t>(n) / size, static_cast<std::size_t>(n));
-  for (std::int64_t d = 0; d < n; ++d) {
-    if ((static_cast<std::uint64_t>(d) & cutting) != 0) {
-      continue;
-    }
+  const int size_bits = std::popcount(cutting);
+  const auto groups = std::size_t{1} << (std::popcount(keep) - size_bits);
+  out.groups.reserve(groups, groups << size_bits);
+  for_each_kept(keep & ~cutting, [&](std::uint64_t d) {
     out.groups.open();
-    std::uint64_t sub = 0; // the subsets of the cutting bits, ascending
-    do {
-      out.groups.add(static_cast<int>(static_cast<std::uint64_t>(d) | sub));
-      sub = (sub - cutting) & cutting;
-    } while (sub != 0);
-  }
+    for_each_kept(cutting, [&](std::uint64_t sub) { out.groups.add(static_cast<int>(d | sub)); });
+  });
   return true;
 }
 
 } // namespace
 
 Redistribution redistribute(const TensorLayout& from, const Config& from_config, std::span<const int> from_devices,
-                            const TensorLayout& to, const Config& to_config, std::span<const int> to_devices) {
+                            const TensorLayout& to, const Config& to_config, std::span<const int> to_devices,
+                            int node_bits) {
   if (from.shape != to.shape) {
     throw Error(fmt::format("redistribute: producer shape {} differs from consumer shape {}",
                             graph::shape_string(from.shape), graph::shape_string(to.shape)));
   }
   check_layout(from, from_config, from_devices, "producer");
   check_layout(to, to_config, to_devices, "consumer");
-  if (Redistribution fast; closed_form(from, from_config, from_devices, to, to_config, to_devices, fast)) {
+  if (Redistribution fast; closed_form(from, from_config, from_devices, to, to_config, to_devices, node_bits, fast)) {
     return fast;
   }
   const std::size_t r = from.shape.size();

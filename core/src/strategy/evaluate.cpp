@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cmath>
 #include <deque>
 #include <functional>
@@ -387,9 +388,11 @@ void keep_priced_groups(const cluster::Cluster& cluster, MoveGeometry& geometry)
   }
 }
 
+namespace {
+
 MoveGeometry move_geometry(const sharding::TensorLayout& from, const sharding::Config& from_config,
                            std::span<const int> from_devices, const sharding::TensorLayout& to,
-                           const sharding::Config& to_config, std::span<const int> to_devices) {
+                           const sharding::Config& to_config, std::span<const int> to_devices, int node_bits) {
   MoveGeometry m;
   m.consumer_shard_bytes = to.shard_bytes();
   if (std::equal(from_devices.begin(), from_devices.end(), to_devices.begin(), to_devices.end()) &&
@@ -400,8 +403,30 @@ MoveGeometry move_geometry(const sharding::TensorLayout& from, const sharding::C
   // Copies of a grid hold the same blocks, so every device of either side takes part. The
   // gradient goes back the other way: from this op's input layout (reduced over its replicas by
   // the op's own input-gradient reduce) to the producer's output layout, often a mere slice.
-  m.forward = sharding::redistribute(from, from_config, from_devices, to, to_config, to_devices);
-  m.backward = sharding::redistribute(to, to_config, to_devices, from, from_config, from_devices);
+  m.forward = sharding::redistribute(from, from_config, from_devices, to, to_config, to_devices, node_bits);
+  m.backward = sharding::redistribute(to, to_config, to_devices, from, from_config, from_devices, node_bits);
+  return m;
+}
+
+} // namespace
+
+MoveGeometry move_geometry(const sharding::TensorLayout& from, const sharding::Config& from_config,
+                           std::span<const int> from_devices, const sharding::TensorLayout& to,
+                           const sharding::Config& to_config, std::span<const int> to_devices) {
+  return move_geometry(from, from_config, from_devices, to, to_config, to_devices, -1);
+}
+
+MoveGeometry priced_move_geometry(const sharding::TensorLayout& from, const sharding::Config& from_config,
+                                  std::span<const int> from_devices, const sharding::TensorLayout& to,
+                                  const sharding::Config& to_config, std::span<const int> to_devices,
+                                  const cluster::Cluster& cluster) {
+  // Groups that sit on their nodes alike are priced once, so those moved by whole nodes need not be
+  // listed (node_shape: node d / devices_per_node, whole nodes are bits when it is a power of two).
+  const int per_node = cluster.devices_per_node;
+  const int node_bits =
+      per_node > 0 && (per_node & (per_node - 1)) == 0 ? std::countr_zero(static_cast<unsigned>(per_node)) : -1;
+  auto m = move_geometry(from, from_config, from_devices, to, to_config, to_devices, node_bits);
+  keep_priced_groups(cluster, m);
   return m;
 }
 

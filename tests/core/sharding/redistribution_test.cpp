@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <set>
 
 namespace partita {
 namespace {
@@ -337,6 +338,27 @@ TEST(ShardingRedistribution, SameBlockSignatureComparesTheSignatures) {
 // to 64 devices and tensors of up to 3 dims, random axes (some cutting no dim, some dims uncut),
 // sizes a whole number of both sides' parts and, a third of the time, any size (parts of ceil
 // division, the last short or empty).
+// Of groups of two devices or more (each ascending, in the order of their first device), the first
+// of each way of sitting on nodes of 2^node_bits devices: per device, its node's rank among the
+// group's nodes and its place on its node (what a cluster of equal nodes prices once).
+std::vector<std::vector<int>> first_of_each_shape(const std::vector<std::vector<int>>& groups, int node_bits) {
+  std::set<std::vector<int>> seen;
+  std::vector<std::vector<int>> out;
+  for (const auto& g : groups) {
+    std::vector<int> shape;
+    int rank = -1, last = -1;
+    for (const int d : g) {
+      rank += (d >> node_bits) != last ? 1 : 0;
+      last = d >> node_bits;
+      shape.push_back((rank << node_bits) + (d & ((1 << node_bits) - 1)));
+    }
+    if (g.size() >= 2 && seen.insert(shape).second) {
+      out.push_back(g);
+    }
+  }
+  return out;
+}
+
 TEST(ShardingRedistribution, TheClosedFormOnDevicesFromZeroIsTheWalk) {
   Draws next(2026u);
   const auto grid = [&](int bits) { // up to 4 axes of powers of two, product 2^b for some b <= bits
@@ -362,7 +384,7 @@ TEST(ShardingRedistribution, TheClosedFormOnDevicesFromZeroIsTheWalk) {
     }
     return axes;
   };
-  int moved = 0, several_groups = 0;
+  int moved = 0, several_groups = 0, fewer = 0;
   for (int trial = 0; trial < 1000; ++trial) {
     const int bits = 1 + static_cast<int>(next(6));
     const int n = 1 << bits;
@@ -392,9 +414,24 @@ TEST(ShardingRedistribution, TheClosedFormOnDevicesFromZeroIsTheWalk) {
     EXPECT_EQ(groups, walked.groups.lists());
     moved += fast.total_bytes > 0 ? 1 : 0;
     several_groups += fast.groups.size() > 1 ? 1 : 0;
+
+    // Asked for the groups up to moves between nodes of 2^node_bits devices: the same bytes, a
+    // part of the groups, and the same first group of each way of sitting on the nodes.
+    const int node_bits = static_cast<int>(next(static_cast<std::uint32_t>(bits) + 1));
+    SCOPED_TRACE(testing::Message() << "nodes of " << (1 << node_bits));
+    const auto by_nodes = redistribute(from, fc, zero, to, tc, zero, node_bits);
+    EXPECT_EQ(by_nodes.pattern, fast.pattern);
+    EXPECT_EQ(by_nodes.max_bytes_in, fast.max_bytes_in);
+    EXPECT_EQ(by_nodes.total_bytes, fast.total_bytes);
+    EXPECT_EQ(by_nodes.max_block_bytes, fast.max_block_bytes);
+    const auto all = fast.groups.lists(), listed = by_nodes.groups.lists();
+    EXPECT_TRUE(std::includes(all.begin(), all.end(), listed.begin(), listed.end()));
+    EXPECT_EQ(first_of_each_shape(listed, node_bits), first_of_each_shape(all, node_bits));
+    fewer += listed.size() < all.size() ? 1 : 0;
   }
   EXPECT_GT(moved, 300);
   EXPECT_GT(several_groups, 80);
+  EXPECT_GT(fewer, 50);
 }
 
 TEST(ShardingRedistribution, RejectsMismatchedInputs) {

@@ -240,8 +240,9 @@ TEST(Evaluate, MovesPricedWithoutTextAreTheMovesEvaluatePrices) {
         const auto& producer_op = g.op(static_cast<graph::OpId>(prod));
         const auto out = static_cast<std::size_t>(std::find(producer_op.outputs.begin(), producer_op.outputs.end(), t) -
                                                   producer_op.outputs.begin());
-        const auto geometry = strategy::move_geometry(sharding::output_layout(g, sem[prod], fc, out), ops[prod],
-                                                      sharding::input_layout(g, sem[id], tc, in), ops[id]);
+        const auto from = sharding::output_layout(g, sem[prod], fc, out);
+        const auto to = sharding::input_layout(g, sem[id], tc, in);
+        const auto geometry = strategy::move_geometry(from, ops[prod], to, ops[id]);
         const auto context = strategy::move_context(g, static_cast<graph::OpId>(id), in, setup);
         const auto quiet = strategy::move_terms(geometry, context, c, setup, false);
         ASSERT_EQ(told.size(), quiet.size());
@@ -254,6 +255,16 @@ TEST(Evaluate, MovesPricedWithoutTextAreTheMovesEvaluatePrices) {
         EXPECT_EQ(strategy::move_seconds(geometry, 1, context, c, setup), sum);
         auto unit = geometry;
         strategy::keep_priced_groups(c, unit);
+        // The search's way to the same: groups repeated on other nodes never listed.
+        const auto priced = strategy::priced_move_geometry(from, fc, ops[prod].devices, to, tc, ops[id].devices, c);
+        EXPECT_EQ(priced.same_blocks, unit.same_blocks);
+        for (const auto& [p, u] :
+             {std::pair(&priced.forward, &unit.forward), std::pair(&priced.backward, &unit.backward)}) {
+          EXPECT_EQ(p->groups.lists(), u->groups.lists());
+          EXPECT_EQ(p->max_bytes_in, u->max_bytes_in);
+          EXPECT_EQ(p->total_bytes, u->total_bytes);
+          EXPECT_EQ(p->pattern, u->pattern);
+        }
         unit.consumer_shard_bytes /= 4;
         for (auto* r : {&unit.forward, &unit.backward}) {
           r->max_bytes_in /= 4;

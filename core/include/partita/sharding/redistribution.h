@@ -127,7 +127,16 @@ int replica_base(const TensorLayout& layout, const Config& config, int position)
 // partial_axes is taken as already reduced over them (the producing op's forward reduction).
 // Throws partita::Error when shapes differ, a device list does not fit its config, or a device
 // is listed twice on one side.
+//
+// `node_bits` >= 0 asks for the groups only up to moves between nodes of 2^node_bits devices
+// (device d on node d >> node_bits), for a caller that prices each way groups sit on their nodes
+// once: where both sides are on devices 0 .. N-1 with every split a power of two, a device index's
+// bits at or above node_bits that neither side's blocks are read from change nothing but the nodes,
+// so only the groups whose devices have those bits 0 are listed (every other group is one of them
+// moved by whole nodes, sitting on its nodes alike, and comes after it in the order of first
+// devices). The byte counts and pattern are those of every device. Elsewhere every group is listed.
 Redistribution redistribute(const TensorLayout& from, const Config& from_config, std::span<const int> from_devices,
-                            const TensorLayout& to, const Config& to_config, std::span<const int> to_devices);
+                            const TensorLayout& to, const Config& to_config, std::span<const int> to_devices,
+                            int node_bits = -1);
 
 } // namespace partita::sharding

@@ -202,6 +202,13 @@ MoveGeometry move_geometry(const sharding::TensorLayout& from, const sharding::C
 // as an earlier one does, which cost the same): the same terms from a smaller geometry, for callers
 // that keep many.
 void keep_priced_groups(const cluster::Cluster& cluster, MoveGeometry& geometry);
+// move_geometry with keep_priced_groups' groups alone, the same geometry, found without listing
+// the groups that only repeat others on other nodes where it can (sharding::redistribute's
+// node_bits): what the per-layer search prices, millions of times.
+MoveGeometry priced_move_geometry(const sharding::TensorLayout& from, const sharding::Config& from_config,
+                                  std::span<const int> from_devices, const sharding::TensorLayout& to,
+                                  const sharding::Config& to_config, std::span<const int> to_devices,
+                                  const cluster::Cluster& cluster);
 
 // What the cost of a move reads of its tensor besides the layouts.
 struct MoveContext {
