@@ -62,6 +62,10 @@ void check_layout(const TensorLayout& l, const Config& c, std::span<const int> d
     }
   }
   detail::check_device_copies(c, devices, side[0] == 'p' ? "redistribute (producer)" : "redistribute (consumer)");
+}
+
+// The ids of a side that the closed forms did not take (they take 0 .. N-1 alone).
+void check_device_ids(std::span<const int> devices, const char* side) {
   for (const int d : devices) {
     if (d < 0) {
       throw Error(fmt::format("redistribute: {} device id {} is negative", side, d));
@@ -477,10 +481,12 @@ bool closed_form(const TensorLayout& from, const Config& from_config, std::span<
   if (bits < 0 || to_devices.size() != from_devices.size()) {
     return false;
   }
+  int differ = 0; // without a branch per device, which the compiler vectorizes
   for (std::size_t i = 0; i < from_devices.size(); ++i) {
-    if (from_devices[i] != static_cast<int>(i) || to_devices[i] != static_cast<int>(i)) {
-      return false;
-    }
+    differ |= (from_devices[i] ^ static_cast<int>(i)) | (to_devices[i] ^ static_cast<int>(i));
+  }
+  if (differ != 0) {
+    return false;
   }
   // The lowest bit of each axis's field, per side.
   AxisBits from_low, to_low, from_width, to_width; // written for the axes of each config before any read
@@ -570,12 +576,14 @@ bool closed_form(const TensorLayout& from, const Config& from_config, std::span<
   if (out.total_bytes == 0) {
     return true;
   }
-  const std::uint64_t keep = kept_bits(n, cutting | reading, node_bits);
   if ((read & cutting) != 0) {
-    closed_form_groups(n, cutting, std::span(pairs.data(), pair_count), needed == common, keep, out);
+    closed_form_groups(n, cutting, std::span(pairs.data(), pair_count), needed == common,
+                       kept_bits(n, cutting | reading, node_bits), out);
     return true;
   }
-  // Groups: the devices agreeing on every bit but the cutting ones, smallest first.
+  // Groups: the devices agreeing on every bit but the cutting ones, smallest first (which bits the
+  // consumer reads changes none of them).
+  const std::uint64_t keep = kept_bits(n, cutting, node_bits);
   const int size_bits = std::popcount(cutting);
   const auto groups = std::size_t{1} << (std::popcount(keep) - size_bits);
   out.groups.reserve(groups, groups << size_bits);
@@ -600,6 +608,8 @@ Redistribution redistribute(const TensorLayout& from, const Config& from_config,
   if (Redistribution fast; closed_form(from, from_config, from_devices, to, to_config, to_devices, node_bits, fast)) {
     return fast;
   }
+  check_device_ids(from_devices, "producer");
+  check_device_ids(to_devices, "consumer");
   const std::size_t r = from.shape.size();
 
   // Dense tables by device id: which producer position a device is, and duplicates check.
