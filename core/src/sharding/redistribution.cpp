@@ -356,21 +356,24 @@ bool tabled_form(const TensorLayout& from, const TensorLayout& to, std::int64_t 
     dm.overlap.assign(static_cast<std::size_t>(dm.f * dm.t), 0);
     dm.lo.assign(static_cast<std::size_t>(dm.t), 0);
     dm.hi.assign(static_cast<std::size_t>(dm.t), -1);
-    const std::int64_t step = detail::part_size(size, dm.f);
+    // Parts of ceil division (detail::part_range), without a division per part: a consumer's part
+    // meets only the producer's parts lo .. hi (the rest of its column stays 0).
+    const std::int64_t step = detail::part_size(size, dm.f), to_step = detail::part_size(size, dm.t);
+    for (int cf = 0; cf < dm.f; ++cf) {
+      dm.from_len[static_cast<std::size_t>(cf)] = std::min(size, step * (cf + 1)) - std::min(size, step * cf);
+    }
     for (int ct = 0; ct < dm.t; ++ct) {
-      std::int64_t tb = 0, te = 0;
-      detail::part_range(size, dm.t, ct, tb, te);
+      const std::int64_t tb = std::min(size, to_step * ct), te = std::min(size, to_step * (ct + 1));
       dm.to_len[static_cast<std::size_t>(ct)] = te - tb;
-      if (te > tb) {
-        dm.lo[static_cast<std::size_t>(ct)] = static_cast<int>(tb / step);
-        dm.hi[static_cast<std::size_t>(ct)] = static_cast<int>((te - 1) / step);
+      if (te <= tb) {
+        continue;
       }
-      for (int cf = 0; cf < dm.f; ++cf) {
-        std::int64_t fb = 0, fe = 0;
-        detail::part_range(size, dm.f, cf, fb, fe);
-        dm.from_len[static_cast<std::size_t>(cf)] = fe - fb;
-        dm.overlap[static_cast<std::size_t>(cf * dm.t + ct)] =
-            std::max<std::int64_t>(0, std::min(te, fe) - std::max(tb, fb));
+      const int lo = static_cast<int>(tb / step), hi = static_cast<int>((te - 1) / step);
+      dm.lo[static_cast<std::size_t>(ct)] = lo;
+      dm.hi[static_cast<std::size_t>(ct)] = hi;
+      for (int cf = lo; cf <= hi; ++cf) {
+        const std::int64_t fb = std::min(size, step * cf), fe = std::min(size, step * (cf + 1));
+        dm.overlap[static_cast<std::size_t>(cf * dm.t + ct)] = std::min(te, fe) - std::max(tb, fb);
       }
     }
   }
