@@ -134,6 +134,15 @@ struct DisjointSets {
     }
     return x;
   }
+  // unite(root, b) for a root: the root of the joined set.
+  int join_root(int root, int b) {
+    b = find(b);
+    if (b == root) {
+      return root;
+    }
+    parent[static_cast<std::size_t>(std::max(root, b))] = std::min(root, b);
+    return std::min(root, b);
+  }
   // Returns whether two components merged.
   bool unite(int a, int b) {
     a = find(a);
@@ -383,26 +392,29 @@ bool tabled_form(const TensorLayout& from, const TensorLayout& to, std::int64_t 
   thread_local DisjointSets sets;
   thread_local std::vector<char> involved;
   // Per device, 1 + the last device of the box last joined from it as its first (0: none): devices
-  // needing the same box join it once.
+  // needing that box or one inside it join nothing more.
   thread_local std::vector<std::uint64_t> joined;
-  thread_local std::vector<int> at;
   sets.reset(static_cast<std::size_t>(n));
   involved.assign(static_cast<std::size_t>(n), 0);
   joined.assign(static_cast<std::size_t>(n), 0);
   // Joins every device of the box from `first` to `last` (each cut dim's part from first's to
-  // last's) to `first`.
+  // last's) to `first`, whose set is found once.
+  std::array<int, 64> at{}; // the box's odometer: the first m
+  if (m > at.size()) {
+    return false;
+  }
   const auto join_box = [&](std::uint64_t first, std::uint64_t last) {
-    at.assign(m, 0);
     for (std::size_t j = 0; j < m; ++j) {
       at[j] = static_cast<int>((first >> dims[j].from_low) & static_cast<std::uint64_t>(dims[j].f - 1));
     }
+    int root = sets.find(static_cast<int>(first));
     for (;;) {
       std::uint64_t h = first & ~cutting;
       for (std::size_t j = 0; j < m; ++j) {
         h |= static_cast<std::uint64_t>(at[j]) << dims[j].from_low;
       }
       involved[h] = 1;
-      sets.unite(static_cast<int>(first), static_cast<int>(h));
+      root = sets.join_root(root, static_cast<int>(h));
       std::size_t j = m;
       while (j-- > 0) {
         const auto end = static_cast<int>((last >> dims[j].from_low) & static_cast<std::uint64_t>(dims[j].f - 1));
@@ -416,6 +428,20 @@ bool tabled_form(const TensorLayout& from, const TensorLayout& to, std::int64_t 
         break;
       }
     }
+  };
+  // Whether the box from a first device to `last` lies in the one to `joined` - 1 from the same first
+  // (0: none), joined already: each cut dim's part of last at most that of joined's.
+  const auto inside = [&](std::uint64_t last, std::uint64_t joined_last) {
+    if (joined_last-- == 0) {
+      return false;
+    }
+    for (std::size_t j = 0; j < m; ++j) {
+      const auto field = static_cast<std::uint64_t>(dims[j].f - 1) << dims[j].from_low;
+      if ((last & field) > (joined_last & field)) {
+        return false;
+      }
+    }
+    return true;
   };
   // Devices moved by whole nodes in bits neither side reads do as a visited one does, and join
   // devices moved so too: visit one of each such set (`copies` devices).
@@ -449,7 +475,7 @@ bool tabled_form(const TensorLayout& from, const TensorLayout& to, std::int64_t 
     (common == held ? any_gather : any_a2a) = true;
     involved[d] = 1;
     sets.unite(static_cast<int>(d), static_cast<int>(first));
-    if (joined[first] != last + 1) {
+    if (!inside(last, joined[first])) {
       joined[first] = last + 1;
       join_box(first, last);
     }
