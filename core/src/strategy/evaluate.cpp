@@ -169,10 +169,11 @@ void for_each_distinct_group(const cluster::Cluster& cluster, const sharding::Re
 }
 
 // `max_bytes_in`: r's, scaled as its caller takes it.
+// `distinct`: r's groups are those already (keep_priced_groups'), each priced.
 cluster::CollectiveCost move_cost(const cluster::Cluster& cluster, const sharding::Redistribution& r,
-                                  double max_bytes_in, bool explain) {
+                                  double max_bytes_in, bool explain, bool distinct) {
   cluster::CollectiveCost worst;
-  for_each_distinct_group(cluster, r, [&](std::size_t i) {
+  const auto price = [&](std::size_t i) {
     const auto group = r.groups[i];
     const auto p = static_cast<double>(group.size());
     const auto cost = explain ? cluster::collective_cost : cluster::collective_cost_unexplained;
@@ -196,7 +197,14 @@ cluster::CollectiveCost move_cost(const cluster::Cluster& cluster, const shardin
     if (c.seconds > worst.seconds) {
       worst = std::move(c);
     }
-  });
+  };
+  if (distinct) {
+    for (std::size_t i = 0; i < r.groups.size(); ++i) {
+      price(i);
+    }
+  } else {
+    for_each_distinct_group(cluster, r, price);
+  }
   return worst;
 }
 
@@ -204,15 +212,16 @@ cluster::CollectiveCost move_cost(const cluster::Cluster& cluster, const shardin
 // tensor) x a scale (the training precision, a micro-batch's share), read without copying its
 // groups.
 struct ScaledMove {
-  ScaledMove(const sharding::Redistribution& r, double units, double scale)
+  ScaledMove(const sharding::Redistribution& r, double units, double scale, bool distinct)
       : move(r), max_bytes_in(r.max_bytes_in * units * scale), max_block_bytes(r.max_block_bytes * units * scale),
-        pattern(r.pattern) {}
+        pattern(r.pattern), distinct(distinct) {}
   cluster::CollectiveCost cost(const cluster::Cluster& cluster, bool explain) const {
-    return max_bytes_in > 0 ? move_cost(cluster, move, max_bytes_in, explain) : cluster::CollectiveCost{};
+    return max_bytes_in > 0 ? move_cost(cluster, move, max_bytes_in, explain, distinct) : cluster::CollectiveCost{};
   }
   const sharding::Redistribution& move;
   double max_bytes_in, max_block_bytes;
   sharding::Pattern pattern;
+  bool distinct; // move's groups are keep_priced_groups' already
 };
 
 // Which device holds which block of input `i`: the blocks follow from the tensor, how its dims
@@ -386,6 +395,7 @@ void keep_priced_groups(const cluster::Cluster& cluster, MoveGeometry& geometry)
     for_each_distinct_group(cluster, *r, [&](std::size_t i) { priced[i] = 1; });
     r->groups.keep_if([&](std::size_t i) { return priced[i] != 0; });
   }
+  geometry.priced_groups_only = true;
 }
 
 namespace {
@@ -476,9 +486,9 @@ double move_terms_into(const MoveGeometry& geometry, double units, const MoveCon
     return add;
   }
   const sharding::Redistribution nothing;
-  const ScaledMove forward(geometry.forward, units, scale);
+  const ScaledMove forward(geometry.forward, units, scale, geometry.priced_groups_only);
   // A mask computed from constants: no gradient goes back.
-  const ScaledMove backward(context.gradient ? geometry.backward : nothing, units, scale);
+  const ScaledMove backward(context.gradient ? geometry.backward : nothing, units, scale, geometry.priced_groups_only);
   const double backward_copies =
       m * local_copy_seconds(backward.max_bytes_in, backward.max_block_bytes, true, cluster, setup);
   const double copies = m * local_copy_seconds(forward.max_bytes_in, forward.max_block_bytes, false, cluster, setup) +
@@ -609,8 +619,9 @@ std::vector<cost::Term> tied_gradient_terms(const MoveGeometry& geometry, const 
                                              context.tensor, bytes / 1e6)
                                : std::string()}};
   }
-  const ScaledMove there(geometry.forward, 1, scale); // the other reader's gradient into the first's layout, added
-  const ScaledMove back(geometry.backward, 1, scale); // the sum back into the other's layout
+  // The other reader's gradient into the first's layout, added; the sum back into the other's layout.
+  const ScaledMove there(geometry.forward, 1, scale, geometry.priced_groups_only);
+  const ScaledMove back(geometry.backward, 1, scale, geometry.priced_groups_only);
   const auto f = there.cost(cluster, explain);
   const auto b = back.cost(cluster, explain);
   const double copies = local_copy_seconds(there.max_bytes_in, there.max_block_bytes, true, cluster, setup) +

@@ -191,6 +191,9 @@ struct MoveGeometry {
   bool same_blocks = false;                   // the same blocks on the same devices: nothing moves
   double consumer_shard_bytes = 0;            // what one consumer device holds, in the graph's element type
   sharding::Redistribution forward, backward; // empty when same_blocks
+  // The groups are keep_priced_groups' (each priced, none sitting on its nodes as another does):
+  // pricing takes them as they are instead of comparing their node shapes again.
+  bool priced_groups_only = false;
 };
 MoveGeometry move_geometry(const sharding::TensorLayout& from, const OpAssignment& producer,
                            const sharding::TensorLayout& to, const OpAssignment& consumer);
