@@ -134,13 +134,12 @@ struct DisjointSets {
     }
     return x;
   }
-  // unite(root, b) for a root: the root of the joined set.
+  // unite(root, b) for a root: the root of the joined set (the smaller of the two roots).
   int join_root(int root, int b) {
     b = find(b);
-    if (b == root) {
-      return root;
+    if (b != root) {
+      parent[static_cast<std::size_t>(std::max(root, b))] = std::min(root, b);
     }
-    parent[static_cast<std::size_t>(std::max(root, b))] = std::min(root, b);
     return std::min(root, b);
   }
   // Returns whether two components merged.
@@ -150,7 +149,7 @@ struct DisjointSets {
     if (a == b) {
       return false;
     }
-    parent[static_cast<std::size_t>(std::max(a, b))] = std::min(a, b);
+    join_root(a, b);
     return true;
   }
 };
