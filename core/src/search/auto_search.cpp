@@ -895,6 +895,66 @@ double peak_workspace(const CostGraph& cg, const std::vector<int>& choice) {
   return w;
 }
 
+// The choice of least peak() (each op's memory summed, plus the largest of the ops' workspaces),
+// of equal memory the faster configuration. Exact without a search, since memory is per op: for a
+// bound w on the workspace, each op takes its least memory among the configurations within w, and
+// the least over every w of that sum plus w is the least peak (at the w of the best choice's
+// largest workspace the sum is no more than its memory). The bounds are swept in increasing order.
+std::vector<int> smallest_footprint(const CostGraph& cg) {
+  const std::size_t classes = cg.class_count();
+  const std::size_t n = cg.graph().ops().size();
+  std::vector<double> ops_of(classes, 0.0);
+  std::vector<const OpClassTables*> tables(classes, nullptr);
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto c = static_cast<std::size_t>(cg.class_of(static_cast<graph::OpId>(i)));
+    ops_of[c] += 1;
+    tables[c] = &cg.tables(static_cast<graph::OpId>(i));
+  }
+  struct Entry {
+    double workspace;
+    std::size_t c;
+    int x;
+  };
+  std::vector<Entry> entries;
+  for (std::size_t c = 0; c < classes; ++c) {
+    for (std::size_t x = 0; tables[c] != nullptr && x < tables[c]->workspace.size(); ++x) {
+      entries.push_back({tables[c]->workspace[x], c, static_cast<int>(x)});
+    }
+  }
+  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) { return a.workspace < b.workspace; });
+  const auto better = [&](std::size_t c, int x, int y) { // x before y: less memory, then less time
+    const auto& t = *tables[c];
+    const auto i = static_cast<std::size_t>(x), j = static_cast<std::size_t>(y);
+    return t.memory[i] != t.memory[j] ? t.memory[i] < t.memory[j] : t.time[i] < t.time[j];
+  };
+  std::vector<int> pick(classes, -1), best_pick;
+  std::size_t missing = 0;
+  for (std::size_t c = 0; c < classes; ++c) {
+    missing += tables[c] != nullptr ? 1 : 0;
+  }
+  double sum = 0, least = std::numeric_limits<double>::infinity();
+  for (std::size_t k = 0; k < entries.size(); ++k) {
+    const auto& e = entries[k];
+    int& p = pick[e.c];
+    if (p < 0 || better(e.c, e.x, p)) {
+      sum += ops_of[e.c] * (tables[e.c]->memory[static_cast<std::size_t>(e.x)] -
+                            (p < 0 ? 0.0 : tables[e.c]->memory[static_cast<std::size_t>(p)]));
+      missing -= p < 0 ? 1 : 0;
+      p = e.x;
+    }
+    const bool last_of_bound = k + 1 == entries.size() || entries[k + 1].workspace != e.workspace;
+    if (missing == 0 && last_of_bound && sum + e.workspace < least) {
+      least = sum + e.workspace;
+      best_pick = pick;
+    }
+  }
+  std::vector<int> choice(n, 0);
+  for (std::size_t i = 0; i < n && !best_pick.empty(); ++i) {
+    choice[i] = best_pick[static_cast<std::size_t>(cg.class_of(static_cast<graph::OpId>(i)))];
+  }
+  return choice;
+}
+
 // Solves with memory priced at `price` seconds per byte (vertex costs time + price x memory), the
 // ops' weight-gradient sync counted (1 - sync_discount) times.
 dp::Solution solve_priced(CostGraph& cg, double price, const Request& r, int& solves, double sync_discount = 0) {
@@ -1018,6 +1078,18 @@ AutoResult auto_search(const Request& r) {
       }
       return false;
     };
+    // The least footprint there is, found without a search: over the limit, nothing fits at any
+    // price.
+    const auto smallest = smallest_footprint(cg);
+    if (peak(smallest) > limit) {
+      const auto p = strategy::evaluate(g, *r.cluster, to_strategy(smallest), r.setup);
+      throw Error(fmt::format("auto: nothing fits in {} per device on {} devices: the smallest footprint of any "
+                              "plan is {} as the search counts it (every op's parameters, gradients, optimizer state "
+                              "and activations added up, and the largest workspace); on its fullest device that plan "
+                              "holds {} ({}); use more devices, ZeRO, recomputation or a smaller batch",
+                              bytes_text(limit), r.devices, bytes_text(peak(smallest)), bytes_text(p.peak_memory),
+                              memory_breakdown(p)));
+    }
     int doublings = 0;
     while (!try_price(hi)) {
       lo = hi;
@@ -1027,14 +1099,14 @@ AutoResult auto_search(const Request& r) {
       }
     }
     if (!fitting) {
-      // The price is so high that memory alone decides: this is the smallest footprint there is.
-      auto s = solve_priced(cg, hi, r, solves);
-      const auto p = strategy::evaluate(g, *r.cluster, to_strategy(s.choice), r.setup);
-      throw Error(fmt::format("auto: nothing fits in {} per device on {} devices: the smallest footprint found is {} "
-                              "({}); use more devices, ZeRO, recomputation or a smaller batch",
-                              bytes_text(limit), r.devices, bytes_text(p.peak_memory), memory_breakdown(p)));
+      // What fits does so by its workspace, which no price on memory reaches: the smallest footprint.
+      dp::Solution s;
+      s.choice = smallest;
+      s.cost = time_of(cg, smallest);
+      fitting = std::move(s);
+      fitting_price = hi;
     }
-    for (int step = 0; step < 24 && hi > lo * (1 + 1e-3); ++step) {
+    for (int step = 0; step < 24 && doublings <= 40 && hi > lo * (1 + 1e-3); ++step) {
       const double mid = lo > 0 ? std::sqrt(lo * hi) : hi / 8;
       if (try_price(mid)) {
         hi = mid;

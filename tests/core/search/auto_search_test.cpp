@@ -201,6 +201,26 @@ TEST(AutoSearch, HoldsTheMemoryLimitAndStatesItsGap) {
 
   s.request.memory_limit = 1e5; // 100 kB: nothing fits
   EXPECT_THAT([&] { search::auto_search(s.request); }, ::testing::ThrowsMessage<Error>(HasSubstr("nothing fits in")));
+
+  // The smallest footprint it names is the least of any plan, found without a search: a limit just
+  // above it fits, one just below does not.
+  std::string message;
+  try {
+    search::auto_search(s.request);
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  const auto at = message.find("the smallest footprint of any plan is ");
+  ASSERT_NE(at, std::string::npos) << message;
+  std::size_t used = 0;
+  const std::string rest = message.substr(at + std::string("the smallest footprint of any plan is ").size());
+  const double value = std::stod(rest, &used);
+  const double unit = rest.compare(used, 4, " GiB") == 0 ? 1024.0 * 1024 * 1024 : 1024.0 * 1024;
+  s.request.memory_limit = value * unit * 1.01; // the message rounds to three digits
+  const auto smallest = search::auto_search(s.request);
+  EXPECT_LE(smallest.peak_memory, s.request.memory_limit);
+  s.request.memory_limit = value * unit * 0.99;
+  EXPECT_THAT([&] { search::auto_search(s.request); }, ::testing::ThrowsMessage<Error>(HasSubstr("nothing fits in")));
 }
 
 TEST(AutoSearch, NamesTheRunnerUpOfEveryOpWithAChoice) {
