@@ -1063,11 +1063,15 @@ AutoResult auto_search(const Request& r) {
     double lo = 0, hi = t0 / m0;
     std::optional<dp::Solution> fitting;
     double fitting_price = 0;
+    // The last solution's time and memory, for the chord below.
+    double last_time = 0, last_memory = 0;
     // The fastest strategy ignoring memory bounds every one that fits from below (price 0).
     auto try_price = [&](double price) {
       auto s = solve_priced(cg, price, r, solves);
       const double time = time_of(cg, s.choice);
       const double mem = additive_memory(cg, s.choice);
+      last_time = time;
+      last_memory = mem;
       bound = std::max(bound, time + price * (mem - limit));
       if (peak(s.choice) <= limit) {
         if (!fitting || time < time_of(cg, fitting->choice)) {
@@ -1090,14 +1094,21 @@ AutoResult auto_search(const Request& r) {
                               bytes_text(limit), r.devices, bytes_text(peak(smallest)), bytes_text(p.peak_memory),
                               memory_breakdown(p)));
     }
+    // The solutions at lo (too large) and hi (fits): time and memory.
+    double lo_time = time_of(cg, best.choice), lo_memory = additive_memory(cg, best.choice);
+    double hi_time = 0, hi_memory = 0;
     int doublings = 0;
     while (!try_price(hi)) {
       lo = hi;
+      lo_time = last_time;
+      lo_memory = last_memory;
       hi *= 8;
       if (++doublings > 40) {
         break;
       }
     }
+    hi_time = last_time;
+    hi_memory = last_memory;
     if (!fitting) {
       // What fits does so by its workspace, which no price on memory reaches: the smallest footprint.
       dp::Solution s;
@@ -1106,12 +1117,31 @@ AutoResult auto_search(const Request& r) {
       fitting = std::move(s);
       fitting_price = hi;
     }
+    // Between lo and hi: the price where the two solutions' lines (time + price x (memory - limit))
+    // cross. Where no solution there is below the crossing, it is the bound's maximum (the
+    // Lagrangian dual is the least of such lines, concave): the price that makes the fastest that
+    // fits optimal, found exactly, most often in a few solves. Otherwise the solution found there
+    // replaces the end it stands for. Where the two do not stand on either side of the limit by
+    // their memory alone (the fit decided by the workspace, which the price does not see), the
+    // step is the geometric mean instead.
     for (int step = 0; step < 24 && doublings <= 40 && hi > lo * (1 + 1e-3); ++step) {
-      const double mid = lo > 0 ? std::sqrt(lo * hi) : hi / 8;
-      if (try_price(mid)) {
+      const double geometric = lo > 0 ? std::sqrt(lo * hi) : hi / 8;
+      const double crossing_price = lo_memory > hi_memory ? (hi_time - lo_time) / (lo_memory - hi_memory) : -1;
+      const bool chord = crossing_price > lo && crossing_price < hi && lo_memory > limit && hi_memory <= limit;
+      const double mid = chord ? crossing_price : geometric;
+      const bool fits = try_price(mid);
+      const double crossing = lo_time + mid * (lo_memory - limit);
+      if (chord && last_time + mid * (last_memory - limit) >= crossing - 1e-12 * std::abs(crossing)) {
+        break; // the dual's breakpoint
+      }
+      if (fits) {
         hi = mid;
+        hi_time = last_time;
+        hi_memory = last_memory;
       } else {
         lo = mid;
+        lo_time = last_time;
+        lo_memory = last_memory;
       }
       if (r.progress) {
         r.progress(0.7 + 0.2 * step / 24.0);
