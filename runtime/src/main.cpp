@@ -461,9 +461,9 @@ int run(const Options& opt, int rank, int size) {
       Recorder unused;
       const auto single = single_device(g);
       // A reference on the CPU beside a GPU run keeps its tensors in host memory.
-      std::optional<TensorMemoryScope> host_memory;
+      std::optional<TensorMemoryScope> on_host;
       if (reference_backend && reference_backend->kernels_on_host()) {
-        host_memory.emplace(std::pmr::new_delete_resource());
+        on_host.emplace(host_memory());
       }
       if (rank == 0) {
         // The same optimizer on one device: nothing to shard, ZeRO or not.

@@ -111,7 +111,7 @@ Shard make_shard(const sharding::Block& block) {
 }
 
 Shard make_host_shard(const sharding::Block& block) {
-  const TensorMemoryScope heap(std::pmr::new_delete_resource());
+  const TensorMemoryScope heap(host_memory());
   return make_shard(block);
 }
 
@@ -119,7 +119,7 @@ Shard host_copy_of(const Shard& shard) {
   Shard copy;
   copy.block = shard.block;
   {
-    const TensorMemoryScope heap(std::pmr::new_delete_resource());
+    const TensorMemoryScope heap(host_memory());
     copy.data = uninitialized_floats(shard.data.size());
   }
   copy_floats(shard.data, 0, copy.data, 0, shard.data.size());

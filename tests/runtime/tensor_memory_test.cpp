@@ -11,8 +11,10 @@
 #include <malloc.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <memory_resource>
 #include <numeric>
+#include <vector>
 
 namespace partita::runtime {
 namespace {
@@ -53,10 +55,28 @@ sharding::Block block(std::vector<std::int64_t> begin, std::vector<std::int64_t>
 }
 
 TEST(TensorMemory, DefaultsToTheHeap) {
-  EXPECT_EQ(tensor_memory(), std::pmr::new_delete_resource());
+  EXPECT_EQ(tensor_memory(), host_memory());
   const Shard s = make_shard(block({0, 0}, {3, 4}));
-  EXPECT_EQ(s.data.get_allocator().resource(), std::pmr::new_delete_resource());
+  EXPECT_EQ(s.data.get_allocator().resource(), host_memory());
   EXPECT_EQ(s.elements(), 12);
+}
+
+// Every buffer at one offset from a 64-byte boundary, whatever its size and whatever the heap
+// handed out before it (a product's speed must not depend on where its operands landed).
+TEST(TensorMemory, HeapBuffersStartSixteenBytesPastA64ByteBoundary) {
+  std::vector<Floats> kept;
+  for (std::size_t n : {1U, 3U, 4U, 5U, 17U, 1000U, 4096U, 65536U, 1U << 22}) {
+    for (int k = 0; k < 3; ++k) {
+      Floats f = uninitialized_floats(n);
+      f[0] = 1.F;
+      f[n - 1] = 2.F; // the whole buffer is the caller's (ASan checks the ends)
+      EXPECT_EQ(reinterpret_cast<std::uintptr_t>(f.data()) % 64, 16U) << n << " floats";
+      kept.push_back(std::move(f));
+    }
+  }
+  Floats zeroed(33);
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(zeroed.data()) % 64, 16U);
+  EXPECT_EQ(zeroed[32], 0.F);
 }
 
 TEST(TensorMemory, FreedBlocksOfSomeMegabytesStayOnTheHeap) {
