@@ -3,6 +3,8 @@
 #include "vector_math.h"
 
 #include <cmath>
+#include <cstddef>
+#include <vector>
 
 // GCC (not clang) on x86-64: one clone of each loop per instruction set, dispatched by ifunc.
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
@@ -25,6 +27,47 @@ PARTITA_VECTOR_CLONES void erf_backward(std::int64_t n, const float* x, const fl
 #pragma omp parallel for simd
   for (std::int64_t i = 0; i < n; ++i) {
     dx[i] = dy[i] * two_over_sqrt_pi * vmath::exp(-x[i] * x[i]);
+  }
+}
+
+PARTITA_VECTOR_CLONES void softmax_backward(std::int64_t outer, std::int64_t length, std::int64_t inner, const float* y,
+                                            const float* dy, float* dx) {
+  if (inner == 1) { // the axis innermost: one dot product a row
+#pragma omp parallel for
+    for (std::int64_t o = 0; o < outer; ++o) {
+      const float* yo = y + o * length;
+      const float* dyo = dy + o * length;
+      float* dxo = dx + o * length;
+      float dot = 0;
+#pragma omp simd reduction(+ : dot)
+      for (std::int64_t k = 0; k < length; ++k) {
+        dot += yo[k] * dyo[k];
+      }
+#pragma omp simd
+      for (std::int64_t k = 0; k < length; ++k) {
+        dxo[k] = yo[k] * (dyo[k] - dot);
+      }
+    }
+    return;
+  }
+#pragma omp parallel for
+  for (std::int64_t o = 0; o < outer; ++o) {
+    const std::int64_t base = o * length * inner;
+    std::vector<float> dot(static_cast<std::size_t>(inner), 0.F); // per position along the inner dims
+    for (std::int64_t k = 0; k < length; ++k) {
+      const std::int64_t at = base + k * inner;
+#pragma omp simd
+      for (std::int64_t i = 0; i < inner; ++i) {
+        dot[static_cast<std::size_t>(i)] += y[at + i] * dy[at + i];
+      }
+    }
+    for (std::int64_t k = 0; k < length; ++k) {
+      const std::int64_t at = base + k * inner;
+#pragma omp simd
+      for (std::int64_t i = 0; i < inner; ++i) {
+        dx[at + i] = y[at + i] * (dy[at + i] - dot[static_cast<std::size_t>(i)]);
+      }
+    }
   }
 }
 

@@ -19,6 +19,13 @@ void cos_forward(std::int64_t n, const float* x, float* y);
 void sin_backward(std::int64_t n, const float* x, const float* dy, float* dx); // dx = dy cos x
 void cos_backward(std::int64_t n, const float* x, const float* dy, float* dx); // dx = -dy sin x
 
+// The softmax's backward pass, y its output: dx = y (dy - the sum over the axis of y dy), the tensor
+// seen as [outer, length, inner] around the axis. oneDNN 2.6 has it only as its scalar reference
+// implementation where the CPU lacks AVX-512 (7.6 ns an element on an AVX2 EPYC, a dozen times
+// what element-wise work of its bytes takes).
+void softmax_backward(std::int64_t outer, std::int64_t length, std::int64_t inner, const float* y, const float* dy,
+                      float* dx);
+
 // w -= lr g
 void sgd_update(std::int64_t n, float learning_rate, const float* gradient, float* weights);
 // v = momentum v + g; w -= lr v

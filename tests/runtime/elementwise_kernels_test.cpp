@@ -1,6 +1,7 @@
 // The CPU backend's element-wise kernels that are not oneDNN's: erf forward and backward (a
 // vectorized exp and erf, runtime/src/vector_math.h) against the C library, and the sum over
-// leading dims (a bias gradient) against a direct loop, beside a sum oneDNN still does.
+// leading dims (a bias gradient) against a direct loop, beside a sum oneDNN still does; softmax's
+// backward pass against its formula.
 
 #include "backend.h"
 #include "vector_math.h"
@@ -55,6 +56,39 @@ std::vector<float> ramp(std::size_t n) {
     v[i] = static_cast<float>((i * 37) % 101) / 101.F - 0.5F;
   }
   return v;
+}
+
+// Softmax's backward pass (the backend's own loop: oneDNN 2.6 has only a scalar one without
+// AVX-512) against dx = y (dy - sum over the axis of y dy) in double, along the innermost axis
+// and along a middle one, of a forward pass oneDNN computes.
+TEST(CpuBackend, SoftmaxBackwardIsTheJacobianTransposeProduct) {
+  auto backend = make_cpu_backend(1);
+  const std::vector<std::int64_t> dims{3, 5, 37}; // 37: not a multiple of a vector
+  const std::int64_t n = 3 * 5 * 37;
+  std::vector<float> x(n), y(n), dy(n), dx(n);
+  for (std::int64_t i = 0; i < n; ++i) {
+    x[i] = std::sin(0.37F * static_cast<float>(i)) * 3.F;
+    dy[i] = std::cos(0.11F * static_cast<float>(i));
+  }
+  for (const int axis : {2, 1}) {
+    backend->softmax_forward(dims, axis, x.data(), y.data());
+    backend->softmax_backward(dims, axis, y.data(), dy.data(), dx.data());
+    const std::int64_t length = dims[static_cast<std::size_t>(axis)], inner = axis == 2 ? 1 : dims[2];
+    const std::int64_t outer = n / (length * inner);
+    for (std::int64_t o = 0; o < outer; ++o) {
+      for (std::int64_t i = 0; i < inner; ++i) {
+        double dot = 0;
+        for (std::int64_t k = 0; k < length; ++k) {
+          const auto at = (o * length + k) * inner + i;
+          dot += static_cast<double>(y[at]) * dy[at];
+        }
+        for (std::int64_t k = 0; k < length; ++k) {
+          const auto at = (o * length + k) * inner + i;
+          ASSERT_NEAR(dx[at], y[at] * (dy[at] - dot), 1e-6) << "axis " << axis << ", element " << at;
+        }
+      }
+    }
+  }
 }
 
 TEST(CpuBackend, SumOverLeadingDimsIsTheBiasGradient) {
