@@ -64,9 +64,9 @@ struct AutoResult {
   AutoStats stats;
 };
 
-// Throws partita::Error when nothing fits the memory limit (naming the smallest footprint of any plan,
-// found without a search since memory is per op, and the terms that dominate it), when the space is too wide to search exactly, or on a bad request;
-// partita::Cancelled when cancelled.
+// Throws partita::Error when nothing fits the memory limit (naming the smallest footprint of any
+// plan, found without a search since memory is per op, and the terms that dominate it), when the
+// space is too wide to search exactly, or on a bad request; partita::Cancelled when cancelled.
 AutoResult auto_search(const Request& request);
 
 // How a strategy differs from the hand-made families on the same request: the family whose
