@@ -305,15 +305,8 @@ public:
 
   // Not oneDNN's: version 2.6 runs it only in its scalar reference code without AVX-512.
   void softmax_backward(const Dims& dims, int axis, const float* y, const float* dy, float* dx) override {
-    const auto at = static_cast<std::size_t>(axis);
-    std::int64_t outer = 1, inner = 1;
-    for (std::size_t d = 0; d < at; ++d) {
-      outer *= dims[d];
-    }
-    for (std::size_t d = at + 1; d < dims.size(); ++d) {
-      inner *= dims[d];
-    }
-    vector_kernels::softmax_backward(outer, dims[at], inner, y, dy, dx);
+    const auto a = around_axis(dims, axis);
+    vector_kernels::softmax_backward(a.outer, a.length, a.inner, y, dy, dx);
   }
 
   void layer_norm_forward(std::int64_t rows, std::int64_t norm, float epsilon, const float* x, const float* scale,

@@ -466,13 +466,7 @@ public:
   static bool last_axis(const Dims& dims, int axis) {
     return !dims.empty() && static_cast<std::size_t>(axis) + 1 == dims.size();
   }
-  static std::int64_t rows_before(const Dims& dims, int axis) {
-    std::int64_t rows = 1;
-    for (std::size_t d = 0; d < static_cast<std::size_t>(axis); ++d) {
-      rows *= dims[d];
-    }
-    return rows;
-  }
+  static std::int64_t rows_before(const Dims& dims, int axis) { return around_axis(dims, axis).outer; }
 
   void softmax_forward(const Dims& dims, int axis, const float* x, float* y) override {
     if (last_axis(dims, axis)) {
@@ -880,15 +874,8 @@ private:
 
   // Softmax over `axis` as cuDNN's channel mode: [outer, axis, inner, 1].
   static TensorDesc softmax_desc(const Dims& dims, int axis) {
-    const auto a = static_cast<std::size_t>(axis);
-    std::int64_t outer = 1, inner = 1;
-    for (std::size_t d = 0; d < a && d < dims.size(); ++d) {
-      outer *= dims[d];
-    }
-    for (std::size_t d = a + 1; d < dims.size(); ++d) {
-      inner *= dims[d];
-    }
-    return {outer, a < dims.size() ? dims[a] : 1, inner, 1};
+    const auto a = around_axis(dims, axis);
+    return {a.outer, a.length, a.inner, 1};
   }
 
   const float* pad(const ConvShape& s, const float* x, float* padded) {

@@ -3,12 +3,33 @@
 // The value types the Backend's kernels take: shapes, windows and kinds of op. Kept apart from
 // backend.h (which needs MPI) so that the CUDA kernels (nvcc) can include them alone.
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
 namespace partita::runtime {
 
 using Dims = std::vector<std::int64_t>;
+
+// A tensor seen as [outer, length, inner] around one of its dims (softmax's axis): the dims before
+// it multiplied, its own, the dims after it multiplied.
+struct AroundAxis {
+  std::int64_t outer = 1, length = 1, inner = 1;
+};
+inline AroundAxis around_axis(const Dims& dims, int axis) {
+  AroundAxis a;
+  const auto at = static_cast<std::size_t>(axis);
+  for (std::size_t d = 0; d < dims.size(); ++d) {
+    if (d < at) {
+      a.outer *= dims[d];
+    } else if (d == at) {
+      a.length = dims[d];
+    } else {
+      a.inner *= dims[d];
+    }
+  }
+  return a;
+}
 
 enum class Eltwise : std::uint8_t { relu, tanh, sigmoid, gelu, erf, exp, sin, cos };
 enum class Binary : std::uint8_t { add, sub, mul, div };
