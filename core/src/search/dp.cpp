@@ -302,42 +302,71 @@ private:
     step.best.assign(n, 0);
     const auto& unary = m_unary[vi];
     std::vector<std::size_t> counter(k, 0), base(nf, 0);
-    std::vector<double> sum(static_cast<std::size_t>(dv));
+    // Factors that do not read the scope's last (fastest) vertex keep their rows while it runs
+    // through its values: their sum with v's own costs (`slow`) is taken once per run of it, and
+    // each entry adds only the factors that read it (`fast`, in their order).
+    std::vector<std::size_t> fast, slow_factors;
+    for (std::size_t f = 0; f < nf; ++f) {
+      (k > 0 && stride[f][k - 1] != 0 ? fast : slow_factors).push_back(f);
+    }
+    const auto dvs = static_cast<std::size_t>(dv);
+    std::vector<double> sum(dvs), slow(dvs);
     // Polled every ~256K sums (a millisecond or so), however wide v's domain is.
-    const std::size_t poll =
-        std::max<std::size_t>(1, (std::size_t{1} << 18) / (static_cast<std::size_t>(dv) * (nf + 1)));
+    const std::size_t poll = std::max<std::size_t>(1, (std::size_t{1} << 18) / (dvs * (fast.size() + 1)));
     std::size_t until_poll = poll;
     for (std::size_t index = 0; index < n; ++index) {
       if (--until_poll == 0) {
         until_poll = poll;
         check_cancel();
       }
-      std::copy(unary.begin(), unary.end(), sum.begin());
-      for (std::size_t f = 0; f < nf; ++f) {
-        const double* d = factors[f]->data + base[f]; // v last: its values are consecutive
-        double* out = sum.data();
-        for (std::size_t x = 0; x < static_cast<std::size_t>(dv); ++x) {
-          out[x] += d[x];
+      if (k == 0 || counter[k - 1] == 0) {
+        std::copy(unary.begin(), unary.end(), slow.begin());
+        for (const std::size_t f : slow_factors) {
+          const double* d = factors[f]->data + base[f]; // v last: its values are consecutive
+          for (std::size_t x = 0; x < dvs; ++x) {
+            slow[x] += d[x];
+          }
         }
       }
-      // The least sum in four independent lanes (they vectorize), then the first value that has it.
-      const std::size_t count = sum.size();
-      double lane[4] = {sum[0], sum[0], sum[0], sum[0]};
+      const double* row = slow.data();
+      if (!fast.empty()) {
+        const double* d = factors[fast[0]]->data + base[fast[0]];
+        for (std::size_t x = 0; x < dvs; ++x) {
+          sum[x] = slow[x] + d[x];
+        }
+        for (std::size_t i = 1; i < fast.size(); ++i) {
+          const double* e = factors[fast[i]]->data + base[fast[i]];
+          for (std::size_t x = 0; x < dvs; ++x) {
+            sum[x] += e[x];
+          }
+        }
+        row = sum.data();
+      }
+      // The least sum and the first value that has it, in one pass of four independent lanes: each
+      // keeps its first least (strictly less replaces), and of the lanes' the least, then the first.
+      const std::size_t count = dvs;
+      double lane[4] = {row[0], row[0], row[0], row[0]};
+      std::size_t at[4] = {0, 0, 0, 0};
       std::size_t x = 0;
       for (; x + 4 <= count; x += 4) {
         for (std::size_t l = 0; l < 4; ++l) {
-          lane[l] = sum[x + l] < lane[l] ? sum[x + l] : lane[l];
+          const bool less = row[x + l] < lane[l];
+          lane[l] = less ? row[x + l] : lane[l];
+          at[l] = less ? x + l : at[l];
         }
       }
       for (; x < count; ++x) {
-        lane[0] = sum[x] < lane[0] ? sum[x] : lane[0];
+        const bool less = row[x] < lane[0];
+        lane[0] = less ? row[x] : lane[0];
+        at[0] = less ? x : at[0];
       }
-      const double least = std::min(std::min(lane[0], lane[1]), std::min(lane[2], lane[3]));
-      std::size_t best = 0;
-      while (best + 1 < count && sum[best] != least) { // (bounded: a NaN sum is never anyone's least)
-        ++best;
+      std::size_t best = at[0];
+      for (std::size_t l = 1; l < 4; ++l) {
+        if (lane[l] < row[best] || (lane[l] == row[best] && at[l] < best)) {
+          best = at[l];
+        }
       }
-      result->owned[index] = sum[best];
+      result->owned[index] = row[best];
       step.best[index] = static_cast<std::int32_t>(best);
       // Advance the odometer (last scope vertex fastest) and every factor's offset with it.
       for (std::size_t j = k; j-- > 0;) {
