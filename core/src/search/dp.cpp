@@ -1,7 +1,8 @@
 // Exact min-sum over a pairwise cost graph by variable elimination (dynamic programming over a
 // vertex ordering with dependent sets). Each step eliminates the vertex whose table would be
 // smallest; the table holds, for every configuration of its dependent set, the best cost of the
-// eliminated part, and a back-pointer to the best value of the eliminated vertex.
+// eliminated part. Which value of the eliminated vertex gives it is not kept per entry: on the way
+// back, with its dependent set decided, it is found again from the step's factors (one row each).
 
 #include "partita/search/dp.h"
 
@@ -85,12 +86,67 @@ struct Factor {
   bool alive = true;
 };
 
-// What eliminating a vertex left behind: the best value of `vertex` for every assignment of `scope`.
+// What eliminating a vertex left behind: the factors it summed, in the order it summed them (its
+// own costs first), so that once its scope is decided its best value is found again from them.
 struct Step {
   int vertex = 0;
-  std::vector<int> scope;
-  std::vector<std::int32_t> best;
+  std::vector<const Factor*> factors;
 };
+
+// The least of row[0 .. n) (n >= 1), in eight independent lanes (they vectorize: min is exact in
+// any order).
+double least(const double* row, std::size_t n) {
+  double lane[8];
+  std::size_t x = 0;
+  if (n >= 8) {
+    for (std::size_t l = 0; l < 8; ++l) {
+      lane[l] = row[l];
+    }
+    for (x = 8; x + 8 <= n; x += 8) {
+      for (std::size_t l = 0; l < 8; ++l) {
+        lane[l] = row[x + l] < lane[l] ? row[x + l] : lane[l];
+      }
+    }
+  } else {
+    std::fill(lane, lane + 8, row[0]);
+  }
+  double m = lane[0];
+  for (std::size_t l = 1; l < 8; ++l) {
+    m = lane[l] < m ? lane[l] : m;
+  }
+  for (; x < n; ++x) {
+    m = row[x] < m ? row[x] : m;
+  }
+  return m;
+}
+
+// The least of a[x] + b[x] over x in [0, n) (n >= 1), summed as least() reads a row.
+double least_sum(const double* a, const double* b, std::size_t n) {
+  double lane[8];
+  std::size_t x = 0;
+  if (n >= 8) {
+    for (std::size_t l = 0; l < 8; ++l) {
+      lane[l] = a[l] + b[l];
+    }
+    for (x = 8; x + 8 <= n; x += 8) {
+      for (std::size_t l = 0; l < 8; ++l) {
+        const double v = a[x + l] + b[x + l];
+        lane[l] = v < lane[l] ? v : lane[l];
+      }
+    }
+  } else {
+    std::fill(lane, lane + 8, a[0] + b[0]);
+  }
+  double m = lane[0];
+  for (std::size_t l = 1; l < 8; ++l) {
+    m = lane[l] < m ? lane[l] : m;
+  }
+  for (; x < n; ++x) {
+    const double v = a[x] + b[x];
+    m = v < m ? v : m;
+  }
+  return m;
+}
 
 class Eliminator {
 public:
@@ -144,13 +200,36 @@ public:
         m_o.progress(static_cast<double>(done) / static_cast<double>(m_n));
       }
     }
+    // Last eliminated first: every vertex of a step's scope is decided by then. Its best value is
+    // the first least sum of its factors there, summed in the order the step summed them, so it is
+    // the value the step's table holds the least of (the same additions, the same ties).
+    std::vector<double> sum;
     for (auto it = m_steps.rbegin(); it != m_steps.rend(); ++it) {
-      std::size_t index = 0;
-      for (int u : it->scope) {
-        index = index * static_cast<std::size_t>(m_p.domain[static_cast<std::size_t>(u)]) +
-                static_cast<std::size_t>(s.choice[static_cast<std::size_t>(u)]);
+      const auto vi = static_cast<std::size_t>(it->vertex);
+      const auto dv = static_cast<std::size_t>(m_p.domain[vi]);
+      sum.assign(m_unary[vi].begin(), m_unary[vi].end());
+      for (const Factor* f : it->factors) {
+        std::size_t base = 0, stride_v = 0, stride = 1;
+        for (std::size_t j = f->scope.size(); j-- > 0;) {
+          const auto u = static_cast<std::size_t>(f->scope[j]);
+          if (u == vi) {
+            stride_v = stride;
+          } else {
+            base += static_cast<std::size_t>(s.choice[u]) * stride;
+          }
+          stride *= static_cast<std::size_t>(m_p.domain[u]);
+        }
+        for (std::size_t x = 0; x < dv; ++x) {
+          sum[x] += f->data[base + x * stride_v];
+        }
       }
-      s.choice[static_cast<std::size_t>(it->vertex)] = it->best[index];
+      std::size_t best = 0;
+      for (std::size_t x = 1; x < dv; ++x) {
+        if (sum[x] < sum[best]) {
+          best = x;
+        }
+      }
+      s.choice[vi] = static_cast<int>(best);
     }
     s.cost = constant;
     s.stats = m_stats;
@@ -296,10 +375,6 @@ private:
     auto result = std::make_unique<Factor>();
     result->scope = scope;
     result->owned.assign(n, 0.0);
-    Step step;
-    step.vertex = v;
-    step.scope = scope;
-    step.best.assign(n, 0);
     const auto& unary = m_unary[vi];
     std::vector<std::size_t> counter(k, 0), base(nf, 0);
     // Factors that do not read the scope's last (fastest) vertex keep their rows while it runs
@@ -308,6 +383,14 @@ private:
     std::vector<std::size_t> fast, slow_factors;
     for (std::size_t f = 0; f < nf; ++f) {
       (k > 0 && stride[f][k - 1] != 0 ? fast : slow_factors).push_back(f);
+    }
+    // The step's sums, in their order, for the way back (run()): the factors as they were given.
+    Step step;
+    step.vertex = v;
+    for (const auto* list : {&slow_factors, &fast}) {
+      for (const std::size_t f : *list) {
+        step.factors.push_back(consumed[f]);
+      }
     }
     const auto dvs = static_cast<std::size_t>(dv);
     std::vector<double> sum(dvs), slow(dvs);
@@ -328,46 +411,27 @@ private:
           }
         }
       }
-      const double* row = slow.data();
-      if (!fast.empty()) {
+      // Only the least sum: which value of v has it is found again on the way back, for the one
+      // entry that the choices of the scope make it read.
+      double best = 0;
+      if (fast.empty()) {
+        best = least(slow.data(), dvs);
+      } else if (fast.size() == 1) {
+        best = least_sum(slow.data(), factors[fast[0]]->data + base[fast[0]], dvs);
+      } else {
         const double* d = factors[fast[0]]->data + base[fast[0]];
         for (std::size_t x = 0; x < dvs; ++x) {
           sum[x] = slow[x] + d[x];
         }
-        for (std::size_t i = 1; i < fast.size(); ++i) {
+        for (std::size_t i = 1; i + 1 < fast.size(); ++i) {
           const double* e = factors[fast[i]]->data + base[fast[i]];
           for (std::size_t x = 0; x < dvs; ++x) {
             sum[x] += e[x];
           }
         }
-        row = sum.data();
+        best = least_sum(sum.data(), factors[fast.back()]->data + base[fast.back()], dvs);
       }
-      // The least sum and the first value that has it, in one pass of four independent lanes: each
-      // keeps its first least (strictly less replaces), and of the lanes' the least, then the first.
-      const std::size_t count = dvs;
-      double lane[4] = {row[0], row[0], row[0], row[0]};
-      std::size_t at[4] = {0, 0, 0, 0};
-      std::size_t x = 0;
-      for (; x + 4 <= count; x += 4) {
-        for (std::size_t l = 0; l < 4; ++l) {
-          const bool less = row[x + l] < lane[l];
-          lane[l] = less ? row[x + l] : lane[l];
-          at[l] = less ? x + l : at[l];
-        }
-      }
-      for (; x < count; ++x) {
-        const bool less = row[x] < lane[0];
-        lane[0] = less ? row[x] : lane[0];
-        at[0] = less ? x : at[0];
-      }
-      std::size_t best = at[0];
-      for (std::size_t l = 1; l < 4; ++l) {
-        if (lane[l] < row[best] || (lane[l] == row[best] && at[l] < best)) {
-          best = at[l];
-        }
-      }
-      result->owned[index] = row[best];
-      step.best[index] = static_cast<std::int32_t>(best);
+      result->owned[index] = best;
       // Advance the odometer (last scope vertex fastest) and every factor's offset with it.
       for (std::size_t j = k; j-- > 0;) {
         ++counter[j];
@@ -383,12 +447,13 @@ private:
         counter[j] = 0;
       }
     }
-    m_steps_bytes += static_cast<double>(n) * sizeof(std::int32_t);
-    for (Factor* f : consumed) {
-      m_live_bytes -= static_cast<double>(f->owned.size()) * sizeof(double);
-      f->owned.clear();
-      f->owned.shrink_to_fit();
+    // The consumed factors stay for the way back (a table's least is looked up there again).
+    double transposed_bytes = 0;
+    for (const auto& t : transposed) {
+      transposed_bytes += static_cast<double>(t->owned.size()) * sizeof(double);
     }
+    m_stats.peak_bytes = std::max(m_stats.peak_bytes, m_live_bytes + transposed_bytes +
+                                                          static_cast<double>(n) * sizeof(double));
     // v leaves the graph: its neighbours become one another's (the new table joins them).
     for (int u : scope) {
       m_queue.erase({step_size(u), u});
@@ -409,7 +474,7 @@ private:
     for (int u : scope) {
       m_queue.insert({step_size(u), u});
     }
-    m_stats.peak_bytes = std::max(m_stats.peak_bytes, m_live_bytes + m_steps_bytes);
+    m_stats.peak_bytes = std::max(m_stats.peak_bytes, m_live_bytes);
     m_steps.push_back(std::move(step));
     return constant;
   }
@@ -425,7 +490,7 @@ private:
   std::set<std::pair<double, int>> m_queue;
   std::vector<Step> m_steps;
   Stats m_stats;
-  double m_live_bytes = 0, m_steps_bytes = 0;
+  double m_live_bytes = 0; // every table built so far (they stay for the way back)
   double m_constant = 0; // edges between vertices of one value
 };
 

@@ -46,7 +46,7 @@ struct Stats {
   int width = 0;            // largest dependent set
   double largest_table = 0; // entries of the largest table built
   double work = 0;          // table entries visited (x the eliminated vertex's domain)
-  double peak_bytes = 0;    // tables and back-pointers alive at once, at their peak
+  double peak_bytes = 0;    // the tables built (kept for the way back to the choices), at their peak
 };
 
 struct Solution {
