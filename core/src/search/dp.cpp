@@ -452,8 +452,8 @@ private:
     for (const auto& t : transposed) {
       transposed_bytes += static_cast<double>(t->owned.size()) * sizeof(double);
     }
-    m_stats.peak_bytes = std::max(m_stats.peak_bytes, m_live_bytes + transposed_bytes +
-                                                          static_cast<double>(n) * sizeof(double));
+    m_stats.peak_bytes =
+        std::max(m_stats.peak_bytes, m_live_bytes + transposed_bytes + static_cast<double>(n) * sizeof(double));
     // v leaves the graph: its neighbours become one another's (the new table joins them).
     for (int u : scope) {
       m_queue.erase({step_size(u), u});
@@ -491,7 +491,7 @@ private:
   std::vector<Step> m_steps;
   Stats m_stats;
   double m_live_bytes = 0; // every table built so far (they stay for the way back)
-  double m_constant = 0; // edges between vertices of one value
+  double m_constant = 0;   // edges between vertices of one value
 };
 
 } // namespace
