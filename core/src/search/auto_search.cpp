@@ -113,6 +113,8 @@ public:
     return m_classes[static_cast<std::size_t>(m_class_of[static_cast<std::size_t>(id)])];
   }
   dp::Problem& problem() { return m_problem; }
+  // The dynamic programs' memory, handed from one solve of the problem to the next.
+  dp::Workspace& workspace() { return m_workspace; }
   const dp::Problem& problem() const { return m_problem; }
   std::size_t class_count() const { return m_classes.size(); }
   int class_of(graph::OpId id) const { return m_class_of[static_cast<std::size_t>(id)]; }
@@ -871,6 +873,7 @@ private:
   std::vector<double> m_move_cost;
   std::vector<int> m_class_table;
   dp::Problem m_problem;
+  dp::Workspace m_workspace;
 };
 
 // The objective in seconds of a choice: the problem's vertex costs are the ops' times (memory is
@@ -978,6 +981,7 @@ dp::Solution solve_priced(CostGraph& cg, double price, const Request& r, int& so
   }
   dp::Options o;
   o.cancel = r.cancel;
+  o.workspace = &cg.workspace();
   dp::Solution s;
   try {
     s = dp::solve(p, o);

@@ -242,7 +242,44 @@ public:
     return s;
   }
 
+  Eliminator(const Eliminator&) = delete;
+  Eliminator& operator=(const Eliminator&) = delete;
+  // The tables go back to the workspace for the next solve.
+  ~Eliminator() {
+    for (auto& f : m_factors) {
+      give_back(std::move(f->owned));
+    }
+  }
+
 private:
+  // A buffer of n doubles (its contents undefined): the workspace's smallest that holds n, else
+  // fresh memory.
+  std::vector<double> take(std::size_t n) {
+    std::vector<double> b;
+    if (m_o.workspace != nullptr) {
+      auto& buffers = m_o.workspace->buffers;
+      std::size_t fit = buffers.size();
+      for (std::size_t i = 0; i < buffers.size(); ++i) {
+        if (buffers[i].capacity() >= n && (fit == buffers.size() || buffers[i].capacity() < buffers[fit].capacity())) {
+          fit = i;
+        }
+      }
+      if (fit < buffers.size()) {
+        b = std::move(buffers[fit]);
+        buffers[fit] = std::move(buffers.back());
+        buffers.pop_back();
+      }
+    }
+    b.resize(n);
+    return b;
+  }
+
+  void give_back(std::vector<double> b) {
+    if (m_o.workspace != nullptr && b.capacity() > 0) {
+      m_o.workspace->buffers.push_back(std::move(b));
+    }
+  }
+
   void add_factor(std::unique_ptr<Factor> f) {
     const int id = static_cast<int>(m_factors.size());
     for (int u : f->scope) {
@@ -273,7 +310,7 @@ private:
   }
 
   // A copy of factor f with vertex v moved to the end of its scope (the others in their order).
-  std::unique_ptr<Factor> with_last(const Factor& f, int v) const {
+  std::unique_ptr<Factor> with_last(const Factor& f, int v) {
     auto t = std::make_unique<Factor>();
     const std::size_t r = f.scope.size();
     std::vector<std::size_t> domain(r), target_stride(r);
@@ -298,7 +335,7 @@ private:
           static_cast<std::size_t>(std::find(t->scope.begin(), t->scope.end(), f.scope[j]) - t->scope.begin());
       target_stride[j] = stride_new[pos];
     }
-    t->owned.resize(size);
+    t->owned = take(size);
     std::vector<std::size_t> counter(r, 0);
     std::size_t at = 0;
     for (std::size_t i = 0; i < size; ++i) {
@@ -380,7 +417,7 @@ private:
     const auto n = static_cast<std::size_t>(entries);
     auto result = std::make_unique<Factor>();
     result->scope = scope;
-    result->owned.assign(n, 0.0);
+    result->owned = take(n); // every entry is written below
     const auto& unary = m_unary[vi];
     std::vector<std::size_t> counter(k, 0), base(nf, 0);
     // Factors that do not read the scope's last (fastest) vertex keep their rows while it runs
@@ -460,6 +497,9 @@ private:
     }
     m_stats.peak_bytes =
         std::max(m_stats.peak_bytes, m_live_bytes + transposed_bytes + static_cast<double>(n) * sizeof(double));
+    for (auto& t : transposed) {
+      give_back(std::move(t->owned));
+    }
     // v leaves the graph: its neighbours become one another's (the new table joins them).
     for (int u : scope) {
       m_queue.erase({step_size(u), u});
@@ -473,6 +513,9 @@ private:
       for (std::size_t x = 0; x < target.size(); ++x) {
         target[x] += result->owned[x];
       }
+    }
+    if (k < 2) {
+      give_back(std::move(result->owned));
     } else {
       result->data = result->owned.data();
       add_factor(std::move(result));

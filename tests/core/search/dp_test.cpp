@@ -6,6 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <random>
 
@@ -14,11 +15,15 @@ namespace {
 
 using search::dp::Problem;
 
-// A random problem: `n` vertices with 1-4 values, each vertex joined to `parents` earlier ones.
-Problem random_problem(std::mt19937& rng, int n, int parents, bool share_tables) {
+// A random problem: `n` vertices with 1 to `most_values` values, each vertex joined to `parents`
+// earlier ones; with `ties`, costs are whole numbers from 0 to 3, so that many sums are equal.
+Problem random_problem(std::mt19937& rng, int n, int parents, bool share_tables, int most_values = 4,
+                       bool ties = false) {
   Problem p;
-  std::uniform_int_distribution<int> dom(1, 4);
-  std::uniform_real_distribution<double> cost(0.0, 10.0);
+  std::uniform_int_distribution<int> dom(1, most_values);
+  std::uniform_real_distribution<double> real_cost(0.0, 10.0);
+  std::uniform_int_distribution<int> whole_cost(0, 3);
+  const auto cost = [&](std::mt19937& g) { return ties ? whole_cost(g) : real_cost(g); };
   for (int v = 0; v < n; ++v) {
     p.add_vertex(dom(rng), "v" + std::to_string(v));
     std::vector<double> u(static_cast<std::size_t>(p.domain.back()));
@@ -63,6 +68,41 @@ TEST(Dp, EqualsBruteForceOnRandomChainsTreesAndDags) {
     ASSERT_NEAR(exact.cost, brute.cost, 1e-9 * brute.cost) << "trial " << trial;
     EXPECT_NEAR(search::dp::total_cost(p, exact.choice), exact.cost, 1e-9 * exact.cost) << "trial " << trial;
   }
+}
+
+// Domains of up to 24 values, past the width the least of a row is taken in lanes; costs with ties
+// (the choice must still cost the least) and without.
+TEST(Dp, EqualsBruteForceWithWideDomainsAndTies) {
+  std::mt19937 rng(11);
+  for (int trial = 0; trial < 60; ++trial) {
+    const int n = 3 + trial % 3;
+    const int parents = 1 + trial % 2;
+    const auto p = random_problem(rng, n, parents, trial % 4 == 0, 24, trial % 3 == 0);
+    const auto exact = search::dp::solve(p);
+    const auto brute = search::dp::brute_force(p);
+    ASSERT_NEAR(exact.cost, brute.cost, 1e-9 * std::max(1.0, brute.cost)) << "trial " << trial;
+    EXPECT_NEAR(search::dp::total_cost(p, exact.choice), exact.cost, 1e-9 * std::max(1.0, exact.cost))
+        << "trial " << trial;
+  }
+}
+
+// A workspace handed from solve to solve, over problems of other shapes and sizes, changes no
+// result: the same costs and choices as solves on fresh memory.
+TEST(Dp, AWorkspaceCarriedBetweenSolvesChangesNothing) {
+  std::mt19937 rng(5);
+  search::dp::Workspace workspace;
+  search::dp::Options with;
+  with.workspace = &workspace;
+  for (int trial = 0; trial < 40; ++trial) {
+    const auto p = random_problem(rng, 4 + trial % 9, 1 + trial % 3, trial % 2 == 0, 4 + trial % 20);
+    for (int again = 0; again < 2; ++again) {
+      const auto fresh = search::dp::solve(p);
+      const auto reused = search::dp::solve(p, with);
+      EXPECT_EQ(reused.cost, fresh.cost) << "trial " << trial;
+      EXPECT_EQ(reused.choice, fresh.choice) << "trial " << trial;
+    }
+  }
+  EXPECT_FALSE(workspace.buffers.empty()); // the tables went back to it
 }
 
 TEST(Dp, ChainOfOneValueVerticesIsAConstant) {

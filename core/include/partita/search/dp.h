@@ -34,12 +34,21 @@ struct Problem {
   int add_table(std::vector<double> costs); // returns its index
 };
 
+// Memory the tables of a solve are built in, handed on to the next solve of the same problem
+// (or of one with other costs on the same graph), which then builds its tables in the same
+// buffers: fresh memory costs a page fault per page first touched, a large part of a solve on a
+// virtual machine.
+struct Workspace {
+  std::vector<std::vector<double>> buffers;
+};
+
 struct Options {
   // The largest table (entries) one elimination step may build; beyond it solve() throws
   // partita::Error naming the vertex and its dependent set rather than run out of memory.
   double max_table_entries = 6e7;
   std::function<void(double)> progress;      // fraction done
   const std::atomic<bool>* cancel = nullptr; // polled every ~256K table sums (about a millisecond)
+  Workspace* workspace = nullptr;            // where to build the tables (none: fresh memory)
 };
 
 struct Stats {
