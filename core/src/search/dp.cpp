@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <memory>
 #include <numeric>
 #include <set>
@@ -85,6 +86,7 @@ struct Factor {
   const double* data = nullptr;
   std::vector<double> owned;
   bool alive = true;
+  int sig = -1; // how it was made (Eliminator::intern): factors of one signature hold the same costs
 };
 
 // What eliminating a vertex left behind: the factors it summed, in the order it summed them (its
@@ -156,13 +158,16 @@ double least_sum(const double* a, const double* b, std::size_t n) {
 
 class Eliminator {
 public:
-  Eliminator(const Problem& p, const Options& o) : m_p(p), m_o(o), m_n(p.domain.size()) {
+  Eliminator(const Problem& p, const Options& o)
+      : m_p(p), m_o(o), m_n(p.domain.size()), m_options_reuse(o.reuse_repeated_steps) {
     m_unary.resize(m_n);
+    m_unary_sig.resize(m_n);
     m_factors_of.resize(m_n);
     m_neighbours.resize(m_n);
     for (std::size_t v = 0; v < m_n; ++v) {
       const auto d = static_cast<std::size_t>(p.domain[v]);
       m_unary[v] = p.unary[v] >= 0 ? p.tables[static_cast<std::size_t>(p.unary[v])] : std::vector<double>(d, 0.0);
+      m_unary_sig[v] = intern({0, p.unary[v], p.domain[v]});
     }
     for (const auto& e : p.edges) {
       // A vertex with one value has no choice to make: its edges are costs of the other end alone
@@ -174,16 +179,19 @@ public:
         if (du == 1 && dv == 1) {
           m_constant += table[0];
         } else {
-          auto& target = m_unary[static_cast<std::size_t>(du == 1 ? e.v : e.u)];
+          const auto t = static_cast<std::size_t>(du == 1 ? e.v : e.u);
+          auto& target = m_unary[t];
           for (std::size_t x = 0; x < target.size(); ++x) {
             target[x] += table[x];
           }
+          m_unary_sig[t] = intern({1, m_unary_sig[t], e.table});
         }
         continue;
       }
       auto f = std::make_unique<Factor>();
       f->scope = {e.u, e.v};
       f->data = p.tables[static_cast<std::size_t>(e.table)].data();
+      f->sig = intern({2, e.table});
       add_factor(std::move(f));
     }
     m_eliminated.assign(m_n, false);
@@ -239,6 +247,7 @@ public:
     }
     s.cost = constant;
     s.stats = m_stats;
+    s.stats.reused_steps = m_stats_reused;
     return s;
   }
 
@@ -385,11 +394,123 @@ private:
     }
     m_stats.width = std::max(m_stats.width, static_cast<int>(scope.size()));
     m_stats.largest_table = std::max(m_stats.largest_table, entries);
-    m_stats.work += entries * dv;
 
+    const std::size_t k = scope.size();
+    // The order the step sums its factors in (run() sums them again so on the way back): those
+    // that do not read the scope's last (fastest) vertex first, then those that do.
+    Step step;
+    step.vertex = v;
+    for (const bool reads_last : {false, true}) {
+      for (const Factor* f : factors) {
+        const bool reads = k > 0 && std::find(f->scope.begin(), f->scope.end(), scope.back()) != f->scope.end();
+        if (reads == reads_last) {
+          step.factors.push_back(f);
+        }
+      }
+    }
+    // A step whose costs and factors are those of an earlier one, placed alike in its scope (the
+    // same op of another repeated block, before any cost from outside the block has reached it),
+    // builds the same table, sum for sum: it takes that table.
+    const int sig = step_signature(v, scope, factors);
+    const Done* done =
+        m_options_reuse && static_cast<std::size_t>(sig) < m_done.size() && m_done[static_cast<std::size_t>(sig)].known
+            ? &m_done[static_cast<std::size_t>(sig)]
+            : nullptr;
+    std::vector<double> owned;
+    const double* table = nullptr;
+    if (done != nullptr) {
+      table = done->table;
+      ++m_stats_reused;
+    } else {
+      m_stats.work += entries * dv;
+      owned = build(v, scope, factors, entries);
+      table = owned.data();
+    }
+    // v leaves the graph: its neighbours become one another's (the new table joins them).
+    for (int u : scope) {
+      m_queue.erase({step_size(u), u});
+      m_neighbours[static_cast<std::size_t>(u)].erase(v);
+    }
+    double constant = 0;
+    if (k == 0) {
+      constant = table[0];
+    } else if (k == 1) {
+      const auto target_vertex = static_cast<std::size_t>(scope[0]);
+      auto& target = m_unary[target_vertex];
+      for (std::size_t x = 0; x < target.size(); ++x) {
+        target[x] += table[x];
+      }
+      m_unary_sig[target_vertex] = intern({4, m_unary_sig[target_vertex], sig});
+    }
+    if (done == nullptr) {
+      remember(sig, k < 2 ? nullptr : table, owned, k);
+    }
+    if (k >= 2) {
+      auto result = std::make_unique<Factor>();
+      result->scope = scope;
+      result->sig = sig;
+      result->owned = std::move(owned);
+      result->data = table;
+      add_factor(std::move(result));
+    } else {
+      give_back(std::move(owned));
+    }
+    for (int u : scope) {
+      m_queue.insert({step_size(u), u});
+    }
+    m_stats.peak_bytes = std::max(m_stats.peak_bytes, m_live_bytes);
+    m_steps.push_back(std::move(step));
+    return constant;
+  }
+
+  // The interned number of a key (a factor's or a vertex's costs, by how they were made).
+  int intern(std::vector<std::int64_t> key) {
+    return m_sigs.try_emplace(std::move(key), static_cast<int>(m_sigs.size())).first->second;
+  }
+
+  // What a step's table is made of: v's own costs and domain, the scope's domains, and each
+  // factor (in the order given) with where each vertex of its scope stands in the step's scope.
+  int step_signature(int v, const std::vector<int>& scope, const std::vector<Factor*>& factors) {
+    std::vector<std::int64_t> key{3, m_unary_sig[static_cast<std::size_t>(v)], m_p.domain[static_cast<std::size_t>(v)],
+                                  static_cast<std::int64_t>(scope.size())};
+    for (int u : scope) {
+      key.push_back(m_p.domain[static_cast<std::size_t>(u)]);
+    }
+    for (const Factor* f : factors) {
+      key.push_back(f->sig);
+      key.push_back(static_cast<std::int64_t>(f->scope.size()));
+      for (int u : f->scope) {
+        key.push_back(u == v ? -1 : std::lower_bound(scope.begin(), scope.end(), u) - scope.begin());
+      }
+    }
+    return intern(std::move(key));
+  }
+
+  // A built table for later steps of the same signature (of one or no vertex: its values, kept).
+  void remember(int sig, const double* table, const std::vector<double>& small, std::size_t k) {
+    if (!m_options_reuse) {
+      return;
+    }
+    const auto i = static_cast<std::size_t>(sig);
+    if (m_done.size() <= i) {
+      m_done.resize(i + 1);
+    }
+    m_done[i].known = true;
+    if (k < 2) {
+      m_done[i].small = small;
+      m_done[i].table = m_done[i].small.data();
+    } else {
+      m_done[i].table = table;
+    }
+  }
+
+  // The table of eliminating v: for every assignment of its scope, the least over v's values of
+  // v's own costs plus its factors.
+  std::vector<double> build(int v, const std::vector<int>& scope, std::vector<Factor*> factors, double entries) {
+    const auto vi = static_cast<std::size_t>(v);
+    const int dv = m_p.domain[vi];
     // Factors with v last: summing along v then reads consecutive entries (a factor with v
     // elsewhere would be read a row apart per value, a cache miss each).
-    const std::vector<Factor*> consumed = factors;
     std::vector<std::unique_ptr<Factor>> transposed;
     for (auto& f : factors) {
       if (f->scope.back() != v) {
@@ -415,9 +536,7 @@ private:
       }
     }
     const auto n = static_cast<std::size_t>(entries);
-    auto result = std::make_unique<Factor>();
-    result->scope = scope;
-    result->owned = take(n); // every entry is written below
+    std::vector<double> result = take(n); // every entry is written below
     const auto& unary = m_unary[vi];
     std::vector<std::size_t> counter(k, 0), base(nf, 0);
     // Factors that do not read the scope's last (fastest) vertex keep their rows while it runs
@@ -426,14 +545,6 @@ private:
     std::vector<std::size_t> fast, slow_factors;
     for (std::size_t f = 0; f < nf; ++f) {
       (k > 0 && stride[f][k - 1] != 0 ? fast : slow_factors).push_back(f);
-    }
-    // The step's sums, in their order, for the way back (run()): the factors as they were given.
-    Step step;
-    step.vertex = v;
-    for (const auto* list : {&slow_factors, &fast}) {
-      for (const std::size_t f : *list) {
-        step.factors.push_back(consumed[f]);
-      }
     }
     const auto dvs = static_cast<std::size_t>(dv);
     std::vector<double> sum(dvs), slow(dvs);
@@ -474,7 +585,7 @@ private:
         }
         best = least_sum(sum.data(), factors[fast.back()]->data + base[fast.back()], dvs);
       }
-      result->owned[index] = best;
+      result[index] = best;
       // Advance the odometer (last scope vertex fastest) and every factor's offset with it.
       for (std::size_t j = k; j-- > 0;) {
         ++counter[j];
@@ -500,32 +611,7 @@ private:
     for (auto& t : transposed) {
       give_back(std::move(t->owned));
     }
-    // v leaves the graph: its neighbours become one another's (the new table joins them).
-    for (int u : scope) {
-      m_queue.erase({step_size(u), u});
-      m_neighbours[static_cast<std::size_t>(u)].erase(v);
-    }
-    double constant = 0;
-    if (k == 0) {
-      constant = result->owned[0];
-    } else if (k == 1) {
-      auto& target = m_unary[static_cast<std::size_t>(scope[0])];
-      for (std::size_t x = 0; x < target.size(); ++x) {
-        target[x] += result->owned[x];
-      }
-    }
-    if (k < 2) {
-      give_back(std::move(result->owned));
-    } else {
-      result->data = result->owned.data();
-      add_factor(std::move(result));
-    }
-    for (int u : scope) {
-      m_queue.insert({step_size(u), u});
-    }
-    m_stats.peak_bytes = std::max(m_stats.peak_bytes, m_live_bytes);
-    m_steps.push_back(std::move(step));
-    return constant;
+    return result;
   }
 
   const Problem& m_p;
@@ -541,6 +627,17 @@ private:
   Stats m_stats;
   double m_live_bytes = 0; // every table built so far (they stay for the way back)
   double m_constant = 0;   // edges between vertices of one value
+  // Signatures (how each table was made) and the tables built per signature, for repeated steps.
+  bool m_options_reuse = true;
+  std::map<std::vector<std::int64_t>, int> m_sigs;
+  std::vector<std::int64_t> m_unary_sig; // per vertex: its costs' signature, as steps add to them
+  struct Done {
+    bool known = false;
+    const double* table = nullptr;
+    std::vector<double> small; // a table of no or one vertex, kept here (it is not a factor)
+  };
+  std::vector<Done> m_done; // by signature
+  int m_stats_reused = 0;
 };
 
 } // namespace

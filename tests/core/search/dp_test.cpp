@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <random>
 
 namespace partita {
@@ -103,6 +104,66 @@ TEST(Dp, AWorkspaceCarriedBetweenSolvesChangesNothing) {
     }
   }
   EXPECT_FALSE(workspace.buffers.empty()); // the tables went back to it
+}
+
+// `blocks` copies of one small random block (the same tables), each block's first vertex joined to
+// the previous block's last, as the layers of a transformer are: most steps repeat another's.
+Problem repeated_blocks(std::mt19937& rng, int blocks, int block_size, int most_values, bool ties) {
+  const Problem block = random_problem(rng, block_size, 2, true, most_values, ties);
+  Problem p = block;
+  p.domain.clear();
+  p.names.clear();
+  p.unary.clear();
+  p.edges.clear();
+  const auto first = static_cast<std::size_t>(0), last = static_cast<std::size_t>(block_size - 1);
+  std::uniform_real_distribution<double> cost(0.0, 10.0);
+  std::vector<double> link(static_cast<std::size_t>(block.domain[last] * block.domain[first]));
+  for (auto& c : link) {
+    c = ties ? std::floor(cost(rng) / 3) : cost(rng);
+  }
+  const int link_table = p.add_table(std::move(link));
+  for (int b = 0; b < blocks; ++b) {
+    const int base = b * block_size;
+    for (int v = 0; v < block_size; ++v) {
+      p.add_vertex(block.domain[static_cast<std::size_t>(v)], "b" + std::to_string(b) + "v" + std::to_string(v));
+      p.unary.back() = block.unary[static_cast<std::size_t>(v)];
+    }
+    for (const auto& e : block.edges) {
+      p.edges.push_back({base + e.u, base + e.v, e.table});
+    }
+    if (b > 0) {
+      p.edges.push_back({base - 1, base, link_table});
+    }
+  }
+  return p;
+}
+
+// Steps that take a repeated step's table give the same optimum and the same choices, to the
+// last bit, as steps that build every table; and on problems small enough, brute force's cost.
+TEST(Dp, RepeatedBlocksTakeTheirTablesOnceAndChangeNothing) {
+  std::mt19937 rng(3);
+  search::dp::Options off;
+  off.reuse_repeated_steps = false;
+  int reused = 0;
+  for (int trial = 0; trial < 30; ++trial) {
+    const bool ties = trial % 2 == 1;
+    const auto p = repeated_blocks(rng, 2 + trial % 7, 3 + trial % 4, 4 + trial % 13, ties);
+    const auto with = search::dp::solve(p);
+    const auto without = search::dp::solve(p, off);
+    EXPECT_EQ(with.cost, without.cost) << "trial " << trial;
+    EXPECT_EQ(with.choice, without.choice) << "trial " << trial;
+    EXPECT_EQ(without.stats.reused_steps, 0);
+    reused += with.stats.reused_steps;
+    double combinations = 1;
+    for (int d : p.domain) {
+      combinations *= d;
+    }
+    if (combinations <= 2e6) {
+      const auto brute = search::dp::brute_force(p);
+      EXPECT_NEAR(with.cost, brute.cost, 1e-9 * std::max(1.0, brute.cost)) << "trial " << trial;
+    }
+  }
+  EXPECT_GT(reused, 30); // the repeated steps were taken, not built again
 }
 
 TEST(Dp, ChainOfOneValueVerticesIsAConstant) {

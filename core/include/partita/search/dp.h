@@ -49,6 +49,9 @@ struct Options {
   std::function<void(double)> progress;      // fraction done
   const std::atomic<bool>* cancel = nullptr; // polled every ~256K table sums (about a millisecond)
   Workspace* workspace = nullptr;            // where to build the tables (none: fresh memory)
+  // A step made of the same costs and factors as an earlier one (an op of a repeated block before
+  // anything from outside the block reaches it) takes the earlier step's table: the same sums.
+  bool reuse_repeated_steps = true;
 };
 
 struct Stats {
@@ -56,6 +59,7 @@ struct Stats {
   double largest_table = 0; // entries of the largest table built
   double work = 0;          // table entries visited (x the eliminated vertex's domain)
   double peak_bytes = 0;    // the tables built (kept for the way back to the choices), at their peak
+  int reused_steps = 0;     // steps that took an earlier step's table (Options::reuse_repeated_steps)
 };
 
 struct Solution {
