@@ -401,15 +401,17 @@ double OpCost::get(std::string_view name) const {
 
 double kernel_time(double flops, double bytes, const cluster::Device& device, cluster::Precision precision,
                    graph::KernelClass kernel, graph::ComputeClass compute_class, double fresh_bytes,
-                   std::optional<double> operand_bytes, bool matrix_units) {
+                   std::optional<double> operand_bytes, bool matrix_units, int kernels) {
   if (flops <= 0 && bytes <= 0) {
     return 0;
   }
+  kernels = std::max(1, kernels);
   const double peak = device.peak(precision);
-  const double efficiency = matrix_units ? device.compute_efficiency_for(compute_class, flops) : 1.0;
+  const double efficiency = matrix_units ? device.compute_efficiency_for(compute_class, flops / kernels) : 1.0;
   const double compute = flops > 0 && peak > 0 ? flops / (peak * efficiency) : 0;
+  const double launches = kernels * device.kernel_launch_overhead;
   if (operand_bytes && compute > 0 && device.matmul_operand_bandwidth > 0) {
-    return compute + *operand_bytes / device.matmul_operand_bandwidth + device.kernel_launch_overhead;
+    return compute + *operand_bytes / device.matmul_operand_bandwidth + launches;
   }
   // The curves are timed on operands in memory; a read of what the kernel before wrote costs less.
   // The discount was timed on element-wise kernels (ReLU, Add), which do nothing but stream their
@@ -421,7 +423,7 @@ double kernel_time(double flops, double bytes, const cluster::Device& device, cl
                             ? (bytes - fresh * (1 - device.fresh_read.at(bytes))) /
                                   (device.memory_bandwidth * device.memory_efficiency_for(kernel, bytes))
                             : 0;
-  return std::max(compute, memory) + device.kernel_launch_overhead;
+  return std::max(compute, memory) + launches;
 }
 
 std::string cost_signature(const graph::Graph& g, graph::OpId id, const graph::OpSemantics& s, Saved saved) {
@@ -641,17 +643,30 @@ OpCost op_cost_on(const cluster::Device& dev, const graph::Graph& g, graph::OpId
   const double fresh_reduction = dy_fresh ? reduction_bytes : 0.0;
   const double bwd_steps = steps_time(s.step_bwd_flops, s.step_bwd_bytes);
   const double bwd_batched = recurrence ? std::max(0.0, bwd_flops - s.step_bwd_flops / parts / m) : bwd_flops;
+  // A product's backward pass is a product per input that takes a gradient (dA = dY B^T,
+  // dB = A^T dY), each of the forward's FLOPs: each runs at its own size on the efficiency curve,
+  // which is fitted on single products (the sum of them would read the curve at twice the size).
+  const double backward_products =
+      !recurrence && uses_matrix_units(s.op_class) && fwd_flops > 0 ? std::round(bwd_batched / fwd_flops) : 1.0;
+  const int bwd_kernels =
+      backward_products >= 1 && std::abs(bwd_batched - backward_products * fwd_flops) <= 1e-9 * bwd_batched
+          ? static_cast<int>(backward_products)
+          : 1;
   const double bwd =
-      m *
-      ((bwd_batched > 0 || bwd_bytes > reduction_bytes
-            ? kernel_time(bwd_batched, bwd_bytes - reduction_bytes, dev, precision, s.backward_kernel, family, fresh_dy,
-                          operands ? std::optional(operands->backward) : std::nullopt, uses_matrix_units(s.op_class))
-            : 0.0) +
-       bwd_steps +
-       (reduction_bytes > 0 ? kernel_time(0, reduction_bytes, dev, precision, graph::KernelClass::reduction,
-                                          graph::ComputeClass::matmul, fresh_reduction)
-                            : 0.0) +
-       reset);
+      m * ((bwd_batched > 0 || bwd_bytes > reduction_bytes
+                ? kernel_time(bwd_batched, bwd_bytes - reduction_bytes, dev, precision, s.backward_kernel, family,
+                              fresh_dy, operands ? std::optional(operands->backward) : std::nullopt,
+                              uses_matrix_units(s.op_class), bwd_kernels)
+                : 0.0) +
+           bwd_steps +
+           (reduction_bytes > 0 ? kernel_time(0, reduction_bytes, dev, precision, graph::KernelClass::reduction,
+                                              graph::ComputeClass::matmul, fresh_reduction)
+                                : 0.0) +
+           reset);
+  const std::string products_text =
+      explain && bwd_kernels > 1 ? fmt::format(" ({} products of {:.4g} GFLOP, each at its own size on the curve)",
+                                               bwd_kernels, bwd_batched / bwd_kernels / 1e9)
+                                 : std::string();
   const std::string through_time_text =
       explain && recurrence && s.step_bwd_flops > 0
           ? fmt::format(" ({:.4g} GFLOP of it through time{})", s.step_bwd_flops / parts / m / 1e9,
@@ -662,19 +677,19 @@ OpCost op_cost_on(const cluster::Device& dev, const graph::Graph& g, graph::OpId
          return per_micro(
              reduction_bytes > 0
                  ? fmt::format(
-                       "data gradients {:.4g} GFLOP + weight gradients {:.4g} GFLOP at {}, {:.4g} MB{} through {} "
+                       "data gradients {:.4g} GFLOP + weight gradients {:.4g} GFLOP at {}{}, {:.4g} MB{} through {} "
                        "kernels{} and {:.4g} MB{} through reduction kernels (broadcast inputs' gradients){}{}, on "
                        "1/{} of the space",
                        s.bwd_data_flops / parts / m / 1e9, s.bwd_weight_flops / parts / m / 1e9, peak_text,
-                       (bwd_bytes - reduction_bytes) / 1e6,
+                       products_text, (bwd_bytes - reduction_bytes) / 1e6,
                        fresh_text(operands ? 0 : fresh_dy, "the output's gradient"),
                        graph::kernel_class_name(s.backward_kernel), operand_text, reduction_bytes / 1e6,
                        fresh_text(fresh_reduction, "the output's gradient"), reset_text, through_time_text, parts)
                  : fmt::format(
-                       "data gradients {:.4g} GFLOP + weight gradients {:.4g} GFLOP at {}, {:.4g} MB{} through {} "
+                       "data gradients {:.4g} GFLOP + weight gradients {:.4g} GFLOP at {}{}, {:.4g} MB{} through {} "
                        "kernels{}{}{}, on 1/{} of the space",
                        s.bwd_data_flops / parts / m / 1e9, s.bwd_weight_flops / parts / m / 1e9, peak_text,
-                       bwd_bytes / 1e6, fresh_text(operands ? 0 : fresh_dy, "the output's gradient"),
+                       products_text, bwd_bytes / 1e6, fresh_text(operands ? 0 : fresh_dy, "the output's gradient"),
                        graph::kernel_class_name(s.backward_kernel), operand_text, reset_text, through_time_text,
                        parts));
        })});

@@ -291,7 +291,9 @@ int SimTimelineView::laneAt(int y) const {
 void SimTimelineView::updateScrollBars() {
   m_syncing = true;
   const double pps = pixelsPerSecond();
-  const int contentWidth = static_cast<int>(std::ceil(m_span * pps));
+  // The whole iteration at this zoom, m_span x pps, which is m_zoom x timeWidth() exactly (the
+  // product in floating point can land a hair above a whole pixel and scroll by one).
+  const int contentWidth = m_span > 0 ? static_cast<int>(std::ceil(m_zoom * timeWidth() - 1e-9)) : 0;
   m_start = std::clamp(m_start, 0.0, std::max(0.0, m_span - visibleSpan()));
   auto* h = horizontalScrollBar();
   h->setRange(0, std::max(0, contentWidth - timeWidth()));

@@ -14,6 +14,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
@@ -108,9 +109,15 @@ TEST(ComputeFamily, AConvIsPricedWithTheConvolutionCurve) {
   EXPECT_NEAR(priced.get(term::forward_compute), conv_fwd, 1e-9 * conv_fwd);
   EXPECT_NEAR(flat.get(term::forward_compute), gemm_fwd, 1e-9 * gemm_fwd);
   EXPECT_NEAR(priced.get(term::forward_compute) / flat.get(term::forward_compute), 5, 1e-6);
+  // Backward: the data and the weight gradient, each a convolution of the forward's FLOPs, each
+  // priced at its own size on the curve (not at their sum).
   const double bwd_flops = s.bwd_data_flops + s.bwd_weight_flops;
-  const double conv_bwd = bwd_flops / (peak * c.device.compute_efficiency_for(ComputeClass::convolution, bwd_flops));
+  ASSERT_DOUBLE_EQ(bwd_flops, 2 * s.fwd_flops);
+  const double conv_bwd =
+      bwd_flops / (peak * c.device.compute_efficiency_for(ComputeClass::convolution, bwd_flops / 2));
   EXPECT_NEAR(priced.get(term::backward_compute), conv_bwd, 1e-9 * conv_bwd);
+  const double at_the_sum = bwd_flops / (peak * c.device.compute_efficiency_for(ComputeClass::convolution, bwd_flops));
+  EXPECT_GT(std::abs(conv_bwd - at_the_sum), 1e-3 * conv_bwd); // the curve is not flat there: the test can tell
   EXPECT_NEAR(priced.get(term::backward_compute) / flat.get(term::backward_compute), 5, 1e-6);
   // The formulas say which curve priced the FLOPs.
   for (const auto& t : priced.time) {
@@ -266,10 +273,13 @@ TEST(ComputeFamily, AMatrixProductReadsItsOperandsOnTopOfItsArithmetic) {
   EXPECT_THAT(roofline.time.front().formula, ::testing::HasSubstr("max("));
   // Backward: dA = dY B^T reads B and dB = A^T dY reads A from memory (dY is fresh from the
   // consumers' backward pass).
+  // Two products (dA and dB), each of the forward's FLOPs, each at its own size on the curve.
   const double bwd_flops = s.bwd_data_flops + s.bwd_weight_flops;
-  const double bwd_compute = bwd_flops / (c.device.peak_fp32 * c.device.compute_efficiency.at(bwd_flops));
+  ASSERT_DOUBLE_EQ(bwd_flops, 2 * flops);
+  const double bwd_compute = bwd_flops / (c.device.peak_fp32 * c.device.compute_efficiency.at(flops));
   EXPECT_NEAR(packed.get(term::backward_compute), bwd_compute + (a + b) / 10e9, 1e-12);
   EXPECT_THAT(packed.time[1].formula, ::testing::HasSubstr("operands read from memory at 10 GB/s"));
+  EXPECT_THAT(packed.time[1].formula, ::testing::HasSubstr("2 products of 1.074 GFLOP"));
   // A product of an activation just written by an element-wise op reads only its weight. When A
   // gets no gradient (a frozen input), only dB = A^T dY runs, reading A.
   EXPECT_NEAR(cost_of(o, o.matmul_of_relu, c).get(term::forward_compute), compute + b / 10e9, 1e-12);

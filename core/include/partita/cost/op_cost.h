@@ -125,11 +125,14 @@ std::vector<int> statistics_axes(const graph::OpSemantics& s, const sharding::Co
 // the matrix units (`matrix_units` false: an element-wise op's, a softmax's) run at the peak: the
 // compute curve is fitted on whole GEMM calls, whose per-call cost at small sizes the memory
 // curve already carries for such a kernel (a ReLU of 4 MB priced at 29 us on an H100, where the
-// GEMM curve's small-size efficiency met its 0.5 MFLOP; it ran in 13 us).
+// GEMM curve's small-size efficiency met its 0.5 MFLOP; it ran in 13 us). `kernels`: the FLOPs
+// run as that many equal kernels (a matrix product's backward pass: a product per input that
+// takes a gradient, each the forward's size), each at its own size on the efficiency curve and
+// each with its launch.
 double kernel_time(double flops, double bytes, const cluster::Device& device, cluster::Precision precision,
                    graph::KernelClass kernel = graph::KernelClass::eltwise,
                    graph::ComputeClass compute = graph::ComputeClass::matmul, double fresh_bytes = 0,
-                   std::optional<double> operand_bytes = std::nullopt, bool matrix_units = true);
+                   std::optional<double> operand_bytes = std::nullopt, bool matrix_units = true, int kernels = 1);
 
 // Whether kernel_time prices an op of this class and compute family as a matrix product that
 // reads its operands on top of its arithmetic on `device` (a calibrated matmul_operand_bandwidth).
