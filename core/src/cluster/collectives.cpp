@@ -312,14 +312,22 @@ struct CollectiveMemo::Impl {
       mix(static_cast<std::size_t>(k.collective));
       mix(static_cast<std::size_t>(k.algorithm));
       mix(static_cast<std::size_t>(k.concurrent_groups));
-      // A group by its size and three of its devices (hashing all of a large group cost more than
-      // the search's lookup otherwise does; equality still compares them all).
+      // A group by all its devices, two at a time: groups of one size that share their first, middle
+      // and last devices are common (a move's groups, shifted by a device), and a hash of those
+      // alone chained them into long runs of comparisons.
       mix(k.devices.size());
-      if (!k.devices.empty()) {
-        mix(static_cast<std::size_t>(k.devices.front()));
-        mix(static_cast<std::size_t>(k.devices[k.devices.size() / 2]));
-        mix(static_cast<std::size_t>(k.devices.back()));
+      std::uint64_t g = 0;
+      const std::size_t pairs = k.devices.size() / 2;
+      for (std::size_t i = 0; i < pairs; ++i) {
+        const std::uint64_t two = static_cast<std::uint32_t>(k.devices[2 * i]) |
+                                  static_cast<std::uint64_t>(static_cast<std::uint32_t>(k.devices[2 * i + 1])) << 32;
+        g = (g ^ two) * 0x9E3779B97F4A7C15ULL;
+        g ^= g >> 29;
       }
+      if (k.devices.size() % 2 != 0) {
+        g = (g ^ static_cast<std::uint32_t>(k.devices.back())) * 0x9E3779B97F4A7C15ULL;
+      }
+      mix(static_cast<std::size_t>(g ^ (g >> 32)));
       return h;
     }
   };

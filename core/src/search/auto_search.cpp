@@ -22,6 +22,7 @@
 #include <numeric>
 #include <optional>
 #include <set>
+#include <span>
 #include <system_error>
 #include <thread>
 #include <tuple>
@@ -310,11 +311,13 @@ private:
     // distinct placements its move (an index into m_move_cost).
     struct TableMoves {
       std::vector<int> from_slot, to_slot;
+      std::vector<std::size_t> first_from, first_to; // per distinct placement, its first configuration
       std::size_t columns = 0;
       std::vector<std::size_t> move;
     };
     std::vector<TableMoves> table_moves;
     std::vector<int> key_slot(m_keys.size(), -1);
+    std::size_t pairs = 0, key_words = 0; // of distinct placements, over the new tables
     for (std::size_t i = 0; i < m_edges.size(); ++i) {
       const auto& e = m_edges[i];
       auto [it, fresh] = edge_tables.try_emplace(memo_of(e), static_cast<int>(fresh_edges.size()));
@@ -344,15 +347,32 @@ private:
           key_slot[static_cast<std::size_t>(keys[x])] = -1;
         }
       };
+      distinct(tables(e.prod).output_key[e.out], moves.from_slot, moves.first_from);
+      distinct(tables(e.cons).input_key[e.in], moves.to_slot, moves.first_to);
+      moves.columns = moves.first_to.size();
+      const std::size_t edge_pairs = moves.first_from.size() * moves.first_to.size();
+      pairs += edge_pairs;
+      // write_key's length at most: the two device counts, then five words a cut dim.
+      key_words += edge_pairs * (2 + 5 * m_g.tensor(m_g.op(e.cons).inputs[e.in]).shape.size());
+    }
+    // Then the moves of every pair, into buffers sized for the most there can be: grown as they
+    // filled, they were copied and faulted in again page by page (a sixth of BERT's search at 64
+    // devices); reserved memory not written is never touched.
+    jobs.reserve(pairs);
+    m_move_cost.reserve(m_move_cost.size() + pairs);
+    m_geometry_of.reserve(pairs, key_words);
+    for (std::size_t t = 0; t < fresh_edges.size(); ++t) {
+      const std::size_t i = fresh_edges[t];
+      const auto& e = m_edges[i];
+      if (e.tie) {
+        continue;
+      }
+      auto& moves = table_moves[t];
       const auto& from = tables(e.prod).output_key[e.out];
       const auto& to = tables(e.cons).input_key[e.in];
-      std::vector<std::size_t> first_from, first_to;
-      distinct(from, moves.from_slot, first_from);
-      distinct(to, moves.to_slot, first_to);
-      moves.columns = first_to.size();
-      moves.move.reserve(first_from.size() * first_to.size());
-      for (const std::size_t a : first_from) {
-        for (const std::size_t b : first_to) {
+      moves.move.reserve(moves.first_from.size() * moves.first_to.size());
+      for (const std::size_t a : moves.first_from) {
+        for (const std::size_t b : moves.first_to) {
           const auto [move, unseen] = m_moves.try_emplace(e.tensor, from[a], to[b], m_move_cost.size());
           if (unseen) {
             m_move_cost.push_back(0.0);
@@ -364,10 +384,22 @@ private:
     }
     // Per class of placement pairs its geometry, then every move of the class from it, scaled to
     // its tensor; a geometry lives only while its class is priced.
-    std::vector<std::vector<std::size_t>> jobs_of(m_geometry_job.size());
-    for (std::size_t j = 0; j < jobs.size(); ++j) {
-      jobs_of[jobs[j].geometry].push_back(j);
+    // The jobs of class k: job_list[job_at[k] .. job_at[k + 1]), in order (one buffer, not a
+    // vector per class: there are tens of thousands).
+    std::vector<std::size_t> job_at(m_geometry_job.size() + 1, 0), job_list(jobs.size());
+    for (const Job& job : jobs) {
+      ++job_at[job.geometry + 1];
     }
+    std::partial_sum(job_at.begin(), job_at.end(), job_at.begin());
+    {
+      std::vector<std::size_t> next(job_at.begin(), job_at.end() - 1);
+      for (std::size_t j = 0; j < jobs.size(); ++j) {
+        job_list[next[jobs[j].geometry]++] = j;
+      }
+    }
+    const auto jobs_of = [&](std::size_t k) {
+      return std::span<const std::size_t>(job_list.data() + job_at[k], job_at[k + 1] - job_at[k]);
+    };
     // A class and its reverse (the same two placements the other way round, as an op's output
     // read by the next op and that op's output read back in the same layouts) share their two
     // redistributions: one's forward is the other's backward.
@@ -386,19 +418,36 @@ private:
         units.push_back(k);
       }
     }
+    // Moves of a class whose tensors have as many units and whose contexts price alike cost the
+    // same (as a transformer's many activations of one shape): each such price is computed once.
+    const auto price_jobs = [&](const strategy::MoveGeometry& geometry, std::span<const std::size_t> of) {
+      thread_local std::vector<std::tuple<double, int, double>> priced; // scale, context class, seconds
+      priced.clear();
+      for (const std::size_t j : of) {
+        const double scale = jobs[j].scale;
+        const int context = m_context_class[m_edges[jobs[j].edge].context];
+        const auto same = std::find_if(priced.begin(), priced.end(), [&](const auto& p) {
+          return std::get<0>(p) == scale && std::get<1>(p) == context;
+        });
+        if (same != priced.end()) {
+          m_move_cost[jobs[j].cost] = std::get<2>(*same);
+          continue;
+        }
+        const double seconds = move_seconds(geometry, jobs[j]);
+        m_move_cost[jobs[j].cost] = seconds;
+        priced.emplace_back(scale, context, seconds);
+      }
+    };
     parallel(units.size(), 0.3, 0.3, [&](std::size_t u) {
       const std::size_t k = units[u];
       double producer_shard_bytes = 0;
-      auto geometry = compute_geometry(jobs, k, producer_shard_bytes);
-      for (const std::size_t j : jobs_of[k]) {
-        m_move_cost[jobs[j].cost] = move_seconds(geometry, jobs[j]);
-      }
+      thread_local strategy::MoveGeometry geometry;
+      compute_geometry(jobs, k, producer_shard_bytes, geometry);
+      price_jobs(geometry, jobs_of(k));
       if (partner[k] != alone) {
         std::swap(geometry.forward, geometry.backward);
         geometry.consumer_shard_bytes = producer_shard_bytes;
-        for (const std::size_t j : jobs_of[partner[k]]) {
-          m_move_cost[jobs[j].cost] = move_seconds(geometry, jobs[j]);
-        }
+        price_jobs(geometry, jobs_of(partner[k]));
       }
     });
     m_geometry_of.clear();
@@ -607,6 +656,12 @@ private:
       m_hash.clear();
       m_slots.clear();
     }
+    // Room for `keys` more keys of `words` in all.
+    void reserve(std::size_t keys, std::size_t words) {
+      m_pool.reserve(m_pool.size() + words);
+      m_at.reserve(m_at.size() + keys);
+      m_hash.reserve(m_hash.size() + keys);
+    }
 
   private:
     static std::uint64_t hash(std::span<const std::int64_t> key) {
@@ -751,19 +806,20 @@ private:
   // Geometry k, computed on its first job's layouts and divided by that job's scale (exact: every
   // count of elements is a whole number of units, and doubles hold such integers exactly); with
   // what one producer device holds, per unit (the reverse's consumer_shard_bytes).
+  // Into `geometry`, whose buffers (and the layouts', kept per thread) are reused.
   template <class Jobs>
-  strategy::MoveGeometry compute_geometry(const Jobs& jobs, std::size_t k, double& producer_shard_bytes) const {
+  void compute_geometry(const Jobs& jobs, std::size_t k, double& producer_shard_bytes,
+                        strategy::MoveGeometry& geometry) const {
     const auto& job = jobs[m_geometry_job[k]];
     const auto& e = m_edges[job.edge];
     const auto& pc = tables(e.prod).configs[static_cast<std::size_t>(job.a)];
     const auto& cc = tables(e.cons).configs[static_cast<std::size_t>(job.b)];
-    const auto from = sharding::output_layout(m_g, m_sem[static_cast<std::size_t>(e.prod)], pc, e.out);
-    auto geometry = strategy::priced_move_geometry(
-        from, pc, device_span(pc), sharding::input_layout(m_g, m_sem[static_cast<std::size_t>(e.cons)], cc, e.in), cc,
-        device_span(cc), *m_r.cluster);
+    thread_local sharding::TensorLayout from, to;
+    sharding::output_layout_into(m_g, m_sem[static_cast<std::size_t>(e.prod)], pc, e.out, from);
+    sharding::input_layout_into(m_g, m_sem[static_cast<std::size_t>(e.cons)], cc, e.in, to);
+    strategy::priced_move_geometry(from, pc, device_span(pc), to, cc, device_span(cc), *m_r.cluster, geometry);
     scale(geometry, 1.0 / job.scale);
     producer_shard_bytes = from.shard_bytes() / job.scale;
-    return geometry;
   }
 
   static void scale(strategy::MoveGeometry& m, double factor) {
@@ -842,6 +898,18 @@ private:
         m_edges.push_back(e);
       }
     }
+    // The contexts' classes of equal prices: few, so a look through the first of each.
+    std::vector<std::size_t> firsts;
+    m_context_class.resize(m_contexts.size());
+    for (std::size_t c = 0; c < m_contexts.size(); ++c) {
+      const auto alike = std::find_if(firsts.begin(), firsts.end(), [&](std::size_t f) {
+        return strategy::priced_alike(m_contexts[f], m_contexts[c]);
+      });
+      m_context_class[c] = static_cast<int>(alike == firsts.end() ? c : *alike);
+      if (alike == firsts.end()) {
+        firsts.push_back(c);
+      }
+    }
   }
 
   const Request& m_r;
@@ -869,6 +937,7 @@ private:
   std::size_t m_job_count = 0;
   std::map<std::string, int> m_tensor_sigs;
   std::vector<strategy::MoveContext> m_contexts; // per edge
+  std::vector<int> m_context_class;              // per context: the first that prices alike (priced_alike)
   PlacementIndex m_moves;                        // into m_move_cost
   std::vector<double> m_move_cost;
   std::vector<int> m_class_table;

@@ -13,8 +13,8 @@ namespace {
 
 enum class Side { input, output };
 
-TensorLayout layout_of(const graph::Graph& g, const graph::OpSemantics& s, const Config& c, std::size_t index,
-                       Side side) {
+void layout_of(const graph::Graph& g, const graph::OpSemantics& s, const Config& c, std::size_t index, Side side,
+               TensorLayout& l) {
   const char* what = side == Side::input ? "input" : "output";
   const auto& accesses = side == Side::input ? s.inputs : s.outputs;
   if (index >= accesses.size()) {
@@ -33,15 +33,17 @@ TensorLayout layout_of(const graph::Graph& g, const graph::OpSemantics& s, const
                             access.dims.size()));
   }
 
-  TensorLayout l;
-  l.shape = t.shape;
+  l.shape.assign(t.shape.begin(), t.shape.end());
+  l.replica_axes.clear();
+  l.partial_axes.clear();
   // Strings and unknown types have no size; count them as 4 bytes rather than as free.
   const std::int64_t es = graph::dtype_size(t.dtype);
   l.element_size = es > 0 ? es : 4;
   l.dim_axis.assign(t.shape.size(), -1);
   l.parts.assign(t.shape.size(), 1);
 
-  std::vector<bool> indexes(s.dims.size(), false); // iteration dims that index some tensor dim
+  thread_local std::vector<char> indexes; // iteration dims that index some tensor dim
+  indexes.assign(s.dims.size(), 0);
   for (std::size_t j = 0; j < access.dims.size(); ++j) {
     const int a = access.dims[j];
     if (a < 0) {
@@ -59,7 +61,7 @@ TensorLayout layout_of(const graph::Graph& g, const graph::OpSemantics& s, const
       // runs, LSTM hidden vs gates): it is cut into as many parts, proportionally (block_of).
       l.parts[j] = c.splits[static_cast<std::size_t>(a)];
     }
-    indexes[static_cast<std::size_t>(a)] = true;
+    indexes[static_cast<std::size_t>(a)] = 1;
   }
   for (std::size_t a = 0; a < s.dims.size(); ++a) {
     if (c.splits[a] <= 1 || indexes[a]) {
@@ -69,7 +71,6 @@ TensorLayout layout_of(const graph::Graph& g, const graph::OpSemantics& s, const
     const bool partial = side == Side::output && s.dims[a].reduction;
     (partial ? l.partial_axes : l.replica_axes).push_back(static_cast<int>(a));
   }
-  return l;
 }
 
 } // namespace
@@ -84,11 +85,25 @@ double TensorLayout::shard_bytes() const {
 }
 
 TensorLayout input_layout(const graph::Graph& g, const graph::OpSemantics& s, const Config& c, std::size_t input) {
-  return layout_of(g, s, c, input, Side::input);
+  TensorLayout l;
+  layout_of(g, s, c, input, Side::input, l);
+  return l;
 }
 
 TensorLayout output_layout(const graph::Graph& g, const graph::OpSemantics& s, const Config& c, std::size_t output) {
-  return layout_of(g, s, c, output, Side::output);
+  TensorLayout l;
+  layout_of(g, s, c, output, Side::output, l);
+  return l;
+}
+
+void input_layout_into(const graph::Graph& g, const graph::OpSemantics& s, const Config& c, std::size_t input,
+                  TensorLayout& out) {
+  layout_of(g, s, c, input, Side::input, out);
+}
+
+void output_layout_into(const graph::Graph& g, const graph::OpSemantics& s, const Config& c, std::size_t output,
+                   TensorLayout& out) {
+  layout_of(g, s, c, output, Side::output, out);
 }
 
 std::int64_t Block::elements() const {

@@ -627,14 +627,25 @@ bool closed_form(const TensorLayout& from, const Config& from_config, std::span<
 Redistribution redistribute(const TensorLayout& from, const Config& from_config, std::span<const int> from_devices,
                             const TensorLayout& to, const Config& to_config, std::span<const int> to_devices,
                             int node_bits) {
+  Redistribution out;
+  redistribute(from, from_config, from_devices, to, to_config, to_devices, node_bits, out);
+  return out;
+}
+
+void redistribute(const TensorLayout& from, const Config& from_config, std::span<const int> from_devices,
+                  const TensorLayout& to, const Config& to_config, std::span<const int> to_devices, int node_bits,
+                  Redistribution& out) {
   if (from.shape != to.shape) {
     throw Error(fmt::format("redistribute: producer shape {} differs from consumer shape {}",
                             graph::shape_string(from.shape), graph::shape_string(to.shape)));
   }
   check_layout(from, from_config, from_devices, "producer");
   check_layout(to, to_config, to_devices, "consumer");
-  if (Redistribution fast; closed_form(from, from_config, from_devices, to, to_config, to_devices, node_bits, fast)) {
-    return fast;
+  out.pattern = Pattern::none;
+  out.max_bytes_in = out.total_bytes = out.max_block_bytes = 0;
+  out.groups.clear();
+  if (closed_form(from, from_config, from_devices, to, to_config, to_devices, node_bits, out)) {
+    return;
   }
   check_device_ids(from_devices, "producer");
   check_device_ids(to_devices, "consumer");
@@ -878,17 +889,15 @@ Redistribution redistribute(const TensorLayout& from, const Config& from_config,
     }
   }
 
-  Redistribution out;
   out.total_bytes = total;
   out.max_bytes_in = max_in;
   out.max_block_bytes = max_block;
   out.pattern = pattern_of(total, any_slice, any_gather, any_a2a, any_fresh);
   if (total == 0) {
-    return out;
+    return;
   }
 
   write_groups(ids, sets, involved, out);
-  return out;
 }
 
 void DeviceGroups::assign_sizes(std::span<const std::size_t> sizes) {

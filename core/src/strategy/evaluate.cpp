@@ -400,21 +400,31 @@ void keep_priced_groups(const cluster::Cluster& cluster, MoveGeometry& geometry)
 
 namespace {
 
+void move_geometry(const sharding::TensorLayout& from, const sharding::Config& from_config,
+                   std::span<const int> from_devices, const sharding::TensorLayout& to,
+                   const sharding::Config& to_config, std::span<const int> to_devices, int node_bits,
+                   MoveGeometry& m) {
+  m.consumer_shard_bytes = to.shard_bytes();
+  m.priced_groups_only = false;
+  if (std::equal(from_devices.begin(), from_devices.end(), to_devices.begin(), to_devices.end()) &&
+      sharding::same_block_signature(from, from_config, to, to_config)) {
+    m.same_blocks = true;
+    m.forward = m.backward = sharding::Redistribution{};
+    return;
+  }
+  m.same_blocks = false;
+  // Copies of a grid hold the same blocks, so every device of either side takes part. The
+  // gradient goes back the other way: from this op's input layout (reduced over its replicas by
+  // the op's own input-gradient reduce) to the producer's output layout, often a mere slice.
+  sharding::redistribute(from, from_config, from_devices, to, to_config, to_devices, node_bits, m.forward);
+  sharding::redistribute(to, to_config, to_devices, from, from_config, from_devices, node_bits, m.backward);
+}
+
 MoveGeometry move_geometry(const sharding::TensorLayout& from, const sharding::Config& from_config,
                            std::span<const int> from_devices, const sharding::TensorLayout& to,
                            const sharding::Config& to_config, std::span<const int> to_devices, int node_bits) {
   MoveGeometry m;
-  m.consumer_shard_bytes = to.shard_bytes();
-  if (std::equal(from_devices.begin(), from_devices.end(), to_devices.begin(), to_devices.end()) &&
-      sharding::same_block_signature(from, from_config, to, to_config)) {
-    m.same_blocks = true;
-    return m;
-  }
-  // Copies of a grid hold the same blocks, so every device of either side takes part. The
-  // gradient goes back the other way: from this op's input layout (reduced over its replicas by
-  // the op's own input-gradient reduce) to the producer's output layout, often a mere slice.
-  m.forward = sharding::redistribute(from, from_config, from_devices, to, to_config, to_devices, node_bits);
-  m.backward = sharding::redistribute(to, to_config, to_devices, from, from_config, from_devices, node_bits);
+  move_geometry(from, from_config, from_devices, to, to_config, to_devices, node_bits, m);
   return m;
 }
 
@@ -426,18 +436,32 @@ MoveGeometry move_geometry(const sharding::TensorLayout& from, const sharding::C
   return move_geometry(from, from_config, from_devices, to, to_config, to_devices, -1);
 }
 
+namespace {
+
+// Groups that sit on their nodes alike are priced once, so those moved by whole nodes need not be
+// listed (node_shape: node d / devices_per_node, whole nodes are bits when it is a power of two).
+int node_bits_of(const cluster::Cluster& cluster) {
+  const int per_node = cluster.devices_per_node;
+  return per_node > 0 && (per_node & (per_node - 1)) == 0 ? std::countr_zero(static_cast<unsigned>(per_node)) : -1;
+}
+
+} // namespace
+
 MoveGeometry priced_move_geometry(const sharding::TensorLayout& from, const sharding::Config& from_config,
                                   std::span<const int> from_devices, const sharding::TensorLayout& to,
                                   const sharding::Config& to_config, std::span<const int> to_devices,
                                   const cluster::Cluster& cluster) {
-  // Groups that sit on their nodes alike are priced once, so those moved by whole nodes need not be
-  // listed (node_shape: node d / devices_per_node, whole nodes are bits when it is a power of two).
-  const int per_node = cluster.devices_per_node;
-  const int node_bits =
-      per_node > 0 && (per_node & (per_node - 1)) == 0 ? std::countr_zero(static_cast<unsigned>(per_node)) : -1;
-  auto m = move_geometry(from, from_config, from_devices, to, to_config, to_devices, node_bits);
-  keep_priced_groups(cluster, m);
+  MoveGeometry m;
+  priced_move_geometry(from, from_config, from_devices, to, to_config, to_devices, cluster, m);
   return m;
+}
+
+void priced_move_geometry(const sharding::TensorLayout& from, const sharding::Config& from_config,
+                          std::span<const int> from_devices, const sharding::TensorLayout& to,
+                          const sharding::Config& to_config, std::span<const int> to_devices,
+                          const cluster::Cluster& cluster, MoveGeometry& out) {
+  move_geometry(from, from_config, from_devices, to, to_config, to_devices, node_bits_of(cluster), out);
+  keep_priced_groups(cluster, out);
 }
 
 MoveGeometry move_geometry(const sharding::TensorLayout& from, const OpAssignment& producer,
@@ -545,6 +569,12 @@ std::vector<cost::Term> move_terms(const MoveGeometry& geometry, const MoveConte
   std::vector<cost::Term> terms;
   move_terms_into(geometry, 1, context, cluster, setup, explain, &terms);
   return terms;
+}
+
+bool priced_alike(const MoveContext& a, const MoveContext& b) {
+  // Every field move_terms_into reads but the names.
+  return a.scale == b.scale && a.gradient == b.gradient && a.several_readers == b.several_readers &&
+         a.graph_output == b.graph_output && a.micro_batches == b.micro_batches && a.once == b.once;
 }
 
 double move_seconds(const MoveGeometry& geometry, double units, const MoveContext& context,

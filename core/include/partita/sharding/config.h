@@ -60,6 +60,11 @@ struct TensorLayout {
 
 TensorLayout input_layout(const graph::Graph& g, const graph::OpSemantics& s, const Config& c, std::size_t input);
 TensorLayout output_layout(const graph::Graph& g, const graph::OpSemantics& s, const Config& c, std::size_t output);
+// The same into `out`, reusing its buffers (for callers that compute millions).
+void input_layout_into(const graph::Graph& g, const graph::OpSemantics& s, const Config& c, std::size_t input,
+                       TensorLayout& out);
+void output_layout_into(const graph::Graph& g, const graph::OpSemantics& s, const Config& c, std::size_t output,
+                   TensorLayout& out);
 
 // The block of the tensor the device at `position` holds: per tensor dim [begin, end).
 struct Block {

@@ -138,5 +138,9 @@ int replica_base(const TensorLayout& layout, const Config& config, int position)
 Redistribution redistribute(const TensorLayout& from, const Config& from_config, std::span<const int> from_devices,
                             const TensorLayout& to, const Config& to_config, std::span<const int> to_devices,
                             int node_bits = -1);
+// The same into `out`, reusing its buffers (the search computes hundreds of thousands).
+void redistribute(const TensorLayout& from, const Config& from_config, std::span<const int> from_devices,
+                  const TensorLayout& to, const Config& to_config, std::span<const int> to_devices, int node_bits,
+                  Redistribution& out);
 
 } // namespace partita::sharding

@@ -212,6 +212,11 @@ MoveGeometry priced_move_geometry(const sharding::TensorLayout& from, const shar
                                   std::span<const int> from_devices, const sharding::TensorLayout& to,
                                   const sharding::Config& to_config, std::span<const int> to_devices,
                                   const cluster::Cluster& cluster);
+// The same into `out`, reusing its buffers.
+void priced_move_geometry(const sharding::TensorLayout& from, const sharding::Config& from_config,
+                          std::span<const int> from_devices, const sharding::TensorLayout& to,
+                          const sharding::Config& to_config, std::span<const int> to_devices,
+                          const cluster::Cluster& cluster, MoveGeometry& out);
 
 // What the cost of a move reads of its tensor besides the layouts.
 struct MoveContext {
@@ -228,6 +233,9 @@ struct MoveContext {
 };
 MoveContext move_context(const graph::Graph& g, graph::OpId consumer, std::size_t input,
                          const cost::TrainingSetup& setup, int micro_batches = 1);
+// Whether move_seconds gives two contexts the same price for every geometry (they differ at most in
+// their names, which only the text reads).
+bool priced_alike(const MoveContext& a, const MoveContext& b);
 
 // The terms of input_redistribution for a geometry; with `explain` false their formulas are left
 // empty (the same values, none of the text).
