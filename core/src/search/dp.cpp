@@ -398,16 +398,23 @@ private:
     const std::size_t k = scope.size();
     // The order the step sums its factors in (run() sums them again so on the way back): those
     // that do not read the scope's last (fastest) vertex first, then those that do.
-    Step step;
-    step.vertex = v;
+    // build() sums them in this order too: the one place the two kinds are told apart.
+    std::vector<Factor*> ordered;
+    std::size_t first_reading = 0; // ordered[first_reading ..] read the last vertex
     for (const bool reads_last : {false, true}) {
-      for (const Factor* f : factors) {
+      for (Factor* f : factors) {
         const bool reads = k > 0 && std::find(f->scope.begin(), f->scope.end(), scope.back()) != f->scope.end();
         if (reads == reads_last) {
-          step.factors.push_back(f);
+          ordered.push_back(f);
         }
       }
+      if (!reads_last) {
+        first_reading = ordered.size();
+      }
     }
+    Step step;
+    step.vertex = v;
+    step.factors.assign(ordered.begin(), ordered.end());
     // A step whose costs and factors are those of an earlier one, placed alike in its scope (the
     // same op of another repeated block, before any cost from outside the block has reached it),
     // builds the same table, sum for sum: it takes that table.
@@ -423,7 +430,7 @@ private:
       ++m_stats_reused;
     } else {
       m_stats.work += entries * dv;
-      owned = build(v, scope, factors, entries);
+      owned = build(v, scope, std::move(ordered), first_reading, entries);
       table = owned.data();
     }
     // v leaves the graph: its neighbours become one another's (the new table joins them).
@@ -505,8 +512,10 @@ private:
   }
 
   // The table of eliminating v: for every assignment of its scope, the least over v's values of
-  // v's own costs plus its factors.
-  std::vector<double> build(int v, const std::vector<int>& scope, std::vector<Factor*> factors, double entries) {
+  // v's own costs plus its factors, given in the order they are summed: factors[0 .. first_fast)
+  // do not read the scope's last vertex, the rest do.
+  std::vector<double> build(int v, const std::vector<int>& scope, std::vector<Factor*> factors,
+                            std::size_t first_fast, double entries) {
     const auto vi = static_cast<std::size_t>(v);
     const int dv = m_p.domain[vi];
     // Factors with v last: summing along v then reads consecutive entries (a factor with v
@@ -544,7 +553,7 @@ private:
     // each entry adds only the factors that read it (`fast`, in their order).
     std::vector<std::size_t> fast, slow_factors;
     for (std::size_t f = 0; f < nf; ++f) {
-      (k > 0 && stride[f][k - 1] != 0 ? fast : slow_factors).push_back(f);
+      (f >= first_fast ? fast : slow_factors).push_back(f);
     }
     const auto dvs = static_cast<std::size_t>(dv);
     std::vector<double> sum(dvs), slow(dvs);
