@@ -15,6 +15,30 @@
 
 namespace partita::runtime::vector_kernels {
 
+PARTITA_VECTOR_CLONES void row_moments(std::int64_t rows, std::int64_t norm, const float* x, float* mean,
+                                       float* variance) {
+#pragma omp parallel for
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * norm;
+    float sum = 0;
+#pragma omp simd reduction(+ : sum)
+    for (std::int64_t k = 0; k < norm; ++k) {
+      sum += xr[k];
+    }
+    const float m = sum / static_cast<float>(norm);
+    // Two passes over the row (it is in cache for the second): the squares of the deviations, not
+    // the difference of two large sums.
+    float squares = 0;
+#pragma omp simd reduction(+ : squares)
+    for (std::int64_t k = 0; k < norm; ++k) {
+      const float d = xr[k] - m;
+      squares += d * d;
+    }
+    mean[r] = m;
+    variance[r] = squares / static_cast<float>(norm);
+  }
+}
+
 PARTITA_VECTOR_CLONES void erf_forward(std::int64_t n, const float* x, float* y) {
 #pragma omp parallel for simd
   for (std::int64_t i = 0; i < n; ++i) {

@@ -26,6 +26,12 @@ void cos_backward(std::int64_t n, const float* x, const float* dy, float* dx); /
 void softmax_backward(std::int64_t outer, std::int64_t length, std::int64_t inner, const float* y, const float* dy,
                       float* dx);
 
+// Per row of x ([rows, norm]): the mean and the (population) variance, what layer normalization's
+// backward pass reads of its forward pass. oneDNN 2.6 computes them only inside a forward pass that
+// also writes y: the backward pass ran a whole forward pass into a scratch y for them, 3.5-4 times
+// the forward's time in all.
+void row_moments(std::int64_t rows, std::int64_t norm, const float* x, float* mean, float* variance);
+
 // w -= lr g
 void sgd_update(std::int64_t n, float learning_rate, const float* gradient, float* weights);
 // v = momentum v + g; w -= lr v

@@ -1,7 +1,7 @@
 // The CPU backend's element-wise kernels that are not oneDNN's: erf forward and backward (a
 // vectorized exp and erf, runtime/src/vector_math.h) against the C library, and the sum over
 // leading dims (a bias gradient) against a direct loop, beside a sum oneDNN still does; softmax's
-// backward pass against its formula.
+// and layer normalization's backward passes against their formulas.
 
 #include "backend.h"
 #include "vector_math.h"
@@ -56,6 +56,56 @@ std::vector<float> ramp(std::size_t n) {
     v[i] = static_cast<float>((i * 37) % 101) / 101.F - 0.5F;
   }
   return v;
+}
+
+// Layer normalization's backward pass (oneDNN's kernel on the statistics of the backend's own
+// loop, row_moments) against its formula in double: with xhat = (x - mean) / sqrt(var + eps) and
+// g = dy scale, dx = (g - mean(g) - xhat mean(g xhat)) / sqrt(var + eps); d_scale and d_shift sum
+// dy xhat and dy over the rows. Rows of a large mean and a small spread, where the variance taken
+// as a difference of two sums would lose its digits.
+TEST(CpuBackend, LayerNormBackwardIsItsFormula) {
+  auto backend = make_cpu_backend(1);
+  const std::int64_t rows = 7, norm = 37; // 37: not a multiple of a vector
+  const float epsilon = 1e-5F;
+  std::vector<float> x(rows * norm), dy(rows * norm), dx(rows * norm), scale(norm), d_scale(norm), d_shift(norm);
+  for (std::int64_t i = 0; i < rows * norm; ++i) {
+    x[i] = 10.F * static_cast<float>(i / norm) + std::sin(0.37F * static_cast<float>(i));
+    dy[i] = std::cos(0.11F * static_cast<float>(i));
+  }
+  for (std::int64_t k = 0; k < norm; ++k) {
+    scale[k] = 0.5F + 0.03F * static_cast<float>(k);
+  }
+  backend->layer_norm_backward(rows, norm, epsilon, x.data(), scale.data(), dy.data(), dx.data(), d_scale.data(),
+                               d_shift.data());
+  std::vector<double> want_scale(norm, 0.0), want_shift(norm, 0.0);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const auto row = [&](const std::vector<float>& v, std::int64_t k) { return static_cast<double>(v[r * norm + k]); };
+    double mean = 0, var = 0;
+    for (std::int64_t k = 0; k < norm; ++k) {
+      mean += row(x, k) / norm;
+    }
+    for (std::int64_t k = 0; k < norm; ++k) {
+      var += (row(x, k) - mean) * (row(x, k) - mean) / norm;
+    }
+    const double inv = 1 / std::sqrt(var + epsilon);
+    double g_mean = 0, gx_mean = 0;
+    for (std::int64_t k = 0; k < norm; ++k) {
+      const double xhat = (row(x, k) - mean) * inv, g = row(dy, k) * scale[k];
+      g_mean += g / norm;
+      gx_mean += g * xhat / norm;
+      want_scale[k] += row(dy, k) * xhat;
+      want_shift[k] += row(dy, k);
+    }
+    for (std::int64_t k = 0; k < norm; ++k) {
+      const double xhat = (row(x, k) - mean) * inv, g = row(dy, k) * scale[k];
+      const double want = (g - g_mean - xhat * gx_mean) * inv;
+      ASSERT_NEAR(dx[r * norm + k], want, 1e-4 * (1 + std::fabs(want))) << "row " << r << ", element " << k;
+    }
+  }
+  for (std::int64_t k = 0; k < norm; ++k) {
+    ASSERT_NEAR(d_scale[k], want_scale[k], 1e-4 * (1 + std::fabs(want_scale[k]))) << "d_scale " << k;
+    ASSERT_NEAR(d_shift[k], want_shift[k], 1e-4 * (1 + std::fabs(want_shift[k]))) << "d_shift " << k;
+  }
 }
 
 // Softmax's backward pass (the backend's own loop: oneDNN 2.6 has only a scalar one without
