@@ -60,6 +60,9 @@ public:
     if (r.min_piece < 1) {
       throw Error(fmt::format("auto: the smallest piece is {} elements; it must be at least 1", r.min_piece));
     }
+    if (!r.batch_dims.empty() && r.batch_dims.size() != m_g.ops().size()) {
+      throw Error(fmt::format("auto: {} batch dims given for {} ops", r.batch_dims.size(), m_g.ops().size()));
+    }
     m_all_devices.resize(static_cast<std::size_t>(r.devices));
     std::iota(m_all_devices.begin(), m_all_devices.end(), 0);
     const std::size_t n = m_g.ops().size();
@@ -83,6 +86,9 @@ public:
     for (const graph::OpId id : m_order) {
       const auto i = static_cast<std::size_t>(id);
       auto signature = cost::cost_signature(m_g, id, m_sem[i], m_keep[i]);
+      if (!r.batch_dims.empty()) { // its own class: the batch dim bounds its splits (enumerate)
+        signature += fmt::format("|batch dim {}", r.batch_dims[i]);
+      }
       for (const auto& tie : m_tie_inputs[i]) { // its own class: its time leaves the tied weight's state out
         signature += fmt::format("|tied input {}", tie.input);
       }
@@ -105,7 +111,8 @@ public:
         r.progress(0.3 * static_cast<double>(c + 1) / static_cast<double>(first_of.size()));
       }
     }
-    build_problem();
+    // The edge tables (most of the search's time) come with build_problem(), once the ops' own
+    // tables have shown that some plan fits.
   }
 
   const graph::Graph& graph() const { return m_g; }
@@ -195,8 +202,15 @@ private:
     eo.max_devices = m_r.devices;
     eo.powers_of_two = !m_r.all_divisors;
     std::vector<sharding::Config> out;
+    // A pipeline stage's batch split leaves each replica whole micro-batches (Request::batch_dims).
+    const int batch_dim = m_r.batch_dims.empty() ? -1 : m_r.batch_dims[static_cast<std::size_t>(id)];
+    const std::int64_t per_micro_batch =
+        m_r.search_micro_batches > 1 ? strategy::batch_size(m_g) / m_r.search_micro_batches : 0;
     for (auto& c : sharding::enumerate_configs(s, eo)) {
       bool keep = !m_r.all_divisors || m_r.devices % c.devices() == 0;
+      if (batch_dim >= 0 && per_micro_batch > 0 && static_cast<std::size_t>(batch_dim) < c.splits.size()) {
+        keep = keep && per_micro_batch % c.splits[static_cast<std::size_t>(batch_dim)] == 0;
+      }
       for (std::size_t d = 0; d < c.splits.size() && keep; ++d) {
         keep = c.splits[d] == 1 || s.dims[d].size / c.splits[d] >= m_r.min_piece;
       }
@@ -289,6 +303,8 @@ private:
     return m_tensor_sigs.try_emplace(std::move(sig), static_cast<int>(m_tensor_sigs.size())).first->second;
   }
 
+public:
+  // The dynamic program's problem: the ops' tables as vertices, every edge's table of moves.
   void build_problem() {
     const std::size_t n = m_g.ops().size();
     for (const auto& c : m_classes) {
@@ -477,6 +493,7 @@ private:
     }
   }
 
+private:
   // A tie edge's costs, per (other reader's configuration a, first reader's b): the gradient sum
   // between their layouts (strategy::tied_gradient_terms), plus the other reader's copy of the
   // weight's state where the two do not hold the same blocks on the same devices.
@@ -1117,12 +1134,25 @@ AutoResult auto_search(const Request& r) {
     return st;
   };
   auto peak = [&](const std::vector<int>& choice) { return additive_memory(cg, choice) + peak_workspace(cg, choice); };
+  const double limit = result.memory_limit;
+  // The least footprint there is, found from the ops' own tables: over the limit, nothing fits at
+  // any price, and that is said before any move is priced (a refusal as quick as the ops' tables).
+  const auto smallest = smallest_footprint(cg);
+  if (peak(smallest) > limit) {
+    const auto p = strategy::evaluate(g, *r.cluster, to_strategy(smallest), r.setup);
+    throw Error(fmt::format("auto: nothing fits in {} per device on {} devices: the smallest footprint of any "
+                            "plan is {} as the search counts it (every op's parameters, gradients, optimizer state "
+                            "and activations added up, and the largest workspace); on its fullest device that plan "
+                            "holds {} ({}); use more devices, ZeRO, recomputation or a smaller batch",
+                            bytes_text(limit), r.devices, bytes_text(peak(smallest)), bytes_text(p.peak_memory),
+                            memory_breakdown(p)));
+  }
+  cg.build_problem();
 
   auto best = solve_priced(cg, 0, r, solves);
   if (r.progress) {
     r.progress(0.7);
   }
-  const double limit = result.memory_limit;
   double bound = best.cost;
   bool priced = false;
   double price = 0; // seconds per byte of the optimum returned (0: the limit does not bind)
@@ -1155,18 +1185,6 @@ AutoResult auto_search(const Request& r) {
       }
       return false;
     };
-    // The least footprint there is, found without a search: over the limit, nothing fits at any
-    // price.
-    const auto smallest = smallest_footprint(cg);
-    if (peak(smallest) > limit) {
-      const auto p = strategy::evaluate(g, *r.cluster, to_strategy(smallest), r.setup);
-      throw Error(fmt::format("auto: nothing fits in {} per device on {} devices: the smallest footprint of any "
-                              "plan is {} as the search counts it (every op's parameters, gradients, optimizer state "
-                              "and activations added up, and the largest workspace); on its fullest device that plan "
-                              "holds {} ({}); use more devices, ZeRO, recomputation or a smaller batch",
-                              bytes_text(limit), r.devices, bytes_text(peak(smallest)), bytes_text(p.peak_memory),
-                              memory_breakdown(p)));
-    }
     // The solutions at lo (too large) and hi (fits): time and memory.
     double lo_time = time_of(cg, best.choice), lo_memory = additive_memory(cg, best.choice);
     double hi_time = 0, hi_memory = 0;

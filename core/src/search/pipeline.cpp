@@ -286,6 +286,12 @@ strategy::Strategy pipeline(const Request& r) {
       --m;
     }
     q.search_micro_batches = std::max(1, m);
+    // Batch splits that leave each replica whole micro-batches only: else the layout found could
+    // not run in them, where another could.
+    q.batch_dims.resize(b.graph().ops().size());
+    for (graph::OpId id = 0; id < static_cast<graph::OpId>(q.batch_dims.size()); ++id) {
+      q.batch_dims[static_cast<std::size_t>(id)] = b.batch_dim(id);
+    }
     q.simulation_budget = 0;
     q.progress = {};
     // Searched under the ZeRO stage (it moves the gradient sync and the step) without

@@ -1,6 +1,7 @@
 // Pipelines: stages on their own devices, the bubble of the schedule, 1F1B's smaller activation
 // footprint, balancing by time, explicit cuts; and "given" strategies read from plan files.
 
+#include "partita/cluster/cluster.h"
 #include "partita/graph/error.h"
 #include "partita/io/json_file.h"
 #include "partita/proto/partita.pb.h"
@@ -236,6 +237,40 @@ TEST(Pipeline, TheTimeCutWeighsEachStageAtItsOwnDevices) {
   EXPECT_LE(std::abs(even[0] - even[1]), 2);
   const auto weighed = ops_per_stage(mixed);
   EXPECT_GT(weighed[1], weighed[0] + 4) << "the node 4x as fast takes more ops";
+}
+
+// --stage-layout auto with a micro-batch count the stage's layout must allow: the per-layer search
+// keeps to batch splits that leave each data-parallel replica whole micro-batches. On stages of 16
+// devices it had split BERT's batch of 96 16 ways (6 samples a replica), and then refused 4 and 8
+// micro-batches, which a layout of fewer replicas runs.
+TEST(Pipeline, TheStageLayoutRunsInTheMicroBatchesAsked) {
+  const auto model = zoo::load("zoo:bert?layers=2&hidden=512&heads=8&seq=128&batch=96");
+  const auto cluster = cluster::load_cluster("dgx-a100?nodes=4");
+  for (const int m : {4, 8}) {
+    search::Request r;
+    r.graph = &model.graph;
+    r.cluster = &cluster;
+    r.devices = 32;
+    r.stages = 2;
+    r.micro_batches = m;
+    r.threads = 1;
+    r.stage_layout = "auto";
+    r.setup.precision = cluster::Precision::bf16;
+    const auto st = search::find_optimizer("pipeline").optimize(r);
+    ASSERT_TRUE(st.pipeline.has_value());
+    EXPECT_EQ(st.pipeline->micro_batches, m);
+    const auto p = strategy::evaluate(*r.graph, *r.cluster, st, r.setup);
+    EXPECT_GT(p.iteration_time, 0);
+  }
+  // Told which dim is the batch, the search itself keeps to such splits, and a list of the wrong
+  // length is refused.
+  search::Request q;
+  q.graph = &model.graph;
+  q.cluster = &cluster;
+  q.devices = 16;
+  q.search_micro_batches = 8;
+  q.batch_dims.assign(3, 0);
+  EXPECT_THAT([&] { search::auto_search(q); }, ::testing::ThrowsMessage<Error>(HasSubstr("3 batch dims given for")));
 }
 
 // --stage-layout auto: every stage lays its ops out as the per-layer search does on one stage's

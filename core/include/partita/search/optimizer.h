@@ -66,6 +66,11 @@ struct Request {
   // "auto": price every op as run in this many micro-batches, each on its share of the batch (the
   // layout of a pipeline stage; 1: the whole batch at once).
   int search_micro_batches = 1;
+  // "auto" with search_micro_batches > 1 (a pipeline stage's layout): per op, the dim of its
+  // iteration space that indexes the batch (-1: none; empty: none known). A split of it must leave
+  // every data-parallel replica whole micro-batches (it divides batch / search_micro_batches), so
+  // that the pipeline can run the layout found in that many.
+  std::vector<int> batch_dims;
   // "auto": split factors all divisors of the device count (else powers of two), the smallest
   // piece a split may leave of a dim (elements), and the memory per device the result must fit in
   // bytes (0: the cluster's device memory).
