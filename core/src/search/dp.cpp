@@ -514,8 +514,8 @@ private:
   // The table of eliminating v: for every assignment of its scope, the least over v's values of
   // v's own costs plus its factors, given in the order they are summed: factors[0 .. first_fast)
   // do not read the scope's last vertex, the rest do.
-  std::vector<double> build(int v, const std::vector<int>& scope, std::vector<Factor*> factors,
-                            std::size_t first_fast, double entries) {
+  std::vector<double> build(int v, const std::vector<int>& scope, std::vector<Factor*> factors, std::size_t first_fast,
+                            double entries) {
     const auto vi = static_cast<std::size_t>(v);
     const int dv = m_p.domain[vi];
     // Factors with v last: summing along v then reads consecutive entries (a factor with v

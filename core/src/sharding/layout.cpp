@@ -97,12 +97,12 @@ TensorLayout output_layout(const graph::Graph& g, const graph::OpSemantics& s, c
 }
 
 void input_layout_into(const graph::Graph& g, const graph::OpSemantics& s, const Config& c, std::size_t input,
-                  TensorLayout& out) {
+                       TensorLayout& out) {
   layout_of(g, s, c, input, Side::input, out);
 }
 
 void output_layout_into(const graph::Graph& g, const graph::OpSemantics& s, const Config& c, std::size_t output,
-                   TensorLayout& out) {
+                        TensorLayout& out) {
   layout_of(g, s, c, output, Side::output, out);
 }
 

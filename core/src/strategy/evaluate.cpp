@@ -402,8 +402,7 @@ namespace {
 
 void move_geometry(const sharding::TensorLayout& from, const sharding::Config& from_config,
                    std::span<const int> from_devices, const sharding::TensorLayout& to,
-                   const sharding::Config& to_config, std::span<const int> to_devices, int node_bits,
-                   MoveGeometry& m) {
+                   const sharding::Config& to_config, std::span<const int> to_devices, int node_bits, MoveGeometry& m) {
   m.consumer_shard_bytes = to.shard_bytes();
   m.priced_groups_only = false;
   if (std::equal(from_devices.begin(), from_devices.end(), to_devices.begin(), to_devices.end()) &&

@@ -64,7 +64,7 @@ TensorLayout output_layout(const graph::Graph& g, const graph::OpSemantics& s, c
 void input_layout_into(const graph::Graph& g, const graph::OpSemantics& s, const Config& c, std::size_t input,
                        TensorLayout& out);
 void output_layout_into(const graph::Graph& g, const graph::OpSemantics& s, const Config& c, std::size_t output,
-                   TensorLayout& out);
+                        TensorLayout& out);
 
 // The block of the tensor the device at `position` holds: per tensor dim [begin, end).
 struct Block {
