@@ -335,6 +335,15 @@ void add_calibrate_command(CLI::App& app) {
                           "(device.fresh_read, from ReLU and Add timed on fresh and on cold inputs)",
                           lo, hi);
     }
+    for (const auto& [k, curve] : c.device.fresh_read_by_class) {
+      double lo = 1, hi = 0;
+      for (const auto& [bytes, r] : curve.points) {
+        lo = std::min(lo, r);
+        hi = std::max(hi, r);
+      }
+      fresh += fmt::format("; {} kernels' {:.2f} to {:.2f} (their device.kernel_classes entry's fresh_read)",
+                           graph::kernel_class_name(k), lo, hi);
+    }
     // GEMMs that read their operands from memory on top of their arithmetic (a large weight on few rows).
     if (c.device.matmul_operand_bandwidth > 0) {
       families += fmt::format(", the matrix products' operands read from memory at {:.3g} GB/s on top of the "

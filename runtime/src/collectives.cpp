@@ -147,6 +147,12 @@ std::vector<int> displacements(const std::vector<int>& counts, const char* what)
 
 } // namespace
 
+// The ring (NCCL's, and Patarasuk and Yuan's): p - 1 steps; at step k each rank passes its running
+// sum of segment (r - k - 1) mod p on to the next rank and adds its own part of segment
+// (r - k - 2) mod p to what the previous rank passes it, so that after the last step the sum it
+// holds is its own segment, whole. Each rank sends and receives (p - 1) / p of the buffer, as a
+// reduce-scatter should. Open MPI 4.1's MPI_Reduce_scatter took twice an all-reduce's time on 2
+// ranks of one host (4 MB: 1.37 ms against 0.72 ms, 2026-12-02), where it moves half the bytes.
 void reduce_scatter_sum(MPI_Comm comm, const float* data, std::span<const std::int64_t> counts, float* mine) {
   if (comm == MPI_COMM_NULL) {
     if (!counts.empty()) {
@@ -154,8 +160,38 @@ void reduce_scatter_sum(MPI_Comm comm, const float* data, std::span<const std::i
     }
     return;
   }
-  const auto n = int_counts(counts, "MPI_Reduce_scatter");
-  check_mpi(MPI_Reduce_scatter(data, mine, n.data(), MPI_FLOAT, MPI_SUM, comm), "MPI_Reduce_scatter");
+  int rank = 0, p = 1;
+  check_mpi(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");
+  check_mpi(MPI_Comm_size(comm, &p), "MPI_Comm_size");
+  const auto n = int_counts(counts, "reduce-scatter");
+  if (n.size() != static_cast<std::size_t>(p)) {
+    throw Error(fmt::format("reduce-scatter: {} segments for a group of {}", n.size(), p));
+  }
+  const auto at = displacements(n, "reduce-scatter");
+  if (p == 1) {
+    std::copy(data, data + n[0], mine);
+    return;
+  }
+  const auto segment = [&](int k) { return static_cast<std::size_t>(((k % p) + p) % p); };
+  thread_local std::vector<float> sending, receiving;
+  const std::size_t first = segment(rank - 1);
+  sending.assign(data + at[first], data + at[first] + n[first]);
+  for (int k = 0; k + 1 < p; ++k) {
+    const std::size_t out = segment(rank - k - 1), in = segment(rank - k - 2);
+    receiving.resize(static_cast<std::size_t>(n[in]));
+    check_mpi(MPI_Sendrecv(sending.data(), n[out], MPI_FLOAT, (rank + 1) % p, 0, receiving.data(), n[in], MPI_FLOAT,
+                           (rank + p - 1) % p, 0, comm, MPI_STATUS_IGNORE),
+              "MPI_Sendrecv");
+    float* sum = mine; // the last step's segment is this rank's own
+    if (k + 2 < p) {
+      sending.resize(static_cast<std::size_t>(n[in]));
+      sum = sending.data();
+    }
+    const float* own = data + at[in];
+    for (int i = 0; i < n[in]; ++i) {
+      sum[i] = receiving[static_cast<std::size_t>(i)] + own[i];
+    }
+  }
 }
 
 void all_gather(MPI_Comm comm, std::span<const std::int64_t> counts, float* data) {

@@ -58,8 +58,9 @@ private:
   std::vector<std::vector<MPI_Request>> m_requests; // by number - 1; emptied once waited for
   std::size_t m_open = 0;                           // started and not waited for
 };
-// Backend::reduce_scatter_sum and Backend::all_gather over MPI (MPI_Reduce_scatter, MPI_Allgatherv
-// in place); no-ops for MPI_COMM_NULL but for the copy of the one slice.
+// Backend::reduce_scatter_sum and Backend::all_gather over MPI (a ring of MPI_Sendrecv, timed by
+// partita-calibrate as partita-run runs it; MPI_Allgatherv in place); no-ops for MPI_COMM_NULL but
+// for the copy of the one slice.
 void reduce_scatter_sum(MPI_Comm comm, const float* data, std::span<const std::int64_t> counts, float* mine);
 void all_gather(MPI_Comm comm, std::span<const std::int64_t> counts, float* data);
 

@@ -515,9 +515,18 @@ void Executor::reduce_scatter(const Group& group, Shard& shard, const std::vecto
   for (const auto& r : regions) {
     counts.push_back(r.elements());
   }
-  // Packed member by member (the group's order), summed, and this rank's region written back.
-  Floats packed = uninitialized_floats(static_cast<std::size_t>(shard.elements()));
-  Floats mine = uninitialized_floats(static_cast<std::size_t>(counts.at(me)));
+  // Packed member by member (the group's order), summed, and this rank's region written back, in
+  // buffers kept from one call to the next: fresh ones are mapped and faulted in page by page each
+  // time (BERT's 4 MB input gradients under mp took 4.0 ms to sum here, where the calibration's
+  // all-reduce of 4 MB takes 0.72 ms and its MPI_Reduce_scatter 1.37 ms).
+  if (m_scatter_packed.size() < static_cast<std::size_t>(shard.elements())) {
+    m_scatter_packed = uninitialized_floats(static_cast<std::size_t>(shard.elements()));
+  }
+  if (m_scatter_mine.size() < static_cast<std::size_t>(counts.at(me))) {
+    m_scatter_mine = uninitialized_floats(static_cast<std::size_t>(counts.at(me)));
+  }
+  Floats& packed = m_scatter_packed;
+  Floats& mine = m_scatter_mine;
   std::int64_t at = 0;
   for (std::size_t k = 0; k < regions.size(); ++k) {
     std::int64_t from = 0, to = 0;

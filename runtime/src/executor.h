@@ -277,6 +277,7 @@ private:
   };
   std::map<Group, Bucket> m_buckets;
   double m_bucket_bytes = 0;
+  Floats m_scatter_packed, m_scatter_mine; // reduce_scatter's buffers, kept between calls
   bool m_final_backward = true;
   bool m_in_flight = false; // some sum was started and not waited for
   int m_overlapped_sums = 0;

@@ -349,7 +349,7 @@ std::vector<KernelTiming> memory_sweep(Backend& backend, MPI_Comm comm, const Sw
     // Measured where the host writes what the kernels read next (the CPU backend): a GPU's kernels
     // find the inputs another kernel wrote in its L2, which a host write cannot stand in for.
     if (bytes <= 1e8 && backend.kernels_on_host()) {
-      const auto fresh = [&](const char* kernel, std::int64_t n, int inputs, double kernel_bytes,
+      const auto fresh = [&](const char* kernel, KernelClass k, std::int64_t n, int inputs, double kernel_bytes,
                              const std::function<void(std::size_t)>& call) {
         const Slots slots(static_cast<std::size_t>(n), z.size());
         const auto write = [&](int i) {
@@ -363,19 +363,30 @@ std::vector<KernelTiming> memory_sweep(Backend& backend, MPI_Comm comm, const Sw
         const double cold_seconds = time_each_call(
             comm, budget, [](int) {}, run);
         const double seconds = time_each_call(comm, budget, write, run);
-        out.push_back({kernel, 0, kernel_bytes, seconds, KernelClass::eltwise, graph::ComputeClass::matmul,
+        out.push_back({kernel, 0, kernel_bytes, seconds, k, graph::ComputeClass::matmul,
                        4.0 * static_cast<double>(inputs * n), cold_seconds});
       };
-      fresh("relu fresh", n_relu, 1, 8.0 * static_cast<double>(n_relu),
+      fresh("relu fresh", KernelClass::eltwise, n_relu, 1, 8.0 * static_cast<double>(n_relu),
             [&](std::size_t o) { backend.eltwise_forward(Eltwise::relu, n_relu, x.data() + o, z.data() + o); });
-      fresh("add fresh", n_add, 2, 12.0 * static_cast<double>(n_add),
+      fresh("add fresh", KernelClass::eltwise, n_add, 2, 12.0 * static_cast<double>(n_add),
             [&](std::size_t o) { backend.binary(Binary::add, d, x.data() + o, d, y.data() + o, d, z.data() + o); });
+      // Erf after the Div that wrote its input, as GELU runs it: how much of a fresh read's saving
+      // a kernel that computes on its bytes keeps depends on the host's arithmetic (little on an
+      // AVX2 EPYC), so it is timed, not assumed.
+      fresh("erf fresh", KernelClass::transcendental, n_relu, 1, 8.0 * static_cast<double>(n_relu),
+            [&](std::size_t o) { backend.eltwise_forward(Eltwise::erf, n_relu, x.data() + o, z.data() + o); });
     }
     // Erf, which transformers' GELU runs (an exported GELU is Div, Erf, Add, Mul): our own
     // vectorized loop (vector_kernels.cpp), as oneDNN has none.
     time("erf", KernelClass::transcendental, 8.0 * static_cast<double>(n_relu), [&] {
       const auto o = next(n_relu);
       backend.eltwise_forward(Eltwise::erf, n_relu, x.data() + o, y.data() + o);
+    });
+    // Its gradient, dx = dy 2/sqrt(pi) exp(-x^2): another function over more bytes (x and dy read,
+    // dx written), a family of its own.
+    time("erf backward", KernelClass::transcendental_backward, 12.0 * static_cast<double>(n_add), [&] {
+      const auto o = next(n_add);
+      backend.eltwise_backward(Eltwise::erf, n_add, x.data() + o, y.data() + o, z.data() + o);
     });
     // Rows of `width` summed over the rows: a bias gradient, the reduction training runs most. (A
     // sum along the rows runs an order of magnitude faster through oneDNN; the family follows the
@@ -390,7 +401,7 @@ std::vector<KernelTiming> memory_sweep(Backend& backend, MPI_Comm comm, const Sw
     }
     const std::int64_t norm_rows = std::max<std::int64_t>(1, at_least_one(bytes / 8) / width);
     const Dims rows_dims{norm_rows, width};
-    time("softmax", KernelClass::normalization, 8.0 * static_cast<double>(norm_rows * width), [&] {
+    time("softmax", KernelClass::softmax, 8.0 * static_cast<double>(norm_rows * width), [&] {
       const auto o = next(norm_rows * width);
       backend.softmax_forward(rows_dims, 1, x.data() + o, y.data() + o);
     });
@@ -400,6 +411,16 @@ std::vector<KernelTiming> memory_sweep(Backend& backend, MPI_Comm comm, const Sw
       backend.layer_norm_forward(norm_rows, width, 1e-5F, x.data() + o, scale.data(), shift.data(), y.data() + o,
                                  nullptr, nullptr);
     });
+    // Its backward pass: the statistics again, then x and dy read and dx written (12 bytes an
+    // element, as op_cost counts them), the scale's and shift's gradients summed over the rows.
+    const std::int64_t back_rows = std::max<std::int64_t>(1, at_least_one(bytes / 12) / width);
+    Floats d_scale(width), d_shift(width);
+    time("layer norm backward", KernelClass::normalization_backward, 12.0 * static_cast<double>(back_rows * width),
+         [&] {
+           const auto o = next(back_rows * width);
+           backend.layer_norm_backward(back_rows, width, 1e-5F, x.data() + o, scale.data(), y.data() + o, z.data() + o,
+                                       d_scale.data(), d_shift.data());
+         });
     // The weight update, as partita-run steps each weight shard: SGD reads the weight and its
     // gradient and writes the weight; momentum also reads and writes a velocity, Adam m and v.
     const std::int64_t n_sgd = at_least_one(bytes / 12), n_momentum = at_least_one(bytes / 20),
@@ -505,10 +526,9 @@ std::vector<CollectiveTiming> collective_sweep(cluster::Collective c, MPI_Comm c
         check_mpi(MPI_Allgather(at(send, i), part, MPI_FLOAT, at(recv, i), part, MPI_FLOAT, comm), "MPI_Allgather");
       };
       break;
-    case Collective::reduce_scatter:
-      call = [&](int i) {
-        check_mpi(MPI_Reduce_scatter_block(at(send, i), at(recv, i), part, MPI_FLOAT, MPI_SUM, comm),
-                  "MPI_Reduce_scatter_block");
+    case Collective::reduce_scatter: // as partita-run sums a gradient's slices (reduce_scatter_sum)
+      call = [&, parts = std::vector<std::int64_t>(static_cast<std::size_t>(p), part)](int i) {
+        reduce_scatter_sum(comm, at(send, i), parts, at(recv, i));
       };
       break;
     case Collective::all_to_all:

@@ -77,11 +77,21 @@ Link Link::for_collective(std::string_view collective) const {
 
 double Device::memory_efficiency_for(graph::KernelClass k, double bytes) const {
   auto it = memory_efficiency_by_class.find(k);
-  if (it == memory_efficiency_by_class.end() && k == graph::KernelClass::transpose) {
-    // Cluster files calibrated before transposes had a curve of their own timed them as copies.
-    it = memory_efficiency_by_class.find(graph::KernelClass::copy);
+  if (it == memory_efficiency_by_class.end()) {
+    it = memory_efficiency_by_class.find(graph::kernel_class_fallback(k));
   }
   return it != memory_efficiency_by_class.end() ? it->second.at(bytes) : memory_efficiency.at(bytes);
+}
+
+double Device::fresh_read_for(graph::KernelClass k, double bytes) const {
+  auto it = fresh_read_by_class.find(k);
+  if (it == fresh_read_by_class.end()) {
+    it = fresh_read_by_class.find(graph::kernel_class_fallback(k));
+  }
+  if (it != fresh_read_by_class.end()) {
+    return it->second.at(bytes);
+  }
+  return k == graph::KernelClass::eltwise ? fresh_read.at(bytes) : 1.0;
 }
 
 double Device::compute_efficiency_for(graph::ComputeClass c, double flops) const {
@@ -272,6 +282,9 @@ void to_proto_device(const Device& device, proto::Device& d) {
     auto& entry = *d.add_kernel_classes();
     entry.set_kernel_class(std::string(graph::kernel_class_name(k)));
     to_proto_curve(curve, *entry.mutable_memory_efficiency());
+    if (const auto fresh = device.fresh_read_by_class.find(k); fresh != device.fresh_read_by_class.end()) {
+      to_proto_curve(fresh->second, *entry.mutable_fresh_read());
+    }
   }
   for (const auto& [k, curve] : device.compute_efficiency_by_class) {
     auto& entry = *d.add_compute_classes();

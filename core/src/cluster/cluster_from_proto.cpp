@@ -9,6 +9,7 @@
 #include "partita/proto/partita.pb.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -183,9 +184,12 @@ Device device(const proto::Device& p, const Checker& check, const std::string& p
     const auto& entry = p.kernel_classes(i);
     const auto k = graph::parse_kernel_class(entry.kernel_class());
     if (!k) {
+      std::vector<std::string_view> names;
+      for (const auto c : graph::all_kernel_classes()) {
+        names.push_back(graph::kernel_class_name(c));
+      }
       check.fail(path + ".kernel_class",
-                 fmt::format("'{}' is not one of eltwise, transcendental, reduction, normalization, gather, copy",
-                             entry.kernel_class()));
+                 fmt::format("'{}' is not one of {}", entry.kernel_class(), fmt::join(names, ", ")));
     }
     if (entry.memory_efficiency_size() == 0) {
       check.fail(path + ".memory_efficiency", "is empty");
@@ -193,6 +197,9 @@ Device device(const proto::Device& p, const Checker& check, const std::string& p
     if (!d.memory_efficiency_by_class.emplace(*k, curve(entry.memory_efficiency(), check, path + ".memory_efficiency"))
              .second) {
       check.fail(path + ".kernel_class", fmt::format("'{}' is given twice", entry.kernel_class()));
+    }
+    if (entry.fresh_read_size() > 0) {
+      d.fresh_read_by_class[*k] = curve(entry.fresh_read(), check, path + ".fresh_read");
     }
   }
   for (int i = 0; i < p.compute_classes_size(); ++i) {

@@ -310,8 +310,11 @@ void fit_memory(const std::vector<KernelSample>& all, cluster::Device& dev, std:
       const auto what = fmt::format("memory ({} kernels)", graph::kernel_class_name(k));
       try {
         class_rates[k] = fit_rate_curve(rates(list, false, what), what);
-      } catch (const Error& e) { // an optional family: the default curve stands in for it
-        warnings.push_back(fmt::format("{}; {} kernels use the eltwise curve", e.what(), graph::kernel_class_name(k)));
+      } catch (const Error& e) { // an optional family: its fallback's curve (or the default) stands in for it
+        const auto fallback = graph::kernel_class_fallback(k);
+        const bool own = fallback != k && class_rates.contains(fallback); // fitted before it (enum order)
+        warnings.push_back(fmt::format("{}; {} kernels use the {} curve", e.what(), graph::kernel_class_name(k),
+                                       own ? graph::kernel_class_name(fallback) : "eltwise"));
       }
     }
   }
@@ -343,10 +346,12 @@ void fit_memory(const std::vector<KernelSample>& all, cluster::Device& dev, std:
 // Fresh reads: each fresh timing against the same kernel timed cold. With a fraction phi of its
 // bytes read fresh at a cost r of a cold read, time / cold time = 1 - phi + phi r, so r = (ratio -
 // 1 + phi) / phi; the kernels timed at one size (within 10% of each other's bytes) give one point,
-// their mean. No fresh timings (measurements of an earlier partita-calibrate): no curve, reads
-// cost as much as from memory.
-void fit_fresh_read(const std::vector<KernelSample>& samples, cluster::Device& dev) {
-  std::vector<std::pair<double, double>> points; // (bytes, r), bytes ascending
+// their mean. One curve per family timed so: element-wise kernels' is Device::fresh_read, the
+// others' (Erf's) Device::fresh_read_by_class. No fresh timings (measurements of an earlier
+// partita-calibrate): no curve, reads cost as much as from memory.
+void fit_fresh_read(const std::vector<KernelSample>& samples, cluster::Device& dev,
+                    std::vector<std::string>& warnings) {
+  std::map<graph::KernelClass, std::vector<std::pair<double, double>>> by_class; // (bytes, r)
   for (const auto& s : samples) {
     if (s.fresh_bytes <= 0) {
       continue;
@@ -358,20 +363,31 @@ void fit_fresh_read(const std::vector<KernelSample>& samples, cluster::Device& d
                               s.kernel, s.seconds, s.cold_seconds, s.bytes, s.fresh_bytes));
     }
     const double phi = s.fresh_bytes / s.bytes;
-    points.emplace_back(s.bytes, std::clamp((s.seconds / s.cold_seconds - 1 + phi) / phi, 0.05, 1.0));
+    by_class[s.kernel_class].emplace_back(s.bytes, std::clamp((s.seconds / s.cold_seconds - 1 + phi) / phi, 0.05, 1.0));
   }
-  std::sort(points.begin(), points.end());
   dev.fresh_read.points.clear();
-  for (std::size_t i = 0; i < points.size();) {
-    std::size_t j = i;
-    double log_bytes = 0, r = 0;
-    for (; j < points.size() && points[j].first <= points[i].first * 1.1; ++j) {
-      log_bytes += std::log(points[j].first);
-      r += points[j].second;
+  dev.fresh_read_by_class.clear();
+  for (auto& [k, points] : by_class) {
+    if (k != graph::KernelClass::eltwise && !dev.memory_efficiency_by_class.contains(k)) {
+      // A family's fresh reads are kept beside its own curve (the cluster file's kernel_classes).
+      warnings.push_back(fmt::format("{} kernels were timed on fresh inputs but not on inputs in memory; their fresh "
+                                     "reads are left out",
+                                     graph::kernel_class_name(k)));
+      continue;
     }
-    const auto n = static_cast<double>(j - i);
-    dev.fresh_read.points.emplace_back(std::exp(log_bytes / n), r / n);
-    i = j;
+    std::sort(points.begin(), points.end());
+    cluster::EfficiencyCurve& curve = k == graph::KernelClass::eltwise ? dev.fresh_read : dev.fresh_read_by_class[k];
+    for (std::size_t i = 0; i < points.size();) {
+      std::size_t j = i;
+      double log_bytes = 0, r = 0;
+      for (; j < points.size() && points[j].first <= points[i].first * 1.1; ++j) {
+        log_bytes += std::log(points[j].first);
+        r += points[j].second;
+      }
+      const auto n = static_cast<double>(j - i);
+      curve.points.emplace_back(std::exp(log_bytes / n), r / n);
+      i = j;
+    }
   }
 }
 
@@ -670,7 +686,7 @@ Calibration calibrate(const cluster::Cluster& base, const CalibrationData& data)
   cluster::Device& dev = c.device;
   dev.kernel_launch_overhead = 0; // inside the curves: they are fitted on whole calls
   fit_memory(data.memory, dev, out.warnings);
-  fit_fresh_read(data.memory, dev);
+  fit_fresh_read(data.memory, dev, out.warnings);
   const double old_peak = dev.peak_fp32;
   fit_compute(data.compute, dev, out.warnings);
   // Reduced-precision units keep their ratio to fp32 (there is nothing measured for them).

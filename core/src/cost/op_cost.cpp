@@ -413,16 +413,17 @@ double kernel_time(double flops, double bytes, const cluster::Device& device, cl
   if (operand_bytes && compute > 0 && device.matmul_operand_bandwidth > 0) {
     return compute + *operand_bytes / device.matmul_operand_bandwidth + launches;
   }
-  // The curves are timed on operands in memory; a read of what the kernel before wrote costs less.
-  // The discount was timed on element-wise kernels (ReLU, Add), which do nothing but stream their
-  // bytes; a kernel that computes on them (Erf: 215 us after a Div wrote its 2 MB input, 232 us on
-  // an input in memory) or reduces them gains little, and the steps' ops priced so ran as priced
-  // on inputs in memory.
-  const double fresh = kernel == graph::KernelClass::eltwise ? std::clamp(fresh_bytes, 0.0, bytes) : 0.0;
-  const double memory = bytes > 0 && device.memory_bandwidth > 0
-                            ? (bytes - fresh * (1 - device.fresh_read.at(bytes))) /
-                                  (device.memory_bandwidth * device.memory_efficiency_for(kernel, bytes))
-                            : 0;
+  // The curves are timed on operands in memory; a read of what the kernel before wrote costs less,
+  // by how much the family's own fresh-read timing says (Device::fresh_read_for). A plain
+  // element-wise pass gains most; one that computes on its bytes gains what the host's arithmetic
+  // leaves (Erf of 2 MB: 215 us after a Div wrote its input, 232 us on an input in memory, on an
+  // AVX2 EPYC); a family never timed so (a reduction) reads at full cost.
+  const double fresh = std::clamp(fresh_bytes, 0.0, bytes);
+  const double fresh_cost = fresh > 0 ? device.fresh_read_for(kernel, bytes) : 1.0;
+  const double memory =
+      bytes > 0 && device.memory_bandwidth > 0
+          ? (bytes - fresh * (1 - fresh_cost)) / (device.memory_bandwidth * device.memory_efficiency_for(kernel, bytes))
+          : 0;
   return std::max(compute, memory) + launches;
 }
 
@@ -504,6 +505,15 @@ OpCost op_cost_on(const cluster::Device& dev, const graph::Graph& g, graph::OpId
   // a memory-bound kernel reads faster; weights and the batch were last touched long before.
   // Bytes per micro-batch: `input_shards` a micro-batch's (the weights whole), `whole` the
   // unbatched inputs' (weights, state, constants).
+  // A table read by index (a gather's) gives up at most the rows its output holds: one micro-batch's
+  // output shard's bytes.
+  double out_shards = 0;
+  for (std::size_t i = 0; i < op.outputs.size(); ++i) {
+    if (op.outputs[i] != graph::no_tensor) {
+      out_shards +=
+          stored_bytes(g.tensor(op.outputs[i]), sharding::output_layout(g, s, config, i).shard_bytes(), setup);
+    }
+  }
   double shard_in = 0, fresh_in = 0, whole = 0;
   std::vector<double> input_shards(op.inputs.size(), 0.0);
   std::vector<bool> input_fresh(op.inputs.size(), false);
@@ -511,7 +521,10 @@ OpCost op_cost_on(const cluster::Device& dev, const graph::Graph& g, graph::OpId
     if (op.inputs[i] != graph::no_tensor) {
       const auto layout = sharding::input_layout(g, s, config, i);
       const graph::Tensor& t = g.tensor(op.inputs[i]);
-      const double b = stored_bytes(t, layout.shard_bytes(), setup) / (batched(t) ? m : 1.0);
+      double b = stored_bytes(t, layout.shard_bytes(), setup) / (batched(t) ? m : 1.0);
+      if (i < s.inputs.size() && s.inputs[i].read_by_index) {
+        b = std::min(b, out_shards / m);
+      }
       input_shards[i] = b;
       shard_in += b;
       whole += batched(t) ? 0.0 : b;
@@ -596,8 +609,8 @@ OpCost op_cost_on(const cluster::Device& dev, const graph::Graph& g, graph::OpId
           ? fmt::format(", {:.4g} MB of operands read from memory at {:.4g} GB/s on top of the arithmetic",
                         operands->backward / 1e6, dev.matmul_operand_bandwidth / 1e9)
           : std::string();
-  const auto fresh_text = [&](double fresh, std::string_view what) {
-    return explain && fresh > 0 && !dev.fresh_read.points.empty()
+  const auto fresh_text = [&](double fresh, std::string_view what, graph::KernelClass kernel, double bytes) {
+    return explain && fresh > 0 && dev.fresh_read_for(kernel, bytes) < 1
                ? fmt::format(" ({:.4g} MB of it {}, read at the fresh-read rate)", fresh / 1e6, what)
                : std::string();
   };
@@ -609,12 +622,13 @@ OpCost op_cost_on(const cluster::Device& dev, const graph::Graph& g, graph::OpId
                                     "1/{} of the iteration space",
                                     fwd_flops / 1e9, peak_text, operands->forward / 1e6,
                                     dev.matmul_operand_bandwidth / 1e9, parts)
-                      : fmt::format("max({:.4g} GFLOP / {}, {:.4g} MB{} / {} memory bandwidth) + launch{}, on 1/{} of "
-                                    "the iteration space",
-                                    fwd_batched / 1e9, peak_text, fwd_bytes / 1e6,
-                                    fresh_text(fresh_in, "inputs just written by the ops before"),
-                                    graph::kernel_class_name(s.forward_kernel),
-                                    steps_text(s.step_fwd_flops, s.step_fwd_bytes, fwd_steps), parts));
+                      : fmt::format(
+                            "max({:.4g} GFLOP / {}, {:.4g} MB{} / {} memory bandwidth) + launch{}, on 1/{} of "
+                            "the iteration space",
+                            fwd_batched / 1e9, peak_text, fwd_bytes / 1e6,
+                            fresh_text(fresh_in, "inputs just written by the ops before", s.forward_kernel, fwd_bytes),
+                            graph::kernel_class_name(s.forward_kernel),
+                            steps_text(s.step_fwd_flops, s.step_fwd_bytes, fwd_steps), parts));
        })});
   const double bwd_flops = (s.bwd_data_flops + s.bwd_weight_flops) / parts / m;
   // A micro-batch's backward reads the whole weights and adds into the whole weight gradients
@@ -682,14 +696,19 @@ OpCost op_cost_on(const cluster::Device& dev, const graph::Graph& g, graph::OpId
                        "1/{} of the space",
                        s.bwd_data_flops / parts / m / 1e9, s.bwd_weight_flops / parts / m / 1e9, peak_text,
                        products_text, (bwd_bytes - reduction_bytes) / 1e6,
-                       fresh_text(operands ? 0 : fresh_dy, "the output's gradient"),
+                       fresh_text(operands ? 0 : fresh_dy, "the output's gradient", s.backward_kernel,
+                                  bwd_bytes - reduction_bytes),
                        graph::kernel_class_name(s.backward_kernel), operand_text, reduction_bytes / 1e6,
-                       fresh_text(fresh_reduction, "the output's gradient"), reset_text, through_time_text, parts)
+                       fresh_text(fresh_reduction, "the output's gradient", graph::KernelClass::reduction,
+                                  reduction_bytes),
+                       reset_text, through_time_text, parts)
                  : fmt::format(
                        "data gradients {:.4g} GFLOP + weight gradients {:.4g} GFLOP at {}{}, {:.4g} MB{} through {} "
                        "kernels{}{}{}, on 1/{} of the space",
                        s.bwd_data_flops / parts / m / 1e9, s.bwd_weight_flops / parts / m / 1e9, peak_text,
-                       products_text, bwd_bytes / 1e6, fresh_text(operands ? 0 : fresh_dy, "the output's gradient"),
+                       products_text, bwd_bytes / 1e6,
+                       fresh_text(operands ? 0 : fresh_dy, "the output's gradient", s.backward_kernel,
+                                  bwd_bytes - reduction_bytes),
                        graph::kernel_class_name(s.backward_kernel), operand_text, reset_text, through_time_text,
                        parts));
        })});

@@ -36,13 +36,35 @@ std::string_view kernel_class_name(KernelClass c) {
   case KernelClass::copy: return "copy";
   case KernelClass::transpose: return "transpose";
   case KernelClass::optimizer: return "optimizer";
+  case KernelClass::transcendental_backward: return "transcendental_backward";
+  case KernelClass::normalization_backward: return "normalization_backward";
+  case KernelClass::softmax: return "softmax";
   }
   return "eltwise";
 }
 
+KernelClass kernel_class_fallback(KernelClass c) {
+  switch (c) {
+  case KernelClass::transpose: return KernelClass::copy; // files from before it were timed as copies
+  case KernelClass::transcendental_backward: return KernelClass::transcendental;
+  case KernelClass::normalization_backward:
+  case KernelClass::softmax: return KernelClass::normalization;
+  default: return c;
+  }
+}
+
 std::vector<KernelClass> all_kernel_classes() {
-  return {KernelClass::eltwise, KernelClass::transcendental, KernelClass::reduction, KernelClass::normalization,
-          KernelClass::gather,  KernelClass::copy,           KernelClass::transpose, KernelClass::optimizer};
+  return {KernelClass::eltwise,
+          KernelClass::transcendental,
+          KernelClass::reduction,
+          KernelClass::normalization,
+          KernelClass::gather,
+          KernelClass::copy,
+          KernelClass::transpose,
+          KernelClass::optimizer,
+          KernelClass::transcendental_backward,
+          KernelClass::normalization_backward,
+          KernelClass::softmax};
 }
 
 std::optional<KernelClass> parse_kernel_class(std::string_view name) {
@@ -93,6 +115,28 @@ double OpSemantics::iteration_points() const {
   return p;
 }
 
+bool backward_reads_input(const Graph& g, const Op& op, const OpSemantics& s, std::size_t j) {
+  if (!s.backward_reads_inputs || j >= op.inputs.size() || op.inputs[j] == no_tensor) {
+    return false;
+  }
+  const auto carries = [&](std::size_t k) {
+    return op.inputs[k] != no_tensor && gets_gradient(g.tensor(op.inputs[k]));
+  };
+  bool others = false, any = false;
+  for (std::size_t k = 0; k < op.inputs.size(); ++k) {
+    others = others || (k != j && carries(k));
+    any = any || carries(k);
+  }
+  if (s.op_class == OpClass::contraction || s.op_class == OpClass::convolution ||
+      (s.op_class == OpClass::elementwise && op.type == "Mul")) {
+    return others; // d(a b)/da = b: an operand is read for the other's gradient
+  }
+  if (s.op_class == OpClass::elementwise && op.type == "Div" && j == 0) {
+    return others; // d(a/b)/da = 1/b: the numerator only for the denominator's gradient
+  }
+  return any;
+}
+
 namespace {
 
 const std::map<std::string_view, const OpDescriptor*>& registry() {
@@ -118,17 +162,25 @@ void fill_bytes(const Op& op, const Graph& g, OpSemantics& s) {
   if (s.op_class == OpClass::shape) {
     return; // views and metadata: no data moves
   }
-  if (s.fwd_bytes_read == 0 && s.fwd_bytes_written == 0) {
-    for (TensorId t : op.inputs) {
-      s.fwd_bytes_read += tensor_bytes(g, t);
-    }
-    for (TensorId t : op.outputs) {
-      s.fwd_bytes_written += tensor_bytes(g, t);
+  // An input read by index (a gather's table) gives up at most as many bytes as the op writes.
+  double written = 0;
+  for (TensorId t : op.outputs) {
+    written += tensor_bytes(g, t);
+  }
+  const auto read = [&](std::size_t i) {
+    const double b = tensor_bytes(g, op.inputs[i]);
+    return i < s.inputs.size() && s.inputs[i].read_by_index ? std::min(b, written) : b;
+  };
+  const bool described = s.fwd_bytes_read != 0 || s.fwd_bytes_written != 0; // by the op's own description
+  if (!described) {
+    s.fwd_bytes_written = written;
+    for (std::size_t i = 0; i < op.inputs.size(); ++i) {
+      s.fwd_bytes_read += read(i);
     }
   }
   if (s.bwd_bytes == 0) {
-    // Backward reads the output gradient and (unless it does not need them) the saved inputs, and
-    // writes input gradients.
+    // Backward reads the output gradient and the saved inputs its gradients need
+    // (backward_reads_input), and writes input gradients.
     double grads = 0;
     for (TensorId t : op.inputs) {
       if (t != no_tensor && gets_gradient(g.tensor(t))) {
@@ -136,8 +188,17 @@ void fill_bytes(const Op& op, const Graph& g, OpSemantics& s) {
       }
     }
     if (grads > 0) {
-      const bool reads_inputs = s.backward_reads_inputs && s.op_class != OpClass::data_movement;
-      s.bwd_bytes = (reads_inputs ? s.fwd_bytes_read : 0.0) + s.fwd_bytes_written + grads;
+      double inputs = 0;
+      if (s.backward_reads_inputs && s.op_class != OpClass::data_movement) {
+        if (described) {
+          inputs = s.fwd_bytes_read;
+        } else {
+          for (std::size_t i = 0; i < op.inputs.size(); ++i) {
+            inputs += backward_reads_input(g, op, s, i) ? read(i) : 0.0;
+          }
+        }
+      }
+      s.bwd_bytes = inputs + s.fwd_bytes_written + grads;
     }
   }
 }
@@ -180,8 +241,8 @@ void set_kernel_classes(const Graph& g, const Op& op, OpSemantics& s, bool defau
   if (defaults) {
     KernelClass k = KernelClass::eltwise;
     switch (s.op_class) {
-    case OpClass::normalization:
-    case OpClass::softmax: k = KernelClass::normalization; break;
+    case OpClass::normalization: k = KernelClass::normalization; break;
+    case OpClass::softmax: k = KernelClass::softmax; break;
     case OpClass::reduction: k = KernelClass::reduction; break;
     case OpClass::embedding: k = KernelClass::gather; break;
     case OpClass::data_movement:
@@ -190,6 +251,9 @@ void set_kernel_classes(const Graph& g, const Op& op, OpSemantics& s, bool defau
     default: break;
     }
     s.forward_kernel = s.backward_kernel = k;
+    if (k == KernelClass::normalization) { // the backward pass is a kernel of its own
+      s.backward_kernel = KernelClass::normalization_backward;
+    }
     s.compute_class = s.op_class == OpClass::convolution ? ComputeClass::convolution
                       : s.op_class == OpClass::recurrent ? ComputeClass::recurrent
                                                          : ComputeClass::matmul;

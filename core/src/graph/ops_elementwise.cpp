@@ -12,10 +12,12 @@ template <int Fwd, int Bwd> void describe_pointwise(const Op& op, const Graph& g
   pointwise_costs(op, g, s, Fwd, Bwd);
 }
 
-// Element-wise through a transcendental function (exp, erf, tanh, ...): a family of its own.
+// Element-wise through a transcendental function (exp, erf, tanh, ...): a family of its own, and
+// its gradient another (Erf's runs an exp, not an erf).
 template <int Fwd, int Bwd> void describe_transcendental(const Op& op, const Graph& g, OpSemantics& s) {
   describe_pointwise<Fwd, Bwd>(op, g, s);
-  s.forward_kernel = s.backward_kernel = KernelClass::transcendental;
+  s.forward_kernel = KernelClass::transcendental;
+  s.backward_kernel = KernelClass::transcendental_backward;
 }
 
 // Linear in its inputs (a sum, a difference, a negation, a cast): the gradient is the output

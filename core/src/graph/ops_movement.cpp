@@ -175,6 +175,7 @@ void describe_gather(const Op& op, const Graph& g, OpSemantics& s) {
             std::vector<int>(dims.begin() + static_cast<std::ptrdiff_t>(axis),
                              dims.begin() + static_cast<std::ptrdiff_t>(axis + r_idx)));
   map_output(op, g, s, 0, dims);
+  s.inputs[0].read_by_index = true;
   if (embedding) {
     s.op_class = OpClass::embedding;
     add_grad_flops(op, g, s, 0, static_cast<double>(output(op, g, 0).elements()));

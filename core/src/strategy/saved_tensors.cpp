@@ -49,32 +49,13 @@ std::vector<TensorId> backward_reads(const graph::Graph& g, const graph::OpSeman
   if (!s.backward_reads_inputs) {
     return reads;
   }
-  const auto others_carry = [&](std::size_t j) {
-    for (std::size_t k = 0; k < op.inputs.size(); ++k) {
-      if (k != j && carries_gradient(g, op.inputs[k])) {
-        return true;
-      }
-    }
-    return false;
-  };
-  bool any = false;
-  for (TensorId t : op.inputs) {
-    any = any || carries_gradient(g, t);
-  }
   for (std::size_t j = 0; j < op.inputs.size(); ++j) {
     const TensorId u = op.inputs[j];
     const auto slot = j < s.slots.size() ? s.slots[j] : graph::InputSlot::data;
     if (!is_activation(g, u) || slot == graph::InputSlot::index || slot == graph::InputSlot::state) {
       continue;
     }
-    bool needed = any;
-    if (s.op_class == OpClass::contraction || s.op_class == OpClass::convolution ||
-        (s.op_class == OpClass::elementwise && op.type == "Mul")) {
-      needed = others_carry(j); // d(a·b)/da = b: an operand is read for the other's gradient
-    } else if (s.op_class == OpClass::elementwise && op.type == "Div" && j == 0) {
-      needed = others_carry(0); // d(a/b)/da = 1/b
-    }
-    if (needed) {
+    if (graph::backward_reads_input(g, op, s, j)) { // d(a·b)/da = b, d(a/b)/da = 1/b, ...
       reads.push_back(u);
     }
   }

@@ -6,6 +6,8 @@
 #include "partita/graph/error.h"
 #include "partita/proto/partita.pb.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -218,6 +220,50 @@ TEST(Calibration, FitsTheFreshReadCostFromFreshAndColdTimings) {
   } catch (const Error& e) {
     EXPECT_THAT(e.what(), HasSubstr("add fresh"));
   }
+}
+
+// A family timed on fresh inputs besides its cold curve (Erf: transcendental) gets a fresh-read
+// curve of its own, and the element-wise one stays that of ReLU and Add; a family timed fresh
+// but never cold has no curve to keep it beside: left out, with a warning.
+TEST(Calibration, FitsAFamilysOwnFreshReadCurve) {
+  auto t = truth();
+  t.device.fresh_read.points = {{1e4, 0.6}, {1e8, 0.6}};
+  t.device.memory_efficiency_by_class[graph::KernelClass::transcendental].points = {{1e3, 0.02}, {1e9, 0.2}};
+  t.device.fresh_read_by_class[graph::KernelClass::transcendental].points = {{1e4, 0.9}, {1e8, 0.9}};
+  auto data = measure(t);
+  for (double e = 4; e <= 8; e += 0.5) {
+    const double n = std::pow(10.0, e) / 8;
+    for (const auto k : {graph::KernelClass::eltwise, graph::KernelClass::transcendental}) {
+      const double cold = kernel_time(0, 8 * n, t.device, cluster::Precision::fp32, k);
+      KernelSample s{k == graph::KernelClass::eltwise ? "relu fresh" : "erf fresh", 0, 8 * n,
+                     kernel_time(0, 8 * n, t.device, cluster::Precision::fp32, k, graph::ComputeClass::matmul, 4 * n),
+                     k};
+      s.fresh_bytes = 4 * n;
+      s.cold_seconds = cold;
+      data.memory.push_back(s);
+      if (k == graph::KernelClass::transcendental) {
+        data.memory.push_back({"erf", 0, 8 * n, cold, k});
+      }
+    }
+  }
+  const auto cal = calibrate(cluster::load_cluster("localhost-cpu"), data);
+  const auto& d = cal.cluster.device;
+  EXPECT_NEAR(d.fresh_read_for(graph::KernelClass::eltwise, 1e6), 0.6, 1e-9);
+  EXPECT_NEAR(d.fresh_read_for(graph::KernelClass::transcendental, 1e6), 0.9, 1e-9);
+  EXPECT_NEAR(d.fresh_read_for(graph::KernelClass::transcendental_backward, 1e6), 0.9, 1e-9);
+  EXPECT_DOUBLE_EQ(d.fresh_read_for(graph::KernelClass::reduction, 1e6), 1.0);
+  const auto back = cluster::from_proto(cluster::to_proto(cal.cluster), "calibrated");
+  EXPECT_EQ(back.device.fresh_read_by_class.at(graph::KernelClass::transcendental).points,
+            d.fresh_read_by_class.at(graph::KernelClass::transcendental).points);
+  // Gather timed fresh only: left out, said.
+  KernelSample lone{"gather fresh", 0, 1e6, 1e-4, graph::KernelClass::gather};
+  lone.fresh_bytes = 5e5;
+  lone.cold_seconds = 1.2e-4;
+  data.memory.push_back(lone);
+  const auto without = calibrate(cluster::load_cluster("localhost-cpu"), data);
+  EXPECT_FALSE(without.cluster.device.fresh_read_by_class.contains(graph::KernelClass::gather));
+  EXPECT_THAT(fmt::format("{}", fmt::join(without.warnings, "\n")),
+              HasSubstr("gather kernels were timed on fresh inputs but not on inputs in memory"));
 }
 
 TEST(Calibration, FitsTheMatmulOperandBandwidthFromGemmsOfOneSizeAndOtherBytes) {

@@ -8,6 +8,7 @@
 
 #include "test_support.h"
 
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -88,7 +89,8 @@ TEST(KernelFamily, FollowsFromTheDescription) {
     EXPECT_TRUE(s.opaque_reason.empty()) << s.opaque_reason;
     return std::pair{s.forward_kernel, s.backward_kernel};
   };
-  EXPECT_EQ(classes(o.erf), std::pair(KernelClass::transcendental, KernelClass::transcendental));
+  // Erf's gradient is another kernel (an exp), a family of its own.
+  EXPECT_EQ(classes(o.erf), std::pair(KernelClass::transcendental, KernelClass::transcendental_backward));
   // A broadcast bias: its gradient sums dY over the rows (a reduction kernel: read dY, write dB);
   // the full-size input gradient is element-wise.
   EXPECT_EQ(classes(o.add_bias), std::pair(KernelClass::eltwise, KernelClass::eltwise));
@@ -105,7 +107,7 @@ TEST(KernelFamily, FollowsFromTheDescription) {
   EXPECT_EQ(classes(o.heads), std::pair(KernelClass::copy, KernelClass::copy));
   EXPECT_EQ(classes(o.gather), std::pair(KernelClass::gather, KernelClass::gather));
   // Softmax's backward pass streams y and dy without a transcendental: element-wise.
-  EXPECT_EQ(classes(o.softmax), std::pair(KernelClass::normalization, KernelClass::eltwise));
+  EXPECT_EQ(classes(o.softmax), std::pair(KernelClass::softmax, KernelClass::eltwise));
   EXPECT_EQ(classes(o.reduce).first, KernelClass::reduction);
 }
 
@@ -244,6 +246,73 @@ TEST(KernelFamily, ReadsOfWhatWasJustWrittenCostTheFreshReadFraction) {
   }
 }
 
+// A backward family without a curve of its own (a file calibrated before it was timed apart) is
+// priced on its forward family's curve; with one, on its own.
+TEST(KernelFamily, ABackwardFamilyFallsBackToItsForwardFamilysCurve) {
+  const Ops o;
+  auto c = with_families();
+  const auto s = graph::describe(o.g, o.erf);
+  const double bwd = cost_of(o, o.erf, c).get(term::backward_compute);
+  EXPECT_DOUBLE_EQ(c.device.memory_efficiency_for(KernelClass::transcendental_backward, 1e6),
+                   c.device.memory_efficiency_for(KernelClass::transcendental, 1e6));
+  EXPECT_DOUBLE_EQ(c.device.memory_efficiency_for(KernelClass::normalization_backward, 1e6),
+                   c.device.memory_efficiency_for(KernelClass::normalization, 1e6));
+  EXPECT_NEAR(
+      bwd, kernel_time(s.bwd_data_flops, s.bwd_bytes, c.device, cluster::Precision::fp32, KernelClass::transcendental),
+      1e-12 * bwd);
+  // Its own curve, five times the forward family's rate: a fifth of the time.
+  c.device.memory_efficiency_by_class[KernelClass::transcendental_backward].points = {{1e3, 0.05}, {1e9, 0.25}};
+  EXPECT_NEAR(cost_of(o, o.erf, c).get(term::backward_compute), bwd / 5, 1e-9 * bwd);
+  // The forward pass keeps its family's curve.
+  EXPECT_DOUBLE_EQ(cost_of(o, o.erf, c).get(term::forward_compute),
+                   cost_of(o, o.erf, with_families()).get(term::forward_compute));
+}
+
+// A family timed on fresh inputs (Erf after the Div that wrote its input) has a fresh-read curve
+// of its own: its reads of what the op before wrote cost that fraction, where without one they
+// cost a read from memory; the element-wise curve does not apply to it, nor its curve to them.
+TEST(KernelFamily, AFamilysOwnFreshReadCurvePricesItsFreshInputs) {
+  const Ops o;
+  auto c = with_families();
+  const auto plain = c;
+  c.device.fresh_read_by_class[KernelClass::transcendental].points = {{1e3, 0.5}, {1e9, 0.5}};
+  const double n = 64.0 * 128 * 256 * 4; // one tensor's bytes
+  const double eff = c.device.memory_bandwidth * c.device.memory_efficiency_for(KernelClass::transcendental, 2 * n);
+  // erf_of_relu reads rr, which the Relu just wrote: n of its 2n bytes at half cost.
+  EXPECT_NEAR(cost_of(o, o.erf_of_relu, plain).get(term::forward_compute), 2 * n / eff, 1e-12);
+  EXPECT_NEAR(cost_of(o, o.erf_of_relu, c).get(term::forward_compute), 1.5 * n / eff, 1e-12);
+  EXPECT_THAT(cost_of(o, o.erf_of_relu, c).time.front().formula, ::testing::HasSubstr("just written"));
+  // Its backward family has no curve of its own: it takes the forward family's (dy is fresh).
+  EXPECT_LT(cost_of(o, o.erf_of_relu, c).get(term::backward_compute),
+            cost_of(o, o.erf_of_relu, plain).get(term::backward_compute));
+  EXPECT_DOUBLE_EQ(c.device.fresh_read_for(KernelClass::transcendental_backward, 1e6), 0.5);
+  // Element-wise kernels keep theirs (none here: a read from memory), and other families too.
+  EXPECT_DOUBLE_EQ(cost_of(o, o.relu_of_erf, c).get(term::forward_compute),
+                   cost_of(o, o.relu_of_erf, plain).get(term::forward_compute));
+  EXPECT_DOUBLE_EQ(c.device.fresh_read_for(KernelClass::eltwise, 1e6), 1.0);
+  EXPECT_DOUBLE_EQ(c.device.fresh_read_for(KernelClass::reduction, 1e6), 1.0);
+  // It goes into the cluster file beside its family's curve and back; a bad fraction names its field.
+  const auto back = cluster::from_proto(cluster::to_proto(c), "round trip");
+  EXPECT_EQ(back.device.fresh_read_by_class.at(KernelClass::transcendental).points,
+            c.device.fresh_read_by_class.at(KernelClass::transcendental).points);
+  EXPECT_EQ(back.device.fresh_read_by_class.size(), 1U);
+  auto p = cluster::to_proto(c);
+  int entry = -1;
+  for (int i = 0; i < p.device().kernel_classes_size(); ++i) {
+    if (p.device().kernel_classes(i).kernel_class() == "transcendental") {
+      entry = i;
+    }
+  }
+  ASSERT_GE(entry, 0);
+  p.mutable_device()->mutable_kernel_classes(entry)->mutable_fresh_read(1)->set_fraction(0);
+  try {
+    (void)cluster::from_proto(p, "bad");
+    ADD_FAILURE() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), ::testing::HasSubstr(fmt::format("device.kernel_classes[{}].fresh_read[1].fraction", entry)));
+  }
+}
+
 TEST(KernelFamily, FamilyCurvesRoundTripThroughTheClusterFile) {
   const auto c = with_families();
   const auto back = cluster::from_proto(cluster::to_proto(c), "round trip");
@@ -253,7 +322,13 @@ TEST(KernelFamily, FamilyCurvesRoundTripThroughTheClusterFile) {
   EXPECT_DOUBLE_EQ(back.device.memory_efficiency_for(KernelClass::eltwise, 1e9), 0.8);
   auto p = cluster::to_proto(c);
   p.mutable_device()->mutable_kernel_classes(0)->set_kernel_class("blas");
-  EXPECT_THROW(cluster::from_proto(p, "bad"), Error);
+  try {
+    (void)cluster::from_proto(p, "bad");
+    ADD_FAILURE() << "expected an error";
+  } catch (const Error& e) { // the message lists the families there are
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("'blas' is not one of eltwise"));
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("normalization_backward"));
+  }
 }
 
 } // namespace

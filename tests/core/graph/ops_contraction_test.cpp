@@ -120,5 +120,35 @@ TEST(OpsElementwise, AddBroadcastsBias) {
   EXPECT_DOUBLE_EQ(s.fwd_bytes_written, 8 * 16 * 32 * 4);
 }
 
+// The backward pass reads what its gradients need: x / c (c a constant) reads c and dy, not x;
+// a x b with both taking gradients reads both; x x c reads c only; a sum reads neither input.
+TEST(OpsElementwise, ABackwardPassReadsTheInputsItsGradientsNeed) {
+  graph::Graph g;
+  test::tensor(g, "x", {8, 16, 32}, TensorRole::input);
+  test::tensor(g, "w", {8, 16, 32}, TensorRole::parameter);
+  test::tensor(g, "c", {1}, TensorRole::constant);
+  for (const char* t : {"q", "p", "h", "s", "wx"}) {
+    test::tensor(g, t, {8, 16, 32});
+  }
+  test::op(g, "Mul", {"x", "w"}, {"wx"}); // wx takes a gradient (from w)
+  const auto q = test::op(g, "Div", {"wx", "c"}, {"q"});
+  const auto p = test::op(g, "Mul", {"wx", "q"}, {"p"});
+  const auto h = test::op(g, "Mul", {"wx", "c"}, {"h"});
+  const auto s = test::op(g, "Add", {"wx", "q"}, {"s"});
+  graph::mark_gradients(g);
+  const double n = 8.0 * 16 * 32 * 4, c = 4;
+  const auto sem = [&](graph::OpId id) { return graph::describe(g, id); };
+  EXPECT_FALSE(graph::backward_reads_input(g, g.op(q), sem(q), 0));
+  EXPECT_TRUE(graph::backward_reads_input(g, g.op(q), sem(q), 1));
+  EXPECT_DOUBLE_EQ(sem(q).bwd_bytes, c + n + n); // c, dy read; dx written
+  EXPECT_DOUBLE_EQ(sem(p).bwd_bytes, 2 * n + n + 2 * n);
+  EXPECT_DOUBLE_EQ(sem(h).bwd_bytes, c + n + n);
+  EXPECT_DOUBLE_EQ(sem(s).bwd_bytes, n + 2 * n);
+  // The first product's x takes no gradient: only w's, which reads x.
+  const auto wx = g.tensor(g.find_tensor("wx")).producer;
+  EXPECT_TRUE(graph::backward_reads_input(g, g.op(wx), sem(wx), 0));
+  EXPECT_FALSE(graph::backward_reads_input(g, g.op(wx), sem(wx), 1));
+}
+
 } // namespace
 } // namespace partita

@@ -124,6 +124,20 @@ TEST(OpsMovement, GatherOnParameterIsEmbedding) {
   EXPECT_DOUBLE_EQ(s.fwd_flops, 0);
   EXPECT_DOUBLE_EQ(s.bwd_data_flops, 0);
   EXPECT_DOUBLE_EQ(s.bwd_weight_flops, 2.0 * 16 * 64); // scatter-add of one row per index
+  // The table is read by index: the forward pass touches the 32 rows it writes, not 1,000.
+  EXPECT_TRUE(s.inputs[0].read_by_index);
+  EXPECT_DOUBLE_EQ(s.fwd_bytes_read, 4.0 * 32 * 64 + 8.0 * 32);
+  EXPECT_DOUBLE_EQ(s.fwd_bytes_written, 4.0 * 32 * 64);
+}
+
+// A table smaller than what is gathered from it is read whole, once.
+TEST(OpsMovement, AGatherReadsAtMostItsTable) {
+  graph::Graph g;
+  test::tensor(g, "table", {8, 64}, TensorRole::parameter);
+  test::tensor(g, "ids", {2, 16}, TensorRole::input, DType::i64);
+  test::tensor(g, "y", {2, 16, 64});
+  const auto s = graph::describe(g, test::op(g, "Gather", {"table", "ids"}, {"y"}));
+  EXPECT_DOUBLE_EQ(s.fwd_bytes_read, 4.0 * 8 * 64 + 8.0 * 32);
 }
 
 TEST(OpsMovement, GatherOnActivationIsDataMovement) {

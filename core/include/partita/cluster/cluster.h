@@ -88,12 +88,19 @@ struct Device {
   // just written (in cache), as a fraction of a read from memory, against the kernel's bytes.
   // Empty: 1 (no saving), as in presets and files calibrated before it was measured.
   EfficiencyCurve fresh_read;
+  // Calibrated: the same for a family timed apart (Erf after the Div that wrote its input); a
+  // family without one reads at full cost (eltwise: fresh_read).
+  std::map<graph::KernelClass, EfficiencyCurve> fresh_read_by_class;
   // Calibrated: bytes/s at which a matrix product reads its operands from memory on top of its
   // arithmetic: time = compute + operand bytes / matmul_operand_bandwidth (cost::kernel_time). 0:
   // the roofline max(compute, memory), as in presets and files calibrated before it was measured.
   double matmul_operand_bandwidth = 0;
 
   double memory_efficiency_for(graph::KernelClass k, double bytes) const;
+  // The cost of a kernel of family k reading bytes the kernel before has just written, as a
+  // fraction of a read from memory: the family's own curve (or its fallback's), fresh_read for
+  // eltwise kernels, else 1.
+  double fresh_read_for(graph::KernelClass k, double bytes) const;
   double compute_efficiency_for(graph::ComputeClass c, double flops) const;
   // Whether family `c` has a curve of its own (else compute_efficiency stands in for it).
   bool has_compute_curve(graph::ComputeClass c) const { return compute_efficiency_by_class.contains(c); }

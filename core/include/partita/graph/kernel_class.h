@@ -17,12 +17,24 @@ enum class KernelClass : std::uint8_t {
   eltwise,        // one pass over the elements: Add, Relu, Cast, Where, ...
   transcendental, // element-wise through exp, erf, tanh, ...: Erf, Gelu, Sigmoid, Exp, ...
   reduction,      // sums over dims: ReduceSum, and the gradient of a broadcast input (a bias)
-  normalization,  // statistics over a row, then a pass: Softmax, LayerNormalization, BatchNorm
+  normalization,  // statistics over a row, then a pass: LayerNormalization, BatchNorm, ...
   gather,         // rows picked by an index: Gather, embeddings, ScatterND
   copy,           // rows moved into a new layout: Concat, Split, Slice, Pad, a Transpose that keeps the last dim
   transpose,      // elements moved across the last dim: a Transpose that moves it (a weight's W^T, attention's K^T)
   optimizer,      // the weight update: SGD, momentum, Adam through weights, gradients and state
+  // Backward kernels that are other kernels than their forward pass, at rates of their own: Erf's
+  // gradient runs exp where its forward runs erf; LayerNorm's reads x, dy and its statistics, and
+  // sums two weight gradients over the rows. Uncalibrated, each uses its forward family's curve.
+  transcendental_backward, // the gradient of a transcendental function (Erf, Gelu, Tanh, ...)
+  normalization_backward,  // the gradient of a normalization (LayerNorm, BatchNorm, ...)
+  // Softmax's forward pass: a normalization through exp, slower than LayerNorm's (timed apart, the
+  // two had been one curve between them: LayerNorm 46% over, Softmax 2%).
+  softmax,
 };
+
+// The family whose curve stands in for `c` where `c` has none of its own (a cluster calibrated
+// before `c` was timed apart), or c itself.
+KernelClass kernel_class_fallback(KernelClass c);
 
 std::string_view kernel_class_name(KernelClass c);
 std::optional<KernelClass> parse_kernel_class(std::string_view name);

@@ -58,6 +58,9 @@ enum class InputSlot : std::uint8_t {
 struct TensorAccess {
   TensorId tensor = no_tensor;
   std::vector<int> dims;
+  // Read by index (a gather's table): a kernel touches at most as many of its bytes as it writes
+  // (the rows the indices pick), however large the tensor.
+  bool read_by_index = false;
 };
 
 struct OpSemantics {
@@ -150,6 +153,13 @@ bool trains_as_float(const Tensor& t);
 
 // Whether `t` gets a gradient: a floating activation or parameter that mark_gradients left marked.
 bool gets_gradient(const Tensor& t);
+
+// Whether the backward pass of `op` (described by `s`) reads its input j to form the gradients
+// its inputs take: a product's operand only for the other operand's gradient (d(a b)/da = b), a
+// quotient's numerator only for the denominator's, other ops' every input where any takes one,
+// none where the op only adds, moves or views (OpSemantics::backward_reads_inputs false). The one
+// rule for the bytes a backward kernel reads and the activations training keeps for it.
+bool backward_reads_input(const Graph& g, const Op& op, const OpSemantics& s, std::size_t j);
 
 // The op's semantics. Unknown types, ops the importer marked opaque and ops whose description
 // fails get an opaque description: every tensor dim unmapped, forward FLOPs = output elements,
