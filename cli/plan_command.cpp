@@ -31,6 +31,7 @@ struct PlanOptions {
   std::string family = "auto";
   std::string output;
   bool json = false;
+  std::vector<std::string> terms; // --terms: ops whose every term is printed with its formula
   // --cost-model pase: PaSE's benchmark graphs in its own cost model.
   std::string cost_model = "partita";
   double flops = search::pase::Options{}.flops;
@@ -46,7 +47,7 @@ void plan_pase(const PlanOptions& o, const CLI::App& cmd) {
     throw Error(
         fmt::format("--cost-model pase is searched by the exact per-layer search only: drop --strategy {}", o.family));
   }
-  for (const char* name : {"--output", "--json", "--dim", "--plan", "--cluster"}) {
+  for (const char* name : {"--output", "--json", "--dim", "--plan", "--cluster", "--terms"}) {
     if (cmd.count(name) > 0) {
       throw Error(fmt::format("{} does not apply with --cost-model pase (PaSE's graphs are not ONNX models and its "
                               "machine is --flops and --bw)",
@@ -146,6 +147,29 @@ void print_family_comparison(const search::AutoResult& r, const strategy::Predic
                            r.stats.dp.largest_table, (r.stats.table_bytes + r.stats.dp.peak_bytes) / (1024.0 * 1024));
 }
 
+// --terms NAME: every time and memory term the plan gives an op, with the formula that priced it.
+void print_op_terms(const graph::Graph& g, const strategy::Prediction& p, const std::vector<std::string>& names) {
+  for (const auto& name : names) {
+    const auto& ops = g.ops();
+    const auto it = std::find_if(ops.begin(), ops.end(), [&](const graph::Op& op) { return op.name == name; });
+    if (it == ops.end()) {
+      throw Error(fmt::format("--terms {}: the model has no op of that name (the plan's table names them)", name));
+    }
+    const auto id = static_cast<std::size_t>(it - ops.begin());
+    const auto& c = p.ops[id].cost;
+    std::cout << fmt::format("\nterms of op {} '{}' ({}): {} ms in all\n", id, name, it->type, ms(p.ops[id].time));
+    Table t({{"term", Table::Align::left}, {"ms"}, {"of it backward"}, {"formula", Table::Align::left}});
+    for (const auto& term : c.time) {
+      t.add_row({term.name, fmt::format("{:.4f}", term.value * 1e3),
+                 term.backward > 0 ? fmt::format("{:.4f}", term.backward * 1e3) : "", term.formula});
+    }
+    for (const auto& term : c.memory) {
+      t.add_row({term.name, mib(term.value) + " MiB", "", term.formula});
+    }
+    std::cout << t.render();
+  }
+}
+
 } // namespace
 
 cluster::Cluster cluster_for(const std::string& spec, int devices) {
@@ -187,6 +211,9 @@ void add_plan_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("-o,--output", o->output, "write the plan as JSON (partita.proto's Plan)");
   cmd->add_flag("--json", o->json, "print the plan as JSON instead of a table");
+  cmd->add_option("--terms", o->terms,
+                  "after the table, every time and memory term of the named op (repeatable), with the formula that "
+                  "priced it");
   cmd->add_option("--cost-model", o->cost_model,
                   "partita, or pase: PaSE's benchmark graphs (zoo:pase?graph=alexnet|resnet101|inception3|rnnlm|"
                   "transformer[&batch=N]) priced as its reference implementation does, in FLOPs")
@@ -216,6 +243,9 @@ void add_plan_command(CLI::App& app) {
       io::write_json_file(o->output, plan);
     }
     if (o->json) {
+      if (!o->terms.empty()) {
+        throw Error("--terms prints a table: it does not go with --json (the plan's JSON carries no formulas)");
+      }
       std::cout << io::to_json(plan);
       return;
     }
@@ -289,6 +319,7 @@ void add_plan_command(CLI::App& app) {
     if (planned.three_d) {
       print_pareto_front(*planned.three_d, *o);
     }
+    print_op_terms(g, p, o->terms);
     if (!o->output.empty()) {
       std::cout << fmt::format("plan written to {}\n", o->output);
     }

@@ -166,7 +166,8 @@ public:
 
   // Reduce-scatter of a sum over `comm`: `data` holds the whole buffer on every rank, cut into
   // consecutive slices of counts[r] elements (r the rank in `comm`); this rank's slice of the sum
-  // is written to `mine`. Every rank of `comm` passes the same counts.
+  // is written to `mine`, which may be its own slice of `data` (in place). Every rank of `comm`
+  // passes the same counts.
   virtual void reduce_scatter_sum(MPI_Comm comm, const float* data, std::span<const std::int64_t> counts,
                                   float* mine) = 0;
   // All-gather in place: every rank's slice (counts as above) is at its offset in `data` on that

@@ -752,7 +752,7 @@ public:
   void reduce_scatter_sum(MPI_Comm comm, const float* data, std::span<const std::int64_t> counts,
                           float* mine) override {
     if (comm == MPI_COMM_NULL) {
-      if (!counts.empty()) {
+      if (!counts.empty() && mine != data) {
         check(cudaMemcpyAsync(mine, data, static_cast<std::size_t>(counts[0]) * sizeof(float), cudaMemcpyDeviceToDevice,
                               m_stream),
               "cudaMemcpyAsync");

@@ -224,8 +224,8 @@ Executor::Executor(const graph::Graph& g, const strategy::Strategy& st, MPI_Comm
         m_comms.add(groups);
         state.outputs[j].partial_group = my_group(groups);
         const auto& readers = g.tensor(op.outputs[j]).consumers;
-        if (state.outputs[j].partial_group.size() > 1 && readers.size() == 1 && in_scope(readers[0]) &&
-            strategy::output_reduce_scatters(g, sem, st.ops, id, j)) {
+        if (m_training.sequence_parallel && state.outputs[j].partial_group.size() > 1 && readers.size() == 1 &&
+            in_scope(readers[0]) && strategy::output_reduce_scatters(g, sem, st.ops, id, j)) {
           const auto& ra = st.ops[static_cast<std::size_t>(readers[0])];
           const auto& reader_inputs = g.op(readers[0]).inputs;
           const auto input = static_cast<std::size_t>(
@@ -270,8 +270,8 @@ Executor::Executor(const graph::Graph& g, const strategy::Strategy& st, MPI_Comm
         const auto groups = cost::device_groups(a.config, a.devices, layout.replica_axes, sharded_state);
         m_comms.add(groups);
         in.reduce_group = my_group(groups);
-        if (!in.parameter && in.reduce_group.size() > 1 && t.producer >= 0 && in_scope(t.producer) &&
-            strategy::input_gradient_reduce_scatters(g, sem, st.ops, id, i)) {
+        if (m_training.sequence_parallel && !in.parameter && in.reduce_group.size() > 1 && t.producer >= 0 &&
+            in_scope(t.producer) && strategy::input_gradient_reduce_scatters(g, sem, st.ops, id, i)) {
           const auto& pa = st.ops[static_cast<std::size_t>(t.producer)];
           const auto held = sharding::output_layout(g, sem[static_cast<std::size_t>(t.producer)], pa.config,
                                                     output_index(g.op(t.producer), tid));
@@ -515,10 +515,22 @@ void Executor::reduce_scatter(const Group& group, Shard& shard, const std::vecto
   for (const auto& r : regions) {
     counts.push_back(r.elements());
   }
-  // Packed member by member (the group's order), summed, and this rank's region written back, in
-  // buffers kept from one call to the next: fresh ones are mapped and faulted in page by page each
-  // time (BERT's 4 MB input gradients under mp took 4.0 ms to sum here, where the calibration's
-  // all-reduce of 4 MB takes 0.72 ms and its MPI_Reduce_scatter 1.37 ms).
+  // Regions that lie one after another in the shard's memory (a split of its leading dims) are
+  // summed in place: this rank's sum lands in its own region, nothing packed (as the cost model
+  // prices it: strategy::reduce_scatter_packs).
+  if (sharding::tiles_in_order(shard.block, regions)) {
+    std::int64_t at = 0;
+    for (std::size_t k = 0; k < me; ++k) {
+      at += counts[k];
+    }
+    m_backend.reduce_scatter_sum(m_comms.get(group), shard.data.data(), counts, shard.data.data() + at);
+    m_backend.synchronize();
+    return;
+  }
+  // Otherwise packed member by member (the group's order), summed, and this rank's region written
+  // back, in buffers kept from one call to the next: fresh ones are mapped and faulted in page by
+  // page each time (BERT's 4 MB input gradients under mp took 4.0 ms to sum here, where the
+  // calibration's all-reduce of 4 MB takes 0.72 ms and its MPI_Reduce_scatter 1.37 ms).
   if (m_scatter_packed.size() < static_cast<std::size_t>(shard.elements())) {
     m_scatter_packed = uninitialized_floats(static_cast<std::size_t>(shard.elements()));
   }

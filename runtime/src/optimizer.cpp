@@ -28,7 +28,8 @@ Rounding rounding_of(cluster::Precision p) {
 }
 
 Training training_of(const cost::TrainingSetup& setup) {
-  return {default_optimizer_settings(setup.optimizer), setup.zero_stage, rounding_of(setup.precision)};
+  return {default_optimizer_settings(setup.optimizer), setup.zero_stage, rounding_of(setup.precision),
+          setup.sequence_parallel};
 }
 
 OptimizerState make_optimizer_state(const OptimizerSettings& settings, std::int64_t n) {

@@ -32,6 +32,10 @@ struct Training {
   OptimizerSettings optimizer;
   int zero_stage = 0;
   Rounding matrix = Rounding::none;
+  // Sequence parallelism: partial sums whose reader keeps slices of them, and input gradients
+  // whose producer does, are reduce-scattered (strategy::output_reduce_scatters); otherwise they
+  // are all-reduced, as the cost model prices the plan.
+  bool sequence_parallel = false;
 };
 // Throws partita::Error for a precision partita-run has no kernels for (fp8).
 Training training_of(const cost::TrainingSetup& setup);

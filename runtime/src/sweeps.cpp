@@ -341,6 +341,19 @@ std::vector<KernelTiming> memory_sweep(Backend& backend, MPI_Comm comm, const Sw
       const auto o = next(n_add);
       backend.binary(Binary::add, d, x.data() + o, d, y.data() + o, d, z.data() + o);
     });
+    // ReLU's gradient (x and dy read, dx written): the backward family of the piecewise-linear
+    // activations, a kernel of its own (oneDNN's eltwise backward), not ReLU's forward pass.
+    time("relu backward", KernelClass::activation_backward, 12.0 * static_cast<double>(n_add), [&] {
+      const auto o = next(n_add);
+      backend.eltwise_backward(Eltwise::relu, n_add, x.data() + o, y.data() + o, z.data() + o);
+    });
+    // A gradient added in place into another (dst += src: the sum of a tensor's readers'
+    // gradients, a gradient coming back through a redistribution), as partita-run adds them
+    // (Backend::copy accumulating): it reads two and writes one, over what it read.
+    time("accumulate", KernelClass::accumulate, 12.0 * static_cast<double>(n_add), [&] {
+      const auto o = next(n_add);
+      backend.copy(contiguous_copy(n_add), x.data() + o, z.data() + o, true);
+    });
     // The same two kernels on inputs the call before has just written, as a step's kernels mostly
     // meet them (GELU's Div, Erf, Add and Mul each read what the one before wrote; a backward
     // kernel reads the gradient the one before wrote): a 2 MB ReLU ran a quarter faster so. Each

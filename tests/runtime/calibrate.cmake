@@ -116,11 +116,12 @@ if(NOT measured MATCHES "\"cold_seconds\": [^,]+,[^}]*\"kernel\": \"relu fresh\"
   message(FATAL_ERROR "measurements.json: no 'relu fresh' timing with its cold time")
 endif()
 # Erf timed on fresh inputs too, and the families timed apart: Erf's and LayerNorm's backward
-# passes, Softmax; each has a curve of its own or a warning that names the curve used instead.
+# passes, Softmax, the in-place add of gradients, ReLU's backward pass; each has a curve of its own or a warning that
+# names the curve used instead.
 if(NOT measured MATCHES "\"cold_seconds\": [^,]+,[^}]*\"kernel\": \"erf fresh\"")
   message(FATAL_ERROR "measurements.json: no 'erf fresh' timing with its cold time")
 endif()
-foreach(family transcendental_backward normalization_backward softmax)
+foreach(family transcendental_backward normalization_backward softmax accumulate activation_backward)
   if(NOT json MATCHES "\"kernel_class\": *\"${family}\"" AND NOT fit_messages MATCHES "${family} kernels use the [a-z]+ curve")
     message(FATAL_ERROR "${cluster}: no memory curve of the '${family}' kernels, and no warning saying why")
   endif()

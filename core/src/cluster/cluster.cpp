@@ -91,7 +91,7 @@ double Device::fresh_read_for(graph::KernelClass k, double bytes) const {
   if (it != fresh_read_by_class.end()) {
     return it->second.at(bytes);
   }
-  return k == graph::KernelClass::eltwise ? fresh_read.at(bytes) : 1.0;
+  return graph::kernel_class_fallback(k) == graph::KernelClass::eltwise ? fresh_read.at(bytes) : 1.0;
 }
 
 double Device::compute_efficiency_for(graph::ComputeClass c, double flops) const {

@@ -39,6 +39,8 @@ std::string_view kernel_class_name(KernelClass c) {
   case KernelClass::transcendental_backward: return "transcendental_backward";
   case KernelClass::normalization_backward: return "normalization_backward";
   case KernelClass::softmax: return "softmax";
+  case KernelClass::accumulate: return "accumulate";
+  case KernelClass::activation_backward: return "activation_backward";
   }
   return "eltwise";
 }
@@ -49,6 +51,8 @@ KernelClass kernel_class_fallback(KernelClass c) {
   case KernelClass::transcendental_backward: return KernelClass::transcendental;
   case KernelClass::normalization_backward:
   case KernelClass::softmax: return KernelClass::normalization;
+  case KernelClass::accumulate:
+  case KernelClass::activation_backward: return KernelClass::eltwise;
   default: return c;
   }
 }
@@ -64,7 +68,9 @@ std::vector<KernelClass> all_kernel_classes() {
           KernelClass::optimizer,
           KernelClass::transcendental_backward,
           KernelClass::normalization_backward,
-          KernelClass::softmax};
+          KernelClass::softmax,
+          KernelClass::accumulate,
+          KernelClass::activation_backward};
 }
 
 std::optional<KernelClass> parse_kernel_class(std::string_view name) {

@@ -20,6 +20,13 @@ template <int Fwd, int Bwd> void describe_transcendental(const Op& op, const Gra
   s.backward_kernel = KernelClass::transcendental_backward;
 }
 
+// A piecewise-linear activation: its gradient masks or scales dy by where x lies, a kernel of its
+// own (graph::KernelClass::activation_backward).
+template <int Fwd, int Bwd> void describe_activation(const Op& op, const Graph& g, OpSemantics& s) {
+  describe_pointwise<Fwd, Bwd>(op, g, s);
+  s.backward_kernel = KernelClass::activation_backward;
+}
+
 // Linear in its inputs (a sum, a difference, a negation, a cast): the gradient is the output
 // gradient passed through, without the saved inputs.
 template <int Fwd, int Bwd> void describe_linear(const Op& op, const Graph& g, OpSemantics& s) {
@@ -55,15 +62,15 @@ const OpDescriptor table[] = {
     {"Xor", OpClass::elementwise, {D}, describe_pointwise<1, 0>},
     {"Where", OpClass::elementwise, {I, D, D}, describe_pointwise<1, 1>},
     // unary
-    {"Relu", OpClass::elementwise, {D}, describe_pointwise<1, 1>},
-    {"LeakyRelu", OpClass::elementwise, {D}, describe_pointwise<2, 2>},
+    {"Relu", OpClass::elementwise, {D}, describe_activation<1, 1>},
+    {"LeakyRelu", OpClass::elementwise, {D}, describe_activation<2, 2>},
     {"Elu", OpClass::elementwise, {D}, describe_transcendental<4, 2>},
     {"Selu", OpClass::elementwise, {D}, describe_transcendental<5, 2>},
     {"Celu", OpClass::elementwise, {D}, describe_transcendental<5, 2>},
     {"Gelu", OpClass::elementwise, {D}, describe_transcendental<8, 10>},
     {"Sigmoid", OpClass::elementwise, {D}, describe_transcendental<4, 2>},
-    {"HardSigmoid", OpClass::elementwise, {D}, describe_pointwise<3, 1>},
-    {"HardSwish", OpClass::elementwise, {D}, describe_pointwise<4, 2>},
+    {"HardSigmoid", OpClass::elementwise, {D}, describe_activation<3, 1>},
+    {"HardSwish", OpClass::elementwise, {D}, describe_activation<4, 2>},
     {"Tanh", OpClass::elementwise, {D}, describe_transcendental<4, 2>},
     {"Softplus", OpClass::elementwise, {D}, describe_transcendental<4, 4>},
     {"Softsign", OpClass::elementwise, {D}, describe_pointwise<3, 3>},
@@ -84,7 +91,7 @@ const OpDescriptor table[] = {
     {"Cos", OpClass::elementwise, {D}, describe_transcendental<4, 4>},
     {"IsNaN", OpClass::elementwise, {D}, describe_pointwise<1, 0>},
     {"IsInf", OpClass::elementwise, {D}, describe_pointwise<1, 0>},
-    {"Clip", OpClass::elementwise, {D, I, I}, describe_pointwise<2, 1>},
+    {"Clip", OpClass::elementwise, {D, I, I}, describe_activation<2, 1>},
     {"Cast", OpClass::elementwise, {D}, describe_linear<1, 1>},
     {"CastLike", OpClass::elementwise, {D, I}, describe_pointwise<1, 1>},
     {"Dropout", OpClass::elementwise, {D, I, I}, describe_pointwise<2, 1>},

@@ -114,6 +114,36 @@ std::int64_t Block::elements() const {
   return n;
 }
 
+bool tiles_in_order(const Block& whole, std::span<const Block> parts) {
+  const std::size_t rank = whole.begin.size();
+  std::int64_t next = 0; // the row-major offset in `whole` where the next part must start
+  for (const auto& part : parts) {
+    if (part.begin.size() != rank || part.end.size() != rank) {
+      return false;
+    }
+    // Contiguous: every dim after the first cut one whole, every dim before it of extent 1.
+    std::int64_t offset = 0, stride = 1;
+    bool cut = false;
+    for (std::size_t d = rank; d-- > 0;) {
+      const std::int64_t w = whole.end[d] - whole.begin[d], e = part.end[d] - part.begin[d];
+      if (part.begin[d] < whole.begin[d] || part.end[d] > whole.end[d] || e <= 0) {
+        return false;
+      }
+      if (cut && e != 1) {
+        return false;
+      }
+      cut = cut || e != w;
+      offset += (part.begin[d] - whole.begin[d]) * stride;
+      stride *= w;
+    }
+    if (offset != next) {
+      return false;
+    }
+    next += part.elements();
+  }
+  return next == whole.elements();
+}
+
 Block block_of(const TensorLayout& layout, const Config& c, int position) {
   const std::vector<int> coords = grid_coordinates(c, position);
   Block b;

@@ -249,12 +249,22 @@ std::vector<std::int64_t> placement_key(const graph::Graph& g, const graph::OpSe
 // written by the consumer's backward pass (a fresh read).
 double local_copy_seconds(double bytes_in, double block_bytes, bool accumulate, const cluster::Cluster& cluster,
                           const cost::TrainingSetup& setup) {
-  const double bytes = (accumulate ? 3.0 : 2.0) * block_bytes + 2.0 * bytes_in;
   // Contiguous rows, streamed: the element-wise family's rate (the copy family is the remap of
   // Transpose and Split, element by element where rows do not line up).
-  return bytes > 0 ? cost::kernel_time(0, bytes, cluster.device, setup.precision, graph::KernelClass::eltwise,
-                                       graph::ComputeClass::matmul, accumulate ? block_bytes : 0.0)
+  if (!accumulate) {
+    const double bytes = 2.0 * block_bytes + 2.0 * bytes_in;
+    return bytes > 0 ? cost::kernel_time(0, bytes, cluster.device, setup.precision, graph::KernelClass::eltwise) : 0.0;
+  }
+  // Added into the block in place (the accumulate family: read, read and write over what was
+  // read), the packing of what it sends apart.
+  const double add = block_bytes > 0
+                         ? cost::kernel_time(0, 3.0 * block_bytes, cluster.device, setup.precision,
+                                             graph::KernelClass::accumulate, graph::ComputeClass::matmul, block_bytes)
+                         : 0.0;
+  const double pack =
+      bytes_in > 0 ? cost::kernel_time(0, 2.0 * bytes_in, cluster.device, setup.precision, graph::KernelClass::eltwise)
                    : 0.0;
+  return add + pack;
 }
 
 // Whether, in every group, the devices hold pairwise distinct blocks of `layout` under `a`, each
@@ -298,6 +308,32 @@ bool has_one_reader(const graph::Graph& g, graph::TensorId t) {
          std::count(g.op(readers[0]).inputs.begin(), g.op(readers[0]).inputs.end(), t) == 1;
 }
 
+// Whether partita-run packs a reduce-scatter of `whole` (op `a`'s shard, summed over each group)
+// into the slices `parts` keeps (under `pa`, one per device of the group, in the group's order):
+// when the slices do not lie one after another in the shard (sharding::tiles_in_order, the test
+// the executor makes on the same blocks).
+bool scatter_packs(const sharding::TensorLayout& whole, const OpAssignment& a, const sharding::TensorLayout& parts,
+                   const OpAssignment& pa, const std::vector<std::vector<int>>& groups) {
+  const auto position = [](const OpAssignment& x, int device) {
+    const auto it = std::find(x.devices.begin(), x.devices.end(), device);
+    return static_cast<int>(it - x.devices.begin()) % std::max(1, x.config.devices());
+  };
+  std::vector<sharding::Block> slices;
+  for (const auto& group : groups) {
+    if (group.size() < 2) {
+      continue;
+    }
+    slices.clear();
+    for (const int d : group) {
+      slices.push_back(sharding::block_of(parts, pa.config, position(pa, d)));
+    }
+    if (!sharding::tiles_in_order(sharding::block_of(whole, a.config, position(a, group[0])), slices)) {
+      return true;
+    }
+  }
+  return false;
+}
+
 // Sequence parallelism (Korthikanti et al. 2022): op `id`'s partial-sum all-reduces whose one
 // reader keeps a distinct slice on each device of the group, and its input-gradient all-reduces
 // whose producer keeps such slices, are reduce-scatters.
@@ -307,16 +343,29 @@ void reduce_scatters(const graph::Graph& g, const std::vector<graph::OpSemantics
   const auto& op = g.op(id);
   const auto& a = ops[static_cast<std::size_t>(id)];
   const auto& s = sem[static_cast<std::size_t>(id)];
-  // The term becomes a reduce-scatter of `t`'s shard over the same groups.
+  // The term becomes a reduce-scatter of `t`'s shard over the same groups. partita-run sums in
+  // place where the slices lie one after another in the shard; otherwise it packs the shard
+  // slice by slice first and copies its own slice of the sum back (memory-bound copies beside
+  // the transfer, priced as a redistribution's).
   const auto reduce_scatter = [&](cost::Term& term, graph::TensorId t, const std::vector<std::vector<int>>& groups,
-                                  double shard_bytes, std::string_view why) {
+                                  double shard_bytes, bool packs, std::string_view why) {
     // Once per micro-batch, its share each time (as the all-reduce it replaces).
-    const auto rs = cost::collective_on_groups(cluster, cluster::Collective::reduce_scatter, groups,
-                                               cost::stored_bytes(g.tensor(t), shard_bytes, setup) / micro, explain);
-    term.value = micro * rs.seconds;
+    const double bytes = cost::stored_bytes(g.tensor(t), shard_bytes, setup) / micro;
+    const auto rs = cost::collective_on_groups(cluster, cluster::Collective::reduce_scatter, groups, bytes, explain);
+    std::size_t members = 1;
+    for (const auto& group : groups) {
+      members = std::max(members, group.size());
+    }
+    const double copies =
+        packs ? local_copy_seconds(bytes / static_cast<double>(members), bytes, false, cluster, setup) : 0.0;
+    term.value = micro * (rs.seconds + copies);
     term.formula = explain
-                       ? fmt::format("'{}' {}, {}{}", g.tensor(t).name, why,
-                                     micro > 1 ? fmt::format("{} micro-batches x ", micro) : std::string(), rs.formula)
+                       ? fmt::format("'{}' {}, {}{}{}", g.tensor(t).name, why,
+                                     micro > 1 ? fmt::format("{} micro-batches x ", micro) : std::string(), rs.formula,
+                                     packs ? fmt::format("; its slices are strided in the shard: packed first and "
+                                                         "its own slice copied back, {:.4g} ms",
+                                                         copies * 1e3)
+                                           : std::string())
                        : std::string();
   };
   for (auto& term : c.time) {
@@ -329,8 +378,15 @@ void reduce_scatters(const graph::Graph& g, const std::vector<graph::OpSemantics
         continue;
       }
       const auto out = sharding::output_layout(g, s, a.config, slot);
-      reduce_scatter(term, op.outputs[slot], cost::device_groups(a.config, a.devices, out.partial_axes, false),
-                     out.shard_bytes(),
+      const auto groups = cost::device_groups(a.config, a.devices, out.partial_axes, false);
+      const graph::OpId reader = g.tensor(op.outputs[slot]).consumers[0];
+      const auto& ra = ops[static_cast<std::size_t>(reader)];
+      const auto& reader_inputs = g.op(reader).inputs;
+      const auto read = sharding::input_layout(
+          g, sem[static_cast<std::size_t>(reader)], ra.config,
+          static_cast<std::size_t>(std::find(reader_inputs.begin(), reader_inputs.end(), op.outputs[slot]) -
+                                   reader_inputs.begin()));
+      reduce_scatter(term, op.outputs[slot], groups, out.shard_bytes(), scatter_packs(out, a, read, ra, groups),
                      "is a partial sum whose one reader keeps a slice of it on each device (sequence parallelism): "
                      "reduce-scatter");
     } else if (term.name == cost::term::backward_reduce) {
@@ -338,8 +394,15 @@ void reduce_scatters(const graph::Graph& g, const std::vector<graph::OpSemantics
         continue;
       }
       const auto in = sharding::input_layout(g, s, a.config, slot);
-      reduce_scatter(term, op.inputs[slot], cost::device_groups(a.config, a.devices, in.replica_axes, false),
-                     in.shard_bytes(),
+      const auto groups = cost::device_groups(a.config, a.devices, in.replica_axes, false);
+      const auto t = op.inputs[slot];
+      const graph::OpId producer = g.tensor(t).producer;
+      const auto& pa = ops[static_cast<std::size_t>(producer)];
+      const auto& outputs = g.op(producer).outputs;
+      const auto held = sharding::output_layout(
+          g, sem[static_cast<std::size_t>(producer)], pa.config,
+          static_cast<std::size_t>(std::find(outputs.begin(), outputs.end(), t) - outputs.begin()));
+      reduce_scatter(term, t, groups, in.shard_bytes(), scatter_packs(in, a, held, pa, groups),
                      "is read whole by its group and its producer keeps a slice of it on each device (sequence "
                      "parallelism): its gradient is reduce-scattered");
     }

@@ -268,6 +268,26 @@ TEST(KernelFamily, ABackwardFamilyFallsBackToItsForwardFamilysCurve) {
                    cost_of(o, o.erf, with_families()).get(term::forward_compute));
 }
 
+// A piecewise-linear activation's gradient (Relu's: dy masked by x) is a kernel family of its own:
+// without a curve it is priced on the element-wise curve as before, with one on its own; its
+// forward pass stays element-wise.
+TEST(KernelFamily, AnActivationsGradientIsAFamilyOfItsOwn) {
+  const Ops o;
+  auto c = with_families();
+  const auto s = graph::describe(o.g, o.relu_far);
+  EXPECT_EQ(s.forward_kernel, KernelClass::eltwise);
+  EXPECT_EQ(s.backward_kernel, KernelClass::activation_backward);
+  EXPECT_EQ(graph::describe(o.g, o.add_same).backward_kernel, KernelClass::eltwise) << "an Add is no activation";
+  const double bwd = cost_of(o, o.relu_far, c).get(term::backward_compute);
+  EXPECT_NEAR(bwd, kernel_time(s.bwd_data_flops, s.bwd_bytes, c.device, cluster::Precision::fp32, KernelClass::eltwise),
+              1e-12 * bwd);
+  // Its own curve, half the element-wise rate: twice the time; the forward pass unchanged.
+  c.device.memory_efficiency_by_class[KernelClass::activation_backward].points = {{1e3, 0.1}, {1e9, 0.4}};
+  EXPECT_NEAR(cost_of(o, o.relu_far, c).get(term::backward_compute), 2 * bwd, 1e-9 * bwd);
+  EXPECT_DOUBLE_EQ(cost_of(o, o.relu_far, c).get(term::forward_compute),
+                   cost_of(o, o.relu_far, with_families()).get(term::forward_compute));
+}
+
 // A family timed on fresh inputs (Erf after the Div that wrote its input) has a fresh-read curve
 // of its own: its reads of what the op before wrote cost that fraction, where without one they
 // cost a read from memory; the element-wise curve does not apply to it, nor its curve to them.

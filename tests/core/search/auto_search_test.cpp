@@ -338,8 +338,11 @@ TEST(AutoSearch, PricesOnSeveralThreadsWithTheSameResultAndStopsThemAllWhenCance
     }
   };
   EXPECT_THROW(search::auto_search(four.request), Cancelled);
+  // Cancelled mid-search, and it never finished (1.0 is its last report). Where in it the flag is
+  // seen depends on the machine's load: with the reporting thread descheduled the others price
+  // every pair, and the cancel set at the next report (0.7, after the dynamic program) is seen then.
   EXPECT_GT(seen, 0.3);
-  EXPECT_LT(seen, 0.6);
+  EXPECT_LT(seen, 1.0);
 }
 
 } // namespace

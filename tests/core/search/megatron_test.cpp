@@ -321,7 +321,9 @@ TEST(Megatron, SequenceParallelTurnsEachAllReduceIntoAReduceScatterAndAnAllGathe
   EXPECT_EQ(split.config("h.1.attn.residual"), "d1:8");
   EXPECT_EQ(split.config("h.1.attn.qkv"), plain.config("h.1.attn.qkv")) << "the products keep Megatron's layout";
   // The same ops reduce, now as reduce-scatters: about half an all-reduce's time each (a ring
-  // moves (n-1)/n of the bytes instead of 2(n-1)/n).
+  // moves (n-1)/n of the bytes instead of 2(n-1)/n), plus the packing of slices that are strided in
+  // memory (the zoo's [batch, sequence, hidden] cut along the sequence: partita-run packs them
+  // first and copies its own slice of the sum back).
   const auto a = plain.layer("h.1."), b = split.layer("h.1.");
   EXPECT_EQ(a.forward_reduces, b.forward_reduces);
   EXPECT_EQ(a.backward_reduces, b.backward_reduces);
@@ -331,13 +333,13 @@ TEST(Megatron, SequenceParallelTurnsEachAllReduceIntoAReduceScatterAndAnAllGathe
     const double ar = plain.time_of(name, cost::term::forward_reduce),
                  rs = split.time_of(name, cost::term::forward_reduce);
     EXPECT_GT(rs, 0.4 * ar) << name;
-    EXPECT_LT(rs, 0.6 * ar) << name;
+    EXPECT_LT(rs, 0.7 * ar) << name;
   }
   for (const auto& name : b.backward_reduces) {
     const double ar = plain.time_of(name, cost::term::backward_reduce),
                  rs = split.time_of(name, cost::term::backward_reduce);
     EXPECT_GT(rs, 0.4 * ar) << name;
-    EXPECT_LT(rs, 0.6 * ar) << name;
+    EXPECT_LT(rs, 0.7 * ar) << name;
   }
   // The all-gathers are the moves into the column-parallel products (none without it).
   EXPECT_EQ(a.redistribution, 0);

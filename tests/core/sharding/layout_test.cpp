@@ -150,5 +150,30 @@ TEST(ShardingLayout, ReplicatedConfigHoldsEverything) {
   EXPECT_DOUBLE_EQ(y.shard_bytes(), 4.0 * 8 * 12);
 }
 
+// A reduce-scatter sums in place only where the slices lie one after another in the summed
+// block's memory: a split of the leading dims, in order.
+TEST(ShardingLayout, SlicesTileInOrderOnlyAlongTheLeadingDims) {
+  const Block whole{{0, 0, 0}, {4, 6, 8}};
+  const Block rows_a{{0, 0, 0}, {2, 6, 8}}, rows_b{{2, 0, 0}, {4, 6, 8}};
+  EXPECT_TRUE(sharding::tiles_in_order(whole, std::vector<Block>{rows_a, rows_b}));
+  EXPECT_FALSE(sharding::tiles_in_order(whole, std::vector<Block>{rows_b, rows_a})); // out of order
+  EXPECT_FALSE(sharding::tiles_in_order(whole, std::vector<Block>{rows_a}));         // not all of it
+  // A cut of the middle dim of a leading index of extent 1 is one run.
+  const Block one{{1, 0, 0}, {2, 6, 8}};
+  const Block mid_a{{1, 0, 0}, {2, 3, 8}}, mid_b{{1, 3, 0}, {2, 6, 8}};
+  EXPECT_TRUE(sharding::tiles_in_order(one, std::vector<Block>{mid_a, mid_b}));
+  // The same cut where the leading dim is longer: strided pieces, packed first.
+  const Block cols_a{{0, 0, 0}, {4, 3, 8}}, cols_b{{0, 3, 0}, {4, 6, 8}};
+  EXPECT_FALSE(sharding::tiles_in_order(whole, std::vector<Block>{cols_a, cols_b}));
+  // Features split: strided as well.
+  const Block f_a{{0, 0, 0}, {4, 6, 4}}, f_b{{0, 0, 4}, {4, 6, 8}};
+  EXPECT_FALSE(sharding::tiles_in_order(whole, std::vector<Block>{f_a, f_b}));
+  // Within an offset block, and a piece that reaches outside it.
+  const Block inner{{2, 0, 0}, {4, 6, 8}};
+  const Block in_a{{2, 0, 0}, {3, 6, 8}}, in_b{{3, 0, 0}, {4, 6, 8}};
+  EXPECT_TRUE(sharding::tiles_in_order(inner, std::vector<Block>{in_a, in_b}));
+  EXPECT_FALSE(sharding::tiles_in_order(inner, std::vector<Block>{rows_a, in_b}));
+}
+
 } // namespace
 } // namespace partita

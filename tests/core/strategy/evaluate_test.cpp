@@ -473,5 +473,88 @@ TEST(Evaluate, TheSameBlocksOnTheSameDevicesMoveNothingWhateverTheGrids) {
   EXPECT_FALSE(strategy::input_redistribution(g, sem, ops, c, {}, next, 0).empty());
 }
 
+// A layer whose input is split by its producer and read whole sums its input gradient with a
+// reduce-scatter (under sequence parallelism; otherwise such sums are all-reduced). partita-run
+// sums in place where the producer's slices lie one after another in memory (rows) and packs them
+// first where they are strided (features: the MLP's hidden layers under mp): the packing and the
+// copy back are priced there, and only there, on top of the collective.
+TEST(Evaluate, AReduceScatterOfStridedSlicesPaysForPackingThem) {
+  const auto c = test::simple_cluster(2);
+  cost::TrainingSetup setup;
+  setup.sequence_parallel = true;
+  const auto model = zoo::load("zoo:mlp?batch=64&input=256&hidden=512&layers=2&classes=16");
+  const auto& g = model.graph;
+  const auto find = [&](const std::string& name) {
+    std::size_t id = 0;
+    while (id < g.ops().size() && g.ops()[id].name != name) {
+      ++id;
+    }
+    EXPECT_LT(id, g.ops().size()) << name;
+    return id;
+  };
+  const auto scatter_term = [&](const strategy::Strategy& st) {
+    const auto p = strategy::evaluate(g, c, st, setup);
+    for (const auto& term : p.ops[find("layers.1")].cost.time) {
+      if (term.name == cost::term::backward_reduce && term.formula.find("reduce-scattered") != std::string::npos) {
+        return term;
+      }
+    }
+    ADD_FAILURE() << "layers.1: no reduce-scattered input gradient";
+    return cost::Term{};
+  };
+  // mp: the ReLU before layers.1 keeps half the features on each device (strided rows).
+  const auto features = run_family("mp", g, c, 2, setup);
+  auto rows = features; // the same ReLU split along the batch instead: contiguous halves
+  const auto relu = find("layers.0.relu");
+  ASSERT_EQ(features.ops[relu].config.splits, (std::vector<int>{1, 2}));
+  rows.ops[relu].config.splits = {2, 1};
+  const auto strided = scatter_term(features), in_place = scatter_term(rows);
+  EXPECT_THAT(strided.formula, ::testing::HasSubstr("packed first"));
+  EXPECT_THAT(in_place.formula, ::testing::Not(::testing::HasSubstr("packed")));
+  // The same collective of the same 64 x 512 floats: the strided one costs the collective and the
+  // copies (the whole shard packed, this device's half copied back), the other the collective alone.
+  const double bytes = 64.0 * 512 * 4;
+  const double collective =
+      cost::collective_on_groups(c, cluster::Collective::reduce_scatter, {{0, 1}}, bytes, false).seconds;
+  EXPECT_NEAR(in_place.value, collective, 1e-12);
+  const double copies = cost::kernel_time(0, 2 * bytes + 2 * bytes / 2, c.device, cluster::Precision::fp32);
+  EXPECT_NEAR(strided.value, collective + copies, 1e-12);
+}
+
+// A gradient added in place into another (a tensor's readers summing theirs: BERT's LayerNorm
+// output, read by q, k, v and the residual add) runs at the accumulate family's rate, the
+// element-wise one where the device has no curve of its own for it.
+TEST(Evaluate, AGradientAddedInPlaceIsPricedOnTheAccumulateCurve) {
+  const auto model = zoo::load("zoo:bert?layers=1&hidden=256&heads=4&seq=128&batch=8&vocab=500&positions=128");
+  const auto& g = model.graph;
+  auto c = test::simple_cluster(2);
+  c.device.memory_efficiency.points = {{1e3, 0.2}, {1e9, 0.4}};
+  const auto st = run_family("dp", g, c, 2);
+  const auto adds = [&](const cluster::Cluster& cl) {
+    const auto p = strategy::evaluate(g, cl, st, {});
+    double sum = 0;
+    int n = 0;
+    for (const auto& op : p.ops) {
+      for (const auto& term : op.cost.time) {
+        if (term.name == cost::term::redistribution_copies &&
+            term.formula.find("into the producer's gradient") != std::string::npos) {
+          sum += term.value;
+          ++n;
+        }
+      }
+    }
+    EXPECT_GT(n, 0);
+    return sum;
+  };
+  EXPECT_EQ(c.device.memory_efficiency_for(graph::KernelClass::accumulate, 1e6),
+            c.device.memory_efficiency_for(graph::KernelClass::eltwise, 1e6));
+  EXPECT_EQ(c.device.fresh_read_for(graph::KernelClass::accumulate, 1e6),
+            c.device.fresh_read_for(graph::KernelClass::eltwise, 1e6));
+  const double plain = adds(c);
+  // Its own curve, at twice the element-wise rate at every size: half the time.
+  c.device.memory_efficiency_by_class[graph::KernelClass::accumulate].points = {{1e3, 0.4}, {1e9, 0.8}};
+  EXPECT_NEAR(adds(c), plain / 2, 0.05 * plain);
+}
+
 } // namespace
 } // namespace partita

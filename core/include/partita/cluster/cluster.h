@@ -89,7 +89,8 @@ struct Device {
   // Empty: 1 (no saving), as in presets and files calibrated before it was measured.
   EfficiencyCurve fresh_read;
   // Calibrated: the same for a family timed apart (Erf after the Div that wrote its input); a
-  // family without one reads at full cost (eltwise: fresh_read).
+  // family without one reads at full cost (eltwise, and the families that fall back to its curve:
+  // fresh_read).
   std::map<graph::KernelClass, EfficiencyCurve> fresh_read_by_class;
   // Calibrated: bytes/s at which a matrix product reads its operands from memory on top of its
   // arithmetic: time = compute + operand bytes / matmul_operand_bandwidth (cost::kernel_time). 0:
@@ -99,7 +100,7 @@ struct Device {
   double memory_efficiency_for(graph::KernelClass k, double bytes) const;
   // The cost of a kernel of family k reading bytes the kernel before has just written, as a
   // fraction of a read from memory: the family's own curve (or its fallback's), fresh_read for
-  // eltwise kernels, else 1.
+  // eltwise kernels and those on their curve (accumulate), else 1.
   double fresh_read_for(graph::KernelClass k, double bytes) const;
   double compute_efficiency_for(graph::ComputeClass c, double flops) const;
   // Whether family `c` has a curve of its own (else compute_efficiency stands in for it).

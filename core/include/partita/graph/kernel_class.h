@@ -30,6 +30,17 @@ enum class KernelClass : std::uint8_t {
   // Softmax's forward pass: a normalization through exp, slower than LayerNorm's (timed apart, the
   // two had been one curve between them: LayerNorm 46% over, Softmax 2%).
   softmax,
+  // A gradient added in place into another (dst += src): the sum of a tensor's readers' gradients,
+  // and a gradient coming back through a redistribution. It writes over what it has just read, so
+  // no output line is fetched before it is written, as an out-of-place kernel's is: partita-run's
+  // in-place add of 2 MB ran in half the time of an out-of-place Add's bytes. Uncalibrated, the
+  // element-wise curve.
+  accumulate,
+  // The gradient of a piecewise-linear activation (Relu, LeakyRelu, Clip, HardSigmoid, ...): dy
+  // masked or scaled by where x lies, read x and dy, write dx. A kernel of its own, not the
+  // forward pass over more bytes: oneDNN's Relu backward took 2.3 times its forward time for 1.5
+  // times its bytes. Uncalibrated, the element-wise curve.
+  activation_backward,
 };
 
 // The family whose curve stands in for `c` where `c` has none of its own (a cluster calibrated

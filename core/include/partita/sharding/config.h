@@ -72,6 +72,11 @@ struct Block {
   std::int64_t elements() const;
 };
 Block block_of(const TensorLayout& layout, const Config& c, int position);
+// Whether `parts`, in their order, are consecutive ranges of `whole`'s elements in row-major
+// order (each part one contiguous run, each starting where the one before ends, the last ending
+// where `whole` does): then a collective over them reads and writes `whole`'s buffer in place;
+// otherwise each part is a strided region that has to be packed first.
+bool tiles_in_order(const Block& whole, std::span<const Block> parts);
 
 // Which block each position of a device list holds, as numbers: per tensor dim its number of
 // parts and the stride of its grid axis in the position index (0 when whole). On the same device
