@@ -153,7 +153,7 @@ void print_op_terms(const graph::Graph& g, const strategy::Prediction& p, const 
     const auto& ops = g.ops();
     const auto it = std::find_if(ops.begin(), ops.end(), [&](const graph::Op& op) { return op.name == name; });
     if (it == ops.end()) {
-      throw Error(fmt::format("--terms {}: the model has no op of that name (the plan's table names them)", name));
+      continue; // checked before planning
     }
     const auto id = static_cast<std::size_t>(it - ops.begin());
     const auto& c = p.ops[id].cost;
@@ -233,6 +233,15 @@ void add_plan_command(CLI::App& app) {
     }
     const auto model = o->model.load();
     const auto& g = model.graph;
+    for (const auto& name : o->terms) { // before anything is planned or printed
+      if (std::none_of(g.ops().begin(), g.ops().end(), [&](const graph::Op& op) { return op.name == name; })) {
+        throw Error(
+            fmt::format("--terms {}: {} has no op of that name (partita inspect lists them)", name, o->model.model));
+      }
+    }
+    if (o->json && !o->terms.empty()) {
+      throw Error("--terms prints a table: it does not go with --json (the plan's JSON carries no formulas)");
+    }
     const auto cl = cluster_for(o->setup.cluster, o->devices);
     const auto planned = make_plan(g, cl, o->devices, o->setup, o->family, o->model);
     const auto& st = planned.strategy;
@@ -243,9 +252,6 @@ void add_plan_command(CLI::App& app) {
       io::write_json_file(o->output, plan);
     }
     if (o->json) {
-      if (!o->terms.empty()) {
-        throw Error("--terms prints a table: it does not go with --json (the plan's JSON carries no formulas)");
-      }
       std::cout << io::to_json(plan);
       return;
     }
