@@ -516,8 +516,8 @@ void Executor::reduce_scatter(const Group& group, Shard& shard, const std::vecto
     counts.push_back(r.elements());
   }
   // Regions that lie one after another in the shard's memory (a split of its leading dims) are
-  // summed in place: this rank's sum lands in its own region, nothing packed (as the cost model
-  // prices it: strategy::reduce_scatter_packs).
+  // summed in place: this rank's sum lands in its own region, nothing packed (the cost model
+  // makes the same test, sharding::tiles_in_order, to price the packing below or not).
   if (sharding::tiles_in_order(shard.block, regions)) {
     std::int64_t at = 0;
     for (std::size_t k = 0; k < me; ++k) {

@@ -271,9 +271,9 @@ std::vector<std::vector<std::size_t>> shared_parameters(const graph::Graph& g,
 
 // Sequence parallelism's reduce-scatters (Korthikanti et al. 2022), which evaluate prices and
 // partita-run runs under TrainingSetup::sequence_parallel only (otherwise such sums are
-// all-reduced, the producer taking its slice of the whole): whether op `id`'s partial-sum output `output` has one
-// reader that keeps, on each device of every partial-sum group, a distinct slice (1/|group|) of the device's block, so
-// that a reduce-scatter leaves each device what it reads.
+// all-reduced, the producer taking its slice of the whole): whether op `id`'s partial-sum output
+// `output` has one reader that keeps, on each device of every partial-sum group, a distinct slice
+// (1/|group|) of the device's block, so that a reduce-scatter leaves each device what it reads.
 bool output_reduce_scatters(const graph::Graph& g, const std::vector<graph::OpSemantics>& sem,
                             const std::vector<OpAssignment>& ops, graph::OpId id, std::size_t output);
 // Whether op `id`'s input `input`, read whole by the devices of each replica group, has one
