@@ -224,8 +224,8 @@ Executor::Executor(const graph::Graph& g, const strategy::Strategy& st, MPI_Comm
         m_comms.add(groups);
         state.outputs[j].partial_group = my_group(groups);
         const auto& readers = g.tensor(op.outputs[j]).consumers;
-        if (m_training.sequence_parallel && state.outputs[j].partial_group.size() > 1 && readers.size() == 1 &&
-            in_scope(readers[0]) && strategy::output_reduce_scatters(g, sem, st.ops, id, j)) {
+        if (state.outputs[j].partial_group.size() > 1 && readers.size() == 1 && in_scope(readers[0]) &&
+            strategy::output_reduce_scatters(g, sem, st.ops, id, j, m_training.sequence_parallel)) {
           const auto& ra = st.ops[static_cast<std::size_t>(readers[0])];
           const auto& reader_inputs = g.op(readers[0]).inputs;
           const auto input = static_cast<std::size_t>(
@@ -270,8 +270,8 @@ Executor::Executor(const graph::Graph& g, const strategy::Strategy& st, MPI_Comm
         const auto groups = cost::device_groups(a.config, a.devices, layout.replica_axes, sharded_state);
         m_comms.add(groups);
         in.reduce_group = my_group(groups);
-        if (m_training.sequence_parallel && !in.parameter && in.reduce_group.size() > 1 && t.producer >= 0 &&
-            in_scope(t.producer) && strategy::input_gradient_reduce_scatters(g, sem, st.ops, id, i)) {
+        if (!in.parameter && in.reduce_group.size() > 1 && t.producer >= 0 && in_scope(t.producer) &&
+            strategy::input_gradient_reduce_scatters(g, sem, st.ops, id, i, m_training.sequence_parallel)) {
           const auto& pa = st.ops[static_cast<std::size_t>(t.producer)];
           const auto held = sharding::output_layout(g, sem[static_cast<std::size_t>(t.producer)], pa.config,
                                                     output_index(g.op(t.producer), tid));

@@ -267,15 +267,18 @@ double local_copy_seconds(double bytes_in, double block_bytes, bool accumulate, 
   return add + pack;
 }
 
+// The grid position of `device` in op assignment `x` (-1: not one of its devices).
+int grid_position(const OpAssignment& x, int device) {
+  const auto it = std::find(x.devices.begin(), x.devices.end(), device);
+  return it == x.devices.end() ? -1 : static_cast<int>(it - x.devices.begin()) % std::max(1, x.config.devices());
+}
+
 // Whether, in every group, the devices hold pairwise distinct blocks of `layout` under `a`, each
 // inside the block of `whole` (under `w`) that device holds and 1/|group| of it: what a
 // reduce-scatter over the group leaves.
 bool slices_in_groups(const sharding::TensorLayout& layout, const OpAssignment& a, const sharding::TensorLayout& whole,
                       const OpAssignment& w, const std::vector<std::vector<int>>& groups) {
-  const auto position = [](const OpAssignment& x, int device) {
-    const auto it = std::find(x.devices.begin(), x.devices.end(), device);
-    return it == x.devices.end() ? -1 : static_cast<int>(it - x.devices.begin()) % std::max(1, x.config.devices());
-  };
+  const auto position = grid_position;
   for (const auto& group : groups) {
     if (group.size() < 2) {
       continue;
@@ -311,13 +314,11 @@ bool has_one_reader(const graph::Graph& g, graph::TensorId t) {
 // Whether partita-run packs a reduce-scatter of `whole` (op `a`'s shard, summed over each group)
 // into the slices `parts` keeps (under `pa`, one per device of the group, in the group's order):
 // when the slices do not lie one after another in the shard (sharding::tiles_in_order, the test
-// the executor makes on the same blocks).
+// the executor makes on the same blocks). Called where slices_in_groups holds: every device of
+// a group is one of both ops'.
 bool scatter_packs(const sharding::TensorLayout& whole, const OpAssignment& a, const sharding::TensorLayout& parts,
                    const OpAssignment& pa, const std::vector<std::vector<int>>& groups) {
-  const auto position = [](const OpAssignment& x, int device) {
-    const auto it = std::find(x.devices.begin(), x.devices.end(), device);
-    return static_cast<int>(it - x.devices.begin()) % std::max(1, x.config.devices());
-  };
+  const auto position = grid_position;
   std::vector<sharding::Block> slices;
   for (const auto& group : groups) {
     if (group.size() < 2) {
@@ -374,7 +375,7 @@ void reduce_scatters(const graph::Graph& g, const std::vector<graph::OpSemantics
     }
     const auto slot = static_cast<std::size_t>(term.slot);
     if (term.name == cost::term::forward_reduce) {
-      if (!output_reduce_scatters(g, sem, ops, id, slot)) {
+      if (!output_reduce_scatters(g, sem, ops, id, slot, setup.sequence_parallel)) {
         continue;
       }
       const auto out = sharding::output_layout(g, s, a.config, slot);
@@ -390,7 +391,7 @@ void reduce_scatters(const graph::Graph& g, const std::vector<graph::OpSemantics
                      "is a partial sum whose one reader keeps a slice of it on each device (sequence parallelism): "
                      "reduce-scatter");
     } else if (term.name == cost::term::backward_reduce) {
-      if (!input_gradient_reduce_scatters(g, sem, ops, id, slot)) {
+      if (!input_gradient_reduce_scatters(g, sem, ops, id, slot, setup.sequence_parallel)) {
         continue;
       }
       const auto in = sharding::input_layout(g, s, a.config, slot);
@@ -412,9 +413,10 @@ void reduce_scatters(const graph::Graph& g, const std::vector<graph::OpSemantics
 } // namespace
 
 bool output_reduce_scatters(const graph::Graph& g, const std::vector<graph::OpSemantics>& sem,
-                            const std::vector<OpAssignment>& ops, graph::OpId id, std::size_t output) {
+                            const std::vector<OpAssignment>& ops, graph::OpId id, std::size_t output,
+                            bool sequence_parallel) {
   const graph::TensorId t = g.op(id).outputs.at(output);
-  if (t == graph::no_tensor || !has_one_reader(g, t)) {
+  if (!sequence_parallel || t == graph::no_tensor || !has_one_reader(g, t)) {
     return false;
   }
   const auto& a = ops[static_cast<std::size_t>(id)];
@@ -432,9 +434,10 @@ bool output_reduce_scatters(const graph::Graph& g, const std::vector<graph::OpSe
 }
 
 bool input_gradient_reduce_scatters(const graph::Graph& g, const std::vector<graph::OpSemantics>& sem,
-                                    const std::vector<OpAssignment>& ops, graph::OpId id, std::size_t input) {
+                                    const std::vector<OpAssignment>& ops, graph::OpId id, std::size_t input,
+                                    bool sequence_parallel) {
   const graph::TensorId t = g.op(id).inputs.at(input);
-  if (t == graph::no_tensor || g.tensor(t).producer < 0 || !has_one_reader(g, t)) {
+  if (!sequence_parallel || t == graph::no_tensor || g.tensor(t).producer < 0 || !has_one_reader(g, t)) {
     return false;
   }
   const graph::OpId producer = g.tensor(t).producer;

@@ -270,17 +270,20 @@ std::vector<std::vector<std::size_t>> shared_parameters(const graph::Graph& g,
                                                         const std::vector<TiedWeight>& ties);
 
 // Sequence parallelism's reduce-scatters (Korthikanti et al. 2022), which evaluate prices and
-// partita-run runs under TrainingSetup::sequence_parallel only (otherwise such sums are
-// all-reduced, the producer taking its slice of the whole): whether op `id`'s partial-sum output
-// `output` has one reader that keeps, on each device of every partial-sum group, a distinct slice
-// (1/|group|) of the device's block, so that a reduce-scatter leaves each device what it reads.
+// partita-run runs: under `sequence_parallel` (TrainingSetup's) only, false otherwise (such sums
+// are then all-reduced, the producer taking its slice of the whole), whether op `id`'s
+// partial-sum output `output` has one reader that keeps, on each device of every partial-sum
+// group, a distinct slice (1/|group|) of the device's block, so that a reduce-scatter leaves each
+// device what it reads.
 bool output_reduce_scatters(const graph::Graph& g, const std::vector<graph::OpSemantics>& sem,
-                            const std::vector<OpAssignment>& ops, graph::OpId id, std::size_t output);
+                            const std::vector<OpAssignment>& ops, graph::OpId id, std::size_t output,
+                            bool sequence_parallel);
 // Whether op `id`'s input `input`, read whole by the devices of each replica group, has one
 // reader (this op) and a producer that keeps such a slice on each of them: its gradient's partial
 // sums are reduce-scattered.
 bool input_gradient_reduce_scatters(const graph::Graph& g, const std::vector<graph::OpSemantics>& sem,
-                                    const std::vector<OpAssignment>& ops, graph::OpId id, std::size_t input);
+                                    const std::vector<OpAssignment>& ops, graph::OpId id, std::size_t input,
+                                    bool sequence_parallel);
 
 // The gradient sum of a tied weight between its first reader and another (`geometry` from the
 // other's input layout to the first's, `context` the first reader's input): the other's gradient
