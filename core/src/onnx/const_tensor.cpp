@@ -194,6 +194,24 @@ Dims strides_of(const Dims& dims) {
   return s;
 }
 
+bool raw_payload_fits(const onnx::TensorProto& t) {
+  if (!t.has_raw_data()) {
+    return true;
+  }
+  const std::int64_t width = width_of(t.data_type());
+  if (width <= 0) {
+    return false;
+  }
+  std::int64_t n = width;
+  for (auto d : t.dims()) {
+    if (d < 0 || (d != 0 && n > std::numeric_limits<std::int64_t>::max() / d)) {
+      return false;
+    }
+    n *= d;
+  }
+  return static_cast<std::uint64_t>(n) == t.raw_data().size();
+}
+
 std::optional<ConstTensor> read_const(const onnx::TensorProto& t) {
   if (t.data_location() == TP::EXTERNAL || (!is_float_type(t.data_type()) && !is_int_type(t.data_type()))) {
     return std::nullopt;

@@ -57,6 +57,10 @@ std::int64_t checked_count(const Dims& dims);
 // Row-major strides of dims.
 Dims strides_of(const Dims& dims);
 
+// Whether a tensor's raw bytes, where it has them, are exactly its dims' elements at its type's
+// width (true without raw bytes). libonnx's inference copies raw bytes into a vector sized by
+// their count and reads them unchecked: a truncated payload must not reach it.
+bool raw_payload_fits(const onnx::TensorProto& t);
 // The contents of an initializer or Constant value, when stored inline, of a supported type,
 // and within max_fold_elements; nullopt otherwise (external data, payloads the reader dropped).
 std::optional<ConstTensor> read_const(const onnx::TensorProto& t);

@@ -537,8 +537,9 @@ void infer_scope(onnx::GraphProto& g, const std::unordered_map<std::string, int>
     }
     r.types[init.name()] = t;
     // Only inline data can feed inference; payloads the reader dropped look empty, so they are
-    // left out rather than read as zeros.
-    if (init.data_location() != onnx::TensorProto::EXTERNAL &&
+    // left out rather than read as zeros, and so are raw payloads of another size than their dims
+    // (a truncated file: libonnx would read past them).
+    if (init.data_location() != onnx::TensorProto::EXTERNAL && raw_payload_fits(init) &&
         (init.raw_data().size() > 0 || init.int64_data_size() > 0 || init.int32_data_size() > 0 ||
          init.float_data_size() > 0 || init.double_data_size() > 0)) {
       data[init.name()] = &init;
