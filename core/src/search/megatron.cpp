@@ -62,14 +62,21 @@ bool arrives_tensor_split(const Builder& b, graph::OpId id, std::size_t i) {
 
 // Sequence parallelism's dim of op `id`: the iteration dim indexing dim 1 (the sequence) of an
 // output of rank 3 or more whose dim 0 is the batch; -1 when there is none or `t` does not divide it.
+// A batch of one is no split dim (batch_dims carries only those), yet its dim 0 is still the batch:
+// an export at batch 1 splits its sequence as any other batch does.
 int sequence_dim(const Builder& b, graph::OpId id, int t) {
   const auto& s = b.semantics(id);
-  if (s.outputs.empty() || s.outputs[0].dims.size() < 3 || s.outputs[0].dims[0] != b.batch_dim(id) ||
-      b.batch_dim(id) < 0) {
+  if (s.outputs.empty() || s.outputs[0].dims.size() < 3) {
+    return -1;
+  }
+  const int lead = s.outputs[0].dims[0];
+  const int batch = b.batch_dim(id);
+  const bool batch_first = batch >= 0 ? lead == batch : lead >= 0 && s.dims[static_cast<std::size_t>(lead)].size == 1;
+  if (!batch_first) {
     return -1;
   }
   const int seq = s.outputs[0].dims[1];
-  if (seq < 0 || seq == b.batch_dim(id)) {
+  if (seq < 0 || seq == lead) {
     return -1;
   }
   const auto& dim = s.dims[static_cast<std::size_t>(seq)];

@@ -352,6 +352,32 @@ TEST(Megatron, SequenceParallelTurnsEachAllReduceIntoAReduceScatterAndAnAllGathe
   EXPECT_LT(split.prediction.peak_memory, plain.prediction.peak_memory);
 }
 
+// A model exported at batch 1 has no batch dim to split, yet its tensors are [1, sequence,
+// hidden] all the same: sequence parallelism splits LayerNorm and the residual adds along the
+// sequence as at any batch. Their slices are then contiguous in memory, so each reduce-scatter
+// sums in place, with no packing: below the strided case's share of an all-reduce.
+TEST(Megatron, SequenceParallelAtABatchOfOneSplitsTheSequenceToo) {
+  const std::string spec = "zoo:gpt2?layers=2&hidden=256&heads=8&seq=512&batch=1&vocab=1000&positions=512";
+  cost::TrainingSetup sp;
+  sp.sequence_parallel = true;
+  const Planned plain(spec, 8, 8);
+  const Planned split(spec, 8, 8, 8, sp);
+  EXPECT_EQ(plain.config("h.1.ln_1"), "replicated");
+  EXPECT_EQ(split.config("h.1.ln_1"), "d1:8");
+  EXPECT_EQ(split.config("h.1.attn.residual"), "d1:8");
+  EXPECT_EQ(split.config("h.1.attn.qkv"), plain.config("h.1.attn.qkv"));
+  const auto b = split.layer("h.1.");
+  ASSERT_EQ(b.forward_reduces.size(), 2U);
+  for (const auto& name : b.forward_reduces) {
+    const double ar = plain.time_of(name, cost::term::forward_reduce),
+                 rs = split.time_of(name, cost::term::forward_reduce);
+    EXPECT_GT(rs, 0.4 * ar) << name;
+    EXPECT_LT(rs, 0.6 * ar) << name;
+  }
+  EXPECT_DOUBLE_EQ(split.time_of("h.1.ln_1", cost::term::activations) * 8,
+                   plain.time_of("h.1.ln_1", cost::term::activations));
+}
+
 // Megatron-LM's report_theoretical_memory (theoretical_memory_usage.py), which assumes sequence
 // parallelism and selective recomputation: the weights and optimizer state above, plus the first
 // stage's activations, s·b·h·(18 + 4·ffn/h) = 34·s·b·h per layer for all L layers (p micro-batches
