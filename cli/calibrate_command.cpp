@@ -112,8 +112,12 @@ Measurements read_measurements(const fs::path& path) {
           const auto name = r.at("compute_class").get<std::string>();
           const auto k = graph::parse_compute_class(name);
           if (!k) {
-            throw Error(fmt::format("{}.compute_class: unknown compute family '{}' (matmul, convolution, recurrent)",
-                                    where, name));
+            std::vector<std::string_view> names;
+            for (const auto c : graph::all_compute_classes()) {
+              names.push_back(graph::compute_class_name(c));
+            }
+            throw Error(
+                fmt::format("{}.compute_class: unknown compute family '{}' ({})", where, name, fmt::join(names, ", ")));
           }
           sample.compute_class = *k;
         }

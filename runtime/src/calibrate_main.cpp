@@ -225,6 +225,14 @@ int run(const Options& opt, int rank, int size) {
     out.compute = opt.quick ? gemm_sweep(*backend, MPI_COMM_WORLD, budget, 5, 9, 2)
                             : gemm_sweep(*backend, MPI_COMM_WORLD, budget, 5, 10, 4, beyond);
     show(kernel_table(out.compute, true));
+    // A product's backward pass reads an operand transposed in each of its two products, at a rate
+    // of its own (attention's batched products ran 25% slower backward than forward on an EPYC).
+    show("\n# compute: the backward passes of products on every rank at once (dA = dY B^T, dB = A^T dY; a row "
+         "is their mean)\n");
+    const auto backward = opt.quick ? gemm_backward_sweep(*backend, MPI_COMM_WORLD, budget, 5, 9, 1)
+                                    : gemm_backward_sweep(*backend, MPI_COMM_WORLD, budget, 5, 10, 2, beyond);
+    show(kernel_table(backward, true));
+    out.compute.insert(out.compute.end(), backward.begin(), backward.end());
     // Convolutions reach another fraction of peak than GEMMs of the same FLOPs: a curve of their own.
     show("\n# compute: convolutions on every rank at once (fwd: forward; bwd: backward data + weights, one "
          "pass; a stem has no data gradient)\n");

@@ -212,6 +212,89 @@ std::vector<KernelTiming> gemm_sweep(Backend& backend, MPI_Comm comm, const Swee
   return out;
 }
 
+std::vector<KernelTiming> gemm_backward_sweep(Backend& backend, MPI_Comm comm, const SweepBudget& budget, double lo,
+                                              double hi, int per_decade, const SweepExtension& beyond) {
+  struct Family {
+    const char* name;
+    double m, n, k; // the forward product's shape relative to a size s; batched: m, n, k as they are
+    bool batched;
+  };
+  // The forward sweep's square, tall and wide shapes, and attention's batched products (a batch of
+  // 128 x 128 x 64 ones, the batch grown with the work: the scores' Q K^T of a 64-wide head).
+  const Family families[] = {{"gemm backward", 1, 1, 1, false},
+                             {"gemm backward tall", 8, 1, 1, false},
+                             {"gemm backward wide", 0.125, 2, 2, false},
+                             {"gemm backward batched", 128, 128, 64, true}};
+  std::vector<KernelTiming> out;
+  Floats a, b, dy, da, db;
+  const auto finish = [&] { backend.synchronize(); };
+  const bool extend = beyond.max_call_seconds > 0 && beyond.to > hi;
+  for (const auto& f : families) {
+    double best_rate = 0;
+    MatmulShape last{};
+    for (const double work : work_points(lo, extend ? beyond.to : hi, per_decade)) {
+      const bool past = work > std::pow(10.0, hi) * 1.0001;
+      if (past && (best_rate <= 0 || 2 * work / best_rate > beyond.max_call_seconds)) {
+        break;
+      }
+      MatmulShape shape{};
+      if (f.batched) {
+        shape = {at_least_one(work / (2 * f.m * f.n * f.k)), static_cast<std::int64_t>(f.m),
+                 static_cast<std::int64_t>(f.n), static_cast<std::int64_t>(f.k)};
+      } else {
+        const double s = std::cbrt(work / (2 * f.m * f.n * f.k));
+        shape = {1, model_dim(f.m * s), model_dim(f.n * s), model_dim(f.k * s)};
+      }
+      if (shape.batch == last.batch && shape.m == last.m && shape.n == last.n && shape.k == last.k) {
+        continue; // a batch of one below the first point's work: timed already
+      }
+      last = shape;
+      const auto na = static_cast<std::size_t>(shape.batch * shape.m * shape.k),
+                 nb = static_cast<std::size_t>(shape.batch * shape.k * shape.n),
+                 nc = static_cast<std::size_t>(shape.batch * shape.m * shape.n);
+      const Slots slots(std::max({na, nb, nc}), cold / 4, 2);
+      const std::initializer_list<std::pair<Floats*, float>> buffers{
+          {&a, 0.5F}, {&b, 0.25F}, {&dy, 0.125F}, {&da, 0.0F}, {&db, 0.0F}};
+      if (past) {
+        if (!fill_everywhere(comm, buffers, slots.floats())) {
+          break;
+        }
+      } else {
+        for (const auto& [buffer, value] : buffers) {
+          refill(*buffer, slots.floats(), value);
+        }
+      }
+      for (const auto* v : {&a, &b, &dy, &da, &db}) {
+        backend.prefetch(v->data(), static_cast<std::int64_t>(v->size()));
+      }
+      std::size_t turn = 0;
+      // As partita-run runs a product's backward pass (op_kernels.cpp): dA = dY B^T, then
+      // dB = A^T dY through the backend's way of reading A transposed.
+      const double pair = time_per_call(
+          comm, budget,
+          [&] {
+            const std::size_t o = slots.offset(turn++);
+            backend.matmul({shape.batch, shape.m, shape.k, shape.n}, dy.data() + o, false, b.data() + o, true,
+                           da.data() + o);
+            backend.matmul({shape.batch, shape.k, shape.n, shape.m}, a.data() + o, true, dy.data() + o, false,
+                           db.data() + o);
+          },
+          finish);
+      // One row per product, their mean: the cost model prices each of a backward pass's products
+      // at its own size (the forward's FLOPs), with the operand read from memory beside dY (B for
+      // dA, A for dB; dY is fresh in a step).
+      const double flops = 2.0 * static_cast<double>(shape.batch * shape.m * shape.n * shape.k);
+      best_rate = std::max(best_rate, 2 * flops / pair);
+      KernelTiming row{fmt::format("{} {}x{}x{}x{}", f.name, shape.batch, shape.m, shape.n, shape.k), flops,
+                       4.0 * static_cast<double>(na + nb + nc), pair / 2};
+      row.compute_class = graph::ComputeClass::matmul_backward;
+      row.operand_bytes = 4.0 * static_cast<double>(na + nb) / 2;
+      out.push_back(std::move(row));
+    }
+  }
+  return out;
+}
+
 namespace {
 
 // One op of `type` on whole tensors of the given shapes, run through run_forward as partita-run

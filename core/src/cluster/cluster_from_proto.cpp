@@ -207,8 +207,12 @@ Device device(const proto::Device& p, const Checker& check, const std::string& p
     const auto& entry = p.compute_classes(i);
     const auto k = graph::parse_compute_class(entry.compute_class());
     if (!k) {
+      std::vector<std::string_view> names;
+      for (const auto c : graph::all_compute_classes()) {
+        names.push_back(graph::compute_class_name(c));
+      }
       check.fail(path + ".compute_class",
-                 fmt::format("'{}' is not one of matmul, convolution, recurrent", entry.compute_class()));
+                 fmt::format("'{}' is not one of {}", entry.compute_class(), fmt::join(names, ", ")));
     }
     if (entry.compute_efficiency_size() == 0) {
       check.fail(path + ".compute_efficiency", "is empty");

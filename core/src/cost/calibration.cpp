@@ -461,10 +461,30 @@ void fit_compute(const std::vector<KernelSample>& samples, cluster::Device& dev,
   const auto& gemm_rates = gemm_fit.rates;
   dev.matmul_operand_bandwidth = gemm_fit.bandwidth;
   std::map<graph::ComputeClass, std::vector<std::pair<double, double>>> class_rates;
+  if (!by_class.contains(graph::ComputeClass::matmul_backward)) {
+    warnings.push_back("calibration: no backward product was timed (measurements of an earlier partita-calibrate?); "
+                       "the products' backward passes use the matmul (GEMM) curve");
+  }
   for (const auto& [k, list] : by_class) {
     if (k != graph::ComputeClass::matmul) {
       const auto what = fmt::format("compute ({} kernels)", graph::compute_class_name(k));
       try {
+        if (k == graph::ComputeClass::matmul_backward) {
+          // Backward products read their operands on top of their arithmetic as GEMMs do, at the
+          // GEMMs' operand bandwidth: the curve is fitted on what remains, as the GEMMs' is.
+          std::vector<KernelSample> rest = list;
+          for (auto& x : rest) {
+            const double term = gemm_fit.bandwidth > 0 ? x.operand_bytes / gemm_fit.bandwidth : 0.0;
+            if (term >= x.seconds) {
+              throw Error(fmt::format("calibration: {}: {} took {:.4g} s, less than reading its operands at the "
+                                      "GEMMs' operand bandwidth ({:.4g} s)",
+                                      what, x.kernel, x.seconds, term));
+            }
+            x.seconds -= term;
+          }
+          class_rates[k] = fit_rate_curve(rates(rest, true, what), what);
+          continue;
+        }
         // A knot a decade: a convolution's rate follows its shape as much as its FLOPs (layers of
         // one size scatter by several times), and closer knots would chase that scatter.
         class_rates[k] = fit_log_rate_curve(rates(list, true, what), what, 1.0);

@@ -80,7 +80,8 @@ bool gradient_written_just_before(const graph::Graph& g, graph::OpId id) {
 } // namespace
 
 bool packs_operands(graph::OpClass op_class, graph::ComputeClass family, const cluster::Device& device) {
-  return op_class == graph::OpClass::contraction && family == graph::ComputeClass::matmul &&
+  return op_class == graph::OpClass::contraction &&
+         (family == graph::ComputeClass::matmul || family == graph::ComputeClass::matmul_backward) &&
          device.matmul_operand_bandwidth > 0;
 }
 
@@ -560,6 +561,21 @@ OpCost op_cost_on(const cluster::Device& dev, const graph::Graph& g, graph::OpId
                : fmt::format("{} peak x matmul efficiency (no {} curve)", cluster::precision_name(precision),
                              graph::compute_class_name(family));
   });
+  // A product's backward pass reads an operand transposed in each of its products (dA = dY B^T,
+  // dB = A^T dY): the matmul family's run on a curve of their own where one was calibrated
+  // (Device::compute_efficiency_for falls back to the GEMM curve).
+  const graph::ComputeClass bwd_family =
+      s.op_class == graph::OpClass::contraction && family == graph::ComputeClass::matmul
+          ? graph::ComputeClass::matmul_backward
+          : family;
+  const std::string bwd_peak_text =
+      bwd_family != family && dev.has_compute_curve(bwd_family)
+          ? explained(explain,
+                      [&] {
+                        return fmt::format("{} peak x {} efficiency", cluster::precision_name(precision),
+                                           graph::compute_class_name(bwd_family));
+                      })
+          : peak_text;
   // Compute: one micro-batch's FLOPs and bytes, m times.
   const double out_mb = shard_out / m;
   const double fwd_flops = s.fwd_flops / parts / m;
@@ -668,7 +684,7 @@ OpCost op_cost_on(const cluster::Device& dev, const graph::Graph& g, graph::OpId
           : 1;
   const double bwd =
       m * ((bwd_batched > 0 || bwd_bytes > reduction_bytes
-                ? kernel_time(bwd_batched, bwd_bytes - reduction_bytes, dev, precision, s.backward_kernel, family,
+                ? kernel_time(bwd_batched, bwd_bytes - reduction_bytes, dev, precision, s.backward_kernel, bwd_family,
                               fresh_dy, operands ? std::optional(operands->backward) : std::nullopt,
                               uses_matrix_units(s.op_class), bwd_kernels)
                 : 0.0) +
@@ -694,7 +710,7 @@ OpCost op_cost_on(const cluster::Device& dev, const graph::Graph& g, graph::OpId
                        "data gradients {:.4g} GFLOP + weight gradients {:.4g} GFLOP at {}{}, {:.4g} MB{} through {} "
                        "kernels{} and {:.4g} MB{} through reduction kernels (broadcast inputs' gradients){}{}, on "
                        "1/{} of the space",
-                       s.bwd_data_flops / parts / m / 1e9, s.bwd_weight_flops / parts / m / 1e9, peak_text,
+                       s.bwd_data_flops / parts / m / 1e9, s.bwd_weight_flops / parts / m / 1e9, bwd_peak_text,
                        products_text, (bwd_bytes - reduction_bytes) / 1e6,
                        fresh_text(operands ? 0 : fresh_dy, "the output's gradient", s.backward_kernel,
                                   bwd_bytes - reduction_bytes),
@@ -705,7 +721,7 @@ OpCost op_cost_on(const cluster::Device& dev, const graph::Graph& g, graph::OpId
                  : fmt::format(
                        "data gradients {:.4g} GFLOP + weight gradients {:.4g} GFLOP at {}{}, {:.4g} MB{} through {} "
                        "kernels{}{}{}, on 1/{} of the space",
-                       s.bwd_data_flops / parts / m / 1e9, s.bwd_weight_flops / parts / m / 1e9, peak_text,
+                       s.bwd_data_flops / parts / m / 1e9, s.bwd_weight_flops / parts / m / 1e9, bwd_peak_text,
                        products_text, bwd_bytes / 1e6,
                        fresh_text(operands ? 0 : fresh_dy, "the output's gradient", s.backward_kernel,
                                   bwd_bytes - reduction_bytes),

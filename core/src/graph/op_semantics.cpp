@@ -87,12 +87,13 @@ std::string_view compute_class_name(ComputeClass c) {
   case ComputeClass::matmul: return "matmul";
   case ComputeClass::convolution: return "convolution";
   case ComputeClass::recurrent: return "recurrent";
+  case ComputeClass::matmul_backward: return "matmul_backward";
   }
   return "matmul";
 }
 
 std::vector<ComputeClass> all_compute_classes() {
-  return {ComputeClass::matmul, ComputeClass::convolution, ComputeClass::recurrent};
+  return {ComputeClass::matmul, ComputeClass::convolution, ComputeClass::recurrent, ComputeClass::matmul_backward};
 }
 
 std::optional<ComputeClass> parse_compute_class(std::string_view name) {

@@ -19,6 +19,7 @@ namespace {
 
 using cluster::Collective;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // The truth: a 2-node machine of 2 devices each, curves with knots on half decades (what the fit
 // can represent exactly) and no launch overhead (the fit folds per-call costs into the curves).
@@ -297,6 +298,56 @@ TEST(Calibration, FitsTheMatmulOperandBandwidthFromGemmsOfOneSizeAndOtherBytes) 
     s.operand_bytes = 0;
   }
   EXPECT_EQ(calibrate(cluster::load_cluster("localhost-cpu"), data).cluster.device.matmul_operand_bandwidth, 0);
+}
+
+// The products' backward passes (dA = dY B^T, dB = A^T dY) timed apart get a curve of their own,
+// fitted on what their operands' bytes at the GEMMs' operand bandwidth leave of their time, as the
+// GEMMs' curve is; without them the fit says that the GEMM curve stands in.
+TEST(Calibration, FitsTheBackwardProductsOwnCurveBesideTheOperandTerm) {
+  auto t = truth();
+  t.device.matmul_operand_bandwidth = 12e9;
+  auto backward = t.device.compute_efficiency;
+  for (auto& [work, fraction] : backward.points) {
+    fraction *= 0.75;
+  }
+  t.device.compute_efficiency_by_class[graph::ComputeClass::matmul_backward] = backward;
+  auto data = measure(t);
+  data.compute.clear();
+  for (double e = 5; e <= 10; e += 0.25) {
+    const double s = std::cbrt(std::pow(10.0, e));
+    for (const auto& [name, m, n, k] :
+         {std::tuple{"gemm", s / 1.26, s / 1.26, s / 1.26}, std::tuple{"gemm wide", s / 8, 2 * s, 2 * s}}) {
+      const double flops = 2 * m * n * k, operands = 4 * (m * k + k * n), bytes = operands + 4 * m * n;
+      KernelSample gemm{name, flops, bytes,
+                        kernel_time(flops, bytes, t.device, cluster::Precision::fp32, graph::KernelClass::eltwise,
+                                    graph::ComputeClass::matmul, 0, operands)};
+      gemm.operand_bytes = operands;
+      data.compute.push_back(gemm);
+      // A row of the backward sweep: the mean of the two products, each reading one operand.
+      KernelSample back{fmt::format("{} backward", name), flops, bytes,
+                        kernel_time(flops, bytes, t.device, cluster::Precision::fp32, graph::KernelClass::eltwise,
+                                    graph::ComputeClass::matmul_backward, 0, operands / 2)};
+      back.compute_class = graph::ComputeClass::matmul_backward;
+      back.operand_bytes = operands / 2;
+      data.compute.push_back(back);
+    }
+  }
+  const auto cal = calibrate(cluster::load_cluster("localhost-cpu"), data);
+  const auto& d = cal.cluster.device;
+  ASSERT_TRUE(d.has_compute_curve(graph::ComputeClass::matmul_backward));
+  EXPECT_NEAR(d.matmul_operand_bandwidth / 12e9, 1, 0.07);
+  for (const double flops : {1e6, 1e8, 1e10}) {
+    EXPECT_NEAR(d.compute_efficiency_for(graph::ComputeClass::matmul_backward, flops) /
+                    d.compute_efficiency_for(graph::ComputeClass::matmul, flops),
+                0.75, 0.05)
+        << flops;
+  }
+  EXPECT_THAT(fmt::format("{}", fmt::join(cal.warnings, "\n")), Not(HasSubstr("no backward product was timed")));
+  // Without the backward rows: no curve of their own, and a warning that says so.
+  std::erase_if(data.compute, [](const KernelSample& x) { return x.compute_class != graph::ComputeClass::matmul; });
+  const auto without = calibrate(cluster::load_cluster("localhost-cpu"), data);
+  EXPECT_FALSE(without.cluster.device.has_compute_curve(graph::ComputeClass::matmul_backward));
+  EXPECT_THAT(fmt::format("{}", fmt::join(without.warnings, "\n")), HasSubstr("no backward product was timed"));
 }
 
 // A curve whose logarithm is linear in log(work) between `knots` (the shape the convolution fit

@@ -242,7 +242,7 @@ TEST(ComputeFamily, ABadEntryIsRefusedNamingTheField) {
   EXPECT_THAT([&] { cluster::from_proto(p, "bad.json"); },
               ::testing::ThrowsMessage<Error>(::testing::AllOf(
                   ::testing::HasSubstr("bad.json"), ::testing::HasSubstr("device.compute_classes[0].compute_class"),
-                  ::testing::HasSubstr("'winograd' is not one of matmul, convolution, recurrent"))));
+                  ::testing::HasSubstr("'winograd' is not one of matmul, convolution, recurrent, matmul_backward"))));
   p = cluster::to_proto(with_conv_curve());
   p.mutable_device()->mutable_compute_classes(0)->mutable_compute_efficiency(0)->set_fraction(1.5);
   EXPECT_THAT([&] { cluster::from_proto(p, "bad.json"); },
@@ -252,6 +252,31 @@ TEST(ComputeFamily, ABadEntryIsRefusedNamingTheField) {
   *p.mutable_device()->add_compute_classes() = p.device().compute_classes(0);
   EXPECT_THAT([&] { cluster::from_proto(p, "bad.json"); },
               ::testing::ThrowsMessage<Error>(::testing::HasSubstr("'convolution' is given twice")));
+}
+
+// A product's backward pass (dA = dY B^T, dB = A^T dY: each reads an operand transposed) runs on
+// the backward products' curve where the device has one; its forward pass, and convolutions and
+// recurrences, keep theirs. Without it, the GEMM curve prices both passes.
+TEST(ComputeFamily, AProductsBackwardPassIsPricedWithItsOwnCurve) {
+  const Ops o;
+  auto c = with_conv_curve();
+  const auto gemm = cost_of(o, o.matmul, c);
+  auto own = c;
+  own.device.compute_efficiency_by_class[ComputeClass::matmul_backward].points = {{1e5, 0.05}, {1e10, 0.6}};
+  const auto priced = cost_of(o, o.matmul, own);
+  const auto s = graph::describe(o.g, o.matmul);
+  const double each = s.fwd_flops; // dA and dB: the forward's FLOPs each
+  ASSERT_DOUBLE_EQ(s.bwd_data_flops + s.bwd_weight_flops, 2 * each);
+  EXPECT_DOUBLE_EQ(priced.get(term::forward_compute), gemm.get(term::forward_compute));
+  EXPECT_NEAR(priced.get(term::backward_compute),
+              2 * each / (c.device.peak_fp32 * own.device.compute_efficiency_for(ComputeClass::matmul_backward, each)),
+              1e-12);
+  EXPECT_GT(priced.get(term::backward_compute), gemm.get(term::backward_compute));
+  EXPECT_THAT(priced.time[1].formula, ::testing::HasSubstr("matmul_backward efficiency"));
+  EXPECT_THAT(gemm.time[1].formula, ::testing::Not(::testing::HasSubstr("matmul_backward")));
+  for (const auto id : {o.conv, o.lstm, o.relu}) {
+    EXPECT_DOUBLE_EQ(cost_of(o, id, own).time_total(), cost_of(o, id, c).time_total()) << o.g.op(id).type;
+  }
 }
 
 TEST(ComputeFamily, AMatrixProductReadsItsOperandsOnTopOfItsArithmetic) {

@@ -60,6 +60,11 @@ enum class ComputeClass : std::uint8_t {
   matmul,      // MatMul, Gemm, Einsum, and every op that is not a contraction of another family
   convolution, // Conv, ConvTranspose
   recurrent,   // LSTM, GRU, RNN
+  // The backward pass of a matrix product of the matmul family: dA = dY B^T and dB = A^T dY, each
+  // reading one operand transposed, at a rate of their own (on a 2-vCPU EPYC attention's batched
+  // products ran their backward pass 25% slower than their forward pass of the same FLOPs).
+  // Uncalibrated, the matmul curve.
+  matmul_backward,
 };
 
 std::string_view compute_class_name(ComputeClass c);
