@@ -287,7 +287,8 @@ std::vector<KernelTiming> gemm_backward_sweep(Backend& backend, MPI_Comm comm, c
       best_rate = std::max(best_rate, 2 * flops / pair);
       KernelTiming row{fmt::format("{} {}x{}x{}x{}", f.name, shape.batch, shape.m, shape.n, shape.k), flops,
                        4.0 * static_cast<double>(na + nb + nc), pair / 2};
-      row.compute_class = graph::ComputeClass::matmul_backward;
+      row.compute_class =
+          f.batched ? graph::ComputeClass::matmul_batched_backward : graph::ComputeClass::matmul_backward;
       row.operand_bytes = 4.0 * static_cast<double>(na + nb) / 2;
       out.push_back(std::move(row));
     }

@@ -75,7 +75,7 @@ std::vector<KernelTiming> gemm_sweep(Backend& backend, MPI_Comm comm, const Swee
 // The backward passes of products (dA = dY B^T and dB = A^T dY, as partita-run runs them) of the
 // GEMM sweep's square, tall and wide shapes and of attention's batched 128 x 128 x 64 products,
 // about 10^lo to 10^hi forward FLOPs: a row per size, the mean of its two products (compute family
-// matmul_backward).
+// matmul_backward, matmul_batched_backward for the batched ones).
 std::vector<KernelTiming> gemm_backward_sweep(Backend& backend, MPI_Comm comm, const SweepBudget& budget, double lo,
                                               double hi, int per_decade, const SweepExtension& beyond = {});
 // One convolution layer of the sweep: its shape as the backend takes it, and its work as core's

@@ -126,15 +126,19 @@ foreach(family transcendental_backward normalization_backward softmax accumulate
     message(FATAL_ERROR "${cluster}: no memory curve of the '${family}' kernels, and no warning saying why")
   endif()
 endforeach()
-# The products' backward passes, timed as partita-run runs them: a compute curve of their own, or a
-# warning that names the curve used instead.
-if(NOT measured MATCHES "\"compute_class\": \"matmul_backward\"[^}]*\"kernel\": \"gemm backward batched [0-9x]+\"")
-  message(FATAL_ERROR "measurements.json: no 'gemm backward batched' timing of the matmul_backward family")
-endif()
-if(NOT json MATCHES "\"compute_class\": *\"matmul_backward\"" AND NOT fit_messages MATCHES
-                                                                     "matmul_backward ops use the matmul \\(GEMM\\) curve")
-  message(FATAL_ERROR "${cluster}: no compute curve of the products' backward passes, and no warning saying why")
-endif()
+# The products' backward passes, timed as partita-run runs them, unbatched and batched: a compute
+# curve of their own each, or a warning that names the curve used instead.
+foreach(entry "matmul_backward|gemm backward [0-9]" "matmul_batched_backward|gemm backward batched [0-9]")
+  string(REPLACE "|" ";" entry "${entry}")
+  list(GET entry 0 family)
+  list(GET entry 1 kernel)
+  if(NOT measured MATCHES "\"compute_class\": \"${family}\"[^}]*\"kernel\": \"${kernel}")
+    message(FATAL_ERROR "measurements.json: no '${kernel}...' timing of the ${family} family")
+  endif()
+  if(NOT json MATCHES "\"compute_class\": *\"${family}\"" AND NOT fit_messages MATCHES "${family} ops use the")
+    message(FATAL_ERROR "${cluster}: no compute curve of the ${family} kernels, and no warning saying why")
+  endif()
+endforeach()
 # The wide GEMMs (a large weight on few rows) that tell the matmul operand term apart.
 if(NOT measured MATCHES "\"kernel\": \"gemm wide [0-9]+x[0-9]+x[0-9]+\"")
   message(FATAL_ERROR "measurements.json: no 'gemm wide' timing")

@@ -464,12 +464,15 @@ void fit_compute(const std::vector<KernelSample>& samples, cluster::Device& dev,
   if (!by_class.contains(graph::ComputeClass::matmul_backward)) {
     warnings.push_back("calibration: no backward product was timed (measurements of an earlier partita-calibrate?); "
                        "the products' backward passes use the matmul (GEMM) curve");
+  } else if (!by_class.contains(graph::ComputeClass::matmul_batched_backward)) {
+    warnings.push_back("calibration: no batched product's backward pass was timed; batched products' backward passes "
+                       "use the matmul_backward curve");
   }
   for (const auto& [k, list] : by_class) {
     if (k != graph::ComputeClass::matmul) {
       const auto what = fmt::format("compute ({} kernels)", graph::compute_class_name(k));
       try {
-        if (k == graph::ComputeClass::matmul_backward) {
+        if (k == graph::ComputeClass::matmul_backward || k == graph::ComputeClass::matmul_batched_backward) {
           // Backward products read their operands on top of their arithmetic as GEMMs do, at the
           // GEMMs' operand bandwidth: the curve is fitted on what remains, as the GEMMs' is.
           std::vector<KernelSample> rest = list;

@@ -77,11 +77,32 @@ bool gradient_written_just_before(const graph::Graph& g, graph::OpId id) {
   return true;
 }
 
+// Whether a contraction runs as a batch of products on each device: an iteration dim that both
+// operands carry, not reduced, spans more than one index of the device's block (attention's
+// Q K^T and P V; not a layer's X W, whose weight has no batch).
+bool batched_product(const graph::OpSemantics& s, const sharding::Config& config) {
+  if (s.inputs.size() < 2) {
+    return false;
+  }
+  const auto& b = s.inputs[1].dims;
+  for (const int d : s.inputs[0].dims) {
+    if (d < 0 || s.dims[static_cast<std::size_t>(d)].reduction || std::find(b.begin(), b.end(), d) == b.end()) {
+      continue;
+    }
+    const std::int64_t parts = std::max(1, config.splits[static_cast<std::size_t>(d)]);
+    if ((s.dims[static_cast<std::size_t>(d)].size + parts - 1) / parts > 1) {
+      return true;
+    }
+  }
+  return false;
+}
+
 } // namespace
 
 bool packs_operands(graph::OpClass op_class, graph::ComputeClass family, const cluster::Device& device) {
   return op_class == graph::OpClass::contraction &&
-         (family == graph::ComputeClass::matmul || family == graph::ComputeClass::matmul_backward) &&
+         (family == graph::ComputeClass::matmul || family == graph::ComputeClass::matmul_backward ||
+          family == graph::ComputeClass::matmul_batched_backward) &&
          device.matmul_operand_bandwidth > 0;
 }
 
@@ -562,12 +583,14 @@ OpCost op_cost_on(const cluster::Device& dev, const graph::Graph& g, graph::OpId
                              graph::compute_class_name(family));
   });
   // A product's backward pass reads an operand transposed in each of its products (dA = dY B^T,
-  // dB = A^T dY): the matmul family's run on a curve of their own where one was calibrated
-  // (Device::compute_efficiency_for falls back to the GEMM curve).
+  // dB = A^T dY): the matmul family's run on a curve of their own where one was calibrated, a
+  // batched product's on the batched one where there is one (Device::compute_efficiency_for falls
+  // back to the GEMM curve).
   const graph::ComputeClass bwd_family =
-      s.op_class == graph::OpClass::contraction && family == graph::ComputeClass::matmul
-          ? graph::ComputeClass::matmul_backward
-          : family;
+      s.op_class != graph::OpClass::contraction || family != graph::ComputeClass::matmul ? family
+      : batched_product(s, config) && dev.has_compute_curve(graph::ComputeClass::matmul_batched_backward)
+          ? graph::ComputeClass::matmul_batched_backward
+          : graph::ComputeClass::matmul_backward;
   const std::string bwd_peak_text =
       bwd_family != family && dev.has_compute_curve(bwd_family)
           ? explained(explain,

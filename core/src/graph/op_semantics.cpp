@@ -88,12 +88,14 @@ std::string_view compute_class_name(ComputeClass c) {
   case ComputeClass::convolution: return "convolution";
   case ComputeClass::recurrent: return "recurrent";
   case ComputeClass::matmul_backward: return "matmul_backward";
+  case ComputeClass::matmul_batched_backward: return "matmul_batched_backward";
   }
   return "matmul";
 }
 
 std::vector<ComputeClass> all_compute_classes() {
-  return {ComputeClass::matmul, ComputeClass::convolution, ComputeClass::recurrent, ComputeClass::matmul_backward};
+  return {ComputeClass::matmul, ComputeClass::convolution, ComputeClass::recurrent, ComputeClass::matmul_backward,
+          ComputeClass::matmul_batched_backward};
 }
 
 std::optional<ComputeClass> parse_compute_class(std::string_view name) {

@@ -193,6 +193,7 @@ void describe_gather_elements(const Op& op, const Graph& g, OpSemantics& s) {
   map_input(op, g, s, 0, data_map);
   map_input(op, g, s, 1, dims);
   map_output(op, g, s, 0, dims);
+  s.inputs[0].read_by_index = true; // an element of data per element of the output
 }
 
 // Y = indices.shape[:-1] + data.shape[batch_dims + q:], q = indices.shape[-1].
@@ -223,6 +224,7 @@ void describe_gather_nd(const Op& op, const Graph& g, OpSemantics& s) {
   map_input(op, g, s, 0, data_map);
   map_input(op, g, s, 1, idx_map);
   map_output(op, g, s, 0, dims);
+  s.inputs[0].read_by_index = true; // the slices the indices pick, no more than the output holds
 }
 
 // Y = data with updates[i..., :] written at data[indices[i...], :]: the trailing dims of updates

@@ -11,6 +11,7 @@
 
 #include "test_support.h"
 
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -27,7 +28,7 @@ using Ints = std::vector<std::int64_t>;
 
 struct Ops {
   graph::Graph g;
-  graph::OpId conv, conv_transpose, matmul, lstm, relu, matmul_of_relu;
+  graph::OpId conv, conv_transpose, matmul, lstm, relu, matmul_of_relu, scores;
 
   Ops() {
     test::tensor(g, "x", {8, 64, 56, 56});
@@ -53,6 +54,10 @@ struct Ops {
     test::tensor(g, "rc", {512, 1024});
     test::op(g, "Relu", {"a"}, {"ra"});
     matmul_of_relu = test::op(g, "MatMul", {"ra", "b"}, {"rc"});
+    test::tensor(g, "q", {8, 128, 64});
+    test::tensor(g, "kt", {8, 64, 128});
+    test::tensor(g, "qk", {8, 128, 128});
+    scores = test::op(g, "MatMul", {"q", "kt"}, {"qk"}); // attention's scores: a batch of 8 products
   }
 };
 
@@ -239,10 +244,12 @@ TEST(ComputeFamily, FilesWithoutTheCurvesStillLoad) {
 TEST(ComputeFamily, ABadEntryIsRefusedNamingTheField) {
   auto p = cluster::to_proto(with_conv_curve());
   p.mutable_device()->mutable_compute_classes(0)->set_compute_class("winograd");
-  EXPECT_THAT([&] { cluster::from_proto(p, "bad.json"); },
-              ::testing::ThrowsMessage<Error>(::testing::AllOf(
-                  ::testing::HasSubstr("bad.json"), ::testing::HasSubstr("device.compute_classes[0].compute_class"),
-                  ::testing::HasSubstr("'winograd' is not one of matmul, convolution, recurrent, matmul_backward"))));
+  EXPECT_THAT(
+      [&] { cluster::from_proto(p, "bad.json"); },
+      ::testing::ThrowsMessage<Error>(::testing::AllOf(
+          ::testing::HasSubstr("bad.json"), ::testing::HasSubstr("device.compute_classes[0].compute_class"),
+          ::testing::HasSubstr(
+              "'winograd' is not one of matmul, convolution, recurrent, matmul_backward, matmul_batched_backward"))));
   p = cluster::to_proto(with_conv_curve());
   p.mutable_device()->mutable_compute_classes(0)->mutable_compute_efficiency(0)->set_fraction(1.5);
   EXPECT_THAT([&] { cluster::from_proto(p, "bad.json"); },
@@ -255,27 +262,46 @@ TEST(ComputeFamily, ABadEntryIsRefusedNamingTheField) {
 }
 
 // A product's backward pass (dA = dY B^T, dB = A^T dY: each reads an operand transposed) runs on
-// the backward products' curve where the device has one; its forward pass, and convolutions and
-// recurrences, keep theirs. Without it, the GEMM curve prices both passes.
+// the backward products' curve where the device has one, a batched product's (both operands carry
+// the batch) on the batched ones' where there is one, else on the backward products'; forward
+// passes, convolutions and recurrences keep their curves. Without them, the GEMM curve prices both
+// passes.
 TEST(ComputeFamily, AProductsBackwardPassIsPricedWithItsOwnCurve) {
   const Ops o;
   auto c = with_conv_curve();
-  const auto gemm = cost_of(o, o.matmul, c);
+  const auto efficiency = [](const cluster::Cluster& x, ComputeClass k, double flops) {
+    return x.device.peak_fp32 * x.device.compute_efficiency_for(k, flops);
+  };
   auto own = c;
   own.device.compute_efficiency_by_class[ComputeClass::matmul_backward].points = {{1e5, 0.05}, {1e10, 0.6}};
-  const auto priced = cost_of(o, o.matmul, own);
-  const auto s = graph::describe(o.g, o.matmul);
-  const double each = s.fwd_flops; // dA and dB: the forward's FLOPs each
-  ASSERT_DOUBLE_EQ(s.bwd_data_flops + s.bwd_weight_flops, 2 * each);
-  EXPECT_DOUBLE_EQ(priced.get(term::forward_compute), gemm.get(term::forward_compute));
-  EXPECT_NEAR(priced.get(term::backward_compute),
-              2 * each / (c.device.peak_fp32 * own.device.compute_efficiency_for(ComputeClass::matmul_backward, each)),
-              1e-12);
-  EXPECT_GT(priced.get(term::backward_compute), gemm.get(term::backward_compute));
-  EXPECT_THAT(priced.time[1].formula, ::testing::HasSubstr("matmul_backward efficiency"));
-  EXPECT_THAT(gemm.time[1].formula, ::testing::Not(::testing::HasSubstr("matmul_backward")));
+  auto batched = own;
+  batched.device.compute_efficiency_by_class[ComputeClass::matmul_batched_backward].points = {{1e5, 0.03}, {1e10, 0.3}};
+  for (const auto id : {o.matmul, o.scores}) {
+    const auto s = graph::describe(o.g, id);
+    const double each = s.fwd_flops; // dA and dB: the forward's FLOPs each
+    ASSERT_DOUBLE_EQ(s.bwd_data_flops + s.bwd_weight_flops, 2 * each);
+    const auto gemm = cost_of(o, id, c), priced = cost_of(o, id, own), batch = cost_of(o, id, batched);
+    EXPECT_DOUBLE_EQ(priced.get(term::forward_compute), gemm.get(term::forward_compute));
+    EXPECT_DOUBLE_EQ(batch.get(term::forward_compute), gemm.get(term::forward_compute));
+    EXPECT_DOUBLE_EQ(gemm.get(term::backward_compute), 2 * each / efficiency(c, ComputeClass::matmul, each));
+    EXPECT_DOUBLE_EQ(priced.get(term::backward_compute),
+                     2 * each / efficiency(own, ComputeClass::matmul_backward, each));
+    const auto family = id == o.scores ? ComputeClass::matmul_batched_backward : ComputeClass::matmul_backward;
+    EXPECT_DOUBLE_EQ(batch.get(term::backward_compute), 2 * each / efficiency(batched, family, each));
+    EXPECT_THAT(batch.time[1].formula,
+                ::testing::HasSubstr(fmt::format("{} efficiency", graph::compute_class_name(family))));
+    EXPECT_THAT(gemm.time[1].formula, ::testing::Not(::testing::HasSubstr("backward efficiency")));
+  }
+  // Split so that each device holds one product of the batch: a single product.
+  const auto s = graph::describe(o.g, o.scores);
+  sharding::Config one{std::vector<int>(s.dims.size(), 1)};
+  one.splits[static_cast<std::size_t>(s.inputs[0].dims[0])] = 8;
+  const std::vector<int> devices{0, 1, 2, 3, 4, 5, 6, 7};
+  const auto split = op_cost(o.g, o.scores, s, one, devices, batched, {});
+  EXPECT_DOUBLE_EQ(split.get(term::backward_compute),
+                   2 * s.fwd_flops / 8 / efficiency(batched, ComputeClass::matmul_backward, s.fwd_flops / 8));
   for (const auto id : {o.conv, o.lstm, o.relu}) {
-    EXPECT_DOUBLE_EQ(cost_of(o, id, own).time_total(), cost_of(o, id, c).time_total()) << o.g.op(id).type;
+    EXPECT_DOUBLE_EQ(cost_of(o, id, batched).time_total(), cost_of(o, id, c).time_total()) << o.g.op(id).type;
   }
 }
 

@@ -140,6 +140,23 @@ TEST(OpsMovement, AGatherReadsAtMostItsTable) {
   EXPECT_DOUBLE_EQ(s.fwd_bytes_read, 4.0 * 8 * 64 + 8.0 * 32);
 }
 
+// GatherElements and GatherND read their data by index too: the elements or slices the indices
+// pick, at most the output's bytes, however large the data.
+TEST(OpsMovement, GatherElementsAndGatherNdReadAtMostWhatTheyWrite) {
+  graph::Graph g;
+  test::tensor(g, "data", {1000, 64});
+  test::tensor(g, "idx", {4, 64}, TensorRole::input, DType::i64);
+  test::tensor(g, "y", {4, 64});
+  const auto e = graph::describe(g, test::op(g, "GatherElements", {"data", "idx"}, {"y"}));
+  EXPECT_DOUBLE_EQ(e.fwd_bytes_read, 4.0 * 4 * 64 + 8.0 * 4 * 64);
+  test::tensor(g, "nd", {2, 500, 7, 3});
+  test::tensor(g, "nd_idx", {2, 4, 1}, TensorRole::input, DType::i64);
+  test::tensor(g, "nd_y", {2, 4, 7, 3});
+  const auto n =
+      graph::describe(g, test::op(g, "GatherND", {"nd", "nd_idx"}, {"nd_y"}, {{"batch_dims", std::int64_t{1}}}));
+  EXPECT_DOUBLE_EQ(n.fwd_bytes_read, 4.0 * 2 * 4 * 7 * 3 + 8.0 * 2 * 4);
+}
+
 TEST(OpsMovement, GatherOnActivationIsDataMovement) {
   graph::Graph g;
   test::tensor(g, "x", {2, 10, 8});

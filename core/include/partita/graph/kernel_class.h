@@ -61,10 +61,13 @@ enum class ComputeClass : std::uint8_t {
   convolution, // Conv, ConvTranspose
   recurrent,   // LSTM, GRU, RNN
   // The backward pass of a matrix product of the matmul family: dA = dY B^T and dB = A^T dY, each
-  // reading one operand transposed, at a rate of their own (on a 2-vCPU EPYC attention's batched
-  // products ran their backward pass 25% slower than their forward pass of the same FLOPs).
-  // Uncalibrated, the matmul curve.
+  // reading one operand transposed, at a rate of its own. Uncalibrated, the matmul curve.
   matmul_backward,
+  // The same of a batched product (both operands carry the batch: attention's Q K^T and P V), whose
+  // small matrices' transposed reads cost more again: on a 2-vCPU EPYC a batch of 128 x 128 x 64
+  // products ran its backward pass at 50-70 GFLOP/s where square products of the same FLOPs ran
+  // at 75-96, forward or backward. Uncalibrated, the matmul_backward curve (or the matmul one).
+  matmul_batched_backward,
 };
 
 std::string_view compute_class_name(ComputeClass c);
