@@ -281,15 +281,17 @@ std::vector<KernelTiming> gemm_backward_sweep(Backend& backend, MPI_Comm comm, c
           },
           finish);
       // One row per product, their mean: the cost model prices each of a backward pass's products
-      // at its own size (the forward's FLOPs), with the operand read from memory beside dY (B for
-      // dA, A for dB; dY is fresh in a step).
+      // at its own size (the forward's FLOPs). Its operand bytes are what the sweep reads from
+      // memory (B and dY for dA, A and dY for dB), so that the fit takes them off as it does the
+      // GEMMs'; in a step dY is fresh from the consumers' backward pass, and the cost model charges
+      // A and B alone.
       const double flops = 2.0 * static_cast<double>(shape.batch * shape.m * shape.n * shape.k);
       best_rate = std::max(best_rate, 2 * flops / pair);
       KernelTiming row{fmt::format("{} {}x{}x{}x{}", f.name, shape.batch, shape.m, shape.n, shape.k), flops,
                        4.0 * static_cast<double>(na + nb + nc), pair / 2};
       row.compute_class =
           f.batched ? graph::ComputeClass::matmul_batched_backward : graph::ComputeClass::matmul_backward;
-      row.operand_bytes = 4.0 * static_cast<double>(na + nb) / 2;
+      row.operand_bytes = 4.0 * (static_cast<double>(na + nb) / 2 + static_cast<double>(nc));
       out.push_back(std::move(row));
     }
   }
