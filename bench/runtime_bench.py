@@ -13,6 +13,14 @@ partita-run measures on this machine.
    run, --wait-budget in all), and prints how fast the host was before each run it kept. A
    calibration of its own that the first probe finds more than --host-tolerance slower than the
    host is now was taken in such a spell: it is taken again (--recalibrations).
+   The host's shared-memory collectives run at one of two speeds about 2.5x apart, apart from its
+   kernels' spells: the mode changes from one process to the next and within seconds, and which
+   of the two is the more frequent changes over the hours. A probe in a process of its own cannot
+   tell which speed the run after it meets, so each run times the all-reduce itself, before its
+   warm-up and after its timed iterations (`partita run --host-check`), and a run whose collectives
+   ran more than --collective-tolerance away from their calibrated speed is taken again (up to
+   --retakes times); the summary says how many were retaken and which were kept off calibration.
+   The calibration's own collectives are judged against the median of --calibration-probes probes.
 3. Prints per case predicted / measured / error, then the iteration-time MAPE, the per-op MAPE,
    the Kendall rank correlation (tau-b) of strategies per model (the distinct plans: families that
    chose the same plan count once), predicted against measured per
@@ -106,6 +114,10 @@ class HostProbe:
             m = json.load(f)
         self.reference = {part: {self.key(part, r): r["seconds"] for r in m.get(part, [])} for part in self.PARTS}
 
+    def collective_reference(self):
+        """(collective, bytes) -> calibrated seconds, inside a node."""
+        return self.reference["collectives"]
+
     def ratio(self):
         """(compute, memory, collectives): the medians of probe time / calibrated time (NaN for a part
         the calibration has none of the probe's sizes of)."""
@@ -129,17 +141,44 @@ class HostProbe:
             sys.exit("the probe's GEMMs are not in the calibration's measurements")
         return r
 
+    def ratios(self, n):
+        """The medians of n probes, part by part: the collectives' mode changes from one probe to the next."""
+        rs = [self.ratio() for _ in range(n)]
+        return tuple(sorted(r[i] for r in rs)[n // 2] for i in range(len(self.PARTS)))
+
     def settle(self):
-        """Probes until the host is within tolerance or the wait limits are reached; the last ratios."""
+        """Probes until the host's kernels are within tolerance or the wait limits are reached; the last
+        ratios. The collectives are not waited for: the run checks its own (host_check)."""
         waited_here = 0.0
         r = self.ratio()
-        while (max(x for x in r if x == x) > 1 + self.args.host_tolerance and waited_here < self.args.max_wait
+        while (max(x for x in r[:2] if x == x) > 1 + self.args.host_tolerance and waited_here < self.args.max_wait
                and self.waited < self.args.wait_budget):
             time.sleep(self.args.probe_interval)
             waited_here += self.args.probe_interval
             self.waited += self.args.probe_interval
             r = self.ratio()
         return r
+
+
+def host_check_ratios(work, reference):
+    """(before, after): the medians of the run's own all-reduce times (host_check.json) against the
+    calibration's same sizes; NaN where the file or the sizes are missing."""
+    try:
+        with open(os.path.join(work, "host_check.json")) as f:
+            rows = json.load(f)["collectives"]
+    except (OSError, ValueError, KeyError):
+        return float("nan"), float("nan")
+    out = []
+    for when in ("before", "after"):
+        rs = sorted(r["seconds"] / reference[("all-reduce", round(r["bytes"]))] for r in rows
+                    if r["when"] == when and ("all-reduce", round(r["bytes"])) in reference)
+        out.append(rs[len(rs) // 2] if rs else float("nan"))
+    return tuple(out)
+
+
+def off_calibration(ratios, tolerance):
+    """Whether a run's collectives ran outside calibrated x[1 / (1 + tolerance), 1 + tolerance]."""
+    return any(x == x and not 1 / (1 + tolerance) <= x <= 1 + tolerance for x in ratios)
 
 
 def trace_overhead(trace_path):
@@ -203,6 +242,13 @@ def main():
     ap.add_argument("--probe-interval", type=float, default=15)
     ap.add_argument("--recalibrations", type=int, default=2,
                     help="calibrations taken again at most when the host is found faster than its calibration")
+    ap.add_argument("--collective-tolerance", type=float, default=0.30,
+                    help="how far from their calibrated speed (either way) a run's own all-reduce times may lie "
+                         "before the run is taken again")
+    ap.add_argument("--retakes", type=int, default=3,
+                    help="runs taken again at most per case when its collectives ran off their calibrated speed")
+    ap.add_argument("--calibration-probes", type=int, default=3,
+                    help="probes whose median judges the calibration against the host")
     ap.add_argument("--max-wait", type=float, default=120, help="seconds a run waits at most for the host")
     ap.add_argument("--wait-budget", type=float, default=900, help="seconds all runs wait at most together")
     ap.add_argument("--models", default=",".join(MODELS))
@@ -235,16 +281,21 @@ def main():
     if probe and not args.cluster:
         # A calibration taken in a slow spell prices every kernel of the family it caught too high.
         for attempt in range(args.recalibrations + 1):
-            now = probe.ratio()
+            now = probe.ratios(args.calibration_probes)
             print(f"  the host now against its calibration: GEMMs x{now[0]:.2f}, memory-bound kernels x{now[1]:.2f}, "
                   f"all-reduce x{now[2]:.2f} of the calibrated time", flush=True)
-            if min(x for x in now if x == x) >= 1 - args.host_tolerance or attempt == args.recalibrations:
+            kernels_slow = min(x for x in now[:2] if x == x) < 1 - args.host_tolerance
+            collectives_off = off_calibration(now[2:], args.collective_tolerance)
+            if not (kernels_slow or collectives_off) or attempt == args.recalibrations:
                 break
-            print("  the calibration met a slow spell of the host: calibrating again", flush=True)
+            print("  the calibration met " + ("a slow spell of the host" if kernels_slow else
+                                              "the host's collectives at their less frequent speed") +
+                  ": calibrating again", flush=True)
             calibrate(args, cluster)
             probe.load_reference()
 
     runs = defaultdict(list)  # case -> results of each repeat
+    retaken = defaultdict(int)  # case -> runs taken again for their collectives' speed
     for repeat in range(args.repeats):
       for model in args.models.split(","):
         for family in args.families.split(","):
@@ -257,8 +308,21 @@ def main():
             cmd = [args.partita, "run", MODELS[model], "--cluster", cluster, "--strategy", family, "--np",
                    str(args.np), "--iterations", str(args.iterations), "--warmup", str(args.warmup), "--threads", "1",
                    "--mpirun", args.mpirun, "--work-dir", work, "--json", out_json]
-            host = probe.settle() if probe else (float("nan"),) * 3
-            rc = run(cmd, os.path.join(work, "run.log"))
+            if probe:
+                cmd.append("--host-check")
+            checked = (float("nan"),) * 2
+            for take in range(args.retakes + 1):
+                host = probe.settle() if probe else (float("nan"),) * 3
+                rc = run(cmd, os.path.join(work, "run.log"))
+                if rc != 0 or not os.path.exists(out_json) or not probe:
+                    break
+                checked = host_check_ratios(work, probe.collective_reference())
+                if not off_calibration(checked, args.collective_tolerance):
+                    break
+                if take < args.retakes:
+                    retaken[name] += 1
+                    print(f"  {name}: its collectives ran at x{checked[0]:.2f} / x{checked[1]:.2f} of their calibrated "
+                          f"time before / after: taken again", flush=True)
             if rc != 0 or not os.path.exists(out_json):
                 with open(os.path.join(work, "run.log")) as f:
                     why = [l.strip() for l in f if "error" in l.lower()]
@@ -269,11 +333,14 @@ def main():
             r["case"], r["model_key"], r["family"] = name, model, family
             r["overhead"] = trace_overhead(os.path.join(work, "trace.json"))
             r["host"], r["host_memory"], r["host_collectives"] = host
+            r["run_collectives"] = list(checked)
+            r["retaken"] = retaken[name]
             runs[name].append(r)
             it = r["iteration"]
             print(f"  {name} (run {repeat + 1}): predicted {it['predicted'] * 1e3:.2f} ms, measured "
                   f"{it['measured'] * 1e3:.2f} ms" + (f"; host x{host[0]:.2f} of calibrated GEMM time, x{host[1]:.2f} of "
-                                                      f"memory-bound kernel time, x{host[2]:.2f} of all-reduce time"
+                                                      f"memory-bound kernel time, x{host[2]:.2f} of all-reduce time; "
+                                                      f"the run's own all-reduce x{checked[0]:.2f} / x{checked[1]:.2f}"
                                                       if probe else ""),
                   flush=True)
 
@@ -341,21 +408,29 @@ def summarize(args, runs, probe):
     print(f"\nper case the run (of {args.repeats}) with the lowest median iteration time; spread: how much slower "
           f"the other run(s) measured")
     print(f"{'case':<18} {'predicted ms':>13} {'measured ms':>12} {'error':>8} {'overhead':>9} {'spread':>8} "
-          f"{'host':>16}")
+          f"{'host':>16} {'run all-reduce':>15}")
     errors = []
     for r in results:
         p, m = r["iteration"]["predicted"], r["iteration"]["measured"]
         errors.append(abs(p - m) / m)
         # NaN: not probed (memory, all-reduce: runs of an earlier benchmark, whose probe timed less)
         host = "/".join(f"{x:.2f}" if x == x else "-" for x in host_ratios(r))
+        own = "/".join(f"{x:.2f}" if x == x else "-" for x in r.get("run_collectives", [float("nan")] * 2))
         print(f"{r['case']:<18} {p * 1e3:>13.2f} {m * 1e3:>12.2f} {100 * (p - m) / m:>+7.1f}% "
-              f"{100 * r['overhead']:>8.2f}% {100 * r['spread']:>7.1f}% {host:>16}")
+              f"{100 * r['overhead']:>8.2f}% {100 * r['spread']:>7.1f}% {host:>16} {own:>15}")
     if probe:
-        slow = sum(1 for r in results if max(x for x in host_ratios(r) if x == x) > 1 + args.host_tolerance)
+        slow = sum(1 for r in results if max(x for x in host_ratios(r)[:2] if x == x) > 1 + args.host_tolerance)
         print(f"host: the probe's GEMM / memory-bound kernel / all-reduce time against the calibration's before the "
               f"run (1.00: as calibrated); "
               f"{slow} of {len(results)} kept runs started above x{1 + args.host_tolerance:.2f}; "
               f"{probe.waited:.0f} s spent waiting for the host")
+    checked = [r for r in results if "run_collectives" in r]
+    if checked:
+        off = [r["case"] for r in checked if off_calibration(r["run_collectives"], args.collective_tolerance)]
+        print(f"collectives: each run's own all-reduce time against calibrated, before its warm-up / after its "
+              f"timed iterations: {sum(r.get('retaken', 0) for r in checked)} run(s) taken again as off x[1/"
+              f"{1 + args.collective_tolerance:.2f}, {1 + args.collective_tolerance:.2f}]; kept off it: "
+              f"{', '.join(off) if off else 'none'}")
     spreads = [r["spread"] for r in results]
     print(f"\nrun-to-run spread of the measured iteration time: median {100 * sorted(spreads)[len(spreads) // 2]:.1f}%, "
           f"largest {100 * max(spreads):.1f}%")

@@ -48,6 +48,7 @@ struct RunOptions {
   std::string measurements; // an earlier run's: compare, do not launch
   bool overlap_gradients = false;
   double bucket_mb = 25;
+  bool host_check = false;
 };
 
 std::string ms(double seconds) {
@@ -102,6 +103,11 @@ void add_run_command(CLI::App& app) {
       ->check(real(1e-6, 1e6, "MB"))
       ->needs(overlap)
       ->capture_default_str();
+  auto* host_check = cmd->add_flag(
+      "--host-check", o->host_check,
+      "partita-run times the host's all-reduce inside a node before the warm-up and after the timed "
+      "iterations (partita-calibrate --probe's sizes) and writes the times to host_check.json in the work "
+      "directory: which speed the host's collectives ran at during the run, to set beside a calibration's");
   cmd->add_option("--work-dir", o->work_dir,
                   "where the plan, trace and measurements go (default: a new temporary directory)");
   add_launch_options(*cmd, o->launch, "partita-run must be at the same path on every host");
@@ -109,7 +115,8 @@ void add_run_command(CLI::App& app) {
                   "compare an earlier run's measurements (the measurements.json of its work directory) with this "
                   "prediction instead of launching a run: a recalibrated cluster against what was measured (with "
                   "--strategy given --plan its plan.json, the same plan)")
-      ->check(CLI::ExistingFile);
+      ->check(CLI::ExistingFile)
+      ->excludes(host_check);
   cmd->add_option("--json", o->json,
                   "also write predicted against measured, per op and per iteration, as JSON to this file");
   cmd->callback([o] {
@@ -156,6 +163,9 @@ void add_run_command(CLI::App& app) {
       if (o->overlap_gradients) {
         job.arguments.insert(job.arguments.end(),
                              {"--overlap-gradients", "--bucket-mb", fmt::format("{:g}", o->bucket_mb)});
+      }
+      if (o->host_check) {
+        job.arguments.insert(job.arguments.end(), {"--host-check", (work / "host_check.json").string()});
       }
       const std::string command = launch::shell_line(launch::job_command(job));
       std::cout << fmt::format("running: {}\n", command) << std::flush;

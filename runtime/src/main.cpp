@@ -1,12 +1,15 @@
 // partita-run: executes a plan for real over MPI.
 //   mpirun -np P partita-run plan.json [--warmup N] [--iterations N] [--verify] [--trace FILE]
 //                                     [--measurements FILE] [--timeout SECONDS] [--backend cpu|cpu-guarded|cuda]
+//                                     [--host-check FILE]
 
 #include "backends.h"
+#include "collectives.h"
 #include "executor.h"
 #include "op_kernels.h"
 #include "pipeline_executor.h"
 #include "plan_loading.h"
+#include "sweeps.h"
 #include "trace.h"
 #include "validators.h"
 #include "verify.h"
@@ -20,6 +23,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <mpi.h>
+#include <nlohmann/json.hpp>
 
 #include <sys/resource.h>
 
@@ -53,6 +57,7 @@ struct Options {
   std::string inject_fault;
   bool overlap_gradients = false;
   double bucket_mb = 25;
+  std::string host_check;
 };
 
 // What a failing rank needs to leave its partial results behind: set once the plan is loaded.
@@ -259,6 +264,35 @@ struct Runner {
   }
 };
 
+// The host's all-reduce inside a node, timed as partita-calibrate --probe times it (from 8 B up, the
+// sizes of 128 KiB and more kept): before the warm-up and after the timed iterations, so that a
+// caller can tell which speed the host's shared-memory collectives ran at during this run. On this
+// project's 2-vCPU virtual machine they run at one of two speeds about 2.5x apart, switching from
+// one process to the next and within seconds; a run measured at the speed its calibration did not
+// see measures the host, not the model (bench/runtime_bench.py runs such a case again). Every rank
+// calls it; it runs no collective when a node holds one rank.
+nlohmann::json time_host_all_reduce(const char* when) {
+  MPI_Comm local = MPI_COMM_NULL;
+  check_mpi(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local), "MPI_Comm_split_type");
+  int per_node = 1;
+  MPI_Comm_size(local, &per_node);
+  nlohmann::json rows = nlohmann::json::array();
+  if (per_node > 1) {
+    auto timed = collective_sweep(cluster::Collective::all_reduce, local, SweepBudget{}, 8, 2.0 * 1024 * 1024, 4);
+    for (const auto& r : timed) {
+      if (r.bytes >= 128.0 * 1024) {
+        rows.push_back({{"when", when},
+                        {"collective", std::string(cluster::collective_name(r.collective))},
+                        {"ranks", per_node},
+                        {"bytes", r.bytes},
+                        {"seconds", r.seconds}});
+      }
+    }
+  }
+  MPI_Comm_free(&local);
+  return rows;
+}
+
 int run(const Options& opt, int rank, int size) {
   if (!agree(backend_unavailable(opt.backend), rank, fmt::format("--backend {}", opt.backend).c_str())) {
     return 2;
@@ -293,7 +327,7 @@ int run(const Options& opt, int rank, int size) {
     (void)rounding_of(loaded->setup.precision); // fp8 is refused here, on every rank alike
     if (rank == 0) {
       // Rank 0 writes these at the end: a path that cannot take them is found now, not after the run.
-      for (const auto* out : {&opt.trace, &opt.measurements}) {
+      for (const auto* out : {&opt.trace, &opt.measurements, &opt.host_check}) {
         if (!out->empty()) {
           io::check_writable(*out);
         }
@@ -493,6 +527,11 @@ int run(const Options& opt, int rank, int size) {
       }
     }
 
+    nlohmann::json host_check = nlohmann::json::array();
+    if (!opt.host_check.empty()) {
+      watchdog.set_activity("the host check before the warm-up");
+      host_check = time_host_all_reduce("before");
+    }
     watchdog.set_activity("warm-up");
     // Rank 0 says where the run is, one line per iteration (the GUI's and `partita run`'s progress).
     const auto progress = [&](const char* what, int i, int n) {
@@ -516,6 +555,17 @@ int run(const Options& opt, int rank, int size) {
       ex.iteration();
       recorder.add(rank, -1, Phase::iteration, t0, MPI_Wtime());
       progress("timed", i + 1, opt.iterations);
+    }
+    if (!opt.host_check.empty()) {
+      watchdog.set_activity("the host check after the timed iterations");
+      for (auto& row : time_host_all_reduce("after")) {
+        host_check.push_back(std::move(row));
+      }
+      if (rank == 0) {
+        io::write_file_atomically(
+            opt.host_check,
+            nlohmann::json{{"format", "partita-run host check 1"}, {"collectives", host_check}}.dump(1) + "\n");
+      }
     }
     watchdog.set_activity("gathering the records");
     const auto all = gather_records(recorder.records(), MPI_COMM_WORLD);
@@ -611,6 +661,10 @@ int main(int argc, char** argv) {
                  "--overlap-gradients: start a bucket's sums once it holds this many MB of gradients (DDP's 25)")
       ->check(partita::cli::real(1e-6, 1e6, "MB"))
       ->needs(overlap);
+  app.add_option("--host-check", opt.host_check,
+                 "time the host's all-reduce inside a node (partita-calibrate --probe's sizes) before the warm-up "
+                 "and after the timed iterations, outside the timed iterations, and write the times to FILE (rank "
+                 "0): which speed the host's collectives ran at during this run");
   app.add_option("--inject-fault", opt.inject_fault,
                  "for testing robustness: fail:RANK:OP[:ITERATION] throws, hang:RANK:OP[:ITERATION] blocks, in the "
                  "forward of op OP in that timed iteration (default 0)");

@@ -186,3 +186,37 @@ foreach(i RANGE ${last})
     message(FATAL_ERROR "probe.json: the all-reduce of ${bytes} bytes is not in measurements.json")
   endif()
 endforeach()
+
+# partita run --host-check (bench/runtime_bench.py retakes a run whose collectives ran off their
+# calibrated speed): the run's own all-reduces, before its warm-up and after its timed iterations,
+# are of sizes the calibration timed, so that they can be set side by side.
+execute_process(
+  COMMAND ${PARTITA} run "zoo:mlp?batch=64&input=256&hidden=256&layers=2&classes=16" --cluster ${cluster} --strategy dp
+          -np ${NP} --iterations 2 --warmup 1 --mpirun ${MPIEXEC} --work-dir ${WORKDIR}/host_check_run --host-check
+  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 150)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "partita run --host-check failed (${rc}): ${out}${err}")
+endif()
+file(READ ${WORKDIR}/host_check_run/host_check.json checked)
+string(JSON count LENGTH "${checked}" collectives)
+set(before 0)
+set(after 0)
+math(EXPR last "${count} - 1")
+foreach(i RANGE ${last})
+  string(JSON when GET "${checked}" collectives ${i} when)
+  string(JSON collective GET "${checked}" collectives ${i} collective)
+  string(JSON bytes GET "${checked}" collectives ${i} bytes)
+  string(JSON seconds GET "${checked}" collectives ${i} seconds)
+  string(REGEX REPLACE "\\.0$" "" bytes "${bytes}")
+  if(NOT collective STREQUAL "all-reduce" OR NOT seconds MATCHES "^[0-9]+\\.?[0-9]*(e-?[0-9]+)?$")
+    message(FATAL_ERROR "host_check.json: row ${i}: ${collective} of ${bytes} bytes in ${seconds} s")
+  endif()
+  if(NOT measured MATCHES "\"bytes\": ${bytes}(\\.0)?,[^}]*\"collective\": \"all-reduce\"")
+    message(FATAL_ERROR "host_check.json: the all-reduce of ${bytes} bytes is not in measurements.json")
+  endif()
+  math(EXPR ${when} "${${when}} + 1")
+endforeach()
+if(before LESS 3 OR NOT after EQUAL before)
+  message(FATAL_ERROR "host_check.json: ${before} all-reduces before the warm-up and ${after} after the timed "
+                      "iterations, where 3 or more of each were expected")
+endif()
