@@ -302,7 +302,8 @@ struct CollectiveMemo::Impl {
     Algorithm algorithm;
     int concurrent_groups;
     double bytes;
-    std::vector<int> devices;
+    bool by_node = false;     // `devices` holds how many of the group each node holds (nodes_of)
+    std::vector<int> devices; // else the group's devices, in order
     bool operator==(const Key&) const = default;
   };
   struct Hash {
@@ -312,6 +313,7 @@ struct CollectiveMemo::Impl {
       mix(static_cast<std::size_t>(k.collective));
       mix(static_cast<std::size_t>(k.algorithm));
       mix(static_cast<std::size_t>(k.concurrent_groups));
+      mix(static_cast<std::size_t>(k.by_node));
       // A group by all its devices, two at a time: groups of one size that share their first, middle
       // and last devices are common (a move's groups, shifted by a device), and a hash of those
       // alone chained them into long runs of comparisons.
@@ -332,15 +334,45 @@ struct CollectiveMemo::Impl {
     }
   };
   const Cluster* cluster;
+  // On a switched cluster a collective's cost reads how many of its devices each node holds, never
+  // which devices or which nodes (every link inside a node is the switch's, every one between nodes
+  // a NIC; shape_of, the ring, tree, hierarchical and all-to-all estimates and the measured figures
+  // all count devices per node): groups alike in that are one entry.
+  bool by_node = false;
   std::unordered_map<Key, CollectiveCost, Hash> costs;
 };
 
 namespace {
 thread_local CollectiveMemo* memo_in_use = nullptr;
+
+// How many of `devices` each node holds, largest first, into `out`: a key for their collective's
+// cost on a switched cluster (CollectiveMemo::Impl::by_node). False, and `out` unspecified, unless
+// the devices ascend strictly inside the cluster (so that none is listed twice): any other list
+// is remembered by its devices, and priced, with its checks, the first time it comes.
+bool nodes_of(const Cluster& cluster, std::span<const int> devices, std::vector<int>& out) {
+  out.clear();
+  const int count = cluster.device_count();
+  int last = -1, last_node = -1;
+  for (const int d : devices) {
+    if (d <= last || d >= count) {
+      return false;
+    }
+    last = d;
+    const int node = cluster.node_of(d);
+    if (node != last_node) {
+      out.push_back(0);
+      last_node = node;
+    }
+    ++out.back();
+  }
+  std::sort(out.begin(), out.end(), std::greater<>());
+  return true;
 }
+} // namespace
 
 CollectiveMemo::CollectiveMemo(const Cluster& cluster) : m_impl(std::make_unique<Impl>()) {
   m_impl->cluster = &cluster;
+  m_impl->by_node = cluster.intra_switched && cluster.devices_per_node > 0;
 }
 CollectiveMemo::~CollectiveMemo() = default;
 std::size_t CollectiveMemo::size() const {
@@ -366,7 +398,10 @@ CollectiveCost collective_cost_unexplained(const Cluster& cluster, Collective co
   key.algorithm = algorithm;
   key.concurrent_groups = concurrent_groups;
   key.bytes = bytes;
-  key.devices.assign(devices.begin(), devices.end());
+  key.by_node = memo_in_use->m_impl->by_node && nodes_of(cluster, devices, key.devices);
+  if (!key.by_node) {
+    key.devices.assign(devices.begin(), devices.end());
+  }
   if (const auto it = costs.find(key); it != costs.end()) {
     return it->second;
   }

@@ -125,10 +125,24 @@ std::size_t output_index(const graph::Op& producer, graph::TensorId tensor) {
 // (the same local devices on as many nodes) cost the same on a cluster of equal nodes: each shape
 // is priced once.
 // How a group sits on its nodes: per device, its node's rank among the group's nodes x node size +
-// its local id (groups list their devices in ascending order).
+// its local id (groups list their devices in ascending order). On a switched cluster, where a
+// collective's cost reads only how many of its devices each node holds (cluster::CollectiveMemo),
+// those counts, largest first.
 void node_shape(const cluster::Cluster& cluster, std::span<const int> group, std::vector<int>& shape) {
   shape.clear();
   int rank = -1, last_node = -1;
+  if (cluster.intra_switched) {
+    for (const int d : group) {
+      const int node = cluster.node_of(d);
+      if (node != last_node) {
+        shape.push_back(0);
+        last_node = node;
+      }
+      ++shape.back();
+    }
+    std::sort(shape.begin(), shape.end(), std::greater<>());
+    return;
+  }
   for (const int d : group) {
     const int node = cluster.node_of(d);
     rank += node != last_node ? 1 : 0;

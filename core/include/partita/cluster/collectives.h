@@ -60,8 +60,10 @@ CollectiveCost collective_cost_unexplained(const Cluster& cluster, Collective co
 // Collective costs remembered for one cluster. While a CollectiveMemo::Use made on a thread lives,
 // collective_cost_unexplained() on that thread answers a collective it has priced before for the
 // memo's cluster (the same collective, devices in the same order, bytes, algorithm and groups at
-// once) from memory. For callers that price the same collectives over and over against a cluster
-// that does not change meanwhile (strategy::Evaluator, across a search's candidates).
+// once; on a switched cluster, whose collectives' costs read only how many of a group's devices each
+// node holds, any group of ascending devices spread over its nodes alike) from memory. For callers that price the same
+// collectives over and over against a cluster that does not change meanwhile (strategy::Evaluator, across a search's
+// candidates).
 class CollectiveMemo {
 public:
   explicit CollectiveMemo(const Cluster& cluster);
