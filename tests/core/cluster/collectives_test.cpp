@@ -397,5 +397,42 @@ TEST(CollectiveMemo, RemembersItsClustersCollectivesWhileInUse) {
   EXPECT_THROW((void)collective_cost_unexplained(dgx, Collective::all_reduce, std::vector<int>{0, 0}, 1e6), Error);
 }
 
+// On a switched cluster groups that spread over their nodes alike (as many devices on as many
+// nodes, whichever devices and nodes) are one entry, priced as either is afresh; on a mesh (DGX-1)
+// which devices of a node a group holds changes its rings, and each group is its own entry.
+TEST(CollectiveMemo, KeysASwitchedClustersGroupsByHowTheySpreadOverTheirNodes) {
+  const Cluster dgx = load_cluster("dgx-a100?nodes=4");
+  CollectiveMemo memo(dgx);
+  const CollectiveMemo::Use use(memo);
+  const std::vector<std::vector<int>> alike{{0, 1, 2, 9}, {8, 16, 17, 18}, {21, 27, 28, 29}};
+  for (const auto kind : {Collective::all_reduce, Collective::all_gather, Collective::all_to_all}) {
+    for (const auto& group : alike) {
+      const auto fresh = collective_cost(dgx, kind, group, 3e6);
+      const auto kept = collective_cost_unexplained(dgx, kind, group, 3e6);
+      EXPECT_EQ(kept.seconds, fresh.seconds);
+      EXPECT_EQ(kept.algorithm, fresh.algorithm);
+    }
+  }
+  EXPECT_EQ(memo.size(), 3U); // one per collective
+  // Spread otherwise (two and two), or listed out of order: entries of their own.
+  const auto two_two = collective_cost_unexplained(dgx, Collective::all_reduce, std::vector<int>{0, 1, 8, 9}, 3e6);
+  EXPECT_EQ(two_two.seconds, collective_cost(dgx, Collective::all_reduce, std::vector<int>{0, 1, 8, 9}, 3e6).seconds);
+  (void)collective_cost_unexplained(dgx, Collective::all_reduce, std::vector<int>{9, 0, 1, 2}, 3e6);
+  EXPECT_EQ(memo.size(), 5U);
+  // A device outside the cluster is still refused, though a group of its spread is remembered.
+  EXPECT_THROW((void)collective_cost_unexplained(dgx, Collective::all_reduce, std::vector<int>{0, 1, 2, 32}, 3e6),
+               Error);
+
+  const Cluster mesh = nominal("dgx1");
+  ASSERT_FALSE(mesh.intra_switched);
+  CollectiveMemo mesh_memo(mesh);
+  const CollectiveMemo::Use mesh_use(mesh_memo);
+  for (const auto& group : {std::vector<int>{0, 1, 2, 3}, std::vector<int>{0, 1, 4, 5}, std::vector<int>{0, 2, 5, 7}}) {
+    EXPECT_EQ(collective_cost_unexplained(mesh, Collective::all_reduce, group, 3e6).seconds,
+              collective_cost(mesh, Collective::all_reduce, group, 3e6).seconds);
+  }
+  EXPECT_EQ(mesh_memo.size(), 3U);
+}
+
 } // namespace
 } // namespace partita::cluster
