@@ -16,10 +16,12 @@ partita-run measures on this machine.
    The host's shared-memory collectives run at one of two speeds about 2.5x apart, apart from its
    kernels' spells: the mode changes from one process to the next and within seconds, and which
    of the two is the more frequent changes over the hours. A probe in a process of its own cannot
-   tell which speed the run after it meets, so each run times the all-reduce itself, before its
-   warm-up and after its timed iterations (`partita run --host-check`), and a run whose collectives
-   ran more than --collective-tolerance away from their calibrated speed is taken again (up to
-   --retakes times); the summary says how many were retaken and which were kept off calibration.
+   tell which speed the run after it meets, so each run times the probe's kernels and all-reduces
+   itself, before its warm-up and after its timed iterations (`partita run --host-check`), and a
+   run whose GEMMs or memory-bound kernels ran more than --host-tolerance, or whose collectives
+   more than --collective-tolerance, away from their calibrated speed either way is taken again (up
+   to --retakes times): a slow spell can begin between the probe and the run. The summary says how
+   many were retaken and which were kept off calibration.
    The calibration's own collectives are judged against the median of --calibration-probes probes.
 3. Prints per case predicted / measured / error, then the iteration-time MAPE, the per-op MAPE,
    the Kendall rank correlation (tau-b) of strategies per model (the distinct plans: families that
@@ -114,10 +116,6 @@ class HostProbe:
             m = json.load(f)
         self.reference = {part: {self.key(part, r): r["seconds"] for r in m.get(part, [])} for part in self.PARTS}
 
-    def collective_reference(self):
-        """(collective, bytes) -> calibrated seconds, inside a node."""
-        return self.reference["collectives"]
-
     def ratio(self):
         """(compute, memory, collectives): the medians of probe time / calibrated time (NaN for a part
         the calibration has none of the probe's sizes of)."""
@@ -160,19 +158,23 @@ class HostProbe:
         return r
 
 
-def host_check_ratios(work, reference):
-    """(before, after): the medians of the run's own all-reduce times (host_check.json) against the
-    calibration's same sizes; NaN where the file or the sizes are missing."""
+def host_check_ratios(work, probe):
+    """The run's own times (host_check.json) against the calibration's same kernels and sizes: the
+    medians, before its warm-up and after its timed iterations, of its GEMMs, its memory-bound kernels
+    and its all-reduces, as (compute before, compute after, memory before, ..., collectives after);
+    NaN where the file, a part or the sizes are missing."""
     try:
         with open(os.path.join(work, "host_check.json")) as f:
-            rows = json.load(f)["collectives"]
-    except (OSError, ValueError, KeyError):
-        return float("nan"), float("nan")
+            checked = json.load(f)
+    except (OSError, ValueError):
+        return (float("nan"),) * 6
     out = []
-    for when in ("before", "after"):
-        rs = sorted(r["seconds"] / reference[("all-reduce", round(r["bytes"]))] for r in rows
-                    if r["when"] == when and ("all-reduce", round(r["bytes"])) in reference)
-        out.append(rs[len(rs) // 2] if rs else float("nan"))
+    for part in HostProbe.PARTS:
+        ref = probe.reference[part]
+        for when in ("before", "after"):
+            rs = sorted(r["seconds"] / ref[HostProbe.key(part, r)] for r in checked.get(part, [])
+                        if r.get("when") == when and HostProbe.key(part, r) in ref)
+            out.append(rs[len(rs) // 2] if rs else float("nan"))
     return tuple(out)
 
 
@@ -295,7 +297,7 @@ def main():
             probe.load_reference()
 
     runs = defaultdict(list)  # case -> results of each repeat
-    retaken = defaultdict(int)  # case -> runs taken again for their collectives' speed
+    retaken = defaultdict(int)  # case -> runs taken again for the host speed their own checks found
     for repeat in range(args.repeats):
       for model in args.models.split(","):
         for family in args.families.split(","):
@@ -310,19 +312,21 @@ def main():
                    "--mpirun", args.mpirun, "--work-dir", work, "--json", out_json]
             if probe:
                 cmd.append("--host-check")
-            checked = (float("nan"),) * 2
+            checked = (float("nan"),) * 6
             for take in range(args.retakes + 1):
                 host = probe.settle() if probe else (float("nan"),) * 3
                 rc = run(cmd, os.path.join(work, "run.log"))
                 if rc != 0 or not os.path.exists(out_json) or not probe:
                     break
-                checked = host_check_ratios(work, probe.collective_reference())
-                if not off_calibration(checked, args.collective_tolerance):
+                checked = host_check_ratios(work, probe)
+                kernels_off = off_calibration(checked[:4], args.host_tolerance)
+                if not kernels_off and not off_calibration(checked[4:], args.collective_tolerance):
                     break
                 if take < args.retakes:
                     retaken[name] += 1
-                    print(f"  {name}: its collectives ran at x{checked[0]:.2f} / x{checked[1]:.2f} of their calibrated "
-                          f"time before / after: taken again", flush=True)
+                    print(f"  {name}: its GEMMs / memory-bound kernels / all-reduces ran at x{checked[0]:.2f} / "
+                          f"x{checked[2]:.2f} / x{checked[4]:.2f} of their calibrated time before and x{checked[1]:.2f} / "
+                          f"x{checked[3]:.2f} / x{checked[5]:.2f} after: taken again", flush=True)
             if rc != 0 or not os.path.exists(out_json):
                 with open(os.path.join(work, "run.log")) as f:
                     why = [l.strip() for l in f if "error" in l.lower()]
@@ -333,14 +337,17 @@ def main():
             r["case"], r["model_key"], r["family"] = name, model, family
             r["overhead"] = trace_overhead(os.path.join(work, "trace.json"))
             r["host"], r["host_memory"], r["host_collectives"] = host
-            r["run_collectives"] = list(checked)
+            r["run_kernels"] = list(checked[:4])
+            r["run_collectives"] = list(checked[4:])
             r["retaken"] = retaken[name]
             runs[name].append(r)
             it = r["iteration"]
             print(f"  {name} (run {repeat + 1}): predicted {it['predicted'] * 1e3:.2f} ms, measured "
                   f"{it['measured'] * 1e3:.2f} ms" + (f"; host x{host[0]:.2f} of calibrated GEMM time, x{host[1]:.2f} of "
                                                       f"memory-bound kernel time, x{host[2]:.2f} of all-reduce time; "
-                                                      f"the run's own all-reduce x{checked[0]:.2f} / x{checked[1]:.2f}"
+                                                      f"the run's own GEMMs x{checked[0]:.2f} / x{checked[1]:.2f}, "
+                                                      f"memory-bound kernels x{checked[2]:.2f} / x{checked[3]:.2f}, "
+                                                      f"all-reduce x{checked[4]:.2f} / x{checked[5]:.2f}"
                                                       if probe else ""),
                   flush=True)
 
@@ -408,16 +415,19 @@ def summarize(args, runs, probe):
     print(f"\nper case the run (of {args.repeats}) with the lowest median iteration time; spread: how much slower "
           f"the other run(s) measured")
     print(f"{'case':<18} {'predicted ms':>13} {'measured ms':>12} {'error':>8} {'overhead':>9} {'spread':>8} "
-          f"{'host':>16} {'run all-reduce':>15}")
+          f"{'host':>16} {'run GEMM':>10} {'run memory':>10} {'run all-reduce':>15}")
     errors = []
     for r in results:
         p, m = r["iteration"]["predicted"], r["iteration"]["measured"]
         errors.append(abs(p - m) / m)
         # NaN: not probed (memory, all-reduce: runs of an earlier benchmark, whose probe timed less)
         host = "/".join(f"{x:.2f}" if x == x else "-" for x in host_ratios(r))
-        own = "/".join(f"{x:.2f}" if x == x else "-" for x in r.get("run_collectives", [float("nan")] * 2))
+        pair = lambda xs: "/".join(f"{x:.2f}" if x == x else "-" for x in xs)
+        kernels = r.get("run_kernels", [float("nan")] * 4)  # runs of an earlier benchmark checked no kernels
+        own = pair(r.get("run_collectives", [float("nan")] * 2))
         print(f"{r['case']:<18} {p * 1e3:>13.2f} {m * 1e3:>12.2f} {100 * (p - m) / m:>+7.1f}% "
-              f"{100 * r['overhead']:>8.2f}% {100 * r['spread']:>7.1f}% {host:>16} {own:>15}")
+              f"{100 * r['overhead']:>8.2f}% {100 * r['spread']:>7.1f}% {host:>16} {pair(kernels[:2]):>10} "
+              f"{pair(kernels[2:]):>10} {own:>15}")
     if probe:
         slow = sum(1 for r in results if max(x for x in host_ratios(r)[:2] if x == x) > 1 + args.host_tolerance)
         print(f"host: the probe's GEMM / memory-bound kernel / all-reduce time against the calibration's before the "
@@ -426,11 +436,14 @@ def summarize(args, runs, probe):
               f"{probe.waited:.0f} s spent waiting for the host")
     checked = [r for r in results if "run_collectives" in r]
     if checked:
-        off = [r["case"] for r in checked if off_calibration(r["run_collectives"], args.collective_tolerance)]
-        print(f"collectives: each run's own all-reduce time against calibrated, before its warm-up / after its "
-              f"timed iterations: {sum(r.get('retaken', 0) for r in checked)} run(s) taken again as off x[1/"
-              f"{1 + args.collective_tolerance:.2f}, {1 + args.collective_tolerance:.2f}]; kept off it: "
-              f"{', '.join(off) if off else 'none'}")
+        off = [r["case"] for r in checked
+               if off_calibration(r["run_collectives"], args.collective_tolerance)
+               or off_calibration(r.get("run_kernels", []), args.host_tolerance)]
+        print(f"the runs' own host checks: GEMM, memory-bound kernel and all-reduce time against calibrated, before "
+              f"the warm-up / after the timed iterations: {sum(r.get('retaken', 0) for r in checked)} run(s) taken "
+              f"again as off x[1/{1 + args.host_tolerance:.2f}, {1 + args.host_tolerance:.2f}] (kernels) or x[1/"
+              f"{1 + args.collective_tolerance:.2f}, {1 + args.collective_tolerance:.2f}] (all-reduce); kept off it "
+              f"after {args.retakes} retakes: {', '.join(off) if off else 'none'}")
     spreads = [r["spread"] for r in results]
     print(f"\nrun-to-run spread of the measured iteration time: median {100 * sorted(spreads)[len(spreads) // 2]:.1f}%, "
           f"largest {100 * max(spreads):.1f}%")

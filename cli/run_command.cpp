@@ -105,9 +105,10 @@ void add_run_command(CLI::App& app) {
       ->capture_default_str();
   auto* host_check = cmd->add_flag(
       "--host-check", o->host_check,
-      "partita-run times the host's all-reduce inside a node before the warm-up and after the timed "
-      "iterations (partita-calibrate --probe's sizes) and writes the times to host_check.json in the work "
-      "directory: which speed the host's collectives ran at during the run, to set beside a calibration's");
+      "partita-run times the host as partita-calibrate --probe does (a GEMM of each family, the memory-bound "
+      "kernels of two sizes, the all-reduce inside a node) before the warm-up and after the timed iterations "
+      "and writes the times to host_check.json in the work directory: which speed the host ran at during the "
+      "run, to set beside a calibration's");
   cmd->add_option("--work-dir", o->work_dir,
                   "where the plan, trace and measurements go (default: a new temporary directory)");
   add_launch_options(*cmd, o->launch, "partita-run must be at the same path on every host");

@@ -106,31 +106,6 @@ std::string utc_now() {
   return text;
 }
 
-// Compute rows name their compute family ("compute_class"); every row its memory-bound family
-// ("class", which earlier readers know).
-nlohmann::json kernels_json(const std::vector<KernelTiming>& rows, bool compute) {
-  nlohmann::json out = nlohmann::json::array();
-  for (const auto& r : rows) {
-    nlohmann::json row{{"kernel", r.kernel},
-                       {"class", std::string(graph::kernel_class_name(r.kernel_class))},
-                       {"flops", r.flops},
-                       {"bytes", r.bytes},
-                       {"seconds", r.seconds}};
-    if (compute) {
-      row["compute_class"] = std::string(graph::compute_class_name(r.compute_class));
-    }
-    if (r.operand_bytes > 0) {
-      row["operand_bytes"] = r.operand_bytes;
-    }
-    if (r.fresh_bytes > 0) {
-      row["fresh_bytes"] = r.fresh_bytes;
-      row["cold_seconds"] = r.cold_seconds;
-    }
-    out.push_back(std::move(row));
-  }
-  return out;
-}
-
 // The rows of one collective's sweep over `devices`, as measurements.json lists them.
 void append_collectives(nlohmann::json& out, const std::vector<CollectiveTiming>& rows,
                         const std::vector<int>& devices) {

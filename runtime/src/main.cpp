@@ -264,33 +264,47 @@ struct Runner {
   }
 };
 
-// The host's all-reduce inside a node, timed as partita-calibrate --probe times it (from 8 B up, the
-// sizes of 128 KiB and more kept): before the warm-up and after the timed iterations, so that a
-// caller can tell which speed the host's shared-memory collectives ran at during this run. On this
-// project's 2-vCPU virtual machine they run at one of two speeds about 2.5x apart, switching from
-// one process to the next and within seconds; a run measured at the speed its calibration did not
-// see measures the host, not the model (bench/runtime_bench.py runs such a case again). Every rank
-// calls it; it runs no collective when a node holds one rank.
-nlohmann::json time_host_all_reduce(const char* when) {
+// The host's speed as partita-calibrate --probe times it (a GEMM of each family, the memory-bound
+// kernels of two sizes, the all-reduce inside a node from 8 B up with the sizes of 128 KiB and more
+// kept): before the warm-up and after the timed iterations, so that a caller can tell whether this
+// run met the host at its calibrated speed. On this project's 2-vCPU virtual machine the
+// shared-memory collectives run at one of two speeds about 2.5x apart, switching from one process
+// to the next, and the whole host has slow spells (another tenant) in which every kernel of a run
+// takes 1.3-1.5 times its calibrated time; a run measured so measures the host, not the model
+// (bench/runtime_bench.py runs such a case again). Every rank calls it; it runs no collective when
+// a node holds one rank. Each row carries `when`.
+struct HostCheck {
+  nlohmann::json compute = nlohmann::json::array(), memory = nlohmann::json::array(),
+                 collectives = nlohmann::json::array();
+};
+
+void time_host(Backend& backend, const char* when, HostCheck& out) {
+  const SweepBudget budget{};
+  const auto tag = [when](nlohmann::json rows, nlohmann::json& into) {
+    for (auto& row : rows) {
+      row["when"] = when;
+      into.push_back(std::move(row));
+    }
+  };
+  tag(kernels_json(gemm_sweep(backend, MPI_COMM_WORLD, budget, 8.5, 8.5, 4), true), out.compute);
+  tag(kernels_json(memory_sweep(backend, MPI_COMM_WORLD, budget, 6.5, 7, 2), false), out.memory);
   MPI_Comm local = MPI_COMM_NULL;
   check_mpi(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local), "MPI_Comm_split_type");
   int per_node = 1;
   MPI_Comm_size(local, &per_node);
-  nlohmann::json rows = nlohmann::json::array();
   if (per_node > 1) {
-    auto timed = collective_sweep(cluster::Collective::all_reduce, local, SweepBudget{}, 8, 2.0 * 1024 * 1024, 4);
+    auto timed = collective_sweep(cluster::Collective::all_reduce, local, budget, 8, 2.0 * 1024 * 1024, 4);
     for (const auto& r : timed) {
       if (r.bytes >= 128.0 * 1024) {
-        rows.push_back({{"when", when},
-                        {"collective", std::string(cluster::collective_name(r.collective))},
-                        {"ranks", per_node},
-                        {"bytes", r.bytes},
-                        {"seconds", r.seconds}});
+        out.collectives.push_back({{"when", when},
+                                   {"collective", std::string(cluster::collective_name(r.collective))},
+                                   {"ranks", per_node},
+                                   {"bytes", r.bytes},
+                                   {"seconds", r.seconds}});
       }
     }
   }
   MPI_Comm_free(&local);
-  return rows;
 }
 
 int run(const Options& opt, int rank, int size) {
@@ -527,10 +541,10 @@ int run(const Options& opt, int rank, int size) {
       }
     }
 
-    nlohmann::json host_check = nlohmann::json::array();
+    HostCheck host_check;
     if (!opt.host_check.empty()) {
       watchdog.set_activity("the host check before the warm-up");
-      host_check = time_host_all_reduce("before");
+      time_host(*backend, "before", host_check);
     }
     watchdog.set_activity("warm-up");
     // Rank 0 says where the run is, one line per iteration (the GUI's and `partita run`'s progress).
@@ -558,13 +572,14 @@ int run(const Options& opt, int rank, int size) {
     }
     if (!opt.host_check.empty()) {
       watchdog.set_activity("the host check after the timed iterations");
-      for (auto& row : time_host_all_reduce("after")) {
-        host_check.push_back(std::move(row));
-      }
+      time_host(*backend, "after", host_check);
       if (rank == 0) {
-        io::write_file_atomically(
-            opt.host_check,
-            nlohmann::json{{"format", "partita-run host check 1"}, {"collectives", host_check}}.dump(1) + "\n");
+        io::write_file_atomically(opt.host_check, nlohmann::json{{"format", "partita-run host check 2"},
+                                                                 {"compute", host_check.compute},
+                                                                 {"memory", host_check.memory},
+                                                                 {"collectives", host_check.collectives}}
+                                                          .dump(1) +
+                                                      "\n");
       }
     }
     watchdog.set_activity("gathering the records");
@@ -662,9 +677,10 @@ int main(int argc, char** argv) {
       ->check(partita::cli::real(1e-6, 1e6, "MB"))
       ->needs(overlap);
   app.add_option("--host-check", opt.host_check,
-                 "time the host's all-reduce inside a node (partita-calibrate --probe's sizes) before the warm-up "
-                 "and after the timed iterations, outside the timed iterations, and write the times to FILE (rank "
-                 "0): which speed the host's collectives ran at during this run");
+                 "time the host as partita-calibrate --probe does (a GEMM of each family, the memory-bound kernels "
+                 "of two sizes, the all-reduce inside a node) before the warm-up and after the timed iterations, "
+                 "outside the timed iterations, and write the times to FILE (rank 0): which speed the host ran at "
+                 "during this run");
   app.add_option("--inject-fault", opt.inject_fault,
                  "for testing robustness: fail:RANK:OP[:ITERATION] throws, hang:RANK:OP[:ITERATION] blocks, in the "
                  "forward of op OP in that timed iteration (default 0)");

@@ -7,6 +7,7 @@
 #include "partita/graph/statistics.h"
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <climits>
@@ -729,6 +730,29 @@ std::string kernel_table(const std::vector<KernelTiming>& rows, bool flops) {
   for (const auto& r : rows) {
     out += fmt::format("  {:<30} {:>12.4g} {:>12.4g} {:>12.2f} {:>10.2f}\n", r.kernel, r.flops, r.bytes,
                        r.seconds * 1e6, (flops ? r.flops : r.bytes) / r.seconds / 1e9);
+  }
+  return out;
+}
+
+nlohmann::json kernels_json(const std::vector<KernelTiming>& rows, bool compute) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& r : rows) {
+    nlohmann::json row{{"kernel", r.kernel},
+                       {"class", std::string(graph::kernel_class_name(r.kernel_class))},
+                       {"flops", r.flops},
+                       {"bytes", r.bytes},
+                       {"seconds", r.seconds}};
+    if (compute) {
+      row["compute_class"] = std::string(graph::compute_class_name(r.compute_class));
+    }
+    if (r.operand_bytes > 0) {
+      row["operand_bytes"] = r.operand_bytes;
+    }
+    if (r.fresh_bytes > 0) {
+      row["fresh_bytes"] = r.fresh_bytes;
+      row["cold_seconds"] = r.cold_seconds;
+    }
+    out.push_back(std::move(row));
   }
   return out;
 }

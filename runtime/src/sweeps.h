@@ -11,6 +11,7 @@
 #include "partita/cluster/collectives.h"
 
 #include <mpi.h>
+#include <nlohmann/json.hpp>
 
 #include <functional>
 #include <initializer_list>
@@ -139,6 +140,11 @@ std::vector<CollectiveTiming> collective_sweep(cluster::Collective c, MPI_Comm c
 // calibrated before most runs).
 std::vector<KernelTiming> median_of_passes(const std::vector<std::vector<KernelTiming>>& passes);
 std::vector<CollectiveTiming> median_of_passes(const std::vector<std::vector<CollectiveTiming>>& passes);
+
+// Kernel rows as measurements.json (and the probe's and partita-run's host check) list them:
+// compute rows name their compute family ("compute_class"); every row its memory-bound family
+// ("class", which earlier readers know).
+nlohmann::json kernels_json(const std::vector<KernelTiming>& rows, bool compute);
 
 // nccl-tests' table: size, count, type, redop, root, time (us), algbw and busbw (GB/s).
 std::string nccl_table(cluster::Collective c, int ranks, const std::vector<CollectiveTiming>& rows);

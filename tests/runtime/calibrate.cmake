@@ -187,9 +187,10 @@ foreach(i RANGE ${last})
   endif()
 endforeach()
 
-# partita run --host-check (bench/runtime_bench.py retakes a run whose collectives ran off their
-# calibrated speed): the run's own all-reduces, before its warm-up and after its timed iterations,
-# are of sizes the calibration timed, so that they can be set side by side.
+# partita run --host-check (bench/runtime_bench.py retakes a run that met the host off its
+# calibrated speed): the run's own GEMMs, memory-bound kernels and all-reduces, before its warm-up
+# and after its timed iterations, are those the calibration timed, so that they can be set side by
+# side.
 execute_process(
   COMMAND ${PARTITA} run "zoo:mlp?batch=64&input=256&hidden=256&layers=2&classes=16" --cluster ${cluster} --strategy dp
           -np ${NP} --iterations 2 --warmup 1 --mpirun ${MPIEXEC} --work-dir ${WORKDIR}/host_check_run --host-check
@@ -220,3 +221,28 @@ if(before LESS 3 OR NOT after EQUAL before)
   message(FATAL_ERROR "host_check.json: ${before} all-reduces before the warm-up and ${after} after the timed "
                       "iterations, where 3 or more of each were expected")
 endif()
+foreach(part compute memory)
+  string(JSON count LENGTH "${checked}" ${part})
+  set(before 0)
+  set(after 0)
+  math(EXPR last "${count} - 1")
+  foreach(i RANGE ${last})
+    string(JSON when GET "${checked}" ${part} ${i} when)
+    string(JSON kernel GET "${checked}" ${part} ${i} kernel)
+    string(JSON bytes GET "${checked}" ${part} ${i} bytes)
+    string(JSON seconds GET "${checked}" ${part} ${i} seconds)
+    string(REGEX REPLACE "\\.0$" "" bytes "${bytes}")
+    string(REGEX REPLACE "([][+.*()^$?])" "\\\\\\1" kernel_pattern "${kernel}")
+    if(NOT seconds MATCHES "^[0-9]+\\.?[0-9]*(e-?[0-9]+)?$")
+      message(FATAL_ERROR "host_check.json: ${part} row ${i}: '${kernel}' in ${seconds} s")
+    endif()
+    if(NOT measured MATCHES "\"bytes\": ${bytes}(\\.0)?,[^}]*\"kernel\": \"${kernel_pattern}\"")
+      message(FATAL_ERROR "host_check.json: ${part} kernel '${kernel}' of ${bytes} bytes is not in measurements.json")
+    endif()
+    math(EXPR ${when} "${${when}} + 1")
+  endforeach()
+  if(before LESS 3 OR NOT after EQUAL before)
+    message(FATAL_ERROR "host_check.json: ${before} ${part} kernels before the warm-up and ${after} after the timed "
+                        "iterations, where 3 or more of each were expected")
+  endif()
+endforeach()
