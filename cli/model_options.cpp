@@ -172,6 +172,12 @@ void SetupOptions::add_to(CLI::App& cmd) {
                  "at once with its size")
       ->check(real(1, 1e18, "units of work"))
       ->capture_default_str();
+  cmd.add_option("--bounded-tables", bounded_tables,
+                 "auto: where the dependent sets are too wide to search exactly (a DenseNet's concatenations), "
+                 "the bounded search's largest table in entries: larger, a tighter bound in more time; 0 refuses "
+                 "such graphs")
+      ->check(real(0, 6e7, "table entries"))
+      ->capture_default_str();
   cmd.add_option("--search-threads", search_threads,
                  "auto: threads that price its layout pairs (0: one per hardware thread); the plan is the same "
                  "whatever the count")
@@ -217,6 +223,7 @@ void SetupOptions::fill(search::Request& request) const {
   request.min_piece = min_piece;
   request.memory_limit = memory_limit_gib * 1024.0 * 1024.0 * 1024.0;
   request.max_search_work = search_limit;
+  request.bounded_table_entries = bounded_tables;
   request.simulation_budget = static_cast<std::size_t>(simulation_budget);
   request.threads = search_threads;
 }

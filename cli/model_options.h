@@ -58,6 +58,7 @@ struct SetupOptions {
   std::int64_t min_piece = 1;
   double memory_limit_gib = 0;
   double search_limit = search::Request{}.max_search_work;
+  double bounded_tables = search::Request{}.bounded_table_entries;
   int search_threads = search::Request{}.threads;
   std::int64_t simulation_budget = static_cast<std::int64_t>(search::Request{}.simulation_budget);
   int pipeline_parallel = 0;

@@ -131,8 +131,10 @@ void print_family_comparison(const search::AutoResult& r, const strategy::Predic
                            cmp.best_family_time > 0 ? 100 * (1 - mine.iteration_time / cmp.best_family_time) : 0.0,
                            cmp.best_family);
   if (r.lower_bound < r.objective) {
-    std::cout << fmt::format("; within {:.2f}% of the fastest plan that fits (Lagrangian bound {:.3f} ms)",
-                             100 * (r.objective / r.lower_bound - 1), r.lower_bound * 1e3);
+    std::cout << fmt::format("; within {:.2f}% of the fastest plan{} ({} bound {:.3f} ms)",
+                             100 * (r.objective / r.lower_bound - 1), r.memory_priced ? " that fits" : "",
+                             r.exact ? "Lagrangian" : (r.memory_priced ? "Lagrangian and bounded search" : "bounded search"),
+                             r.lower_bound * 1e3);
   }
   std::vector<std::string> names;
   for (std::size_t i = 0; i < cmp.different.size() && i < 12; ++i) {

@@ -1044,9 +1044,15 @@ std::vector<int> smallest_footprint(const CostGraph& cg) {
   return choice;
 }
 
+// Plans by name, each a configuration index per op.
+using Choices = std::vector<std::pair<std::string, std::vector<int>>>;
+
 // Solves with memory priced at `price` seconds per byte (vertex costs time + price x memory), the
-// ops' weight-gradient sync counted (1 - sync_discount) times.
-dp::Solution solve_priced(CostGraph& cg, double price, const Request& r, int& solves, double sync_discount = 0) {
+// ops' weight-gradient sync counted (1 - sync_discount) times. Where the graph is too wide to solve
+// exactly, the bounded search's plan is the best of its own and of each of `seeds` improved by
+// the same local search (so that no seed's plan is better).
+dp::Solution solve_priced(CostGraph& cg, double price, const Request& r, int& solves, double sync_discount = 0,
+                          const Choices& seeds = {}) {
   auto& p = cg.problem();
   std::vector<int> priced(cg.class_count(), -1);
   const auto saved = p.unary;
@@ -1068,9 +1074,19 @@ dp::Solution solve_priced(CostGraph& cg, double price, const Request& r, int& so
   dp::Options o;
   o.cancel = r.cancel;
   o.workspace = &cg.workspace();
+  o.bounded_table_entries = r.bounded_table_entries;
   dp::Solution s;
   try {
     s = dp::solve(p, o);
+    for (const auto& seed : s.exact ? Choices{} : seeds) {
+      auto c = seed.second;
+      s.stats.local_moves += dp::improve(p, c, o);
+      const double cost = dp::total_cost(p, c);
+      if (cost < s.cost) {
+        s.cost = cost;
+        s.choice = std::move(c);
+      }
+    }
   } catch (...) {
     p.unary = saved;
     p.tables.resize(saved_tables);
@@ -1084,6 +1100,39 @@ dp::Solution solve_priced(CostGraph& cg, double price, const Request& r, int& so
 
 // The hand-made families that configure every op on its own (no pipeline stages).
 constexpr std::array<const char*, 6> per_op_families{"dp", "mp", "owt", "megatron", "hybrid", "gholami"};
+
+// The plans of the per-op families that lie in the search's space (every op's configuration one of
+// its own, on the devices it would give it), as choices, named "dp's plan" and so on.
+Choices family_choices(const CostGraph& cg, const Request& r) {
+  const std::size_t n = cg.graph().ops().size();
+  Request family_request = r;
+  family_request.progress = nullptr;
+  Choices out;
+  for (const char* name : per_op_families) {
+    strategy::Strategy family;
+    try {
+      family = find_optimizer(name).optimize(family_request);
+    } catch (const Cancelled&) {
+      throw;
+    } catch (const Error&) {
+      continue; // the family does not apply here
+    }
+    std::vector<int> c(n, -1);
+    for (std::size_t i = 0; i < n && i < family.ops.size(); ++i) {
+      const auto& configs = cg.tables(static_cast<graph::OpId>(i)).configs;
+      for (std::size_t x = 0; x < configs.size() && c[i] < 0; ++x) {
+        if (configs[x] == family.ops[i].config &&
+            cg.assignment(static_cast<graph::OpId>(i), static_cast<int>(x)).devices == family.ops[i].devices) {
+          c[i] = static_cast<int>(x);
+        }
+      }
+    }
+    if (family.ops.size() == n && !family.pipeline && std::find(c.begin(), c.end(), -1) == c.end()) {
+      out.emplace_back(fmt::format("{}'s plan", name), std::move(c));
+    }
+  }
+  return out;
+}
 
 std::string bytes_text(double b) {
   return b >= 1024.0 * 1024 * 1024 ? fmt::format("{:.3g} GiB", b / (1024.0 * 1024 * 1024))
@@ -1148,12 +1197,19 @@ AutoResult auto_search(const Request& r) {
                             memory_breakdown(p)));
   }
   cg.build_problem();
+  // Too wide for the exact program: the bounded search starts from the families' plans too, so
+  // that it is never slower than any of them.
+  const Choices seeds =
+      r.bounded_table_entries > 0 && dp::widest_table(cg.problem()) > dp::Options{}.max_table_entries
+          ? family_choices(cg, r)
+          : Choices{};
 
-  auto best = solve_priced(cg, 0, r, solves);
+  auto best = solve_priced(cg, 0, r, solves, 0, seeds);
   if (r.progress) {
     r.progress(0.7);
   }
-  double bound = best.cost;
+  double bound = best.lower_bound;
+  const bool exact = best.exact; // every solve of this graph is exact, or none
   bool priced = false;
   double price = 0; // seconds per byte of the optimum returned (0: the limit does not bind)
   if (peak(best.choice) > limit) {
@@ -1170,12 +1226,13 @@ AutoResult auto_search(const Request& r) {
     double last_time = 0, last_memory = 0;
     // The fastest strategy ignoring memory bounds every one that fits from below (price 0).
     auto try_price = [&](double price) {
-      auto s = solve_priced(cg, price, r, solves);
+      auto s = solve_priced(cg, price, r, solves, 0, seeds);
       const double time = time_of(cg, s.choice);
       const double mem = additive_memory(cg, s.choice);
       last_time = time;
       last_memory = mem;
-      bound = std::max(bound, time + price * (mem - limit));
+      // min over plans of time + price x (memory - limit) is at most the time of any plan that fits.
+      bound = std::max(bound, s.exact ? time + price * (mem - limit) : s.lower_bound - price * limit);
       if (peak(s.choice) <= limit) {
         if (!fitting || time < time_of(cg, fitting->choice)) {
           fitting = s;
@@ -1249,7 +1306,8 @@ AutoResult auto_search(const Request& r) {
   // fit are simulated and the fastest returned (on a tie, the one listed first).
   std::vector<int> choice = best.choice;
   if (r.simulation_budget > 0 || r.simulate_every_candidate) {
-    std::vector<std::pair<std::string, std::vector<int>>> optima{{"the exact optimum", best.choice}};
+    std::vector<std::pair<std::string, std::vector<int>>> optima{
+        {exact ? "the exact optimum" : "the bounded search's plan", best.choice}};
     auto consider = [&](std::string name, std::vector<int> c) {
       const bool known = std::any_of(optima.begin(), optima.end(), [&](const auto& o) { return o.second == c; });
       if (!known && peak(c) <= limit) {
@@ -1257,33 +1315,11 @@ AutoResult auto_search(const Request& r) {
       }
     };
     for (const double discount : {0.5, 1.0}) {
-      auto s = solve_priced(cg, price, r, solves, discount);
+      auto s = solve_priced(cg, price, r, solves, discount, seeds);
       consider(discount < 1 ? "gradient sync counted half" : "gradient sync not counted", std::move(s.choice));
     }
-    Request family_request = r;
-    family_request.progress = nullptr;
-    for (const char* name : per_op_families) {
-      strategy::Strategy family;
-      try {
-        family = find_optimizer(name).optimize(family_request);
-      } catch (const Cancelled&) {
-        throw;
-      } catch (const Error&) {
-        continue; // the family does not apply here
-      }
-      std::vector<int> c(n, -1);
-      for (std::size_t i = 0; i < n && i < family.ops.size(); ++i) {
-        const auto& configs = cg.tables(static_cast<graph::OpId>(i)).configs;
-        for (std::size_t x = 0; x < configs.size() && c[i] < 0; ++x) {
-          if (configs[x] == family.ops[i].config &&
-              cg.assignment(static_cast<graph::OpId>(i), static_cast<int>(x)).devices == family.ops[i].devices) {
-            c[i] = static_cast<int>(x);
-          }
-        }
-      }
-      if (family.ops.size() == n && !family.pipeline && std::find(c.begin(), c.end(), -1) == c.end()) {
-        consider(fmt::format("{}'s plan", name), std::move(c));
-      }
+    for (auto& [name, c] : seeds.empty() ? family_choices(cg, r) : seeds) {
+      consider(std::move(name), std::move(c));
     }
     if (optima.size() > 1) {
       std::size_t fastest = 0;
@@ -1304,7 +1340,9 @@ AutoResult auto_search(const Request& r) {
     }
   }
   result.objective = time_of(cg, choice);
-  result.lower_bound = priced ? std::min(bound, result.objective) : result.objective;
+  result.lower_bound = priced || !exact ? std::min(bound, result.objective) : result.objective;
+  result.exact = exact;
+  result.memory_priced = priced;
   result.strategy = to_strategy(choice);
   const auto prediction = strategy::evaluate(g, *r.cluster, result.strategy, r.setup);
   result.peak_memory = prediction.peak_memory;
@@ -1380,13 +1418,30 @@ AutoResult auto_search(const Request& r) {
                            bytes_text(limit), solves, bytes_text(result.peak_memory),
                            result.lower_bound > 0 ? 100.0 * (result.objective / result.lower_bound - 1) : 0.0)
              : fmt::format(" It fits: {} of {} per device.", bytes_text(result.peak_memory), bytes_text(limit));
-  result.strategy.explanation = fmt::format(
-      "The fastest configuration of every op for the whole graph at once, found exactly by dynamic programming over "
-      "a vertex ordering (PaSE): {} configurations of {} ops ({} distinct, repeated blocks priced once), {} "
-      "edges; the widest dependent set held {} ops and the largest table {:.3g} entries. Predicted objective {:.4g} "
-      "ms (op costs plus redistributions).{}",
-      configurations, n, cg.class_count(), p.edges.size(), best.stats.width, best.stats.largest_table,
-      result.objective * 1e3, memory_text);
+  const double gap = result.lower_bound > 0 ? 100.0 * (result.objective / result.lower_bound - 1) : 0.0;
+  if (exact) {
+    result.strategy.explanation = fmt::format(
+        "The fastest configuration of every op for the whole graph at once, found exactly by dynamic programming over "
+        "a vertex ordering (PaSE): {} configurations of {} ops ({} distinct, repeated blocks priced once), {} "
+        "edges; the widest dependent set held {} ops and the largest table {:.3g} entries. Predicted objective {:.4g} "
+        "ms (op costs plus redistributions).{}",
+        configurations, n, cg.class_count(), p.edges.size(), best.stats.width, best.stats.largest_table,
+        result.objective * 1e3, memory_text);
+  } else {
+    // Too wide for the exact program: say so, how the plan was found, and how far it can be off.
+    result.strategy.explanation = fmt::format(
+        "A configuration of every op for the whole graph at once, by a bounded dynamic program: {} configurations of "
+        "{} ops ({} distinct), {} edges, whose dependent sets are too wide to search exactly (the exact program's "
+        "ordering needs a table of {:.3g} entries, the limit is {:.3g}: ops whose outputs many later ops read, as a "
+        "DenseNet block's concatenations do). So {} of its steps summed their costs in several tables of at most "
+        "{:.3g} entries instead of one (mini-buckets), which bounds the optimum from below; the plan read back "
+        "through them and the hand-made families' plans were improved op by op ({} moves in all) and the best "
+        "kept. Predicted objective {:.4g} ms (op costs plus "
+        "redistributions), at most {:.3g}% slower than the optimum{} (bound {:.4g} ms).{}",
+        configurations, n, cg.class_count(), p.edges.size(), best.stats.too_wide_table, dp::Options{}.max_table_entries,
+        best.stats.split_steps, r.bounded_table_entries, best.stats.local_moves, result.objective * 1e3, gap,
+        priced ? " that fits" : "", result.lower_bound * 1e3, memory_text);
+  }
   if (!result.ranking.empty()) {
     std::string ranked;
     for (const auto& o : result.ranking) {

@@ -7,6 +7,7 @@
 #include "partita/search/dp.h"
 
 #include "partita/graph/error.h"
+#include "search/dp_detail.h"
 
 #include <fmt/format.h>
 
@@ -33,9 +34,9 @@ int Problem::add_table(std::vector<double> costs) {
   return static_cast<int>(tables.size()) - 1;
 }
 
-namespace {
-
 constexpr double infinity = std::numeric_limits<double>::infinity();
+
+namespace detail {
 
 std::string vertex_name(const Problem& p, int v) {
   const auto i = static_cast<std::size_t>(v);
@@ -79,6 +80,12 @@ void validate(const Problem& p) {
                 "the edge " + vertex_name(p, e.u) + " - " + vertex_name(p, e.v));
   }
 }
+
+} // namespace detail
+
+namespace {
+
+using detail::vertex_name;
 
 // A cost table over `scope` (row-major: the last vertex of the scope varies fastest).
 struct Factor {
@@ -651,10 +658,83 @@ private:
 
 } // namespace
 
+// Eliminates the graph alone (no tables): its steps come in the same order as Eliminator's.
+double widest_table(const Problem& p) {
+  const std::size_t n = p.domain.size();
+  std::vector<std::set<int>> neighbours(n);
+  for (const auto& e : p.edges) {
+    if (p.domain[static_cast<std::size_t>(e.u)] > 1 && p.domain[static_cast<std::size_t>(e.v)] > 1) {
+      neighbours[static_cast<std::size_t>(e.u)].insert(e.v);
+      neighbours[static_cast<std::size_t>(e.v)].insert(e.u);
+    }
+  }
+  const auto table = [&](int v) {
+    double size = 1;
+    for (const int u : neighbours[static_cast<std::size_t>(v)]) {
+      size *= p.domain[static_cast<std::size_t>(u)];
+    }
+    return size;
+  };
+  const auto step_size = [&](int v) { return table(v) * p.domain[static_cast<std::size_t>(v)]; };
+  std::set<std::pair<double, int>> queue;
+  for (std::size_t v = 0; v < n; ++v) {
+    queue.insert({step_size(static_cast<int>(v)), static_cast<int>(v)});
+  }
+  double widest = 0;
+  while (!queue.empty()) {
+    const int v = queue.begin()->second;
+    queue.erase(queue.begin());
+    widest = std::max(widest, table(v));
+    const auto scope = std::move(neighbours[static_cast<std::size_t>(v)]);
+    for (const int u : scope) {
+      queue.erase({step_size(u), u});
+    }
+    for (const int u : scope) {
+      auto& of_u = neighbours[static_cast<std::size_t>(u)];
+      of_u.erase(v);
+      for (const int w : scope) {
+        if (w != u) {
+          of_u.insert(w);
+        }
+      }
+    }
+    for (const int u : scope) {
+      queue.insert({step_size(u), u});
+    }
+  }
+  return widest;
+}
+
 Solution solve(const Problem& problem, const Options& options) {
-  validate(problem);
+  detail::validate(problem);
+  if (options.bounded_table_entries > 0) {
+    const double widest = widest_table(problem);
+    if (widest > options.max_table_entries) {
+      // Tables of a thousand entries first, ten times larger each time up to the bound asked, while
+      // the plan is more than 0.1% above the bound: the best plan and the best bound of every
+      // solve (each bound holds), most often found long before the largest tables.
+      Solution best;
+      double lower = 0;
+      for (double entries = std::min(1e3, options.bounded_table_entries);;
+           entries = std::min(entries * 10, options.bounded_table_entries)) {
+        auto s = solve_bounded(problem, entries, options);
+        lower = std::max(lower, s.lower_bound);
+        if (best.choice.empty() || s.cost < best.cost) {
+          best = std::move(s);
+        }
+        if (best.exact || best.cost <= lower * (1 + 1e-3) || entries >= options.bounded_table_entries) {
+          break;
+        }
+      }
+      best.lower_bound = best.exact ? best.cost : std::min(lower, best.cost);
+      best.stats.too_wide_table = widest;
+      return best;
+    }
+  }
   Eliminator e(problem, options);
-  return e.run();
+  auto s = e.run();
+  s.lower_bound = s.cost;
+  return s;
 }
 
 double total_cost(const Problem& p, std::span<const int> choice) {
@@ -680,7 +760,7 @@ double total_cost(const Problem& p, std::span<const int> choice) {
 }
 
 Solution brute_force(const Problem& p) {
-  validate(p);
+  detail::validate(p);
   double combinations = 1;
   for (int d : p.domain) {
     combinations *= d;
@@ -708,6 +788,7 @@ Solution brute_force(const Problem& p) {
       break;
     }
   }
+  best.lower_bound = best.cost;
   return best;
 }
 

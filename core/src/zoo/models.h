@@ -42,6 +42,7 @@ onnx::ModelProto build_vgg16(const Params& p);
 onnx::ModelProto build_resnet50(const Params& p);
 onnx::ModelProto build_resnet101(const Params& p);
 onnx::ModelProto build_inception_v3(const Params& p);
+onnx::ModelProto build_densenet(const Params& p);
 onnx::ModelProto build_gnmt(const Params& p);
 onnx::ModelProto build_rnnlm(const Params& p);
 onnx::ModelProto build_transformer(const Params& p);

@@ -113,10 +113,13 @@ QString LayersPanel::autoSummary(const Analysis& a) {
                                  : tr("%1% slower").arg(-100 * margin, 0, 'f', 1),
                      qs(f.best_family), formatSeconds(f.best_family_time));
   }
-  if (r.lower_bound < r.objective) {
-    text += tr("; within %1% of the fastest plan that fits %2 (Lagrangian bound)")
+  if (r.lower_bound < r.objective && r.memory_priced) {
+    text += tr("; within %1% of the fastest plan that fits %2 (%3)")
                 .arg(100 * (r.objective / r.lower_bound - 1), 0, 'f', 2)
-                .arg(formatBytes(r.memory_limit));
+                .arg(formatBytes(r.memory_limit), r.exact ? tr("Lagrangian bound") : tr("Lagrangian and bounded search"));
+  } else if (r.lower_bound < r.objective) {
+    text += tr("; within %1% of the fastest plan (a bounded search: too wide to search exactly)")
+                .arg(100 * (r.objective / r.lower_bound - 1), 0, 'f', 2);
   }
   text += tr(" · searched %1 configurations of %2 ops (%3 distinct), %4 of tables")
               .arg(r.stats.configurations, 0, 'g', 4)

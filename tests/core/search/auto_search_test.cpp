@@ -166,7 +166,8 @@ INSTANTIATE_TEST_SUITE_P(Zoo, NeverSlowerSimulated,
                          ::testing::Values("zoo:mlp?batch=64", "zoo:alexnet?batch=32&image=64",
                                            "zoo:resnet50?batch=32&image=64", "zoo:rnnlm?batch=32&seq=8",
                                            "zoo:gpt2?layers=2&hidden=256&heads=4&seq=128&batch=16",
-                                           "zoo:bert?layers=2&hidden=256&heads=4&seq=64&batch=16"));
+                                           "zoo:bert?layers=2&hidden=256&heads=4&seq=64&batch=16",
+                                           "zoo:densenet?layers=6&growth=8&image=32&batch=8&classes=10"));
 
 // Where the exact additive optimum is not the simulator's fastest (ResNet-50's gradient all-reduce
 // hides behind its backward pass), the ranking names its candidates and returns a faster one, and
@@ -221,6 +222,42 @@ TEST(AutoSearch, HoldsTheMemoryLimitAndStatesItsGap) {
   EXPECT_LE(smallest.peak_memory, s.request.memory_limit);
   s.request.memory_limit = value * unit * 0.99;
   EXPECT_THAT([&] { search::auto_search(s.request); }, ::testing::ThrowsMessage<Error>(HasSubstr("nothing fits in")));
+}
+
+// A DenseNet block's concatenations read every earlier layer: no ordering of its ops has narrow
+// dependent sets, so the search is bounded, states how far its plan can be from the optimum, and
+// is still never slower than a hand-made family; asked to be exact, it refuses, naming the table.
+TEST(AutoSearch, ATooWideGraphGetsABoundedPlanWithItsGapStated) {
+  Case s("zoo:densenet?layers=6&growth=8&image=32&batch=8&classes=10", 8);
+  const auto r = search::auto_search(s.request);
+  EXPECT_FALSE(r.exact);
+  EXPECT_GT(r.stats.dp.too_wide_table, 6e7);
+  EXPECT_GT(r.stats.dp.split_steps, 0);
+  EXPECT_LE(r.stats.dp.largest_table, s.request.bounded_table_entries);
+  EXPECT_GT(r.lower_bound, 0.9 * r.objective) << "a bound far below the plan says nothing";
+  EXPECT_LE(r.lower_bound, r.objective);
+  EXPECT_THAT(r.strategy.explanation,
+              AllOf(HasSubstr("bounded dynamic program"), HasSubstr("too wide to search exactly"),
+                    HasSubstr("slower than the optimum")));
+  const double mine = s.time(r.strategy);
+  EXPECT_LE(mine, r.objective * (1 + 1e-9));
+  for (const char* family : {"dp", "mp", "owt", "megatron", "hybrid", "gholami"}) {
+    strategy::Strategy st;
+    try {
+      st = search::find_optimizer(family).optimize(s.request);
+    } catch (const Error&) {
+      continue;
+    }
+    EXPECT_LE(mine, s.time(st) * (1 + 1e-9)) << "auto is slower than " << family;
+  }
+  // Larger tables: a bound at least as tight.
+  s.request.bounded_table_entries = 1e5;
+  const auto wider = search::auto_search(s.request);
+  EXPECT_GE(wider.lower_bound, r.lower_bound * (1 - 1e-12));
+  EXPECT_LE(wider.lower_bound, wider.objective);
+  s.request.bounded_table_entries = 0;
+  EXPECT_THAT([&] { search::auto_search(s.request); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("too wide to search exactly")));
 }
 
 TEST(AutoSearch, NamesTheRunnerUpOfEveryOpWithAChoice) {

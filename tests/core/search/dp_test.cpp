@@ -1,4 +1,5 @@
-// The exact solver against every assignment tried, on random chains, trees and DAGs.
+// The exact solver against every assignment tried, on random chains, trees and DAGs; the bounded
+// solver's plan and bound on either side of the optimum.
 
 #include "partita/graph/error.h"
 #include "partita/search/dp.h"
@@ -215,6 +216,105 @@ TEST(Dp, StopsWhenCancelled) {
   search::dp::Options o;
   o.cancel = &cancel;
   EXPECT_THROW(search::dp::solve(p, o), Cancelled);
+}
+
+
+// A DenseNet block in miniature: every layer reads the block's input and every earlier layer's
+// output, so that any elimination ordering holds all of them in one table.
+Problem dense_block(std::mt19937& rng, int layers, int values) {
+  Problem p;
+  std::uniform_real_distribution<double> cost(0.0, 10.0);
+  const auto table = [&](std::size_t n) {
+    std::vector<double> t(n);
+    for (auto& c : t) {
+      c = cost(rng);
+    }
+    return p.add_table(std::move(t));
+  };
+  for (int v = 0; v < layers; ++v) {
+    p.add_vertex(values, "layer" + std::to_string(v));
+    p.unary.back() = table(static_cast<std::size_t>(values));
+    for (int u = 0; u < v; ++u) {
+      p.edges.push_back({u, v, table(static_cast<std::size_t>(values * values))});
+    }
+  }
+  return p;
+}
+
+TEST(DpBounded, ItsPlanAndBoundStandOnEitherSideOfTheOptimum) {
+  std::mt19937 rng(11);
+  for (int trial = 0; trial < 60; ++trial) {
+    const auto p = trial % 3 == 0 ? dense_block(rng, 4 + trial % 4, 4)
+                                  : random_problem(rng, 4 + trial % 7, 2 + trial % 3, trial % 2 == 0, 5, trial % 4 == 1);
+    const auto brute = search::dp::brute_force(p);
+    for (const double entries : {1.0, 8.0, 64.0}) {
+      const auto b = search::dp::solve_bounded(p, entries);
+      EXPECT_NEAR(search::dp::total_cost(p, b.choice), b.cost, 1e-9 * b.cost) << "trial " << trial;
+      EXPECT_LE(b.lower_bound, brute.cost + 1e-9 * brute.cost) << "trial " << trial << ", tables of " << entries;
+      EXPECT_GE(b.cost, brute.cost - 1e-9 * brute.cost) << "trial " << trial << ", tables of " << entries;
+      EXPECT_LE(b.lower_bound, b.cost) << "trial " << trial;
+      if (b.exact) {
+        EXPECT_NEAR(b.cost, brute.cost, 1e-9 * brute.cost) << "trial " << trial << ", tables of " << entries;
+      }
+    }
+  }
+}
+
+TEST(DpBounded, IsExactWhereNoStepIsSplit) {
+  std::mt19937 rng(5);
+  for (int trial = 0; trial < 40; ++trial) {
+    const auto p = random_problem(rng, 3 + trial % 8, 1 + trial % 3, trial % 2 == 0);
+    const auto exact = search::dp::solve(p);
+    const auto b = search::dp::solve_bounded(p, 1e9);
+    EXPECT_TRUE(b.exact) << "trial " << trial;
+    EXPECT_EQ(b.stats.split_steps, 0);
+    EXPECT_NEAR(b.cost, exact.cost, 1e-9 * exact.cost) << "trial " << trial;
+    EXPECT_DOUBLE_EQ(b.lower_bound, b.cost);
+  }
+}
+
+TEST(DpBounded, SolveHandsAProblemTooWideForItsTablesToTheBoundedSearch) {
+  std::mt19937 rng(3);
+  const auto p = dense_block(rng, 9, 6); // exactly: a table of 6^8 = 1.7e6 entries
+  const auto brute = search::dp::brute_force(p);
+  search::dp::Options o;
+  o.max_table_entries = 1e4;
+  EXPECT_THAT([&] { search::dp::solve(p, o); },
+              ::testing::ThrowsMessage<Error>(::testing::HasSubstr("too wide to search exactly")));
+  o.bounded_table_entries = 100;
+  const auto s = search::dp::solve(p, o);
+  EXPECT_FALSE(s.exact);
+  EXPECT_DOUBLE_EQ(s.stats.too_wide_table, std::pow(6.0, 8));
+  EXPECT_GT(s.stats.split_steps, 0);
+  EXPECT_LE(s.stats.largest_table, 100);
+  EXPECT_LE(s.lower_bound, brute.cost + 1e-9 * brute.cost);
+  EXPECT_GE(s.cost, brute.cost - 1e-9 * brute.cost);
+  EXPECT_NEAR(search::dp::total_cost(p, s.choice), s.cost, 1e-9 * s.cost);
+  // Its plan can be no worse than the local search's end: no single vertex can improve it.
+  for (std::size_t v = 0; v < p.domain.size(); ++v) {
+    auto other = s.choice;
+    for (int x = 0; x < p.domain[v]; ++x) {
+      other[v] = x;
+      EXPECT_GE(search::dp::total_cost(p, other), s.cost - 1e-9 * s.cost) << "vertex " << v << " value " << x;
+    }
+  }
+  // Where the exact program fits, solve() stays exact whatever the bounded tables would be.
+  o.max_table_entries = 1e7;
+  const auto exact = search::dp::solve(p, o);
+  EXPECT_TRUE(exact.exact);
+  EXPECT_NEAR(exact.cost, brute.cost, 1e-9 * brute.cost);
+  EXPECT_DOUBLE_EQ(exact.lower_bound, exact.cost);
+}
+
+TEST(DpBounded, RefusesTablesOfNoEntryAndStopsWhenCancelled) {
+  std::mt19937 rng(2);
+  const auto p = dense_block(rng, 6, 4);
+  EXPECT_THAT([&] { search::dp::solve_bounded(p, 0); },
+              ::testing::ThrowsMessage<Error>(::testing::HasSubstr("at least one entry")));
+  std::atomic<bool> cancel{true};
+  search::dp::Options o;
+  o.cancel = &cancel;
+  EXPECT_THROW(search::dp::solve_bounded(p, 16, o), Cancelled);
 }
 
 } // namespace

@@ -22,6 +22,7 @@ const char* const small_specs[] = {
     "resnet50?image=64",
     "resnet101?image=64",
     "inception-v3?image=75",
+    "densenet?layers=2&growth=8&image=32&classes=10",
     "gnmt?seq=6&layers=3&hidden=32&vocab=100",
     "rnnlm?seq=5&hidden=32&vocab=100",
     "transformer?layers=2&hidden=64&heads=4&ff=128&seq=8&vocab=100",

@@ -34,6 +34,20 @@ TEST(ZooPublished, ResNet50) {
   expect_near_published(s.macs, 4.09e9, "MACs");
 }
 
+// torchvision's densenet121/169/201: 7,978,856, 14,149,480 and 20,013,928 parameters, 2.83 GMACs for 121.
+TEST(ZooPublished, DenseNets) {
+  const auto s = summary_of("densenet");
+  EXPECT_EQ(s.params, 7'978'856);
+  expect_near_published(s.macs, 2.834e9, "MACs");
+  EXPECT_EQ(summary_of("densenet?size=169").params, 14'149'480);
+  EXPECT_EQ(summary_of("densenet?size=201").params, 20'013'928);
+  // Every dense layer concatenates the block's input and every earlier layer's output.
+  const auto g = zoo::load("zoo:densenet?layers=3&growth=8&image=32").graph;
+  const auto cat = g.find_tensor("features.denseblock1.denselayer3.cat");
+  ASSERT_NE(cat, graph::no_tensor);
+  EXPECT_EQ(g.op(g.tensor(cat).producer).inputs.size(), 3U);
+}
+
 TEST(ZooPublished, Vgg16) {
   const auto s = summary_of("vgg16");
   expect_near_published(static_cast<double>(s.params), 138.36e6, "params");
@@ -82,8 +96,8 @@ TEST(ZooModels, ListsEveryModelWithABatchParameter) {
     }
     EXPECT_TRUE(has_batch) << m.name;
   }
-  EXPECT_EQ(names, (std::set<std::string>{"mlp", "alexnet", "vgg16", "resnet50", "resnet101", "inception-v3", "gnmt",
-                                          "rnnlm", "transformer", "bert", "gpt2", "gpt3", "llama"}));
+  EXPECT_EQ(names, (std::set<std::string>{"mlp", "alexnet", "vgg16", "resnet50", "resnet101", "inception-v3", "densenet",
+                                          "gnmt", "rnnlm", "transformer", "bert", "gpt2", "gpt3", "llama"}));
 }
 
 TEST(ZooBuild, PrefixIsOptionalAndParametersApply) {

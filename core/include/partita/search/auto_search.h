@@ -51,9 +51,14 @@ struct AutoResult {
   // seconds. evaluate() gives the same, or less where a tensor moved into a layout once serves
   // several readers (the search prices each reader's move).
   double objective = 0;
-  // No strategy within the memory limit has an objective below this (the Lagrangian bound); equal
-  // to `objective` when the limit does not bind.
+  // No strategy within the memory limit has an objective below this (the Lagrangian bound, and
+  // the bounded search's where `exact` is false); equal to `objective` when the limit does not bind
+  // and the search was exact.
   double lower_bound = 0;
+  // False where the dependent sets were too wide to search exactly (Request::bounded_table_entries):
+  // lower_bound is then the bounded search's (and the memory price's, where that bound too).
+  bool exact = true;
+  bool memory_priced = false; // the fastest plan did not fit: lower_bound is a Lagrangian bound
   double memory_limit = 0; // bytes per device the result was held to
   double peak_memory = 0;  // of the strategy returned (evaluate's)
   std::vector<AutoOpReport> ops;

@@ -9,6 +9,11 @@
 // eliminated so far (PaSE's GenerateSeq keeps the same tables; the ordering here is chosen
 // greedily by the size of the table each step would build, as a tree decomposition would).
 // No pruning is heuristic: the result is the optimum of the problem as given.
+//
+// Some graphs have no narrow ordering at all: a DenseNet block concatenates every earlier layer's
+// output, so its dependent sets hold every layer of the block. For them solve_bounded() (or solve()
+// with Options::bounded_table_entries) returns a plan and a lower bound on the optimum instead, so
+// that how far the plan can be from the optimum is stated, never guessed.
 
 #include <atomic>
 #include <cstdint>
@@ -52,6 +57,9 @@ struct Options {
   // A step made of the same costs and factors as an earlier one (an op of a repeated block before
   // anything from outside the block reaches it) takes the earlier step's table: the same sums.
   bool reuse_repeated_steps = true;
+  // Where a step would pass max_table_entries: 0 throws (exact or nothing); above 0, solve() hands
+  // the problem to solve_bounded() with tables of at most this many entries instead.
+  double bounded_table_entries = 0;
 };
 
 struct Stats {
@@ -60,17 +68,43 @@ struct Stats {
   double work = 0;          // table entries visited (x the eliminated vertex's domain)
   double peak_bytes = 0;    // the tables built (kept for the way back to the choices), at their peak
   int reused_steps = 0;     // steps that took an earlier step's table (Options::reuse_repeated_steps)
+  // Bounded solves: the table the exact elimination would have needed (entries; 0 when it was not
+  // tried), the steps split into several tables, and the local search's improving moves.
+  double too_wide_table = 0;
+  int split_steps = 0;
+  int local_moves = 0;
 };
 
 struct Solution {
   double cost = 0;
   std::vector<int> choice; // per vertex
+  // No assignment costs less: equal to `cost` where the solve was exact.
+  double lower_bound = 0;
+  bool exact = true;
   Stats stats;
 };
 
 // Throws partita::Error for a malformed problem (a table of the wrong size, a NaN cost, an edge
 // to a missing vertex), partita::Cancelled when cancelled.
 Solution solve(const Problem& problem, const Options& options = {});
+
+// For problems too wide to solve exactly: mini-bucket elimination (Dechter & Rish 2003) over the
+// same greedy ordering, where a step whose table would pass `table_entries` sums its factors in
+// several smaller tables instead of one (the least of a sum is at least the sum of the least of
+// its parts, so the constant left is a lower bound on the optimum); the choices are read back
+// through the same tables, then improved one vertex at a time (each takes its best value given its
+// neighbours' until none improves). Exact, and equal to solve()'s cost, where no step is split.
+// Throws as solve() does, and partita::Error when `table_entries` is below 1.
+Solution solve_bounded(const Problem& problem, double table_entries, const Options& options = {});
+
+// A local search from `choice`: each vertex in turn takes its best value given its neighbours'
+// (its own cost and its edges', the first least on a tie) until a pass changes none; every move
+// lowers the total, so it ends. Returns the moves made. Polls Options::cancel between passes.
+int improve(const Problem& problem, std::vector<int>& choice, const Options& options = {});
+
+// The largest table solve() builds for this problem (entries), found without building any: its
+// ordering depends on the domains and the edges alone.
+double widest_table(const Problem& problem);
 
 // The cost of one assignment.
 double total_cost(const Problem& problem, std::span<const int> choice);

@@ -81,6 +81,11 @@ struct Request {
   // device): a search past it is refused at once, naming its size, rather than run for hours.
   // The default takes a minute or two on one core.
   double max_search_work = 4e8;
+  // "auto": where the dependent sets are too wide for the exact dynamic program (a DenseNet block's
+  // concatenations read every earlier layer), the bounded search's tables hold at most this many
+  // entries (dp::solve_bounded); larger ones give a tighter bound, in more time. 0: refuse such
+  // graphs, naming the table the exact search would need.
+  double bounded_table_entries = 1e4;
   // "auto": threads that price its layout pairs (0: one per hardware thread). The result does not
   // depend on it.
   int threads = 0;
