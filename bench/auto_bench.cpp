@@ -18,6 +18,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <filesystem>
 #include <mutex>
 #include <sstream>
 #include <string>
@@ -113,10 +114,12 @@ int run(int argc, char** argv) {
       models.push_back("zoo:" + m.name);
     }
   }
-  fmt::print("{:<18} {:>7} {:>5} {:>8} {:>10} {:>6} {:>10} {:>10} {:>9}\n", "model", "devices", "ops", "distinct",
-             "configs", "width", "search s", "tables MiB", "RSS MiB");
+  fmt::print("{:<18} {:>7} {:>5} {:>8} {:>10} {:>6} {:>10} {:>10} {:>9}  {}\n", "model", "devices", "ops", "distinct",
+             "configs", "width", "search s", "tables MiB", "RSS MiB", "exact or gap");
   for (const auto& spec : models) {
     const auto model = zoo::load(spec);
+    // A zoo model by its spec, a file by its name.
+    const auto name = spec.starts_with("zoo:") ? spec.substr(4) : std::filesystem::path(spec).stem().string();
     for (int devices : device_counts) {
       const auto cluster = cluster::load_cluster(fmt::format("dgx-a100?nodes={}", (devices + 7) / 8));
       search::Request r;
@@ -162,14 +165,17 @@ int run(int argc, char** argv) {
       cv.notify_all();
       watchdog.join();
       if (!outcome.empty()) {
-        fmt::print("{:<18} {:>7} {:>5} {:>8} {:>10} {:>6} {:>10}\n", spec.substr(4), devices, model.graph.ops().size(),
-                   "-", "-", "-", outcome.substr(0, 120));
+        fmt::print("{:<18} {:>7} {:>5} {:>8} {:>10} {:>6} {:>10}\n", name, devices, model.graph.ops().size(), "-", "-",
+                   "-", outcome.substr(0, 120));
         continue;
       }
       const auto& s = result.stats;
-      fmt::print("{:<18} {:>7} {:>5} {:>8} {:>10.0f} {:>6} {:>10.3f} {:>10.1f} {:>9.0f}\n", spec.substr(4), devices,
-                 s.ops, s.distinct_ops, s.configurations, s.dp.width, seconds,
-                 (s.table_bytes + s.dp.peak_bytes) / (1024.0 * 1024), peak_rss_mib());
+      fmt::print("{:<18} {:>7} {:>5} {:>8} {:>10.0f} {:>6} {:>10.3f} {:>10.1f} {:>9.0f}  {}\n", name, devices, s.ops,
+                 s.distinct_ops, s.configurations, s.dp.width, seconds,
+                 (s.table_bytes + s.dp.peak_bytes) / (1024.0 * 1024), peak_rss_mib(),
+                 result.exact ? std::string("exact")
+                              : fmt::format("bounded, within {:.2f}% (exactly: a table of {:.2g})",
+                                            100 * (result.objective / result.lower_bound - 1), s.dp.too_wide_table));
       std::fflush(stdout);
     }
   }

@@ -133,7 +133,8 @@ void print_family_comparison(const search::AutoResult& r, const strategy::Predic
   if (r.lower_bound < r.objective) {
     std::cout << fmt::format("; within {:.2f}% of the fastest plan{} ({} bound {:.3f} ms)",
                              100 * (r.objective / r.lower_bound - 1), r.memory_priced ? " that fits" : "",
-                             r.exact ? "Lagrangian" : (r.memory_priced ? "Lagrangian and bounded search" : "bounded search"),
+                             r.exact ? "Lagrangian"
+                                     : (r.memory_priced ? "Lagrangian and bounded search" : "bounded search"),
                              r.lower_bound * 1e3);
   }
   std::vector<std::string> names;
@@ -144,9 +145,11 @@ void print_family_comparison(const search::AutoResult& r, const strategy::Predic
                            names.empty() ? "" : ": ", fmt::join(names, ", "),
                            cmp.different.size() > names.size() ? ", ..." : "");
   std::cout << fmt::format("search: {:.0f} configurations of {} ops ({} distinct), widest dependent set {}, largest "
-                           "table {:.3g} entries, {:.1f} MiB of tables\n",
+                           "table {:.3g} entries{}, {:.1f} MiB of tables\n",
                            r.stats.configurations, r.stats.ops, r.stats.distinct_ops, r.stats.dp.width,
-                           r.stats.dp.largest_table, (r.stats.table_bytes + r.stats.dp.peak_bytes) / (1024.0 * 1024));
+                           r.stats.dp.largest_table,
+                           r.exact ? "" : fmt::format(" (bounded: exactly, {:.3g})", r.stats.dp.too_wide_table),
+                           (r.stats.table_bytes + r.stats.dp.peak_bytes) / (1024.0 * 1024));
 }
 
 // --terms NAME: every time and memory term the plan gives an op, with the formula that priced it.

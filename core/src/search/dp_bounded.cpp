@@ -339,8 +339,8 @@ int improve(const Problem& p, std::vector<int>& choice, const Options& o) {
   }
   for (std::size_t v = 0; v < n; ++v) {
     if (choice[v] < 0 || choice[v] >= p.domain[v]) {
-      throw Error(fmt::format("search problem: {} has no value {}", detail::vertex_name(p, static_cast<int>(v)),
-                              choice[v]));
+      throw Error(
+          fmt::format("search problem: {} has no value {}", detail::vertex_name(p, static_cast<int>(v)), choice[v]));
     }
   }
   std::vector<std::vector<Side>> sides(n);

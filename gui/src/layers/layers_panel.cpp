@@ -114,9 +114,10 @@ QString LayersPanel::autoSummary(const Analysis& a) {
                      qs(f.best_family), formatSeconds(f.best_family_time));
   }
   if (r.lower_bound < r.objective && r.memory_priced) {
-    text += tr("; within %1% of the fastest plan that fits %2 (%3)")
-                .arg(100 * (r.objective / r.lower_bound - 1), 0, 'f', 2)
-                .arg(formatBytes(r.memory_limit), r.exact ? tr("Lagrangian bound") : tr("Lagrangian and bounded search"));
+    text +=
+        tr("; within %1% of the fastest plan that fits %2 (%3)")
+            .arg(100 * (r.objective / r.lower_bound - 1), 0, 'f', 2)
+            .arg(formatBytes(r.memory_limit), r.exact ? tr("Lagrangian bound") : tr("Lagrangian and bounded search"));
   } else if (r.lower_bound < r.objective) {
     text += tr("; within %1% of the fastest plan (a bounded search: too wide to search exactly)")
                 .arg(100 * (r.objective / r.lower_bound - 1), 0, 'f', 2);

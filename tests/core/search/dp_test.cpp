@@ -218,7 +218,6 @@ TEST(Dp, StopsWhenCancelled) {
   EXPECT_THROW(search::dp::solve(p, o), Cancelled);
 }
 
-
 // A DenseNet block in miniature: every layer reads the block's input and every earlier layer's
 // output, so that any elimination ordering holds all of them in one table.
 Problem dense_block(std::mt19937& rng, int layers, int values) {
@@ -244,8 +243,9 @@ Problem dense_block(std::mt19937& rng, int layers, int values) {
 TEST(DpBounded, ItsPlanAndBoundStandOnEitherSideOfTheOptimum) {
   std::mt19937 rng(11);
   for (int trial = 0; trial < 60; ++trial) {
-    const auto p = trial % 3 == 0 ? dense_block(rng, 4 + trial % 4, 4)
-                                  : random_problem(rng, 4 + trial % 7, 2 + trial % 3, trial % 2 == 0, 5, trial % 4 == 1);
+    const auto p = trial % 3 == 0
+                       ? dense_block(rng, 4 + trial % 4, 4)
+                       : random_problem(rng, 4 + trial % 7, 2 + trial % 3, trial % 2 == 0, 5, trial % 4 == 1);
     const auto brute = search::dp::brute_force(p);
     for (const double entries : {1.0, 8.0, 64.0}) {
       const auto b = search::dp::solve_bounded(p, entries);

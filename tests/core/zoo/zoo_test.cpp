@@ -96,8 +96,9 @@ TEST(ZooModels, ListsEveryModelWithABatchParameter) {
     }
     EXPECT_TRUE(has_batch) << m.name;
   }
-  EXPECT_EQ(names, (std::set<std::string>{"mlp", "alexnet", "vgg16", "resnet50", "resnet101", "inception-v3", "densenet",
-                                          "gnmt", "rnnlm", "transformer", "bert", "gpt2", "gpt3", "llama"}));
+  EXPECT_EQ(names,
+            (std::set<std::string>{"mlp", "alexnet", "vgg16", "resnet50", "resnet101", "inception-v3", "densenet",
+                                   "gnmt", "rnnlm", "transformer", "bert", "gpt2", "gpt3", "llama"}));
 }
 
 TEST(ZooBuild, PrefixIsOptionalAndParametersApply) {

@@ -59,8 +59,8 @@ struct AutoResult {
   // lower_bound is then the bounded search's (and the memory price's, where that bound too).
   bool exact = true;
   bool memory_priced = false; // the fastest plan did not fit: lower_bound is a Lagrangian bound
-  double memory_limit = 0; // bytes per device the result was held to
-  double peak_memory = 0;  // of the strategy returned (evaluate's)
+  double memory_limit = 0;    // bytes per device the result was held to
+  double peak_memory = 0;     // of the strategy returned (evaluate's)
   std::vector<AutoOpReport> ops;
   // The final ranking by the simulator (Request::simulation_budget > 0): the distinct candidates
   // that fit (the exact optimum, the optima with the gradient sync discounted, the per-op families'
