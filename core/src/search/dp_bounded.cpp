@@ -250,6 +250,46 @@ private:
     return constant;
   }
 
+  // A copy of t with v moved to the end of its scope (the others in their order).
+  Table with_last(const Table& t, int v) const {
+    Table out;
+    const std::size_t r = t.scope.size();
+    for (const int u : t.scope) {
+      if (u != v) {
+        out.scope.push_back(u);
+      }
+    }
+    out.scope.push_back(v);
+    std::vector<std::size_t> domain(r), target(r);
+    std::size_t size = 1;
+    for (std::size_t j = 0; j < r; ++j) {
+      domain[j] = static_cast<std::size_t>(m_p.domain[static_cast<std::size_t>(t.scope[j])]);
+      size *= domain[j];
+    }
+    std::size_t s = 1;
+    for (std::size_t j = r; j-- > 0;) { // each new position's stride, found for the old position
+      const auto old_at =
+          static_cast<std::size_t>(std::find(t.scope.begin(), t.scope.end(), out.scope[j]) - t.scope.begin());
+      target[old_at] = s;
+      s *= domain[old_at];
+    }
+    out.data.resize(size);
+    std::vector<std::size_t> counter(r, 0);
+    std::size_t at = 0;
+    for (std::size_t i = 0; i < size; ++i) {
+      out.data[at] = t.data[i];
+      for (std::size_t j = r; j-- > 0;) {
+        at += target[j];
+        if (++counter[j] < domain[j]) {
+          break;
+        }
+        at -= target[j] * counter[j];
+        counter[j] = 0;
+      }
+    }
+    return out;
+  }
+
   // min over v of (own[v] +) the sum of `tables`, for every assignment of `scope` (v not in it).
   std::vector<double> minimize(int v, const std::vector<int>& scope, const std::vector<const Table*>& tables,
                                const std::vector<double>* own) {
@@ -259,41 +299,71 @@ private:
     for (const int u : scope) {
       n *= static_cast<std::size_t>(m_p.domain[static_cast<std::size_t>(u)]);
     }
-    // Per table: its stride for each position of `scope` (0 where it does not read it) and for v.
-    std::vector<std::vector<std::size_t>> stride(nt, std::vector<std::size_t>(k, 0));
-    std::vector<std::size_t> stride_v(nt, 0), base(nt, 0);
+    // Each table with v's values side by side (v last in its scope), so that the sums below run
+    // along contiguous rows; per table its stride for each position of `scope` (0 where it does not
+    // read it).
+    std::vector<Table> moved;
+    moved.reserve(nt);
+    std::vector<const Table*> rows(nt);
     for (std::size_t t = 0; t < nt; ++t) {
-      std::size_t s = 1;
-      const auto& ts = tables[t]->scope;
-      for (std::size_t j = ts.size(); j-- > 0;) {
-        if (ts[j] == v) {
-          stride_v[t] = s;
-        } else {
-          const auto at = static_cast<std::size_t>(std::lower_bound(scope.begin(), scope.end(), ts[j]) - scope.begin());
-          stride[t][at] = s;
-        }
+      if (tables[t]->scope.back() == v) {
+        rows[t] = tables[t];
+      } else {
+        moved.push_back(with_last(*tables[t], v));
+        rows[t] = &moved.back();
+      }
+    }
+    std::vector<std::vector<std::size_t>> stride(nt, std::vector<std::size_t>(k, 0));
+    std::vector<std::size_t> base(nt, 0);
+    for (std::size_t t = 0; t < nt; ++t) {
+      std::size_t s = dv;
+      const auto& ts = rows[t]->scope;
+      for (std::size_t j = ts.size() - 1; j-- > 0;) {
+        const auto at = static_cast<std::size_t>(std::lower_bound(scope.begin(), scope.end(), ts[j]) - scope.begin());
+        stride[t][at] = s;
         s *= static_cast<std::size_t>(m_p.domain[static_cast<std::size_t>(ts[j])]);
       }
     }
-    std::vector<double> out(n), sum(dv);
+    // The tables that do not read the scope's last (fastest) position are summed once per run of
+    // it, with v's own costs; the others at every entry.
+    std::vector<std::size_t> slow, fast;
+    for (std::size_t t = 0; t < nt; ++t) {
+      (k > 0 && stride[t][k - 1] != 0 ? fast : slow).push_back(t);
+    }
+    const std::size_t run = k > 0 ? static_cast<std::size_t>(m_p.domain[static_cast<std::size_t>(scope[k - 1])]) : 1;
+    std::vector<double> out(n), partial(dv), sum(dv);
     std::vector<std::size_t> counter(k, 0);
     for (std::size_t i = 0; i < n; ++i) {
       if ((i & 0xffff) == 0) {
         check_cancel();
       }
-      if (own != nullptr) {
-        std::copy(own->begin(), own->end(), sum.begin());
-      } else {
-        std::fill(sum.begin(), sum.end(), 0.0);
-      }
-      for (std::size_t t = 0; t < nt; ++t) {
-        const double* row = tables[t]->data.data() + base[t];
-        const std::size_t sv = stride_v[t];
-        for (std::size_t x = 0; x < dv; ++x) {
-          sum[x] += row[x * sv];
+      if (i % run == 0) {
+        double* const p = partial.data();
+        if (own != nullptr) {
+          std::copy(own->begin(), own->end(), partial.begin());
+        } else {
+          std::fill(partial.begin(), partial.end(), 0.0);
+        }
+        for (const std::size_t t : slow) {
+          const double* row = rows[t]->data.data() + base[t];
+          for (std::size_t x = 0; x < dv; ++x) {
+            p[x] += row[x];
+          }
         }
       }
-      out[i] = *std::min_element(sum.begin(), sum.end());
+      double* const total = sum.data();
+      std::copy(partial.begin(), partial.end(), sum.begin());
+      for (const std::size_t t : fast) {
+        const double* row = rows[t]->data.data() + base[t];
+        for (std::size_t x = 0; x < dv; ++x) {
+          total[x] += row[x];
+        }
+      }
+      double least = total[0];
+      for (std::size_t x = 1; x < dv; ++x) {
+        least = std::min(least, total[x]);
+      }
+      out[i] = least;
       for (std::size_t j = k; j-- > 0;) { // the next assignment: the last position fastest
         ++counter[j];
         for (std::size_t t = 0; t < nt; ++t) {
