@@ -57,6 +57,11 @@ public:
       throw Error(fmt::format("auto: {} devices requested, the cluster '{}' has {}", r.devices, r.cluster->name,
                               r.cluster->device_count()));
     }
+    if (!(r.bounded_table_entries == 0 || (r.bounded_table_entries >= 1 && r.bounded_table_entries <= 6e7))) {
+      throw Error(fmt::format("auto: the bounded search's tables of {} entries: give 0 (refuse a graph too wide to "
+                              "search exactly) or from 1 to 6e7",
+                              r.bounded_table_entries));
+    }
     if (r.min_piece < 1) {
       throw Error(fmt::format("auto: the smallest piece is {} elements; it must be at least 1", r.min_piece));
     }

@@ -395,8 +395,8 @@ private:
         names.push_back(fmt::format("{} ({} values)", vertex_name(m_p, u), m_p.domain[static_cast<std::size_t>(u)]));
       }
       throw Error(fmt::format("search: the space is too wide to search exactly here: eliminating {} needs a table "
-                              "of {:.3g} entries (the limit is {:.3g}) over {}; use fewer devices or fewer "
-                              "configurations",
+                              "of {:.3g} entries (the limit is {:.3g}) over {}; use fewer devices, fewer "
+                              "configurations or a bounded search (its plan's gap stated)",
                               vertex_name(m_p, v), entries, m_o.max_table_entries, fmt::join(names, ", ")));
     }
     m_stats.width = std::max(m_stats.width, static_cast<int>(scope.size()));

@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cmath>
 #include <limits>
 #include <numeric>
 
@@ -258,6 +259,12 @@ TEST(AutoSearch, ATooWideGraphGetsABoundedPlanWithItsGapStated) {
   s.request.bounded_table_entries = 0;
   EXPECT_THAT([&] { search::auto_search(s.request); },
               ::testing::ThrowsMessage<Error>(HasSubstr("too wide to search exactly")));
+  for (const double bad : {0.5, -1.0, std::nan(""), 1e9}) {
+    s.request.bounded_table_entries = bad;
+    EXPECT_THAT([&] { search::auto_search(s.request); },
+                ::testing::ThrowsMessage<Error>(HasSubstr("the bounded search's tables")))
+        << bad;
+  }
 }
 
 TEST(AutoSearch, NamesTheRunnerUpOfEveryOpWithAChoice) {
