@@ -1106,6 +1106,17 @@ dp::Solution solve_priced(CostGraph& cg, double price, const Request& r, int& so
 // The hand-made families that configure every op on its own (no pipeline stages).
 constexpr std::array<const char*, 6> per_op_families{"dp", "mp", "owt", "megatron", "hybrid", "gholami"};
 
+// The family's plan for the request; none where the family does not apply.
+std::optional<strategy::Strategy> family_plan(const char* name, const Request& r) {
+  try {
+    return find_optimizer(name).optimize(r);
+  } catch (const Cancelled&) {
+    throw;
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+}
+
 // The plans of the per-op families that lie in the search's space (every op's configuration one of
 // its own, on the devices it would give it), as choices, named "dp's plan" and so on.
 Choices family_choices(const CostGraph& cg, const Request& r) {
@@ -1114,14 +1125,11 @@ Choices family_choices(const CostGraph& cg, const Request& r) {
   family_request.progress = nullptr;
   Choices out;
   for (const char* name : per_op_families) {
-    strategy::Strategy family;
-    try {
-      family = find_optimizer(name).optimize(family_request);
-    } catch (const Cancelled&) {
-      throw;
-    } catch (const Error&) {
-      continue; // the family does not apply here
+    const auto plan = family_plan(name, family_request);
+    if (!plan) {
+      continue;
     }
+    const auto& family = *plan;
     std::vector<int> c(n, -1);
     for (std::size_t i = 0; i < n && i < family.ops.size(); ++i) {
       const auto& configs = cg.tables(static_cast<graph::OpId>(i)).configs;
@@ -1466,14 +1474,11 @@ FamilyComparison compare_with_families(const Request& request, const strategy::S
   FamilyComparison out;
   std::size_t fewest = std::numeric_limits<std::size_t>::max();
   for (const char* name : per_op_families) {
-    strategy::Strategy family;
-    try {
-      family = find_optimizer(name).optimize(request);
-    } catch (const Cancelled&) {
-      throw;
-    } catch (const Error&) {
-      continue; // the family does not apply here
+    const auto plan = family_plan(name, request);
+    if (!plan) {
+      continue;
     }
+    const auto& family = *plan;
     auto p = strategy::evaluate(*request.graph, *request.cluster, family, request.setup);
     if (request.simulation_budget > 0 || request.simulate_every_candidate) {
       sim::simulate_prediction(*request.graph, *request.cluster, family, p, {}, sim::max_predicted_tasks);

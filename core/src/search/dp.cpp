@@ -36,53 +36,6 @@ int Problem::add_table(std::vector<double> costs) {
 
 constexpr double infinity = std::numeric_limits<double>::infinity();
 
-namespace detail {
-
-std::string vertex_name(const Problem& p, int v) {
-  const auto i = static_cast<std::size_t>(v);
-  return i < p.names.size() && !p.names[i].empty() ? fmt::format("'{}'", p.names[i]) : fmt::format("vertex {}", v);
-}
-
-void validate(const Problem& p) {
-  const std::size_t n = p.domain.size();
-  if (p.unary.size() != n) {
-    throw Error(fmt::format("search problem: {} unary entries for {} vertices", p.unary.size(), n));
-  }
-  auto check_table = [&](int t, double expected, const std::string& what) {
-    if (t < 0 || static_cast<std::size_t>(t) >= p.tables.size()) {
-      throw Error(fmt::format("search problem: {} refers to table {}, there are {}", what, t, p.tables.size()));
-    }
-    const auto& table = p.tables[static_cast<std::size_t>(t)];
-    if (static_cast<double>(table.size()) != expected) {
-      throw Error(fmt::format("search problem: {} has {} costs, its domains need {}", what, table.size(), expected));
-    }
-    for (double c : table) {
-      if (std::isnan(c) || c < 0 || c == infinity) {
-        throw Error(fmt::format("search problem: {} holds the cost {}; costs must be finite and >= 0", what, c));
-      }
-    }
-  };
-  for (std::size_t v = 0; v < n; ++v) {
-    if (p.domain[v] < 1) {
-      throw Error(fmt::format("search problem: {} has {} values; it needs at least one",
-                              vertex_name(p, static_cast<int>(v)), p.domain[v]));
-    }
-    if (p.unary[v] >= 0) {
-      check_table(p.unary[v], p.domain[v], "the cost of " + vertex_name(p, static_cast<int>(v)));
-    }
-  }
-  for (const auto& e : p.edges) {
-    if (e.u < 0 || e.v < 0 || static_cast<std::size_t>(e.u) >= n || static_cast<std::size_t>(e.v) >= n || e.u == e.v) {
-      throw Error(fmt::format("search problem: an edge joins vertices {} and {} of {}", e.u, e.v, n));
-    }
-    check_table(e.table,
-                static_cast<double>(p.domain[static_cast<std::size_t>(e.u)]) * p.domain[static_cast<std::size_t>(e.v)],
-                "the edge " + vertex_name(p, e.u) + " - " + vertex_name(p, e.v));
-  }
-}
-
-} // namespace detail
-
 namespace {
 
 using detail::vertex_name;
@@ -328,43 +281,13 @@ private:
   // A copy of factor f with vertex v moved to the end of its scope (the others in their order).
   std::unique_ptr<Factor> with_last(const Factor& f, int v) {
     auto t = std::make_unique<Factor>();
-    const std::size_t r = f.scope.size();
-    std::vector<std::size_t> domain(r), target_stride(r);
+    t->scope = detail::scope_with_last(f.scope, v);
     std::size_t size = 1;
-    for (std::size_t j = 0; j < r; ++j) {
-      domain[j] = static_cast<std::size_t>(m_p.domain[static_cast<std::size_t>(f.scope[j])]);
-      size *= domain[j];
-      if (f.scope[j] != v) {
-        t->scope.push_back(f.scope[j]);
-      }
-    }
-    t->scope.push_back(v);
-    // The new layout's stride of each of f's scope positions.
-    std::vector<std::size_t> stride_new(r);
-    std::size_t s = 1;
-    for (std::size_t j = r; j-- > 0;) {
-      stride_new[j] = s;
-      s *= static_cast<std::size_t>(m_p.domain[static_cast<std::size_t>(t->scope[j])]);
-    }
-    for (std::size_t j = 0; j < r; ++j) {
-      const auto pos =
-          static_cast<std::size_t>(std::find(t->scope.begin(), t->scope.end(), f.scope[j]) - t->scope.begin());
-      target_stride[j] = stride_new[pos];
+    for (const int u : f.scope) {
+      size *= static_cast<std::size_t>(m_p.domain[static_cast<std::size_t>(u)]);
     }
     t->owned = take(size);
-    std::vector<std::size_t> counter(r, 0);
-    std::size_t at = 0;
-    for (std::size_t i = 0; i < size; ++i) {
-      t->owned[at] = f.data[i];
-      for (std::size_t j = r; j-- > 0;) {
-        at += target_stride[j];
-        if (++counter[j] < domain[j]) {
-          break;
-        }
-        at -= target_stride[j] * counter[j];
-        counter[j] = 0;
-      }
-    }
+    detail::copy_with_last(m_p, f.scope, f.data, v, t->owned.data());
     t->data = t->owned.data();
     return t;
   }

@@ -252,41 +252,8 @@ private:
 
   // A copy of t with v moved to the end of its scope (the others in their order).
   Table with_last(const Table& t, int v) const {
-    Table out;
-    const std::size_t r = t.scope.size();
-    for (const int u : t.scope) {
-      if (u != v) {
-        out.scope.push_back(u);
-      }
-    }
-    out.scope.push_back(v);
-    std::vector<std::size_t> domain(r), target(r);
-    std::size_t size = 1;
-    for (std::size_t j = 0; j < r; ++j) {
-      domain[j] = static_cast<std::size_t>(m_p.domain[static_cast<std::size_t>(t.scope[j])]);
-      size *= domain[j];
-    }
-    std::size_t s = 1;
-    for (std::size_t j = r; j-- > 0;) { // each new position's stride, found for the old position
-      const auto old_at =
-          static_cast<std::size_t>(std::find(t.scope.begin(), t.scope.end(), out.scope[j]) - t.scope.begin());
-      target[old_at] = s;
-      s *= domain[old_at];
-    }
-    out.data.resize(size);
-    std::vector<std::size_t> counter(r, 0);
-    std::size_t at = 0;
-    for (std::size_t i = 0; i < size; ++i) {
-      out.data[at] = t.data[i];
-      for (std::size_t j = r; j-- > 0;) {
-        at += target[j];
-        if (++counter[j] < domain[j]) {
-          break;
-        }
-        at -= target[j] * counter[j];
-        counter[j] = 0;
-      }
-    }
+    Table out{detail::scope_with_last(t.scope, v), std::vector<double>(t.data.size())};
+    detail::copy_with_last(m_p, t.scope, t.data.data(), v, out.data.data());
     return out;
   }
 
