@@ -20,11 +20,21 @@
 namespace partita::search::dp {
 namespace {
 
-// A cost table over `scope` (row-major: the last vertex of the scope varies fastest).
+// A cost table over `scope` (row-major: the last vertex of the scope varies fastest): an edge's
+// table read where the problem holds it, or one of the search's own.
 struct Table {
   std::vector<int> scope;
-  std::vector<double> data;
+  std::vector<double> owned;
+  const double* data = nullptr;
+  std::size_t size = 0;
 };
+
+Table owned_table(std::vector<int> scope, std::vector<double> costs) {
+  Table t{std::move(scope), std::move(costs), nullptr, 0};
+  t.data = t.owned.data();
+  t.size = t.owned.size();
+  return t;
+}
 
 class MiniBuckets {
 public:
@@ -52,14 +62,13 @@ public:
         }
         continue;
       }
-      add(Table{{e.u, e.v}, costs});
+      add(Table{{e.u, e.v}, {}, costs.data(), costs.size()});
       // Every edge's table fits in one mini-bucket, whatever the bound.
       m_bound = std::max(m_bound, static_cast<double>(std::max(du, dv)));
     }
   }
 
   Solution run() {
-    std::vector<bool> eliminated(m_n, false);
     std::set<std::pair<double, int>> queue;
     std::vector<double> size(m_n);
     for (std::size_t v = 0; v < m_n; ++v) {
@@ -71,7 +80,6 @@ public:
     while (!queue.empty()) {
       const int v = queue.begin()->second;
       queue.erase(queue.begin());
-      eliminated[static_cast<std::size_t>(v)] = true;
       const auto touched = neighbours(v);
       constant += eliminate(v);
       order.push_back(v);
@@ -116,7 +124,7 @@ private:
     for (const int u : shared->scope) {
       m_tables_of[static_cast<std::size_t>(u)].push_back(id);
     }
-    m_live_bytes += static_cast<double>(shared->data.size()) * sizeof(double);
+    m_live_bytes += static_cast<double>(shared->owned.size()) * sizeof(double);
     m_tables.push_back(std::move(shared));
     m_alive.push_back(true);
   }
@@ -187,8 +195,7 @@ private:
     }
     m_tables_of[vi].clear();
     // The widest tables first, each into the first group it fits.
-    std::stable_sort(tables.begin(), tables.end(),
-                     [](const auto& a, const auto& b) { return a->data.size() > b->data.size(); });
+    std::stable_sort(tables.begin(), tables.end(), [](const auto& a, const auto& b) { return a->size > b->size; });
     struct Group {
       std::vector<int> scope; // without v, increasing
       std::vector<const Table*> tables;
@@ -242,7 +249,7 @@ private:
           target[x] += message[x];
         }
       } else {
-        add(Table{g.scope, std::move(message)});
+        add(owned_table(g.scope, std::move(message)));
       }
     }
     m_bucket[vi] = std::move(tables); // kept for reading the choices back
@@ -252,8 +259,8 @@ private:
 
   // A copy of t with v moved to the end of its scope (the others in their order).
   Table with_last(const Table& t, int v) const {
-    Table out{detail::scope_with_last(t.scope, v), std::vector<double>(t.data.size())};
-    detail::copy_with_last(m_p, t.scope, t.data.data(), v, out.data.data());
+    auto out = owned_table(detail::scope_with_last(t.scope, v), std::vector<double>(t.size));
+    detail::copy_with_last(m_p, t.scope, t.data, v, out.owned.data());
     return out;
   }
 
@@ -312,7 +319,7 @@ private:
           std::fill(partial.begin(), partial.end(), 0.0);
         }
         for (const std::size_t t : slow) {
-          const double* row = rows[t]->data.data() + base[t];
+          const double* row = rows[t]->data + base[t];
           for (std::size_t x = 0; x < dv; ++x) {
             p[x] += row[x];
           }
@@ -321,7 +328,7 @@ private:
       double* const total = sum.data();
       std::copy(partial.begin(), partial.end(), sum.begin());
       for (const std::size_t t : fast) {
-        const double* row = rows[t]->data.data() + base[t];
+        const double* row = rows[t]->data + base[t];
         for (std::size_t x = 0; x < dv; ++x) {
           total[x] += row[x];
         }
