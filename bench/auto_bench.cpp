@@ -114,8 +114,8 @@ int run(int argc, char** argv) {
       models.push_back("zoo:" + m.name);
     }
   }
-  fmt::print("{:<18} {:>7} {:>5} {:>8} {:>10} {:>6} {:>10} {:>10} {:>9}  {}\n", "model", "devices", "ops", "distinct",
-             "configs", "width", "search s", "tables MiB", "RSS MiB", "exact or gap");
+  fmt::print("{:<18} {:>7} {:>5} {:>8} {:>10} {:>9} {:>6} {:>10} {:>10} {:>9}  {}\n", "model", "devices", "ops",
+             "distinct", "configs", "work", "width", "search s", "tables MiB", "RSS MiB", "exact or gap");
   for (const auto& spec : models) {
     const auto model = zoo::load(spec);
     // A zoo model by its spec, a file by its name.
@@ -165,13 +165,13 @@ int run(int argc, char** argv) {
       cv.notify_all();
       watchdog.join();
       if (!outcome.empty()) {
-        fmt::print("{:<18} {:>7} {:>5} {:>8} {:>10} {:>6} {:>10}\n", name, devices, model.graph.ops().size(), "-", "-",
-                   "-", outcome.substr(0, 120));
+        fmt::print("{:<18} {:>7} {:>5} {:>8} {:>10} {:>9} {:>6} {:>10}\n", name, devices, model.graph.ops().size(), "-",
+                   "-", "-", "-", outcome.substr(0, 120));
         continue;
       }
       const auto& s = result.stats;
-      fmt::print("{:<18} {:>7} {:>5} {:>8} {:>10.0f} {:>6} {:>10.3f} {:>10.1f} {:>9.0f}  {}\n", name, devices, s.ops,
-                 s.distinct_ops, s.configurations, s.dp.width, seconds,
+      fmt::print("{:<18} {:>7} {:>5} {:>8} {:>10.0f} {:>9.3g} {:>6} {:>10.3f} {:>10.1f} {:>9.0f}  {}\n", name, devices,
+                 s.ops, s.distinct_ops, s.configurations, s.search_work, s.dp.width, seconds,
                  (s.table_bytes + s.dp.peak_bytes) / (1024.0 * 1024), peak_rss_mib(),
                  result.exact ? std::string("exact")
                               : fmt::format("bounded, within {:.2f}% (exactly: a table of {:.2g})",

@@ -168,8 +168,8 @@ void SetupOptions::add_to(CLI::App& cmd) {
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 40).description("an integer >= 1"))
       ->capture_default_str();
   cmd.add_option("--search-limit", search_limit,
-                 "auto: the largest search run (layout pairs its tables price x devices); a larger one is refused "
-                 "at once with its size")
+                 "auto: the largest search run (pairs of distinct layouts its tables price x devices); a larger one is "
+                 "refused at once with its size")
       ->check(real(1, 1e18, "units of work"))
       ->capture_default_str();
   cmd.add_option("--bounded-tables", bounded_tables,

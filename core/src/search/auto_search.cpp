@@ -109,9 +109,15 @@ public:
       check_cancel();
       configs.push_back(enumerate(id));
     }
-    check_size(configs);
+    // Where every configuration places its tensors first: the size check counts the distinct
+    // placements the edge tables will price, before any op is priced.
     for (std::size_t c = 0; c < first_of.size(); ++c) {
-      m_classes.push_back(build_class(first_of[c], std::move(configs[c])));
+      check_cancel();
+      m_classes.push_back(place_class(first_of[c], std::move(configs[c])));
+    }
+    check_size();
+    for (std::size_t c = 0; c < first_of.size(); ++c) {
+      price_class(first_of[c], m_classes[c]);
       if (r.progress) {
         r.progress(0.3 * static_cast<double>(c + 1) / static_cast<double>(first_of.size()));
       }
@@ -130,6 +136,8 @@ public:
   dp::Workspace& workspace() { return m_workspace; }
   const dp::Problem& problem() const { return m_problem; }
   std::size_t class_count() const { return m_classes.size(); }
+  // Pairs of distinct layouts the edge tables price x devices (Request::max_search_work's units).
+  double search_work() const { return m_search_work; }
   int class_of(graph::OpId id) const { return m_class_of[static_cast<std::size_t>(id)]; }
   // The dp table of each class's vertex costs (time only).
   const std::vector<int>& class_table() const { return m_class_table; }
@@ -226,54 +234,45 @@ private:
     return out;
   }
 
-  // Refuses, before any pricing, a search whose edge tables would take hours: at most
-  // |producer configurations| x |consumer configurations| layout pairs per distinct edge table,
-  // each priced over every device.
-  void check_size(const std::vector<std::vector<sharding::Config>>& configs) {
+  // Refuses, before any pricing, a search whose edge tables would take hours. Each distinct edge
+  // table prices one move per pair of distinct placements of its tensor (the producer's output
+  // placements x the consumer's input placements; a tied weight's table, every pair of
+  // configurations), each move walking every device.
+  void check_size() {
     std::set<EdgeMemo> tables;
     double pairs = 0;
+    const auto distinct = [](std::vector<int> keys) {
+      std::sort(keys.begin(), keys.end());
+      return static_cast<double>(std::unique(keys.begin(), keys.end()) - keys.begin());
+    };
     for (const auto& e : m_edges) {
-      if (tables.insert(memo_of(e)).second) {
-        pairs += static_cast<double>(configs[static_cast<std::size_t>(class_of(e.prod))].size()) *
-                 static_cast<double>(configs[static_cast<std::size_t>(class_of(e.cons))].size());
+      if (!tables.insert(memo_of(e)).second) {
+        continue;
       }
+      const auto& from = tables_of_class(class_of(e.prod));
+      const auto& to = tables_of_class(class_of(e.cons));
+      pairs += e.tie ? static_cast<double>(from.configs.size()) * static_cast<double>(to.configs.size())
+                     : distinct(from.output_key[e.out]) * distinct(to.input_key[e.in]);
     }
-    const double work = pairs * m_r.devices;
-    if (m_r.max_search_work > 0 && work > m_r.max_search_work) {
+    m_search_work = pairs * m_r.devices;
+    if (m_r.max_search_work > 0 && m_search_work > m_r.max_search_work) {
       throw Error(fmt::format("auto: the search is too large to run here: on {} devices its {} edge tables would "
-                              "price up to {:.3g} layout pairs, each over every device ({:.3g} units of work, the "
-                              "limit is {:.3g}); use fewer devices, a --min-piece that drops thin slivers, or raise "
-                              "--search-limit to wait for it",
-                              m_r.devices, tables.size(), pairs, work, m_r.max_search_work));
+                              "price {:.3g} pairs of distinct layouts, each over every device ({:.3g} units of work, "
+                              "the limit is {:.3g}); use fewer devices, a --min-piece that drops thin slivers, or "
+                              "raise --search-limit to wait for it",
+                              m_r.devices, tables.size(), pairs, m_search_work, m_r.max_search_work));
     }
   }
 
-  OpClassTables build_class(graph::OpId id, std::vector<sharding::Config> configs) {
+  const OpClassTables& tables_of_class(int c) const { return m_classes[static_cast<std::size_t>(c)]; }
+
+  // Op id's configurations and where each places its input and output tensors.
+  OpClassTables place_class(graph::OpId id, std::vector<sharding::Config> configs) {
     const auto i = static_cast<std::size_t>(id);
     const auto& s = m_sem[i];
     const auto& op = m_g.op(id);
     OpClassTables t;
     t.configs = std::move(configs);
-    for (const auto& c : t.configs) {
-      check_cancel(); // thousands of configurations of a convolution at 1,024 devices
-      const auto devs = devices(c);
-      const auto oc =
-          cost::op_cost(m_g, id, s, c, devs, *m_r.cluster, m_r.setup, m_keep[i], {}, m_r.search_micro_batches, false);
-      if (m_tie_inputs[i].empty()) {
-        t.time.push_back(oc.time_total());
-        t.sync.push_back(oc.get(cost::term::gradient_sync));
-      } else {
-        const auto shared = tie_slots(id);
-        const auto without = cost::op_cost(m_g, id, s, c, devs, *m_r.cluster, m_r.setup, m_keep[i], shared,
-                                           m_r.search_micro_batches, false);
-        t.time.push_back(without.time_total());
-        t.sync.push_back(without.get(cost::term::gradient_sync));
-        t.tie_state.push_back(oc.time_total() - without.time_total());
-      }
-      t.memory.push_back(oc.get(cost::term::parameters) + oc.get(cost::term::gradients) +
-                         oc.get(cost::term::optimizer_state) + oc.get(cost::term::activations));
-      t.workspace.push_back(oc.get(cost::term::workspace));
-    }
     const auto key = [&](const sharding::TensorLayout& layout, const sharding::Config& c) {
       auto k = sharding::block_signature(layout, c);
       k.push_back(static_cast<std::int64_t>(devices(c).size()));
@@ -296,6 +295,32 @@ private:
     t.input_key = placements(op.inputs, sharding::input_layout);
     t.output_key = placements(op.outputs, sharding::output_layout);
     return t;
+  }
+
+  // Op id's own costs in each of its configurations, into its class's tables t.
+  void price_class(graph::OpId id, OpClassTables& t) {
+    const auto i = static_cast<std::size_t>(id);
+    const auto& s = m_sem[i];
+    for (const auto& c : t.configs) {
+      check_cancel(); // thousands of configurations of a convolution at 1,024 devices
+      const auto devs = devices(c);
+      const auto oc =
+          cost::op_cost(m_g, id, s, c, devs, *m_r.cluster, m_r.setup, m_keep[i], {}, m_r.search_micro_batches, false);
+      if (m_tie_inputs[i].empty()) {
+        t.time.push_back(oc.time_total());
+        t.sync.push_back(oc.get(cost::term::gradient_sync));
+      } else {
+        const auto shared = tie_slots(id);
+        const auto without = cost::op_cost(m_g, id, s, c, devs, *m_r.cluster, m_r.setup, m_keep[i], shared,
+                                           m_r.search_micro_batches, false);
+        t.time.push_back(without.time_total());
+        t.sync.push_back(without.get(cost::term::gradient_sync));
+        t.tie_state.push_back(oc.time_total() - without.time_total());
+      }
+      t.memory.push_back(oc.get(cost::term::parameters) + oc.get(cost::term::gradients) +
+                         oc.get(cost::term::optimizer_state) + oc.get(cost::term::activations));
+      t.workspace.push_back(oc.get(cost::term::workspace));
+    }
   }
 
   // What the cost of a move reads of a tensor besides the two layouts (strategy::move_terms): its
@@ -950,6 +975,7 @@ private:
   std::vector<std::vector<TieInput>> m_tie_inputs;
   std::vector<int> m_class_of;
   std::vector<OpClassTables> m_classes;
+  double m_search_work = 0; // check_size's count
   std::vector<Edge> m_edges;
   std::vector<std::vector<std::size_t>> m_edges_into; // per op, indices into m_edges
   std::map<std::vector<std::int64_t>, int> m_keys;
@@ -1417,6 +1443,7 @@ AutoResult auto_search(const Request& r) {
   result.stats.distinct_ops = static_cast<int>(cg.class_count());
   result.stats.edges = static_cast<int>(p.edges.size());
   result.stats.distinct_edge_tables = static_cast<int>(p.tables.size() - cg.class_count());
+  result.stats.search_work = cg.search_work();
   for (const auto& table : p.tables) {
     result.stats.table_bytes += static_cast<double>(table.size()) * sizeof(double);
   }

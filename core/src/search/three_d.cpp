@@ -538,7 +538,8 @@ strategy::Strategy plan(const Request& r, const Candidate& c, StageLayouts* layo
     q.stage_layout = "auto";
     q.balance = "time";
     q.simulation_budget = 0;
-    // Kept to searches of a fraction of a second: a larger one is refused and the candidate with it.
+    // Kept to searches of a fraction of a second (2e6 units: 0.01-0.03 s): a larger one is refused
+    // and the candidate with it.
     q.max_search_work = std::min(q.max_search_work, 2e6);
     std::vector<sharding::Config>* known = nullptr;
     if (layouts != nullptr) {

@@ -324,6 +324,21 @@ TEST(AutoSearch, RefusesATooLargeSearchAtOnceNamingItsSize) {
   EXPECT_NO_THROW(search::auto_search(small.request));
 }
 
+TEST(AutoSearch, TheLimitCountsThePairsOfDistinctLayoutsItPrices) {
+  Case s("zoo:bert?layers=2&hidden=256&heads=4&seq=128&batch=8", 8);
+  s.request.max_search_work = 0;
+  const auto free = search::auto_search(s.request);
+  const double work = free.stats.search_work;
+  ASSERT_GT(work, 0);
+  // Far fewer than every pair of configurations: a tensor is placed alike by many of them.
+  EXPECT_LT(work, free.stats.configurations * free.stats.configurations * 8);
+  s.request.max_search_work = work; // exactly its size: runs, to the same plan
+  EXPECT_DOUBLE_EQ(search::auto_search(s.request).objective, free.objective);
+  s.request.max_search_work = work * (1 - 1e-9);
+  EXPECT_THAT([&] { search::auto_search(s.request); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("pairs of distinct layouts")));
+}
+
 TEST(AutoSearch, RepeatedBlocksShareTheirTables) {
   Case two("zoo:gpt2?layers=2&hidden=256&heads=4&seq=128&batch=8", 8);
   Case eight("zoo:gpt2?layers=8&hidden=256&heads=4&seq=128&batch=8", 8);

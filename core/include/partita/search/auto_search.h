@@ -31,6 +31,7 @@ struct AutoStats {
   int distinct_ops = 0;      // ops whose cost tables differ (repeated blocks share theirs)
   int edges = 0;
   int distinct_edge_tables = 0;
+  double search_work = 0; // pairs of distinct layouts its edge tables price x devices (Request::max_search_work)
   double table_bytes = 0; // cost tables held by the search
   int solves = 0;         // dynamic programs run (more than one when the memory limit binds)
   dp::Stats dp;           // of the last solve

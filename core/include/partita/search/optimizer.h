@@ -77,10 +77,12 @@ struct Request {
   bool all_divisors = false;
   std::int64_t min_piece = 1;
   double memory_limit = 0;
-  // "auto": the most layout pairs x devices its tables may price (pricing one pair walks every
-  // device): a search past it is refused at once, naming its size, rather than run for hours.
-  // The default takes a minute or two on one core.
-  double max_search_work = 4e8;
+  // "auto": the most pairs of distinct layouts x devices its edge tables may price (each pair of
+  // a tensor's placements is priced once per table, walking every device): a search past it is
+  // refused at once, naming its size, rather than run for hours. A unit takes 3-15 ns on one core
+  // of the development machine (partita_bench_auto's "work" column), so the default waits up to
+  // a minute or two.
+  double max_search_work = 8e9;
   // "auto": where the dependent sets are too wide for the exact dynamic program (a DenseNet block's
   // concatenations read every earlier layer), the bounded search's tables hold at most this many
   // entries (dp::solve_bounded); larger ones give a tighter bound, in more time. 0: refuse such
