@@ -481,6 +481,7 @@ def summarize(args, runs, probe):
     # median of its families' runs; the tau over families is printed beside it.
     print("\nKendall tau-b of strategies (distinct plans) by predicted vs measured iteration time, per model:")
     taus = []
+    resolved = []  # per model, its distinct plans: (families, predicted, measured)
     for model in args.models.split(","):
         rs = [r for r in results if r["model_key"] == model]
         if len(rs) < 2:
@@ -505,6 +506,28 @@ def summarize(args, runs, probe):
         order_m = " < ".join(f"{p[0]} ({p[2] * 1e3:.2f})" for p in sorted(plans, key=lambda p: p[2]))
         print(f"  {model:<6} tau {tau:+.2f} over {len(plans)} distinct plans of {len(rs)} families (over families "
               f"{per_family:+.2f}); predicted {order_p}; measured ms {order_m}")
+        resolved.append((model, plans))
+
+    # Distinct plans predicted closer than the runs can tell apart (the median run-to-run spread)
+    # are an order the prediction does not claim: tau-b counts such pairs as ties in the
+    # prediction, as it counts families that chose the same plan. Printed beside the strict tau,
+    # not instead of it.
+    resolution = sorted(spreads)[len(spreads) // 2]
+    print(f"\nthe same at the runs' resolution: distinct plans predicted within {100 * resolution:.1f}% of each other "
+          f"(the median run-to-run spread) counted as tied in the prediction:")
+    for model, plans in resolved:
+        ranked = sorted(plans, key=lambda p: p[1])
+        level, first, levels = 0, ranked[0][1], []
+        for p in ranked:
+            if p[1] > first * (1 + resolution):
+                level, first = level + 1, p[1]
+            levels.append(level)
+        if level == 0:
+            print(f"  {model:<6} every plan predicted within {100 * resolution:.1f}% of the fastest: no order claimed")
+            continue
+        tau = kendall_tau_b(levels, [p[2] for p in ranked])
+        tied = [f"{'='.join(p[0] for p, l in zip(ranked, levels) if l == k)}" for k in range(level + 1)]
+        print(f"  {model:<6} tau {tau:+.2f} over {level + 1} levels of {len(plans)} plans: {' < '.join(tied)}")
 
     print("\nwhere the time goes, all cases summed (ms per iteration): predicted vs measured by op type and term")
     print(f"  {'op type':<14} {'term':<14} {'predicted':>10} {'measured':>10} {'error':>8}")
