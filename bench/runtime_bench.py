@@ -83,6 +83,23 @@ def kendall_tau_b(xs, ys):
     return (concordant - discordant) / denominator if denominator > 0 else float("nan")
 
 
+def tau_at_resolution(plans, resolution):
+    """Kendall tau-b of plans (name, predicted, measured) where plans predicted within `resolution`
+    (relative) of the fastest of their level are tied in the prediction: levels start at the fastest
+    plan and a plan predicted more than resolution slower than its level's first opens the next.
+    Returns (tau, the levels' names joined by '='), or (None, ...) when every plan is one level."""
+    ranked = sorted(plans, key=lambda p: p[1])
+    level, first, levels = 0, ranked[0][1], []
+    for p in ranked:
+        if p[1] > first * (1 + resolution):
+            level, first = level + 1, p[1]
+        levels.append(level)
+    groups = ["=".join(p[0] for p, l in zip(ranked, levels) if l == k) for k in range(level + 1)]
+    if level == 0:
+        return None, groups
+    return kendall_tau_b(levels, [p[2] for p in ranked]), groups
+
+
 def plan_signature(result):
     """What a run executed: every op's split and devices, and the training setup, from the plan
     partita run wrote into the case's work directory (the family's name and prose left out)."""
@@ -516,18 +533,11 @@ def summarize(args, runs, probe):
     print(f"\nthe same at the runs' resolution: distinct plans predicted within {100 * resolution:.1f}% of each other "
           f"(the median run-to-run spread) counted as tied in the prediction:")
     for model, plans in resolved:
-        ranked = sorted(plans, key=lambda p: p[1])
-        level, first, levels = 0, ranked[0][1], []
-        for p in ranked:
-            if p[1] > first * (1 + resolution):
-                level, first = level + 1, p[1]
-            levels.append(level)
-        if level == 0:
+        tau, groups = tau_at_resolution(plans, resolution)
+        if tau is None:
             print(f"  {model:<6} every plan predicted within {100 * resolution:.1f}% of the fastest: no order claimed")
             continue
-        tau = kendall_tau_b(levels, [p[2] for p in ranked])
-        tied = [f"{'='.join(p[0] for p, l in zip(ranked, levels) if l == k)}" for k in range(level + 1)]
-        print(f"  {model:<6} tau {tau:+.2f} over {level + 1} levels of {len(plans)} plans: {' < '.join(tied)}")
+        print(f"  {model:<6} tau {tau:+.2f} over {len(groups)} levels of {len(plans)} plans: {' < '.join(groups)}")
 
     print("\nwhere the time goes, all cases summed (ms per iteration): predicted vs measured by op type and term")
     print(f"  {'op type':<14} {'term':<14} {'predicted':>10} {'measured':>10} {'error':>8}")
