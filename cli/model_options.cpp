@@ -157,9 +157,10 @@ void SetupOptions::add_to(CLI::App& cmd) {
          "speed on a cluster of mixed nodes; megatron too) or even (by op count)")
       ->capture_default_str();
   cmd.add_option("--stage-layout", stage_layout,
-                 "pipeline: how each stage splits its ops: auto (the per-layer search on one stage's devices, every "
-                 "stage alike); by default data parallel, or Megatron's layout with --tp")
-      ->check(CLI::IsMember({"auto"}));
+                 "pipeline: how each stage splits its ops: searched (the per-layer search on one stage's devices, "
+                 "every stage alike), auto (the searched layout or Megatron's stage layouts, whichever pipeline "
+                 "simulates fastest); by default data parallel, or Megatron's layout with --tp")
+      ->check(CLI::IsMember({"auto", "searched"}));
   cmd.add_option("--cuts", cuts, "pipeline cut points: op indices (in the plan's order) that start a stage")
       ->delimiter(',');
   cmd.add_option("--plan", plan, "a plan file (partita plan -o) to evaluate as the 'given' strategy");

@@ -511,7 +511,7 @@ private Q_SLOTS:
     per_layer.per_layer = true;
     const auto as_pipeline = point_input(in, per_layer);
     QCOMPARE(as_pipeline.family, std::string("pipeline"));
-    QCOMPARE(as_pipeline.stage_layout, std::string("auto"));
+    QCOMPARE(as_pipeline.stage_layout, std::string("searched"));
     QCOMPARE(as_pipeline.stages, 2);
     QCOMPARE(as_pipeline.micro_batches, 4);
     QCOMPARE(point_input(in, point.candidate).stage_layout, std::string());

@@ -8,6 +8,11 @@
 
 #include "partita/cost/op_cost.h"
 #include "partita/search/auto_search.h"
+#include "partita/sim/simulate.h"
+#include "search/simulated_ranking.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <map>
@@ -212,7 +217,11 @@ std::vector<bool> repeated_ops(const graph::Graph& g, const std::vector<graph::O
   return out;
 }
 
-strategy::Strategy pipeline(const Request& r) {
+namespace {
+
+// The pipeline as asked, its stages laid out as r.stage_layout says ("auto" is "searched" here;
+// pipeline() below ranks it).
+strategy::Strategy pipeline_as_asked(const Request& r) {
   Builder b(r, "pipeline");
   const int n = static_cast<int>(b.order().size());
   // Default: 4 stages where the devices allow (2 otherwise); choosing the count is BaPipe's job.
@@ -255,16 +264,16 @@ strategy::Strategy pipeline(const Request& r) {
         fmt::format("pipeline: --tp {} does not divide the {} devices of a stage", r.tensor_parallel, per_stage));
   }
   const int t = std::max(1, r.tensor_parallel);
-  // --stage-layout auto: every op split as the per-layer search splits it on one stage's devices,
-  // each op priced as run in the pipeline's micro-batches (every stage alike; the sends between
-  // stages and the bubble are priced when the plan is evaluated, not in that search).
-  if (!r.stage_layout.empty() && r.stage_layout != "auto") {
-    throw Error(fmt::format("pipeline: --stage-layout '{}' is not auto", r.stage_layout));
+  // --stage-layout searched (and auto): every op split as the per-layer search splits it on one
+  // stage's devices, each op priced as run in the pipeline's micro-batches (every stage alike; the
+  // sends between stages and the bubble are priced when the plan is evaluated, not in that search).
+  if (!r.stage_layout.empty() && r.stage_layout != "auto" && r.stage_layout != "searched") {
+    throw Error(fmt::format("pipeline: --stage-layout '{}' is not auto or searched", r.stage_layout));
   }
-  const bool auto_layout = r.stage_layout == "auto";
+  const bool auto_layout = !r.stage_layout.empty();
   if (auto_layout && t > 1) {
-    throw Error(fmt::format("pipeline: --stage-layout auto chooses every op's split; --tp {} does not apply",
-                            r.tensor_parallel));
+    throw Error(fmt::format("pipeline: --stage-layout {} chooses every op's split; --tp {} does not apply",
+                            r.stage_layout, r.tensor_parallel));
   }
   std::vector<sharding::Config> searched;
   int batch_split = 1; // the widest split of the batch among the searched configurations
@@ -514,6 +523,123 @@ strategy::Strategy pipeline(const Request& r) {
                            capped, strategy::schedule_name(r.schedule), tally.lost_text(b, t)));
   st.pipeline = std::move(pipe);
   return st;
+}
+
+} // namespace
+
+// --stage-layout auto: the per-layer search prices each op on its own, in a stage, by its terms
+// added up; the pipeline runs the layout with the gradient sync under the backward pass, in a
+// schedule, beside its neighbours' sends, and a cut balanced by time alone can fall inside a
+// block where the tensor sent between stages is large. So the layout it found, on the cut asked and
+// on Megatron-LM's (the repeated blocks shared out evenly), is set against Megatron-LM's stage
+// layouts (data parallel, and t-way tensor parallel inside a node for every t dividing a stage's
+// devices, on Megatron-LM's cut), all with the same stages, schedule and micro-batches asked; each
+// pipeline is simulated and the fastest that fits is returned, the first on a tie. Cut points
+// given are kept for all. A budget of 0 (the 3-D search, which ranks those layouts itself) or a
+// layout given takes the searched one as it is.
+strategy::Strategy pipeline(const Request& r) {
+  auto searched = pipeline_as_asked(r);
+  if (r.stage_layout != "auto" || !r.stage_configs.empty() || r.simulation_budget == 0) {
+    return searched;
+  }
+  const auto& g = *r.graph;
+  strategy::Evaluator evaluator(g, *r.cluster);
+  struct Ranked {
+    std::string name;
+    strategy::Strategy plan;
+    double seconds = 0;
+    bool fits = false;
+  };
+  std::size_t work = 0;
+  // The plan's simulated iteration, or none where it is too large to simulate or the budget is
+  // spent (the ranking then stops: an iteration added up is not comparable with a simulated one).
+  const auto simulated = [&](std::string name, strategy::Strategy st) -> std::optional<Ranked> {
+    if (work >= r.simulation_budget) {
+      return std::nullopt;
+    }
+    const auto setup = st.setup ? *st.setup : r.setup;
+    auto prediction = evaluator(st, setup);
+    const auto s = sim::simulate_prediction(g, *r.cluster, st, prediction, {}, sim::max_predicted_tasks);
+    if (!s) {
+      work = r.simulation_budget;
+      return std::nullopt;
+    }
+    work += detail::simulation_work(s->tasks);
+    const double limit = r.memory_limit > 0 ? r.memory_limit : prediction.memory_capacity;
+    return Ranked{std::move(name), std::move(st), prediction.iteration_time, prediction.peak_memory <= limit};
+  };
+  const auto cut_name = [&](const std::string& balance) {
+    return !r.cuts.empty()       ? std::string()
+           : balance == "layers" ? std::string(", Megatron-LM's cut")
+           : balance == "even"   ? std::string(", cut evenly")
+                                 : fmt::format(", cut by {}", balance);
+  };
+  auto first = simulated("the per-layer search's layout" + cut_name(r.balance), std::move(searched));
+  if (!first) {
+    return pipeline_as_asked(r); // too large to simulate: the searched layout as it is
+  }
+  std::vector<Ranked> ranked{std::move(*first)};
+  std::vector<std::string> skipped;
+  const int stages = ranked.front().plan.pipeline->stages;
+  const int per_stage = r.devices / stages;
+  // Megatron-LM's cut, as the megatron family takes it.
+  const auto repeated = r.facts && r.facts->repeated.size() == g.ops().size() ? r.facts->repeated
+                                                                              : repeated_ops(g, g.topological_order());
+  const std::string megatron_cut = r.balance == "speed"                                                  ? "speed"
+                                   : std::find(repeated.begin(), repeated.end(), true) != repeated.end() ? "layers"
+                                                                                                         : "time";
+  const auto rank = [&](std::string name, const Request& q) {
+    try {
+      auto plan = pipeline_as_asked(q);
+      if (auto x = simulated(name, std::move(plan))) {
+        ranked.push_back(std::move(*x));
+      }
+    } catch (const Cancelled&) {
+      throw;
+    } catch (const Error& e) { // micro-batches this layout cannot run in, say
+      skipped.push_back(fmt::format("{} ({})", name, e.what()));
+    }
+  };
+  if (r.cuts.empty() && megatron_cut != r.balance) {
+    Request q = r;
+    q.balance = megatron_cut;
+    q.progress = {};
+    rank("the per-layer search's layout" + cut_name(megatron_cut), q);
+  }
+  for (int t = 1; t <= per_stage && t <= r.cluster->devices_per_node; t *= 2) {
+    if (per_stage % t != 0) {
+      continue;
+    }
+    Request q = r;
+    q.stage_layout.clear();
+    q.tensor_parallel = t;
+    q.stages = stages;
+    q.balance = megatron_cut;
+    q.progress = {};
+    rank((t == 1 ? std::string("data parallel")
+                 : fmt::format("Megatron-LM's {}-way tensor x {}-way data parallel", t, per_stage / t)) +
+             cut_name(megatron_cut),
+         q);
+  }
+  std::size_t best = 0;
+  for (std::size_t i = 1; i < ranked.size(); ++i) {
+    const auto& x = ranked[i];
+    const auto& y = ranked[best];
+    if ((x.fits && !y.fits) || (x.fits == y.fits && x.seconds < y.seconds)) {
+      best = i;
+    }
+  }
+  std::vector<std::string> figures;
+  for (std::size_t i = 0; i < ranked.size(); ++i) {
+    figures.push_back(fmt::format("{} {:.3f} ms{}{}", ranked[i].name, ranked[i].seconds * 1e3,
+                                  ranked[i].fits ? "" : " (does not fit)", i == best ? " (chosen)" : ""));
+  }
+  auto out = std::move(ranked[best].plan);
+  out.explanation += fmt::format(
+      " Stage layout auto: the per-layer search's layout set against Megatron-LM's stage layouts on the same "
+      "stages and micro-batches, each pipeline simulated: {}{}.",
+      fmt::join(figures, "; "), skipped.empty() ? "" : fmt::format("; not run: {}", fmt::join(skipped, "; ")));
+  return out;
 }
 
 } // namespace partita::search::detail

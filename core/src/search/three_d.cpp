@@ -491,7 +491,7 @@ std::string Candidate::text() const {
 std::string Candidate::options() const {
   if (per_layer) {
     std::string s =
-        fmt::format("--strategy pipeline --stages {} --stage-layout auto --micro-batches {}", pipeline, micro_batches);
+        fmt::format("--strategy pipeline --stages {} --stage-layout searched --micro-batches {}", pipeline, micro_batches);
     s += schedule == strategy::Schedule::interleaved ? fmt::format(" --schedule interleaved --chunks {}", chunks)
                                                      : " --schedule 1f1b";
     s += fmt::format(" --zero {} --recompute {}", zero_stage, cost::recompute_name(recompute));
@@ -535,7 +535,7 @@ strategy::Strategy plan(const Request& r, const Candidate& c, StageLayouts* layo
     q.tensor_parallel = 0;
     q.micro_batch_size = 0;
     q.micro_batches = c.micro_batches;
-    q.stage_layout = "auto";
+    q.stage_layout = "searched";
     q.balance = "time";
     q.simulation_budget = 0;
     // Kept to searches of a fraction of a second (2e6 units: 0.01-0.03 s): a larger one is refused

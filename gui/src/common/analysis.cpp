@@ -175,8 +175,8 @@ void check_parallelism(const AnalysisInput& input) {
   if (input.balance != "time" && input.balance != "layers" && input.balance != "speed" && input.balance != "even") {
     throw Error(fmt::format("cut '{}': expected time, layers, speed or even", input.balance));
   }
-  if (!input.stage_layout.empty() && input.stage_layout != "auto") {
-    throw Error(fmt::format("stage layout '{}': expected auto or none", input.stage_layout));
+  if (!input.stage_layout.empty() && input.stage_layout != "auto" && input.stage_layout != "searched") {
+    throw Error(fmt::format("stage layout '{}': expected auto, searched or none", input.stage_layout));
   }
 }
 

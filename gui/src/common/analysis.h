@@ -59,7 +59,7 @@ struct AnalysisInput {
   std::string schedule = "1f1b";
   int chunks = 2;
   std::string balance = "time";
-  std::string stage_layout; // pipeline: "" (data parallel, or Megatron's with --tp) or "auto"
+  std::string stage_layout; // pipeline: "" (data parallel, or Megatron's with --tp), "searched" or "auto"
 
   bool operator==(const AnalysisInput&) const = default;
 };

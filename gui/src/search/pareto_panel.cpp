@@ -60,7 +60,7 @@ AnalysisInput point_input(const AnalysisInput& base, const search::three_d::Cand
     in.family = "pipeline";
     in.tensor_parallel = 0;
     in.balance = "time";
-    in.stage_layout = "auto";
+    in.stage_layout = "searched";
   }
   return in;
 }

@@ -204,10 +204,12 @@ SetupPanel::SetupPanel(QWidget* parent)
   parallelForm->addRow(tr("Cut"), m_balance);
   m_stageLayout->setObjectName(QStringLiteral("stageLayoutCombo"));
   m_stageLayout->addItem(tr("Data parallel (or --tp)"), QString());
-  m_stageLayout->addItem(tr("Per-layer search"), QStringLiteral("auto"));
+  m_stageLayout->addItem(tr("Per-layer search"), QStringLiteral("searched"));
+  m_stageLayout->addItem(tr("Fastest simulated"), QStringLiteral("auto"));
   m_stageLayout->setToolTip(tr("How the pipeline family lays out each stage's ops (--stage-layout): data parallel "
-                               "(Megatron's layout with a tensor-parallel width), or as the per-layer search splits "
-                               "them on one stage's devices"));
+                               "(Megatron's layout with a tensor-parallel width), as the per-layer search splits "
+                               "them on one stage's devices, or whichever of that layout and Megatron's stage "
+                               "layouts the simulated pipeline runs fastest"));
   parallelForm->addRow(tr("Stage layout"), m_stageLayout);
   layout->addWidget(parallelBox);
 
@@ -356,7 +358,8 @@ void SetupPanel::setInput(const AnalysisInput& in) {
   select(m_schedule, in.schedule);
   m_chunks->setValue(in.chunks);
   select(m_balance, in.balance);
-  m_stageLayout->setCurrentIndex(in.stage_layout == "auto" ? 1 : 0);
+  m_stageLayout->setCurrentIndex(
+      in.stage_layout.empty() ? 0 : std::max(0, m_stageLayout->findData(QString::fromStdString(in.stage_layout))));
 }
 
 void SetupPanel::setClusterFields(const AnalysisInput& in) {
