@@ -317,16 +317,19 @@ std::vector<Candidate> space(const Request& r) {
         for (const auto& [schedule, v] : schedules) {
           for (const int z : zeros) {
             for (const auto rc : recomputes) {
-              Candidate c;
-              c.pipeline = p;
-              c.micro_batch_size = batch / m;
-              c.micro_batches = m;
-              c.schedule = schedule;
-              c.chunks = v;
-              c.zero_stage = z;
-              c.recompute = rc;
-              c.per_layer = true;
-              out.push_back(c);
+              for (const bool layers_cut : {false, true}) {
+                Candidate c;
+                c.pipeline = p;
+                c.micro_batch_size = batch / m;
+                c.micro_batches = m;
+                c.schedule = schedule;
+                c.chunks = v;
+                c.zero_stage = z;
+                c.recompute = rc;
+                c.per_layer = true;
+                c.layers_cut = layers_cut;
+                out.push_back(c);
+              }
             }
           }
         }
@@ -343,7 +346,7 @@ auto layout_key(const Candidate& c) {
   // The per-layer search prices its layout in the micro-batches and under the ZeRO stage: one
   // layout per count and stage.
   return std::make_tuple(c.pipeline, c.tensor, static_cast<int>(c.schedule), c.chunks, c.sequence_parallel, c.speed_cut,
-                         c.per_layer ? c.micro_batches : 0, c.per_layer ? c.zero_stage : -1);
+                         c.per_layer ? c.micro_batches : 0, c.per_layer ? c.zero_stage : -1, c.layers_cut);
 }
 // The time bound's key: the layout and the micro-batch count.
 auto shape_key(const Candidate& c) {
@@ -485,16 +488,22 @@ std::string Candidate::text() const {
   if (speed_cut) {
     s += ", layers by stage speed";
   }
+  if (per_layer) {
+    s += layers_cut ? ", Megatron-LM's cut" : ", cut by time";
+  }
   return s;
 }
 
 std::string Candidate::options() const {
   if (per_layer) {
-    std::string s =
-        fmt::format("--strategy pipeline --stages {} --stage-layout searched --micro-batches {}", pipeline, micro_batches);
+    std::string s = fmt::format("--strategy pipeline --stages {} --stage-layout searched --micro-batches {}", pipeline,
+                                micro_batches);
     s += schedule == strategy::Schedule::interleaved ? fmt::format(" --schedule interleaved --chunks {}", chunks)
                                                      : " --schedule 1f1b";
     s += fmt::format(" --zero {} --recompute {}", zero_stage, cost::recompute_name(recompute));
+    if (layers_cut) {
+      s += " --balance layers";
+    }
     return s;
   }
   std::string s =
@@ -536,7 +545,7 @@ strategy::Strategy plan(const Request& r, const Candidate& c, StageLayouts* layo
     q.micro_batch_size = 0;
     q.micro_batches = c.micro_batches;
     q.stage_layout = "searched";
-    q.balance = "time";
+    q.balance = c.layers_cut ? "layers" : "time";
     q.simulation_budget = 0;
     // Kept to searches of a fraction of a second (2e6 units: 0.01-0.03 s): a larger one is refused
     // and the candidate with it.

@@ -59,7 +59,7 @@ AnalysisInput point_input(const AnalysisInput& base, const search::three_d::Cand
   if (c.per_layer) { // the pipeline family, each stage laid out by the per-layer search
     in.family = "pipeline";
     in.tensor_parallel = 0;
-    in.balance = "time";
+    in.balance = c.layers_cut ? "layers" : "time";
     in.stage_layout = "searched";
   }
   return in;

@@ -40,9 +40,13 @@ struct Candidate {
   // (`--balance speed`) instead of evenly (Megatron-LM's cut).
   bool speed_cut = false;
   // Every stage laid out by the per-layer search on its devices, priced in the micro-batches
-  // (`--strategy pipeline --stage-layout auto`): it chooses each op's split, so `tensor` and
+  // (`--strategy pipeline --stage-layout searched`): it chooses each op's split, so `tensor` and
   // `data` are 1 and `micro_batch_size` is the batch over the micro-batches.
   bool per_layer = false;
+  // per_layer: the stages cut as Megatron-LM cuts them (the repeated blocks shared out evenly,
+  // `--balance layers`) instead of by each op's time (a cut by time alone can fall inside a block,
+  // where the tensor sent between stages is large).
+  bool layers_cut = false;
 
   // "PP 4 x TP 8 x DP 32, micro-batch 2 (28 per iteration), interleaved x3, ZeRO 1, recompute full,
   // sequence parallel"
