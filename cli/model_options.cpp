@@ -152,7 +152,8 @@ void SetupOptions::add_to(CLI::App& cmd) {
       ->check(whole(2, 1024, "chunks"));
   cmd.add_option(
          "--balance", balance,
-         "pipeline family's cuts: time (balanced, each stage weighed at its own devices), layers (the repeated "
+         "pipeline family's cuts: time (balanced by each stage's time on its own devices and what it receives), "
+         "layers (the repeated "
          "blocks shared out evenly, as Megatron-LM does), speed (the repeated blocks shared out by each stage's "
          "speed on a cluster of mixed nodes; megatron too) or even (by op count)")
       ->capture_default_str();

@@ -27,6 +27,7 @@ public:
   const graph::Graph& graph() const { return *m_request.graph; }
   const cluster::Cluster& cluster() const { return *m_request.cluster; }
   const graph::OpSemantics& semantics(graph::OpId id) const { return m_facts->semantics[static_cast<std::size_t>(id)]; }
+  const std::vector<graph::OpSemantics>& all_semantics() const { return m_facts->semantics; }
   // cost::cost_signature(graph(), id, semantics(id), Saved::kept), derived once.
   const std::string& cost_signature(graph::OpId id) const;
   // Equal for ops of equal cost signatures.

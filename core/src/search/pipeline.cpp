@@ -15,10 +15,14 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <functional>
+#include <limits>
 #include <map>
 #include <numeric>
 #include <optional>
+#include <queue>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 
 namespace partita::search::detail {
@@ -26,8 +30,10 @@ namespace partita::search::detail {
 namespace {
 
 // Contiguous partition of `times` into `parts` runs minimizing the largest run: binary search on
-// the bound with a greedy fill (exact). Returns the start index of every stage after the first.
-std::vector<int> balanced_cuts_one_kind(const std::vector<double>& times, int parts) {
+// the bound with a greedy fill (exact; each run takes as many ops as fit, so ops that weigh
+// nothing ride with the run before them, as Megatron-LM's cut wants). Returns the start index of
+// every stage after the first.
+std::vector<int> balanced_cuts_greedy(const std::vector<double>& times, int parts) {
   double lo = *std::max_element(times.begin(), times.end());
   double hi = std::accumulate(times.begin(), times.end(), 0.0);
   auto fill = [&](double bound) {
@@ -69,24 +75,119 @@ std::vector<int> balanced_cuts_one_kind(const std::vector<double>& times, int pa
   return cuts;
 }
 
+// Contiguous partition of `times` into `parts` runs minimizing the largest run, where a run
+// starting at op s > 0 also costs receive[s] (what a stage starting there receives; empty: none):
+// binary search on the bound, each bound checked exactly by the fewest runs that cover the ops
+// within it (a run from s may end anywhere up to the farthest op its bound allows, so the runs
+// reaching each op are found in one sweep with a heap). Returns the start index of every stage
+// after the first.
+std::vector<int> balanced_cuts_one_kind(const std::vector<double>& times, int parts,
+                                        const std::vector<double>& receive) {
+  if (receive.empty()) {
+    return balanced_cuts_greedy(times, parts);
+  }
+  const std::size_t n = times.size();
+  std::vector<double> prefix(n + 1, 0.0);
+  for (std::size_t i = 0; i < n; ++i) {
+    prefix[i + 1] = prefix[i] + times[i];
+  }
+  const auto entry = [&](std::size_t s) { return s == 0 || receive.empty() ? 0.0 : receive[s]; };
+  // The cuts of the fewest runs within `bound`, or nothing where no partition keeps to it.
+  auto fill = [&](double bound) -> std::optional<std::vector<int>> {
+    constexpr int none = std::numeric_limits<int>::max();
+    std::vector<int> runs(n + 1, none); // runs[x]: fewest runs covering ops [0, x)
+    std::vector<std::size_t> from(n + 1, 0);
+    runs[0] = 0;
+    using Open = std::tuple<int, std::size_t, std::size_t>; // (runs before it, farthest end, start)
+    std::priority_queue<Open, std::vector<Open>, std::greater<>> open;
+    for (std::size_t x = 0; x <= n; ++x) {
+      if (x > 0) {
+        while (!open.empty() && std::get<1>(open.top()) < x) {
+          open.pop();
+        }
+        if (!open.empty()) {
+          runs[x] = std::get<0>(open.top()) + 1;
+          from[x] = std::get<2>(open.top());
+        }
+      }
+      if (x < n && runs[x] != none) {
+        const double limit = bound - entry(x) + prefix[x];
+        const auto end = static_cast<std::size_t>(std::upper_bound(prefix.begin() + static_cast<std::ptrdiff_t>(x) + 1,
+                                                                   prefix.end(), limit) -
+                                                  prefix.begin()) -
+                         1;
+        if (end > x) {
+          open.emplace(runs[x], end, x);
+        }
+      }
+    }
+    if (runs[n] == none) {
+      return std::nullopt;
+    }
+    std::vector<int> cuts;
+    for (std::size_t x = n; from[x] > 0; x = from[x]) {
+      cuts.push_back(static_cast<int>(from[x]));
+    }
+    std::reverse(cuts.begin(), cuts.end());
+    return cuts;
+  };
+  const auto within = [&](double bound) {
+    const auto cuts = fill(bound);
+    return cuts && static_cast<int>(cuts->size()) + 1 <= parts;
+  };
+  double lo = 0;
+  double hi = prefix[n] + (receive.empty() ? 0.0 : *std::max_element(receive.begin(), receive.end()));
+  if (!within(hi)) { // one run of everything always keeps within the sum
+    hi = prefix[n];
+  }
+  for (int iter = 0; iter < 100 && hi - lo > 1e-12 * hi; ++iter) {
+    const double mid = (lo + hi) / 2;
+    (within(mid) ? hi : lo) = mid;
+  }
+  auto cuts = fill(hi).value_or(std::vector<int>{});
+  // Use every stage: split the longest runs further if fewer were needed.
+  while (static_cast<int>(cuts.size()) + 1 < parts) {
+    std::vector<int> bounds{0};
+    bounds.insert(bounds.end(), cuts.begin(), cuts.end());
+    bounds.push_back(static_cast<int>(times.size()));
+    int widest = 0;
+    for (std::size_t s = 0; s + 1 < bounds.size(); ++s) {
+      if (bounds[s + 1] - bounds[s] >
+          bounds[static_cast<std::size_t>(widest) + 1] - bounds[static_cast<std::size_t>(widest)]) {
+        widest = static_cast<int>(s);
+      }
+    }
+    const int a = bounds[static_cast<std::size_t>(widest)], b = bounds[static_cast<std::size_t>(widest) + 1];
+    if (b - a < 2) {
+      break;
+    }
+    cuts.push_back((a + b) / 2);
+    std::sort(cuts.begin(), cuts.end());
+  }
+  return cuts;
+}
+
 // Contiguous partition of the ops into `parts` non-empty pieces minimizing the slowest piece,
 // where op i costs times[kind_of_piece[v]][i] in piece v (a piece is weighed at the devices it
 // runs on; one row when every piece runs on devices of one kind). Binary search on the bound with
 // a greedy fill: each piece takes as many ops as fit the bound, leaving one for every piece after
 // it. With one row that fill is exact; with several it is exact unless an op that does not fit a
 // piece on its own would fit a later, faster one (the bound then rises until it fits where it
-// lands). Returns the start index of every piece after the first. Pieces of one kind are cut by
-// balanced_cuts_one_kind.
-std::vector<int> balanced_cuts(const std::vector<std::vector<double>>& times, const std::vector<int>& kind_of_piece) {
+// lands). A piece starting at op i > 0 also costs receive[i] (empty: nothing). Returns the start
+// index of every piece after the first. Pieces of one kind are cut by balanced_cuts_one_kind.
+std::vector<int> balanced_cuts(const std::vector<std::vector<double>>& times, const std::vector<int>& kind_of_piece,
+                               const std::vector<double>& receive = {}) {
   const int parts = static_cast<int>(kind_of_piece.size());
   if (times.size() == 1) {
-    return balanced_cuts_one_kind(times.front(), parts);
+    return balanced_cuts_one_kind(times.front(), parts, receive);
   }
   const std::size_t n = times.front().size();
+  const auto entry = [&](std::size_t i) { return receive.empty() ? 0.0 : receive[i]; };
   double lo = 0, hi = 0;
   for (const auto& row : times) {
     hi = std::max(hi, std::accumulate(row.begin(), row.end(), 0.0));
   }
+  hi += receive.empty() ? 0.0 : *std::max_element(receive.begin(), receive.end());
   // The cuts of a fill within `bound`, or nothing where it needs more pieces.
   auto fill = [&](double bound) -> std::optional<std::vector<int>> {
     std::vector<int> cuts;
@@ -104,7 +205,7 @@ std::vector<int> balanced_cuts(const std::vector<std::vector<double>>& times, co
         }
         cuts.push_back(static_cast<int>(i));
         run = 0;
-        const double u = times[static_cast<std::size_t>(kind_of_piece[cuts.size()])][i];
+        const double u = times[static_cast<std::size_t>(kind_of_piece[cuts.size()])][i] + entry(i);
         if (u > bound) {
           return std::nullopt;
         }
@@ -218,6 +319,79 @@ std::vector<bool> repeated_ops(const graph::Graph& g, const std::vector<graph::O
 }
 
 namespace {
+
+// What a stage that starts at each op of the order receives, in seconds per iteration (forward
+// and backward, the whole batch): every tensor made before that op and read by it or after it,
+// priced as input_redistribution() prices it from its producer's layout on `from` (one stage's
+// devices) to its dearest reader's on `to` (the next stage's), each layout as `config_of` gives it.
+// Weighed by time alone, a cut can fall where a large tensor crosses (inside attention, the
+// scores of every head); this is what the cut weighs against it.
+std::vector<double> receives_at(const Builder& b, const std::function<sharding::Config(graph::OpId)>& config_of,
+                                const std::vector<int>& from, const std::vector<int>& to,
+                                const cost::TrainingSetup& setup) {
+  const auto& g = b.graph();
+  const auto& order = b.order();
+  const std::size_t n = order.size();
+  std::vector<std::size_t> position(g.ops().size(), 0);
+  for (std::size_t i = 0; i < n; ++i) {
+    position[static_cast<std::size_t>(order[i])] = i;
+  }
+  const auto on = [&](graph::OpId id, const std::vector<int>& devices) {
+    auto config = config_of(id);
+    const auto k = static_cast<std::size_t>(config.devices());
+    return strategy::OpAssignment{
+        config,
+        std::vector<int>(devices.begin(), devices.begin() + static_cast<std::ptrdiff_t>(devices.size() / k * k))};
+  };
+  std::vector<strategy::OpAssignment> mixed(g.ops().size());
+  std::map<std::string, double> priced; // reads alike (a transformer's blocks) priced once
+  std::map<graph::TensorId, std::pair<double, std::size_t>> crossing; // tensor -> (dearest read, last reader)
+  for (std::size_t c = 0; c < n; ++c) {
+    b.check_cancel();
+    const graph::OpId id = order[c];
+    const auto& inputs = g.op(id).inputs;
+    for (std::size_t j = 0; j < inputs.size(); ++j) {
+      const graph::TensorId t = inputs[j];
+      if (t == graph::no_tensor || g.tensor(t).producer < 0) {
+        continue;
+      }
+      const graph::OpId producer = g.tensor(t).producer;
+      if (position[static_cast<std::size_t>(producer)] >= c) {
+        continue;
+      }
+      const auto& outs = g.op(producer).outputs;
+      auto key = fmt::format("{}#{}#{}#{}#{}#{}", b.signature_id(producer),
+                             std::find(outs.begin(), outs.end(), t) - outs.begin(), b.signature_id(id), j,
+                             fmt::join(config_of(producer).splits, ","), fmt::join(config_of(id).splits, ","));
+      auto [it, unseen] = priced.try_emplace(std::move(key), 0.0);
+      if (unseen) {
+        mixed[static_cast<std::size_t>(producer)] = on(producer, from);
+        mixed[static_cast<std::size_t>(id)] = on(id, to);
+        for (const auto& term :
+             strategy::input_redistribution(g, b.all_semantics(), mixed, b.cluster(), setup, id, j, 1, false,
+                                            g.tensor(t).fixed)) { // a fixed tensor goes once (sent_once)
+          it->second += term.value;
+        }
+      }
+      auto& [dearest, last] = crossing[t];
+      dearest = std::max(dearest, it->second);
+      last = std::max(last, c);
+    }
+  }
+  // A tensor crosses every cut after its producer up to its last reader.
+  std::vector<double> delta(n + 1, 0.0);
+  for (const auto& [t, read] : crossing) {
+    delta[position[static_cast<std::size_t>(g.tensor(t).producer)] + 1] += read.first;
+    delta[read.second + 1] -= read.first;
+  }
+  std::vector<double> out(n, 0.0);
+  double run = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    run += delta[i];
+    out[i] = std::max(0.0, run);
+  }
+  return out;
+}
 
 // The pipeline as asked, its stages laid out as r.stage_layout says ("auto" is "searched" here;
 // pipeline() below ranks it).
@@ -469,7 +643,12 @@ strategy::Strategy pipeline_as_asked(const Request& r) {
     if (r.balance == "speed" && by_layers && times.size() > 1) {
       whole_blocks = balanced_cuts_at(times, kind_of_piece, block_starts(b.graph(), b.order(), repeated));
     }
-    cuts = whole_blocks ? *whole_blocks : balanced_cuts(times, kind_of_piece);
+    // Cut by time, a stage also waits for what it receives (receives_at).
+    std::vector<double> receive;
+    if (!by_layers && pieces > 1) {
+      receive = receives_at(b, stage_config, stage_devices(0), stage_devices(stages > 1 ? 1 : 0), weigh);
+    }
+    cuts = whole_blocks ? *whole_blocks : balanced_cuts(times, kind_of_piece, receive);
     const std::string where = times.size() > 1 ? " on the devices of the stage each lands on" : "";
     // "speed" over stages of one kind is the "layers" cut.
     how = r.balance == "layers" || (by_layers && times.size() == 1)
@@ -478,7 +657,7 @@ strategy::Strategy pipeline_as_asked(const Request& r) {
           : by_layers ? fmt::format("sharing the repeated blocks out by their time{} (the ops that occur once ride "
                                     "along with the first and last pieces)",
                                     where)
-                      : fmt::format("balanced by forward+backward time{}", where);
+                      : fmt::format("balanced by forward+backward time{} and what each stage receives", where);
   } else {
     throw Error(fmt::format("pipeline: balance '{}' is not time, layers, speed or even", r.balance));
   }

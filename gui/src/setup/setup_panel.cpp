@@ -199,7 +199,8 @@ SetupPanel::SetupPanel(QWidget* parent)
   m_balance->addItem(tr("Layers by stage speed"), QStringLiteral("speed"));
   m_balance->addItem(tr("Ops evenly"), QStringLiteral("even"));
   m_balance->setToolTip(tr("How the pipeline family cuts its stages (--balance): by forward+backward time on each "
-                           "stage's devices, the repeated blocks evenly as Megatron-LM does, the repeated blocks by "
+                           "stage's devices and what it receives from the stage before, the repeated blocks evenly as "
+                           "Megatron-LM does, the repeated blocks by "
                            "each stage's speed on a cluster of mixed nodes (megatron too), or by op count"));
   parallelForm->addRow(tr("Cut"), m_balance);
   m_stageLayout->setObjectName(QStringLiteral("stageLayoutCombo"));
