@@ -63,6 +63,10 @@ void add_compare_command(CLI::App& app) {
         }
       }
     }
+    for (const auto& f : families) {
+      search::find_optimizer(f); // an unknown family is named before any of its options
+    }
+    o->setup.check_read_by(families, fmt::format("--strategies {}", fmt::join(families, ",")));
     search::SweepRequest request;
     request.families = families;
     request.devices = o->devices;

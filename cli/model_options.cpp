@@ -9,6 +9,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace partita::cli {
 
 onnx_import::ImportOptions parse_dims(const std::vector<std::string>& dims) {
@@ -71,6 +73,16 @@ onnx_import::ImportResult ModelOptions::load() const {
 
 Planned make_plan(const graph::Graph& g, const cluster::Cluster& cluster, int devices, const SetupOptions& setup,
                   const std::string& family, const ModelOptions& model, const std::optional<sim::Options>& simulation) {
+  // A plan file is evaluated as the 'given' strategy, whatever the command's default family.
+  if (!setup.plan.empty() && family != "given" && setup.strategy_option != nullptr &&
+      setup.strategy_option->count() > 0) {
+    throw Error(fmt::format("--plan {} is evaluated as the 'given' strategy; --strategy {} asks for another: give "
+                            "one of them",
+                            setup.plan, family));
+  }
+  const std::string planned = setup.plan.empty() ? family : "given";
+  search::find_optimizer(planned); // an unknown family is named before any of its options
+  setup.check_read_by({planned}, setup.plan.empty() ? "--strategy " + family : "--plan (the 'given' strategy)");
   search::Request request;
   request.graph = &g;
   request.cluster = &cluster;
@@ -186,13 +198,50 @@ void SetupOptions::add_to(CLI::App& cmd) {
       ->check(CLI::Range(0, 1024).description("an integer from 0 to 1024"))
       ->capture_default_str();
   cmd.add_option("--simulation-budget", simulation_budget,
-                 "3d, bapipe: the most their final ranking simulates, in tasks plus the NICs each transfer shares; "
+                 "3d, bapipe, pipeline (--stage-layout auto): the most their final ranking simulates, in tasks plus the NICs each transfer shares; "
                  "auto: any but 0 ranks its few candidates by simulation (0: rank by the terms added up)")
       ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 50).description("an integer >= 0"))
       ->capture_default_str();
   cmd.add_option("--memory-limit", memory_limit_gib,
-                 "auto, bapipe, 3d: GiB per device the plan must fit in (default: the cluster's device memory)")
-      ->check(CLI::Range(1e-6, 1e9).description("GiB > 0"));
+                 "auto, bapipe, 3d, pipeline (--stage-layout auto): GiB per device the plan must fit in (default: the cluster's device memory)")
+      ->check(real(1e-6, 1e9, "GiB"));
+  command = &cmd;
+}
+
+void SetupOptions::check_read_by(const std::vector<std::string>& families, const std::string& asked) const {
+  if (command == nullptr) {
+    return;
+  }
+  // The families' tables name options of this command: a name it lacks is a typo in a table,
+  // which would let the option pass unread.
+  for (const auto& family : search::optimizers()) {
+    for (const auto name : family->options()) {
+      if (command->get_option_no_throw(std::string(name)) == nullptr) {
+        throw Error(fmt::format("internal: family {} reads {}, which '{}' does not define", family->name(), name,
+                                command->get_name()));
+      }
+    }
+  }
+  for (const auto* option : command->get_options()) {
+    const std::string name = option->get_name(false, true);
+    if (option->count() == 0 || name.rfind("--", 0) != 0) {
+      continue;
+    }
+    const auto readers = search::families_reading(name);
+    bool read = false;
+    for (const auto& f : families) {
+      read = read || std::find(readers.begin(), readers.end(), f) != readers.end();
+    }
+    // Options no family reads are the model's, the cluster's and the setup's, read by all.
+    if (!read && !readers.empty()) {
+      std::string by(readers.front());
+      for (std::size_t i = 1; i < readers.size(); ++i) {
+        by += fmt::format("{}{}", i + 1 == readers.size() ? " and " : ", ", readers[i]);
+      }
+      throw Error(fmt::format("{} is not read by {}, only by {}: drop it, or choose {}", name, asked, by,
+                              readers.size() == 1 ? "that family" : "one of those"));
+    }
+  }
 }
 
 void SetupOptions::fill(search::Request& request) const {

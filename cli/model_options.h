@@ -69,8 +69,15 @@ struct SetupOptions {
   CLI::Option* recompute_option = nullptr;
   CLI::Option* sequence_parallel_option = nullptr;
   CLI::Option* schedule_option = nullptr;
+  CLI::App* command = nullptr; // where add_to added them
+
+  CLI::Option* strategy_option = nullptr; // the command's --strategy, where it has one
 
   void add_to(CLI::App& cmd);
+  // Throws partita::Error naming the first option typed that none of `families` reads
+  // (search::Optimizer::options) and the families that do; `asked` names how they were chosen
+  // ("--strategy dp").
+  void check_read_by(const std::vector<std::string>& families, const std::string& asked) const;
   cost::TrainingSetup setup() const;
   // Everything but the model, cluster and device count.
   void fill(search::Request& request) const;

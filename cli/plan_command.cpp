@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <iostream>
 #include <memory>
+#include <set>
 
 namespace partita::cli {
 
@@ -47,10 +48,15 @@ void plan_pase(const PlanOptions& o, const CLI::App& cmd) {
     throw Error(
         fmt::format("--cost-model pase is searched by the exact per-layer search only: drop --strategy {}", o.family));
   }
-  for (const char* name : {"--output", "--json", "--dim", "--plan", "--cluster", "--terms"}) {
-    if (cmd.count(name) > 0) {
-      throw Error(fmt::format("{} does not apply with --cost-model pase (PaSE's graphs are not ONNX models and its "
-                              "machine is --flops and --bw)",
+  // PaSE's model has the graph, its batch, the device count and --flops and --bw: every other
+  // option typed (a cluster, a precision, a ZeRO stage, a family's settings) would pass unread.
+  for (const auto* option : cmd.get_options()) {
+    const std::string name = option->get_name(false, true);
+    static const std::set<std::string, std::less<>> read{"model",   "--cost-model", "--flops", "--bw",
+                                                         "--devices", "--batch",    "--strategy"};
+    if (option->count() > 0 && !read.contains(name)) {
+      throw Error(fmt::format("{} does not apply with --cost-model pase (PaSE's graphs are not ONNX models, its "
+                              "machine is --flops and --bw, and it prices neither precision nor optimizer)",
                               name));
     }
   }
@@ -211,7 +217,8 @@ void add_plan_command(CLI::App& app) {
   for (const auto& f : search::optimizers()) {
     families.emplace_back(f->name());
   }
-  cmd->add_option("--strategy", o->family,
+  o->setup.strategy_option =
+      cmd->add_option("--strategy", o->family,
                   fmt::format("strategy family: {} (see partita compare --help)", fmt::join(families, ", ")))
       ->capture_default_str();
   cmd->add_option("-o,--output", o->output, "write the plan as JSON (partita.proto's Plan)");
@@ -225,8 +232,12 @@ void add_plan_command(CLI::App& app) {
       ->check(CLI::IsMember({"partita", "pase"}))
       ->capture_default_str();
   o->flops_option =
-      cmd->add_option("--flops", o->flops, "with --cost-model pase: TFLOP/s of a device")->capture_default_str();
-  o->bw_option = cmd->add_option("--bw", o->bw, "with --cost-model pase: GB/s between devices")->capture_default_str();
+      cmd->add_option("--flops", o->flops, "with --cost-model pase: TFLOP/s of a device")
+          ->check(real(1e-9, 1e9, "TFLOP/s"))
+          ->capture_default_str();
+  o->bw_option = cmd->add_option("--bw", o->bw, "with --cost-model pase: GB/s between devices")
+                     ->check(real(1e-9, 1e9, "GB/s"))
+                     ->capture_default_str();
   cmd->callback([o, cmd] {
     if (o->cost_model == "pase") {
       plan_pase(*o, *cmd);

@@ -71,7 +71,8 @@ void add_run_command(CLI::App& app) {
       "run", "Plan a strategy, run it for real over MPI (mpirun + partita-run), and compare measured with predicted");
   o->model.add_to(*cmd);
   o->setup.add_to(*cmd);
-  cmd->add_option("--strategy", o->family, "strategy family (see partita compare --help)")->capture_default_str();
+  o->setup.strategy_option =
+      cmd->add_option("--strategy", o->family, "strategy family (see partita compare --help)")->capture_default_str();
   cmd->add_option("-n,--np", o->ranks, "MPI ranks = devices of the plan (-np P also works)")
       ->check(whole(1, 4096, "ranks"))
       ->capture_default_str();

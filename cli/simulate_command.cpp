@@ -201,7 +201,8 @@ void add_simulate_command(CLI::App& app) {
   cmd->add_option("--devices", o->devices, "devices to use")
       ->check(whole(1, max_devices, "devices"))
       ->capture_default_str();
-  cmd->add_option("--strategy", o->family, "strategy family (see partita compare --help)")->capture_default_str();
+  o->setup.strategy_option =
+      cmd->add_option("--strategy", o->family, "strategy family (see partita compare --help)")->capture_default_str();
   cmd->add_flag("--no-overlap", o->no_overlap,
                 "run one task at a time per pipeline stage, as the additive prediction assumes");
   cmd->add_flag("--no-contention", o->no_contention,

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <string_view>
 #include <unordered_map>
 
@@ -18,17 +19,30 @@ namespace {
 class Family final : public Optimizer {
 public:
   using Fn = strategy::Strategy (*)(const Request&);
-  Family(std::string_view name, std::string_view title, std::string_view description, Fn fn)
-      : m_name(name), m_title(title), m_description(description), m_fn(fn) {}
+  Family(std::string_view name, std::string_view title, std::string_view description, Fn fn,
+         std::vector<std::string_view> options = {})
+      : m_name(name), m_title(title), m_description(description), m_fn(fn), m_options(std::move(options)) {}
   std::string_view name() const override { return m_name; }
   std::string_view title() const override { return m_title; }
   std::string_view description() const override { return m_description; }
   strategy::Strategy optimize(const Request& request) const override { return m_fn(request); }
+  std::span<const std::string_view> options() const override { return m_options; }
 
 private:
   std::string_view m_name, m_title, m_description;
   Fn m_fn;
+  std::vector<std::string_view> m_options;
 };
+
+// What each family reads of a Request beyond the model, cluster, devices and setup, by option.
+// The per-layer search's own (auto_search), also read where a family runs it on a stage's devices.
+std::vector<std::string_view> search_options() {
+  return {"--all-divisors", "--min-piece", "--search-limit", "--bounded-tables", "--search-threads"};
+}
+std::vector<std::string_view> with(std::vector<std::string_view> a, const std::vector<std::string_view>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
 
 } // namespace
 
@@ -39,7 +53,8 @@ const std::vector<std::unique_ptr<Optimizer>>& optimizers() {
         "auto", "automatic per-layer search",
         "the fastest configuration of every op for the whole graph at once, by exact dynamic programming (PaSE, "
         "Elango 2021), within the memory limit",
-        [](const Request& r) { return auto_search(r).strategy; }));
+        [](const Request& r) { return auto_search(r).strategy; },
+        with(search_options(), {"--memory-limit", "--simulation-budget"})));
     v.push_back(std::make_unique<Family>(
         "dp", "data parallel", "replicate weights, split the batch, all-reduce gradients", detail::data_parallel));
     v.push_back(std::make_unique<Family>("mp", "model parallel", "split every layer's output features over all devices",
@@ -50,7 +65,8 @@ const std::vector<std::unique_ptr<Optimizer>>& optimizers() {
     v.push_back(std::make_unique<Family>(
         "megatron", "Megatron tensor parallel",
         "column/row-parallel matrix products inside a node, data parallel across (Shoeybi et al. 2019)",
-        detail::megatron));
+        detail::megatron,
+        std::vector<std::string_view>{"--tp", "--pp", "--micro-batch-size", "--micro-batches", "--schedule", "--chunks", "--balance"}));
     v.push_back(std::make_unique<Family>(
         "hybrid", "hybrid DP+MP in groups",
         "model parallel inside groups, data parallel across, group size by predicted time (Pal et al. 2019)",
@@ -65,19 +81,26 @@ const std::vector<std::unique_ptr<Optimizer>>& optimizers() {
         detail::gholami));
     v.push_back(std::make_unique<Family>(
         "pipeline", "pipeline (GPipe / 1F1B)",
-        "contiguous stages with data parallelism inside, micro-batches, bubble by schedule", detail::pipeline));
+        "contiguous stages with data parallelism inside, micro-batches, bubble by schedule", detail::pipeline,
+        with(search_options(), {"--tp", "--stages", "--micro-batches", "--schedule", "--chunks", "--balance", "--cuts",
+                                "--stage-layout", "--memory-limit", "--simulation-budget"})));
     v.push_back(std::make_unique<Family>(
         "bapipe", "balanced pipeline (BaPipe)",
         "contiguous stages cut by exact dynamic programming to balance compute, communication and memory, the stage "
         "count searched (Zhao et al. 2020)",
-        bapipe::optimize));
+        bapipe::optimize,
+        std::vector<std::string_view>{"--tp", "--stages", "--micro-batches", "--schedule", "--chunks", "--cuts", "--memory-limit",
+         "--simulation-budget"}));
     v.push_back(std::make_unique<Family>(
         "3d", "3-D search (pipeline x tensor x data)",
         "pipeline stages, tensor-parallel width, data replicas, micro-batch, schedule, ZeRO stage, recomputation and "
         "sequence parallelism searched together on Megatron-LM's layout, the fastest plan that fits",
-        [](const Request& r) { return three_d::optimize(r); }));
+        [](const Request& r) { return three_d::optimize(r); },
+        with(search_options(), {"--tp", "--pp", "--micro-batch-size", "--micro-batches", "--schedule", "--chunks",
+                                "--memory-limit", "--simulation-budget"})));
     v.push_back(
-        std::make_unique<Family>("given", "as given", "a strategy read from a plan file (--plan FILE)", detail::given));
+        std::make_unique<Family>("given", "as given", "a strategy read from a plan file (--plan FILE)", detail::given,
+                                 std::vector<std::string_view>{"--plan"}));
     return v;
   }();
   return all;
@@ -92,6 +115,17 @@ const Optimizer& find_optimizer(std::string_view name) {
     names.push_back(o->name());
   }
   throw Error(fmt::format("unknown strategy family '{}' (known: {})", name, fmt::join(names, ", ")));
+}
+
+std::vector<std::string_view> families_reading(std::string_view option) {
+  std::vector<std::string_view> out;
+  for (const auto& o : optimizers()) {
+    const auto options = o->options();
+    if (std::find(options.begin(), options.end(), option) != options.end()) {
+      out.push_back(o->name());
+    }
+  }
+  return out;
 }
 
 std::shared_ptr<const ModelFacts> ModelFacts::of(const graph::Graph& g) {

@@ -12,6 +12,7 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -120,11 +121,17 @@ public:
   virtual std::string_view description() const = 0; // one sentence
   // Throws partita::Error when the family cannot apply (e.g. more devices than the cluster has).
   virtual strategy::Strategy optimize(const Request& request) const = 0;
+  // The command-line options of the Request settings it reads beyond the model, cluster, device
+  // count and training setup ("--tp", "--stages", ...), so that a front end can refuse an option
+  // that the families it runs would not read instead of letting what the user typed pass unread.
+  virtual std::span<const std::string_view> options() const = 0;
 };
 
 // Every family, in a stable order.
 const std::vector<std::unique_ptr<Optimizer>>& optimizers();
 // Throws partita::Error naming the unknown family and listing the known ones.
 const Optimizer& find_optimizer(std::string_view name);
+// The families whose options() hold `option`, in optimizers()' order.
+std::vector<std::string_view> families_reading(std::string_view option);
 
 } // namespace partita::search
