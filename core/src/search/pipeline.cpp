@@ -29,6 +29,29 @@ namespace partita::search::detail {
 
 namespace {
 
+// The cuts of `ops` ops into `parts` runs where a balanced fill found fewer: the widest run split
+// in two at its middle, until every stage has a run or no run holds two ops.
+std::vector<int> use_every_stage(std::vector<int> cuts, int parts, std::size_t ops) {
+  while (static_cast<int>(cuts.size()) + 1 < parts) {
+    std::vector<int> bounds{0};
+    bounds.insert(bounds.end(), cuts.begin(), cuts.end());
+    bounds.push_back(static_cast<int>(ops));
+    std::size_t widest = 0;
+    for (std::size_t s = 0; s + 1 < bounds.size(); ++s) {
+      if (bounds[s + 1] - bounds[s] > bounds[widest + 1] - bounds[widest]) {
+        widest = s;
+      }
+    }
+    const int a = bounds[widest], b = bounds[widest + 1];
+    if (b - a < 2) {
+      break;
+    }
+    cuts.push_back((a + b) / 2);
+    std::sort(cuts.begin(), cuts.end());
+  }
+  return cuts;
+}
+
 // Contiguous partition of `times` into `parts` runs minimizing the largest run: binary search on
 // the bound with a greedy fill (exact; each run takes as many ops as fit, so ops that weigh
 // nothing ride with the run before them, as Megatron-LM's cut wants). Returns the start index of
@@ -52,27 +75,7 @@ std::vector<int> balanced_cuts_greedy(const std::vector<double>& times, int part
     const double mid = (lo + hi) / 2;
     (static_cast<int>(fill(mid).size()) + 1 <= parts ? hi : lo) = mid;
   }
-  auto cuts = fill(hi);
-  // Use every stage: split the longest runs further if the greedy fill needed fewer.
-  while (static_cast<int>(cuts.size()) + 1 < parts) {
-    std::vector<int> bounds{0};
-    bounds.insert(bounds.end(), cuts.begin(), cuts.end());
-    bounds.push_back(static_cast<int>(times.size()));
-    int widest = 0;
-    for (std::size_t s = 0; s + 1 < bounds.size(); ++s) {
-      if (bounds[s + 1] - bounds[s] >
-          bounds[static_cast<std::size_t>(widest) + 1] - bounds[static_cast<std::size_t>(widest)]) {
-        widest = static_cast<int>(s);
-      }
-    }
-    const int a = bounds[static_cast<std::size_t>(widest)], b = bounds[static_cast<std::size_t>(widest) + 1];
-    if (b - a < 2) {
-      break;
-    }
-    cuts.push_back((a + b) / 2);
-    std::sort(cuts.begin(), cuts.end());
-  }
-  return cuts;
+  return use_every_stage(fill(hi), parts, times.size());
 }
 
 // Contiguous partition of `times` into `parts` runs minimizing the largest run, where a run
@@ -144,27 +147,7 @@ std::vector<int> balanced_cuts_one_kind(const std::vector<double>& times, int pa
     const double mid = (lo + hi) / 2;
     (within(mid) ? hi : lo) = mid;
   }
-  auto cuts = fill(hi).value_or(std::vector<int>{});
-  // Use every stage: split the longest runs further if fewer were needed.
-  while (static_cast<int>(cuts.size()) + 1 < parts) {
-    std::vector<int> bounds{0};
-    bounds.insert(bounds.end(), cuts.begin(), cuts.end());
-    bounds.push_back(static_cast<int>(times.size()));
-    int widest = 0;
-    for (std::size_t s = 0; s + 1 < bounds.size(); ++s) {
-      if (bounds[s + 1] - bounds[s] >
-          bounds[static_cast<std::size_t>(widest) + 1] - bounds[static_cast<std::size_t>(widest)]) {
-        widest = static_cast<int>(s);
-      }
-    }
-    const int a = bounds[static_cast<std::size_t>(widest)], b = bounds[static_cast<std::size_t>(widest) + 1];
-    if (b - a < 2) {
-      break;
-    }
-    cuts.push_back((a + b) / 2);
-    std::sort(cuts.begin(), cuts.end());
-  }
-  return cuts;
+  return use_every_stage(fill(hi).value_or(std::vector<int>{}), parts, times.size());
 }
 
 // Contiguous partition of the ops into `parts` non-empty pieces minimizing the slowest piece,
