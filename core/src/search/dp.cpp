@@ -13,12 +13,18 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <map>
 #include <memory>
 #include <numeric>
+#include <new>
 #include <set>
+
+#ifdef __linux__
+#include <sys/mman.h>
+#endif
 
 namespace partita::search::dp {
 
@@ -37,6 +43,33 @@ int Problem::add_table(std::vector<double> costs) {
 constexpr double infinity = std::numeric_limits<double>::infinity();
 
 namespace {
+constexpr std::size_t huge_page = std::size_t{2} << 20;
+}
+
+void* allocate_table(std::size_t bytes) {
+  if (bytes < huge_page) {
+    return ::operator new(bytes);
+  }
+  const std::size_t rounded = (bytes + huge_page - 1) / huge_page * huge_page;
+  void* p = std::aligned_alloc(huge_page, rounded);
+  if (p == nullptr) {
+    throw std::bad_alloc();
+  }
+#ifdef __linux__
+  ::madvise(p, rounded, MADV_HUGEPAGE); // a hint: without huge pages the memory is as good
+#endif
+  return p;
+}
+
+void free_table(void* p, std::size_t bytes) noexcept {
+  if (bytes < huge_page) {
+    ::operator delete(p);
+  } else {
+    std::free(p);
+  }
+}
+
+namespace {
 
 using detail::vertex_name;
 
@@ -44,7 +77,7 @@ using detail::vertex_name;
 struct Factor {
   std::vector<int> scope;
   const double* data = nullptr;
-  std::vector<double> owned;
+  Buffer owned;
   bool alive = true;
   int sig = -1; // how it was made (Eliminator::intern): factors of one signature hold the same costs
 };
@@ -223,8 +256,8 @@ public:
 private:
   // A buffer of n doubles (its contents undefined): the workspace's smallest that holds n, else
   // fresh memory.
-  std::vector<double> take(std::size_t n) {
-    std::vector<double> b;
+  Buffer take(std::size_t n) {
+    Buffer b;
     if (m_o.workspace != nullptr) {
       auto& buffers = m_o.workspace->buffers;
       std::size_t fit = buffers.size();
@@ -243,7 +276,7 @@ private:
     return b;
   }
 
-  void give_back(std::vector<double> b) {
+  void give_back(Buffer b) {
     if (m_o.workspace != nullptr && b.capacity() > 0) {
       m_o.workspace->buffers.push_back(std::move(b));
     }
@@ -353,7 +386,7 @@ private:
         m_options_reuse && static_cast<std::size_t>(sig) < m_done.size() && m_done[static_cast<std::size_t>(sig)].known
             ? &m_done[static_cast<std::size_t>(sig)]
             : nullptr;
-    std::vector<double> owned;
+    Buffer owned;
     const double* table = nullptr;
     if (done != nullptr) {
       table = done->table;
@@ -424,7 +457,7 @@ private:
   }
 
   // A built table for later steps of the same signature (of one or no vertex: its values, kept).
-  void remember(int sig, const double* table, const std::vector<double>& small, std::size_t k) {
+  void remember(int sig, const double* table, const Buffer& small, std::size_t k) {
     if (!m_options_reuse) {
       return;
     }
@@ -434,7 +467,7 @@ private:
     }
     m_done[i].known = true;
     if (k < 2) {
-      m_done[i].small = small;
+      m_done[i].small.assign(small.begin(), small.end());
       m_done[i].table = m_done[i].small.data();
     } else {
       m_done[i].table = table;
@@ -444,7 +477,7 @@ private:
   // The table of eliminating v: for every assignment of its scope, the least over v's values of
   // v's own costs plus its factors, given in the order they are summed: factors[0 .. first_fast)
   // do not read the scope's last vertex, the rest do.
-  std::vector<double> build(int v, const std::vector<int>& scope, std::vector<Factor*> factors, std::size_t first_fast,
+  Buffer build(int v, const std::vector<int>& scope, std::vector<Factor*> factors, std::size_t first_fast,
                             double entries) {
     const auto vi = static_cast<std::size_t>(v);
     const int dv = m_p.domain[vi];
@@ -475,7 +508,7 @@ private:
       }
     }
     const auto n = static_cast<std::size_t>(entries);
-    std::vector<double> result = take(n); // every entry is written below
+    Buffer result = take(n); // every entry is written below
     const auto& unary = m_unary[vi];
     std::vector<std::size_t> counter(k, 0), base(nf, 0);
     // Factors that do not read the scope's last (fastest) vertex keep their rows while it runs

@@ -18,8 +18,11 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <new>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace partita::search::dp {
@@ -43,8 +46,32 @@ struct Problem {
 // (or of one with other costs on the same graph), which then builds its tables in the same
 // buffers: fresh memory costs a page fault per page first touched, a large part of a solve on a
 // virtual machine.
+// Memory for a table: a large one (2 MiB or more) on whole huge pages where the system has them
+// (Linux's transparent huge pages, asked for with madvise): fresh memory costs a page fault per
+// page first touched, and on 4 KiB pages those were a sixth of a large solve on a virtual machine.
+void* allocate_table(std::size_t bytes);
+void free_table(void* p, std::size_t bytes) noexcept;
+
+// A table's entries: grown without being zeroed first (every step writes each entry it sizes;
+// std::vector<double>'s resize would clear them first, a tenth of a large solve), in
+// allocate_table's memory.
+template <class T> struct Uninitialized : std::allocator<T> {
+  template <class U> struct rebind {
+    using other = Uninitialized<U>;
+  };
+  Uninitialized() = default;
+  template <class U> Uninitialized(const Uninitialized<U>&) noexcept {}
+  T* allocate(std::size_t n) { return static_cast<T*>(allocate_table(n * sizeof(T))); }
+  void deallocate(T* p, std::size_t n) noexcept { free_table(p, n * sizeof(T)); }
+  template <class U> void construct(U* p) noexcept { ::new (static_cast<void*>(p)) U; }
+  template <class U, class... Args> void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
+};
+using Buffer = std::vector<double, Uninitialized<double>>;
+
 struct Workspace {
-  std::vector<std::vector<double>> buffers;
+  std::vector<Buffer> buffers;
 };
 
 struct Options {
