@@ -169,6 +169,34 @@ std::vector<int> Cluster::kinds_of(std::span<const int> devices) const {
   return kinds;
 }
 
+Cluster Cluster::nodes_from(int first, int count) const {
+  if (first < 0 || count < 1 || first + count > total_nodes()) {
+    throw Error(fmt::format("cluster '{}': nodes {} to {} asked of its {} nodes", name, first, first + count - 1,
+                            total_nodes()));
+  }
+  Cluster out = *this;
+  out.node_groups.clear();
+  out.nodes = 0;
+  // The runs of nodes of one kind, in order (the cluster's device first, then its node groups),
+  // cut to the nodes asked.
+  int start = 0;
+  for (int k = 0; k <= static_cast<int>(node_groups.size()); ++k) {
+    const int run = k == 0 ? nodes : node_groups[static_cast<std::size_t>(k - 1)].nodes;
+    const int taken = std::min(start + run, first + count) - std::max(start, first);
+    start += run;
+    if (taken <= 0) {
+      continue;
+    }
+    if (out.nodes == 0) {
+      out.nodes = taken;
+      out.device = kind(k);
+    } else {
+      out.node_groups.push_back({taken, kind(k)});
+    }
+  }
+  return out;
+}
+
 double Cluster::smallest_memory(std::span<const int> devices) const {
   double least = device.memory_capacity;
   if (devices.empty()) {

@@ -432,7 +432,29 @@ strategy::Strategy pipeline_as_asked(const Request& r) {
     throw Error(fmt::format("pipeline: --stage-layout {} chooses every op's split; --tp {} does not apply",
                             r.stage_layout, r.tensor_parallel));
   }
-  std::vector<sharding::Config> searched;
+  auto stage_devices = [&](int stage) {
+    std::vector<int> devices(static_cast<std::size_t>(per_stage));
+    std::iota(devices.begin(), devices.end(), stage * per_stage);
+    return devices;
+  };
+  // The per-layer search's layouts: one per kind of stage (the kinds of device its devices are;
+  // on a cluster of one kind, or with the configurations given, one for every stage), each searched
+  // on the devices of the first stage of that kind.
+  std::vector<std::vector<sharding::Config>> searched;
+  std::vector<int> layout_of_stage(static_cast<std::size_t>(stages), 0);
+  std::vector<int> first_stage_of_layout{0};
+  if (auto_layout && r.stage_configs.empty() && b.cluster().heterogeneous()) {
+    std::vector<std::vector<int>> kinds{b.cluster().kinds_of(stage_devices(0))};
+    for (int s = 1; s < stages; ++s) {
+      const auto k = b.cluster().kinds_of(stage_devices(s));
+      const auto it = std::find(kinds.begin(), kinds.end(), k);
+      layout_of_stage[static_cast<std::size_t>(s)] = static_cast<int>(it - kinds.begin());
+      if (it == kinds.end()) {
+        kinds.push_back(k);
+        first_stage_of_layout.push_back(s);
+      }
+    }
+  }
   int batch_split = 1; // the widest split of the batch among the searched configurations
   if (auto_layout) {
     Request q = r;
@@ -469,17 +491,29 @@ strategy::Strategy pipeline_as_asked(const Request& r) {
                               b.graph().ops().size()));
     }
     if (r.stage_configs.empty()) {
-      for (const auto& a : auto_search(q).strategy.ops) {
-        searched.push_back(a.config);
+      for (const int first : first_stage_of_layout) {
+        // A stage elsewhere than on the first devices is searched on its own nodes, as a cluster
+        // of their own whose devices 0 .. per_stage - 1 stand for the stage's.
+        const int first_node = b.cluster().node_of(first * per_stage);
+        const int last_node = b.cluster().node_of((first + 1) * per_stage - 1);
+        const cluster::Cluster own =
+            first == 0 ? b.cluster() : b.cluster().nodes_from(first_node, last_node - first_node + 1);
+        q.cluster = &own;
+        searched.emplace_back();
+        for (const auto& a : auto_search(q).strategy.ops) {
+          searched.back().push_back(a.config);
+        }
       }
     } else {
-      searched = r.stage_configs;
+      searched.push_back(r.stage_configs);
     }
-    for (graph::OpId id = 0; id < static_cast<graph::OpId>(searched.size()); ++id) {
-      const auto& config = searched[static_cast<std::size_t>(id)];
-      const int dim = b.batch_dim(id);
-      if (dim >= 0 && static_cast<std::size_t>(dim) < config.splits.size()) {
-        batch_split = std::max(batch_split, config.splits[static_cast<std::size_t>(dim)]);
+    for (const auto& layout : searched) {
+      for (graph::OpId id = 0; id < static_cast<graph::OpId>(layout.size()); ++id) {
+        const auto& config = layout[static_cast<std::size_t>(id)];
+        const int dim = b.batch_dim(id);
+        if (dim >= 0 && static_cast<std::size_t>(dim) < config.splits.size()) {
+          batch_split = std::max(batch_split, config.splits[static_cast<std::size_t>(dim)]);
+        }
       }
     }
   }
@@ -527,14 +561,11 @@ strategy::Strategy pipeline_as_asked(const Request& r) {
                                   asked, micro, most, most == 1 ? "" : "s", replicas)
                     : "";
 
-  // Per-op time on a stage's devices, data parallel inside the stage.
-  auto stage_devices = [&](int stage) {
-    std::vector<int> devices(static_cast<std::size_t>(per_stage));
-    std::iota(devices.begin(), devices.end(), stage * per_stage);
-    return devices;
-  };
-  auto stage_config = [&](graph::OpId id) {
-    return auto_layout ? searched[static_cast<std::size_t>(id)] : b.split(id, {{b.batch_dim(id), per_stage}});
+  // An op's configuration on a stage: its kind's searched layout, else data parallel inside it.
+  auto stage_config = [&](graph::OpId id, int stage) {
+    return auto_layout ? searched[static_cast<std::size_t>(layout_of_stage[static_cast<std::size_t>(stage)])]
+                                 [static_cast<std::size_t>(id)]
+                       : b.split(id, {{b.batch_dim(id), per_stage}});
   };
   std::vector<int> cuts;
   std::string how;
@@ -593,7 +624,7 @@ strategy::Strategy pipeline_as_asked(const Request& r) {
       std::map<std::pair<int, std::vector<int>>, double> priced; // (signature, splits)
       for (graph::OpId id : b.order()) {
         b.check_cancel();
-        const auto config = stage_config(id);
+        const auto config = stage_config(id, first_stage_of_row[row]);
         auto key = std::make_pair(b.signature_id(id), config.splits);
         if (const auto it = priced.find(key); it != priced.end()) {
           times[row].push_back(it->second);
@@ -629,7 +660,9 @@ strategy::Strategy pipeline_as_asked(const Request& r) {
     // Cut by time, a stage also waits for what it receives (receives_at).
     std::vector<double> receive;
     if (!by_layers && pieces > 1) {
-      receive = receives_at(b, stage_config, stage_devices(0), stage_devices(stages > 1 ? 1 : 0), weigh);
+      receive = receives_at(
+          b, [&](graph::OpId id) { return stage_config(id, 0); }, stage_devices(0), stage_devices(stages > 1 ? 1 : 0),
+          weigh);
     }
     cuts = whole_blocks ? *whole_blocks : balanced_cuts(times, kind_of_piece, receive);
     const std::string where = times.size() > 1 ? " on the devices of the stage each lands on" : "";
@@ -668,11 +701,15 @@ strategy::Strategy pipeline_as_asked(const Request& r) {
     if (t > 1) {
       megatron_op(b, id, t, tally);
     } else {
-      b.assign(id, stage_config(id));
+      b.assign(id, stage_config(id, stage % stages));
     }
   }
   const std::string inside =
-      auto_layout ? "each op split as the per-layer search splits it on one stage's devices"
+      auto_layout && searched.size() > 1
+          ? fmt::format("each op split as the per-layer search splits it on the devices of its stage's kind "
+                        "({} layouts, one per kind of stage)",
+                        searched.size())
+      : auto_layout ? "each op split as the per-layer search splits it on one stage's devices"
       : t > 1     ? fmt::format("{}-way tensor parallel x {}-way data parallel inside each", t, per_stage / t)
                   : "data parallel inside each";
   const std::string chunk_text =

@@ -272,6 +272,63 @@ TEST(Pipeline, TheTimeCutWeighsEachStageAtItsOwnDevices) {
   EXPECT_GT(weighed[1], weighed[0] + 4) << "the node 4x as fast takes more ops";
 }
 
+// --stage-layout searched on nodes of two kinds: each stage's ops take the layout the per-layer
+// search finds on devices of that stage's kind (the stages on the slow nodes as on a cluster of
+// slow nodes alone, the others as on fast nodes alone), not the first stage's layout everywhere.
+TEST(Pipeline, EachKindOfStageTakesTheLayoutSearchedOnItsOwnDevices) {
+  const auto g = zoo::load("zoo:gpt2?layers=2&hidden=1024&heads=16&seq=128&batch=16&vocab=1000&positions=128").graph;
+  const auto fast = cluster::load_cluster("dgx-a100?nodes=2");
+  auto slow_device = fast.device;
+  slow_device.name = "A100 at a hundredth of its speed";
+  for (double* x : {&slow_device.peak_fp32, &slow_device.peak_tf32, &slow_device.peak_fp16, &slow_device.peak_bf16,
+                    &slow_device.memory_bandwidth}) {
+    *x /= 100;
+  }
+  auto mixed = fast;
+  mixed.name = "two fast nodes, two slow";
+  mixed.node_groups.push_back({2, slow_device});
+  auto slow = fast;
+  slow.device = slow_device;
+  slow.nodes = 4;
+  auto all_fast = fast;
+  all_fast.nodes = 4;
+  const auto plan = [&](const cluster::Cluster& c) {
+    search::Request r;
+    r.graph = &g;
+    r.cluster = &c;
+    r.devices = 32;
+    r.stages = 4;
+    r.micro_batches = 8;
+    r.stage_layout = "searched";
+    r.threads = 1;
+    r.setup.precision = cluster::Precision::fp16;
+    return search::find_optimizer("pipeline").optimize(r);
+  };
+  const auto on_mixed = plan(mixed), on_fast = plan(all_fast), on_slow = plan(slow);
+  ASSERT_TRUE(on_mixed.pipeline.has_value());
+  EXPECT_THAT(on_mixed.explanation, HasSubstr("2 layouts, one per kind of stage"));
+  EXPECT_THAT(on_fast.explanation, Not(HasSubstr("one per kind of stage")));
+  int differ = 0;
+  for (std::size_t i = 0; i < g.ops().size(); ++i) {
+    SCOPED_TRACE(g.ops()[i].name);
+    const int stage = on_mixed.pipeline->stage_of_op[i];
+    const auto& expected = stage < 2 ? on_fast.ops[i].config : on_slow.ops[i].config;
+    EXPECT_EQ(on_mixed.ops[i].config, expected) << "on stage " << stage;
+    differ += stage >= 2 && on_fast.ops[i].config != on_slow.ops[i].config ? 1 : 0;
+  }
+  // The first stage's layout everywhere would differ from the slow stages' own here.
+  EXPECT_GT(differ, 0) << "the two kinds' layouts must differ on the slow stages for the test to tell them apart";
+  // Nodes of a cluster as a cluster of their own keep their kinds.
+  const auto tail = mixed.nodes_from(1, 2);
+  EXPECT_EQ(tail.total_nodes(), 2);
+  EXPECT_EQ(tail.device.name, fast.device.name);
+  ASSERT_EQ(tail.node_groups.size(), 1U);
+  EXPECT_EQ(tail.node_groups[0].device.name, slow_device.name);
+  EXPECT_EQ(mixed.nodes_from(2, 2).device.name, slow_device.name);
+  EXPECT_TRUE(mixed.nodes_from(2, 2).node_groups.empty());
+  EXPECT_THROW(mixed.nodes_from(3, 2), Error);
+}
+
 // --stage-layout auto with a micro-batch count the stage's layout must allow: the per-layer search
 // keeps to batch splits that leave each data-parallel replica whole micro-batches. On stages of 16
 // devices it had split BERT's batch of 96 16 ways (6 samples a replica), and then refused 4 and 8

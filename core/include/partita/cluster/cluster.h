@@ -144,6 +144,11 @@ struct Cluster {
   // kind index (0: `device`, i + 1: node_groups[i]) of each, distinct, in ascending order.
   std::vector<int> kinds_of(std::span<const int> devices) const;
   const Device& kind(int k) const { return k == 0 ? device : node_groups[static_cast<std::size_t>(k - 1)].device; }
+  // Nodes first .. first + count - 1 as a cluster of their own (its node 0 is node `first`), each
+  // of its kind, the links as they are: where a search that plans devices 0 .. n-1 plans devices
+  // elsewhere in the cluster (a pipeline stage on nodes of another kind). Throws partita::Error
+  // for nodes the cluster does not have.
+  Cluster nodes_from(int first, int count) const;
   // The least memory of any of `devices` (all of the cluster's when empty).
   double smallest_memory(std::span<const int> devices = {}) const;
   // The link two distinct devices talk over: a direct link (bandwidth x lanes), the switch, the
