@@ -2,6 +2,7 @@
 #include "validators.h"
 
 #include "partita/graph/error.h"
+#include "partita/io/json_file.h"
 #include "partita/proto/partita.pb.h"
 #include "partita/strategy/plan_file.h"
 #include "partita/strategy/strategy.h"
@@ -10,6 +11,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <filesystem>
 
 namespace partita::cli {
 
@@ -65,6 +67,18 @@ onnx_import::ImportOptions ModelOptions::import_options() const {
     options.dims["batch"] = batch;
   }
   return options;
+}
+
+void ModelOptions::check_output(const std::string& output, std::string_view option) const {
+  if (output.empty()) {
+    return;
+  }
+  std::error_code ec;
+  if (model.rfind("zoo:", 0) != 0 && std::filesystem::equivalent(model, output, ec) && !ec) {
+    throw Error(fmt::format("{} {} is the model being read: writing it would replace the model; name another file",
+                            option, output));
+  }
+  io::check_writable(output);
 }
 
 onnx_import::ImportResult ModelOptions::load() const {

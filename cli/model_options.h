@@ -33,6 +33,9 @@ struct ModelOptions {
   onnx_import::ImportOptions import_options() const;
   // The model as a plan file names it: a zoo spec with --batch applied, or the file path.
   std::string spec() const;
+  // Throws partita::Error where `output` (the file an option writes) could not be written, or is
+  // the model file itself (which writing it would replace): checked before anything is planned.
+  void check_output(const std::string& output, std::string_view option) const;
 };
 
 struct SetupOptions {

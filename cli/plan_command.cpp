@@ -247,6 +247,7 @@ void add_plan_command(CLI::App& app) {
       throw Error("--flops and --bw set PaSE's machine: they apply with --cost-model pase only (the partita cost "
                   "model reads the cluster)");
     }
+    o->model.check_output(o->output, "-o");
     const auto model = o->model.load();
     const auto& g = model.graph;
     for (const auto& name : o->terms) { // before anything is planned or printed

@@ -125,6 +125,7 @@ void add_run_command(CLI::App& app) {
     // Checked before planning, which can take a while.
     launch::MpiJob job =
         o->measurements.empty() ? checked_job(o->launch, o->ranks, o->threads, o->timeout) : launch::MpiJob{};
+    o->model.check_output(o->json, "--json");
     // 1. Plan, exactly as `partita plan` does.
     const auto model = o->model.load();
     const auto& g = model.graph;

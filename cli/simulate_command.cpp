@@ -218,6 +218,7 @@ void add_simulate_command(CLI::App& app) {
     if (!(o->bucket_mb > 0) || !std::isfinite(o->bucket_mb)) {
       throw Error(fmt::format("--bucket-mb {}: a bucket must hold a positive number of MB", o->bucket_mb));
     }
+    o->model.check_output(o->trace, "--trace");
     const auto model = o->model.load();
     const auto& g = model.graph;
     const auto cl = cluster_for(o->setup.cluster, o->devices);

@@ -137,6 +137,13 @@ void write_json_file(const std::filesystem::path& path, const google::protobuf::
 }
 
 namespace {
+// Whether `path` (its links followed, as the kernel follows them: /dev/stdout too) is a character
+// device or a pipe, which are written in place as any program writes them; never replaced.
+bool written_in_place(const std::filesystem::path& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode));
+}
+
 // A symbolic link is written through to its target (replacing the link with a file would cut it).
 std::filesystem::path write_target(const std::filesystem::path& path) {
   std::filesystem::path p = path;
@@ -154,6 +161,12 @@ std::filesystem::path write_target(const std::filesystem::path& path) {
 } // namespace
 
 void check_writable(const std::filesystem::path& requested) {
+  if (written_in_place(requested)) {
+    if (::access(requested.c_str(), W_OK) != 0) {
+      throw Error(fmt::format("{}: cannot be written: {}", requested.string(), errno_text(errno)));
+    }
+    return;
+  }
   const auto path = write_target(requested);
   if (path.filename().empty()) {
     throw Error(fmt::format("{}: not a file name", requested.string()));
@@ -174,9 +187,32 @@ void check_writable(const std::filesystem::path& requested) {
 }
 
 void write_file_atomically(const std::filesystem::path& requested, std::string_view contents) {
+  if (written_in_place(requested)) {
+    // A device or a pipe (/dev/stdout, /dev/null): written, and a failure to (/dev/full) said.
+    const int fd = ::open(requested.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0) {
+      throw Error(fmt::format("{}: cannot open for writing: {}", requested.string(), errno_text(errno)));
+    }
+    try {
+      write_all(fd, contents, requested);
+    } catch (...) {
+      ::close(fd);
+      throw;
+    }
+    if (::close(fd) != 0) {
+      throw Error(fmt::format("{}: cannot write: {}", requested.string(), errno_text(errno)));
+    }
+    return;
+  }
   const auto path = write_target(requested);
   if (path.filename().empty()) {
     throw Error(fmt::format("{}: not a file name", path.string()));
+  }
+  // Anything else that is not a regular file (a folder, a block device, a socket) is never
+  // replaced by the file written.
+  std::error_code kind_error;
+  if (std::filesystem::exists(path, kind_error) && !std::filesystem::is_regular_file(path, kind_error)) {
+    throw Error(fmt::format("{}: cannot be written: it exists and is not a regular file", requested.string()));
   }
   // The temporary lives beside the target: rename(2) is atomic only within one file system.
   const std::filesystem::path folder = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");

@@ -13,7 +13,9 @@
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
+#include <thread>
 
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -156,6 +158,35 @@ TEST(JsonFile, WritesThroughASymbolicLink) {
               ::testing::ThrowsMessage<Error>(HasSubstr("cannot be written")));
   EXPECT_THAT([&] { io::check_writable(dir / "real"); },
               ::testing::ThrowsMessage<Error>(HasSubstr("not a regular file")));
+}
+
+// A device or a pipe is written in place, as any program writes it, and a failure to is said
+// (/dev/full); it is never replaced by a file, nor is a folder. Replacing /dev/full (as root, the
+// folder being writable) had turned the device into a regular file.
+TEST(JsonFile, WritesDevicesInPlaceAndNeverReplacesWhatIsNotAFile) {
+  io::write_file_atomically("/dev/null", "discarded\n");
+  EXPECT_NO_THROW(io::check_writable("/dev/null"));
+  EXPECT_THAT([] { io::write_file_atomically("/dev/full", "lost\n"); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("/dev/full: cannot write")));
+  struct stat st {};
+  ASSERT_EQ(::stat("/dev/full", &st), 0);
+  EXPECT_TRUE(S_ISCHR(st.st_mode)) << "/dev/full is still the device";
+  const fs::path dir = test::scratch_dir();
+  fs::create_directory(dir / "folder");
+  EXPECT_THAT([&] { io::write_json_file(dir / "folder", sample()); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("not a regular file")));
+  EXPECT_TRUE(fs::is_directory(dir / "folder"));
+  const fs::path fifo = dir / "pipe";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  std::string received;
+  std::thread reader([&] {
+    std::ifstream in(fifo);
+    received.assign(std::istreambuf_iterator<char>(in), {});
+  });
+  io::write_file_atomically(fifo, "through the pipe\n");
+  reader.join();
+  EXPECT_EQ(received, "through the pipe\n");
+  EXPECT_EQ(fs::status(fifo).type(), fs::file_type::fifo);
 }
 
 TEST(JsonFile, WriteThenReadLeavesNoTemporary) {
