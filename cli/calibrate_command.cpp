@@ -222,6 +222,9 @@ void add_calibrate_command(CLI::App& app) {
   cmd->add_option("--measurements", o->measurements,
                   "fit a measurements file written by partita-calibrate instead of running it");
   cmd->callback([o] {
+    if (!o->output.empty()) {
+      io::check_writable(o->output); // before minutes of calibration, not after
+    }
     fs::path measurements = o->measurements;
     if (!measurements.empty()) {
       // What would start a calibration run means nothing to a fit of an earlier one.
