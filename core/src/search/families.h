@@ -24,7 +24,9 @@ void megatron_op(Builder& b, graph::OpId id, int t, MegatronTally& tally);
 int tensor_parallel_degree(const Request& r);
 strategy::Strategy hybrid(const Request& r);
 strategy::Strategy gholami(const Request& r);
-strategy::Strategy pipeline(const Request& r);
+// `stage_layouts`, where given, receives the per-layer search's layouts of the plan returned with
+// stage_layout "searched" (Request::stage_layouts' form), for a caller that plans them again.
+strategy::Strategy pipeline(const Request& r, std::vector<std::vector<sharding::Config>>* stage_layouts = nullptr);
 // Per op of `order`: whether another op of the same type and tensor shapes occurs (the ops of
 // repeated blocks, a transformer's layers).
 std::vector<bool> repeated_ops(const graph::Graph& g, const std::vector<graph::OpId>& order);

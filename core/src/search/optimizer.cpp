@@ -81,7 +81,8 @@ const std::vector<std::unique_ptr<Optimizer>>& optimizers() {
         detail::gholami));
     v.push_back(std::make_unique<Family>(
         "pipeline", "pipeline (GPipe / 1F1B)",
-        "contiguous stages with data parallelism inside, micro-batches, bubble by schedule", detail::pipeline,
+        "contiguous stages with data parallelism inside, micro-batches, bubble by schedule",
+        [](const Request& r) { return detail::pipeline(r); },
         with(search_options(), {"--tp", "--stages", "--micro-batches", "--schedule", "--chunks", "--balance", "--cuts",
                                 "--stage-layout", "--memory-limit", "--simulation-budget"})));
     v.push_back(std::make_unique<Family>(

@@ -378,7 +378,8 @@ std::vector<double> receives_at(const Builder& b, const std::function<sharding::
 
 // The pipeline as asked, its stages laid out as r.stage_layout says ("auto" is "searched" here;
 // pipeline() below ranks it).
-strategy::Strategy pipeline_as_asked(const Request& r) {
+strategy::Strategy pipeline_as_asked(const Request& r,
+                                     std::vector<std::vector<sharding::Config>>* stage_layouts = nullptr) {
   Builder b(r, "pipeline");
   const int n = static_cast<int>(b.order().size());
   // Default: 4 stages where the devices allow (2 otherwise); choosing the count is BaPipe's job.
@@ -443,7 +444,7 @@ strategy::Strategy pipeline_as_asked(const Request& r) {
   std::vector<std::vector<sharding::Config>> searched;
   std::vector<int> layout_of_stage(static_cast<std::size_t>(stages), 0);
   std::vector<int> first_stage_of_layout{0};
-  if (auto_layout && r.stage_configs.empty() && b.cluster().heterogeneous()) {
+  if (auto_layout && b.cluster().heterogeneous()) {
     std::vector<std::vector<int>> kinds{b.cluster().kinds_of(stage_devices(0))};
     for (int s = 1; s < stages; ++s) {
       const auto k = b.cluster().kinds_of(stage_devices(s));
@@ -486,11 +487,19 @@ strategy::Strategy pipeline_as_asked(const Request& r) {
     // recomputation (which adds compute to whatever layout), so that plans differing only in the
     // latter share their layout.
     q.setup.recompute = cost::Recompute::none;
-    if (!r.stage_configs.empty() && r.stage_configs.size() != b.graph().ops().size()) {
-      throw Error(fmt::format("pipeline: {} stage configurations given for {} ops", r.stage_configs.size(),
-                              b.graph().ops().size()));
+    if (!r.stage_layouts.empty()) {
+      if (r.stage_layouts.size() != first_stage_of_layout.size()) {
+        throw Error(fmt::format("pipeline: {} stage layouts given for {} kinds of stage", r.stage_layouts.size(),
+                                first_stage_of_layout.size()));
+      }
+      for (const auto& layout : r.stage_layouts) {
+        if (layout.size() != b.graph().ops().size()) {
+          throw Error(fmt::format("pipeline: {} stage configurations given for {} ops", layout.size(),
+                                  b.graph().ops().size()));
+        }
+      }
     }
-    if (r.stage_configs.empty()) {
+    if (r.stage_layouts.empty()) {
       for (const int first : first_stage_of_layout) {
         // A stage elsewhere than on the first devices is searched on its own nodes, as a cluster
         // of their own whose devices 0 .. per_stage - 1 stand for the stage's.
@@ -505,7 +514,10 @@ strategy::Strategy pipeline_as_asked(const Request& r) {
         }
       }
     } else {
-      searched.push_back(r.stage_configs);
+      searched = r.stage_layouts;
+    }
+    if (stage_layouts != nullptr) {
+      *stage_layouts = searched;
     }
     for (const auto& layout : searched) {
       for (graph::OpId id = 0; id < static_cast<graph::OpId>(layout.size()); ++id) {
@@ -736,9 +748,9 @@ strategy::Strategy pipeline_as_asked(const Request& r) {
 // pipeline is simulated and the fastest that fits is returned, the first on a tie. Cut points
 // given are kept for all. A budget of 0 (the 3-D search, which ranks those layouts itself) or a
 // layout given takes the searched one as it is.
-strategy::Strategy pipeline(const Request& r) {
-  auto searched = pipeline_as_asked(r);
-  if (r.stage_layout != "auto" || !r.stage_configs.empty() || r.simulation_budget == 0) {
+strategy::Strategy pipeline(const Request& r, std::vector<std::vector<sharding::Config>>* stage_layouts) {
+  auto searched = pipeline_as_asked(r, r.stage_layout == "searched" ? stage_layouts : nullptr);
+  if (r.stage_layout != "auto" || !r.stage_layouts.empty() || r.simulation_budget == 0) {
     return searched;
   }
   const auto& g = *r.graph;

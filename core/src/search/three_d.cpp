@@ -375,7 +375,7 @@ std::vector<Point> pareto_front(std::vector<Point> points) {
 // `partita plan` shows a plan too large to simulate.
 // Per-layer stage layouts already searched, by (stages, micro-batches, ZeRO stage): the schedules
 // of one stage count, the final ranking and the chosen plan share them.
-using StageLayouts = std::map<std::tuple<int, int, int>, std::vector<sharding::Config>>;
+using StageLayouts = std::map<std::tuple<int, int, int>, std::vector<std::vector<sharding::Config>>>;
 strategy::Strategy plan(const Request& r, const Candidate& c, StageLayouts* layouts);
 
 void rank_by_simulation(const Request& r, strategy::Evaluator& evaluator, std::vector<Point>& fitting,
@@ -550,18 +550,13 @@ strategy::Strategy plan(const Request& r, const Candidate& c, StageLayouts* layo
     // Kept to searches of a fraction of a second (2e6 units: 0.01-0.03 s): a larger one is refused
     // and the candidate with it.
     q.max_search_work = std::min(q.max_search_work, 2e6);
-    std::vector<sharding::Config>* known = nullptr;
+    std::vector<std::vector<sharding::Config>>* known = nullptr;
     if (layouts != nullptr) {
       known = &(*layouts)[{c.pipeline, c.micro_batches, c.zero_stage}];
-      q.stage_configs = *known;
+      q.stage_layouts = *known;
     }
-    auto st = detail::pipeline(q);
+    auto st = detail::pipeline(q, known != nullptr && known->empty() ? known : nullptr);
     st.setup = q.setup;
-    if (known != nullptr && known->empty()) {
-      for (const auto& a : st.ops) {
-        known->push_back(a.config);
-      }
-    }
     return st;
   }
   auto st = detail::megatron(q);

@@ -405,8 +405,9 @@ TEST(Pipeline, TheStageLayoutOfThePerLayerSearch) {
   // A layout searched before is used as given (the 3-D search shares one between schedules): the
   // same plan as the search's; another layout, that one; a list of the wrong length, refused.
   r.stage_layout = "searched";
+  r.stage_layouts.emplace_back();
   for (const auto& a : st.ops) {
-    r.stage_configs.push_back(a.config);
+    r.stage_layouts.back().push_back(a.config);
   }
   const auto again = search::find_optimizer("pipeline").optimize(r);
   ASSERT_EQ(again.ops.size(), st.ops.size());
@@ -414,15 +415,18 @@ TEST(Pipeline, TheStageLayoutOfThePerLayerSearch) {
     EXPECT_EQ(again.ops[i].config, st.ops[i].config) << "op " << i;
     EXPECT_EQ(again.ops[i].devices, st.ops[i].devices) << "op " << i;
   }
-  for (auto& c : r.stage_configs) {
+  for (auto& c : r.stage_layouts.back()) {
     std::fill(c.splits.begin(), c.splits.end(), 1);
   }
   for (const auto& a : search::find_optimizer("pipeline").optimize(r).ops) {
     EXPECT_EQ(a.config.devices(), 1);
   }
-  r.stage_configs.pop_back();
+  r.stage_layouts.back().pop_back();
   EXPECT_THAT([&] { search::find_optimizer("pipeline").optimize(r); },
               ::testing::ThrowsMessage<Error>(HasSubstr("stage configurations given for")));
+  r.stage_layouts.push_back(r.stage_layouts.back());
+  EXPECT_THAT([&] { search::find_optimizer("pipeline").optimize(r); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("2 stage layouts given for 1 kinds of stage")));
 }
 
 // --stage-layout auto: the per-layer search's layout (on the cut asked and on Megatron-LM's) set

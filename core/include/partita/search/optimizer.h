@@ -60,10 +60,11 @@ struct Request {
   // Pipeline: how each stage lays out its ops: "" (data parallel, or Megatron's tensor layout with
   // tensor_parallel), or "auto" (the per-layer search on one stage's devices, every stage alike).
   std::string stage_layout;
-  // Pipeline with stage_layout "auto": the layout an earlier search found for the same stage
-  // devices, micro-batch count and setup (one configuration per op), used as found instead of
-  // searching again (the 3-D search prices several schedules on one layout).
-  std::vector<sharding::Config> stage_configs;
+  // Pipeline with stage_layout "searched": the layouts an earlier search found for the same stage
+  // devices, micro-batch count and setup, used as found instead of searching again (the 3-D search
+  // prices several schedules and cuts on them): one per kind of stage, in the order of the first
+  // stage of each kind (one on a cluster of one kind), each one configuration per op.
+  std::vector<std::vector<sharding::Config>> stage_layouts;
   // "auto": price every op as run in this many micro-batches, each on its share of the batch (the
   // layout of a pipeline stage; 1: the whole batch at once).
   int search_micro_batches = 1;
