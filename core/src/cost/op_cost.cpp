@@ -8,7 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <optional>
-#include <set>
+#include <span>
 
 namespace partita::cost {
 
@@ -132,27 +132,25 @@ int groups_sharing_a_node(const std::vector<std::vector<int>>& groups, const clu
 // The slowest group's time for one collective run by every group at once.
 // What a group's collective cost depends on: on a switched node, how many of its devices sit on
 // each node it spans; on a direct-link node (DGX-1), also which devices inside the node.
-std::vector<int> group_signature(const std::vector<int>& group, const cluster::Cluster& c) {
-  std::vector<int> sig;
-  sig.reserve(group.size() + 1);
+// Into `sig`, whose buffer is reused (the searches price hundreds of thousands of ops).
+void group_signature(std::span<const int> group, const cluster::Cluster& c, std::vector<int>& sig) {
+  sig.clear();
   if (!c.intra_switched) {
     for (int d : group) {
       sig.push_back(d % c.devices_per_node);
     }
   }
-  std::vector<int> per_node;
+  sig.push_back(-1);
+  const std::size_t first = sig.size();
   int node = -1;
-  for (int d : group) { // groups list devices in ascending order
+  for (int d : group) { // in ascending order
     if (c.node_of(d) != node) {
       node = c.node_of(d);
-      per_node.push_back(0);
+      sig.push_back(0);
     }
-    ++per_node.back();
+    ++sig.back();
   }
-  std::sort(per_node.begin(), per_node.end());
-  sig.push_back(-1);
-  sig.insert(sig.end(), per_node.begin(), per_node.end());
-  return sig;
+  std::sort(sig.begin() + static_cast<std::ptrdiff_t>(first), sig.end());
 }
 
 } // namespace
@@ -163,16 +161,29 @@ cluster::CollectiveCost collective_on_groups(const cluster::Cluster& c, Collecti
                                              const std::vector<std::vector<int>>& groups, double bytes, bool explain) {
   cluster::CollectiveCost worst;
   const int sharing = groups_sharing_a_node(groups, c);
-  std::set<std::vector<int>> seen;
+  // The signatures priced (the first `seen` of `priced`, buffers kept per thread): a few at most.
+  thread_local std::vector<std::vector<int>> priced;
+  thread_local std::vector<int> sorted, sig;
+  std::size_t seen = 0;
   for (const auto& group : groups) {
     if (group.size() < 2) {
       continue;
     }
-    std::vector<int> sorted = group;
-    std::sort(sorted.begin(), sorted.end());
-    if (!seen.insert(group_signature(sorted, c)).second) {
+    std::span<const int> ascending = group;
+    if (!std::is_sorted(group.begin(), group.end())) {
+      sorted.assign(group.begin(), group.end());
+      std::sort(sorted.begin(), sorted.end());
+      ascending = sorted;
+    }
+    group_signature(ascending, c, sig);
+    const auto end = priced.begin() + static_cast<std::ptrdiff_t>(seen);
+    if (std::find(priced.begin(), end, sig) != end) {
       continue;
     }
+    if (seen == priced.size()) {
+      priced.emplace_back();
+    }
+    priced[seen++] = sig;
     auto cost =
         explain ? cluster::collective_cost(c, kind, group, bytes, cluster::Algorithm::automatic, sharing)
                 : cluster::collective_cost_unexplained(c, kind, group, bytes, cluster::Algorithm::automatic, sharing);
@@ -323,7 +334,7 @@ std::vector<std::vector<int>> device_groups(const sharding::Config& config, std:
   for (int i = 0; i < k; ++i) {
     positions[static_cast<std::size_t>(i)] = i;
   }
-  const auto position_groups = axes.empty() ? [&] {
+  auto position_groups = axes.empty() ? [&] {
     std::vector<std::vector<int>> singles;
     for (int i = 0; i < k; ++i) {
       singles.push_back({i});
@@ -331,6 +342,15 @@ std::vector<std::vector<int>> device_groups(const sharding::Config& config, std:
     return singles;
   }()
                                             : sharding::groups_along(config, positions, axes);
+  if (copies == 1) { // the common case: each position's device in place
+    auto groups = std::move(position_groups);
+    for (auto& g : groups) {
+      for (int& p : g) {
+        p = devices[static_cast<std::size_t>(p)];
+      }
+    }
+    return groups;
+  }
   std::vector<std::vector<int>> groups;
   groups.reserve(position_groups.size() * static_cast<std::size_t>(across_copies ? 1 : copies));
   for (const auto& pg : position_groups) {
