@@ -171,13 +171,26 @@ std::vector<std::vector<int>> groups_along(const Config& c, std::span<const int>
   std::vector<int> group_of_key(static_cast<std::size_t>(keys), -1);
   std::vector<std::vector<int>> groups;
   groups.reserve(static_cast<std::size_t>(keys));
+  // The grid coordinates of position p (the last axis fastest, as detail::unravel gives them),
+  // advanced as an odometer, and the key with them: no division per position.
   std::vector<int> coords(c.splits.size(), 0);
+  std::vector<std::int64_t> key_step(c.splits.size(), 0); // what one step of axis i adds to the key
+  for (std::int64_t step = 1, i = static_cast<std::int64_t>(c.splits.size()); i-- > 0;) {
+    if (!along[static_cast<std::size_t>(i)]) {
+      key_step[static_cast<std::size_t>(i)] = step;
+      step *= c.splits[static_cast<std::size_t>(i)];
+    }
+  }
+  std::int64_t key = 0;
   for (std::size_t p = 0; p < devices.size(); ++p) {
-    detail::unravel(c, static_cast<int>(p), coords);
-    std::int64_t key = 0;
-    for (std::size_t i = 0; i < c.splits.size(); ++i) {
-      if (!along[i]) {
-        key = key * c.splits[i] + coords[i];
+    if (p > 0) {
+      for (std::size_t i = c.splits.size(); i-- > 0;) {
+        key += key_step[i];
+        if (++coords[i] < c.splits[i]) {
+          break;
+        }
+        key -= key_step[i] * coords[i];
+        coords[i] = 0;
       }
     }
     int& g = group_of_key[static_cast<std::size_t>(key)];
