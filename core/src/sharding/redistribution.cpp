@@ -28,6 +28,7 @@
 #include <array>
 #include <bit>
 #include <numeric>
+#include <unordered_map>
 
 namespace partita::sharding {
 
@@ -326,15 +327,62 @@ std::uint64_t kept_bits(std::int64_t n, std::uint64_t read, int node_bits) {
 bool tabled_form(const TensorLayout& from, const TensorLayout& to, std::int64_t n, const AxisBits& from_low,
                  const AxisBits& from_width, const AxisBits& to_low, int node_bits, Redistribution& out) {
   const std::size_t r = from.shape.size();
-  struct Dim {
-    int f = 1, t = 1, from_low = 0, to_low = 0;
+  // A dim's parts on both sides: they follow from its size and the two part counts alone, so each
+  // is computed once per thread and kept (a search meets the same few again and again).
+  struct Table {
     std::vector<std::int64_t> from_len, to_len, overlap; // overlap[cf * t + ct]
     std::vector<int> lo, hi;                             // per consumer part: the producer parts it meets
   };
-  thread_local std::vector<Dim> dims;
-  if (dims.size() < r) {
-    dims.resize(r); // kept per thread, tables and all
-  }
+  struct Key {
+    std::int64_t size;
+    int f, t;
+    bool operator==(const Key&) const = default;
+  };
+  struct KeyHash {
+    std::size_t operator()(const Key& k) const {
+      return std::hash<std::int64_t>{}(k.size * 8191 + k.f * 4099 + k.t);
+    }
+  };
+  thread_local std::unordered_map<Key, Table, KeyHash> tables;
+  const auto table_of = [](std::int64_t size, int f, int t) -> const Table& {
+    auto [it, fresh] = tables.try_emplace(Key{size, f, t});
+    Table& tab = it->second;
+    if (!fresh) {
+      return tab;
+    }
+    tab.from_len.assign(static_cast<std::size_t>(f), 0);
+    tab.to_len.assign(static_cast<std::size_t>(t), 0);
+    tab.overlap.assign(static_cast<std::size_t>(f * t), 0);
+    tab.lo.assign(static_cast<std::size_t>(t), 0);
+    tab.hi.assign(static_cast<std::size_t>(t), -1);
+    // Parts of ceil division (detail::part_range), without a division per part: a consumer's part
+    // meets only the producer's parts lo .. hi (the rest of its column stays 0).
+    const std::int64_t step = detail::part_size(size, f), to_step = detail::part_size(size, t);
+    for (int cf = 0; cf < f; ++cf) {
+      tab.from_len[static_cast<std::size_t>(cf)] = std::min(size, step * (cf + 1)) - std::min(size, step * cf);
+    }
+    for (int ct = 0; ct < t; ++ct) {
+      const std::int64_t tb = std::min(size, to_step * ct), te = std::min(size, to_step * (ct + 1));
+      tab.to_len[static_cast<std::size_t>(ct)] = te - tb;
+      if (te <= tb) {
+        continue;
+      }
+      const int lo = static_cast<int>(tb / step), hi = static_cast<int>((te - 1) / step);
+      tab.lo[static_cast<std::size_t>(ct)] = lo;
+      tab.hi[static_cast<std::size_t>(ct)] = hi;
+      for (int cf = lo; cf <= hi; ++cf) {
+        const std::int64_t fb = std::min(size, step * cf), fe = std::min(size, step * (cf + 1));
+        tab.overlap[static_cast<std::size_t>(cf * t + ct)] = std::min(te, fe) - std::max(tb, fb);
+      }
+    }
+    return tab;
+  };
+  struct Dim {
+    int f = 1, t = 1, from_low = 0, to_low = 0;
+    const std::int64_t *from_len = nullptr, *to_len = nullptr, *overlap = nullptr;
+    const int *lo = nullptr, *hi = nullptr;
+  };
+  std::array<Dim, most_axes> dims;
   std::size_t m = 0;                      // dims[0 .. m): the cut ones
   std::uint64_t cutting = 0, reading = 0; // the bits of the producer's parts, of the consumer's
   // Only the dims cut on either side vary between devices: the others count whole (`whole`, the
@@ -344,6 +392,9 @@ bool tabled_form(const TensorLayout& from, const TensorLayout& to, std::int64_t 
     if (from.parts[j] == 1 && to.parts[j] == 1) {
       whole *= from.shape[j];
       continue;
+    }
+    if (m == dims.size()) {
+      return false;
     }
     Dim& dm = dims[m++];
     dm.f = from.parts[j];
@@ -358,32 +409,12 @@ bool tabled_form(const TensorLayout& from, const TensorLayout& to, std::int64_t 
       cutting |= (static_cast<std::uint64_t>(dm.f) - 1) << dm.from_low;
     }
     reading |= (static_cast<std::uint64_t>(dm.t) - 1) << dm.to_low;
-    const std::int64_t size = from.shape[j];
-    dm.from_len.assign(static_cast<std::size_t>(dm.f), 0);
-    dm.to_len.assign(static_cast<std::size_t>(dm.t), 0);
-    dm.overlap.assign(static_cast<std::size_t>(dm.f * dm.t), 0);
-    dm.lo.assign(static_cast<std::size_t>(dm.t), 0);
-    dm.hi.assign(static_cast<std::size_t>(dm.t), -1);
-    // Parts of ceil division (detail::part_range), without a division per part: a consumer's part
-    // meets only the producer's parts lo .. hi (the rest of its column stays 0).
-    const std::int64_t step = detail::part_size(size, dm.f), to_step = detail::part_size(size, dm.t);
-    for (int cf = 0; cf < dm.f; ++cf) {
-      dm.from_len[static_cast<std::size_t>(cf)] = std::min(size, step * (cf + 1)) - std::min(size, step * cf);
-    }
-    for (int ct = 0; ct < dm.t; ++ct) {
-      const std::int64_t tb = std::min(size, to_step * ct), te = std::min(size, to_step * (ct + 1));
-      dm.to_len[static_cast<std::size_t>(ct)] = te - tb;
-      if (te <= tb) {
-        continue;
-      }
-      const int lo = static_cast<int>(tb / step), hi = static_cast<int>((te - 1) / step);
-      dm.lo[static_cast<std::size_t>(ct)] = lo;
-      dm.hi[static_cast<std::size_t>(ct)] = hi;
-      for (int cf = lo; cf <= hi; ++cf) {
-        const std::int64_t fb = std::min(size, step * cf), fe = std::min(size, step * (cf + 1));
-        dm.overlap[static_cast<std::size_t>(cf * dm.t + ct)] = std::min(te, fe) - std::max(tb, fb);
-      }
-    }
+    const Table& tab = table_of(from.shape[j], dm.f, dm.t);
+    dm.from_len = tab.from_len.data();
+    dm.to_len = tab.to_len.data();
+    dm.overlap = tab.overlap.data();
+    dm.lo = tab.lo.data();
+    dm.hi = tab.hi.data();
   }
   const auto es = static_cast<double>(from.element_size);
   double total = 0, max_in = 0, max_block = 0;
