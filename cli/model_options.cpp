@@ -212,12 +212,14 @@ void SetupOptions::add_to(CLI::App& cmd) {
       ->check(CLI::Range(0, 1024).description("an integer from 0 to 1024"))
       ->capture_default_str();
   cmd.add_option("--simulation-budget", simulation_budget,
-                 "3d, bapipe, pipeline (--stage-layout auto): the most their final ranking simulates, in tasks plus the NICs each transfer shares; "
+                 "3d, bapipe, pipeline (--stage-layout auto): the most their final ranking simulates, in tasks plus "
+                 "the NICs each transfer shares; "
                  "auto: any but 0 ranks its few candidates by simulation (0: rank by the terms added up)")
       ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 50).description("an integer >= 0"))
       ->capture_default_str();
   cmd.add_option("--memory-limit", memory_limit_gib,
-                 "auto, bapipe, 3d, pipeline (--stage-layout auto): GiB per device the plan must fit in (default: the cluster's device memory)")
+                 "auto, bapipe, 3d, pipeline (--stage-layout auto): GiB per device the plan must fit in (default: the "
+                 "cluster's device memory)")
       ->check(real(1e-6, 1e9, "GiB"));
   command = &cmd;
 }

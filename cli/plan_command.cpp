@@ -52,8 +52,8 @@ void plan_pase(const PlanOptions& o, const CLI::App& cmd) {
   // option typed (a cluster, a precision, a ZeRO stage, a family's settings) would pass unread.
   for (const auto* option : cmd.get_options()) {
     const std::string name = option->get_name(false, true);
-    static const std::set<std::string, std::less<>> read{"model",   "--cost-model", "--flops", "--bw",
-                                                         "--devices", "--batch",    "--strategy"};
+    static const std::set<std::string, std::less<>> read{"model",     "--cost-model", "--flops",   "--bw",
+                                                         "--devices", "--batch",      "--strategy"};
     if (option->count() > 0 && !read.contains(name)) {
       throw Error(fmt::format("{} does not apply with --cost-model pase (PaSE's graphs are not ONNX models, its "
                               "machine is --flops and --bw, and it prices neither precision nor optimizer)",
@@ -219,8 +219,8 @@ void add_plan_command(CLI::App& app) {
   }
   o->setup.strategy_option =
       cmd->add_option("--strategy", o->family,
-                  fmt::format("strategy family: {} (see partita compare --help)", fmt::join(families, ", ")))
-      ->capture_default_str();
+                      fmt::format("strategy family: {} (see partita compare --help)", fmt::join(families, ", ")))
+          ->capture_default_str();
   cmd->add_option("-o,--output", o->output, "write the plan as JSON (partita.proto's Plan)");
   cmd->add_flag("--json", o->json, "print the plan as JSON instead of a table");
   cmd->add_option("--terms", o->terms,
@@ -231,10 +231,9 @@ void add_plan_command(CLI::App& app) {
                   "transformer[&batch=N]) priced as its reference implementation does, in FLOPs")
       ->check(CLI::IsMember({"partita", "pase"}))
       ->capture_default_str();
-  o->flops_option =
-      cmd->add_option("--flops", o->flops, "with --cost-model pase: TFLOP/s of a device")
-          ->check(real(1e-9, 1e9, "TFLOP/s"))
-          ->capture_default_str();
+  o->flops_option = cmd->add_option("--flops", o->flops, "with --cost-model pase: TFLOP/s of a device")
+                        ->check(real(1e-9, 1e9, "TFLOP/s"))
+                        ->capture_default_str();
   o->bw_option = cmd->add_option("--bw", o->bw, "with --cost-model pase: GB/s between devices")
                      ->check(real(1e-9, 1e9, "GB/s"))
                      ->capture_default_str();

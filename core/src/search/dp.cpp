@@ -18,8 +18,8 @@
 #include <limits>
 #include <map>
 #include <memory>
-#include <numeric>
 #include <new>
+#include <numeric>
 #include <set>
 
 #ifdef __linux__
@@ -478,7 +478,7 @@ private:
   // v's own costs plus its factors, given in the order they are summed: factors[0 .. first_fast)
   // do not read the scope's last vertex, the rest do.
   Buffer build(int v, const std::vector<int>& scope, std::vector<Factor*> factors, std::size_t first_fast,
-                            double entries) {
+               double entries) {
     const auto vi = static_cast<std::size_t>(v);
     const int dv = m_p.domain[vi];
     // Factors with v last: summing along v then reads consecutive entries (a factor with v

@@ -66,7 +66,8 @@ const std::vector<std::unique_ptr<Optimizer>>& optimizers() {
         "megatron", "Megatron tensor parallel",
         "column/row-parallel matrix products inside a node, data parallel across (Shoeybi et al. 2019)",
         detail::megatron,
-        std::vector<std::string_view>{"--tp", "--pp", "--micro-batch-size", "--micro-batches", "--schedule", "--chunks", "--balance"}));
+        std::vector<std::string_view>{"--tp", "--pp", "--micro-batch-size", "--micro-batches", "--schedule", "--chunks",
+                                      "--balance"}));
     v.push_back(std::make_unique<Family>(
         "hybrid", "hybrid DP+MP in groups",
         "model parallel inside groups, data parallel across, group size by predicted time (Pal et al. 2019)",
@@ -90,8 +91,8 @@ const std::vector<std::unique_ptr<Optimizer>>& optimizers() {
         "contiguous stages cut by exact dynamic programming to balance compute, communication and memory, the stage "
         "count searched (Zhao et al. 2020)",
         bapipe::optimize,
-        std::vector<std::string_view>{"--tp", "--stages", "--micro-batches", "--schedule", "--chunks", "--cuts", "--memory-limit",
-         "--simulation-budget"}));
+        std::vector<std::string_view>{"--tp", "--stages", "--micro-batches", "--schedule", "--chunks", "--cuts",
+                                      "--memory-limit", "--simulation-budget"}));
     v.push_back(std::make_unique<Family>(
         "3d", "3-D search (pipeline x tensor x data)",
         "pipeline stages, tensor-parallel width, data replicas, micro-batch, schedule, ZeRO stage, recomputation and "
@@ -99,9 +100,8 @@ const std::vector<std::unique_ptr<Optimizer>>& optimizers() {
         [](const Request& r) { return three_d::optimize(r); },
         with(search_options(), {"--tp", "--pp", "--micro-batch-size", "--micro-batches", "--schedule", "--chunks",
                                 "--memory-limit", "--simulation-budget"})));
-    v.push_back(
-        std::make_unique<Family>("given", "as given", "a strategy read from a plan file (--plan FILE)", detail::given,
-                                 std::vector<std::string_view>{"--plan"}));
+    v.push_back(std::make_unique<Family>("given", "as given", "a strategy read from a plan file (--plan FILE)",
+                                         detail::given, std::vector<std::string_view>{"--plan"}));
     return v;
   }();
   return all;

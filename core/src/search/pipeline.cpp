@@ -494,8 +494,8 @@ strategy::Strategy pipeline_as_asked(const Request& r,
       }
       for (const auto& layout : r.stage_layouts) {
         if (layout.size() != b.graph().ops().size()) {
-          throw Error(fmt::format("pipeline: {} stage configurations given for {} ops", layout.size(),
-                                  b.graph().ops().size()));
+          throw Error(
+              fmt::format("pipeline: {} stage configurations given for {} ops", layout.size(), b.graph().ops().size()));
         }
       }
     }
@@ -722,8 +722,8 @@ strategy::Strategy pipeline_as_asked(const Request& r,
                         "({} layouts, one per kind of stage)",
                         searched.size())
       : auto_layout ? "each op split as the per-layer search splits it on one stage's devices"
-      : t > 1     ? fmt::format("{}-way tensor parallel x {}-way data parallel inside each", t, per_stage / t)
-                  : "data parallel inside each";
+      : t > 1       ? fmt::format("{}-way tensor parallel x {}-way data parallel inside each", t, per_stage / t)
+                    : "data parallel inside each";
   const std::string chunk_text =
       chunks > 1 ? fmt::format(" ({} chunks each: {} pieces, piece v on the devices of stage v mod {})", chunks, pieces,
                                stages)

@@ -339,9 +339,7 @@ bool tabled_form(const TensorLayout& from, const TensorLayout& to, std::int64_t 
     bool operator==(const Key&) const = default;
   };
   struct KeyHash {
-    std::size_t operator()(const Key& k) const {
-      return std::hash<std::int64_t>{}(k.size * 8191 + k.f * 4099 + k.t);
-    }
+    std::size_t operator()(const Key& k) const { return std::hash<std::int64_t>{}(k.size * 8191 + k.f * 4099 + k.t); }
   };
   thread_local std::unordered_map<Key, Table, KeyHash> tables;
   const auto table_of = [](std::int64_t size, int f, int t) -> const Table& {

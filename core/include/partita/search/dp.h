@@ -56,9 +56,7 @@ void free_table(void* p, std::size_t bytes) noexcept;
 // std::vector<double>'s resize would clear them first, a tenth of a large solve), in
 // allocate_table's memory.
 template <class T> struct Uninitialized : std::allocator<T> {
-  template <class U> struct rebind {
-    using other = Uninitialized<U>;
-  };
+  template <class U> struct rebind { using other = Uninitialized<U>; };
   Uninitialized() = default;
   template <class U> Uninitialized(const Uninitialized<U>&) noexcept {}
   T* allocate(std::size_t n) { return static_cast<T*>(allocate_table(n * sizeof(T))); }
