@@ -438,9 +438,9 @@ strategy::Strategy pipeline_as_asked(const Request& r,
     std::iota(devices.begin(), devices.end(), stage * per_stage);
     return devices;
   };
-  // The per-layer search's layouts: one per kind of stage (the kinds of device its devices are;
-  // on a cluster of one kind, or with the configurations given, one for every stage), each searched
-  // on the devices of the first stage of that kind.
+  // The per-layer search's layouts: one per kind of stage (the kinds of device its devices are; one
+  // for every stage on a cluster of one kind), each searched on the devices of the first stage of
+  // that kind, or given (Request::stage_layouts).
   std::vector<std::vector<sharding::Config>> searched;
   std::vector<int> layout_of_stage(static_cast<std::size_t>(stages), 0);
   std::vector<int> first_stage_of_layout{0};

@@ -58,7 +58,8 @@ struct Request {
   std::string balance = "time";
   std::vector<int> cuts;
   // Pipeline: how each stage lays out its ops: "" (data parallel, or Megatron's tensor layout with
-  // tensor_parallel), or "auto" (the per-layer search on one stage's devices, every stage alike).
+  // tensor_parallel), "searched" (the per-layer search on one stage's devices, every stage of a kind
+  // alike), or "auto" (the searched layout or Megatron-LM's, whichever simulates fastest).
   std::string stage_layout;
   // Pipeline with stage_layout "searched": the layouts an earlier search found for the same stage
   // devices, micro-batch count and setup, used as found instead of searching again (the 3-D search
