@@ -438,24 +438,27 @@ strategy::Strategy pipeline_as_asked(const Request& r,
     std::iota(devices.begin(), devices.end(), stage * per_stage);
     return devices;
   };
-  // The per-layer search's layouts: one per kind of stage (the kinds of device its devices are; one
-  // for every stage on a cluster of one kind), each searched on the devices of the first stage of
-  // that kind, or given (Request::stage_layouts).
-  std::vector<std::vector<sharding::Config>> searched;
-  std::vector<int> layout_of_stage(static_cast<std::size_t>(stages), 0);
-  std::vector<int> first_stage_of_layout{0};
-  if (auto_layout && b.cluster().heterogeneous()) {
+  // The stages' kinds (the kinds of device their devices are; one on a cluster of one kind):
+  // stages of the same kinds take one layout and weigh the ops alike.
+  std::vector<int> kind_of_stage(static_cast<std::size_t>(stages), 0);
+  std::vector<int> first_stage_of_kind{0};
+  if (b.cluster().heterogeneous()) {
     std::vector<std::vector<int>> kinds{b.cluster().kinds_of(stage_devices(0))};
     for (int s = 1; s < stages; ++s) {
       const auto k = b.cluster().kinds_of(stage_devices(s));
       const auto it = std::find(kinds.begin(), kinds.end(), k);
-      layout_of_stage[static_cast<std::size_t>(s)] = static_cast<int>(it - kinds.begin());
+      kind_of_stage[static_cast<std::size_t>(s)] = static_cast<int>(it - kinds.begin());
       if (it == kinds.end()) {
         kinds.push_back(k);
-        first_stage_of_layout.push_back(s);
+        first_stage_of_kind.push_back(s);
       }
     }
   }
+  // The per-layer search's layouts: one per kind of stage, each searched on the devices of the
+  // first stage of that kind, or given (Request::stage_layouts).
+  std::vector<std::vector<sharding::Config>> searched;
+  const std::vector<int>& layout_of_stage = kind_of_stage;
+  const std::vector<int>& first_stage_of_layout = first_stage_of_kind;
   int batch_split = 1; // the widest split of the batch among the searched configurations
   if (auto_layout) {
     Request q = r;
@@ -605,22 +608,10 @@ strategy::Strategy pipeline_as_asked(const Request& r,
     // Megatron-LM, at the first stage's, so that every stage gets as many layers whatever its kind.
     const bool by_layers = r.balance == "layers" || (r.balance == "speed" && has_repeated);
     const bool per_stage_kind = r.balance != "layers" && b.cluster().heterogeneous();
-    // The stages' kinds: stages whose devices are of the same kinds weigh the ops alike.
-    std::vector<std::vector<int>> kinds;
-    std::vector<int> row_of_stage(static_cast<std::size_t>(stages), 0);
-    std::vector<int> first_stage_of_row{0};
-    if (per_stage_kind) {
-      kinds.push_back(b.cluster().kinds_of(stage_devices(0)));
-      for (int s = 1; s < stages; ++s) {
-        const auto k = b.cluster().kinds_of(stage_devices(s));
-        const auto it = std::find(kinds.begin(), kinds.end(), k);
-        row_of_stage[static_cast<std::size_t>(s)] = static_cast<int>(it - kinds.begin());
-        if (it == kinds.end()) {
-          kinds.push_back(k);
-          first_stage_of_row.push_back(s);
-        }
-      }
-    }
+    // A row of times per kind of stage (one, at the first stage's devices, for "layers").
+    const std::vector<int> row_of_stage =
+        per_stage_kind ? kind_of_stage : std::vector<int>(static_cast<std::size_t>(stages), 0);
+    const std::vector<int> first_stage_of_row = per_stage_kind ? first_stage_of_kind : std::vector<int>{0};
     // Megatron-LM's cut depends on the layers alone: weighed without ZeRO's collectives and
     // recomputation, so that the same layers land on the same stages whatever those settings.
     cost::TrainingSetup weigh = r.setup;
