@@ -6,8 +6,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <optional>
+#include <unordered_map>
 #include <span>
 
 namespace partita::cost {
@@ -155,16 +157,13 @@ void group_signature(std::span<const int> group, const cluster::Cluster& c, std:
 
 } // namespace
 
-// The slowest group's time for one collective run by every group at once. Groups of the same
-// shape cost the same: each shape is costed once.
-cluster::CollectiveCost collective_on_groups(const cluster::Cluster& c, Collective kind,
-                                             const std::vector<std::vector<int>>& groups, double bytes, bool explain) {
-  cluster::CollectiveCost worst;
-  const int sharing = groups_sharing_a_node(groups, c);
-  // The signatures priced (the first `seen` of `priced`, buffers kept per thread): a few at most.
-  thread_local std::vector<std::vector<int>> priced;
+GroupShapes group_shapes(const cluster::Cluster& c, const std::vector<std::vector<int>>& groups) {
+  GroupShapes out;
+  out.sharing = groups_sharing_a_node(groups, c);
+  // The signatures met (buffers kept per thread): a few at most.
+  thread_local std::vector<std::vector<int>> seen;
   thread_local std::vector<int> sorted, sig;
-  std::size_t seen = 0;
+  std::size_t count = 0;
   for (const auto& group : groups) {
     if (group.size() < 2) {
       continue;
@@ -176,19 +175,75 @@ cluster::CollectiveCost collective_on_groups(const cluster::Cluster& c, Collecti
       ascending = sorted;
     }
     group_signature(ascending, c, sig);
-    const auto end = priced.begin() + static_cast<std::ptrdiff_t>(seen);
-    if (std::find(priced.begin(), end, sig) != end) {
+    const auto end = seen.begin() + static_cast<std::ptrdiff_t>(count);
+    if (std::find(seen.begin(), end, sig) != end) {
       continue;
     }
-    if (seen == priced.size()) {
-      priced.emplace_back();
+    if (count == seen.size()) {
+      seen.emplace_back();
     }
-    priced[seen++] = sig;
-    auto cost =
-        explain ? cluster::collective_cost(c, kind, group, bytes, cluster::Algorithm::automatic, sharing)
-                : cluster::collective_cost_unexplained(c, kind, group, bytes, cluster::Algorithm::automatic, sharing);
+    seen[count++] = sig;
+    out.distinct.push_back(group);
+  }
+  return out;
+}
+
+const GroupShapes& device_group_shapes(const cluster::Cluster& c, const sharding::Config& config,
+                                       std::span<const int> devices, std::span<const int> axes, bool across_copies) {
+  // The key: what the shapes read of the cluster (node size, switched or not), of the layout
+  // (splits, axes, copies) and the devices, a run of consecutive ids as its first and length.
+  thread_local std::vector<std::int64_t> key;
+  key.assign({c.devices_per_node, c.intra_switched ? 1 : 0, across_copies ? 1 : 0});
+  key.insert(key.end(), config.splits.begin(), config.splits.end());
+  key.push_back(-1);
+  key.insert(key.end(), axes.begin(), axes.end());
+  key.push_back(-1);
+  bool consecutive = true;
+  for (std::size_t i = 1; i < devices.size() && consecutive; ++i) {
+    consecutive = devices[i] == devices[i - 1] + 1;
+  }
+  if (consecutive && !devices.empty()) {
+    key.insert(key.end(), {devices.front(), -static_cast<std::int64_t>(devices.size())});
+  } else {
+    key.insert(key.end(), devices.begin(), devices.end());
+  }
+  struct Hash {
+    std::size_t operator()(const std::vector<std::int64_t>& k) const {
+      std::uint64_t h = 0x9E3779B97F4A7C15ULL;
+      for (const std::int64_t v : k) {
+        h = (h ^ static_cast<std::uint64_t>(v)) * 0xBF58476D1CE4E5B9ULL;
+        h ^= h >> 31;
+      }
+      return static_cast<std::size_t>(h);
+    }
+  };
+  thread_local std::unordered_map<std::vector<std::int64_t>, GroupShapes, Hash> memo;
+  if (const auto it = memo.find(key); it != memo.end()) {
+    return it->second;
+  }
+  if (memo.size() >= 1024) { // a bound on the memory: the layouts of a few searches
+    memo.clear();
+  }
+  return memo.emplace(key, group_shapes(c, device_groups(config, devices, axes, across_copies))).first->second;
+}
+
+// The slowest group's time for one collective run by every group at once. Groups of the same
+// shape cost the same: each shape is costed once.
+cluster::CollectiveCost collective_on_groups(const cluster::Cluster& c, Collective kind,
+                                             const std::vector<std::vector<int>>& groups, double bytes, bool explain) {
+  return collective_on_groups(c, kind, group_shapes(c, groups), bytes, explain);
+}
+
+cluster::CollectiveCost collective_on_groups(const cluster::Cluster& c, Collective kind, const GroupShapes& shapes,
+                                             double bytes, bool explain) {
+  cluster::CollectiveCost worst;
+  for (const auto& group : shapes.distinct) {
+    auto cost = explain
+                    ? cluster::collective_cost(c, kind, group, bytes, cluster::Algorithm::automatic, shapes.sharing)
+                    : cluster::collective_cost_unexplained(c, kind, group, bytes, cluster::Algorithm::automatic,
+                                                           shapes.sharing);
     if (cost.seconds > worst.seconds) {
-      worst = cost;
+      worst = std::move(cost);
     }
   }
   return worst;
@@ -259,12 +314,16 @@ void halo_terms(const graph::Graph& g, const graph::OpSemantics& s, const shardi
     const double row_bytes = stored_bytes(x, layout.shard_bytes(), setup) /
                              std::max<double>(1.0, std::ceil(static_cast<double>(extent) / layout.parts[j]));
     const double bytes = static_cast<double>(rows) * row_bytes / micro; // per micro-batch
-    // The neighbour: the next device along this axis.
-    const auto groups = device_groups(config, devices, std::vector<int>{d}, false);
-    if (groups.empty() || groups.front().size() < 2) {
+    // The neighbour: the next device along this axis (grid position 0's and the one a step of the
+    // axis away: the last split dim varies fastest).
+    std::size_t step = 1;
+    for (std::size_t a = static_cast<std::size_t>(d) + 1; a < config.splits.size(); ++a) {
+      step *= static_cast<std::size_t>(config.splits[a]);
+    }
+    if (step >= devices.size()) {
       continue;
     }
-    const std::vector<int> pair{groups.front()[0], groups.front()[1]};
+    const std::array<int, 2> pair{devices[0], devices[step]};
     const auto c = explain ? cluster::collective_cost(cluster, Collective::send_recv, pair, bytes)
                            : cluster::collective_cost_unexplained(cluster, Collective::send_recv, pair, bytes);
     out.push_back({std::string(term::halo_exchange), 2 * micro * c.seconds,
@@ -298,7 +357,7 @@ void statistics_terms(const graph::OpSemantics& s, const sharding::Config& confi
     }
   }
   const double bytes = 2 * channels * 4;
-  const auto groups = device_groups(config, devices, axes, false);
+  const auto& groups = device_group_shapes(cluster, config, devices, axes, false);
   const auto c = collective_on_groups(cluster, Collective::all_reduce, groups, bytes, explain);
   // Per channel, whatever the samples: every micro-batch all-reduces the same bytes.
   out.push_back({std::string(term::statistics_sync), 2 * micro * c.seconds,
@@ -788,7 +847,7 @@ OpCost op_cost_on(const cluster::Device& dev, const graph::Graph& g, graph::OpId
     if (layout.partial_axes.empty()) {
       continue;
     }
-    const auto groups = device_groups(config, devices, layout.partial_axes, false);
+    const auto& groups = device_group_shapes(cluster, config, devices, layout.partial_axes, false);
     const double bytes = stored_bytes(g.tensor(op.outputs[i]), layout.shard_bytes(), setup) / m;
     const auto c = collective_on_groups(cluster, Collective::all_reduce, groups, bytes, explain);
     cost.time.push_back({std::string(term::forward_reduce), m * c.seconds,
@@ -824,8 +883,9 @@ OpCost op_cost_on(const cluster::Device& dev, const graph::Graph& g, graph::OpId
     const int replicas = sharded_state ? axis_replicas * copies : axis_replicas;
     const bool replicated = replicas > 1;
     // Groups of one device reduce nothing: built only when there is something to reduce.
-    const auto groups = replicated ? device_groups(config, devices, layout.replica_axes, sharded_state)
-                                   : std::vector<std::vector<int>>{};
+    static const GroupShapes none;
+    const auto& groups =
+        replicated ? device_group_shapes(cluster, config, devices, layout.replica_axes, sharded_state) : none;
     if (t.role == TensorRole::activation && graph::gets_gradient(t) && replicated) {
       const auto c = collective_on_groups(cluster, Collective::all_reduce, groups, bytes / m, explain);
       cost.time.push_back(

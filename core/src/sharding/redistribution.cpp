@@ -318,14 +318,37 @@ std::uint64_t kept_bits(std::int64_t n, std::uint64_t read, int node_bits) {
   return all & (read | low);
 }
 
+// One way of tabled_form's walk: its totals and its groups, built as the devices are visited.
+struct TabledWay {
+  std::uint64_t cutting = 0; // the bits of the holders' parts
+  DisjointSets sets;
+  std::vector<char> involved;
+  // Per device, 1 + the last device of the box last joined from it as its first (0: none): devices
+  // needing that box or one inside it join nothing more.
+  std::vector<std::uint64_t> joined;
+  double total = 0, max_in = 0, max_block = 0;
+  bool any_slice = false, any_gather = false, any_a2a = false;
+  void reset(std::size_t n) {
+    cutting = 0;
+    sets.reset(n);
+    involved.assign(n, 0);
+    joined.assign(n, 0);
+    total = max_in = max_block = 0;
+    any_slice = any_gather = any_a2a = false;
+  }
+};
+
 // closed_form() where some dim is not a whole number of both sides' parts: the parts of a dim are
 // ceil-division blocks (the last ones short or empty), so the overlap of a consumer's part with a
 // producer's is tabled per dim instead of read off the bits (tables of up to 4,096 entries a dim,
 // else false). Per device, O(dims); the groups join each device to the first device of the box of
 // cells it lacks (those devices differ from it in cutting bits alone), and the devices of every
-// box taken from to one another.
+// box taken from to one another. With `back`, the way back too (from `to` to `from`, into it) in
+// the same walk: a device's blocks and what they share are the same both ways, its needed and
+// held blocks swapped.
 bool tabled_form(const TensorLayout& from, const TensorLayout& to, std::int64_t n, const AxisBits& from_low,
-                 const AxisBits& from_width, const AxisBits& to_low, int node_bits, Redistribution& out) {
+                 const AxisBits& from_width, const AxisBits& to_low, const AxisBits& to_width, int node_bits,
+                 Redistribution& out, Redistribution* back) {
   const std::size_t r = from.shape.size();
   // A dim's parts on both sides: they follow from its size and the two part counts alone, so each
   // is computed once per thread and kept (a search meets the same few again and again).
@@ -341,7 +364,7 @@ bool tabled_form(const TensorLayout& from, const TensorLayout& to, std::int64_t 
   struct KeyHash {
     std::size_t operator()(const Key& k) const { return std::hash<std::int64_t>{}(k.size * 8191 + k.f * 4099 + k.t); }
   };
-  thread_local std::unordered_map<Key, Table, KeyHash> tables;
+  thread_local std::unordered_map<Key, Table, KeyHash> tables; // nodes: a reference stays valid
   const auto table_of = [](std::int64_t size, int f, int t) -> const Table& {
     auto [it, fresh] = tables.try_emplace(Key{size, f, t});
     Table& tab = it->second;
@@ -375,14 +398,21 @@ bool tabled_form(const TensorLayout& from, const TensorLayout& to, std::int64_t 
     }
     return tab;
   };
+  // Per cut dim, each side's part count and lowest bit ([0]: the producer's, [1]: the consumer's),
+  // and per way the parts of the holder side that a part of the other side meets.
   struct Dim {
-    int f = 1, t = 1, from_low = 0, to_low = 0;
+    std::array<int, 2> parts{1, 1}, low{0, 0};
     const std::int64_t *from_len = nullptr, *to_len = nullptr, *overlap = nullptr;
-    const int *lo = nullptr, *hi = nullptr;
+    std::array<const int*, 2> lo{}, hi{}; // [0]: per consumer part, producer parts; [1]: the reverse
   };
   std::array<Dim, most_axes> dims;
-  std::size_t m = 0;                      // dims[0 .. m): the cut ones
-  std::uint64_t cutting = 0, reading = 0; // the bits of the producer's parts, of the consumer's
+  std::size_t m = 0; // dims[0 .. m): the cut ones
+  thread_local std::array<TabledWay, 2> ways;
+  const std::size_t way_count = back != nullptr ? 2 : 1;
+  for (std::size_t w = 0; w < way_count; ++w) {
+    ways[w].reset(static_cast<std::size_t>(n));
+  }
+  std::uint64_t read = 0; // every bit a part of either side is read from
   // Only the dims cut on either side vary between devices: the others count whole (`whole`, the
   // product of their sizes) in what every device needs, holds and shares.
   std::int64_t whole = 1;
@@ -395,62 +425,63 @@ bool tabled_form(const TensorLayout& from, const TensorLayout& to, std::int64_t 
       return false;
     }
     Dim& dm = dims[m++];
-    dm.f = from.parts[j];
-    dm.t = to.parts[j];
-    if (dm.f * dm.t > 4096) {
+    dm.parts = {from.parts[j], to.parts[j]};
+    if (dm.parts[0] * dm.parts[1] > 4096) {
       return false;
     }
     const int fa = from.dim_axis[j], ta = to.dim_axis[j];
-    dm.from_low = fa < 0 ? 0 : from_low[static_cast<std::size_t>(fa)];
-    dm.to_low = ta < 0 ? 0 : to_low[static_cast<std::size_t>(ta)];
-    if (fa >= 0 && from_width[static_cast<std::size_t>(fa)] > 0) {
-      cutting |= (static_cast<std::uint64_t>(dm.f) - 1) << dm.from_low;
+    dm.low = {fa < 0 ? 0 : from_low[static_cast<std::size_t>(fa)], ta < 0 ? 0 : to_low[static_cast<std::size_t>(ta)]};
+    const std::array<bool, 2> cuts{fa >= 0 && from_width[static_cast<std::size_t>(fa)] > 0,
+                                   ta >= 0 && to_width[static_cast<std::size_t>(ta)] > 0};
+    for (std::size_t w = 0; w < 2; ++w) {
+      const auto field = (static_cast<std::uint64_t>(dm.parts[w]) - 1) << dm.low[w];
+      read |= field;
+      if (w < way_count && cuts[w]) {
+        ways[w].cutting |= field;
+      }
     }
-    reading |= (static_cast<std::uint64_t>(dm.t) - 1) << dm.to_low;
-    const Table& tab = table_of(from.shape[j], dm.f, dm.t);
+    const Table& tab = table_of(from.shape[j], dm.parts[0], dm.parts[1]);
     dm.from_len = tab.from_len.data();
     dm.to_len = tab.to_len.data();
     dm.overlap = tab.overlap.data();
-    dm.lo = tab.lo.data();
-    dm.hi = tab.hi.data();
+    dm.lo[0] = tab.lo.data();
+    dm.hi[0] = tab.hi.data();
+    if (back != nullptr) {
+      const Table& reverse = table_of(from.shape[j], dm.parts[1], dm.parts[0]);
+      dm.lo[1] = reverse.lo.data();
+      dm.hi[1] = reverse.hi.data();
+    }
   }
   const auto es = static_cast<double>(from.element_size);
-  double total = 0, max_in = 0, max_block = 0;
-  bool any_slice = false, any_gather = false, any_a2a = false;
-  thread_local DisjointSets sets;
-  thread_local std::vector<char> involved;
-  // Per device, 1 + the last device of the box last joined from it as its first (0: none): devices
-  // needing that box or one inside it join nothing more.
-  thread_local std::vector<std::uint64_t> joined;
-  sets.reset(static_cast<std::size_t>(n));
-  involved.assign(static_cast<std::size_t>(n), 0);
-  joined.assign(static_cast<std::size_t>(n), 0);
-  // Joins every device of the box from `first` to `last` (each cut dim's part from first's to
-  // last's) to `first`, whose set is found once.
-  std::array<int, 64> at{}; // the box's odometer: the first m
+  std::array<int, 64> at{}; // a box's odometer: the first m
   if (m > at.size()) {
     return false;
   }
-  const auto join_box = [&](std::uint64_t first, std::uint64_t last) {
+  // Joins every device of the box from `first` to `last` (each cut dim's part on way w's holder
+  // side from first's to last's) to `first`, whose set is found once.
+  const auto join_box = [&](std::size_t w, std::uint64_t first, std::uint64_t last) {
+    TabledWay& way = ways[w];
+    const auto part = [&](std::uint64_t bits, const Dim& dm) {
+      return static_cast<int>((bits >> dm.low[w]) & static_cast<std::uint64_t>(dm.parts[w] - 1));
+    };
     for (std::size_t j = 0; j < m; ++j) {
-      at[j] = static_cast<int>((first >> dims[j].from_low) & static_cast<std::uint64_t>(dims[j].f - 1));
+      at[j] = part(first, dims[j]);
     }
-    int root = sets.find(static_cast<int>(first));
+    int root = way.sets.find(static_cast<int>(first));
     for (;;) {
-      std::uint64_t h = first & ~cutting;
+      std::uint64_t h = first & ~way.cutting;
       for (std::size_t j = 0; j < m; ++j) {
-        h |= static_cast<std::uint64_t>(at[j]) << dims[j].from_low;
+        h |= static_cast<std::uint64_t>(at[j]) << dims[j].low[w];
       }
-      involved[h] = 1;
-      root = sets.join_root(root, static_cast<int>(h));
+      way.involved[h] = 1;
+      root = way.sets.join_root(root, static_cast<int>(h));
       std::size_t j = m;
       while (j-- > 0) {
-        const auto end = static_cast<int>((last >> dims[j].from_low) & static_cast<std::uint64_t>(dims[j].f - 1));
-        if (at[j] < end) {
+        if (at[j] < part(last, dims[j])) {
           ++at[j];
           break;
         }
-        at[j] = static_cast<int>((first >> dims[j].from_low) & static_cast<std::uint64_t>(dims[j].f - 1));
+        at[j] = part(first, dims[j]);
       }
       if (j == static_cast<std::size_t>(-1)) {
         break;
@@ -459,65 +490,125 @@ bool tabled_form(const TensorLayout& from, const TensorLayout& to, std::int64_t 
   };
   // Whether the box from a first device to `last` lies in the one to `joined` - 1 from the same first
   // (0: none), joined already: each cut dim's part of last at most that of joined's.
-  const auto inside = [&](std::uint64_t last, std::uint64_t joined_last) {
+  const auto inside = [&](std::size_t w, std::uint64_t last, std::uint64_t joined_last) {
     if (joined_last-- == 0) {
       return false;
     }
     for (std::size_t j = 0; j < m; ++j) {
-      const auto field = static_cast<std::uint64_t>(dims[j].f - 1) << dims[j].from_low;
+      const auto field = static_cast<std::uint64_t>(dims[j].parts[w] - 1) << dims[j].low[w];
       if ((last & field) > (joined_last & field)) {
         return false;
       }
     }
     return true;
   };
+  // Device d on way w, which needs `needed` elements, holds `held` and shares `common` of them.
+  const auto visit = [&](std::size_t w, std::uint64_t d, std::int64_t needed, std::int64_t held, std::int64_t common,
+                         std::uint64_t first, std::uint64_t last) {
+    TabledWay& way = ways[w];
+    way.max_block = std::max(way.max_block, static_cast<double>(needed) * es);
+    const std::int64_t received = needed - common;
+    if (received == 0) {
+      way.any_slice = way.any_slice || needed != held;
+      return;
+    }
+    way.total += static_cast<double>(received) * es;
+    way.max_in = std::max(way.max_in, static_cast<double>(received) * es);
+    (common == held ? way.any_gather : way.any_a2a) = true;
+    way.involved[d] = 1;
+    way.sets.unite(static_cast<int>(d), static_cast<int>(first));
+    if (!inside(w, last, way.joined[first])) {
+      way.joined[first] = last + 1;
+      join_box(w, first, last);
+    }
+  };
   // Devices moved by whole nodes in bits neither side reads do as a visited one does, and join
   // devices moved so too: visit one of each such set (`copies` devices).
-  const std::uint64_t keep = kept_bits(n, cutting | reading, node_bits);
+  const std::uint64_t keep = kept_bits(n, read, node_bits);
   const auto copies =
       static_cast<double>(std::uint64_t{1} << (std::popcount(static_cast<std::uint64_t>(n - 1)) - std::popcount(keep)));
   for_each_kept(keep, [&](std::uint64_t bits) {
-    const auto d = static_cast<std::size_t>(bits);
     std::int64_t needed = whole, held = whole, common = whole;
-    std::uint64_t first = bits & ~cutting, last = first;
+    std::array<std::uint64_t, 2> first{bits & ~ways[0].cutting, bits & ~ways[1].cutting}, last = first;
     for (std::size_t j = 0; j < m; ++j) {
       const Dim& dm = dims[j];
-      const auto cf = static_cast<std::size_t>((bits >> dm.from_low) & static_cast<std::uint64_t>(dm.f - 1));
-      const auto ct = static_cast<std::size_t>((bits >> dm.to_low) & static_cast<std::uint64_t>(dm.t - 1));
+      const auto cf = static_cast<std::size_t>((bits >> dm.low[0]) & static_cast<std::uint64_t>(dm.parts[0] - 1));
+      const auto ct = static_cast<std::size_t>((bits >> dm.low[1]) & static_cast<std::uint64_t>(dm.parts[1] - 1));
       needed *= dm.to_len[ct];
       held *= dm.from_len[cf];
-      common *= dm.overlap[cf * static_cast<std::size_t>(dm.t) + ct];
-      if (dm.f > 1) {
-        first |= static_cast<std::uint64_t>(std::max(0, dm.lo[ct])) << dm.from_low;
-        last |= static_cast<std::uint64_t>(std::max(0, dm.hi[ct])) << dm.from_low;
+      common *= dm.overlap[cf * static_cast<std::size_t>(dm.parts[1]) + ct];
+      if (dm.parts[0] > 1) {
+        first[0] |= static_cast<std::uint64_t>(std::max(0, dm.lo[0][ct])) << dm.low[0];
+        last[0] |= static_cast<std::uint64_t>(std::max(0, dm.hi[0][ct])) << dm.low[0];
+      }
+      if (back != nullptr && dm.parts[1] > 1) {
+        first[1] |= static_cast<std::uint64_t>(std::max(0, dm.lo[1][cf])) << dm.low[1];
+        last[1] |= static_cast<std::uint64_t>(std::max(0, dm.hi[1][cf])) << dm.low[1];
       }
     }
-    max_block = std::max(max_block, static_cast<double>(needed) * es);
-    const std::int64_t received = needed - common;
-    if (received == 0) {
-      any_slice = any_slice || needed != held;
-      return;
-    }
-    total += static_cast<double>(received) * es;
-    max_in = std::max(max_in, static_cast<double>(received) * es);
-    (common == held ? any_gather : any_a2a) = true;
-    involved[d] = 1;
-    sets.unite(static_cast<int>(d), static_cast<int>(first));
-    if (!inside(last, joined[first])) {
-      joined[first] = last + 1;
-      join_box(first, last);
+    visit(0, bits, needed, held, common, first[0], last[0]);
+    if (back != nullptr) {
+      visit(1, bits, held, needed, common, first[1], last[1]);
     }
   });
-  total *= copies; // whole numbers of bytes: exact
-  out.total_bytes = total;
-  out.max_bytes_in = max_in;
-  out.max_block_bytes = max_block;
-  out.pattern = pattern_of(total, any_slice, any_gather, any_a2a, false);
-  if (total == 0) {
-    return true;
+  for (std::size_t w = 0; w < way_count; ++w) {
+    TabledWay& way = ways[w];
+    Redistribution& result = w == 0 ? out : *back;
+    way.total *= copies; // whole numbers of bytes: exact
+    result.total_bytes = way.total;
+    result.max_bytes_in = way.max_in;
+    result.max_block_bytes = way.max_block;
+    result.pattern = pattern_of(way.total, way.any_slice, way.any_gather, way.any_a2a, false);
+    if (way.total != 0) {
+      write_kept_groups(n, keep, way.sets, way.involved, result);
+    }
   }
-  write_kept_groups(n, keep, sets, involved, out);
   return true;
+}
+
+// The bit form's grids (closed_form, tabled_form): both sides on devices 0 .. N-1 (N a power of
+// two, `n`), every split a power of two; per side and axis of its grid, the lowest bit of the
+// axis's field and its width (the last axis lowest). False where they do not apply.
+bool bit_fields(const Config& from_config, std::span<const int> from_devices, const Config& to_config,
+                std::span<const int> to_devices, AxisBits& from_low, AxisBits& from_width, AxisBits& to_low,
+                AxisBits& to_width) {
+  const auto n = static_cast<std::int64_t>(from_devices.size());
+  if (log2_exact(n) < 0 || to_devices.size() != from_devices.size()) {
+    return false;
+  }
+  int differ = 0; // without a branch per device, which the compiler vectorizes
+  for (std::size_t i = 0; i < from_devices.size(); ++i) {
+    differ |= (from_devices[i] ^ static_cast<int>(i)) | (to_devices[i] ^ static_cast<int>(i));
+  }
+  if (differ != 0) {
+    return false;
+  }
+  const auto fields = [](const Config& c, AxisBits& low, AxisBits& width) {
+    if (c.splits.size() > most_axes) {
+      return false;
+    }
+    int at = 0;
+    for (std::size_t a = c.splits.size(); a-- > 0;) {
+      width[a] = log2_exact(c.splits[a]);
+      if (width[a] < 0) {
+        return false;
+      }
+      low[a] = at;
+      at += width[a];
+    }
+    return true;
+  };
+  return fields(from_config, from_low, from_width) && fields(to_config, to_low, to_width);
+}
+
+// Whether some dim is not a whole number of both sides' parts (tabled_form's case).
+bool uneven(const TensorLayout& from, const TensorLayout& to) {
+  for (std::size_t j = 0; j < from.shape.size(); ++j) {
+    if (from.shape[j] % std::max(from.parts[j], to.parts[j]) != 0) {
+      return true;
+    }
+  }
+  return false;
 }
 
 // The closed form of the common case of the search: both sides on devices 0 .. N-1 (N a power of
@@ -534,37 +625,11 @@ bool closed_form(const TensorLayout& from, const Config& from_config, std::span<
                  const TensorLayout& to, const Config& to_config, std::span<const int> to_devices, int node_bits,
                  Redistribution& out) {
   const auto n = static_cast<std::int64_t>(from_devices.size());
-  const int bits = log2_exact(n);
-  if (bits < 0 || to_devices.size() != from_devices.size()) {
-    return false;
-  }
-  int differ = 0; // without a branch per device, which the compiler vectorizes
-  for (std::size_t i = 0; i < from_devices.size(); ++i) {
-    differ |= (from_devices[i] ^ static_cast<int>(i)) | (to_devices[i] ^ static_cast<int>(i));
-  }
-  if (differ != 0) {
-    return false;
-  }
-  // The lowest bit of each axis's field, per side.
   AxisBits from_low, to_low, from_width, to_width; // written for the axes of each config before any read
-  const auto fields = [](const Config& c, AxisBits& low, AxisBits& width) {
-    if (c.splits.size() > most_axes) {
-      return false;
-    }
-    int at = 0;
-    for (std::size_t a = c.splits.size(); a-- > 0;) {
-      width[a] = log2_exact(c.splits[a]);
-      if (width[a] < 0) {
-        return false;
-      }
-      low[a] = at;
-      at += width[a];
-    }
-    return true;
-  };
-  if (!fields(from_config, from_low, from_width) || !fields(to_config, to_low, to_width)) {
+  if (!bit_fields(from_config, from_devices, to_config, to_devices, from_low, from_width, to_low, to_width)) {
     return false;
   }
+  const int bits = log2_exact(n);
   const std::size_t r = from.shape.size();
   std::uint64_t cutting = 0; // the producer's cutting bits
   std::uint64_t read = 0;    // the bits the consumer's parts are read from, where they meet the producer's
@@ -582,10 +647,8 @@ bool closed_form(const TensorLayout& from, const Config& from_config, std::span<
     }
     return b;
   };
-  for (std::size_t j = 0; j < r; ++j) {
-    if (from.shape[j] % std::max(from.parts[j], to.parts[j]) != 0) {
-      return tabled_form(from, to, n, from_low, from_width, to_low, node_bits, out);
-    }
+  if (uneven(from, to)) {
+    return tabled_form(from, to, n, from_low, from_width, to_low, to_width, node_bits, out, nullptr);
   }
   std::int64_t needed = 1, held = 1, common = 1;
   for (std::size_t j = 0; j < r; ++j) {
@@ -659,6 +722,30 @@ Redistribution redistribute(const TensorLayout& from, const Config& from_config,
   Redistribution out;
   redistribute(from, from_config, from_devices, to, to_config, to_devices, node_bits, out);
   return out;
+}
+
+void redistribute_both(const TensorLayout& from, const Config& from_config, std::span<const int> from_devices,
+                       const TensorLayout& to, const Config& to_config, std::span<const int> to_devices,
+                       int node_bits, Redistribution& forward, Redistribution& backward) {
+  if (from.shape == to.shape) {
+    check_layout(from, from_config, from_devices, "producer");
+    check_layout(to, to_config, to_devices, "consumer");
+    AxisBits from_low, to_low, from_width, to_width;
+    if (uneven(from, to) &&
+        bit_fields(from_config, from_devices, to_config, to_devices, from_low, from_width, to_low, to_width)) {
+      for (auto* r : {&forward, &backward}) {
+        r->pattern = Pattern::none;
+        r->max_bytes_in = r->total_bytes = r->max_block_bytes = 0;
+        r->groups.clear();
+      }
+      if (tabled_form(from, to, static_cast<std::int64_t>(from_devices.size()), from_low, from_width, to_low,
+                      to_width, node_bits, forward, &backward)) {
+        return;
+      }
+    }
+  }
+  redistribute(from, from_config, from_devices, to, to_config, to_devices, node_bits, forward);
+  redistribute(to, to_config, to_devices, from, from_config, from_devices, node_bits, backward);
 }
 
 void redistribute(const TensorLayout& from, const Config& from_config, std::span<const int> from_devices,

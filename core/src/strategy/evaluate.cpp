@@ -495,8 +495,8 @@ void move_geometry(const sharding::TensorLayout& from, const sharding::Config& f
   // Copies of a grid hold the same blocks, so every device of either side takes part. The
   // gradient goes back the other way: from this op's input layout (reduced over its replicas by
   // the op's own input-gradient reduce) to the producer's output layout, often a mere slice.
-  sharding::redistribute(from, from_config, from_devices, to, to_config, to_devices, node_bits, m.forward);
-  sharding::redistribute(to, to_config, to_devices, from, from_config, from_devices, node_bits, m.backward);
+  sharding::redistribute_both(from, from_config, from_devices, to, to_config, to_devices, node_bits, m.forward,
+                              m.backward);
 }
 
 MoveGeometry move_geometry(const sharding::TensorLayout& from, const sharding::Config& from_config,

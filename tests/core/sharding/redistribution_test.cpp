@@ -384,7 +384,7 @@ TEST(ShardingRedistribution, TheClosedFormOnDevicesFromZeroIsTheWalk) {
     }
     return axes;
   };
-  int moved = 0, several_groups = 0, fewer = 0;
+  int moved = 0, several_groups = 0, fewer = 0, uneven_both = 0;
   for (int trial = 0; trial < 1000; ++trial) {
     const int bits = 1 + static_cast<int>(next(6));
     const int n = 1 << bits;
@@ -428,7 +428,27 @@ TEST(ShardingRedistribution, TheClosedFormOnDevicesFromZeroIsTheWalk) {
     EXPECT_TRUE(std::includes(all.begin(), all.end(), listed.begin(), listed.end()));
     EXPECT_EQ(first_of_each_shape(listed, node_bits), first_of_each_shape(all, node_bits));
     fewer += listed.size() < all.size() ? 1 : 0;
+
+    // Both ways at once (one walk where a dim is uneven) are the two ways one at a time.
+    const auto same = [](const sharding::Redistribution& a, const sharding::Redistribution& b) {
+      EXPECT_EQ(a.pattern, b.pattern);
+      EXPECT_EQ(a.max_bytes_in, b.max_bytes_in);
+      EXPECT_EQ(a.total_bytes, b.total_bytes);
+      EXPECT_EQ(a.max_block_bytes, b.max_block_bytes);
+      EXPECT_EQ(a.groups.lists(), b.groups.lists());
+    };
+    sharding::Redistribution forward, backward;
+    sharding::redistribute_both(from, fc, zero, to, tc, zero, node_bits, forward, backward);
+    same(forward, by_nodes);
+    same(backward, redistribute(to, tc, zero, from, fc, zero, node_bits));
+    sharding::redistribute_both(from, fc, shifted, to, tc, shifted, -1, forward, backward);
+    same(forward, walked);
+    same(backward, redistribute(to, tc, shifted, from, fc, shifted));
+    uneven_both += std::any_of(shape.begin(), shape.end(), [&](std::int64_t size) {
+      return size % n != 0;
+    }) ? 1 : 0;
   }
+  EXPECT_GT(uneven_both, 200);
   EXPECT_GT(moved, 300);
   EXPECT_GT(several_groups, 80);
   EXPECT_GT(fewer, 50);

@@ -105,11 +105,29 @@ std::vector<std::vector<int>> device_groups(const sharding::Config& config, std:
 // Bytes of a shard of `t` as stored: float values at the training precision, integers as they are.
 double stored_bytes(const graph::Tensor& t, double shard_bytes, const TrainingSetup& setup);
 
+// What collective_on_groups prices of a set of groups run at once: the first group of each
+// signature (what a collective's cost reads of a group on the cluster: how many of its devices sit
+// on each node, and on a direct-link node which ones), groups of one device left out, and how many
+// of the groups have a member on the first group's node (they share its NICs).
+struct GroupShapes {
+  std::vector<std::vector<int>> distinct;
+  int sharing = 1;
+};
+GroupShapes group_shapes(const cluster::Cluster& c, const std::vector<std::vector<int>>& groups);
+
+// group_shapes(c, device_groups(config, devices, axes, across_copies)), kept per thread for the
+// layouts met last (a search prices the same few again and again). The reference holds until the
+// next call on the same thread.
+const GroupShapes& device_group_shapes(const cluster::Cluster& c, const sharding::Config& config,
+                                       std::span<const int> devices, std::span<const int> axes, bool across_copies);
+
 // The slowest group's time for one collective run by every group at once (`bytes` per device);
 // `explain` as op_cost's.
 cluster::CollectiveCost collective_on_groups(const cluster::Cluster& c, cluster::Collective kind,
                                              const std::vector<std::vector<int>>& groups, double bytes,
                                              bool explain = true);
+cluster::CollectiveCost collective_on_groups(const cluster::Cluster& c, cluster::Collective kind,
+                                             const GroupShapes& shapes, double bytes, bool explain = true);
 
 // The split iteration dims that per-channel statistics are taken over (IterDim::statistics): the
 // op all-reduces its statistics over the device groups along them (device_groups, without copies).

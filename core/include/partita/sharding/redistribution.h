@@ -142,5 +142,11 @@ Redistribution redistribute(const TensorLayout& from, const Config& from_config,
 void redistribute(const TensorLayout& from, const Config& from_config, std::span<const int> from_devices,
                   const TensorLayout& to, const Config& to_config, std::span<const int> to_devices, int node_bits,
                   Redistribution& out);
+// Both ways at once: `forward` from `from` to `to`, `backward` from `to` to `from` (a move and
+// its gradient). The same as two calls, in about the time of one where the blocks are uneven
+// (both walk the same devices and read the same parts).
+void redistribute_both(const TensorLayout& from, const Config& from_config, std::span<const int> from_devices,
+                       const TensorLayout& to, const Config& to_config, std::span<const int> to_devices,
+                       int node_bits, Redistribution& forward, Redistribution& backward);
 
 } // namespace partita::sharding
