@@ -184,8 +184,9 @@ Cluster with_links(const Cluster& c, Link intra, Link fallback, Link nic) {
   return out;
 }
 
+// `checked`: the group was checked already (a call for the same group on other links).
 CollectiveCost cost_of(const Cluster& cluster, Collective collective, std::span<const int> devices, double bytes,
-                       Algorithm algorithm, int concurrent_groups, bool explain) {
+                       Algorithm algorithm, int concurrent_groups, bool explain, bool checked = false) {
   if (devices.size() == 1 && collective != Collective::send_recv) {
     check_group(cluster, Collective::broadcast, devices, bytes, concurrent_groups);
     CollectiveCost none;
@@ -195,7 +196,9 @@ CollectiveCost cost_of(const Cluster& cluster, Collective collective, std::span<
     }
     return none;
   }
-  check_group(cluster, collective, devices, bytes, concurrent_groups);
+  if (!checked) {
+    check_group(cluster, collective, devices, bytes, concurrent_groups);
+  }
   if (has_collective_figures(cluster)) { // every link as this collective runs on it
     if (algorithm == Algorithm::automatic && measured_as_it_runs(cluster, collective, devices)) {
       algorithm = Algorithm::ring;
@@ -203,12 +206,12 @@ CollectiveCost cost_of(const Cluster& cluster, Collective collective, std::span<
     const auto name = collective_name(collective);
     const Cluster as = with_links(cluster, cluster.intra_link.for_collective(name),
                                   cluster.intra_fallback.for_collective(name), cluster.nic.for_collective(name));
-    return cost_of(as, collective, devices, bytes, algorithm, concurrent_groups, explain);
+    return cost_of(as, collective, devices, bytes, algorithm, concurrent_groups, explain, true);
   }
   if (has_protocols(cluster)) { // every link at the figures of the protocol these messages run
     const double m = message_bytes(collective, bytes, static_cast<int>(devices.size()));
     const Cluster at = with_links(cluster, cluster.intra_link.at(m), cluster.intra_fallback.at(m), cluster.nic.at(m));
-    return cost_of(at, collective, devices, bytes, algorithm, concurrent_groups, explain);
+    return cost_of(at, collective, devices, bytes, algorithm, concurrent_groups, explain, true);
   }
   const detail::Shape s = detail::shape_of(cluster, devices, concurrent_groups);
 
