@@ -9,8 +9,8 @@
 #include <array>
 #include <cmath>
 #include <optional>
-#include <unordered_map>
 #include <span>
+#include <unordered_map>
 
 namespace partita::cost {
 
@@ -238,10 +238,9 @@ cluster::CollectiveCost collective_on_groups(const cluster::Cluster& c, Collecti
                                              double bytes, bool explain) {
   cluster::CollectiveCost worst;
   for (const auto& group : shapes.distinct) {
-    auto cost = explain
-                    ? cluster::collective_cost(c, kind, group, bytes, cluster::Algorithm::automatic, shapes.sharing)
-                    : cluster::collective_cost_unexplained(c, kind, group, bytes, cluster::Algorithm::automatic,
-                                                           shapes.sharing);
+    auto cost = explain ? cluster::collective_cost(c, kind, group, bytes, cluster::Algorithm::automatic, shapes.sharing)
+                        : cluster::collective_cost_unexplained(c, kind, group, bytes, cluster::Algorithm::automatic,
+                                                               shapes.sharing);
     if (cost.seconds > worst.seconds) {
       worst = std::move(cost);
     }

@@ -621,14 +621,10 @@ bool uneven(const TensorLayout& from, const TensorLayout& to) {
 // cutting bits (replica_base): where they are set from bits that do not cut, the groups are the sets of devices that
 // agree on every other bit; else they are joined link by link (closed_form_groups). Returns false where the case does
 // not apply (redistribute() then walks the devices).
-bool closed_form(const TensorLayout& from, const Config& from_config, std::span<const int> from_devices,
-                 const TensorLayout& to, const Config& to_config, std::span<const int> to_devices, int node_bits,
+// On `n` devices, with the two sides' bit_fields.
+bool closed_form(const TensorLayout& from, const TensorLayout& to, std::int64_t n, const AxisBits& from_low,
+                 const AxisBits& from_width, const AxisBits& to_low, const AxisBits& to_width, int node_bits,
                  Redistribution& out) {
-  const auto n = static_cast<std::int64_t>(from_devices.size());
-  AxisBits from_low, to_low, from_width, to_width; // written for the axes of each config before any read
-  if (!bit_fields(from_config, from_devices, to_config, to_devices, from_low, from_width, to_low, to_width)) {
-    return false;
-  }
   const int bits = log2_exact(n);
   const std::size_t r = from.shape.size();
   std::uint64_t cutting = 0; // the producer's cutting bits
@@ -725,23 +721,24 @@ Redistribution redistribute(const TensorLayout& from, const Config& from_config,
 }
 
 void redistribute_both(const TensorLayout& from, const Config& from_config, std::span<const int> from_devices,
-                       const TensorLayout& to, const Config& to_config, std::span<const int> to_devices,
-                       int node_bits, Redistribution& forward, Redistribution& backward) {
-  if (from.shape == to.shape) {
+                       const TensorLayout& to, const Config& to_config, std::span<const int> to_devices, int node_bits,
+                       Redistribution& forward, Redistribution& backward) {
+  if (AxisBits from_low, to_low, from_width, to_width;
+      from.shape == to.shape &&
+      bit_fields(from_config, from_devices, to_config, to_devices, from_low, from_width, to_low, to_width)) {
     check_layout(from, from_config, from_devices, "producer");
     check_layout(to, to_config, to_devices, "consumer");
-    AxisBits from_low, to_low, from_width, to_width;
-    if (uneven(from, to) &&
-        bit_fields(from_config, from_devices, to_config, to_devices, from_low, from_width, to_low, to_width)) {
-      for (auto* r : {&forward, &backward}) {
-        r->pattern = Pattern::none;
-        r->max_bytes_in = r->total_bytes = r->max_block_bytes = 0;
-        r->groups.clear();
-      }
-      if (tabled_form(from, to, static_cast<std::int64_t>(from_devices.size()), from_low, from_width, to_low,
-                      to_width, node_bits, forward, &backward)) {
-        return;
-      }
+    for (auto* r : {&forward, &backward}) {
+      r->pattern = Pattern::none;
+      r->max_bytes_in = r->total_bytes = r->max_block_bytes = 0;
+      r->groups.clear();
+    }
+    const auto n = static_cast<std::int64_t>(from_devices.size());
+    if (uneven(from, to)
+            ? tabled_form(from, to, n, from_low, from_width, to_low, to_width, node_bits, forward, &backward)
+            : closed_form(from, to, n, from_low, from_width, to_low, to_width, node_bits, forward) &&
+                  closed_form(to, from, n, to_low, to_width, from_low, from_width, node_bits, backward)) {
+      return;
     }
   }
   redistribute(from, from_config, from_devices, to, to_config, to_devices, node_bits, forward);
@@ -760,7 +757,10 @@ void redistribute(const TensorLayout& from, const Config& from_config, std::span
   out.pattern = Pattern::none;
   out.max_bytes_in = out.total_bytes = out.max_block_bytes = 0;
   out.groups.clear();
-  if (closed_form(from, from_config, from_devices, to, to_config, to_devices, node_bits, out)) {
+  if (AxisBits from_low, to_low, from_width, to_width;
+      bit_fields(from_config, from_devices, to_config, to_devices, from_low, from_width, to_low, to_width) &&
+      closed_form(from, to, static_cast<std::int64_t>(from_devices.size()), from_low, from_width, to_low, to_width,
+                  node_bits, out)) {
     return;
   }
   check_device_ids(from_devices, "producer");

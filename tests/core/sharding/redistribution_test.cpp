@@ -444,9 +444,7 @@ TEST(ShardingRedistribution, TheClosedFormOnDevicesFromZeroIsTheWalk) {
     sharding::redistribute_both(from, fc, shifted, to, tc, shifted, -1, forward, backward);
     same(forward, walked);
     same(backward, redistribute(to, tc, shifted, from, fc, shifted));
-    uneven_both += std::any_of(shape.begin(), shape.end(), [&](std::int64_t size) {
-      return size % n != 0;
-    }) ? 1 : 0;
+    uneven_both += std::any_of(shape.begin(), shape.end(), [&](std::int64_t size) { return size % n != 0; }) ? 1 : 0;
   }
   EXPECT_GT(uneven_both, 200);
   EXPECT_GT(moved, 300);

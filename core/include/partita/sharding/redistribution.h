@@ -146,7 +146,7 @@ void redistribute(const TensorLayout& from, const Config& from_config, std::span
 // its gradient). The same as two calls, in about the time of one where the blocks are uneven
 // (both walk the same devices and read the same parts).
 void redistribute_both(const TensorLayout& from, const Config& from_config, std::span<const int> from_devices,
-                       const TensorLayout& to, const Config& to_config, std::span<const int> to_devices,
-                       int node_bits, Redistribution& forward, Redistribution& backward);
+                       const TensorLayout& to, const Config& to_config, std::span<const int> to_devices, int node_bits,
+                       Redistribution& forward, Redistribution& backward);
 
 } // namespace partita::sharding
