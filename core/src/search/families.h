@@ -27,6 +27,22 @@ strategy::Strategy gholami(const Request& r);
 // `stage_layouts`, where given, receives the per-layer search's layouts of the plan returned with
 // stage_layout "searched" (Request::stage_layouts' form), for a caller that plans them again.
 strategy::Strategy pipeline(const Request& r, std::vector<std::vector<sharding::Config>>* stage_layouts = nullptr);
+// What each piece of a pipeline receives where it starts: per distinct boundary a row (per op of
+// the order, in seconds, what a piece starting at that op receives from the piece before it), and
+// per piece its row (piece 0's is not read). Boundaries differ by the devices they join: two
+// stages inside a node, on two nodes, of two kinds of device.
+struct PieceReceives {
+  std::vector<std::vector<double>> rows;
+  std::vector<int> row_of_piece;
+};
+// The contiguous partition of the ops into kind_of_piece.size() non-empty pieces minimizing the
+// slowest, where op i costs times[kind_of_piece[v]][i] in piece v and piece v > 0 also costs what
+// it receives where it starts (no rows: nothing). Returns the start of every piece after the
+// first. Over one row of times with one row of receives for every piece (or none), the fewest
+// pieces within the least bound, split further where fewer than asked; else exact (every piece
+// non-empty).
+std::vector<int> balanced_cuts(const std::vector<std::vector<double>>& times, const std::vector<int>& kind_of_piece,
+                               const PieceReceives& receive);
 // Per op of `order`: whether another op of the same type and tensor shapes occurs (the ops of
 // repeated blocks, a transformer's layers).
 std::vector<bool> repeated_ops(const graph::Graph& g, const std::vector<graph::OpId>& order);

@@ -150,73 +150,139 @@ std::vector<int> balanced_cuts_one_kind(const std::vector<double>& times, int pa
   return use_every_stage(fill(hi).value_or(std::vector<int>{}), parts, times.size());
 }
 
-// Contiguous partition of the ops into `parts` non-empty pieces minimizing the slowest piece,
-// where op i costs times[kind_of_piece[v]][i] in piece v (a piece is weighed at the devices it
-// runs on; one row when every piece runs on devices of one kind). Binary search on the bound with
-// a greedy fill: each piece takes as many ops as fit the bound, leaving one for every piece after
-// it. With one row that fill is exact; with several it is exact unless an op that does not fit a
-// piece on its own would fit a later, faster one (the bound then rises until it fits where it
-// lands). A piece starting at op i > 0 also costs receive[i] (empty: nothing). Returns the start
-// index of every piece after the first. Pieces of one kind are cut by balanced_cuts_one_kind.
-std::vector<int> balanced_cuts(const std::vector<std::vector<double>>& times, const std::vector<int>& kind_of_piece,
-                               const std::vector<double>& receive = {}) {
-  const int parts = static_cast<int>(kind_of_piece.size());
-  if (times.size() == 1) {
-    return balanced_cuts_one_kind(times.front(), parts, receive);
-  }
+// balanced_cuts where what a piece receives depends on the piece (the devices of its boundary: two
+// stages inside a node, or on two nodes): the fewest-runs fill no longer applies (a piece that
+// starts one op later may cross a dearer boundary), so each bound is checked piece by piece: the
+// ends piece v reaches within it from the starts the pieces before it reach, every piece non-empty
+// and the last one ending at the last op. Exact for any rows; per bound, O(parts x ops) and the
+// farthest end of each (row of times, row of receives) pair from each start, found once.
+std::vector<int> balanced_cuts_by_piece(const std::vector<std::vector<double>>& times,
+                                        const std::vector<int>& kind_of_piece, const PieceReceives& receive) {
+  const auto parts = kind_of_piece.size();
   const std::size_t n = times.front().size();
-  const auto entry = [&](std::size_t i) { return receive.empty() ? 0.0 : receive[i]; };
-  double lo = 0, hi = 0;
-  for (const auto& row : times) {
-    hi = std::max(hi, std::accumulate(row.begin(), row.end(), 0.0));
-  }
-  hi += receive.empty() ? 0.0 : *std::max_element(receive.begin(), receive.end());
-  // The cuts of a fill within `bound`, or nothing where it needs more pieces.
-  auto fill = [&](double bound) -> std::optional<std::vector<int>> {
-    std::vector<int> cuts;
-    double run = 0;
+  std::vector<std::vector<double>> prefix(times.size(), std::vector<double>(n + 1, 0.0));
+  double hi = 0, dearest = 0;
+  for (std::size_t k = 0; k < times.size(); ++k) {
     for (std::size_t i = 0; i < n; ++i) {
-      const auto v = cuts.size();
-      const double t = times[static_cast<std::size_t>(kind_of_piece[v])][i];
-      // A cut here when the op does not fit the bound, or when only enough ops are left for the
-      // pieces after this one.
-      const bool over = run + t > bound;
-      const bool must = static_cast<int>(n - i) <= parts - 1 - static_cast<int>(v);
-      if (run > 0 && (over || must)) {
-        if (static_cast<int>(cuts.size()) + 1 >= parts) {
-          return std::nullopt;
-        }
-        cuts.push_back(static_cast<int>(i));
-        run = 0;
-        const double u = times[static_cast<std::size_t>(kind_of_piece[cuts.size()])][i] + entry(i);
-        if (u > bound) {
-          return std::nullopt;
-        }
-        run = u;
-        continue;
-      }
-      if (run == 0 && t > bound) {
-        return std::nullopt;
-      }
-      run += t;
+      prefix[k][i + 1] = prefix[k][i] + times[k][i];
     }
-    return cuts;
+    hi = std::max(hi, prefix[k][n]);
+  }
+  for (const auto& row : receive.rows) {
+    dearest = std::max(dearest, row.empty() ? 0.0 : *std::max_element(row.begin(), row.end()));
+  }
+  hi += dearest; // every partition into non-empty pieces keeps within it
+  // The distinct (row of times, row of receives) pairs of the pieces (piece 0 receives nothing: -1).
+  std::vector<std::pair<int, int>> pairs;
+  std::vector<std::size_t> pair_of_piece(parts);
+  for (std::size_t v = 0; v < parts; ++v) {
+    const std::pair<int, int> pr{kind_of_piece[v], v == 0 || receive.rows.empty() ? -1 : receive.row_of_piece[v]};
+    const auto it = std::find(pairs.begin(), pairs.end(), pr);
+    pair_of_piece[v] = static_cast<std::size_t>(it - pairs.begin());
+    if (it == pairs.end()) {
+      pairs.push_back(pr);
+    }
+  }
+  std::vector<std::vector<std::size_t>> far(pairs.size(), std::vector<std::size_t>(n, 0));
+  std::vector<char> starts(n + 1, 0), next(n + 1, 0);
+  std::vector<std::vector<std::size_t>> from; // per piece, per end: a start that reaches it
+  // Whether `bound` admits a partition; with `cuts`, the cuts of one.
+  const auto within = [&](double bound, std::vector<int>* cuts) {
+    for (std::size_t c = 0; c < pairs.size(); ++c) {
+      const auto& p = prefix[static_cast<std::size_t>(pairs[c].first)];
+      const auto* row = pairs[c].second < 0 ? nullptr : &receive.rows[static_cast<std::size_t>(pairs[c].second)];
+      for (std::size_t x = 0; x < n; ++x) {
+        const double limit = bound - (row == nullptr ? 0.0 : (*row)[x]) + p[x];
+        far[c][x] = static_cast<std::size_t>(std::upper_bound(p.begin() + static_cast<std::ptrdiff_t>(x) + 1, p.end(),
+                                                              limit) -
+                                             p.begin()) -
+                    1; // x itself when not even one op fits
+      }
+    }
+    if (cuts != nullptr) {
+      from.assign(parts, std::vector<std::size_t>(n + 1, 0));
+    }
+    std::fill(starts.begin(), starts.end(), 0);
+    starts[0] = 1;
+    for (std::size_t v = 0; v < parts; ++v) {
+      const auto& reach = far[pair_of_piece[v]];
+      // Piece v starts at x with parts - v pieces left for ops x .. n-1, and ends at y leaving
+      // parts - v - 1 non-empty pieces after it.
+      const std::size_t last_start = n - (parts - v), last_end = n - (parts - v - 1);
+      std::fill(next.begin(), next.end(), 0);
+      std::size_t best = 0, arg = 0;
+      bool any = false;
+      for (std::size_t y = 1; y <= last_end; ++y) {
+        const std::size_t x = y - 1;
+        if (x <= last_start && starts[x] != 0 && (!any || reach[x] > best)) {
+          best = reach[x];
+          arg = x;
+          any = true;
+        }
+        if (any && best >= y) {
+          next[y] = 1;
+          if (cuts != nullptr) {
+            from[v][y] = arg;
+          }
+        }
+      }
+      std::swap(starts, next);
+    }
+    if (starts[n] == 0) {
+      return false;
+    }
+    if (cuts != nullptr) {
+      cuts->assign(parts - 1, 0);
+      std::size_t y = n;
+      for (std::size_t v = parts; v-- > 1;) {
+        y = from[v][y];
+        (*cuts)[v - 1] = static_cast<int>(y);
+      }
+    }
+    return true;
   };
+  double lo = 0;
   for (int iter = 0; iter < 100 && hi - lo > 1e-12 * hi; ++iter) {
     const double mid = (lo + hi) / 2;
-    (fill(mid) ? hi : lo) = mid;
+    (within(mid, nullptr) ? hi : lo) = mid;
   }
-  if (auto cuts = fill(hi)) {
-    return *cuts;
+  std::vector<int> cuts;
+  if (!within(hi, &cuts)) { // unreachable: hi is kept only where a partition keeps within it
+    for (std::size_t v = 1; v < parts; ++v) {
+      cuts.push_back(static_cast<int>(v * n / parts));
+    }
   }
-  std::vector<int> even; // unreachable: the fill succeeds at the sum of the slowest row
-  for (int v = 1; v < parts; ++v) {
-    even.push_back(static_cast<int>(static_cast<std::size_t>(v) * n / static_cast<std::size_t>(parts)));
-  }
-  return even;
+  return cuts;
 }
 
 } // namespace
+
+std::vector<int> balanced_cuts(const std::vector<std::vector<double>>& times, const std::vector<int>& kind_of_piece,
+                               const PieceReceives& receive) {
+  if (times.empty() || kind_of_piece.empty() || kind_of_piece.size() > times.front().size()) {
+    throw Error(
+        fmt::format("pipeline: {} pieces for {} ops", kind_of_piece.size(), times.empty() ? 0 : times.front().size()));
+  }
+  if (!receive.rows.empty() && receive.row_of_piece.size() != kind_of_piece.size()) {
+    throw Error(
+        fmt::format("pipeline: receives given for {} of {} pieces", receive.row_of_piece.size(), kind_of_piece.size()));
+  }
+  // One row shared by every piece past the first (or none): the fill that takes it as a cost of
+  // the op where a piece starts.
+  bool shared = true;
+  for (std::size_t v = 2; v < receive.row_of_piece.size(); ++v) {
+    shared = shared && receive.row_of_piece[v] == receive.row_of_piece[1];
+  }
+  if (kind_of_piece.size() == 1) {
+    return {};
+  }
+  if (times.size() == 1 && (receive.rows.empty() || shared)) {
+    return balanced_cuts_one_kind(
+        times.front(), static_cast<int>(kind_of_piece.size()),
+        receive.rows.empty() ? std::vector<double>{} : receive.rows[static_cast<std::size_t>(receive.row_of_piece[1])]);
+  }
+  return balanced_cuts_by_piece(times, kind_of_piece, receive);
+}
 
 namespace {
 
@@ -232,9 +298,12 @@ std::string op_key(const graph::Graph& g, graph::OpId id) {
   return key;
 }
 
-// The places a repeated block can start: every op of `order` (past the first) like the first
-// repeated op with a weight (a transformer layer's first layer norm, which its second one may be
-// like too; constants and weightless element-wise ops repeat inside the blocks).
+// The places a repeated block can start: the ops of `order` (past the first) like the first
+// repeated op with a weight (a transformer layer's first layer norm), taken with the period of the
+// blocks: its second layer norm is like the first, so the ops between two such places alternate
+// (attention, then the MLP), and only every second place starts a layer. The period is the
+// fewest places after which the runs of ops between them repeat (past the first period), each run
+// compared by its ops' types and shapes.
 std::vector<int> block_starts(const graph::Graph& g, const std::vector<graph::OpId>& order,
                               const std::vector<bool>& repeated) {
   auto weighted = [&](graph::OpId id) {
@@ -251,11 +320,42 @@ std::vector<int> block_starts(const graph::Graph& g, const std::vector<graph::Op
     return {};
   }
   const auto key = op_key(g, order[first]);
-  std::vector<int> out;
-  for (std::size_t i = 1; i < order.size(); ++i) {
+  std::vector<std::size_t> places{first};
+  for (std::size_t i = first + 1; i < order.size(); ++i) {
     if (repeated[i] && op_key(g, order[i]) == key) {
-      out.push_back(static_cast<int>(i));
+      places.push_back(i);
     }
+  }
+  // Each run between two places as an interned id.
+  std::map<std::vector<std::string>, int> runs;
+  std::vector<int> run;
+  for (std::size_t j = 0; j + 1 < places.size(); ++j) {
+    std::vector<std::string> keys;
+    for (std::size_t i = places[j]; i < places[j + 1]; ++i) {
+      keys.push_back(op_key(g, order[i]));
+    }
+    run.push_back(runs.try_emplace(std::move(keys), static_cast<int>(runs.size())).first->second);
+  }
+  // The first block may hold more (what the layers share, made in the first of them): it is left
+  // out of the comparison. No period seen twice: every place.
+  const auto repeats = [&](std::size_t p) {
+    for (std::size_t j = p; j + p < run.size(); ++j) {
+      if (run[j] != run[j + p]) {
+        return false;
+      }
+    }
+    return true;
+  };
+  std::size_t period = 1;
+  while (2 * period <= run.size() && !repeats(period)) {
+    ++period;
+  }
+  if (2 * period > run.size()) {
+    period = 1;
+  }
+  std::vector<int> out;
+  for (std::size_t j = period; j < places.size(); j += period) {
+    out.push_back(static_cast<int>(places[j]));
   }
   return out;
 }
@@ -277,7 +377,7 @@ std::optional<std::vector<int>> balanced_cuts_at(const std::vector<std::vector<d
       runs[row].push_back(std::accumulate(times[row].begin() + bounds[k], times[row].begin() + bounds[k + 1], 0.0));
     }
   }
-  auto cuts = balanced_cuts(runs, kind_of_piece);
+  auto cuts = balanced_cuts(runs, kind_of_piece, {});
   for (int& c : cuts) {
     c = bounds[static_cast<std::size_t>(c)];
   }
@@ -306,10 +406,12 @@ namespace {
 // What a stage that starts at each op of the order receives, in seconds per iteration (forward
 // and backward, the whole batch): every tensor made before that op and read by it or after it,
 // priced as input_redistribution() prices it from its producer's layout on `from` (one stage's
-// devices) to its dearest reader's on `to` (the next stage's), each layout as `config_of` gives it.
+// devices, each op laid out as `from_config` gives it) to its dearest reader's on `to` (the next
+// stage's, as `to_config` gives it).
 // Weighed by time alone, a cut can fall where a large tensor crosses (inside attention, the
 // scores of every head); this is what the cut weighs against it.
-std::vector<double> receives_at(const Builder& b, const std::function<sharding::Config(graph::OpId)>& config_of,
+std::vector<double> receives_at(const Builder& b, const std::function<sharding::Config(graph::OpId)>& from_config,
+                                const std::function<sharding::Config(graph::OpId)>& to_config,
                                 const std::vector<int>& from, const std::vector<int>& to,
                                 const cost::TrainingSetup& setup) {
   const auto& g = b.graph();
@@ -319,7 +421,8 @@ std::vector<double> receives_at(const Builder& b, const std::function<sharding::
   for (std::size_t i = 0; i < n; ++i) {
     position[static_cast<std::size_t>(order[i])] = i;
   }
-  const auto on = [&](graph::OpId id, const std::vector<int>& devices) {
+  const auto on = [&](graph::OpId id, const std::function<sharding::Config(graph::OpId)>& config_of,
+                      const std::vector<int>& devices) {
     auto config = config_of(id);
     const auto k = static_cast<std::size_t>(config.devices());
     return strategy::OpAssignment{
@@ -345,11 +448,11 @@ std::vector<double> receives_at(const Builder& b, const std::function<sharding::
       const auto& outs = g.op(producer).outputs;
       auto key = fmt::format("{}#{}#{}#{}#{}#{}", b.signature_id(producer),
                              std::find(outs.begin(), outs.end(), t) - outs.begin(), b.signature_id(id), j,
-                             fmt::join(config_of(producer).splits, ","), fmt::join(config_of(id).splits, ","));
+                             fmt::join(from_config(producer).splits, ","), fmt::join(to_config(id).splits, ","));
       auto [it, unseen] = priced.try_emplace(std::move(key), 0.0);
       if (unseen) {
-        mixed[static_cast<std::size_t>(producer)] = on(producer, from);
-        mixed[static_cast<std::size_t>(id)] = on(id, to);
+        mixed[static_cast<std::size_t>(producer)] = on(producer, from_config, from);
+        mixed[static_cast<std::size_t>(id)] = on(id, to_config, to);
         for (const auto& term :
              strategy::input_redistribution(g, b.all_semantics(), mixed, b.cluster(), setup, id, j, 1, false,
                                             g.tensor(t).fixed)) { // a fixed tensor goes once (sent_once)
@@ -660,12 +763,34 @@ strategy::Strategy pipeline_as_asked(const Request& r,
     if (r.balance == "speed" && by_layers && times.size() > 1) {
       whole_blocks = balanced_cuts_at(times, kind_of_piece, block_starts(b.graph(), b.order(), repeated));
     }
-    // Cut by time, a stage also waits for what it receives (receives_at).
-    std::vector<double> receive;
+    // Cut by time, a stage also waits for what it receives (receives_at), priced on the devices of
+    // its own boundary: piece v receives from the stage of piece v - 1 (stages inside one node, on
+    // two nodes, of two kinds). Boundaries whose devices sit alike in their nodes, of the same
+    // kinds, receive alike: each such is priced once, and rows alike in every figure are one.
+    PieceReceives receive;
     if (!by_layers && pieces > 1) {
-      receive = receives_at(
-          b, [&](graph::OpId id) { return stage_config(id, 0); }, stage_devices(0), stage_devices(stages > 1 ? 1 : 0),
-          weigh);
+      const int per_node = b.cluster().devices_per_node;
+      std::map<std::vector<int>, int> row_of_boundary;
+      receive.row_of_piece.assign(static_cast<std::size_t>(pieces), -1);
+      for (int v = 1; v < pieces; ++v) {
+        const int sf = (v - 1) % stages, st = v % stages;
+        const int base = b.cluster().node_of(sf * per_stage) * per_node;
+        const std::vector<int> key{kind_of_stage[static_cast<std::size_t>(sf)],
+                                   kind_of_stage[static_cast<std::size_t>(st)], sf * per_stage - base,
+                                   st * per_stage - base};
+        auto [it, fresh] = row_of_boundary.try_emplace(key, -1);
+        if (fresh) {
+          auto row = receives_at(
+              b, [&](graph::OpId id) { return stage_config(id, sf); },
+              [&](graph::OpId id) { return stage_config(id, st); }, stage_devices(sf), stage_devices(st), weigh);
+          const auto same = std::find(receive.rows.begin(), receive.rows.end(), row);
+          it->second = static_cast<int>(same - receive.rows.begin());
+          if (same == receive.rows.end()) {
+            receive.rows.push_back(std::move(row));
+          }
+        }
+        receive.row_of_piece[static_cast<std::size_t>(v)] = it->second;
+      }
     }
     cuts = whole_blocks ? *whole_blocks : balanced_cuts(times, kind_of_piece, receive);
     const std::string where = times.size() > 1 ? " on the devices of the stage each lands on" : "";
