@@ -393,6 +393,44 @@ TEST(Pipeline, TheTimeCutWeighsEachStageAtItsOwnDevices) {
   EXPECT_GT(weighed[1], weighed[0] + 4) << "the node 4x as fast takes more ops";
 }
 
+// Megatron-LM's cut by stage speed on nodes of two kinds shares whole layers out: a GPT layer's two
+// layer norms are alike, but only the first starts a layer, so every stage after the first starts
+// at a layer's first layer norm (the first layer, which holds more, set aside when the period of
+// the layers is found; cut exactly, the cut fell at h.5.ln_2 before), and the faster nodes take
+// more layers.
+TEST(Pipeline, TheSpeedCutOnMixedNodesCutsAtWholeLayers) {
+  const auto model = zoo::load("zoo:gpt2?layers=8&batch=32");
+  const auto mixed = cluster::load_cluster(std::string(PARTITA_SOURCE_DIR) + "/docs/clusters/a100-v100.json");
+  search::Request r;
+  r.graph = &model.graph;
+  r.cluster = &mixed;
+  r.devices = 32;
+  r.pipeline_parallel = 4;
+  r.threads = 1;
+  r.balance = "speed";
+  r.setup.precision = cluster::Precision::fp16;
+  const auto st = search::find_optimizer("megatron").optimize(r);
+  ASSERT_TRUE(st.pipeline.has_value());
+  const auto order = model.graph.topological_order();
+  std::vector<int> layers(4, 0);
+  int stage = 0;
+  for (const auto id : order) {
+    const int s = st.pipeline->stage_of_op[static_cast<std::size_t>(id)];
+    const auto& name = model.graph.op(id).name;
+    if (s != stage) {
+      EXPECT_EQ(s, stage + 1);
+      EXPECT_EQ(model.graph.op(id).type, "LayerNormalization") << name;
+      EXPECT_THAT(name, ::testing::EndsWith("ln_1")) << "stage " << s << " starts inside a layer";
+      stage = s;
+    }
+    if (model.graph.op(id).type == "LayerNormalization" && name.ends_with("ln_1")) {
+      ++layers[static_cast<std::size_t>(s)];
+    }
+  }
+  EXPECT_EQ(stage, 3);
+  EXPECT_GT(layers[0] + layers[1], layers[2] + layers[3]) << "the A100 nodes (the first two) take more layers";
+}
+
 // --stage-layout searched on nodes of two kinds: each stage's ops take the layout the per-layer
 // search finds on devices of that stage's kind (the stages on the slow nodes as on a cluster of
 // slow nodes alone, the others as on fast nodes alone), not the first stage's layout everywhere.
