@@ -340,8 +340,10 @@ struct TabledWay {
 
 // closed_form() where some dim is not a whole number of both sides' parts: the parts of a dim are
 // ceil-division blocks (the last ones short or empty), so the overlap of a consumer's part with a
-// producer's is tabled per dim instead of read off the bits (tables of up to 4,096 entries a dim,
-// else false). Per device, O(dims); the groups join each device to the first device of the box of
+// producer's is tabled per dim instead of read off the bits (Table: every pair of parts, or per
+// consumer part the producer parts it meets where the pairs are many; more than 16 cut dims,
+// false). Per device,
+// O(dims); the groups join each device to the first device of the box of
 // cells it lacks (those devices differ from it in cutting bits alone), and the devices of every
 // box taken from to one another. With `back`, the way back too (from `to` to `from`, into it) in
 // the same walk: a device's blocks and what they share are the same both ways, its needed and
@@ -353,8 +355,14 @@ bool tabled_form(const TensorLayout& from, const TensorLayout& to, std::int64_t 
   // A dim's parts on both sides: they follow from its size and the two part counts alone, so each
   // is computed once per thread and kept (a search meets the same few again and again).
   struct Table {
-    std::vector<std::int64_t> from_len, to_len, overlap; // overlap[cf * t + ct]
-    std::vector<int> lo, hi;                             // per consumer part: the producer parts it meets
+    std::vector<std::int64_t> from_len, to_len;
+    std::vector<int> lo, hi; // per consumer part: the producer parts it meets
+    // The overlaps: up to 4,096 pairs of parts, overlap[cf * t + ct] (`dense`); beyond, per
+    // consumer part ct its overlap with producer parts lo[ct] .. hi[ct] from overlap[at[ct]] (the
+    // others: none), as many entries as the parts of both sides, not their product.
+    bool dense = true;
+    std::vector<std::int64_t> overlap;
+    std::vector<std::size_t> at;
   };
   struct Key {
     std::int64_t size;
@@ -373,11 +381,13 @@ bool tabled_form(const TensorLayout& from, const TensorLayout& to, std::int64_t 
     }
     tab.from_len.assign(static_cast<std::size_t>(f), 0);
     tab.to_len.assign(static_cast<std::size_t>(t), 0);
-    tab.overlap.assign(static_cast<std::size_t>(f * t), 0);
+    tab.dense = f * t <= 4096;
+    tab.overlap.assign(tab.dense ? static_cast<std::size_t>(f * t) : 0, 0);
+    tab.at.assign(tab.dense ? 0 : static_cast<std::size_t>(t), 0);
     tab.lo.assign(static_cast<std::size_t>(t), 0);
     tab.hi.assign(static_cast<std::size_t>(t), -1);
     // Parts of ceil division (detail::part_range), without a division per part: a consumer's part
-    // meets only the producer's parts lo .. hi (the rest of its column stays 0).
+    // meets only the producer's parts lo .. hi.
     const std::int64_t step = detail::part_size(size, f), to_step = detail::part_size(size, t);
     for (int cf = 0; cf < f; ++cf) {
       tab.from_len[static_cast<std::size_t>(cf)] = std::min(size, step * (cf + 1)) - std::min(size, step * cf);
@@ -391,9 +401,17 @@ bool tabled_form(const TensorLayout& from, const TensorLayout& to, std::int64_t 
       const int lo = static_cast<int>(tb / step), hi = static_cast<int>((te - 1) / step);
       tab.lo[static_cast<std::size_t>(ct)] = lo;
       tab.hi[static_cast<std::size_t>(ct)] = hi;
+      if (!tab.dense) {
+        tab.at[static_cast<std::size_t>(ct)] = tab.overlap.size();
+      }
       for (int cf = lo; cf <= hi; ++cf) {
         const std::int64_t fb = std::min(size, step * cf), fe = std::min(size, step * (cf + 1));
-        tab.overlap[static_cast<std::size_t>(cf * t + ct)] = std::min(te, fe) - std::max(tb, fb);
+        const std::int64_t overlap = std::min(te, fe) - std::max(tb, fb);
+        if (tab.dense) {
+          tab.overlap[static_cast<std::size_t>(cf * t + ct)] = overlap;
+        } else {
+          tab.overlap.push_back(overlap);
+        }
       }
     }
     return tab;
@@ -403,6 +421,10 @@ bool tabled_form(const TensorLayout& from, const TensorLayout& to, std::int64_t 
   struct Dim {
     std::array<int, 2> parts{1, 1}, low{0, 0};
     const std::int64_t *from_len = nullptr, *to_len = nullptr, *overlap = nullptr;
+    // Table::at and Table::dense, set with the table of every cut dim (left unset in the others:
+    // the array is not cleared for them on every call).
+    const std::size_t* at;
+    bool dense;
     std::array<const int*, 2> lo{}, hi{}; // [0]: per consumer part, producer parts; [1]: the reverse
   };
   std::array<Dim, most_axes> dims;
@@ -426,9 +448,6 @@ bool tabled_form(const TensorLayout& from, const TensorLayout& to, std::int64_t 
     }
     Dim& dm = dims[m++];
     dm.parts = {from.parts[j], to.parts[j]};
-    if (dm.parts[0] * dm.parts[1] > 4096) {
-      return false;
-    }
     const int fa = from.dim_axis[j], ta = to.dim_axis[j];
     dm.low = {fa < 0 ? 0 : from_low[static_cast<std::size_t>(fa)], ta < 0 ? 0 : to_low[static_cast<std::size_t>(ta)]};
     const std::array<bool, 2> cuts{fa >= 0 && from_width[static_cast<std::size_t>(fa)] > 0,
@@ -444,6 +463,8 @@ bool tabled_form(const TensorLayout& from, const TensorLayout& to, std::int64_t 
     dm.from_len = tab.from_len.data();
     dm.to_len = tab.to_len.data();
     dm.overlap = tab.overlap.data();
+    dm.at = tab.at.data();
+    dm.dense = tab.dense;
     dm.lo[0] = tab.lo.data();
     dm.hi[0] = tab.hi.data();
     if (back != nullptr) {
@@ -536,7 +557,12 @@ bool tabled_form(const TensorLayout& from, const TensorLayout& to, std::int64_t 
       const auto ct = static_cast<std::size_t>((bits >> dm.low[1]) & static_cast<std::uint64_t>(dm.parts[1] - 1));
       needed *= dm.to_len[ct];
       held *= dm.from_len[cf];
-      common *= dm.overlap[cf * static_cast<std::size_t>(dm.parts[1]) + ct];
+      if (dm.dense) {
+        common *= dm.overlap[cf * static_cast<std::size_t>(dm.parts[1]) + ct];
+      } else {
+        const int lo = dm.lo[0][ct], c = static_cast<int>(cf);
+        common *= c >= lo && c <= dm.hi[0][ct] ? dm.overlap[dm.at[ct] + static_cast<std::size_t>(c - lo)] : 0;
+      }
       if (dm.parts[0] > 1) {
         first[0] |= static_cast<std::uint64_t>(std::max(0, dm.lo[0][ct])) << dm.low[0];
         last[0] |= static_cast<std::uint64_t>(std::max(0, dm.hi[0][ct])) << dm.low[0];

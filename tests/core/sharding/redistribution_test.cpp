@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <numeric>
 #include <set>
+#include <tuple>
 
 namespace partita {
 namespace {
@@ -450,6 +451,42 @@ TEST(ShardingRedistribution, TheClosedFormOnDevicesFromZeroIsTheWalk) {
   EXPECT_GT(moved, 300);
   EXPECT_GT(several_groups, 80);
   EXPECT_GT(fewer, 50);
+}
+
+// A dim cut into many parts on both sides (1,000 elements in 256 parts, then 128: more pairs of
+// parts than the tabled form's overlap tables once held, 4,096) is tabled too, and equals the walk
+// over every device (shifted ids), both ways, with and without a second dim cut on other bits.
+TEST(ShardingRedistribution, DimsOfManyPartsOnBothSidesAreTabledAsTheWalk) {
+  const int n = 256;
+  const auto zero = test::iota_devices(n);
+  const auto shifted = shifted_by(zero, n);
+  for (const auto& [shape, fc, fa, tc, ta] :
+       {std::tuple{std::vector<std::int64_t>{1000}, Config{{256}}, std::vector<int>{0}, Config{{2, 128}},
+                   std::vector<int>{1}},
+        std::tuple{std::vector<std::int64_t>{1000, 6}, Config{{128, 2}}, std::vector<int>{0, 1}, Config{{4, 64}},
+                   std::vector<int>{1, 0}},
+        std::tuple{std::vector<std::int64_t>{999, 30}, Config{{256}}, std::vector<int>{0, -1}, Config{{64, 4}},
+                   std::vector<int>{0, 1}}}) {
+    const auto from = layout(shape, fc, fa), to = layout(shape, tc, ta);
+    SCOPED_TRACE(testing::Message() << "shape " << shape.front() << ", " << fc.splits.front() << " parts");
+    sharding::Redistribution forward, backward;
+    sharding::redistribute_both(from, fc, zero, to, tc, zero, -1, forward, backward);
+    for (const auto& [fast, walked] : {std::pair{&forward, redistribute(from, fc, shifted, to, tc, shifted)},
+                                       std::pair{&backward, redistribute(to, tc, shifted, from, fc, shifted)}}) {
+      EXPECT_EQ(fast->pattern, walked.pattern);
+      EXPECT_EQ(fast->max_bytes_in, walked.max_bytes_in);
+      EXPECT_EQ(fast->total_bytes, walked.total_bytes);
+      EXPECT_EQ(fast->max_block_bytes, walked.max_block_bytes);
+      EXPECT_GT(fast->total_bytes, 0);
+      auto groups = fast->groups.lists();
+      for (auto& g : groups) {
+        for (int& d : g) {
+          d += n;
+        }
+      }
+      EXPECT_EQ(groups, walked.groups.lists());
+    }
+  }
 }
 
 TEST(ShardingRedistribution, RejectsMismatchedInputs) {
