@@ -44,6 +44,29 @@ struct Bench {
   }
 };
 
+// A pipeline request in fp16 on one search thread (the GPT-3 slices on A100 nodes below).
+search::Request fp16_request(const graph::Graph& g, const cluster::Cluster& c, int devices, int stages) {
+  search::Request r;
+  r.graph = &g;
+  r.cluster = &c;
+  r.devices = devices;
+  r.stages = stages;
+  r.threads = 1;
+  r.setup.precision = cluster::Precision::fp16;
+  return r;
+}
+
+// The pipeline of request r cut with `balance`, evaluated; a cut by time says it weighs what each
+// stage receives.
+strategy::Prediction balanced_prediction(search::Request r, const std::string& balance) {
+  r.balance = balance;
+  const auto st = search::find_optimizer("pipeline").optimize(r);
+  if (balance == "time") {
+    EXPECT_THAT(st.explanation, HasSubstr("what each stage receives"));
+  }
+  return strategy::evaluate(*r.graph, *r.cluster, st, r.setup);
+}
+
 double cost_term(const strategy::Prediction& p, const std::string& name) {
   for (const auto& t : p.iteration) {
     if (t.name == name) {
@@ -118,24 +141,10 @@ TEST(Pipeline, BalancedCutsAreNoWorseThanEvenOnes) {
 TEST(Pipeline, TheTimeCutWeighsWhatEachStageReceives) {
   const auto model = zoo::load("zoo:gpt3?layers=8&batch=64");
   const auto cluster = cluster::load_cluster("dgx-a100?nodes=8");
-  search::Request r;
-  r.graph = &model.graph;
-  r.cluster = &cluster;
-  r.devices = 64;
-  r.stages = 4;
-  r.threads = 1;
-  r.setup.precision = cluster::Precision::fp16;
-  const auto predicted = [&](const std::string& balance) {
-    r.balance = balance;
-    const auto st = search::find_optimizer("pipeline").optimize(r);
-    if (balance == "time") {
-      EXPECT_THAT(st.explanation, HasSubstr("what each stage receives"));
-    }
-    return strategy::evaluate(*r.graph, *r.cluster, st, r.setup);
-  };
-  const auto timed = predicted("time");
-  const auto layers = predicted("layers");
-  const auto even = predicted("even");
+  const auto r = fp16_request(model.graph, cluster, 64, 4);
+  const auto timed = balanced_prediction(r, "time");
+  const auto layers = balanced_prediction(r, "layers");
+  const auto even = balanced_prediction(r, "even");
   EXPECT_LE(timed.iteration_time, layers.iteration_time * 1.05);
   EXPECT_LE(timed.iteration_time, even.iteration_time * (1 + 1e-9));
   EXPECT_LT(cost_term(timed, "redistribution"), 2 * cost_term(layers, "redistribution"));
@@ -238,21 +247,10 @@ TEST(Pipeline, TheTimeCutWithReceivesPerBoundaryIsTheBruteForceOptimum) {
 TEST(Pipeline, TheTimeCutPricesEachBoundaryOnItsOwnDevices) {
   const auto model = zoo::load("zoo:gpt3?layers=8&batch=64");
   const auto cluster = cluster::load_cluster("dgx-a100?nodes=2");
-  search::Request r;
-  r.graph = &model.graph;
-  r.cluster = &cluster;
-  r.devices = 16;
-  r.stages = 8;
-  r.threads = 1;
-  r.setup.precision = cluster::Precision::fp16;
-  const auto predicted = [&](const std::string& balance) {
-    r.balance = balance;
-    const auto st = search::find_optimizer("pipeline").optimize(r);
-    return strategy::evaluate(*r.graph, *r.cluster, st, r.setup);
-  };
-  const auto timed = predicted("time");
-  const auto layers = predicted("layers");
-  const auto even = predicted("even");
+  const auto r = fp16_request(model.graph, cluster, 16, 8);
+  const auto timed = balanced_prediction(r, "time");
+  const auto layers = balanced_prediction(r, "layers");
+  const auto even = balanced_prediction(r, "even");
   EXPECT_LE(timed.iteration_time, even.iteration_time);
   EXPECT_LE(timed.iteration_time, layers.iteration_time);
   EXPECT_LT(cost_term(timed, "redistribution"), 2 * cost_term(layers, "redistribution"));
@@ -597,14 +595,8 @@ TEST(Pipeline, TheStageLayoutOfThePerLayerSearch) {
 TEST(Pipeline, TheAutoStageLayoutIsTheFastestSimulatedOfTheSearchedAndMegatrons) {
   const auto model = zoo::load("zoo:gpt3?layers=8&batch=64");
   const auto cluster = cluster::load_cluster("dgx-a100?nodes=8");
-  search::Request r;
-  r.graph = &model.graph;
-  r.cluster = &cluster;
-  r.devices = 64;
-  r.stages = 4;
+  auto r = fp16_request(model.graph, cluster, 64, 4);
   r.micro_batches = 16;
-  r.threads = 1;
-  r.setup.precision = cluster::Precision::fp16;
   const auto simulated = [&](const strategy::Strategy& st) {
     auto p = strategy::evaluate(*r.graph, *r.cluster, st, st.setup ? *st.setup : r.setup);
     EXPECT_TRUE(sim::simulate_prediction(*r.graph, *r.cluster, st, p).has_value());
