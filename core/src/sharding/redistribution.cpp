@@ -224,8 +224,10 @@ void write_groups(std::size_t ids, DisjointSets& sets, const std::vector<char>& 
 // The groups of the closed forms over the devices of ids below n whose bits are among `keep`'s.
 void write_kept_groups(std::int64_t n, std::uint64_t keep, DisjointSets& sets, const std::vector<char>& involved,
                        Redistribution& out) {
+  // Every kept id is at most `keep` (its bits are among keep's).
+  const auto ids = std::min(static_cast<std::size_t>(n), static_cast<std::size_t>(keep) + 1);
   write_groups(
-      static_cast<std::size_t>(n), [keep](auto f) { for_each_kept(keep, f); }, sets, involved, out);
+      ids, [keep](auto f) { for_each_kept(keep, f); }, sets, involved, out);
 }
 
 // The buffers of one redistribute() call, kept per thread: the search calls it hundreds of
@@ -261,18 +263,42 @@ int log2_exact(std::int64_t x) {
 // every S someone takes from join one another. A device whose blocks meet (every pair agrees)
 // receives nothing when `meeting_is_all`. Only devices whose bits are among `keep`'s, which holds
 // the cutting bits (a set stays among them).
+//
+// With `alike_by_xor` (a caller that prices a group by how many of its devices each node holds, on
+// nodes whose devices are alike: any translation of the device ids by an exclusive or with a
+// constant keeps those counts, up to the nodes' order), only the devices whose bits outside the
+// cutting ones are 0 are visited where the other classes are such translations of them: a device
+// keeps its bits outside the cutting ones along every link, so the groups of a class x are those
+// of class 0 with each device d replaced by d ^ x ^ t, t setting each copied bit a whose consumer
+// bit b does not cut to x's bit b; that holds unless some pair's consumer bit, cutting, is such a
+// copied bit (then the translation would change what it reads), which is checked.
 void closed_form_groups(std::int64_t n, std::uint64_t cutting, std::span<const std::pair<int, int>> pairs,
-                        bool meeting_is_all, std::uint64_t keep, Redistribution& out) {
+                        bool meeting_is_all, std::uint64_t keep, bool alike_by_xor, Redistribution& out) {
   std::uint64_t copied = 0;
+  std::uint64_t set_from_outside = 0; // copied bits whose consumer bit does not cut
   for (const auto& [a, b] : pairs) {
     copied |= std::uint64_t{1} << a;
+    if (((cutting >> b) & 1U) == 0) {
+      set_from_outside |= std::uint64_t{1} << a;
+    }
+  }
+  if (alike_by_xor) {
+    bool translates = true;
+    for (const auto& [a, b] : pairs) {
+      translates = translates && !(((cutting >> b) & 1U) != 0 && ((set_from_outside >> b) & 1U) != 0);
+    }
+    if (translates) {
+      keep &= cutting;
+    }
   }
   const std::uint64_t free = cutting & ~copied;
+  // Every kept id is at most `keep`.
+  const auto ids = std::min(static_cast<std::size_t>(n), static_cast<std::size_t>(keep) + 1);
   thread_local DisjointSets sets;
   thread_local std::vector<char> involved, taken_from;
-  sets.reset(static_cast<std::size_t>(n));
-  involved.assign(static_cast<std::size_t>(n), 0);
-  taken_from.assign(static_cast<std::size_t>(n), 0);
+  sets.reset(ids);
+  involved.assign(ids, 0);
+  taken_from.assign(ids, 0);
   for_each_kept(keep, [&](std::uint64_t bits) {
     std::uint64_t first = bits & ~cutting;
     bool meets = true;
@@ -300,7 +326,7 @@ void closed_form_groups(std::int64_t n, std::uint64_t cutting, std::span<const s
       sub = (sub - free) & free;
     } while (sub != 0);
   });
-  write_kept_groups(n, keep, sets, involved, out);
+  write_kept_groups(static_cast<std::int64_t>(ids), keep, sets, involved, out);
 }
 
 constexpr std::size_t most_axes = 16;
@@ -647,10 +673,10 @@ bool uneven(const TensorLayout& from, const TensorLayout& to) {
 // cutting bits (replica_base): where they are set from bits that do not cut, the groups are the sets of devices that
 // agree on every other bit; else they are joined link by link (closed_form_groups). Returns false where the case does
 // not apply (redistribute() then walks the devices).
-// On `n` devices, with the two sides' bit_fields.
+// On `n` devices, with the two sides' bit_fields; `alike_by_xor` as redistribute() takes it.
 bool closed_form(const TensorLayout& from, const TensorLayout& to, std::int64_t n, const AxisBits& from_low,
                  const AxisBits& from_width, const AxisBits& to_low, const AxisBits& to_width, int node_bits,
-                 Redistribution& out) {
+                 bool alike_by_xor, Redistribution& out) {
   const int bits = log2_exact(n);
   const std::size_t r = from.shape.size();
   std::uint64_t cutting = 0; // the producer's cutting bits
@@ -720,12 +746,14 @@ bool closed_form(const TensorLayout& from, const TensorLayout& to, std::int64_t 
   }
   if ((read & cutting) != 0) {
     closed_form_groups(n, cutting, std::span(pairs.data(), pair_count), needed == common,
-                       kept_bits(n, cutting | reading, node_bits), out);
+                       kept_bits(n, cutting | reading, node_bits), alike_by_xor, out);
     return true;
   }
   // Groups: the devices agreeing on every bit but the cutting ones, smallest first (which bits the
   // consumer reads changes none of them).
-  const std::uint64_t keep = kept_bits(n, cutting, node_bits);
+  // Every group is the first (the devices that set cutting bits only) moved by an exclusive or of
+  // bits that do not cut: where such moves price a group alike, the first stands for them all.
+  const std::uint64_t keep = kept_bits(n, cutting, node_bits) & (alike_by_xor ? cutting : ~std::uint64_t{0});
   const int size_bits = std::popcount(cutting);
   const auto groups = std::size_t{1} << (std::popcount(keep) - size_bits);
   out.groups.reserve(groups, groups << size_bits);
@@ -748,7 +776,7 @@ Redistribution redistribute(const TensorLayout& from, const Config& from_config,
 
 void redistribute_both(const TensorLayout& from, const Config& from_config, std::span<const int> from_devices,
                        const TensorLayout& to, const Config& to_config, std::span<const int> to_devices, int node_bits,
-                       Redistribution& forward, Redistribution& backward) {
+                       Redistribution& forward, Redistribution& backward, bool alike_by_xor) {
   if (AxisBits from_low, to_low, from_width, to_width;
       from.shape == to.shape &&
       bit_fields(from_config, from_devices, to_config, to_devices, from_low, from_width, to_low, to_width)) {
@@ -762,18 +790,18 @@ void redistribute_both(const TensorLayout& from, const Config& from_config, std:
     const auto n = static_cast<std::int64_t>(from_devices.size());
     if (uneven(from, to)
             ? tabled_form(from, to, n, from_low, from_width, to_low, to_width, node_bits, forward, &backward)
-            : closed_form(from, to, n, from_low, from_width, to_low, to_width, node_bits, forward) &&
-                  closed_form(to, from, n, to_low, to_width, from_low, from_width, node_bits, backward)) {
+            : closed_form(from, to, n, from_low, from_width, to_low, to_width, node_bits, alike_by_xor, forward) &&
+                  closed_form(to, from, n, to_low, to_width, from_low, from_width, node_bits, alike_by_xor, backward)) {
       return;
     }
   }
-  redistribute(from, from_config, from_devices, to, to_config, to_devices, node_bits, forward);
-  redistribute(to, to_config, to_devices, from, from_config, from_devices, node_bits, backward);
+  redistribute(from, from_config, from_devices, to, to_config, to_devices, node_bits, forward, alike_by_xor);
+  redistribute(to, to_config, to_devices, from, from_config, from_devices, node_bits, backward, alike_by_xor);
 }
 
 void redistribute(const TensorLayout& from, const Config& from_config, std::span<const int> from_devices,
                   const TensorLayout& to, const Config& to_config, std::span<const int> to_devices, int node_bits,
-                  Redistribution& out) {
+                  Redistribution& out, bool alike_by_xor) {
   if (from.shape != to.shape) {
     throw Error(fmt::format("redistribute: producer shape {} differs from consumer shape {}",
                             graph::shape_string(from.shape), graph::shape_string(to.shape)));
@@ -786,7 +814,7 @@ void redistribute(const TensorLayout& from, const Config& from_config, std::span
   if (AxisBits from_low, to_low, from_width, to_width;
       bit_fields(from_config, from_devices, to_config, to_devices, from_low, from_width, to_low, to_width) &&
       closed_form(from, to, static_cast<std::int64_t>(from_devices.size()), from_low, from_width, to_low, to_width,
-                  node_bits, out)) {
+                  node_bits, alike_by_xor, out)) {
     return;
   }
   check_device_ids(from_devices, "producer");

@@ -482,7 +482,8 @@ namespace {
 
 void move_geometry(const sharding::TensorLayout& from, const sharding::Config& from_config,
                    std::span<const int> from_devices, const sharding::TensorLayout& to,
-                   const sharding::Config& to_config, std::span<const int> to_devices, int node_bits, MoveGeometry& m) {
+                   const sharding::Config& to_config, std::span<const int> to_devices, int node_bits, MoveGeometry& m,
+                   bool alike_by_xor = false) {
   m.consumer_shard_bytes = to.shard_bytes();
   m.priced_groups_only = false;
   if (std::equal(from_devices.begin(), from_devices.end(), to_devices.begin(), to_devices.end()) &&
@@ -496,7 +497,7 @@ void move_geometry(const sharding::TensorLayout& from, const sharding::Config& f
   // gradient goes back the other way: from this op's input layout (reduced over its replicas by
   // the op's own input-gradient reduce) to the producer's output layout, often a mere slice.
   sharding::redistribute_both(from, from_config, from_devices, to, to_config, to_devices, node_bits, m.forward,
-                              m.backward);
+                              m.backward, alike_by_xor);
 }
 
 MoveGeometry move_geometry(const sharding::TensorLayout& from, const sharding::Config& from_config,
@@ -539,7 +540,11 @@ void priced_move_geometry(const sharding::TensorLayout& from, const sharding::Co
                           std::span<const int> from_devices, const sharding::TensorLayout& to,
                           const sharding::Config& to_config, std::span<const int> to_devices,
                           const cluster::Cluster& cluster, MoveGeometry& out) {
-  move_geometry(from, from_config, from_devices, to, to_config, to_devices, node_bits_of(cluster), out);
+  // On a switched node a group is priced by how many of its devices each node holds (alike under
+  // any exclusive or of the device ids where nodes are powers of two: node_bits).
+  const int node_bits = node_bits_of(cluster);
+  move_geometry(from, from_config, from_devices, to, to_config, to_devices, node_bits, out,
+                node_bits >= 0 && cluster.intra_switched);
   keep_priced_groups(cluster, out);
 }
 

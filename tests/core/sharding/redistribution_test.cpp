@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 #include <numeric>
 #include <set>
 #include <tuple>
@@ -360,6 +361,28 @@ std::vector<std::vector<int>> first_of_each_shape(const std::vector<std::vector<
   return out;
 }
 
+// Of groups of two devices or more, how many devices each holds on each node of 2^node_bits
+// devices, sorted (what a cluster of switched nodes, every device of a node on the same links,
+// prices), each once.
+std::set<std::vector<int>> node_counts(const std::vector<std::vector<int>>& groups, int node_bits) {
+  std::set<std::vector<int>> out;
+  for (const auto& g : groups) {
+    std::map<int, int> per_node;
+    for (const int d : g) {
+      ++per_node[d >> node_bits];
+    }
+    std::vector<int> counts;
+    for (const auto& [node, count] : per_node) {
+      counts.push_back(count);
+    }
+    std::sort(counts.begin(), counts.end());
+    if (g.size() >= 2) {
+      out.insert(counts);
+    }
+  }
+  return out;
+}
+
 TEST(ShardingRedistribution, TheClosedFormOnDevicesFromZeroIsTheWalk) {
   Draws next(2026u);
   const auto grid = [&](int bits) { // up to 4 axes of powers of two, product 2^b for some b <= bits
@@ -385,7 +408,7 @@ TEST(ShardingRedistribution, TheClosedFormOnDevicesFromZeroIsTheWalk) {
     }
     return axes;
   };
-  int moved = 0, several_groups = 0, fewer = 0, uneven_both = 0;
+  int moved = 0, several_groups = 0, fewer = 0, fewer_alike = 0, uneven_both = 0;
   for (int trial = 0; trial < 1000; ++trial) {
     const int bits = 1 + static_cast<int>(next(6));
     const int n = 1 << bits;
@@ -429,6 +452,19 @@ TEST(ShardingRedistribution, TheClosedFormOnDevicesFromZeroIsTheWalk) {
     EXPECT_TRUE(std::includes(all.begin(), all.end(), listed.begin(), listed.end()));
     EXPECT_EQ(first_of_each_shape(listed, node_bits), first_of_each_shape(all, node_bits));
     fewer += listed.size() < all.size() ? 1 : 0;
+    // Asked for the groups up to moves that keep how many devices each node holds (switched
+    // nodes): the same bytes, a part of the groups, and every count of devices per node that the
+    // groups make (the search prices each once).
+    sharding::Redistribution alike;
+    sharding::redistribute(from, fc, zero, to, tc, zero, node_bits, alike, true);
+    EXPECT_EQ(alike.pattern, fast.pattern);
+    EXPECT_EQ(alike.max_bytes_in, fast.max_bytes_in);
+    EXPECT_EQ(alike.total_bytes, fast.total_bytes);
+    EXPECT_EQ(alike.max_block_bytes, fast.max_block_bytes);
+    const auto alike_listed = alike.groups.lists();
+    EXPECT_TRUE(std::includes(all.begin(), all.end(), alike_listed.begin(), alike_listed.end()));
+    EXPECT_EQ(node_counts(alike_listed, node_bits), node_counts(all, node_bits));
+    fewer_alike += alike_listed.size() < listed.size() ? 1 : 0;
 
     // Both ways at once (one walk where a dim is uneven) are the two ways one at a time.
     const auto same = [](const sharding::Redistribution& a, const sharding::Redistribution& b) {
@@ -451,6 +487,7 @@ TEST(ShardingRedistribution, TheClosedFormOnDevicesFromZeroIsTheWalk) {
   EXPECT_GT(moved, 300);
   EXPECT_GT(several_groups, 80);
   EXPECT_GT(fewer, 50);
+  EXPECT_GT(fewer_alike, 20);
 }
 
 // A dim cut into many parts on both sides (1,000 elements in 256 parts, then 128: more pairs of

@@ -135,18 +135,23 @@ int replica_base(const TensorLayout& layout, const Config& config, int position)
 // so only the groups whose devices have those bits 0 are listed (every other group is one of them
 // moved by whole nodes, sitting on its nodes alike, and comes after it in the order of first
 // devices). The byte counts and pattern are those of every device. Elsewhere every group is listed.
+// `alike_by_xor`, for a caller that prices a group by how many of its devices each node holds (a
+// switched node: every device of a node on the same links), lists fewer still: where the groups
+// of the closed form (every dim a whole number of both sides' parts) are one another moved by an
+// exclusive or of the device ids with a constant, which keeps those counts up to the nodes'
+// order, only the groups of the devices whose non-cutting bits are 0 are listed.
 Redistribution redistribute(const TensorLayout& from, const Config& from_config, std::span<const int> from_devices,
                             const TensorLayout& to, const Config& to_config, std::span<const int> to_devices,
                             int node_bits = -1);
 // The same into `out`, reusing its buffers (the search computes hundreds of thousands).
 void redistribute(const TensorLayout& from, const Config& from_config, std::span<const int> from_devices,
                   const TensorLayout& to, const Config& to_config, std::span<const int> to_devices, int node_bits,
-                  Redistribution& out);
+                  Redistribution& out, bool alike_by_xor = false);
 // Both ways at once: `forward` from `from` to `to`, `backward` from `to` to `from` (a move and
 // its gradient). The same as two calls, in about the time of one where the blocks are uneven
 // (both walk the same devices and read the same parts).
 void redistribute_both(const TensorLayout& from, const Config& from_config, std::span<const int> from_devices,
                        const TensorLayout& to, const Config& to_config, std::span<const int> to_devices, int node_bits,
-                       Redistribution& forward, Redistribution& backward);
+                       Redistribution& forward, Redistribution& backward, bool alike_by_xor = false);
 
 } // namespace partita::sharding
