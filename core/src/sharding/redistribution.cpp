@@ -373,10 +373,13 @@ struct TabledWay {
 // cells it lacks (those devices differ from it in cutting bits alone), and the devices of every
 // box taken from to one another. With `back`, the way back too (from `to` to `from`, into it) in
 // the same walk: a device's blocks and what they share are the same both ways, its needed and
-// held blocks swapped.
+// held blocks swapped. `alike_by_xor` as redistribute() takes it: the devices that differ only in
+// bits neither side reads need, hold and share alike, and their groups are one another moved by an
+// exclusive or of those bits (the links change cutting bits only, which are read), so one of each
+// such set is visited where node_bits alone would visit every one inside a node.
 bool tabled_form(const TensorLayout& from, const TensorLayout& to, std::int64_t n, const AxisBits& from_low,
                  const AxisBits& from_width, const AxisBits& to_low, const AxisBits& to_width, int node_bits,
-                 Redistribution& out, Redistribution* back) {
+                 bool alike_by_xor, Redistribution& out, Redistribution* back) {
   const std::size_t r = from.shape.size();
   // A dim's parts on both sides: they follow from its size and the two part counts alone, so each
   // is computed once per thread and kept (a search meets the same few again and again).
@@ -571,7 +574,7 @@ bool tabled_form(const TensorLayout& from, const TensorLayout& to, std::int64_t 
   };
   // Devices moved by whole nodes in bits neither side reads do as a visited one does, and join
   // devices moved so too: visit one of each such set (`copies` devices).
-  const std::uint64_t keep = kept_bits(n, read, node_bits);
+  const std::uint64_t keep = kept_bits(n, read, node_bits) & (alike_by_xor ? read : ~std::uint64_t{0});
   const auto copies =
       static_cast<double>(std::uint64_t{1} << (std::popcount(static_cast<std::uint64_t>(n - 1)) - std::popcount(keep)));
   for_each_kept(keep, [&](std::uint64_t bits) {
@@ -696,7 +699,7 @@ bool closed_form(const TensorLayout& from, const TensorLayout& to, std::int64_t 
     return b;
   };
   if (uneven(from, to)) {
-    return tabled_form(from, to, n, from_low, from_width, to_low, to_width, node_bits, out, nullptr);
+    return tabled_form(from, to, n, from_low, from_width, to_low, to_width, node_bits, alike_by_xor, out, nullptr);
   }
   std::int64_t needed = 1, held = 1, common = 1;
   for (std::size_t j = 0; j < r; ++j) {
@@ -789,7 +792,8 @@ void redistribute_both(const TensorLayout& from, const Config& from_config, std:
     }
     const auto n = static_cast<std::int64_t>(from_devices.size());
     if (uneven(from, to)
-            ? tabled_form(from, to, n, from_low, from_width, to_low, to_width, node_bits, forward, &backward)
+            ? tabled_form(from, to, n, from_low, from_width, to_low, to_width, node_bits, alike_by_xor, forward,
+                          &backward)
             : closed_form(from, to, n, from_low, from_width, to_low, to_width, node_bits, alike_by_xor, forward) &&
                   closed_form(to, from, n, to_low, to_width, from_low, from_width, node_bits, alike_by_xor, backward)) {
       return;

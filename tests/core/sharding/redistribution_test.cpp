@@ -478,6 +478,11 @@ TEST(ShardingRedistribution, TheClosedFormOnDevicesFromZeroIsTheWalk) {
     sharding::redistribute_both(from, fc, zero, to, tc, zero, node_bits, forward, backward);
     same(forward, by_nodes);
     same(backward, redistribute(to, tc, zero, from, fc, zero, node_bits));
+    sharding::redistribute_both(from, fc, zero, to, tc, zero, node_bits, forward, backward, true);
+    same(forward, alike);
+    sharding::Redistribution alike_back;
+    sharding::redistribute(to, tc, zero, from, fc, zero, node_bits, alike_back, true);
+    same(backward, alike_back);
     sharding::redistribute_both(from, fc, shifted, to, tc, shifted, -1, forward, backward);
     same(forward, walked);
     same(backward, redistribute(to, tc, shifted, from, fc, shifted));

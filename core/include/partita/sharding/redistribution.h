@@ -136,10 +136,11 @@ int replica_base(const TensorLayout& layout, const Config& config, int position)
 // moved by whole nodes, sitting on its nodes alike, and comes after it in the order of first
 // devices). The byte counts and pattern are those of every device. Elsewhere every group is listed.
 // `alike_by_xor`, for a caller that prices a group by how many of its devices each node holds (a
-// switched node: every device of a node on the same links), lists fewer still: where the groups
-// of the closed form (every dim a whole number of both sides' parts) are one another moved by an
-// exclusive or of the device ids with a constant, which keeps those counts up to the nodes'
-// order, only the groups of the devices whose non-cutting bits are 0 are listed.
+// switched node: every device of a node on the same links), lists fewer still: where groups are
+// one another moved by an exclusive or of the device ids with a constant, which keeps those counts
+// up to the nodes' order, one of each such set is listed (in the closed form, every dim a whole
+// number of both sides' parts, the groups of the devices whose non-cutting bits are 0; where a
+// split does not divide a dim, those of the devices whose bits that neither side reads are 0).
 Redistribution redistribute(const TensorLayout& from, const Config& from_config, std::span<const int> from_devices,
                             const TensorLayout& to, const Config& to_config, std::span<const int> to_devices,
                             int node_bits = -1);
