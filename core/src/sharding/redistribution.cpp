@@ -276,20 +276,17 @@ void closed_form_groups(std::int64_t n, std::uint64_t cutting, std::span<const s
                         bool meeting_is_all, std::uint64_t keep, bool alike_by_xor, Redistribution& out) {
   std::uint64_t copied = 0;
   std::uint64_t set_from_outside = 0; // copied bits whose consumer bit does not cut
+  std::uint64_t cutting_read = 0;     // consumer bits that cut
   for (const auto& [a, b] : pairs) {
     copied |= std::uint64_t{1} << a;
     if (((cutting >> b) & 1U) == 0) {
       set_from_outside |= std::uint64_t{1} << a;
+    } else {
+      cutting_read |= std::uint64_t{1} << b;
     }
   }
-  if (alike_by_xor) {
-    bool translates = true;
-    for (const auto& [a, b] : pairs) {
-      translates = translates && !(((cutting >> b) & 1U) != 0 && ((set_from_outside >> b) & 1U) != 0);
-    }
-    if (translates) {
-      keep &= cutting;
-    }
+  if (alike_by_xor && (cutting_read & set_from_outside) == 0) {
+    keep &= cutting;
   }
   const std::uint64_t free = cutting & ~copied;
   // Every kept id is at most `keep`.
@@ -326,7 +323,7 @@ void closed_form_groups(std::int64_t n, std::uint64_t cutting, std::span<const s
       sub = (sub - free) & free;
     } while (sub != 0);
   });
-  write_kept_groups(static_cast<std::int64_t>(ids), keep, sets, involved, out);
+  write_kept_groups(n, keep, sets, involved, out);
 }
 
 constexpr std::size_t most_axes = 16;
