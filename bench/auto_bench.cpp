@@ -34,7 +34,8 @@ double peak_rss_mib() {
 }
 
 constexpr const char* usage =
-    "usage: partita_bench_auto [--limit SECONDS] [--devices 8,64,...] [--cancel-after MS] [--threads N] [MODEL...]";
+    "usage: partita_bench_auto [--limit SECONDS] [--devices 8,64,...] [--cancel-after MS] [--threads N] [--price-every-move] "
+    "[MODEL...]";
 
 // A positive number from argv, or a message naming the option.
 double positive(const std::string& option, const std::string& text) {
@@ -72,12 +73,17 @@ int run(int argc, char** argv) {
   double cancel_after_ms = 0; // > 0: cancel every search then, and print how long it took to stop
   std::vector<int> device_counts{8, 64, 256, 1024};
   int threads = 1;
+  bool price_every_move = false;
   std::vector<std::string> models;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--help" || a == "-h") {
       fmt::print("{}\n", usage);
       return 0;
+    }
+    if (a == "--price-every-move") { // the tables priced whole before the first solve, as before lazy pricing
+      price_every_move = true;
+      continue;
     }
     if ((a == "--limit" || a == "--devices" || a == "--cancel-after" || a == "--threads") && i + 1 >= argc) {
       throw Error(fmt::format("{} needs a value\n{}", a, usage));
@@ -128,6 +134,7 @@ int run(int argc, char** argv) {
       r.devices = devices;
       r.max_search_work = 0; // measured, not refused: --limit cancels what runs too long
       r.threads = threads;
+      r.price_every_move = price_every_move;
       std::atomic<bool> cancel{false};
       r.cancel = &cancel;
       std::mutex m;
@@ -173,7 +180,10 @@ int run(int argc, char** argv) {
       fmt::print("{:<18} {:>7} {:>5} {:>8} {:>10.0f} {:>9.3g} {:>6} {:>10.3f} {:>10.1f} {:>9.0f}  {}\n", name, devices,
                  s.ops, s.distinct_ops, s.configurations, s.search_work, s.dp.width, seconds,
                  (s.table_bytes + s.dp.peak_bytes) / (1024.0 * 1024), peak_rss_mib(),
-                 result.exact ? std::string("exact")
+                 result.exact ? fmt::format("exact; priced {:.0f} of {:.0f} moves in {} rounds{}", s.moves_priced,
+                                            s.moves, s.pricing_rounds,
+                                            s.bound_misses > 0 ? fmt::format(" ({} BELOW THEIR BOUND)", s.bound_misses)
+                                                               : std::string())
                               : fmt::format("bounded, within {:.2f}% (exactly: a table of {:.2g})",
                                             100 * (result.objective / result.lower_bound - 1), s.dp.too_wide_table));
       std::fflush(stdout);

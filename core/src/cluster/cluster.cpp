@@ -52,6 +52,17 @@ double EfficiencyCurve::at(double work) const {
   return lower->second + t * (upper->second - lower->second);
 }
 
+double EfficiencyCurve::most() const {
+  if (points.empty()) {
+    return 1.0;
+  }
+  double most = points.front().second;
+  for (const auto& p : points) {
+    most = std::max(most, p.second);
+  }
+  return most;
+}
+
 Link Link::at(double message_bytes) const {
   Link out{kind, bandwidth, latency};
   for (const auto& p : protocols) {
@@ -75,12 +86,16 @@ Link Link::for_collective(std::string_view collective) const {
   return out;
 }
 
-double Device::memory_efficiency_for(graph::KernelClass k, double bytes) const {
+const EfficiencyCurve& Device::memory_curve(graph::KernelClass k) const {
   auto it = memory_efficiency_by_class.find(k);
   if (it == memory_efficiency_by_class.end()) {
     it = memory_efficiency_by_class.find(graph::kernel_class_fallback(k));
   }
-  return it != memory_efficiency_by_class.end() ? it->second.at(bytes) : memory_efficiency.at(bytes);
+  return it != memory_efficiency_by_class.end() ? it->second : memory_efficiency;
+}
+
+double Device::memory_efficiency_for(graph::KernelClass k, double bytes) const {
+  return memory_curve(k).at(bytes);
 }
 
 double Device::fresh_read_for(graph::KernelClass k, double bytes) const {

@@ -9,6 +9,7 @@
 #include "partita/cost/op_cost.h"
 #include "partita/graph/error.h"
 #include "partita/sim/simulate.h"
+#include "sharding/grid.h"
 
 #include <fmt/format.h>
 
@@ -334,8 +335,12 @@ private:
   }
 
 public:
-  // The dynamic program's problem: the ops' tables as vertices, every edge's table of moves.
-  void build_problem() {
+  // The dynamic program's problem: the ops' tables as vertices, every edge's table of moves. With
+  // `lazy`, a move not priced yet holds a lower bound on its price (what its copies cost at least,
+  // strategy::move_seconds_lower_bound) until a solution uses it (make_exact): the optimum of such
+  // tables whose moves are all priced is the optimum of the priced tables, since every other
+  // choice costs at least its bound. Otherwise every move is priced here.
+  void build_problem(bool lazy) {
     const std::size_t n = m_g.ops().size();
     for (const auto& c : m_classes) {
       m_class_table.push_back(m_problem.add_table(c.time));
@@ -345,25 +350,16 @@ public:
       m_problem.add_vertex(static_cast<int>(c.configs.size()), m_g.op(static_cast<graph::OpId>(i)).name);
       m_problem.unary[i] = m_class_table[static_cast<std::size_t>(m_class_of[i])];
     }
-    // First every table's pairs: the moves not priced yet become jobs (one per distinct move,
-    // with the edge and configurations that stand for it); then the jobs, on every thread asked
-    // for (each move is priced on its own, so the tables do not depend on the thread count); then
-    // the tables, from the priced moves.
-    std::vector<Job> jobs;
+    // First every table's pairs of distinct placements, each a move (one per distinct (tensor,
+    // placement, placement), with the edge and configurations that stand for it) holding its price
+    // or its bound; then the moves to price now (all of them, or none), on every thread asked for
+    // (each move is priced on its own, so the tables do not depend on the thread count); then the
+    // tables, from the moves.
     std::map<EdgeMemo, int> edge_tables;
     std::vector<std::size_t> fresh_edges; // per new table, its first edge
     std::vector<int> table_of_edge(m_edges.size(), -1);
-    // Per new table: per configuration of each side its distinct placement, and per pair of
-    // distinct placements its move (an index into m_move_cost).
-    struct TableMoves {
-      std::vector<int> from_slot, to_slot;
-      std::vector<std::size_t> first_from, first_to; // per distinct placement, its first configuration
-      std::size_t columns = 0;
-      std::vector<std::size_t> move;
-    };
-    std::vector<TableMoves> table_moves;
     std::vector<int> key_slot(m_keys.size(), -1);
-    std::size_t pairs = 0, key_words = 0; // of distinct placements, over the new tables
+    std::size_t pairs = 0; // of distinct placements, over the new tables
     for (std::size_t i = 0; i < m_edges.size(); ++i) {
       const auto& e = m_edges[i];
       auto [it, fresh] = edge_tables.try_emplace(memo_of(e), static_cast<int>(fresh_edges.size()));
@@ -372,13 +368,13 @@ public:
         continue;
       }
       fresh_edges.push_back(i);
-      table_moves.emplace_back();
+      m_table_moves.emplace_back();
       if (e.tie) {
         continue; // priced below, pair by pair: its cost depends on the reader's configuration
       }
       // The pairs of distinct placements (an op's configurations place a tensor in far fewer ways
       // than there are configurations), each with its first configurations.
-      auto& moves = table_moves[fresh_edges.size() - 1];
+      auto& moves = m_table_moves.back();
       const auto distinct = [&](const std::vector<int>& keys, std::vector<int>& slot, std::vector<std::size_t>& first) {
         slot.resize(keys.size());
         for (std::size_t x = 0; x < keys.size(); ++x) {
@@ -396,37 +392,276 @@ public:
       distinct(tables(e.prod).output_key[e.out], moves.from_slot, moves.first_from);
       distinct(tables(e.cons).input_key[e.in], moves.to_slot, moves.first_to);
       moves.columns = moves.first_to.size();
-      const std::size_t edge_pairs = moves.first_from.size() * moves.first_to.size();
-      pairs += edge_pairs;
-      // write_key's length at most: the two device counts, then five words a cut dim.
-      key_words += edge_pairs * (2 + 5 * m_g.tensor(m_g.op(e.cons).inputs[e.in]).shape.size());
+      pairs += moves.first_from.size() * moves.first_to.size();
     }
     // Then the moves of every pair, into buffers sized for the most there can be: grown as they
     // filled, they were copied and faulted in again page by page (a sixth of BERT's search at 64
     // devices); reserved memory not written is never touched.
-    jobs.reserve(pairs);
     m_move_cost.reserve(m_move_cost.size() + pairs);
-    m_geometry_of.reserve(pairs, key_words);
+    m_move_exact.reserve(m_move_exact.size() + pairs);
+    m_move_at.reserve(m_move_at.size() + pairs);
+    m_moves.reserve(pairs);
     for (std::size_t t = 0; t < fresh_edges.size(); ++t) {
       const std::size_t i = fresh_edges[t];
       const auto& e = m_edges[i];
       if (e.tie) {
         continue;
       }
-      auto& moves = table_moves[t];
+      auto& moves = m_table_moves[t];
       const auto& from = tables(e.prod).output_key[e.out];
       const auto& to = tables(e.cons).input_key[e.in];
+      const auto& x = m_g.tensor(m_g.op(e.cons).inputs[e.in]);
+      const auto block_bytes = [&](int key) { // the largest block of x a placement puts on a device
+        const auto& k = *m_key_list[static_cast<std::size_t>(key)]; // (parts, stride) per dim
+        double bytes = static_cast<double>(graph::dtype_size(x.dtype));
+        for (std::size_t j = 0; j < x.shape.size(); ++j) {
+          bytes *= static_cast<double>(sharding::detail::part_size(x.shape[j], k[2 * j]));
+        }
+        return bytes;
+      };
+      // What both device 0's blocks hold: the first part of every dim on either side.
+      const auto shared_bytes = [&](int from_key, int to_key) {
+        const auto& f = *m_key_list[static_cast<std::size_t>(from_key)];
+        const auto& t = *m_key_list[static_cast<std::size_t>(to_key)];
+        double bytes = static_cast<double>(graph::dtype_size(x.dtype));
+        for (std::size_t j = 0; j < x.shape.size(); ++j) {
+          bytes *= static_cast<double>(std::min(sharding::detail::part_size(x.shape[j], f[2 * j]),
+                                                sharding::detail::part_size(x.shape[j], t[2 * j])));
+        }
+        return bytes;
+      };
+      const auto& context = m_contexts[e.context];
       moves.move.reserve(moves.first_from.size() * moves.first_to.size());
       for (const std::size_t a : moves.first_from) {
         for (const std::size_t b : moves.first_to) {
           const auto [move, unseen] = m_moves.try_emplace(e.tensor, from[a], to[b], m_move_cost.size());
           if (unseen) {
-            m_move_cost.push_back(0.0);
-            jobs.push_back(move_job(i, static_cast<int>(a), static_cast<int>(b), from[a], to[b], *move));
+            // The same placement: nothing moves, priced as it is at once (no geometry to find).
+            const bool same = from[a] == to[b];
+            double cost = 0;
+            if (same) {
+              strategy::MoveGeometry nothing;
+              nothing.same_blocks = true;
+              nothing.consumer_shard_bytes = block_bytes(to[b]);
+              cost = strategy::move_seconds(nothing, 1, context, *m_r.cluster, m_r.setup);
+            } else {
+              // Device 0 receives what its consumer block holds beyond its producer block, and
+              // sends back the reverse: the most any device receives is at least that.
+              const double consumer = block_bytes(to[b]), producer = block_bytes(from[a]);
+              const double shared = shared_bytes(from[a], to[b]);
+              cost = strategy::move_seconds_lower_bound(consumer, producer, shared, context, *m_r.cluster, m_r.setup);
+            }
+            m_move_cost.push_back(cost);
+            m_move_exact.push_back(same ? 1 : 0);
+            m_move_at.push_back({i, static_cast<int>(a), static_cast<int>(b)});
           }
           moves.move.push_back(*move);
         }
       }
+    }
+    m_moves_listed = m_move_cost.size();
+    for (std::size_t t = 0; t < fresh_edges.size(); ++t) {
+      const auto& e = m_edges[fresh_edges[t]];
+      if (e.tie) {
+        m_table_index.push_back(m_problem.add_table(tie_costs(fresh_edges[t])));
+        continue;
+      }
+      const auto& moves = m_table_moves[t];
+      m_table_index.push_back(m_problem.add_table(std::vector<double>(moves.from_slot.size() * moves.to_slot.size())));
+      fill_table(t);
+    }
+    for (std::size_t i = 0; i < m_edges.size(); ++i) {
+      const auto& e = m_edges[i];
+      m_problem.edges.push_back({static_cast<int>(e.prod), static_cast<int>(e.cons),
+                                 m_table_index[static_cast<std::size_t>(table_of_edge[i])]});
+      m_edge_table.push_back(table_of_edge[i]);
+    }
+    if (!lazy) {
+      price_all();
+    }
+  }
+
+  // Prices every move that `choice` uses and only bounds so far (see build_problem); whether there
+  // was one (then the tables changed, and a solution may change with them).
+  bool make_exact(const std::vector<int>& choice) {
+    return make_exact_entries([&](auto use) {
+      for (std::size_t i = 0; i < m_problem.edges.size(); ++i) {
+        const auto& edge = m_problem.edges[i];
+        use(i, choice[static_cast<std::size_t>(edge.u)], choice[static_cast<std::size_t>(edge.v)]);
+      }
+    });
+  }
+  // Prices every move that `choice` uses and only bounds so far, and on each edge where it met
+  // one, the moves of either end's every configuration with the other end as `choice` has it
+  // (where the bound fell short once, the neighbours are likely to be wanted next).
+  bool make_exact_near(const std::vector<int>& choice) {
+    return make_exact_entries([&](auto use) {
+      for (std::size_t i = 0; i < m_problem.edges.size(); ++i) {
+        const auto& edge = m_problem.edges[i];
+        const int xu = choice[static_cast<std::size_t>(edge.u)], xv = choice[static_cast<std::size_t>(edge.v)];
+        if (is_exact(i, xu, xv)) {
+          continue;
+        }
+        for (int x = 0; x < m_problem.domain[static_cast<std::size_t>(edge.u)]; ++x) {
+          use(i, x, xv);
+        }
+        for (int x = 0; x < m_problem.domain[static_cast<std::size_t>(edge.v)]; ++x) {
+          use(i, xu, x);
+        }
+      }
+    });
+  }
+  // Prices every move an op's runner-up could use: on each edge, the entries of either end's every
+  // configuration with the other end as `choice` has it.
+  bool make_exact_around(const std::vector<int>& choice) {
+    return make_exact_entries([&](auto use) {
+      for (std::size_t i = 0; i < m_problem.edges.size(); ++i) {
+        const auto& edge = m_problem.edges[i];
+        const int xu = choice[static_cast<std::size_t>(edge.u)], xv = choice[static_cast<std::size_t>(edge.v)];
+        for (int x = 0; x < m_problem.domain[static_cast<std::size_t>(edge.u)]; ++x) {
+          use(i, x, xv);
+        }
+        for (int x = 0; x < m_problem.domain[static_cast<std::size_t>(edge.v)]; ++x) {
+          use(i, xu, x);
+        }
+      }
+    });
+  }
+  // Prices every move still holding its bound (a solve that is not exact reads any entry).
+  void price_all() {
+    std::vector<std::size_t> batch;
+    for (std::size_t m = 0; m < m_move_exact.size(); ++m) {
+      if (m_move_exact[m] == 0) {
+        batch.push_back(m);
+      }
+    }
+    if (batch.empty()) {
+      return;
+    }
+    price_moves(batch, 0.3, 0.3);
+    for (std::size_t t = 0; t < m_table_moves.size(); ++t) {
+      if (!m_table_moves[t].move.empty()) {
+        fill_table(t);
+      }
+    }
+  }
+  // Moves priced, of those the tables hold (the rest hold their bounds), and rounds of pricing.
+  std::size_t moves_priced() const {
+    return static_cast<std::size_t>(std::count(m_move_exact.begin(), m_move_exact.end(), 1));
+  }
+  std::size_t moves_listed() const { return m_moves_listed; }
+  int pricing_rounds() const { return m_pricing_rounds; }
+  // A priced move found below its bound (none, as long as the bound is one): counted, for tests.
+  std::size_t bound_misses() const { return m_bound_misses; }
+
+private:
+  // The moves of a table: per configuration of each side its distinct placement, and per pair of
+  // distinct placements its move (an index into m_move_cost).
+  struct TableMoves {
+    std::vector<int> from_slot, to_slot;
+    std::vector<std::size_t> first_from, first_to; // per distinct placement, its first configuration
+    std::size_t columns = 0;
+    std::vector<std::size_t> move;
+  };
+  // Where a move was met first: its edge and configurations (on whose layouts it is priced).
+  struct MoveAt {
+    std::size_t edge = 0;
+    int a = 0, b = 0;
+  };
+
+  // The move of problem edge `edge`'s entry (a, b); none for a tied weight's table.
+  std::optional<std::size_t> move_of(std::size_t edge, int a, int b) const {
+    const auto& moves = m_table_moves[static_cast<std::size_t>(m_edge_table[edge])];
+    if (moves.move.empty()) {
+      return std::nullopt;
+    }
+    return moves.move[static_cast<std::size_t>(moves.from_slot[static_cast<std::size_t>(a)]) * moves.columns +
+                      static_cast<std::size_t>(moves.to_slot[static_cast<std::size_t>(b)])];
+  }
+  bool is_exact(std::size_t edge, int a, int b) const {
+    const auto move = move_of(edge, a, b);
+    return !move || m_move_exact[*move] == 1;
+  }
+
+  // Table t's entries from its moves' prices (or bounds).
+  void fill_table(std::size_t t) {
+    const auto& moves = m_table_moves[t];
+    auto& costs = m_problem.tables[static_cast<std::size_t>(m_table_index[t])];
+    const std::size_t columns = moves.to_slot.size();
+    for (std::size_t a = 0; a < moves.from_slot.size(); ++a) {
+      const std::size_t* row = moves.move.data() + static_cast<std::size_t>(moves.from_slot[a]) * moves.columns;
+      for (std::size_t b = 0; b < columns; ++b) {
+        costs[a * columns + b] = m_move_cost[row[moves.to_slot[b]]];
+      }
+    }
+  }
+
+  // Prices the moves not priced yet among the entries `entries` lists (use(problem edge, a, b)),
+  // then refills the tables holding them.
+  template <class Entries> bool make_exact_entries(Entries entries) {
+    std::vector<std::size_t> batch;
+    std::vector<char> touched(m_table_moves.size(), 0);
+    entries([&](std::size_t edge, int a, int b) {
+      const auto move = move_of(edge, a, b); // none: a tied weight's table, priced whole
+      if (move && m_move_exact[*move] == 0) {
+        m_move_exact[*move] = 2; // in this batch
+        batch.push_back(*move);
+      }
+    });
+    if (batch.empty()) {
+      return false;
+    }
+    price_moves(batch, 0.6, 0.0);
+    // Every table holding a move just priced (a move serves every edge whose tensor and
+    // placements it is), found through the index of tables by move, built at the first need.
+    if (m_tables_of_move_at.empty()) {
+      m_tables_of_move_at.assign(m_move_cost.size() + 1, 0);
+      for (const auto& moves : m_table_moves) {
+        for (const std::size_t m : moves.move) {
+          ++m_tables_of_move_at[m + 1];
+        }
+      }
+      std::partial_sum(m_tables_of_move_at.begin(), m_tables_of_move_at.end(), m_tables_of_move_at.begin());
+      m_tables_of_move.resize(m_tables_of_move_at.back());
+      std::vector<std::size_t> next(m_tables_of_move_at.begin(), m_tables_of_move_at.end() - 1);
+      for (std::size_t t = 0; t < m_table_moves.size(); ++t) {
+        for (const std::size_t m : m_table_moves[t].move) {
+          m_tables_of_move[next[m]++] = static_cast<std::uint32_t>(t);
+        }
+      }
+    }
+    for (const std::size_t m : batch) {
+      for (std::size_t k = m_tables_of_move_at[m]; k < m_tables_of_move_at[m + 1]; ++k) {
+        touched[m_tables_of_move[k]] = 1;
+      }
+    }
+    for (std::size_t t = 0; t < touched.size(); ++t) {
+      if (touched[t] != 0) {
+        fill_table(t);
+      }
+    }
+    return true;
+  }
+
+  // Prices moves (indices into m_move_cost), reporting progress from `from` to `from + span`.
+  void price_moves(const std::vector<std::size_t>& batch, double from, double span) {
+    ++m_pricing_rounds;
+    m_geometry_of.clear();
+    m_geometry_job.clear();
+    m_job_count = 0;
+    std::vector<Job> jobs;
+    jobs.reserve(batch.size());
+    std::size_t key_words = 0;
+    for (const std::size_t move : batch) {
+      const auto& at = m_move_at[move];
+      key_words += 2 + 5 * m_g.tensor(m_g.op(m_edges[at.edge].cons).inputs[m_edges[at.edge].in]).shape.size();
+    }
+    m_geometry_of.reserve(batch.size(), key_words);
+    for (const std::size_t move : batch) {
+      const auto& at = m_move_at[move];
+      const auto& e = m_edges[at.edge];
+      jobs.push_back(move_job(at.edge, at.a, at.b, tables(e.prod).output_key[e.out][static_cast<std::size_t>(at.a)],
+                              tables(e.cons).input_key[e.in][static_cast<std::size_t>(at.b)], move));
     }
     // Per class of placement pairs its geometry, then every move of the class from it, scaled to
     // its tensor; a geometry lives only while its class is priced.
@@ -475,16 +710,22 @@ public:
         const auto same = std::find_if(priced.begin(), priced.end(), [&](const auto& p) {
           return std::get<0>(p) == scale && std::get<1>(p) == context;
         });
-        if (same != priced.end()) {
-          m_move_cost[jobs[j].cost] = std::get<2>(*same);
-          continue;
+        const double seconds = same != priced.end() ? std::get<2>(*same) : move_seconds(geometry, jobs[j]);
+        if (same == priced.end()) {
+          priced.emplace_back(scale, context, seconds);
         }
-        const double seconds = move_seconds(geometry, jobs[j]);
         m_move_cost[jobs[j].cost] = seconds;
-        priced.emplace_back(scale, context, seconds);
       }
     };
-    parallel(units.size(), 0.3, 0.3, [&](std::size_t u) {
+    const std::vector<double> bounds = [&] {
+      std::vector<double> b;
+      b.reserve(batch.size());
+      for (const std::size_t move : batch) {
+        b.push_back(m_move_cost[move]);
+      }
+      return b;
+    }();
+    parallel(units.size(), from, span, [&](std::size_t u) {
       const std::size_t k = units[u];
       double producer_shard_bytes = 0;
       thread_local strategy::MoveGeometry geometry;
@@ -496,32 +737,18 @@ public:
         price_jobs(geometry, jobs_of(partner[k]));
       }
     });
+    for (std::size_t j = 0; j < batch.size(); ++j) {
+      const double seconds = m_move_cost[batch[j]];
+      if (seconds < bounds[j] * (1 - 1e-12) - 1e-18) {
+        ++m_bound_misses;
+      }
+      m_move_exact[batch[j]] = 1;
+    }
     m_geometry_of.clear();
     m_geometry_job.clear();
-    std::vector<int> table_index(fresh_edges.size());
-    for (std::size_t t = 0; t < fresh_edges.size(); ++t) {
-      const auto& e = m_edges[fresh_edges[t]];
-      if (e.tie) {
-        table_index[t] = m_problem.add_table(tie_costs(fresh_edges[t]));
-        continue;
-      }
-      const auto& moves = table_moves[t];
-      const std::size_t columns = moves.to_slot.size();
-      std::vector<double> costs(moves.from_slot.size() * columns, 0.0);
-      for (std::size_t a = 0; a < moves.from_slot.size(); ++a) {
-        const std::size_t* row = moves.move.data() + static_cast<std::size_t>(moves.from_slot[a]) * moves.columns;
-        for (std::size_t b = 0; b < columns; ++b) {
-          costs[a * columns + b] = m_move_cost[row[moves.to_slot[b]]];
-        }
-      }
-      table_index[t] = m_problem.add_table(std::move(costs));
-    }
-    for (std::size_t i = 0; i < m_edges.size(); ++i) {
-      const auto& e = m_edges[i];
-      m_problem.edges.push_back({static_cast<int>(e.prod), static_cast<int>(e.cons),
-                                 table_index[static_cast<std::size_t>(table_of_edge[i])]});
-    }
+    m_job_count = 0;
   }
+
 
 private:
   // A tie edge's costs, per (other reader's configuration a, first reader's b): the gradient sum
@@ -987,7 +1214,18 @@ private:
   std::vector<strategy::MoveContext> m_contexts; // per edge
   std::vector<int> m_context_class;              // per context: the first that prices alike (priced_alike)
   PlacementIndex m_moves;                        // into m_move_cost
-  std::vector<double> m_move_cost;
+  std::vector<double> m_move_cost;               // per move, its price or (not priced yet) a lower bound
+  std::vector<char> m_move_exact;                // per move: 1 priced, 0 its bound
+  std::vector<MoveAt> m_move_at;                 // per move, where it was met first
+  std::size_t m_moves_listed = 0;
+  int m_pricing_rounds = 0;
+  std::size_t m_bound_misses = 0;
+  std::vector<TableMoves> m_table_moves; // per distinct edge table (empty for a tied weight's)
+  std::vector<int> m_table_index;        // per distinct edge table, its table in m_problem
+  std::vector<int> m_edge_table;         // per problem edge, its distinct edge table
+  // The tables holding move m: m_tables_of_move[m_tables_of_move_at[m] .. m_tables_of_move_at[m + 1]).
+  std::vector<std::size_t> m_tables_of_move_at;
+  std::vector<std::uint32_t> m_tables_of_move;
   std::vector<int> m_class_table;
   dp::Problem m_problem;
   dp::Workspace m_workspace;
@@ -995,7 +1233,8 @@ private:
 
 // The objective in seconds of a choice: the problem's vertex costs are the ops' times (memory is
 // priced only inside solve_priced, which puts them back).
-double time_of(const CostGraph& cg, const std::vector<int>& choice) {
+double time_of(CostGraph& cg, const std::vector<int>& choice) {
+  cg.make_exact(choice);
   return dp::total_cost(cg.problem(), choice);
 }
 
@@ -1109,6 +1348,12 @@ dp::Solution solve_priced(CostGraph& cg, double price, const Request& r, int& so
   dp::Solution s;
   try {
     s = dp::solve(p, o);
+    // Moves the optimum uses that hold only their bounds: priced, and solved again until the
+    // optimum uses priced moves alone (then no other choice can be cheaper: each costs at least
+    // its bounds).
+    while (s.exact && cg.make_exact_near(s.choice)) {
+      s = dp::solve(p, o);
+    }
     for (const auto& seed : s.exact ? Choices{} : seeds) {
       auto c = seed.second;
       s.stats.local_moves += dp::improve(p, c, o);
@@ -1235,12 +1480,15 @@ AutoResult auto_search(const Request& r) {
                             bytes_text(limit), r.devices, bytes_text(peak(smallest)), bytes_text(p.peak_memory),
                             memory_breakdown(p)));
   }
-  cg.build_problem();
-  // Too wide for the exact program: the bounded search starts from the families' plans too, so
-  // that it is never slower than any of them.
-  const Choices seeds = r.bounded_table_entries > 0 && dp::widest_table(cg.problem()) > dp::Options{}.max_table_entries
-                            ? family_choices(cg, r)
-                            : Choices{};
+  // Too wide for the exact program: the bounded search reads any entry, so every move is priced,
+  // and it starts from the families' plans too, so that it is never slower than any of them. The
+  // exact program prices the moves its optima use (solve_priced).
+  cg.build_problem(!r.price_every_move);
+  const bool wide = dp::widest_table(cg.problem()) > dp::Options{}.max_table_entries;
+  if (wide) {
+    cg.price_all();
+  }
+  const Choices seeds = r.bounded_table_entries > 0 && wide ? family_choices(cg, r) : Choices{};
 
   auto best = solve_priced(cg, 0, r, solves, 0, seeds);
   if (r.progress) {
@@ -1386,6 +1634,7 @@ AutoResult auto_search(const Request& r) {
   result.peak_memory = prediction.peak_memory;
 
   // Per op: the runner-up with every other op as chosen, and what it would cost.
+  cg.make_exact_around(choice);
   const auto& p = cg.problem();
   std::vector<std::vector<std::size_t>> edges_of(n);
   for (std::size_t e = 0; e < p.edges.size(); ++e) {
@@ -1448,6 +1697,10 @@ AutoResult auto_search(const Request& r) {
     result.stats.table_bytes += static_cast<double>(table.size()) * sizeof(double);
   }
   result.stats.solves = solves;
+  result.stats.moves = static_cast<double>(cg.moves_listed());
+  result.stats.moves_priced = static_cast<double>(cg.moves_priced());
+  result.stats.pricing_rounds = cg.pricing_rounds();
+  result.stats.bound_misses = cg.bound_misses();
   result.stats.dp = best.stats;
 
   std::string memory_text =

@@ -666,6 +666,121 @@ double move_seconds(const MoveGeometry& geometry, double units, const MoveContex
   return move_terms_into(geometry, units, context, cluster, setup, false, nullptr);
 }
 
+namespace {
+
+// The least kernel_time(0, bytes, ..., family k, fresh_bytes = fresh) can be: the family's memory
+// curve at its best point, every fresh byte read for free, and the launch.
+double least_pass_seconds(double bytes, double fresh, graph::KernelClass k, const cluster::Device& d) {
+  if (bytes <= 0) {
+    return 0;
+  }
+  const double best = d.memory_curve(k).most();
+  const double memory = d.memory_bandwidth > 0 && best > 0 ? (bytes - fresh) / (d.memory_bandwidth * best) : 0.0;
+  return std::max(0.0, memory) + d.kernel_launch_overhead;
+}
+
+} // namespace
+
+// The least latency any message between two devices can meet: every link's, under every protocol
+// and every collective's own figures (a link without bandwidth carries nothing: a message on it
+// costs without bound).
+double least_latency(const cluster::Cluster& cluster) {
+  double least = std::numeric_limits<double>::infinity();
+  const auto consider = [&least](double bandwidth, double latency) {
+    if (bandwidth > 0) {
+      least = std::min(least, latency);
+    }
+  };
+  for (const auto* link : {&cluster.intra_link, &cluster.intra_fallback, &cluster.nic}) {
+    consider(link->bandwidth, link->latency);
+    for (const auto& p : link->protocols) {
+      consider(p.bandwidth, p.latency);
+    }
+    for (const auto& c : link->collectives) {
+      consider(c.bandwidth, c.latency);
+      for (const auto& p : c.protocols) {
+        consider(p.bandwidth, p.latency);
+      }
+    }
+  }
+  return std::isfinite(least) ? std::max(0.0, least) : 0.0;
+}
+
+// The most bandwidth any collective's estimate can give one device's traffic on a cluster of
+// switched nodes (every link inside a node the switch's, every one between nodes a NIC, up to a
+// node's NICs together): every link's, under every protocol and every collective's own figures.
+// 0 elsewhere (a mesh's rings and exchanges add up direct lanes: no bound is claimed there).
+double most_bandwidth(const cluster::Cluster& cluster) {
+  if (!cluster.intra_switched) {
+    return 0;
+  }
+  double most = 0;
+  const auto consider = [&most](const cluster::Link& link, double links) {
+    const auto rate = [&](double bandwidth) { most = std::max(most, bandwidth * links); };
+    rate(link.bandwidth);
+    for (const auto& p : link.protocols) {
+      rate(p.bandwidth);
+    }
+    for (const auto& c : link.collectives) {
+      rate(c.bandwidth);
+      for (const auto& p : c.protocols) {
+        rate(p.bandwidth);
+      }
+    }
+  };
+  consider(cluster.intra_link, 1);
+  consider(cluster.intra_fallback, 1);
+  consider(cluster.nic, std::max(1, cluster.nics_per_node));
+  return most;
+}
+
+double move_seconds_lower_bound(double consumer_block_bytes, double producer_block_bytes, double shared_bytes,
+                                const MoveContext& context, const cluster::Cluster& cluster,
+                                const cost::TrainingSetup& setup) {
+  // move_terms_into where the blocks are not the same. Device 0 holds the first part of every dim
+  // on both sides: it receives its consumer block less what the two share, and each other device
+  // can send it at most that much (no producer block meets a consumer block in more than the
+  // least of their parts, dim by dim), so its group counts at least 1 + received / shared devices.
+  // The transfer: the group's collective at least as many latency steps as any estimate takes
+  // for that many devices (a ring or an exchange p - 1, two levels of k x m = p at least
+  // 2 sqrt(p) - 2), each at the least latency of any link; its bandwidth term at least nothing.
+  // The copies: what writing the consumer's block and packing what device 0 receives
+  // (local_copy_seconds) and adding the gradient into the producer's block cost, at the best
+  // efficiency the device's curves give; the later micro-batches' copies of a tensor sent once,
+  // as they are.
+  const double m = context.once ? 1 : context.micro_batches;
+  const double scale = context.scale / m;
+  const double received = std::max(0.0, consumer_block_bytes - shared_bytes);
+  const double sent_back = std::max(0.0, producer_block_bytes - shared_bytes);
+  const double later_copies =
+      context.once && context.micro_batches > 1
+          ? (context.micro_batches - 1) *
+                local_copy_seconds(0, consumer_block_bytes * context.scale, false, cluster, setup)
+          : 0.0;
+  const double forward = m * least_pass_seconds(2 * (consumer_block_bytes + received) * scale, 0,
+                                                graph::KernelClass::eltwise, cluster.device);
+  const double backward =
+      context.gradient ? m * (least_pass_seconds(3 * producer_block_bytes * scale, producer_block_bytes * scale,
+                                                 graph::KernelClass::accumulate, cluster.device) +
+                              least_pass_seconds(2 * sent_back * scale, 0, graph::KernelClass::eltwise, cluster.device))
+                       : 0.0;
+  const auto steps = [&](double bytes) {
+    if (bytes <= 0 || shared_bytes <= 0) {
+      return 0.0;
+    }
+    const double p = 1 + std::ceil(bytes / shared_bytes);
+    return p < 4 ? p - 1 : std::min(p - 1, std::ceil(2 * std::sqrt(p)) - 2);
+  };
+  // Bandwidth: a device's bytes in over a ring, two levels or a send, each at most the most any
+  // link gives; an exchange across nodes splits them between the switch and the NICs, each at
+  // most that: at least bytes / (2 x the most).
+  const double most = most_bandwidth(cluster);
+  const auto streamed = [&](double bytes) { return most > 0 ? bytes * scale / (2 * most) : 0.0; };
+  const double transfer = m * (least_latency(cluster) * (steps(received) + (context.gradient ? steps(sent_back) : 0)) +
+                               streamed(received) + (context.gradient ? streamed(sent_back) : 0));
+  return later_copies + forward + backward + transfer;
+}
+
 std::vector<TiedWeight> tied_weights(const graph::Graph& g) {
   std::map<graph::TensorId, std::vector<std::pair<graph::OpId, std::size_t>>> readers;
   for (const auto id : g.topological_order()) {

@@ -67,6 +67,8 @@ struct Link {
 struct EfficiencyCurve {
   std::vector<std::pair<double, double>> points; // (work, fraction), work ascending
   double at(double work) const;
+  // The most at() gives at any work (linear between points, constant beyond: the largest point).
+  double most() const;
 };
 
 struct Device {
@@ -98,6 +100,8 @@ struct Device {
   double matmul_operand_bandwidth = 0;
 
   double memory_efficiency_for(graph::KernelClass k, double bytes) const;
+  // The curve memory_efficiency_for reads for family k.
+  const EfficiencyCurve& memory_curve(graph::KernelClass k) const;
   // The cost of a kernel of family k reading bytes the kernel before has just written, as a
   // fraction of a read from memory: the family's own curve (or its fallback's), fresh_read for
   // eltwise kernels and those on their curve (accumulate), else 1.

@@ -34,6 +34,11 @@ struct AutoStats {
   double search_work = 0; // pairs of distinct layouts its edge tables price x devices (Request::max_search_work)
   double table_bytes = 0; // cost tables held by the search
   int solves = 0;         // dynamic programs run (more than one when the memory limit binds)
+  // The moves (distinct pairs of placements of a tensor) the edge tables hold, those priced (the
+  // rest hold a lower bound no optimum needed to look past), and the rounds that priced them.
+  double moves = 0, moves_priced = 0;
+  int pricing_rounds = 0;
+  std::size_t bound_misses = 0; // moves priced below their bound (0 unless the bound is wrong)
   dp::Stats dp;           // of the last solve
 };
 

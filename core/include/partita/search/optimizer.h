@@ -94,6 +94,10 @@ struct Request {
   // "auto": threads that price its layout pairs (0: one per hardware thread). The result does not
   // depend on it.
   int threads = 0;
+  // "auto": price every move between two layouts before the first solve, instead of the moves its
+  // optima use (the tables holding a lower bound on every other until one is used). The same
+  // optimum either way; for tests and measurements that compare the two.
+  bool price_every_move = false;
   // "3d": the setup's choices the user typed, held as typed instead of searched (the shape's are
   // held by the fields above when set: tensor_parallel, pipeline_parallel, micro_batch_size, and
   // chunks with the interleaved schedule).

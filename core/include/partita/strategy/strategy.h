@@ -246,6 +246,15 @@ std::vector<cost::Term> move_terms(const MoveGeometry& geometry, const MoveConte
 double move_seconds(const MoveGeometry& geometry, double units, const MoveContext& context,
                     const cluster::Cluster& cluster, const cost::TrainingSetup& setup);
 
+// A lower bound on move_seconds of every geometry whose blocks are not the same (same_blocks
+// false) between a consumer layout whose largest block is `consumer_block_bytes` and a producer
+// layout whose largest is `producer_block_bytes` (whole-tensor bytes in the graph's element type):
+// what the copies cost at least, from the two block sizes alone (the per-layer search's tables
+// hold it until a solution uses the move, then its price).
+double move_seconds_lower_bound(double consumer_block_bytes, double producer_block_bytes, double shared_bytes,
+                                const MoveContext& context, const cluster::Cluster& cluster,
+                                const cost::TrainingSetup& setup);
+
 // A weight read by several ops (a tied embedding and LM head): each reader computes its part of the
 // gradient in its own layout, and partita-run adds every other reader's into the first reader's
 // and copies the sum back over the others' (an exchange between the two layouts each way).
