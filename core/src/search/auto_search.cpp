@@ -336,10 +336,11 @@ private:
 
 public:
   // The dynamic program's problem: the ops' tables as vertices, every edge's table of moves. With
-  // `lazy`, a move not priced yet holds a lower bound on its price (what its copies cost at least,
-  // strategy::move_seconds_lower_bound) until a solution uses it (make_exact): the optimum of such
-  // tables whose moves are all priced is the optimum of the priced tables, since every other
-  // choice costs at least its bound. Otherwise every move is priced here.
+  // `lazy`, a move not priced yet holds a lower bound on its price (strategy::
+  // move_seconds_lower_bound, from the two placements' block sizes alone) until a solution uses it
+  // (make_exact): an optimum of such tables that uses priced moves alone is an optimum of the
+  // priced tables, since every other choice costs at least its bounds. Otherwise every move is
+  // priced here.
   void build_problem(bool lazy) {
     const std::size_t n = m_g.ops().size();
     for (const auto& c : m_classes) {
@@ -611,7 +612,7 @@ private:
     if (batch.empty()) {
       return false;
     }
-    price_moves(batch, 0.6, 0.0);
+    price_moves(batch, -1, 0); // no progress reported: the rounds' count is not known ahead
     // Every table holding a move just priced (a move serves every edge whose tensor and
     // placements it is), found through the index of tables by move, built at the first need.
     if (m_tables_of_move_at.empty()) {
@@ -788,7 +789,7 @@ private:
 
   // Runs work(0 .. count-1) on Request::threads threads (each item on its own, so results do not
   // depend on the thread count), polling the cancel flag between chunks and reporting progress
-  // from `from` to `from + span` on the first thread.
+  // from `from` to `from + span` on the first thread (none where `from` < 0).
   template <class Work> void parallel(std::size_t count, double from, double span, Work work_item) {
     const unsigned hardware = std::max(1U, std::thread::hardware_concurrency());
     const auto wanted = m_r.threads > 0 ? static_cast<std::size_t>(m_r.threads) : hardware;
@@ -812,7 +813,7 @@ private:
           for (std::size_t j = begin; j < std::min(count, begin + chunk); ++j) {
             work_item(j);
           }
-          if (reports && m_r.progress) {
+          if (reports && m_r.progress && from >= 0) {
             m_r.progress(from +
                          span * static_cast<double>(std::min(count, begin + chunk)) / static_cast<double>(count));
           }
@@ -1348,10 +1349,15 @@ dp::Solution solve_priced(CostGraph& cg, double price, const Request& r, int& so
   dp::Solution s;
   try {
     s = dp::solve(p, o);
-    // Moves the optimum uses that hold only their bounds: priced, and solved again until the
-    // optimum uses priced moves alone (then no other choice can be cheaper: each costs at least
-    // its bounds).
+    // Moves the optimum uses that hold only their bounds: priced (with their neighbours in the
+    // tables), and solved again until the optimum uses priced moves alone (then no other choice
+    // can be cheaper: each costs at least its bounds). Where half the moves have been priced so,
+    // the bounds are not pruning much: the rest are priced at once (in one batch, not one solve
+    // each).
     while (s.exact && cg.make_exact_near(s.choice)) {
+      if (2 * cg.moves_priced() >= cg.moves_listed()) {
+        cg.price_all();
+      }
       s = dp::solve(p, o);
     }
     for (const auto& seed : s.exact ? Choices{} : seeds) {
