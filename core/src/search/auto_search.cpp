@@ -19,6 +19,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <numeric>
 #include <optional>
@@ -360,7 +361,7 @@ public:
     std::vector<std::size_t> fresh_edges; // per new table, its first edge
     std::vector<int> table_of_edge(m_edges.size(), -1);
     std::vector<int> key_slot(m_keys.size(), -1);
-    std::size_t pairs = 0; // of distinct placements, over the new tables
+    std::size_t pairs = 0, key_words = 0; // of distinct placements, over the new tables
     for (std::size_t i = 0; i < m_edges.size(); ++i) {
       const auto& e = m_edges[i];
       auto [it, fresh] = edge_tables.try_emplace(memo_of(e), static_cast<int>(fresh_edges.size()));
@@ -393,15 +394,19 @@ public:
       distinct(tables(e.prod).output_key[e.out], moves.from_slot, moves.first_from);
       distinct(tables(e.cons).input_key[e.in], moves.to_slot, moves.first_to);
       moves.columns = moves.first_to.size();
-      pairs += moves.first_from.size() * moves.first_to.size();
+      const std::size_t edge_pairs = moves.first_from.size() * moves.first_to.size();
+      pairs += edge_pairs;
+      // write_key's length at most: the two device counts, then five words a cut dim.
+      key_words += edge_pairs * (2 + 5 * m_g.tensor(m_g.op(e.cons).inputs[e.in]).shape.size());
     }
     // Then the moves of every pair, into buffers sized for the most there can be: grown as they
     // filled, they were copied and faulted in again page by page (a sixth of BERT's search at 64
     // devices); reserved memory not written is never touched.
     m_move_cost.reserve(m_move_cost.size() + pairs);
     m_move_exact.reserve(m_move_exact.size() + pairs);
-    m_move_at.reserve(m_move_at.size() + pairs);
-    m_moves.reserve(pairs);
+    m_jobs.reserve(m_jobs.size() + pairs);
+    m_geometry_of.reserve(pairs, key_words);
+    const auto rates = strategy::move_bound_rates(*m_r.cluster);
     for (std::size_t t = 0; t < fresh_edges.size(); ++t) {
       const std::size_t i = fresh_edges[t];
       const auto& e = m_edges[i];
@@ -450,17 +455,22 @@ public:
               // sends back the reverse: the most any device receives is at least that.
               const double consumer = block_bytes(to[b]), producer = block_bytes(from[a]);
               const double shared = shared_bytes(from[a], to[b]);
-              cost = strategy::move_seconds_lower_bound(consumer, producer, shared, context, *m_r.cluster, m_r.setup);
+              cost = strategy::move_seconds_lower_bound(consumer, producer, shared, context, rates, *m_r.cluster,
+                                                        m_r.setup);
             }
             m_move_cost.push_back(cost);
             m_move_exact.push_back(same ? 1 : 0);
-            m_move_at.push_back({i, static_cast<int>(a), static_cast<int>(b)});
+            m_moves_priced += same ? 1 : 0;
+            if (!same) {
+              m_jobs.push_back(move_job(i, static_cast<int>(a), static_cast<int>(b), from[a], to[b], *move));
+            }
           }
           moves.move.push_back(*move);
         }
       }
     }
     m_moves_listed = m_move_cost.size();
+    index_geometries();
     for (std::size_t t = 0; t < fresh_edges.size(); ++t) {
       const auto& e = m_edges[fresh_edges[t]];
       if (e.tie) {
@@ -530,30 +540,29 @@ public:
   }
   // Prices every move still holding its bound (a solve that is not exact reads any entry).
   void price_all() {
-    std::vector<std::size_t> batch;
-    for (std::size_t m = 0; m < m_move_exact.size(); ++m) {
-      if (m_move_exact[m] == 0) {
-        batch.push_back(m);
+    std::vector<std::size_t> all;
+    for (std::size_t k = 0; k < m_geometry_done.size(); ++k) {
+      if (m_geometry_done[k] == 0) {
+        all.push_back(k);
       }
     }
-    if (batch.empty()) {
-      return;
-    }
-    price_moves(batch, 0.3, 0.3);
-    for (std::size_t t = 0; t < m_table_moves.size(); ++t) {
-      if (!m_table_moves[t].move.empty()) {
-        fill_table(t);
-      }
-    }
+    price_geometries(all, 0.3, 0.3);
   }
   // Moves priced, of those the tables hold (the rest hold their bounds), and rounds of pricing.
-  std::size_t moves_priced() const {
-    return static_cast<std::size_t>(std::count(m_move_exact.begin(), m_move_exact.end(), 1));
-  }
+  std::size_t moves_priced() const { return m_moves_priced; }
   std::size_t moves_listed() const { return m_moves_listed; }
   int pricing_rounds() const { return m_pricing_rounds; }
   // A priced move found below its bound (none, as long as the bound is one): counted, for tests.
   std::size_t bound_misses() const { return m_bound_misses; }
+  // The work of the dynamic programs run again after a round of pricing (dp::Stats::work).
+  double& resolve_work() { return m_resolve_work; }
+  // What pricing every move not priced yet would cost, in the dynamic program's units of work
+  // (dp::Stats::work, table entries visited): a geometry walks the devices of both sides, about
+  // as long as the program takes for 16 entries per device (a rough figure: it decides when the
+  // search stops solving again and prices the rest at once, never what it returns).
+  double unpriced_work() const {
+    return 16.0 * static_cast<double>(m_r.devices) * static_cast<double>(m_geometries_left);
+  }
 
 private:
   // The moves of a table: per configuration of each side its distinct placement, and per pair of
@@ -563,11 +572,6 @@ private:
     std::vector<std::size_t> first_from, first_to; // per distinct placement, its first configuration
     std::size_t columns = 0;
     std::vector<std::size_t> move;
-  };
-  // Where a move was met first: its edge and configurations (on whose layouts it is priced).
-  struct MoveAt {
-    std::size_t edge = 0;
-    int a = 0, b = 0;
   };
 
   // The move of problem edge `edge`'s entry (a, b); none for a tied weight's table.
@@ -597,43 +601,154 @@ private:
     }
   }
 
-  // Prices the moves not priced yet among the entries `entries` lists (use(problem edge, a, b)),
-  // then refills the tables holding them.
+  // Prices the geometries of the moves not priced yet among the entries `entries` lists
+  // (use(problem edge, a, b)), and with each every move it prices.
   template <class Entries> bool make_exact_entries(Entries entries) {
-    std::vector<std::size_t> batch;
-    std::vector<char> touched(m_table_moves.size(), 0);
+    std::vector<std::size_t> wanted;
     entries([&](std::size_t edge, int a, int b) {
       const auto move = move_of(edge, a, b); // none: a tied weight's table, priced whole
       if (move && m_move_exact[*move] == 0) {
-        m_move_exact[*move] = 2; // in this batch
-        batch.push_back(*move);
+        const std::size_t k = m_jobs[m_job_of_move[*move]].geometry;
+        if (m_geometry_done[k] == 0) {
+          m_geometry_done[k] = 2; // wanted in this round
+          wanted.push_back(k);
+        }
       }
     });
-    if (batch.empty()) {
+    if (wanted.empty()) {
       return false;
     }
-    price_moves(batch, -1, 0); // no progress reported: the rounds' count is not known ahead
-    // Every table holding a move just priced (a move serves every edge whose tensor and
-    // placements it is), found through the index of tables by move, built at the first need.
-    if (m_tables_of_move_at.empty()) {
-      m_tables_of_move_at.assign(m_move_cost.size() + 1, 0);
-      for (const auto& moves : m_table_moves) {
-        for (const std::size_t m : moves.move) {
-          ++m_tables_of_move_at[m + 1];
-        }
-      }
-      std::partial_sum(m_tables_of_move_at.begin(), m_tables_of_move_at.end(), m_tables_of_move_at.begin());
-      m_tables_of_move.resize(m_tables_of_move_at.back());
-      std::vector<std::size_t> next(m_tables_of_move_at.begin(), m_tables_of_move_at.end() - 1);
-      for (std::size_t t = 0; t < m_table_moves.size(); ++t) {
-        for (const std::size_t m : m_table_moves[t].move) {
-          m_tables_of_move[next[m]++] = static_cast<std::uint32_t>(t);
-        }
+    price_geometries(wanted, -1, 0); // no progress reported: the rounds' count is not known ahead
+    return true;
+  }
+
+  // The jobs of every geometry (m_jobs' indices, in order), where each move's job is, and each
+  // geometry's reverse (the same two placements the other way round: an op's output read by the
+  // next op and that op's output read back in the same layouts), whose redistributions are its
+  // own: one's forward is the other's backward.
+  void index_geometries() {
+    const std::size_t geometries = m_geometry_job.size();
+    m_job_at.assign(geometries + 1, 0);
+    for (const Job& job : m_jobs) {
+      ++m_job_at[job.geometry + 1];
+    }
+    std::partial_sum(m_job_at.begin(), m_job_at.end(), m_job_at.begin());
+    m_job_list.resize(m_jobs.size());
+    std::vector<std::size_t> next(m_job_at.begin(), m_job_at.end() - 1);
+    m_job_of_move.assign(m_move_cost.size(), 0);
+    for (std::size_t j = 0; j < m_jobs.size(); ++j) {
+      m_job_list[next[m_jobs[j].geometry]++] = j;
+      m_job_of_move[m_jobs[j].cost] = static_cast<std::uint32_t>(j);
+    }
+    m_partner.assign(geometries, alone);
+    std::vector<std::int64_t> reverse;
+    for (std::size_t k = 0; k < geometries; ++k) {
+      reversed_key(m_geometry_of.key(k), reverse);
+      const std::size_t other = m_geometry_of.find(reverse);
+      if (other != KeyIndex::none && other != k) {
+        m_partner[k] = other;
       }
     }
-    for (const std::size_t m : batch) {
-      for (std::size_t k = m_tables_of_move_at[m]; k < m_tables_of_move_at[m + 1]; ++k) {
-        touched[m_tables_of_move[k]] = 1;
+    m_geometry_of.clear(); // the keys found the reverses; m_geometry_job keeps what pricing reads
+    m_geometry_done.assign(geometries, 0);
+    m_geometries_left = geometries;
+    // The tables holding each move (a move serves every edge whose tensor and placements it is).
+    m_tables_of_move_at.assign(m_move_cost.size() + 1, 0);
+    for (const auto& moves : m_table_moves) {
+      for (const std::size_t m : moves.move) {
+        ++m_tables_of_move_at[m + 1];
+      }
+    }
+    std::partial_sum(m_tables_of_move_at.begin(), m_tables_of_move_at.end(), m_tables_of_move_at.begin());
+    m_tables_of_move.resize(m_tables_of_move_at.back());
+    std::vector<std::size_t> slot(m_tables_of_move_at.begin(), m_tables_of_move_at.end() - 1);
+    for (std::size_t t = 0; t < m_table_moves.size(); ++t) {
+      for (const std::size_t m : m_table_moves[t].move) {
+        m_tables_of_move[slot[m]++] = static_cast<std::uint32_t>(t);
+      }
+    }
+  }
+  std::span<const std::size_t> jobs_of(std::size_t k) const {
+    return {m_job_list.data() + m_job_at[k], m_job_at[k + 1] - m_job_at[k]};
+  }
+
+  // Computes geometries `wanted` (marked 2, or any not priced yet), each with its reverse where
+  // that is not priced yet, prices every move of them, and refills the tables holding those
+  // moves; reporting progress from `from` to `from + span` (none where `from` < 0).
+  void price_geometries(const std::vector<std::size_t>& wanted, double from, double span) {
+    if (wanted.empty()) {
+      return;
+    }
+    ++m_pricing_rounds;
+    // The units of work: a geometry, and its reverse along with it where that is not priced.
+    std::vector<std::pair<std::size_t, std::size_t>> units; // (geometry, its reverse or `alone`)
+    for (const std::size_t k : wanted) {
+      if (m_geometry_done[k] == 1) {
+        continue;
+      }
+      const std::size_t other = m_partner[k];
+      const bool pair = other != alone && m_geometry_done[other] != 1;
+      m_geometry_done[k] = 1;
+      if (pair) {
+        m_geometry_done[other] = 1;
+      }
+      units.emplace_back(k, pair ? other : alone);
+    }
+    // Moves of a class whose tensors have as many units and whose contexts price alike cost the
+    // same (as a transformer's many activations of one shape): each such price is computed once.
+    std::atomic<std::size_t> misses{0};
+    const auto price_jobs = [&](const strategy::MoveGeometry& geometry, std::span<const std::size_t> of) {
+      thread_local std::vector<std::tuple<double, int, double>> priced; // scale, context class, seconds
+      priced.clear();
+      for (const std::size_t j : of) {
+        const double scale = m_jobs[j].scale;
+        const int context = m_context_class[m_edges[m_jobs[j].edge].context];
+        const auto same = std::find_if(priced.begin(), priced.end(), [&](const auto& p) {
+          return std::get<0>(p) == scale && std::get<1>(p) == context;
+        });
+        const double seconds = same != priced.end() ? std::get<2>(*same) : move_seconds(geometry, m_jobs[j]);
+        if (same == priced.end()) {
+          priced.emplace_back(scale, context, seconds);
+        }
+        double& cost = m_move_cost[m_jobs[j].cost]; // its bound until now
+        if (seconds < cost * (1 - 1e-12) - 1e-18) {
+          ++misses;
+        }
+        cost = seconds;
+      }
+    };
+    parallel(units.size(), from, span, [&](std::size_t u) {
+      const auto [k, other] = units[u];
+      double producer_shard_bytes = 0;
+      thread_local strategy::MoveGeometry geometry;
+      compute_geometry(m_jobs, k, producer_shard_bytes, geometry);
+      price_jobs(geometry, jobs_of(k));
+      if (other != alone) {
+        std::swap(geometry.forward, geometry.backward);
+        geometry.consumer_shard_bytes = producer_shard_bytes;
+        price_jobs(geometry, jobs_of(other));
+      }
+    });
+    m_bound_misses += misses;
+    // Every move of them priced; the tables holding any, refilled.
+    std::vector<char> touched(m_table_moves.size(), 0);
+    const auto done = [&](std::size_t k) {
+      m_geometries_left -= 1;
+      for (const std::size_t j : jobs_of(k)) {
+        const std::size_t m = m_jobs[j].cost;
+        if (m_move_exact[m] == 0) {
+          m_move_exact[m] = 1;
+          ++m_moves_priced;
+        }
+        for (std::size_t t = m_tables_of_move_at[m]; t < m_tables_of_move_at[m + 1]; ++t) {
+          touched[m_tables_of_move[t]] = 1;
+        }
+      }
+    };
+    for (const auto& [k, other] : units) {
+      done(k);
+      if (other != alone) {
+        done(other);
       }
     }
     for (std::size_t t = 0; t < touched.size(); ++t) {
@@ -641,115 +756,7 @@ private:
         fill_table(t);
       }
     }
-    return true;
   }
-
-  // Prices moves (indices into m_move_cost), reporting progress from `from` to `from + span`.
-  void price_moves(const std::vector<std::size_t>& batch, double from, double span) {
-    ++m_pricing_rounds;
-    m_geometry_of.clear();
-    m_geometry_job.clear();
-    m_job_count = 0;
-    std::vector<Job> jobs;
-    jobs.reserve(batch.size());
-    std::size_t key_words = 0;
-    for (const std::size_t move : batch) {
-      const auto& at = m_move_at[move];
-      key_words += 2 + 5 * m_g.tensor(m_g.op(m_edges[at.edge].cons).inputs[m_edges[at.edge].in]).shape.size();
-    }
-    m_geometry_of.reserve(batch.size(), key_words);
-    for (const std::size_t move : batch) {
-      const auto& at = m_move_at[move];
-      const auto& e = m_edges[at.edge];
-      jobs.push_back(move_job(at.edge, at.a, at.b, tables(e.prod).output_key[e.out][static_cast<std::size_t>(at.a)],
-                              tables(e.cons).input_key[e.in][static_cast<std::size_t>(at.b)], move));
-    }
-    // Per class of placement pairs its geometry, then every move of the class from it, scaled to
-    // its tensor; a geometry lives only while its class is priced.
-    // The jobs of class k: job_list[job_at[k] .. job_at[k + 1]), in order (one buffer, not a
-    // vector per class: there are tens of thousands).
-    std::vector<std::size_t> job_at(m_geometry_job.size() + 1, 0), job_list(jobs.size());
-    for (const Job& job : jobs) {
-      ++job_at[job.geometry + 1];
-    }
-    std::partial_sum(job_at.begin(), job_at.end(), job_at.begin());
-    {
-      std::vector<std::size_t> next(job_at.begin(), job_at.end() - 1);
-      for (std::size_t j = 0; j < jobs.size(); ++j) {
-        job_list[next[jobs[j].geometry]++] = j;
-      }
-    }
-    const auto jobs_of = [&](std::size_t k) {
-      return std::span<const std::size_t>(job_list.data() + job_at[k], job_at[k + 1] - job_at[k]);
-    };
-    // A class and its reverse (the same two placements the other way round, as an op's output
-    // read by the next op and that op's output read back in the same layouts) share their two
-    // redistributions: one's forward is the other's backward.
-    constexpr std::size_t alone = static_cast<std::size_t>(-1);
-    std::vector<std::size_t> partner(m_geometry_job.size(), alone), units;
-    std::vector<std::int64_t> reverse;
-    for (std::size_t k = 0; k < m_geometry_job.size(); ++k) {
-      reversed_key(m_geometry_of.key(k), reverse);
-      const std::size_t other = m_geometry_of.find(reverse);
-      if (other != KeyIndex::none && other != k) {
-        partner[k] = other;
-      }
-    }
-    for (std::size_t k = 0; k < m_geometry_job.size(); ++k) {
-      if (partner[k] == alone || k < partner[k]) {
-        units.push_back(k);
-      }
-    }
-    // Moves of a class whose tensors have as many units and whose contexts price alike cost the
-    // same (as a transformer's many activations of one shape): each such price is computed once.
-    const auto price_jobs = [&](const strategy::MoveGeometry& geometry, std::span<const std::size_t> of) {
-      thread_local std::vector<std::tuple<double, int, double>> priced; // scale, context class, seconds
-      priced.clear();
-      for (const std::size_t j : of) {
-        const double scale = jobs[j].scale;
-        const int context = m_context_class[m_edges[jobs[j].edge].context];
-        const auto same = std::find_if(priced.begin(), priced.end(), [&](const auto& p) {
-          return std::get<0>(p) == scale && std::get<1>(p) == context;
-        });
-        const double seconds = same != priced.end() ? std::get<2>(*same) : move_seconds(geometry, jobs[j]);
-        if (same == priced.end()) {
-          priced.emplace_back(scale, context, seconds);
-        }
-        m_move_cost[jobs[j].cost] = seconds;
-      }
-    };
-    const std::vector<double> bounds = [&] {
-      std::vector<double> b;
-      b.reserve(batch.size());
-      for (const std::size_t move : batch) {
-        b.push_back(m_move_cost[move]);
-      }
-      return b;
-    }();
-    parallel(units.size(), from, span, [&](std::size_t u) {
-      const std::size_t k = units[u];
-      double producer_shard_bytes = 0;
-      thread_local strategy::MoveGeometry geometry;
-      compute_geometry(jobs, k, producer_shard_bytes, geometry);
-      price_jobs(geometry, jobs_of(k));
-      if (partner[k] != alone) {
-        std::swap(geometry.forward, geometry.backward);
-        geometry.consumer_shard_bytes = producer_shard_bytes;
-        price_jobs(geometry, jobs_of(partner[k]));
-      }
-    });
-    for (std::size_t j = 0; j < batch.size(); ++j) {
-      const double seconds = m_move_cost[batch[j]];
-      if (seconds < bounds[j] * (1 - 1e-12) - 1e-18) {
-        ++m_bound_misses;
-      }
-      m_move_exact[batch[j]] = 1;
-    }
-    m_geometry_of.clear();
-    m_geometry_job.clear();
-    m_job_count = 0;
-  }
-
 
 private:
   // A tie edge's costs, per (other reader's configuration a, first reader's b): the gradient sum
@@ -800,8 +807,13 @@ private:
     std::mutex failure_mutex;
     auto work = [&](bool reports) {
       try {
-        // Each thread remembers the collectives it prices (a move's groups recur across edges).
-        cluster::CollectiveMemo memo(*m_r.cluster);
+        // Each thread remembers the collectives it prices (a move's groups recur across edges);
+        // this one across calls (the rounds of pricing meet the same groups again).
+        std::optional<cluster::CollectiveMemo> own;
+        if (reports && !m_memo) {
+          m_memo = std::make_unique<cluster::CollectiveMemo>(*m_r.cluster);
+        }
+        cluster::CollectiveMemo& memo = reports ? *m_memo : own.emplace(*m_r.cluster);
         const cluster::CollectiveMemo::Use use(memo);
         constexpr std::size_t chunk = 16; // items between two polls of the cancel flag
         for (;;) {
@@ -1217,8 +1229,19 @@ private:
   PlacementIndex m_moves;                        // into m_move_cost
   std::vector<double> m_move_cost;               // per move, its price or (not priced yet) a lower bound
   std::vector<char> m_move_exact;                // per move: 1 priced, 0 its bound
-  std::vector<MoveAt> m_move_at;                 // per move, where it was met first
-  std::size_t m_moves_listed = 0;
+  std::size_t m_moves_listed = 0, m_moves_priced = 0;
+  // Every move to price (those whose placements differ), by geometry: m_job_list[m_job_at[k] ..
+  // m_job_at[k + 1]) are geometry k's, indices into m_jobs; per move its job; per geometry its
+  // reverse (or `alone`) and whether it is priced (1; 2 while wanted in a round).
+  std::vector<Job> m_jobs;
+  std::vector<std::size_t> m_job_at, m_job_list;
+  std::vector<std::uint32_t> m_job_of_move;
+  static constexpr std::size_t alone = static_cast<std::size_t>(-1);
+  std::vector<std::size_t> m_partner;
+  std::vector<char> m_geometry_done;
+  std::size_t m_geometries_left = 0;
+  double m_resolve_work = 0;
+  std::unique_ptr<cluster::CollectiveMemo> m_memo; // the calling thread's, kept between rounds
   int m_pricing_rounds = 0;
   std::size_t m_bound_misses = 0;
   std::vector<TableMoves> m_table_moves; // per distinct edge table (empty for a tied weight's)
@@ -1354,11 +1377,18 @@ dp::Solution solve_priced(CostGraph& cg, double price, const Request& r, int& so
     // can be cheaper: each costs at least its bounds). Where half the moves have been priced so,
     // the bounds are not pruning much: the rest are priced at once (in one batch, not one solve
     // each).
+    // Moves the optimum uses that hold only their bounds: priced (with every move of their
+    // geometries, and the neighbours in the tables of a move that was missed), and solved again
+    // until the optimum uses priced moves alone (then no other choice can be cheaper: each costs
+    // at least its bounds). Solving again costs the dynamic program each time: once the solves
+    // have cost what pricing everything left would, everything left is priced at once (the search
+    // then takes at most about twice the better of the two ways).
     while (s.exact && cg.make_exact_near(s.choice)) {
-      if (2 * cg.moves_priced() >= cg.moves_listed()) {
+      if (cg.resolve_work() >= cg.unpriced_work()) {
         cg.price_all();
       }
       s = dp::solve(p, o);
+      cg.resolve_work() += s.stats.work;
     }
     for (const auto& seed : s.exact ? Choices{} : seeds) {
       auto c = seed.second;

@@ -679,7 +679,6 @@ double least_pass_seconds(double bytes, double fresh, graph::KernelClass k, cons
   return std::max(0.0, memory) + d.kernel_launch_overhead;
 }
 
-} // namespace
 
 // The least latency any message between two devices can meet: every link's, under every protocol
 // and every collective's own figures (a link without bandwidth carries nothing: a message on it
@@ -734,9 +733,15 @@ double most_bandwidth(const cluster::Cluster& cluster) {
   return most;
 }
 
+} // namespace
+
+MoveBoundRates move_bound_rates(const cluster::Cluster& cluster) {
+  return {least_latency(cluster), most_bandwidth(cluster)};
+}
+
 double move_seconds_lower_bound(double consumer_block_bytes, double producer_block_bytes, double shared_bytes,
-                                const MoveContext& context, const cluster::Cluster& cluster,
-                                const cost::TrainingSetup& setup) {
+                                const MoveContext& context, const MoveBoundRates& rates,
+                                const cluster::Cluster& cluster, const cost::TrainingSetup& setup) {
   // move_terms_into where the blocks are not the same. Device 0 holds the first part of every dim
   // on both sides: it receives its consumer block less what the two share, and each other device
   // can send it at most that much (no producer block meets a consumer block in more than the
@@ -774,9 +779,9 @@ double move_seconds_lower_bound(double consumer_block_bytes, double producer_blo
   // Bandwidth: a device's bytes in over a ring, two levels or a send, each at most the most any
   // link gives; an exchange across nodes splits them between the switch and the NICs, each at
   // most that: at least bytes / (2 x the most).
-  const double most = most_bandwidth(cluster);
+  const double most = rates.most_bandwidth;
   const auto streamed = [&](double bytes) { return most > 0 ? bytes * scale / (2 * most) : 0.0; };
-  const double transfer = m * (least_latency(cluster) * (steps(received) + (context.gradient ? steps(sent_back) : 0)) +
+  const double transfer = m * (rates.least_latency * (steps(received) + (context.gradient ? steps(sent_back) : 0)) +
                                streamed(received) + (context.gradient ? streamed(sent_back) : 0));
   return later_copies + forward + backward + transfer;
 }

@@ -246,14 +246,23 @@ std::vector<cost::Term> move_terms(const MoveGeometry& geometry, const MoveConte
 double move_seconds(const MoveGeometry& geometry, double units, const MoveContext& context,
                     const cluster::Cluster& cluster, const cost::TrainingSetup& setup);
 
+// What move_seconds_lower_bound reads of a cluster: the least latency any message between two
+// devices meets (every link's, protocol's and collective's own figures), and on a cluster of
+// switched nodes the most bandwidth any estimate gives one device's traffic (0 elsewhere: no
+// bound on the bandwidth term is claimed on a mesh, whose rings add up direct lanes).
+struct MoveBoundRates {
+  double least_latency = 0, most_bandwidth = 0;
+};
+MoveBoundRates move_bound_rates(const cluster::Cluster& cluster);
+
 // A lower bound on move_seconds of every geometry whose blocks are not the same (same_blocks
 // false) between a consumer layout whose largest block is `consumer_block_bytes` and a producer
-// layout whose largest is `producer_block_bytes` (whole-tensor bytes in the graph's element type):
-// what the copies cost at least, from the two block sizes alone (the per-layer search's tables
-// hold it until a solution uses the move, then its price).
+// layout whose largest is `producer_block_bytes`, device 0's two blocks sharing `shared_bytes`
+// (whole-tensor bytes in the graph's element type), from those sizes alone: the per-layer search's
+// tables hold it until a solution uses the move, then its price. `rates`: move_bound_rates(cluster).
 double move_seconds_lower_bound(double consumer_block_bytes, double producer_block_bytes, double shared_bytes,
-                                const MoveContext& context, const cluster::Cluster& cluster,
-                                const cost::TrainingSetup& setup);
+                                const MoveContext& context, const MoveBoundRates& rates,
+                                const cluster::Cluster& cluster, const cost::TrainingSetup& setup);
 
 // A weight read by several ops (a tied embedding and LM head): each reader computes its part of the
 // gradient in its own layout, and partita-run adds every other reader's into the first reader's
