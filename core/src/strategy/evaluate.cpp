@@ -679,7 +679,6 @@ double least_pass_seconds(double bytes, double fresh, graph::KernelClass k, cons
   return std::max(0.0, memory) + d.kernel_launch_overhead;
 }
 
-
 // The least latency any message between two devices can meet: every link's, under every protocol
 // and every collective's own figures (a link without bandwidth carries nothing: a message on it
 // costs without bound).
@@ -748,7 +747,7 @@ double move_seconds_lower_bound(double consumer_block_bytes, double producer_blo
   // least of their parts, dim by dim), so its group counts at least 1 + received / shared devices.
   // The transfer: the group's collective at least as many latency steps as any estimate takes
   // for that many devices (a ring or an exchange p - 1, two levels of k x m = p at least
-  // 2 sqrt(p) - 2), each at the least latency of any link; its bandwidth term at least nothing.
+  // 2 sqrt(p) - 2), each at the least latency of any link; its bandwidth term below.
   // The copies: what writing the consumer's block and packing what device 0 receives
   // (local_copy_seconds) and adding the gradient into the producer's block cost, at the best
   // efficiency the device's curves give; the later micro-batches' copies of a tensor sent once,
