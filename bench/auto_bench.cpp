@@ -33,9 +33,9 @@ double peak_rss_mib() {
   return static_cast<double>(u.ru_maxrss) / 1024.0;
 }
 
-constexpr const char* usage =
-    "usage: partita_bench_auto [--limit SECONDS] [--devices 8,64,...] [--cancel-after MS] [--threads N] [--price-every-move] "
-    "[MODEL...]";
+constexpr const char* usage = "usage: partita_bench_auto [--limit SECONDS] [--devices 8,64,...] [--cancel-after MS] "
+                              "[--threads N] [--price-every-move] "
+                              "[MODEL...]";
 
 // A positive number from argv, or a message naming the option.
 double positive(const std::string& option, const std::string& text) {

@@ -502,33 +502,18 @@ public:
       }
     });
   }
-  // Prices every move that `choice` uses and only bounds so far, and on each edge where it met
-  // one, the moves of either end's every configuration with the other end as `choice` has it
-  // (where the bound fell short once, the neighbours are likely to be wanted next).
-  bool make_exact_near(const std::vector<int>& choice) {
+  // Prices every move an op's runner-up could use: on each edge, the moves of either end's every
+  // configuration with the other end as `choice` has it. With `where_missed`, only on the edges
+  // whose entry in `choice` holds a bound (where the bound fell short once, the neighbours are
+  // likely to be wanted next), and that entry with them.
+  bool make_exact_around(const std::vector<int>& choice, bool where_missed = false) {
     return make_exact_entries([&](auto use) {
       for (std::size_t i = 0; i < m_problem.edges.size(); ++i) {
         const auto& edge = m_problem.edges[i];
         const int xu = choice[static_cast<std::size_t>(edge.u)], xv = choice[static_cast<std::size_t>(edge.v)];
-        if (is_exact(i, xu, xv)) {
+        if (where_missed && is_exact(i, xu, xv)) {
           continue;
         }
-        for (int x = 0; x < m_problem.domain[static_cast<std::size_t>(edge.u)]; ++x) {
-          use(i, x, xv);
-        }
-        for (int x = 0; x < m_problem.domain[static_cast<std::size_t>(edge.v)]; ++x) {
-          use(i, xu, x);
-        }
-      }
-    });
-  }
-  // Prices every move an op's runner-up could use: on each edge, the entries of either end's every
-  // configuration with the other end as `choice` has it.
-  bool make_exact_around(const std::vector<int>& choice) {
-    return make_exact_entries([&](auto use) {
-      for (std::size_t i = 0; i < m_problem.edges.size(); ++i) {
-        const auto& edge = m_problem.edges[i];
-        const int xu = choice[static_cast<std::size_t>(edge.u)], xv = choice[static_cast<std::size_t>(edge.v)];
         for (int x = 0; x < m_problem.domain[static_cast<std::size_t>(edge.u)]; ++x) {
           use(i, x, xv);
         }
@@ -1383,7 +1368,7 @@ dp::Solution solve_priced(CostGraph& cg, double price, const Request& r, int& so
     // at least its bounds). Solving again costs the dynamic program each time: once the solves
     // have cost what pricing everything left would, everything left is priced at once (the search
     // then takes at most about twice the better of the two ways).
-    while (s.exact && cg.make_exact_near(s.choice)) {
+    while (s.exact && cg.make_exact_around(s.choice, true)) {
       if (cg.resolve_work() >= cg.unpriced_work()) {
         cg.price_all();
       }

@@ -377,7 +377,8 @@ TEST(AutoSearch, IsAFamilyLikeTheOthers) {
 // nodes with per-collective figures and protocols, a mesh, PCIe, this machine's CPUs).
 TEST(AutoSearch, PricesOnlyTheMovesItsOptimaUseAndFindsTheSameOptimum) {
   const std::vector<std::pair<std::string, int>> clusters{
-      {"dgx-a100?nodes=8", 64}, {"dgx-a100", 8}, {"dgx1", 8}, {"pcie-8gpu", 8}, {"localhost-cpu", 2}, {"h100-measured", 8}};
+      {"dgx-a100?nodes=8", 64}, {"dgx-a100", 8},      {"dgx1", 8},
+      {"pcie-8gpu", 8},         {"localhost-cpu", 2}, {"h100-measured", 8}};
   const std::vector<std::string> models{"zoo:mlp?batch=64", "zoo:alexnet?batch=32",
                                         "zoo:bert?layers=2&hidden=256&heads=4&seq=128&batch=8",
                                         "zoo:gnmt?layers=2&batch=16&seq=16"};

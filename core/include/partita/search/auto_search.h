@@ -39,7 +39,7 @@ struct AutoStats {
   double moves = 0, moves_priced = 0;
   int pricing_rounds = 0;
   std::size_t bound_misses = 0; // moves priced below their bound (0 unless the bound is wrong)
-  dp::Stats dp;           // of the last solve
+  dp::Stats dp;                 // of the last solve
 };
 
 // A candidate of the final ranking and its prediction.
