@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -539,14 +540,22 @@ public:
   int pricing_rounds() const { return m_pricing_rounds; }
   // A priced move found below its bound (none, as long as the bound is one): counted, for tests.
   std::size_t bound_misses() const { return m_bound_misses; }
-  // The work of the dynamic programs run again after a round of pricing (dp::Stats::work).
-  double& resolve_work() { return m_resolve_work; }
-  // What pricing every move not priced yet would cost, in the dynamic program's units of work
-  // (dp::Stats::work, table entries visited): a geometry walks the devices of both sides, about
-  // as long as the program takes for 16 entries per device (a rough figure: it decides when the
-  // search stops solving again and prices the rest at once, never what it returns).
-  double unpriced_work() const {
-    return 16.0 * static_cast<double>(m_r.devices) * static_cast<double>(m_geometries_left);
+  // Seconds spent solving again after rounds of pricing, besides the geometries those rounds
+  // computed (which pricing everything would compute too): the solves, and finding and refilling
+  // what each round touches.
+  double& resolve_seconds() { return m_resolve_seconds; }
+  // Seconds the geometries computed so far took (the rounds' pricing alone).
+  double pricing_seconds() const { return m_pricing_seconds; }
+  // What pricing every move not priced yet would take, in seconds, at the rate this search's
+  // geometries have been computed so far (how long a geometry takes varies with the model, the
+  // devices and the machine by more than tenfold: measured, not guessed). It decides only when
+  // the search stops solving again and prices the rest at once, never what it returns: the
+  // optimum is the same either way, and so is the plan (see solve_priced).
+  double unpriced_seconds() const {
+    if (m_geometries_timed == 0) {
+      return std::numeric_limits<double>::infinity();
+    }
+    return m_pricing_seconds / static_cast<double>(m_geometries_timed) * static_cast<double>(m_geometries_left);
   }
 
 private:
@@ -702,6 +711,7 @@ private:
         cost = seconds;
       }
     };
+    const auto started = std::chrono::steady_clock::now();
     parallel(units.size(), from, span, [&](std::size_t u) {
       const auto [k, other] = units[u];
       double producer_shard_bytes = 0;
@@ -714,6 +724,7 @@ private:
         price_jobs(geometry, jobs_of(other));
       }
     });
+    m_pricing_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     m_bound_misses += misses;
     // Every move of them priced; the tables holding any, refilled.
     std::vector<char> touched(m_table_moves.size(), 0);
@@ -732,8 +743,10 @@ private:
     };
     for (const auto& [k, other] : units) {
       done(k);
+      m_geometries_timed += 1;
       if (other != alone) {
         done(other);
+        m_geometries_timed += 1;
       }
     }
     for (std::size_t t = 0; t < touched.size(); ++t) {
@@ -1225,7 +1238,8 @@ private:
   std::vector<std::size_t> m_partner;
   std::vector<char> m_geometry_done;
   std::size_t m_geometries_left = 0;
-  double m_resolve_work = 0;
+  double m_resolve_seconds = 0, m_pricing_seconds = 0;
+  std::size_t m_geometries_timed = 0;
   std::unique_ptr<cluster::CollectiveMemo> m_memo; // the calling thread's, kept between rounds
   int m_pricing_rounds = 0;
   std::size_t m_bound_misses = 0;
@@ -1357,23 +1371,29 @@ dp::Solution solve_priced(CostGraph& cg, double price, const Request& r, int& so
   dp::Solution s;
   try {
     s = dp::solve(p, o);
-    // Moves the optimum uses that hold only their bounds: priced (with their neighbours in the
-    // tables), and solved again until the optimum uses priced moves alone (then no other choice
-    // can be cheaper: each costs at least its bounds). Where half the moves have been priced so,
-    // the bounds are not pruning much: the rest are priced at once (in one batch, not one solve
-    // each).
     // Moves the optimum uses that hold only their bounds: priced (with every move of their
     // geometries, and the neighbours in the tables of a move that was missed), and solved again
     // until the optimum uses priced moves alone (then no other choice can be cheaper: each costs
     // at least its bounds). Solving again costs the dynamic program each time: once the solves
-    // have cost what pricing everything left would, everything left is priced at once (the search
-    // then takes at most about twice the better of the two ways).
-    while (s.exact && cg.make_exact_around(s.choice, true)) {
-      if (cg.resolve_work() >= cg.unpriced_work()) {
+    // (and the rounds' bookkeeping) have taken as long as pricing everything left would at the
+    // rate measured so far, everything left is priced at once (ski rental: the search then takes
+    // at most about twice the better of the two ways). Which way it goes depends on the machine's
+    // speed, never what it returns: the last optimum is the one a solve over every price finds,
+    // ties included, to the rounding of a sum (each step of the solution's walk takes the first of
+    // its least entries; where the bounds make an entry least that priced is not, the walk ends
+    // on a bound, and the loop goes on).
+    for (;;) {
+      const auto started = std::chrono::steady_clock::now();
+      const double pricing_before = cg.pricing_seconds();
+      if (!s.exact || !cg.make_exact_around(s.choice, true)) {
+        break;
+      }
+      if (cg.resolve_seconds() >= cg.unpriced_seconds()) {
         cg.price_all();
       }
       s = dp::solve(p, o);
-      cg.resolve_work() += s.stats.work;
+      const double round = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+      cg.resolve_seconds() += std::max(0.0, round - (cg.pricing_seconds() - pricing_before));
     }
     for (const auto& seed : s.exact ? Choices{} : seeds) {
       auto c = seed.second;
