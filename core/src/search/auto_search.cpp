@@ -29,6 +29,7 @@
 #include <system_error>
 #include <thread>
 #include <tuple>
+#include <unordered_map>
 #include <utility>
 
 namespace partita::search {
@@ -766,19 +767,38 @@ private:
     const auto& ct = tables(e.cons);
     std::vector<double> costs(pt.configs.size() * ct.configs.size(), 0.0);
     const auto& context = m_contexts[e.context];
+    // The gradient sum depends on the two placements of the weight alone (far fewer than the
+    // pairs of configurations): each distinct pair is worked out once, its configurations' state
+    // added per entry.
+    const auto& from_key = pt.input_key[e.out];
+    const auto& to_key = ct.input_key[e.in];
+    struct Sum {
+      double seconds = 0;
+      bool same_blocks = false;
+    };
+    std::unordered_map<std::uint64_t, Sum> sums;
     for (std::size_t a = 0; a < pt.configs.size(); ++a) {
       check_cancel();
-      const strategy::OpAssignment pa{pt.configs[a], devices(pt.configs[a])};
-      const auto from = sharding::input_layout(m_g, m_sem[static_cast<std::size_t>(e.prod)], pa.config, e.out);
+      std::optional<strategy::OpAssignment> pa;
+      std::optional<sharding::TensorLayout> from;
       for (std::size_t b = 0; b < ct.configs.size(); ++b) {
-        const strategy::OpAssignment ca{ct.configs[b], devices(ct.configs[b])};
-        const auto geometry = strategy::move_geometry(
-            from, pa, sharding::input_layout(m_g, m_sem[static_cast<std::size_t>(e.cons)], ca.config, e.in), ca);
-        double sum = geometry.same_blocks ? 0.0 : pt.tie_state[a];
-        for (const auto& term : strategy::tied_gradient_terms(geometry, context, *m_r.cluster, m_r.setup, false)) {
-          sum += term.value;
+        const auto pair = static_cast<std::uint64_t>(static_cast<std::uint32_t>(from_key[a])) << 32 |
+                          static_cast<std::uint32_t>(to_key[b]);
+        auto [it, fresh] = sums.try_emplace(pair);
+        if (fresh) {
+          if (!pa) {
+            pa = strategy::OpAssignment{pt.configs[a], devices(pt.configs[a])};
+            from = sharding::input_layout(m_g, m_sem[static_cast<std::size_t>(e.prod)], pa->config, e.out);
+          }
+          const strategy::OpAssignment ca{ct.configs[b], devices(ct.configs[b])};
+          const auto geometry = strategy::move_geometry(
+              *from, *pa, sharding::input_layout(m_g, m_sem[static_cast<std::size_t>(e.cons)], ca.config, e.in), ca);
+          it->second.same_blocks = geometry.same_blocks;
+          for (const auto& term : strategy::tied_gradient_terms(geometry, context, *m_r.cluster, m_r.setup, false)) {
+            it->second.seconds += term.value;
+          }
         }
-        costs[a * ct.configs.size() + b] = sum;
+        costs[a * ct.configs.size() + b] = (it->second.same_blocks ? 0.0 : pt.tie_state[a]) + it->second.seconds;
       }
     }
     return costs;
