@@ -25,6 +25,10 @@ void validate(const Problem& p) {
   if (p.unary.size() != n) {
     throw Error(fmt::format("search problem: {} unary entries for {} vertices", p.unary.size(), n));
   }
+  // A table's costs are read once however many vertices and edges share it (a repeated block's
+  // tables are shared by every copy), in one pass without a branch per cost; the first bad one is
+  // looked for only when there is one.
+  std::vector<char> costs_checked(p.tables.size(), 0);
   auto check_table = [&](int t, double expected, const std::string& what) {
     if (t < 0 || static_cast<std::size_t>(t) >= p.tables.size()) {
       throw Error(fmt::format("search problem: {} refers to table {}, there are {}", what, t, p.tables.size()));
@@ -33,10 +37,18 @@ void validate(const Problem& p) {
     if (static_cast<double>(table.size()) != expected) {
       throw Error(fmt::format("search problem: {} has {} costs, its domains need {}", what, table.size(), expected));
     }
-    for (double c : table) {
-      if (std::isnan(c) || c < 0 || c == std::numeric_limits<double>::infinity()) {
-        throw Error(fmt::format("search problem: {} holds the cost {}; costs must be finite and >= 0", what, c));
-      }
+    if (costs_checked[static_cast<std::size_t>(t)] != 0) {
+      return;
+    }
+    costs_checked[static_cast<std::size_t>(t)] = 1;
+    constexpr double infinity = std::numeric_limits<double>::infinity();
+    bool good = true;
+    for (const double c : table) {
+      good &= (c >= 0) & (c < infinity); // false for NaN too
+    }
+    if (!good) {
+      const auto bad = std::find_if(table.begin(), table.end(), [](double c) { return !(c >= 0 && c < infinity); });
+      throw Error(fmt::format("search problem: {} holds the cost {}; costs must be finite and >= 0", what, *bad));
     }
   };
   for (std::size_t v = 0; v < n; ++v) {

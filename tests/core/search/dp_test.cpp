@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <limits>
 #include <random>
 
 namespace partita {
@@ -190,6 +191,32 @@ TEST(Dp, RejectsMalformedProblemsByName) {
   p.tables[0] = {1.0, 2.0};
   p.edges.push_back({0, 3, 0});
   EXPECT_THAT([&] { search::dp::solve(p); }, ::testing::ThrowsMessage<Error>(::testing::HasSubstr("edge joins")));
+}
+
+TEST(Dp, ChecksATableSharedByManyEdgesForEveryUseAndItsCostsOnce) {
+  // Three vertices of two values, both edges reading one table (as the copies of a repeated block
+  // do): a bad cost anywhere in it is named with the first edge that reads it, whatever its place.
+  Problem p;
+  for (const char* name : {"a", "b", "c"}) {
+    p.add_vertex(2, name);
+  }
+  const int shared = p.add_table({1.0, 2.0, 3.0, 4.0});
+  p.edges.push_back({0, 1, shared});
+  p.edges.push_back({1, 2, shared});
+  EXPECT_DOUBLE_EQ(search::dp::solve(p).cost, 2.0);
+  for (const double bad : {-1.0, std::numeric_limits<double>::infinity(), std::nan("")}) {
+    p.tables[static_cast<std::size_t>(shared)] = {1.0, 2.0, 3.0, bad};
+    EXPECT_THAT([&] { search::dp::solve(p); }, ::testing::ThrowsMessage<Error>(::testing::AllOf(
+                                                   ::testing::HasSubstr("the edge 'a' - 'b' holds the cost"),
+                                                   ::testing::HasSubstr("must be finite and >= 0"))))
+        << bad;
+  }
+  // Its size is checked for every edge that reads it: a third edge from a vertex of three values.
+  p.tables[static_cast<std::size_t>(shared)] = {1.0, 2.0, 3.0, 4.0};
+  p.add_vertex(3, "d");
+  p.edges.push_back({3, 0, shared});
+  EXPECT_THAT([&] { search::dp::solve(p); }, ::testing::ThrowsMessage<Error>(::testing::HasSubstr(
+                                                 "the edge 'd' - 'a' has 4 costs, its domains need 6")));
 }
 
 TEST(Dp, TooWideASpaceIsRefusedNotRunOutOfMemory) {
