@@ -1408,7 +1408,7 @@ dp::Solution solve_priced(CostGraph& cg, double price, const Request& r, int& so
       if (!s.exact || !cg.make_exact_around(s.choice, true)) {
         break;
       }
-      if (cg.resolve_seconds() >= cg.unpriced_seconds()) {
+      if (!r.price_only_what_optima_use && cg.resolve_seconds() >= cg.unpriced_seconds()) {
         cg.price_all();
       }
       s = dp::solve(p, o);
