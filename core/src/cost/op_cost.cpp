@@ -218,13 +218,23 @@ const GroupShapes& device_group_shapes(const cluster::Cluster& c, const sharding
     }
   };
   thread_local std::unordered_map<std::vector<std::int64_t>, GroupShapes, Hash> memo;
+  thread_local std::size_t held = 0; // the integers the memo holds, keys and groups
   if (const auto it = memo.find(key); it != memo.end()) {
     return it->second;
   }
-  if (memo.size() >= 1024) { // a bound on the memory: the layouts of a few searches
-    memo.clear();
+  auto shapes = group_shapes(c, device_groups(config, devices, axes, across_copies));
+  std::size_t size = key.size();
+  for (const auto& group : shapes.distinct) {
+    size += group.size();
   }
-  return memo.emplace(key, group_shapes(c, device_groups(config, devices, axes, across_copies))).first->second;
+  // A bound on the memory (32 MiB of integers, the layouts of a search of every op's
+  // configurations on 1,024 devices): past it, the memo starts again.
+  if (held + size > (std::size_t{8} << 20)) {
+    memo.clear();
+    held = 0;
+  }
+  held += size;
+  return memo.emplace(key, std::move(shapes)).first->second;
 }
 
 // The slowest group's time for one collective run by every group at once. Groups of the same

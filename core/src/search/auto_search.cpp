@@ -480,7 +480,7 @@ public:
         continue;
       }
       const auto& moves = m_table_moves[t];
-      m_table_index.push_back(m_problem.add_table(std::vector<double>(moves.from_slot.size() * moves.to_slot.size())));
+      m_table_index.push_back(m_problem.add_zero_table(moves.from_slot.size() * moves.to_slot.size()));
       fill_table(t);
     }
     for (std::size_t i = 0; i < m_edges.size(); ++i) {
@@ -566,7 +566,7 @@ private:
     std::vector<int> from_slot, to_slot;
     std::vector<std::size_t> first_from, first_to; // per distinct placement, its first configuration
     std::size_t columns = 0;
-    std::vector<std::size_t> move;
+    dp::HugeVector<std::size_t> move;
   };
 
   // The move of problem edge `edge`'s entry (a, b); none for a tied weight's table.
@@ -1005,10 +1005,10 @@ private:
         m_slots[i] = static_cast<std::uint32_t>(k + 1);
       }
     }
-    std::vector<std::int64_t> m_pool;
-    std::vector<std::size_t> m_at{0}; // key k: m_pool[m_at[k] .. m_at[k + 1])
-    std::vector<std::uint64_t> m_hash;
-    std::vector<std::uint32_t> m_slots; // 1 + key number, 0 empty
+    dp::HugeVector<std::int64_t> m_pool;
+    dp::HugeVector<std::size_t> m_at{0}; // key k: m_pool[m_at[k] .. m_at[k + 1])
+    dp::HugeVector<std::uint64_t> m_hash;
+    dp::HugeVector<std::uint32_t> m_slots; // 1 + key number, 0 empty
   };
 
   // A value per (tensor signature, from placement, to placement), the three packed in 63 bits:
@@ -1064,8 +1064,8 @@ private:
       return static_cast<std::size_t>(h >> 17) & (m_keys.size() - 1);
     }
     void rehash(std::size_t size) {
-      auto keys = std::exchange(m_keys, std::vector<std::uint64_t>(size, empty));
-      auto values = std::exchange(m_values, std::vector<std::uint32_t>(size, 0));
+      auto keys = std::exchange(m_keys, dp::HugeVector<std::uint64_t>(size, empty));
+      auto values = std::exchange(m_values, dp::HugeVector<std::uint32_t>(size, 0));
       for (std::size_t k = 0; k < keys.size(); ++k) {
         if (keys[k] != empty) {
           std::size_t i = slot(keys[k]);
@@ -1077,8 +1077,8 @@ private:
         }
       }
     }
-    std::vector<std::uint64_t> m_keys;
-    std::vector<std::uint32_t> m_values;
+    dp::HugeVector<std::uint64_t> m_keys;
+    dp::HugeVector<std::uint32_t> m_values;
     std::size_t m_count = 0;
   };
 
@@ -1239,24 +1239,24 @@ private:
   std::map<std::vector<std::int64_t>, int> m_keys;
   std::vector<const std::vector<std::int64_t>*> m_key_list; // the keys by interned index
   KeyIndex m_geometry_of;                                   // the geometries (keys: geometry_key)
-  std::vector<std::size_t> m_geometry_job; // per geometry, its first job (on whose layouts it is computed)
+  dp::HugeVector<std::size_t> m_geometry_job; // per geometry, its first job (on whose layouts it is computed)
   std::size_t m_job_count = 0;
   std::map<std::string, int> m_tensor_sigs;
   std::vector<strategy::MoveContext> m_contexts; // per edge
   std::vector<int> m_context_class;              // per context: the first that prices alike (priced_alike)
   PlacementIndex m_moves;                        // into m_move_cost
-  std::vector<double> m_move_cost;               // per move, its price or (not priced yet) a lower bound
-  std::vector<char> m_move_exact;                // per move: 1 priced, 0 its bound
+  dp::HugeVector<double> m_move_cost;            // per move, its price or (not priced yet) a lower bound
+  dp::HugeVector<char> m_move_exact;             // per move: 1 priced, 0 its bound
   std::size_t m_moves_listed = 0, m_moves_priced = 0;
   // Every move to price (those whose placements differ), by geometry: m_job_list[m_job_at[k] ..
   // m_job_at[k + 1]) are geometry k's, indices into m_jobs; per move its job; per geometry its
   // reverse (or `alone`) and whether it is priced (1; 2 while wanted in a round).
-  std::vector<Job> m_jobs;
-  std::vector<std::size_t> m_job_at, m_job_list;
-  std::vector<std::uint32_t> m_job_of_move;
+  dp::HugeVector<Job> m_jobs;
+  dp::HugeVector<std::size_t> m_job_at, m_job_list;
+  dp::HugeVector<std::uint32_t> m_job_of_move;
   static constexpr std::size_t alone = static_cast<std::size_t>(-1);
-  std::vector<std::size_t> m_partner;
-  std::vector<char> m_geometry_done;
+  dp::HugeVector<std::size_t> m_partner;
+  dp::HugeVector<char> m_geometry_done;
   std::size_t m_geometries_left = 0;
   double m_resolve_seconds = 0, m_pricing_seconds = 0;
   std::size_t m_geometries_timed = 0;
@@ -1267,8 +1267,8 @@ private:
   std::vector<int> m_table_index;        // per distinct edge table, its table in m_problem
   std::vector<int> m_edge_table;         // per problem edge, its distinct edge table
   // The tables holding move m: m_tables_of_move[m_tables_of_move_at[m] .. m_tables_of_move_at[m + 1]).
-  std::vector<std::size_t> m_tables_of_move_at;
-  std::vector<std::uint32_t> m_tables_of_move;
+  dp::HugeVector<std::size_t> m_tables_of_move_at;
+  dp::HugeVector<std::uint32_t> m_tables_of_move;
   std::vector<int> m_class_table;
   dp::Problem m_problem;
   dp::Workspace m_workspace;

@@ -12,12 +12,14 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <new>
 #include <numeric>
 #include <set>
@@ -36,34 +38,109 @@ int Problem::add_vertex(int domain_size, std::string name) {
 }
 
 int Problem::add_table(std::vector<double> costs) {
-  tables.push_back(std::move(costs));
+  tables.emplace_back(costs.begin(), costs.end());
+  return static_cast<int>(tables.size()) - 1;
+}
+
+int Problem::add_zero_table(std::size_t entries) {
+  tables.emplace_back(entries, 0.0);
   return static_cast<int>(tables.size()) - 1;
 }
 
 constexpr double infinity = std::numeric_limits<double>::infinity();
 
 namespace {
-constexpr std::size_t huge_page = std::size_t{2} << 20;
-}
 
-void* allocate_table(std::size_t bytes) {
-  if (bytes < huge_page) {
-    return ::operator new(bytes);
-  }
-  const std::size_t rounded = (bytes + huge_page - 1) / huge_page * huge_page;
-  void* p = std::aligned_alloc(huge_page, rounded);
+constexpr std::size_t huge_page = std::size_t{2} << 20;
+
+// Memory on whole huge pages where the system gives them (Linux's transparent huge pages, asked
+// for with madvise; without them the memory is as good).
+void* huge_pages(std::size_t bytes) {
+  void* p = std::aligned_alloc(huge_page, bytes);
   if (p == nullptr) {
     throw std::bad_alloc();
   }
 #ifdef __linux__
-  ::madvise(p, rounded, MADV_HUGEPAGE); // a hint: without huge pages the memory is as good
+  ::madvise(p, bytes, MADV_HUGEPAGE);
 #endif
   return p;
 }
 
+// Tables of 64 KiB to 1 MiB, a search's thousands of edge tables and a solve's factors: blocks of
+// a power of two cut from huge pages, each kept once freed for the next table of its size (on 4
+// KiB pages such tables faulted a page at a time, a quarter of a search at 64 devices on a virtual
+// machine; glibc's heap hands their memory back and faults it in again). The memory stays with the
+// process, as much as the most its searches held at once.
+class MediumBlocks {
+public:
+  static constexpr std::size_t smallest = std::size_t{64} << 10, largest = std::size_t{1} << 20;
+  static constexpr int classes = 5; // 64 KiB .. 1 MiB
+
+  void* take(std::size_t bytes) {
+    const int c = size_class(bytes);
+    const std::lock_guard lock(m_mutex);
+    if (m_free[c] == nullptr) {
+      char* page = static_cast<char*>(huge_pages(huge_page));
+      const std::size_t block = smallest << c;
+      for (std::size_t at = huge_page; at >= block;) {
+        at -= block;
+        push(c, page + at);
+      }
+    }
+    Free* f = m_free[c];
+    m_free[c] = f->next;
+    return f;
+  }
+  void give(void* p, std::size_t bytes) noexcept {
+    const std::lock_guard lock(m_mutex);
+    push(size_class(bytes), p);
+  }
+
+private:
+  struct Free {
+    Free* next;
+  };
+  static int size_class(std::size_t bytes) {
+    int c = 0;
+    while ((smallest << c) < bytes) {
+      ++c;
+    }
+    return c;
+  }
+  void push(int c, void* p) noexcept {
+    Free* f = ::new (p) Free{m_free[c]};
+    m_free[c] = f;
+  }
+  std::mutex m_mutex;
+  std::array<Free*, classes> m_free{};
+};
+
+// Never destroyed: a table freed while the program exits still finds it.
+MediumBlocks& medium_blocks() {
+  static auto* blocks = new MediumBlocks;
+  return *blocks;
+}
+
+} // namespace
+
+void* allocate_table(std::size_t bytes) {
+  if (bytes < MediumBlocks::smallest) {
+    return ::operator new(bytes);
+  }
+  if (bytes <= MediumBlocks::largest) {
+    return medium_blocks().take(bytes);
+  }
+  return huge_pages((bytes + huge_page - 1) / huge_page * huge_page);
+}
+
 void free_table(void* p, std::size_t bytes) noexcept {
-  if (bytes < huge_page) {
+  if (p == nullptr) {
+    return;
+  }
+  if (bytes < MediumBlocks::smallest) {
     ::operator delete(p);
+  } else if (bytes <= MediumBlocks::largest) {
+    medium_blocks().give(p, bytes);
   } else {
     std::free(p);
   }
@@ -166,7 +243,12 @@ public:
     m_neighbours.resize(m_n);
     for (std::size_t v = 0; v < m_n; ++v) {
       const auto d = static_cast<std::size_t>(p.domain[v]);
-      m_unary[v] = p.unary[v] >= 0 ? p.tables[static_cast<std::size_t>(p.unary[v])] : std::vector<double>(d, 0.0);
+      if (p.unary[v] >= 0) {
+        const auto& own = p.tables[static_cast<std::size_t>(p.unary[v])];
+        m_unary[v].assign(own.begin(), own.end());
+      } else {
+        m_unary[v].assign(d, 0.0);
+      }
       m_unary_sig[v] = intern({0, p.unary[v], p.domain[v]});
     }
     for (const auto& e : p.edges) {

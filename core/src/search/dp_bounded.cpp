@@ -44,7 +44,12 @@ public:
     m_bucket.resize(m_n);
     for (std::size_t v = 0; v < m_n; ++v) {
       const auto d = static_cast<std::size_t>(p.domain[v]);
-      m_unary[v] = p.unary[v] >= 0 ? p.tables[static_cast<std::size_t>(p.unary[v])] : std::vector<double>(d, 0.0);
+      if (p.unary[v] >= 0) {
+        const auto& own = p.tables[static_cast<std::size_t>(p.unary[v])];
+        m_unary[v].assign(own.begin(), own.end());
+      } else {
+        m_unary[v].assign(d, 0.0);
+      }
     }
     m_bound = bound;
     for (const auto& e : p.edges) {
@@ -373,7 +378,7 @@ private:
 
 int improve(const Problem& p, std::vector<int>& choice, const Options& o) {
   struct Side {
-    const std::vector<double>* table;
+    const Costs* table;
     int other;
     bool first; // the vertex is the edge's u (rows), else its v (columns)
   };

@@ -108,6 +108,40 @@ TEST(Dp, AWorkspaceCarriedBetweenSolvesChangesNothing) {
   EXPECT_FALSE(workspace.buffers.empty()); // the tables went back to it
 }
 
+// Tables of every size class (the heap's below 64 KiB, blocks cut from huge pages up to 1 MiB,
+// whole huge pages beyond): each holds what was written into it while the others are written, and
+// a block freed is handed out again for the next table of its size.
+TEST(Dp, TablesOfEverySizeKeepTheirContentsAndFreedBlocksAreReused) {
+  using search::dp::allocate_table;
+  using search::dp::free_table;
+  const std::vector<std::size_t> sizes{1000, 70000, 65536, 200000, 500000, 1 << 20, (1 << 20) + 8, 3 << 20};
+  std::vector<double*> tables;
+  for (int round = 0; round < 3; ++round) {
+    for (const std::size_t bytes : sizes) {
+      auto* t = static_cast<double*>(allocate_table(bytes));
+      for (std::size_t i = 0; i < bytes / sizeof(double); ++i) {
+        t[i] = static_cast<double>(tables.size()) + 1e-9 * static_cast<double>(i);
+      }
+      tables.push_back(t);
+    }
+  }
+  for (std::size_t k = 0; k < tables.size(); ++k) {
+    const std::size_t bytes = sizes[k % sizes.size()];
+    for (std::size_t i = 0; i < bytes / sizeof(double); i += 97) {
+      ASSERT_EQ(tables[k][i], static_cast<double>(k) + 1e-9 * static_cast<double>(i)) << "table " << k;
+    }
+  }
+  // 200,000 bytes take a block of 256 KiB: the last one freed is the next one given.
+  double* freed = tables[3];
+  free_table(freed, 200000);
+  double* again = static_cast<double*>(allocate_table(250000));
+  EXPECT_EQ(again, freed);
+  tables[3] = again;
+  for (std::size_t k = 0; k < tables.size(); ++k) {
+    free_table(tables[k], sizes[k % sizes.size()] == 200000 && k == 3 ? 250000 : sizes[k % sizes.size()]);
+  }
+}
+
 // `blocks` copies of one small random block (the same tables), each block's first vertex joined to
 // the previous block's last, as the layers of a transformer are: most steps repeat another's.
 Problem repeated_blocks(std::mt19937& rng, int blocks, int block_size, int most_values, bool ties) {

@@ -27,21 +27,6 @@
 
 namespace partita::search::dp {
 
-struct Problem {
-  std::vector<int> domain;                 // per vertex: number of values (>= 1)
-  std::vector<std::string> names;          // per vertex, for messages (may be empty)
-  std::vector<std::vector<double>> tables; // cost tables, shared by every vertex or edge that has them
-  std::vector<int> unary;                  // per vertex: index of a table of domain[v] costs, or -1 (zeros)
-  struct Edge {
-    int u = 0, v = 0; // u != v
-    int table = 0;    // domain[u] x domain[v] costs, row-major: cost(x_u, x_v) = table[x_u * domain[v] + x_v]
-  };
-  std::vector<Edge> edges;
-
-  int add_vertex(int domain_size, std::string name = {});
-  int add_table(std::vector<double> costs); // returns its index
-};
-
 // Memory the tables of a solve are built in, handed on to the next solve of the same problem
 // (or of one with other costs on the same graph), which then builds its tables in the same
 // buffers: fresh memory costs a page fault per page first touched, a large part of a solve on a
@@ -67,6 +52,35 @@ template <class T> struct Uninitialized : std::allocator<T> {
   }
 };
 using Buffer = std::vector<double, Uninitialized<double>>;
+
+// Zeroed memory as std::allocator gives it, from 2 MiB on whole huge pages (allocate_table): for
+// the large arrays a search fills once and reads many times (its edge tables: hundreds of MiB at
+// 1,024 devices), whose page faults on 4 KiB pages cost more than filling them.
+template <class T> struct HugePages : std::allocator<T> {
+  template <class U> struct rebind { using other = HugePages<U>; };
+  HugePages() = default;
+  template <class U> HugePages(const HugePages<U>&) noexcept {}
+  T* allocate(std::size_t n) { return static_cast<T*>(allocate_table(n * sizeof(T))); }
+  void deallocate(T* p, std::size_t n) noexcept { free_table(p, n * sizeof(T)); }
+};
+template <class T> using HugeVector = std::vector<T, HugePages<T>>;
+using Costs = HugeVector<double>;
+
+struct Problem {
+  std::vector<int> domain;        // per vertex: number of values (>= 1)
+  std::vector<std::string> names; // per vertex, for messages (may be empty)
+  std::vector<Costs> tables;      // cost tables, shared by every vertex or edge that has them
+  std::vector<int> unary;         // per vertex: index of a table of domain[v] costs, or -1 (zeros)
+  struct Edge {
+    int u = 0, v = 0; // u != v
+    int table = 0;    // domain[u] x domain[v] costs, row-major: cost(x_u, x_v) = table[x_u * domain[v] + x_v]
+  };
+  std::vector<Edge> edges;
+
+  int add_vertex(int domain_size, std::string name = {});
+  int add_table(std::vector<double> costs); // returns its index
+  int add_zero_table(std::size_t entries);  // a table of `entries` zeros; returns its index
+};
 
 struct Workspace {
   std::vector<Buffer> buffers;
