@@ -68,7 +68,7 @@ void* huge_pages(std::size_t bytes) {
 
 // Tables of 64 KiB to 1 MiB, a search's thousands of edge tables and a solve's factors: blocks of
 // a power of two cut from huge pages, each kept once freed for the next table of its size (on 4
-// KiB pages such tables faulted a page at a time, a quarter of a search at 64 devices on a virtual
+// KiB pages such tables faulted a page at a time, a fifth of a search at 64 devices on a virtual
 // machine; glibc's heap hands their memory back and faults it in again). The memory stays with the
 // process, as much as the most its searches held at once.
 class MediumBlocks {
