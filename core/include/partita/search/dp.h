@@ -40,25 +40,9 @@ namespace partita::search::dp {
 void* allocate_table(std::size_t bytes);
 void free_table(void* p, std::size_t bytes) noexcept;
 
-// A table's entries: grown without being zeroed first (every step writes each entry it sizes;
-// std::vector<double>'s resize would clear them first, a tenth of a large solve), in
-// allocate_table's memory.
-template <class T> struct Uninitialized : std::allocator<T> {
-  template <class U> struct rebind { using other = Uninitialized<U>; };
-  Uninitialized() = default;
-  template <class U> Uninitialized(const Uninitialized<U>&) noexcept {}
-  T* allocate(std::size_t n) { return static_cast<T*>(allocate_table(n * sizeof(T))); }
-  void deallocate(T* p, std::size_t n) noexcept { free_table(p, n * sizeof(T)); }
-  template <class U> void construct(U* p) noexcept { ::new (static_cast<void*>(p)) U; }
-  template <class U, class... Args> void construct(U* p, Args&&... args) {
-    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
-  }
-};
-using Buffer = std::vector<double, Uninitialized<double>>;
-
-// Zeroed memory as std::allocator gives it, from 2 MiB on whole huge pages (allocate_table): for
-// the large arrays a search fills once and reads many times (its edge tables: hundreds of MiB at
-// 1,024 devices), whose page faults on 4 KiB pages cost more than filling them.
+// allocate_table's memory for a std::vector, its values initialized as std::allocator does: the
+// large arrays a search fills once and reads many times (its edge tables: hundreds of MiB at 1,024
+// devices), whose page faults on 4 KiB pages cost more than filling them.
 template <class T> struct HugePages : std::allocator<T> {
   template <class U> struct rebind { using other = HugePages<U>; };
   HugePages() = default;
@@ -68,6 +52,19 @@ template <class T> struct HugePages : std::allocator<T> {
 };
 template <class T> using HugeVector = std::vector<T, HugePages<T>>;
 using Costs = HugeVector<double>;
+
+// A table's entries: the same memory, grown without being zeroed first (every step writes each
+// entry it sizes; std::vector<double>'s resize would clear them first, a tenth of a large solve).
+template <class T> struct Uninitialized : HugePages<T> {
+  template <class U> struct rebind { using other = Uninitialized<U>; };
+  Uninitialized() = default;
+  template <class U> Uninitialized(const Uninitialized<U>&) noexcept {}
+  template <class U> void construct(U* p) noexcept { ::new (static_cast<void*>(p)) U; }
+  template <class U, class... Args> void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
+};
+using Buffer = std::vector<double, Uninitialized<double>>;
 
 struct Problem {
   std::vector<int> domain;        // per vertex: number of values (>= 1)
