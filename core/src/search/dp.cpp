@@ -233,6 +233,109 @@ PARTITA_WIDE_CLONES double least_sum(const double* a, const double* b, std::size
   return m;
 }
 
+// least_sum of `a` with each of four rows b[0 .. 4), into out[0 .. 4): a step's entries along
+// its scope's last vertex read the same sums of the eliminated vertex's other costs (`a`) with
+// four columns of the factor that reads that vertex, so each load of `a` serves four entries, and
+// the horizontal least of a register is taken once per entry, not per call. Each entry's sums are
+// the ones least_sum adds, and min is exact in any order: the same results.
+PARTITA_WIDE_CLONES void least_sums4(const double* a, const double* const* b, std::size_t n, double* out) {
+  using Wide = double __attribute__((vector_size(32)));
+  std::size_t x = 0;
+  double m[4];
+  for (std::size_t j = 0; j < 4; ++j) {
+    m[j] = a[0] + b[j][0];
+  }
+  if (n >= 8) {
+    Wide p[4], q[4];
+    Wide u, v;
+    std::memcpy(&u, a, sizeof u);
+    std::memcpy(&v, a + 4, sizeof v);
+    for (std::size_t j = 0; j < 4; ++j) {
+      Wide c, d;
+      std::memcpy(&c, b[j], sizeof c);
+      std::memcpy(&d, b[j] + 4, sizeof d);
+      p[j] = u + c;
+      q[j] = v + d;
+    }
+    for (x = 8; x + 8 <= n; x += 8) {
+      std::memcpy(&u, a + x, sizeof u);
+      std::memcpy(&v, a + x + 4, sizeof v);
+      for (std::size_t j = 0; j < 4; ++j) {
+        Wide c, d;
+        std::memcpy(&c, b[j] + x, sizeof c);
+        std::memcpy(&d, b[j] + x + 4, sizeof d);
+        c += u;
+        d += v;
+        p[j] = c < p[j] ? c : p[j];
+        q[j] = d < q[j] ? d : q[j];
+      }
+    }
+    for (std::size_t j = 0; j < 4; ++j) {
+      const Wide r = q[j] < p[j] ? q[j] : p[j];
+      m[j] = std::min(std::min(r[0], r[1]), std::min(r[2], r[3]));
+    }
+  }
+  for (; x < n; ++x) {
+    for (std::size_t j = 0; j < 4; ++j) {
+      m[j] = std::min(m[j], a[x] + b[j][x]);
+    }
+  }
+  for (std::size_t j = 0; j < 4; ++j) {
+    out[j] = m[j];
+  }
+}
+
+// least_sums4 for two rows a0 and a1 with the same four columns b[0 .. 4), into out0 and out1:
+// two entries of a step that differ in a scope vertex that the factor read along the columns does
+// not read (two rows of a product in the (min, +) algebra), so each load of a column serves both.
+PARTITA_WIDE_CLONES void least_sums2x4(const double* a0, const double* a1, const double* const* b, std::size_t n,
+                                       double* out0, double* out1) {
+  using Wide = double __attribute__((vector_size(32)));
+  std::size_t x = 0;
+  double m0[4], m1[4];
+  for (std::size_t j = 0; j < 4; ++j) {
+    m0[j] = a0[0] + b[j][0];
+    m1[j] = a1[0] + b[j][0];
+  }
+  if (n >= 4) {
+    Wide p[4], q[4];
+    Wide u, v;
+    std::memcpy(&u, a0, sizeof u);
+    std::memcpy(&v, a1, sizeof v);
+    for (std::size_t j = 0; j < 4; ++j) {
+      Wide c;
+      std::memcpy(&c, b[j], sizeof c);
+      p[j] = u + c;
+      q[j] = v + c;
+    }
+    for (x = 4; x + 4 <= n; x += 4) {
+      std::memcpy(&u, a0 + x, sizeof u);
+      std::memcpy(&v, a1 + x, sizeof v);
+      for (std::size_t j = 0; j < 4; ++j) {
+        Wide c;
+        std::memcpy(&c, b[j] + x, sizeof c);
+        const Wide d = u + c, e = v + c;
+        p[j] = d < p[j] ? d : p[j];
+        q[j] = e < q[j] ? e : q[j];
+      }
+    }
+    for (std::size_t j = 0; j < 4; ++j) {
+      m0[j] = std::min(std::min(p[j][0], p[j][1]), std::min(p[j][2], p[j][3]));
+      m1[j] = std::min(std::min(q[j][0], q[j][1]), std::min(q[j][2], q[j][3]));
+    }
+  }
+  for (; x < n; ++x) {
+    for (std::size_t j = 0; j < 4; ++j) {
+      m0[j] = std::min(m0[j], a0[x] + b[j][x]);
+      m1[j] = std::min(m1[j], a1[x] + b[j][x]);
+    }
+  }
+  for (std::size_t j = 0; j < 4; ++j) {
+    out0[j] = m0[j];
+    out1[j] = m1[j];
+  }
+}
+
 class Eliminator {
 public:
   Eliminator(const Problem& p, const Options& o)
@@ -609,46 +712,33 @@ private:
     }
     const auto dvs = static_cast<std::size_t>(dv);
     std::vector<double> sum(dvs), slow(dvs);
+    // The entries run by rows: each assignment of the scope but its last vertex (none where the
+    // scope has one vertex or none) has the same `slow` sums, and its entries along the last vertex
+    // read the fast factors that far apart.
+    const std::size_t run = k == 0 ? 1 : static_cast<std::size_t>(m_p.domain[static_cast<std::size_t>(scope[k - 1])]);
+    std::vector<std::size_t> along(nf, 0); // each factor's step along the last vertex
+    for (std::size_t f = 0; f < nf && k > 0; ++f) {
+      along[f] = stride[f][k - 1];
+    }
     // Polled every ~256K sums (a millisecond or so), however wide v's domain is.
-    const std::size_t poll = std::max<std::size_t>(1, (std::size_t{1} << 18) / (dvs * (fast.size() + 1)));
+    const std::size_t poll = std::max<std::size_t>(1, (std::size_t{1} << 18) / (dvs * (fast.size() + 1) * run));
     std::size_t until_poll = poll;
-    for (std::size_t index = 0; index < n; ++index) {
-      if (--until_poll == 0) {
-        until_poll = poll;
-        check_cancel();
-      }
-      if (k == 0 || counter[k - 1] == 0) {
-        std::copy(unary.begin(), unary.end(), slow.begin());
-        for (const std::size_t f : slow_factors) {
-          const double* d = factors[f]->data + base[f]; // v last: its values are consecutive
-          for (std::size_t x = 0; x < dvs; ++x) {
-            slow[x] += d[x];
-          }
+    // Where the one factor read along the last vertex does not read the one before it, two rows
+    // that differ in that vertex alone read the same columns: they are taken together.
+    const bool paired_rows = fast.size() == 1 && k >= 2 && stride[fast[0]][k - 2] == 0;
+    std::vector<double> slow2(paired_rows ? dvs : 0);
+    const auto slow_sums = [&](std::vector<double>& into, std::size_t offset) { // offset: along vertex k-2
+      std::copy(unary.begin(), unary.end(), into.begin());
+      for (const std::size_t f : slow_factors) {
+        const double* d = factors[f]->data + base[f] + offset * (k >= 2 ? stride[f][k - 2] : 0);
+        for (std::size_t x = 0; x < dvs; ++x) { // v last: its values are consecutive
+          into[x] += d[x];
         }
       }
-      // Only the least sum: which value of v has it is found again on the way back, for the one
-      // entry that the choices of the scope make it read.
-      double best = 0;
-      if (fast.empty()) {
-        best = least(slow.data(), dvs);
-      } else if (fast.size() == 1) {
-        best = least_sum(slow.data(), factors[fast[0]]->data + base[fast[0]], dvs);
-      } else {
-        const double* d = factors[fast[0]]->data + base[fast[0]];
-        for (std::size_t x = 0; x < dvs; ++x) {
-          sum[x] = slow[x] + d[x];
-        }
-        for (std::size_t i = 1; i + 1 < fast.size(); ++i) {
-          const double* e = factors[fast[i]]->data + base[fast[i]];
-          for (std::size_t x = 0; x < dvs; ++x) {
-            sum[x] += e[x];
-          }
-        }
-        best = least_sum(sum.data(), factors[fast.back()]->data + base[fast.back()], dvs);
-      }
-      result[index] = best;
-      // Advance the odometer (last scope vertex fastest) and every factor's offset with it.
-      for (std::size_t j = k; j-- > 0;) {
+    };
+    // Advances the odometer over the scope but its last vertex, and every factor's offset with it.
+    const auto next_row = [&] {
+      for (std::size_t j = k > 0 ? k - 1 : 0; j-- > 0;) {
         ++counter[j];
         for (std::size_t f = 0; f < nf; ++f) {
           base[f] += stride[f][j];
@@ -660,6 +750,62 @@ private:
           base[f] -= stride[f][j] * counter[j];
         }
         counter[j] = 0;
+      }
+    };
+    for (std::size_t row = 0; row * run < n;) {
+      if (--until_poll == 0) {
+        until_poll = poll;
+        check_cancel();
+      }
+      slow_sums(slow, 0);
+      const bool pair = paired_rows && counter[k - 2] + 1 <
+                                           static_cast<std::size_t>(m_p.domain[static_cast<std::size_t>(scope[k - 2])]);
+      if (pair) {
+        slow_sums(slow2, 1);
+      }
+      // Only the least sum: which value of v has it is found again on the way back, for the one
+      // entry that the choices of the scope make it read.
+      double* out = result.data() + row * run;
+      if (fast.empty()) {
+        std::fill(out, out + run, least(slow.data(), dvs)); // k == 0: the one entry
+      } else if (fast.size() == 1) {
+        const double* d = factors[fast[0]]->data + base[fast[0]];
+        const std::size_t step = along[fast[0]];
+        std::size_t c = 0;
+        for (; c + 4 <= run; c += 4) {
+          const double* columns[4] = {d + c * step, d + (c + 1) * step, d + (c + 2) * step, d + (c + 3) * step};
+          if (pair) {
+            least_sums2x4(slow.data(), slow2.data(), columns, dvs, out + c, out + run + c);
+          } else {
+            least_sums4(slow.data(), columns, dvs, out + c);
+          }
+        }
+        for (; c < run; ++c) {
+          out[c] = least_sum(slow.data(), d + c * step, dvs);
+          if (pair) {
+            out[run + c] = least_sum(slow2.data(), d + c * step, dvs);
+          }
+        }
+      } else {
+        for (std::size_t c = 0; c < run; ++c) {
+          const double* d = factors[fast[0]]->data + base[fast[0]] + c * along[fast[0]];
+          for (std::size_t x = 0; x < dvs; ++x) {
+            sum[x] = slow[x] + d[x];
+          }
+          for (std::size_t i = 1; i + 1 < fast.size(); ++i) {
+            const double* e = factors[fast[i]]->data + base[fast[i]] + c * along[fast[i]];
+            for (std::size_t x = 0; x < dvs; ++x) {
+              sum[x] += e[x];
+            }
+          }
+          out[c] = least_sum(sum.data(), factors[fast.back()]->data + base[fast.back()] + c * along[fast.back()], dvs);
+        }
+      }
+      next_row();
+      row += 1;
+      if (pair) {
+        next_row();
+        row += 1;
       }
     }
     // The consumed factors stay for the way back (a table's least is looked up there again).

@@ -89,6 +89,54 @@ TEST(Dp, EqualsBruteForceWithWideDomainsAndTies) {
   }
 }
 
+// Cycles and ladders (two chains joined by rungs) of vertices with 2 to 13 values: their steps
+// have a scope of two or three (a vertex of one value would cut the cycle), whose entries are taken four along the last
+// vertex at a time and, where the factor read along it does not read the vertex before, two rows at a time; every
+// remainder of four and of two, and eliminated vertices of fewer values than a register holds.
+TEST(Dp, StepsTakenInBlocksOfEntriesEqualBruteForce) {
+  std::mt19937 rng(23);
+  std::uniform_int_distribution<int> dom(2, 13);
+  std::uniform_real_distribution<double> real_cost(0.0, 10.0);
+  for (int trial = 0; trial < 80; ++trial) {
+    Problem p;
+    const bool ladder = trial % 2 == 1;
+    const int n = ladder ? 6 : 4 + trial % 3;
+    for (int v = 0; v < n; ++v) {
+      p.add_vertex(dom(rng), "v" + std::to_string(v));
+      std::vector<double> u(static_cast<std::size_t>(p.domain.back()));
+      for (auto& c : u) {
+        c = real_cost(rng);
+      }
+      p.unary.back() = p.add_table(std::move(u));
+    }
+    const auto join = [&](int u, int v) {
+      std::vector<double> t(static_cast<std::size_t>(p.domain[static_cast<std::size_t>(u)]) *
+                            static_cast<std::size_t>(p.domain[static_cast<std::size_t>(v)]));
+      for (auto& c : t) {
+        c = real_cost(rng);
+      }
+      p.edges.push_back({u, v, p.add_table(std::move(t))});
+    };
+    for (int v = 0; v + 1 < n; ++v) {
+      if (!ladder || v + 1 != n / 2) {
+        join(v, v + 1);
+      }
+    }
+    if (ladder) {
+      for (int v = 0; v < n / 2; ++v) {
+        join(v, n - 1 - v);
+      }
+    } else {
+      join(0, n - 1);
+    }
+    const auto exact = search::dp::solve(p);
+    const auto brute = search::dp::brute_force(p);
+    ASSERT_NEAR(exact.cost, brute.cost, 1e-9 * brute.cost) << "trial " << trial;
+    EXPECT_NEAR(search::dp::total_cost(p, exact.choice), exact.cost, 1e-9 * exact.cost) << "trial " << trial;
+    EXPECT_GE(exact.stats.width, 2) << "trial " << trial;
+  }
+}
+
 // A workspace handed from solve to solve, over problems of other shapes and sizes, changes no
 // result: the same costs and choices as solves on fresh memory.
 TEST(Dp, AWorkspaceCarriedBetweenSolvesChangesNothing) {
