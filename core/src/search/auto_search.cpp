@@ -507,23 +507,43 @@ public:
   // Prices every move an op's runner-up could use: on each edge, the moves of either end's every
   // configuration with the other end as `choice` has it. With `where_missed`, only on the edges
   // whose entry in `choice` holds a bound (where the bound fell short once, the neighbours are
-  // likely to be wanted next), and that entry with them.
-  bool make_exact_around(const std::vector<int>& choice, bool where_missed = false) {
-    return make_exact_entries([&](auto use) {
-      for (std::size_t i = 0; i < m_problem.edges.size(); ++i) {
-        const auto& edge = m_problem.edges[i];
-        const int xu = choice[static_cast<std::size_t>(edge.u)], xv = choice[static_cast<std::size_t>(edge.v)];
-        if (where_missed && is_exact(i, xu, xv)) {
-          continue;
-        }
-        for (int x = 0; x < m_problem.domain[static_cast<std::size_t>(edge.u)]; ++x) {
-          use(i, x, xv);
-        }
-        for (int x = 0; x < m_problem.domain[static_cast<std::size_t>(edge.v)]; ++x) {
-          use(i, xu, x);
-        }
-      }
-    });
+  // likely to be wanted next), and that entry with them; then, where `budget` seconds are given,
+  // further moves of the tables holding those entries, as many as pricing at the rate measured
+  // so far computes in `budget` less what the neighbourhoods take (see solve_priced).
+  bool make_exact_around(const std::vector<int>& choice, bool where_missed = false, double budget = 0) {
+    std::vector<char> missed(where_missed ? m_table_moves.size() : 0, 0);
+    return make_exact_entries(
+        [&](auto use) {
+          for (std::size_t i = 0; i < m_problem.edges.size(); ++i) {
+            const auto& edge = m_problem.edges[i];
+            const int xu = choice[static_cast<std::size_t>(edge.u)], xv = choice[static_cast<std::size_t>(edge.v)];
+            if (where_missed) {
+              if (is_exact(i, xu, xv)) {
+                continue;
+              }
+              missed[static_cast<std::size_t>(m_edge_table[i])] = 1;
+            }
+            for (int x = 0; x < m_problem.domain[static_cast<std::size_t>(edge.u)]; ++x) {
+              use(i, x, xv);
+            }
+            for (int x = 0; x < m_problem.domain[static_cast<std::size_t>(edge.v)]; ++x) {
+              use(i, xu, x);
+            }
+          }
+        },
+        [&](std::size_t wanted, auto use_move) {
+          if (budget <= 0 || m_geometries_timed == 0 || m_pricing_seconds <= 0) {
+            return;
+          }
+          const double rate = static_cast<double>(m_geometries_timed) / m_pricing_seconds; // geometries a second
+          const double room = budget * rate - static_cast<double>(wanted);
+          std::size_t left = room >= 1 ? static_cast<std::size_t>(room) : 0;
+          for (std::size_t t = 0; t < missed.size() && left > 0; ++t) {
+            for (std::size_t k = 0; missed[t] != 0 && k < m_table_moves[t].move.size() && left > 0; ++k) {
+              left -= use_move(m_table_moves[t].move[k]) ? 1 : 0;
+            }
+          }
+        });
   }
   // Prices every move still holding its bound (a solve that is not exact reads any entry).
   void price_all() {
@@ -597,24 +617,36 @@ private:
   }
 
   // Prices the geometries of the moves not priced yet among the entries `entries` lists
-  // (use(problem edge, a, b)), and with each every move it prices.
-  template <class Entries> bool make_exact_entries(Entries entries) {
+  // (use(problem edge, a, b)), and then those of the moves `more` adds (use_move(move), given how
+  // many geometries are wanted so far; whether it added one), and with each every move it prices.
+  template <class Entries, class More> bool make_exact_entries(Entries entries, More more) {
     std::vector<std::size_t> wanted;
-    entries([&](std::size_t edge, int a, int b) {
-      const auto move = move_of(edge, a, b); // none: a tied weight's table, priced whole
-      if (move && m_move_exact[*move] == 0) {
-        const std::size_t k = m_jobs[m_job_of_move[*move]].geometry;
+    const auto use_move = [&](std::size_t move) {
+      if (m_move_exact[move] == 0) {
+        const std::size_t k = m_jobs[m_job_of_move[move]].geometry;
         if (m_geometry_done[k] == 0) {
           m_geometry_done[k] = 2; // wanted in this round
           wanted.push_back(k);
+          return true;
         }
+      }
+      return false;
+    };
+    entries([&](std::size_t edge, int a, int b) {
+      const auto move = move_of(edge, a, b); // none: a tied weight's table, priced whole
+      if (move) {
+        use_move(*move);
       }
     });
     if (wanted.empty()) {
       return false;
     }
+    more(wanted.size(), use_move);
     price_geometries(wanted, -1, 0); // no progress reported: the rounds' count is not known ahead
     return true;
+  }
+  template <class Entries> bool make_exact_entries(Entries entries) {
+    return make_exact_entries(entries, [](std::size_t, auto) {});
   }
 
   // The jobs of every geometry (m_jobs' indices, in order), where each move's job is, and each
@@ -1390,14 +1422,20 @@ dp::Solution solve_priced(CostGraph& cg, double price, const Request& r, int& so
   o.bounded_table_entries = r.bounded_table_entries;
   dp::Solution s;
   try {
+    const auto solving = std::chrono::steady_clock::now();
     s = dp::solve(p, o);
+    // What the last round took besides pricing (the first: its solve).
+    double solve_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - solving).count();
     // Moves the optimum uses that hold only their bounds: priced (with every move of their
     // geometries, and the neighbours in the tables of a move that was missed), and solved again
     // until the optimum uses priced moves alone (then no other choice can be cheaper: each costs
     // at least its bounds). Solving again costs the dynamic program each time: once the solves
     // (and the rounds' bookkeeping) have taken as long as pricing everything left would at the
     // rate measured so far, everything left is priced at once (ski rental: the search then takes
-    // at most about twice the better of the two ways). Which way it goes depends on the machine's
+    // at most about twice the better of the two ways). And a round whose solve is dear prices
+    // more than the neighbourhoods of the missed entries: further moves of the tables holding
+    // them, as many as the last round took besides pricing would price (GPT-3 175B at 1,024
+    // devices: 7 solves instead of 14). Which way it goes depends on the machine's
     // speed, never what it returns: the last optimum is the one a solve over every price finds,
     // ties included, to the rounding of a sum (each step of the solution's walk takes the first of
     // its least entries; where the bounds make an entry least that priced is not, the walk ends
@@ -1405,7 +1443,7 @@ dp::Solution solve_priced(CostGraph& cg, double price, const Request& r, int& so
     for (;;) {
       const auto started = std::chrono::steady_clock::now();
       const double pricing_before = cg.pricing_seconds();
-      if (!s.exact || !cg.make_exact_around(s.choice, true)) {
+      if (!s.exact || !cg.make_exact_around(s.choice, true, r.price_only_what_optima_use ? 0.0 : solve_seconds)) {
         break;
       }
       if (!r.price_only_what_optima_use && cg.resolve_seconds() >= cg.unpriced_seconds()) {
@@ -1413,7 +1451,8 @@ dp::Solution solve_priced(CostGraph& cg, double price, const Request& r, int& so
       }
       s = dp::solve(p, o);
       const double round = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-      cg.resolve_seconds() += std::max(0.0, round - (cg.pricing_seconds() - pricing_before));
+      solve_seconds = std::max(0.0, round - (cg.pricing_seconds() - pricing_before));
+      cg.resolve_seconds() += solve_seconds;
     }
     for (const auto& seed : s.exact ? Choices{} : seeds) {
       auto c = seed.second;

@@ -99,9 +99,11 @@ struct Request {
   // optimum either way; for tests and measurements that compare the two.
   bool price_every_move = false;
   // "auto": never price the moves left at once (by default the search does once solving again
-  // has taken as long as that would, measured on the clock): solve again until the optimum uses
-  // priced moves alone, however many rounds that takes. The same plan either way; what is priced
-  // then does not depend on the machine's speed (for tests that count it).
+  // has taken as long as that would, measured on the clock), nor more of a round's tables than
+  // the neighbourhoods of the entries whose bounds its optimum used (by default, as many more as
+  // the last solve's time prices): solve again until the optimum uses priced moves alone, however
+  // many rounds that takes. The same plan either way; what is priced then does not depend on the
+  // machine's speed (for tests that count it).
   bool price_only_what_optima_use = false;
   // "3d": the setup's choices the user typed, held as typed instead of searched (the shape's are
   // held by the fields above when set: tensor_parallel, pipeline_parallel, micro_batch_size, and
