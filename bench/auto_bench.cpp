@@ -34,7 +34,7 @@ double peak_rss_mib() {
 }
 
 constexpr const char* usage = "usage: partita_bench_auto [--limit SECONDS] [--devices 8,64,...] [--cancel-after MS] "
-                              "[--threads N] [--price-every-move] "
+                              "[--threads N] [--price-every-move] [--price-only-what-optima-use] "
                               "[MODEL...]";
 
 // A positive number from argv, or a message naming the option.
@@ -74,12 +74,17 @@ int run(int argc, char** argv) {
   std::vector<int> device_counts{8, 64, 256, 1024};
   int threads = 1;
   bool price_every_move = false;
+  bool price_only_what_optima_use = false;
   std::vector<std::string> models;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--help" || a == "-h") {
       fmt::print("{}\n", usage);
       return 0;
+    }
+    if (a == "--price-only-what-optima-use") { // lazily to the end: the moves priced do not depend on the clock
+      price_only_what_optima_use = true;
+      continue;
     }
     if (a == "--price-every-move") { // the tables priced whole before the first solve, as before lazy pricing
       price_every_move = true;
@@ -135,6 +140,7 @@ int run(int argc, char** argv) {
       r.max_search_work = 0; // measured, not refused: --limit cancels what runs too long
       r.threads = threads;
       r.price_every_move = price_every_move;
+      r.price_only_what_optima_use = price_only_what_optima_use;
       std::atomic<bool> cancel{false};
       r.cancel = &cancel;
       std::mutex m;
