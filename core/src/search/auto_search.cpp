@@ -1691,6 +1691,7 @@ AutoResult auto_search(const Request& r) {
   // per-op families where every op's configuration is one of the search's; the distinct ones that
   // fit are simulated and the fastest returned (on a tie, the one listed first).
   std::vector<int> choice = best.choice;
+  std::optional<double> chosen_peak; // evaluate()'s peak memory of `choice`, where the ranking took it
   if (r.simulation_budget > 0 || r.simulate_every_candidate) {
     std::vector<std::pair<std::string, std::vector<int>>> optima{
         {exact ? "the exact optimum" : "the bounded search's plan", best.choice}};
@@ -1709,10 +1710,12 @@ AutoResult auto_search(const Request& r) {
     }
     if (optima.size() > 1) {
       std::size_t fastest = 0;
+      std::vector<double> peaks;
       for (std::size_t k = 0; k < optima.size(); ++k) {
         cg.check_cancel();
         const auto st = to_strategy(optima[k].second);
         auto prediction = strategy::evaluate(g, *r.cluster, st, r.setup);
+        peaks.push_back(prediction.peak_memory);
         const bool simulated =
             sim::simulate_prediction(g, *r.cluster, st, prediction, {}, sim::max_predicted_tasks).has_value();
         result.ranking.push_back(
@@ -1723,6 +1726,7 @@ AutoResult auto_search(const Request& r) {
       }
       result.ranking[fastest].chosen = true;
       choice = optima[fastest].second;
+      chosen_peak = peaks[fastest];
     }
   }
   result.objective = time_of(cg, choice);
@@ -1730,8 +1734,8 @@ AutoResult auto_search(const Request& r) {
   result.exact = exact;
   result.memory_priced = priced;
   result.strategy = to_strategy(choice);
-  const auto prediction = strategy::evaluate(g, *r.cluster, result.strategy, r.setup);
-  result.peak_memory = prediction.peak_memory;
+  result.peak_memory =
+      chosen_peak ? *chosen_peak : strategy::evaluate(g, *r.cluster, result.strategy, r.setup).peak_memory;
 
   // Per op: the runner-up with every other op as chosen, and what it would cost.
   cg.make_exact_around(choice);
