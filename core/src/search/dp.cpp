@@ -23,6 +23,7 @@
 #include <new>
 #include <numeric>
 #include <set>
+#include <unordered_map>
 
 #ifdef __linux__
 #include <sys/mman.h>
@@ -333,6 +334,60 @@ PARTITA_WIDE_CLONES void least_sums2x4(const double* a0, const double* a1, const
   for (std::size_t j = 0; j < 4; ++j) {
     out0[j] = m0[j];
     out1[j] = m1[j];
+  }
+}
+
+// The classes of the values c of a factor's scope vertex whose slices are the same, bit for bit:
+// `along` apart in f's `size` entries (its last vertex, of `width` values, consecutive), `values`
+// of them.
+// firsts: each class's first value, in order; class_of: per value, its class. Hashed on one slice
+// each, then checked entry for entry against the class's first (a value whose slice differs,
+// however its hash fell, is a class of its own).
+void same_columns(const Factor& f, std::size_t size, std::size_t along, std::size_t values, std::size_t width,
+                  std::vector<std::size_t>& firsts, std::vector<std::size_t>& class_of) {
+  // Hashed on its first slice (the rest of the scope at its first values): the check below reads
+  // every slice.
+  std::vector<std::uint64_t> hash(values, 0);
+  for (std::size_t c = 0; c < values; ++c) {
+    const double* e = f.data + c * along;
+    std::array<std::uint64_t, 4> lane{1, 2, 3, 4};
+    std::size_t x = 0;
+    for (; x + 4 <= width; x += 4) {
+      for (std::size_t l = 0; l < 4; ++l) {
+        std::uint64_t bits = 0;
+        std::memcpy(&bits, e + x + l, sizeof bits);
+        lane[l] = (lane[l] ^ bits) * 0x9E3779B97F4A7C15ULL;
+      }
+    }
+    for (; x < width; ++x) {
+      std::uint64_t bits = 0;
+      std::memcpy(&bits, e + x, sizeof bits);
+      lane[0] = (lane[0] ^ bits) * 0x9E3779B97F4A7C15ULL;
+    }
+    hash[c] = lane[0] ^ (lane[1] >> 1) ^ (lane[2] << 1) ^ (lane[3] >> 3);
+  }
+  const auto value_of = [&](std::size_t row) { return row * width / along % values; };
+  std::unordered_map<std::uint64_t, std::size_t> first_of; // hash: its first value
+  std::vector<std::size_t> first(values);
+  for (std::size_t c = 0; c < values; ++c) {
+    first[c] = first_of.try_emplace(hash[c], c).first->second;
+  }
+  for (std::size_t row = 0; row * width < size; ++row) {
+    const std::size_t c = value_of(row);
+    if (first[c] != c &&
+        std::memcmp(f.data + row * width, f.data + row * width - (c - first[c]) * along, width * sizeof(double)) != 0) {
+      first[c] = c;
+    }
+  }
+  firsts.clear();
+  class_of.assign(values, 0);
+  std::vector<std::size_t> index(values, 0);
+  for (std::size_t c = 0; c < values; ++c) {
+    if (first[c] == c) {
+      index[c] = firsts.size();
+      firsts.push_back(c);
+    }
+    class_of[c] = index[first[c]];
   }
 }
 
@@ -727,6 +782,21 @@ private:
     // that differ in that vertex alone read the same columns: they are taken together.
     const bool paired_rows = fast.size() == 1 && k >= 2 && stride[fast[0]][k - 2] == 0;
     std::vector<double> slow2(paired_rows ? dvs : 0);
+    // Values of the last vertex whose columns of that factor are the same, entry for entry, whatever
+    // the rest of the scope (an op's configurations that place the tensor alike, say) have the same
+    // entries in every row: each class's first is summed (`firsts`), and the rest copy it.
+    std::vector<std::size_t> firsts, class_of;
+    if (fast.size() == 1 && k >= 1 && run >= 8) {
+      std::size_t size = 1;
+      for (const int u : factors[fast[0]]->scope) {
+        size *= static_cast<std::size_t>(m_p.domain[static_cast<std::size_t>(u)]);
+      }
+      same_columns(*factors[fast[0]], size, along[fast[0]], run, dvs, firsts, class_of);
+      if (firsts.size() * 5 > run * 4) { // too few alike to pay for the copies
+        firsts.clear();
+      }
+    }
+    std::vector<double> by_class(2 * firsts.size());
     const auto slow_sums = [&](std::vector<double>& into, std::size_t offset) { // offset: along vertex k-2
       std::copy(unary.begin(), unary.end(), into.begin());
       for (const std::size_t f : slow_factors) {
@@ -768,6 +838,34 @@ private:
       double* out = result.data() + row * run;
       if (fast.empty()) {
         std::fill(out, out + run, least(slow.data(), dvs)); // k == 0: the one entry
+      } else if (fast.size() == 1 && !firsts.empty()) {
+        const double* d = factors[fast[0]]->data + base[fast[0]];
+        const std::size_t step = along[fast[0]], classes = firsts.size();
+        double* out2 = by_class.data() + classes;
+        std::size_t i = 0;
+        for (; i + 4 <= classes; i += 4) {
+          const double* columns[4] = {d + firsts[i] * step, d + firsts[i + 1] * step, d + firsts[i + 2] * step,
+                                      d + firsts[i + 3] * step};
+          if (pair) {
+            least_sums2x4(slow.data(), slow2.data(), columns, dvs, by_class.data() + i, out2 + i);
+          } else {
+            least_sums4(slow.data(), columns, dvs, by_class.data() + i);
+          }
+        }
+        for (; i < classes; ++i) {
+          by_class[i] = least_sum(slow.data(), d + firsts[i] * step, dvs);
+          if (pair) {
+            out2[i] = least_sum(slow2.data(), d + firsts[i] * step, dvs);
+          }
+        }
+        for (std::size_t c = 0; c < run; ++c) {
+          out[c] = by_class[class_of[c]];
+        }
+        if (pair) {
+          for (std::size_t c = 0; c < run; ++c) {
+            out[run + c] = out2[class_of[c]];
+          }
+        }
       } else if (fast.size() == 1) {
         const double* d = factors[fast[0]]->data + base[fast[0]];
         const std::size_t step = along[fast[0]];

@@ -137,6 +137,64 @@ TEST(Dp, StepsTakenInBlocksOfEntriesEqualBruteForce) {
   }
 }
 
+// Edge tables as the search's are: an op's values place a tensor in fewer ways than it has values,
+// and values that place it alike have the same row or column (each vertex's values map to 2 to 5
+// placements, a table is one cost per pair of placements). A step sums one value of each class
+// of equal columns and copies the rest: the same optimum as every assignment tried.
+TEST(Dp, StepsOverClassesOfEqualColumnsEqualBruteForce) {
+  std::mt19937 rng(29);
+  std::uniform_int_distribution<int> dom(8, 12), places(2, 5);
+  std::uniform_real_distribution<double> real_cost(0.0, 10.0);
+  for (int trial = 0; trial < 40; ++trial) {
+    Problem p;
+    const bool ladder = trial % 2 == 1;
+    const int n = ladder ? 6 : 5;
+    std::vector<std::vector<int>> place(static_cast<std::size_t>(n));
+    for (int v = 0; v < n; ++v) {
+      p.add_vertex(dom(rng), "v" + std::to_string(v));
+      const int kinds = places(rng);
+      std::vector<double> u(static_cast<std::size_t>(p.domain.back()));
+      for (auto& c : u) {
+        c = real_cost(rng);
+        place[static_cast<std::size_t>(v)].push_back(std::uniform_int_distribution<int>(0, kinds - 1)(rng));
+      }
+      p.unary.back() = p.add_table(std::move(u));
+    }
+    const auto join = [&](int u, int v) {
+      const auto du = static_cast<std::size_t>(p.domain[static_cast<std::size_t>(u)]);
+      const auto dv = static_cast<std::size_t>(p.domain[static_cast<std::size_t>(v)]);
+      std::vector<double> by_place(25);
+      for (auto& c : by_place) {
+        c = real_cost(rng);
+      }
+      std::vector<double> t(du * dv);
+      for (std::size_t a = 0; a < du; ++a) {
+        for (std::size_t b = 0; b < dv; ++b) {
+          t[a * dv + b] = by_place[static_cast<std::size_t>(place[static_cast<std::size_t>(u)][a] * 5 +
+                                                            place[static_cast<std::size_t>(v)][b])];
+        }
+      }
+      p.edges.push_back({u, v, p.add_table(std::move(t))});
+    };
+    for (int v = 0; v + 1 < n; ++v) {
+      if (!ladder || v + 1 != n / 2) {
+        join(v, v + 1);
+      }
+    }
+    if (ladder) {
+      for (int v = 0; v < n / 2; ++v) {
+        join(v, n - 1 - v);
+      }
+    } else {
+      join(0, n - 1);
+    }
+    const auto exact = search::dp::solve(p);
+    const auto brute = search::dp::brute_force(p);
+    ASSERT_NEAR(exact.cost, brute.cost, 1e-9 * brute.cost) << "trial " << trial;
+    EXPECT_NEAR(search::dp::total_cost(p, exact.choice), exact.cost, 1e-9 * exact.cost) << "trial " << trial;
+  }
+}
+
 // A workspace handed from solve to solve, over problems of other shapes and sizes, changes no
 // result: the same costs and choices as solves on fresh memory.
 TEST(Dp, AWorkspaceCarriedBetweenSolvesChangesNothing) {
