@@ -89,46 +89,69 @@ TEST(Dp, EqualsBruteForceWithWideDomainsAndTies) {
   }
 }
 
-// Cycles and ladders (two chains joined by rungs) of vertices with 2 to 13 values: their steps
+// A cycle of n vertices (0 - 1 - ... - n-1 - 0), or a ladder (two chains, 0 .. n/2-1 and
+// n/2 .. n-1, joined by rungs v - (n-1-v)): its steps have a scope of two or three. Vertex v takes
+// dom(rng) values, each placed in one of `kinds`(rng) ways (none given: every value its own way),
+// and an edge's table holds one random cost per pair of placements, as the search's tables do.
+Problem cycle_or_ladder(std::mt19937& rng, int n, bool ladder, std::uniform_int_distribution<int>& dom,
+                        std::uniform_int_distribution<int>* kinds = nullptr) {
+  std::uniform_real_distribution<double> real_cost(0.0, 10.0);
+  Problem p;
+  std::vector<std::vector<int>> place(static_cast<std::size_t>(n));
+  std::vector<int> ways(static_cast<std::size_t>(n));
+  for (int v = 0; v < n; ++v) {
+    p.add_vertex(dom(rng), "v" + std::to_string(v));
+    const int values = p.domain.back();
+    ways[static_cast<std::size_t>(v)] = kinds != nullptr ? (*kinds)(rng) : values;
+    std::vector<double> u(static_cast<std::size_t>(values));
+    for (int x = 0; x < values; ++x) {
+      u[static_cast<std::size_t>(x)] = real_cost(rng);
+      place[static_cast<std::size_t>(v)].push_back(
+          kinds != nullptr ? std::uniform_int_distribution<int>(0, ways[static_cast<std::size_t>(v)] - 1)(rng) : x);
+    }
+    p.unary.back() = p.add_table(std::move(u));
+  }
+  const auto join = [&](int u, int v) {
+    const auto& pu = place[static_cast<std::size_t>(u)];
+    const auto& pv = place[static_cast<std::size_t>(v)];
+    const auto wv = static_cast<std::size_t>(ways[static_cast<std::size_t>(v)]);
+    std::vector<double> by_place(static_cast<std::size_t>(ways[static_cast<std::size_t>(u)]) * wv);
+    for (auto& c : by_place) {
+      c = real_cost(rng);
+    }
+    std::vector<double> t;
+    for (const int a : pu) {
+      for (const int b : pv) {
+        t.push_back(by_place[static_cast<std::size_t>(a) * wv + static_cast<std::size_t>(b)]);
+      }
+    }
+    p.edges.push_back({u, v, p.add_table(std::move(t))});
+  };
+  for (int v = 0; v + 1 < n; ++v) {
+    if (!ladder || v + 1 != n / 2) {
+      join(v, v + 1);
+    }
+  }
+  if (ladder) {
+    for (int v = 0; v < n / 2; ++v) {
+      join(v, n - 1 - v);
+    }
+  } else {
+    join(0, n - 1);
+  }
+  return p;
+}
+
+// Cycles and ladders of vertices with 2 to 13 values: their steps
 // have a scope of two or three (a vertex of one value would cut the cycle), whose entries are taken four along the last
 // vertex at a time and, where the factor read along it does not read the vertex before, two rows at a time; every
 // remainder of four and of two, and eliminated vertices of fewer values than a register holds.
 TEST(Dp, StepsTakenInBlocksOfEntriesEqualBruteForce) {
   std::mt19937 rng(23);
   std::uniform_int_distribution<int> dom(2, 13);
-  std::uniform_real_distribution<double> real_cost(0.0, 10.0);
   for (int trial = 0; trial < 80; ++trial) {
-    Problem p;
     const bool ladder = trial % 2 == 1;
-    const int n = ladder ? 6 : 4 + trial % 3;
-    for (int v = 0; v < n; ++v) {
-      p.add_vertex(dom(rng), "v" + std::to_string(v));
-      std::vector<double> u(static_cast<std::size_t>(p.domain.back()));
-      for (auto& c : u) {
-        c = real_cost(rng);
-      }
-      p.unary.back() = p.add_table(std::move(u));
-    }
-    const auto join = [&](int u, int v) {
-      std::vector<double> t(static_cast<std::size_t>(p.domain[static_cast<std::size_t>(u)]) *
-                            static_cast<std::size_t>(p.domain[static_cast<std::size_t>(v)]));
-      for (auto& c : t) {
-        c = real_cost(rng);
-      }
-      p.edges.push_back({u, v, p.add_table(std::move(t))});
-    };
-    for (int v = 0; v + 1 < n; ++v) {
-      if (!ladder || v + 1 != n / 2) {
-        join(v, v + 1);
-      }
-    }
-    if (ladder) {
-      for (int v = 0; v < n / 2; ++v) {
-        join(v, n - 1 - v);
-      }
-    } else {
-      join(0, n - 1);
-    }
+    const auto p = cycle_or_ladder(rng, ladder ? 6 : 4 + trial % 3, ladder, dom);
     const auto exact = search::dp::solve(p);
     const auto brute = search::dp::brute_force(p);
     ASSERT_NEAR(exact.cost, brute.cost, 1e-9 * brute.cost) << "trial " << trial;
@@ -144,50 +167,9 @@ TEST(Dp, StepsTakenInBlocksOfEntriesEqualBruteForce) {
 TEST(Dp, StepsOverClassesOfEqualColumnsEqualBruteForce) {
   std::mt19937 rng(29);
   std::uniform_int_distribution<int> dom(8, 12), places(2, 5);
-  std::uniform_real_distribution<double> real_cost(0.0, 10.0);
   for (int trial = 0; trial < 40; ++trial) {
-    Problem p;
     const bool ladder = trial % 2 == 1;
-    const int n = ladder ? 6 : 5;
-    std::vector<std::vector<int>> place(static_cast<std::size_t>(n));
-    for (int v = 0; v < n; ++v) {
-      p.add_vertex(dom(rng), "v" + std::to_string(v));
-      const int kinds = places(rng);
-      std::vector<double> u(static_cast<std::size_t>(p.domain.back()));
-      for (auto& c : u) {
-        c = real_cost(rng);
-        place[static_cast<std::size_t>(v)].push_back(std::uniform_int_distribution<int>(0, kinds - 1)(rng));
-      }
-      p.unary.back() = p.add_table(std::move(u));
-    }
-    const auto join = [&](int u, int v) {
-      const auto du = static_cast<std::size_t>(p.domain[static_cast<std::size_t>(u)]);
-      const auto dv = static_cast<std::size_t>(p.domain[static_cast<std::size_t>(v)]);
-      std::vector<double> by_place(25);
-      for (auto& c : by_place) {
-        c = real_cost(rng);
-      }
-      std::vector<double> t(du * dv);
-      for (std::size_t a = 0; a < du; ++a) {
-        for (std::size_t b = 0; b < dv; ++b) {
-          t[a * dv + b] = by_place[static_cast<std::size_t>(place[static_cast<std::size_t>(u)][a] * 5 +
-                                                            place[static_cast<std::size_t>(v)][b])];
-        }
-      }
-      p.edges.push_back({u, v, p.add_table(std::move(t))});
-    };
-    for (int v = 0; v + 1 < n; ++v) {
-      if (!ladder || v + 1 != n / 2) {
-        join(v, v + 1);
-      }
-    }
-    if (ladder) {
-      for (int v = 0; v < n / 2; ++v) {
-        join(v, n - 1 - v);
-      }
-    } else {
-      join(0, n - 1);
-    }
+    const auto p = cycle_or_ladder(rng, ladder ? 6 : 5, ladder, dom, &places);
     const auto exact = search::dp::solve(p);
     const auto brute = search::dp::brute_force(p);
     ASSERT_NEAR(exact.cost, brute.cost, 1e-9 * brute.cost) << "trial " << trial;
