@@ -4,7 +4,10 @@
 // peak RSS. With --cancel-after MS every search is cancelled after MS milliseconds instead, and the
 // time it took to stop is printed (the GUI's sliders cancel the search in flight). --threads N
 // prices layout pairs on N threads (default 1: the figures are per core; 0 = every hardware thread).
-// Usage: partita_bench_auto [--limit S] [--devices 8,64] [--cancel-after MS] [--threads N] [MODEL...]
+// With --replan every search is run a second time in the same process and its time printed beside
+// (the GUI's sliders re-plan in a process that has searched before: its memory is no longer fresh).
+// Usage: partita_bench_auto [--limit S] [--devices 8,64] [--cancel-after MS] [--threads N] [--replan]
+//        [MODEL...]
 
 #include "partita/cluster/cluster.h"
 #include "partita/graph/error.h"
@@ -34,7 +37,7 @@ double peak_rss_mib() {
 }
 
 constexpr const char* usage = "usage: partita_bench_auto [--limit SECONDS] [--devices 8,64,...] [--cancel-after MS] "
-                              "[--threads N] [--price-every-move] [--price-only-what-optima-use] "
+                              "[--threads N] [--replan] [--price-every-move] [--price-only-what-optima-use] "
                               "[MODEL...]";
 
 // A positive number from argv, or a message naming the option.
@@ -75,6 +78,7 @@ int run(int argc, char** argv) {
   int threads = 1;
   bool price_every_move = false;
   bool price_only_what_optima_use = false;
+  bool replan = false;
   std::vector<std::string> models;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -84,6 +88,10 @@ int run(int argc, char** argv) {
     }
     if (a == "--price-only-what-optima-use") { // lazily to the end: the moves priced do not depend on the clock
       price_only_what_optima_use = true;
+      continue;
+    }
+    if (a == "--replan") { // every search again at once: a re-plan's time beside the first search's
+      replan = true;
       continue;
     }
     if (a == "--price-every-move") { // the tables priced whole before the first solve, as before lazy pricing
@@ -125,8 +133,9 @@ int run(int argc, char** argv) {
       models.push_back("zoo:" + m.name);
     }
   }
-  fmt::print("{:<18} {:>7} {:>5} {:>8} {:>10} {:>9} {:>6} {:>10} {:>10} {:>9}  {}\n", "model", "devices", "ops",
-             "distinct", "configs", "work", "width", "search s", "tables MiB", "RSS MiB", "exact or gap");
+  fmt::print("{:<18} {:>7} {:>5} {:>8} {:>10} {:>9} {:>6} {:>10}{} {:>10} {:>9}  {}\n", "model", "devices", "ops",
+             "distinct", "configs", "work", "width", "search s", replan ? fmt::format(" {:>10}", "re-plan s") : "",
+             "tables MiB", "RSS MiB", "exact or gap");
   for (const auto& spec : models) {
     const auto model = zoo::load(spec);
     // A zoo model by its spec, a file by its name.
@@ -141,51 +150,64 @@ int run(int argc, char** argv) {
       r.threads = threads;
       r.price_every_move = price_every_move;
       r.price_only_what_optima_use = price_only_what_optima_use;
-      std::atomic<bool> cancel{false};
-      r.cancel = &cancel;
-      std::mutex m;
-      std::condition_variable cv;
-      bool done = false;
-      const double wait = cancel_after_ms > 0 ? cancel_after_ms / 1e3 : limit;
-      std::chrono::steady_clock::time_point cancelled_at;
-      std::thread watchdog([&] {
-        std::unique_lock lock(m);
-        if (!cv.wait_for(lock, std::chrono::duration<double>(wait), [&] { return done; })) {
-          cancelled_at = std::chrono::steady_clock::now();
-          cancel = true;
+      // One search under the watchdog: its seconds, and what stopped it (empty when it ended).
+      const auto timed_search = [&](search::AutoResult& result) {
+        std::atomic<bool> cancel{false};
+        r.cancel = &cancel;
+        std::mutex m;
+        std::condition_variable cv;
+        bool done = false;
+        const double wait = cancel_after_ms > 0 ? cancel_after_ms / 1e3 : limit;
+        std::chrono::steady_clock::time_point cancelled_at;
+        std::thread watchdog([&] {
+          std::unique_lock lock(m);
+          if (!cv.wait_for(lock, std::chrono::duration<double>(wait), [&] { return done; })) {
+            cancelled_at = std::chrono::steady_clock::now();
+            cancel = true;
+          }
+        });
+        const auto t0 = std::chrono::steady_clock::now();
+        std::string outcome;
+        try {
+          result = search::auto_search(r);
+        } catch (const Cancelled&) {
+          const auto stopped = std::chrono::steady_clock::now();
+          std::lock_guard lock(m);
+          outcome = cancel_after_ms > 0
+                        ? fmt::format("cancelled at {:.0f} ms, stopped {:.1f} ms later", cancel_after_ms,
+                                      std::chrono::duration<double, std::milli>(stopped - cancelled_at).count())
+                        : fmt::format("> {:.0f}", limit);
+        } catch (const Error& e) {
+          outcome = std::string("error: ") + e.what();
         }
-      });
-      const auto t0 = std::chrono::steady_clock::now();
-      std::string outcome;
+        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        {
+          std::lock_guard lock(m);
+          done = true;
+        }
+        cv.notify_all();
+        watchdog.join();
+        r.cancel = nullptr;
+        return std::pair{seconds, outcome};
+      };
       search::AutoResult result;
-      try {
-        result = search::auto_search(r);
-      } catch (const Cancelled&) {
-        const auto stopped = std::chrono::steady_clock::now();
-        std::lock_guard lock(m);
-        outcome = cancel_after_ms > 0
-                      ? fmt::format("cancelled at {:.0f} ms, stopped {:.1f} ms later", cancel_after_ms,
-                                    std::chrono::duration<double, std::milli>(stopped - cancelled_at).count())
-                      : fmt::format("> {:.0f}", limit);
-      } catch (const Error& e) {
-        outcome = std::string("error: ") + e.what();
+      const auto [seconds, outcome] = timed_search(result);
+      std::string again; // the re-plan's seconds, or what stopped it
+      if (replan && outcome.empty()) {
+        search::AutoResult second;
+        const auto [replan_seconds, replan_outcome] = timed_search(second);
+        again = replan_outcome.empty() ? fmt::format("{:.3f}", replan_seconds) : replan_outcome.substr(0, 20);
       }
-      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      {
-        std::lock_guard lock(m);
-        done = true;
-      }
-      cv.notify_all();
-      watchdog.join();
       if (!outcome.empty()) {
         fmt::print("{:<18} {:>7} {:>5} {:>8} {:>10} {:>9} {:>6} {:>10}\n", name, devices, model.graph.ops().size(), "-",
                    "-", "-", "-", outcome.substr(0, 120));
         continue;
       }
       const auto& s = result.stats;
-      fmt::print("{:<18} {:>7} {:>5} {:>8} {:>10.0f} {:>9.3g} {:>6} {:>10.3f} {:>10.1f} {:>9.0f}  {}\n", name, devices,
-                 s.ops, s.distinct_ops, s.configurations, s.search_work, s.dp.width, seconds,
-                 (s.table_bytes + s.dp.peak_bytes) / (1024.0 * 1024), peak_rss_mib(),
+      fmt::print("{:<18} {:>7} {:>5} {:>8} {:>10.0f} {:>9.3g} {:>6} {:>10.3f}{} {:>10.1f} {:>9.0f}  {}\n", name,
+                 devices, s.ops, s.distinct_ops, s.configurations, s.search_work, s.dp.width, seconds,
+                 replan ? fmt::format(" {:>10}", again) : "", (s.table_bytes + s.dp.peak_bytes) / (1024.0 * 1024),
+                 peak_rss_mib(),
                  result.exact ? fmt::format("exact; priced {:.0f} of {:.0f} moves in {} rounds{}", s.moves_priced,
                                             s.moves, s.pricing_rounds,
                                             s.bound_misses > 0 ? fmt::format(" ({} BELOW THEIR BOUND)", s.bound_misses)

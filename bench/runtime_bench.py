@@ -11,8 +11,11 @@ partita-run measures on this machine.
    taken in one measures the host, not the model. When the probe is more than --host-tolerance
    slower than the calibration, the benchmark waits and probes again (up to --max-wait seconds per
    run, --wait-budget in all), and prints how fast the host was before each run it kept. A
-   calibration of its own that the first probe finds more than --host-tolerance slower than the
-   host is now was taken in such a spell: it is taken again (--recalibrations).
+   calibration of its own whose GEMMs or memory-bound kernels the first probes find more than
+   --host-tolerance slower than the host is now was taken in such a spell, and one whose all-reduce
+   lies more than --collective-tolerance off: those sweeps alone are taken again (partita-calibrate
+   --sweeps, merged into its measurements in place of the first ones and fitted again;
+   --recalibrations times at most).
    The host's shared-memory collectives run at one of two speeds about 2.5x apart, apart from its
    kernels' spells: the mode changes from one process to the next and within seconds, and which
    of the two is the more frequent changes over the hours. A probe in a process of its own cannot
@@ -233,6 +236,44 @@ def calibrate(args, cluster):
                 print("  " + line.rstrip())
 
 
+def recalibrate_parts(args, cluster, parts):
+    """Takes the calibration's sweeps of `parts` (of compute, memory, collectives) again alone
+    (partita-calibrate --sweeps: the memory-bound kernels or the collectives take minutes where the
+    whole calibration takes a quarter of an hour), puts their rows in place of the calibration's own
+    in its measurements.json (the first kept beside it as measurements-first.json) and fits the
+    cluster again on them."""
+    calibration = os.path.join(args.out_dir, "calibration")
+    measurements = os.path.join(calibration, "measurements.json")
+    swept = os.path.join(calibration, "retaken.json")
+    cmd = [args.mpirun, "-np", str(args.np), "-x", "OMP_NUM_THREADS=1"]
+    if os.geteuid() == 0:
+        cmd.append("--allow-run-as-root")
+    cmd += [args.calibrate_program, "--sweeps", ",".join(parts), "--threads", "1", "-o", swept]
+    if args.quick_calibration:
+        cmd.append("--quick")
+    print("  sweeping again:", " ".join(cmd), flush=True)
+    log = os.path.join(args.out_dir, "retaken-" + "-".join(parts) + ".log")
+    if run(cmd, log) != 0:
+        sys.exit(f"partita-calibrate --sweeps failed; see {log}")
+    with open(measurements) as f:
+        doc = json.load(f)
+    with open(swept) as f:
+        again = json.load(f)
+    for part in parts:
+        if len(again[part]) != len(doc[part]):
+            sys.exit(f"{swept}: {len(again[part])} {part} rows where {measurements} has {len(doc[part])}")
+        doc[part] = again[part]
+    first = os.path.join(calibration, "measurements-first.json")
+    if not os.path.exists(first):
+        os.replace(measurements, first)
+    with open(measurements, "w") as f:
+        json.dump(doc, f, indent=1)
+    cmd = [args.partita, "calibrate", "--cluster", "localhost-cpu", "--measurements", measurements, "-o", cluster]
+    log = os.path.join(args.out_dir, "refit.log")
+    if run(cmd, log) != 0:
+        sys.exit(f"partita calibrate --measurements failed; see {log}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--partita", required=True)
@@ -259,8 +300,9 @@ def main():
     ap.add_argument("--host-tolerance", type=float, default=0.10,
                     help="how much slower than calibrated the probe may find the host before a run waits")
     ap.add_argument("--probe-interval", type=float, default=15)
-    ap.add_argument("--recalibrations", type=int, default=2,
-                    help="calibrations taken again at most when the host is found faster than its calibration")
+    ap.add_argument("--recalibrations", type=int, default=4,
+                    help="times at most that the sweeps of the calibration the probes find off the host's speed "
+                         "(its kernels slower than now, or its collectives off either way) are taken again")
     ap.add_argument("--collective-tolerance", type=float, default=0.30,
                     help="how far from their calibrated speed (either way) a run's own all-reduce times may lie "
                          "before the run is taken again")
@@ -299,18 +341,21 @@ def main():
               f"waits while any is more than {100 * args.host_tolerance:.0f}% slower", flush=True)
     if probe and not args.cluster:
         # A calibration taken in a slow spell prices every kernel of the family it caught too high.
+        # A part of the calibration the probes find off the host's speed now is swept again alone (a
+        # slow spell of the kernels: they run faster now; the collectives: off either way), at most
+        # --recalibrations times in all.
         for attempt in range(args.recalibrations + 1):
             now = probe.ratios(args.calibration_probes)
             print(f"  the host now against its calibration: GEMMs x{now[0]:.2f}, memory-bound kernels x{now[1]:.2f}, "
                   f"all-reduce x{now[2]:.2f} of the calibrated time", flush=True)
-            kernels_slow = min(x for x in now[:2] if x == x) < 1 - args.host_tolerance
-            collectives_off = off_calibration(now[2:], args.collective_tolerance)
-            if not (kernels_slow or collectives_off) or attempt == args.recalibrations:
+            off = [part for part, x in zip(("compute", "memory"), now[:2]) if x == x and x < 1 - args.host_tolerance]
+            if off_calibration(now[2:], args.collective_tolerance):
+                off.append("collectives")
+            if not off or attempt == args.recalibrations:
                 break
-            print("  the calibration met " + ("a slow spell of the host" if kernels_slow else
-                                              "the host's collectives at their less frequent speed") +
-                  ": calibrating again", flush=True)
-            calibrate(args, cluster)
+            print(f"  the calibration met the host at another speed than now ({', '.join(off)}): those sweeps taken "
+                  f"again", flush=True)
+            recalibrate_parts(args, cluster, off)
             probe.load_reference()
 
     runs = defaultdict(list)  # case -> results of each repeat

@@ -82,6 +82,13 @@ Measurements read_measurements(const fs::path& path) {
     if (doc.value("format", "") != "partita-calibrate measurements 1") {
       throw Error(fmt::format("{}: field 'format': not a partita-calibrate measurements file", path.string()));
     }
+    // Files of earlier versions have no "sweeps": they hold all three.
+    if (doc.contains("sweeps") && doc.at("sweeps").size() != 3) {
+      throw Error(fmt::format("{}: field 'sweeps': the file holds the sweeps of {} alone (partita-calibrate "
+                              "--sweeps), and a fit needs compute, memory and collectives; merge its rows into a full "
+                              "calibration's measurements in place of theirs",
+                              path.string(), doc.at("sweeps").dump()));
+    }
     m.date = doc.at("date").get<std::string>();
     m.host = doc.at("host").get<std::string>();
     m.ranks = doc.at("ranks").get<int>();

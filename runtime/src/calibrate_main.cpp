@@ -45,6 +45,9 @@ struct Options {
   int threads = 1;
   int passes = 0; // 0: 3, or 1 with --quick
   bool probe = false;
+  // Which sweeps run (--sweeps): all three by default; a caller retakes one part of an earlier
+  // calibration with the others left out, and merges it into that calibration's measurements.
+  bool sweep_compute = true, sweep_memory = true, sweep_collectives = true;
   double max_bytes = 256.0 * 1024 * 1024;
   std::string backend = "cpu";
 };
@@ -138,6 +141,18 @@ std::string against_first(const std::vector<KernelSweeps>& passes, std::vector<K
                      ratios.back());
 }
 
+// The sweeps a run took (its file's "sweeps"), in the order the file lists their rows.
+std::vector<std::string> sweep_names(const Options& opt) {
+  std::vector<std::string> names;
+  for (const auto& [on, name] : {std::pair{opt.sweep_compute, "compute"}, std::pair{opt.sweep_memory, "memory"},
+                                 std::pair{opt.sweep_collectives, "collectives"}}) {
+    if (on) {
+      names.emplace_back(name);
+    }
+  }
+  return names;
+}
+
 void say(int rank, const std::string& text) {
   if (rank == 0) {
     std::fputs(text.c_str(), stdout);
@@ -185,21 +200,15 @@ int run(const Options& opt, int rank, int size) {
     return 0;
   }
   const int passes = opt.passes > 0 ? opt.passes : (opt.quick ? 1 : 3);
-  // One pass of the kernel sweeps; the first prints its tables.
-  const auto kernel_sweeps = [&](bool print) {
-    const auto show = [&](const std::string& text) {
-      if (print) {
-        say(rank, text);
-      }
-    };
-    KernelSweeps out;
+  // The compute sweeps of one pass (GEMMs, their backward passes, convolutions); `show` prints.
+  const auto compute_sweeps = [&](const auto& show) {
     show("\n# compute: GEMMs on every rank at once (time: slowest rank, median of trials)\n");
     // Past 10^10 FLOPs while a call lasts at most 10 ms (SweepExtension): where a fast device's
     // rate still grows.
     const SweepExtension beyond{12, opt.quick ? 0.0 : 0.01};
-    out.compute = opt.quick ? gemm_sweep(*backend, MPI_COMM_WORLD, budget, 5, 9, 2)
-                            : gemm_sweep(*backend, MPI_COMM_WORLD, budget, 5, 10, 4, beyond);
-    show(kernel_table(out.compute, true));
+    std::vector<KernelTiming> out = opt.quick ? gemm_sweep(*backend, MPI_COMM_WORLD, budget, 5, 9, 2)
+                                              : gemm_sweep(*backend, MPI_COMM_WORLD, budget, 5, 10, 4, beyond);
+    show(kernel_table(out, true));
     // A product's backward pass reads an operand transposed in each of its two products, at a rate
     // of its own, a batch of small products at another again (on a 2-vCPU EPYC a batch of 128 x 128
     // x 64 ones ran backward at 50-70 GFLOP/s, square products of the same FLOPs at 75-96).
@@ -208,7 +217,7 @@ int run(const Options& opt, int rank, int size) {
     const auto backward = opt.quick ? gemm_backward_sweep(*backend, MPI_COMM_WORLD, budget, 5, 9, 1)
                                     : gemm_backward_sweep(*backend, MPI_COMM_WORLD, budget, 5, 10, 2, beyond);
     show(kernel_table(backward, true));
-    out.compute.insert(out.compute.end(), backward.begin(), backward.end());
+    out.insert(out.end(), backward.begin(), backward.end());
     // Convolutions reach another fraction of peak than GEMMs of the same FLOPs: a curve of their own.
     show("\n# compute: convolutions on every rank at once (fwd: forward; bwd: backward data + weights, one "
          "pass; a stem has no data gradient)\n");
@@ -218,14 +227,33 @@ int run(const Options& opt, int rank, int size) {
                                  : conv_sweep(*backend, MPI_COMM_WORLD, budget, conv_cases(5, 10, {1, 8, 32}),
                                               conv_cases(10.5, 12, {128, 512}), beyond);
     show(kernel_table(convs, true));
-    out.compute.insert(out.compute.end(), convs.begin(), convs.end());
-    show("\n# memory-bound kernels on every rank at once\n");
-    out.memory = opt.quick ? memory_sweep(*backend, MPI_COMM_WORLD, budget, 3, 8, 2)
-                           : memory_sweep(*backend, MPI_COMM_WORLD, budget, 3, 9, 4);
-    show(kernel_table(out.memory, false));
+    out.insert(out.end(), convs.begin(), convs.end());
     return out;
   };
-  std::vector<KernelSweeps> kernel_passes{kernel_sweeps(true)};
+  // One pass of the kernel sweeps; the first prints its tables.
+  const auto kernel_sweeps = [&](bool print) {
+    const auto show = [&](const std::string& text) {
+      if (print) {
+        say(rank, text);
+      }
+    };
+    KernelSweeps out;
+    if (opt.sweep_compute) {
+      out.compute = compute_sweeps(show);
+    }
+    if (opt.sweep_memory) {
+      show("\n# memory-bound kernels on every rank at once\n");
+      out.memory = opt.quick ? memory_sweep(*backend, MPI_COMM_WORLD, budget, 3, 8, 2)
+                             : memory_sweep(*backend, MPI_COMM_WORLD, budget, 3, 9, 4);
+      show(kernel_table(out.memory, false));
+    }
+    return out;
+  };
+  const bool kernels = opt.sweep_compute || opt.sweep_memory;
+  std::vector<KernelSweeps> kernel_passes;
+  if (kernels) {
+    kernel_passes.push_back(kernel_sweeps(true));
+  }
 
   const Collective collectives[] = {Collective::all_reduce, Collective::all_gather, Collective::reduce_scatter,
                                     Collective::broadcast,  Collective::send_recv,  Collective::all_to_all};
@@ -269,27 +297,35 @@ int run(const Options& opt, int rank, int size) {
       sweep_on(where.leaders, devices, "between nodes, one rank per node:");
     }
   };
-  collective_pass(true);
+  if (opt.sweep_collectives) {
+    collective_pass(true);
+  }
 
   for (int pass = 2; pass <= passes; ++pass) {
     say(rank, fmt::format("\n# sweeps, pass {} of {}: each timing keeps its median pass\n", pass, passes));
-    kernel_passes.push_back(kernel_sweeps(false));
-    say(rank, fmt::format("  kernels against the first pass: compute {}; memory-bound {}\n",
-                          against_first(kernel_passes, &KernelSweeps::compute),
-                          against_first(kernel_passes, &KernelSweeps::memory)));
-    collective_pass(false);
+    if (kernels) {
+      kernel_passes.push_back(kernel_sweeps(false));
+      say(rank, fmt::format("  kernels against the first pass: compute {}; memory-bound {}\n",
+                            against_first(kernel_passes, &KernelSweeps::compute),
+                            against_first(kernel_passes, &KernelSweeps::memory)));
+    }
+    if (opt.sweep_collectives) {
+      collective_pass(false);
+    }
   }
-  KernelSweeps kernels;
+  KernelSweeps medians;
   for (const auto part : {&KernelSweeps::compute, &KernelSweeps::memory}) {
     std::vector<std::vector<KernelTiming>> rows;
     for (const auto& k : kernel_passes) {
       rows.push_back(k.*part);
     }
-    kernels.*part = median_of_passes(rows);
+    medians.*part = median_of_passes(rows);
   }
-  if (passes > 1) {
-    say(rank, "\n# compute, the median pass of each kernel\n" + kernel_table(kernels.compute, true));
-    say(rank, "\n# memory-bound kernels, the median pass of each kernel\n" + kernel_table(kernels.memory, false));
+  if (passes > 1 && opt.sweep_compute) {
+    say(rank, "\n# compute, the median pass of each kernel\n" + kernel_table(medians.compute, true));
+  }
+  if (passes > 1 && opt.sweep_memory) {
+    say(rank, "\n# memory-bound kernels, the median pass of each kernel\n" + kernel_table(medians.memory, false));
   }
   nlohmann::json coll_json = nlohmann::json::array();
   for (const auto& s : swept) {
@@ -315,11 +351,12 @@ int run(const Options& opt, int rank, int size) {
                              {"devices_per_node", where.per_node},
                              {"threads", opt.threads},
                              {"quick", opt.quick},
+                             {"sweeps", sweep_names(opt)},
                              {"passes", passes},
                              {"pass_statistic", "median"},
                              {"backend", std::string(backend->name())},
-                             {"compute", kernels_json(kernels.compute, true)},
-                             {"memory", kernels_json(kernels.memory, false)},
+                             {"compute", kernels_json(medians.compute, true)},
+                             {"memory", kernels_json(medians.memory, false)},
                              {"collectives", coll_json}};
     if (!opt.output.empty()) {
       io::write_file_atomically(opt.output, doc.dump(1) + "\n");
@@ -351,6 +388,13 @@ int main(int argc, char** argv) {
                "time only the GEMMs of 10^8.5 FLOPs (one per family), the memory-bound kernels of 10^6.5 and 10^7 "
                "bytes and the all-reduce inside a node of 128 KiB, 512 KiB and 2 MiB, and write them to --output: is "
                "the host at its calibrated speed now?");
+  std::vector<std::string> sweeps;
+  app.add_option("--sweeps", sweeps,
+                 "the sweeps to run, of compute, memory and collectives (default all three; the others' rows are "
+                 "left empty in --output): what a caller merges into an earlier calibration's measurements when only "
+                 "those parts of the host ran at another speed then")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"compute", "memory", "collectives"}));
   app.add_option("--backend", opt.backend,
                  fmt::format("whose kernels the compute and memory sweeps time: cpu (oneDNN) or cuda (cuBLAS/cuDNN, "
                              "one GPU per rank); this binary has: {}",
@@ -363,6 +407,12 @@ int main(int argc, char** argv) {
     const int code = rank == 0 ? app.exit(e) : (e.get_exit_code() == 0 ? 0 : 1);
     MPI_Finalize();
     return code;
+  }
+  if (!sweeps.empty()) {
+    const auto asked = [&](const char* part) { return std::find(sweeps.begin(), sweeps.end(), part) != sweeps.end(); };
+    opt.sweep_compute = asked("compute");
+    opt.sweep_memory = asked("memory");
+    opt.sweep_collectives = asked("collectives");
   }
   int code = 0;
   try {
