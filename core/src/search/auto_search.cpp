@@ -120,6 +120,10 @@ public:
       m_classes.push_back(place_class(first_of[c], std::move(configs[c])));
     }
     check_size();
+    // The ops' collectives (gradient syncs, an op's own all-reduces) recur from one configuration
+    // and class to the next: each priced once, in the memo the rounds of pricing use after.
+    m_memo = std::make_unique<cluster::CollectiveMemo>(*r.cluster);
+    const cluster::CollectiveMemo::Use use(*m_memo);
     for (std::size_t c = 0; c < first_of.size(); ++c) {
       price_class(first_of[c], m_classes[c]);
       if (r.progress) {
@@ -1711,10 +1715,12 @@ AutoResult auto_search(const Request& r) {
     if (optima.size() > 1) {
       std::size_t fastest = 0;
       std::vector<double> peaks;
+      // The candidates share most of their ops' configurations: each priced once, as numbers.
+      strategy::Evaluator evaluate(g, *r.cluster);
       for (std::size_t k = 0; k < optima.size(); ++k) {
         cg.check_cancel();
         const auto st = to_strategy(optima[k].second);
-        auto prediction = strategy::evaluate(g, *r.cluster, st, r.setup);
+        auto prediction = evaluate(st, r.setup);
         peaks.push_back(prediction.peak_memory);
         const bool simulated =
             sim::simulate_prediction(g, *r.cluster, st, prediction, {}, sim::max_predicted_tasks).has_value();
@@ -1857,13 +1863,14 @@ AutoResult auto_search(const Request& r) {
 FamilyComparison compare_with_families(const Request& request, const strategy::Strategy& st) {
   FamilyComparison out;
   std::size_t fewest = std::numeric_limits<std::size_t>::max();
+  strategy::Evaluator evaluate(*request.graph, *request.cluster); // the families share most configurations
   for (const char* name : per_op_families) {
     const auto plan = family_plan(name, request);
     if (!plan) {
       continue;
     }
     const auto& family = *plan;
-    auto p = strategy::evaluate(*request.graph, *request.cluster, family, request.setup);
+    auto p = evaluate(family, request.setup);
     if (request.simulation_budget > 0 || request.simulate_every_candidate) {
       sim::simulate_prediction(*request.graph, *request.cluster, family, p, {}, sim::max_predicted_tasks);
     }

@@ -29,12 +29,15 @@ int largest_divisor_at_most(std::int64_t limit, int of) {
 GroupChoice fastest_group(const Request& r, int max_group, const std::function<strategy::Strategy(int)>& make) {
   GroupChoice best;
   double best_time = std::numeric_limits<double>::infinity();
+  // The group sizes' strategies share most of their ops' configurations: each priced once, as
+  // numbers (the plan's own prediction, with its formulas, is evaluate()'s after the choice).
+  strategy::Evaluator evaluate(*r.graph, *r.cluster);
   for (int g = 1; g <= max_group; g *= 2) {
     if (r.devices % g != 0) {
       continue;
     }
     auto st = make(g);
-    const auto p = strategy::evaluate(*r.graph, *r.cluster, st, r.setup);
+    const auto p = evaluate.totals(st, r.setup);
     best.table += fmt::format("{}g={}: {:.4g} ms", best.table.empty() ? "" : ", ", g, p.iteration_time * 1e3);
     if (p.iteration_time < best_time) {
       best_time = p.iteration_time;
