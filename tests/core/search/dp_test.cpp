@@ -198,7 +198,8 @@ TEST(Dp, AWorkspaceCarriedBetweenSolvesChangesNothing) {
 
 // Tables of every size class (the heap's below 64 KiB, blocks cut from huge pages up to 1 MiB,
 // whole huge pages beyond): each holds what was written into it while the others are written, and
-// a block freed is handed out again for the next table of its size.
+// a block freed is handed out again for the next table of its size (beyond 1 MiB, of as many huge
+// pages).
 TEST(Dp, TablesOfEverySizeKeepTheirContentsAndFreedBlocksAreReused) {
   using search::dp::allocate_table;
   using search::dp::free_table;
@@ -225,8 +226,25 @@ TEST(Dp, TablesOfEverySizeKeepTheirContentsAndFreedBlocksAreReused) {
   double* again = static_cast<double*>(allocate_table(250000));
   EXPECT_EQ(again, freed);
   tables[3] = again;
+  // 3 MiB take two huge pages: freed, they are the next table of two pages, and keep what it writes.
+  double* whole = tables[7];
+  free_table(whole, 3 << 20);
+  double* reused = static_cast<double*>(allocate_table((3 << 20) + 4096));
+  EXPECT_EQ(reused, whole);
+  EXPECT_EQ(reused[1000], 7 + 1e-9 * 1000); // kept as it was, not handed back and faulted in again
+  for (std::size_t i = 0; i < ((3 << 20) + 4096) / sizeof(double); ++i) {
+    reused[i] = -static_cast<double>(i);
+  }
+  for (std::size_t k = 0; k < tables.size(); k += 7) {
+    if (k != 7) {
+      ASSERT_EQ(tables[k][1], static_cast<double>(k) + 1e-9) << "table " << k;
+    }
+  }
+  EXPECT_EQ(reused[12345], -12345.0);
+  tables[7] = reused;
   for (std::size_t k = 0; k < tables.size(); ++k) {
-    free_table(tables[k], sizes[k % sizes.size()] == 200000 && k == 3 ? 250000 : sizes[k % sizes.size()]);
+    const std::size_t bytes = k == 3 ? 250000 : k == 7 ? (3 << 20) + 4096 : sizes[k % sizes.size()];
+    free_table(tables[k], bytes);
   }
 }
 
