@@ -444,8 +444,16 @@ public:
       };
       const auto& context = m_contexts[e.context];
       moves.move.reserve(moves.first_from.size() * moves.first_to.size());
+      // Each side's largest block, once per placement rather than per pair.
+      std::vector<double> to_bytes(moves.first_to.size());
+      for (std::size_t j = 0; j < to_bytes.size(); ++j) {
+        to_bytes[j] = block_bytes(to[moves.first_to[j]]);
+      }
       for (const std::size_t a : moves.first_from) {
-        for (const std::size_t b : moves.first_to) {
+        const double producer = block_bytes(from[a]);
+        for (std::size_t j = 0; j < moves.first_to.size(); ++j) {
+          const std::size_t b = moves.first_to[j];
+          const double consumer = to_bytes[j];
           const auto [move, unseen] = m_moves.try_emplace(e.tensor, from[a], to[b], m_move_cost.size());
           if (unseen) {
             // The same placement: nothing moves, priced as it is at once (no geometry to find).
@@ -454,12 +462,11 @@ public:
             if (same) {
               strategy::MoveGeometry nothing;
               nothing.same_blocks = true;
-              nothing.consumer_shard_bytes = block_bytes(to[b]);
+              nothing.consumer_shard_bytes = consumer;
               cost = strategy::move_seconds(nothing, 1, context, *m_r.cluster, m_r.setup);
             } else {
               // Device 0 receives what its consumer block holds beyond its producer block, and
               // sends back the reverse: the most any device receives is at least that.
-              const double consumer = block_bytes(to[b]), producer = block_bytes(from[a]);
               const double shared = shared_bytes(from[a], to[b]);
               cost = strategy::move_seconds_lower_bound(consumer, producer, shared, context, rates, *m_r.cluster,
                                                         m_r.setup);

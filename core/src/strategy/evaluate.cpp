@@ -669,12 +669,11 @@ double move_seconds(const MoveGeometry& geometry, double units, const MoveContex
 namespace {
 
 // The least kernel_time(0, bytes, ..., family k, fresh_bytes = fresh) can be: the family's memory
-// curve at its best point, every fresh byte read for free, and the launch.
-double least_pass_seconds(double bytes, double fresh, graph::KernelClass k, const cluster::Device& d) {
+// curve at its best point (`best`: d.memory_curve(k).most()), every fresh byte read for free, and the launch.
+double least_pass_seconds(double bytes, double fresh, double best, const cluster::Device& d) {
   if (bytes <= 0) {
     return 0;
   }
-  const double best = d.memory_curve(k).most();
   const double memory = d.memory_bandwidth > 0 && best > 0 ? (bytes - fresh) / (d.memory_bandwidth * best) : 0.0;
   return std::max(0.0, memory) + d.kernel_launch_overhead;
 }
@@ -735,7 +734,9 @@ double most_bandwidth(const cluster::Cluster& cluster) {
 } // namespace
 
 MoveBoundRates move_bound_rates(const cluster::Cluster& cluster) {
-  return {least_latency(cluster), most_bandwidth(cluster)};
+  return {least_latency(cluster), most_bandwidth(cluster),
+          cluster.device.memory_curve(graph::KernelClass::eltwise).most(),
+          cluster.device.memory_curve(graph::KernelClass::accumulate).most()};
 }
 
 double move_seconds_lower_bound(double consumer_block_bytes, double producer_block_bytes, double shared_bytes,
@@ -761,13 +762,13 @@ double move_seconds_lower_bound(double consumer_block_bytes, double producer_blo
           ? (context.micro_batches - 1) *
                 local_copy_seconds(0, consumer_block_bytes * context.scale, false, cluster, setup)
           : 0.0;
-  const double forward = m * least_pass_seconds(2 * (consumer_block_bytes + received) * scale, 0,
-                                                graph::KernelClass::eltwise, cluster.device);
-  const double backward =
-      context.gradient ? m * (least_pass_seconds(3 * producer_block_bytes * scale, producer_block_bytes * scale,
-                                                 graph::KernelClass::accumulate, cluster.device) +
-                              least_pass_seconds(2 * sent_back * scale, 0, graph::KernelClass::eltwise, cluster.device))
-                       : 0.0;
+  const double forward =
+      m * least_pass_seconds(2 * (consumer_block_bytes + received) * scale, 0, rates.eltwise_most, cluster.device);
+  const double backward = context.gradient
+                              ? m * (least_pass_seconds(3 * producer_block_bytes * scale, producer_block_bytes * scale,
+                                                        rates.accumulate_most, cluster.device) +
+                                     least_pass_seconds(2 * sent_back * scale, 0, rates.eltwise_most, cluster.device))
+                              : 0.0;
   const auto steps = [&](double bytes) {
     if (bytes <= 0 || shared_bytes <= 0) {
       return 0.0;

@@ -252,6 +252,8 @@ double move_seconds(const MoveGeometry& geometry, double units, const MoveContex
 // bound on the bandwidth term is claimed on a mesh, whose rings add up direct lanes).
 struct MoveBoundRates {
   double least_latency = 0, most_bandwidth = 0;
+  // The best points of the element-wise and the accumulating kernels' memory curves.
+  double eltwise_most = 1, accumulate_most = 1;
 };
 MoveBoundRates move_bound_rates(const cluster::Cluster& cluster);
 
