@@ -123,12 +123,11 @@ MediumBlocks& medium_blocks() {
 }
 
 // Tables over 1 MiB: whole huge pages, kept once freed for the next table of the same number of
-// them, up to `kept_most` bytes in all (beyond, handed back to the system: what is kept idle adds
-// to a search's peak memory, by up to that much; 256 MiB added 90-100 MiB to the peaks at 1,024
-// devices, whose searches take seconds and whose faults are a small part of them). A re-plan builds the
+// them, up to `kept_most` bytes in all (beyond, handed back to the system). A re-plan builds the
 // tables the search before it built, of the same sizes or nearly (the GUI's sliders): given back,
 // each was faulted in and zeroed again, 2 MiB at a time, a tenth of a re-plan of ResNet-50 at 64
-// devices on a virtual machine.
+// devices on a virtual machine. What is kept idle adds to a search's peak memory, by up to that
+// much: 256 MiB added 90-100 MiB to the peaks at 1,024 devices, whose searches take seconds.
 class HugeBlocks {
 public:
   static constexpr std::size_t kept_most = std::size_t{64} << 20;

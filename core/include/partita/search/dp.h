@@ -33,10 +33,11 @@ namespace partita::search::dp {
 // virtual machine.
 // Memory for a table: from 64 KiB to 1 MiB a block of a power of two cut from a huge page and kept,
 // once freed, for the next table of its size; larger, whole huge pages (Linux's transparent huge
-// pages, asked for with madvise; where the system has none the memory is as good), kept once freed
-// for the next table of as many pages up to 64 MiB in all; smaller, the heap's. Fresh memory costs a page fault per
-// page first touched, and on 4 KiB pages those were a sixth of a large solve and a fifth of a search at 64 devices on a
-// virtual machine. free_table takes the size the table was allocated with.
+// pages, asked for with madvise; where the system has none the memory is as good), kept once
+// freed for the next table of as many pages, up to 64 MiB in all; smaller, the heap's. Fresh
+// memory costs a page fault per page first touched, and on 4 KiB pages those were a sixth of a
+// large solve and a fifth of a search at 64 devices on a virtual machine. free_table takes the
+// size the table was allocated with.
 void* allocate_table(std::size_t bytes);
 void free_table(void* p, std::size_t bytes) noexcept;
 
