@@ -449,11 +449,32 @@ public:
       for (std::size_t j = 0; j < to_bytes.size(); ++j) {
         to_bytes[j] = block_bytes(to[moves.first_to[j]]);
       }
+      // The pairs in order (a row of consumer placements per producer placement), each pair's
+      // lookups prefetched `ahead` pairs before they are made (a cursor that runs ahead).
+      constexpr std::size_t ahead = 8;
+      const std::size_t columns = moves.first_to.size();
+      std::size_t ahead_row = 0, ahead_column = 0;
+      const auto prefetch_next = [&] {
+        if (ahead_row == moves.first_from.size()) {
+          return;
+        }
+        const int f = from[moves.first_from[ahead_row]], t = to[moves.first_to[ahead_column]];
+        m_moves.prefetch(e.tensor, f, t);
+        m_geometry_of_placements.prefetch(0, f, t);
+        if (++ahead_column == columns) {
+          ahead_column = 0;
+          ++ahead_row;
+        }
+      };
+      for (std::size_t k = 0; k < ahead; ++k) {
+        prefetch_next();
+      }
       for (const std::size_t a : moves.first_from) {
         const double producer = block_bytes(from[a]);
-        for (std::size_t j = 0; j < moves.first_to.size(); ++j) {
+        for (std::size_t j = 0; j < columns; ++j) {
           const std::size_t b = moves.first_to[j];
           const double consumer = to_bytes[j];
+          prefetch_next();
           const auto [move, unseen] = m_moves.try_emplace(e.tensor, from[a], to[b], m_move_cost.size());
           if (unseen) {
             // The same placement: nothing moves, priced as it is at once (no geometry to find).
@@ -1055,8 +1076,10 @@ private:
   };
 
   // A value per (tensor signature, from placement, to placement), the three packed in 63 bits:
-  // open addressing in one array (the moves number in the millions at 1,024 devices; a node per
-  // move cost more than the lookup).
+  // open addressing in one array of (key, value) slots (the moves number in the millions at 1,024
+  // devices; a node per move cost more than the lookup). A lookup in a large table misses the
+  // cache (half of listing a search's moves at 64 devices): the caller prefetches the slots of the
+  // keys it looks up next.
   class PlacementIndex {
   public:
     static constexpr int field_bits = 21;
@@ -1065,34 +1088,52 @@ private:
       while (3 * size < 4 * moves) {
         size *= 2;
       }
-      if (size > m_keys.size()) {
+      if (size > m_slots.size()) {
         rehash(size);
       }
     }
     // The value stored for the key, and whether it was new (then `value` is stored).
     std::pair<std::uint32_t*, bool> try_emplace(int tensor, int from, int to, std::size_t value) {
-      if (4 * (m_count + 1) > 3 * m_keys.size()) { // at most three quarters full
-        rehash(std::max<std::size_t>(16, 2 * m_keys.size()));
+      if (4 * (m_count + 1) > 3 * m_slots.size()) { // at most three quarters full
+        rehash(2 * m_slots.size());
       }
       const std::uint64_t key = pack(tensor, from, to);
       std::size_t i = slot(key);
-      while (m_keys[i] != empty && m_keys[i] != key) {
-        i = (i + 1) & (m_keys.size() - 1);
+      while (m_slots[i].key != empty && m_slots[i].key != key) {
+        i = (i + 1) & (m_slots.size() - 1);
       }
-      if (m_keys[i] == key) {
-        return {&m_values[i], false};
+      Slot& s = m_slots[i];
+      if (s.key == key) {
+        return {&s.value, false};
       }
       if (value > std::numeric_limits<std::uint32_t>::max()) {
         throw Error("auto: more than 2^32 moves to price");
       }
-      m_keys[i] = key;
-      m_values[i] = static_cast<std::uint32_t>(value);
+      s.key = key;
+      s.value = static_cast<std::uint32_t>(value);
       ++m_count;
-      return {&m_values[i], true};
+      return {&s.value, true};
+    }
+    // A hint: the slot where the key's lookup starts, fetched into the cache (the table is never
+    // empty). On x86-64 as an instruction of its own: GCC 12 drops __builtin_prefetch of an
+    // address hashed this way, at -O2, without a word.
+    void prefetch(int tensor, int from, int to) const {
+      const auto key = (static_cast<std::uint64_t>(tensor) << (2 * field_bits)) |
+                       (static_cast<std::uint64_t>(from) << field_bits) | static_cast<std::uint64_t>(to);
+      const Slot* at = m_slots.data() + slot(key);
+#if defined(__x86_64__)
+      asm volatile("prefetcht0 %0" : : "m"(*reinterpret_cast<const char*>(at)));
+#else
+      __builtin_prefetch(at);
+#endif
     }
 
   private:
     static constexpr std::uint64_t empty = ~std::uint64_t{0};
+    struct Slot {
+      std::uint64_t key = empty;
+      std::uint32_t value = 0;
+    };
     static std::uint64_t pack(int tensor, int from, int to) {
       constexpr std::uint64_t limit = std::uint64_t{1} << field_bits;
       if (static_cast<std::uint64_t>(tensor) >= limit || static_cast<std::uint64_t>(from) >= limit ||
@@ -1103,25 +1144,23 @@ private:
              (static_cast<std::uint64_t>(from) << field_bits) | static_cast<std::uint64_t>(to);
     }
     std::size_t slot(std::uint64_t key) const {
-      const std::uint64_t h = (key ^ (key >> 29)) * 0xBF58476D1CE4E5B9ULL;
-      return static_cast<std::size_t>(h >> 17) & (m_keys.size() - 1);
+      std::uint64_t h = (key ^ (key >> 30)) * 0xBF58476D1CE4E5B9ULL; // splitmix64's finalizer
+      h = (h ^ (h >> 27)) * 0x94D049BB133111EBULL;
+      return static_cast<std::size_t>(h ^ (h >> 31)) & (m_slots.size() - 1);
     }
     void rehash(std::size_t size) {
-      auto keys = std::exchange(m_keys, dp::HugeVector<std::uint64_t>(size, empty));
-      auto values = std::exchange(m_values, dp::HugeVector<std::uint32_t>(size, 0));
-      for (std::size_t k = 0; k < keys.size(); ++k) {
-        if (keys[k] != empty) {
-          std::size_t i = slot(keys[k]);
-          while (m_keys[i] != empty) {
-            i = (i + 1) & (m_keys.size() - 1);
+      auto slots = std::exchange(m_slots, dp::HugeVector<Slot>(size));
+      for (const Slot& s : slots) {
+        if (s.key != empty) {
+          std::size_t i = slot(s.key);
+          while (m_slots[i].key != empty) {
+            i = (i + 1) & (m_slots.size() - 1);
           }
-          m_keys[i] = keys[k];
-          m_values[i] = values[k];
+          m_slots[i] = s;
         }
       }
     }
-    dp::HugeVector<std::uint64_t> m_keys;
-    dp::HugeVector<std::uint32_t> m_values;
+    dp::HugeVector<Slot> m_slots = dp::HugeVector<Slot>(16);
     std::size_t m_count = 0;
   };
 
@@ -1133,21 +1172,38 @@ private:
     thread_local std::vector<std::int64_t> dims;
     dims.resize(x.shape.size());
     std::int64_t units = 1;
+    bool every_whole = true;
     for (std::size_t j = 0; j < x.shape.size(); ++j) {
       const std::int64_t l = std::lcm(fk[2 * j], tk[2 * j]); // a block signature: (parts, stride) per dim
       const bool whole = x.shape[j] % l == 0;
+      every_whole = every_whole && whole;
       dims[j] = whole ? l : x.shape[j];
       units *= whole ? x.shape[j] / l : 1;
     }
     Job job{edge, a, b, 0, static_cast<double>(units) * static_cast<double>(graph::dtype_size(x.dtype)), cost};
+    ++m_job_count;
+    // Where every dim is a whole number of both sides' parts, the key is the two placements' alone
+    // (each dim's units, lcm of the two part counts): found by them, without writing the key again
+    // (most moves; a tensor of another shape with the same placements meets the same geometry).
+    std::uint32_t* known = nullptr;
+    if (every_whole) {
+      const auto [slot, fresh] = m_geometry_of_placements.try_emplace(0, from_key, to_key, 0);
+      if (!fresh) {
+        job.geometry = *slot;
+        return job;
+      }
+      known = slot;
+    }
     thread_local std::vector<std::int64_t> key;
     geometry_key(fk, tk, dims, key);
     const auto [k, fresh] = m_geometry_of.insert(key);
     if (fresh) {
-      m_geometry_job.push_back(m_job_count);
+      m_geometry_job.push_back(m_job_count - 1);
     }
     job.geometry = k;
-    ++m_job_count;
+    if (known != nullptr) {
+      *known = static_cast<std::uint32_t>(k); // KeyIndex numbers fewer than 2^32 keys
+    }
     return job;
   }
 
@@ -1197,7 +1253,9 @@ private:
   };
   // Edges whose cost tables are equal: same classes, slots and tensor signature.
   using EdgeMemo = std::tuple<int, std::size_t, int, std::size_t, int>;
-  EdgeMemo memo_of(const Edge& e) const { return {class_of(e.prod), e.out, class_of(e.cons), e.in, e.tensor}; }
+  EdgeMemo memo_of(const Edge& e) const {
+    return {class_of(e.prod), e.out, class_of(e.cons), e.in, e.tensor};
+  }
 
   // Every edge, consumers in topological order, and per op the edges into it.
   void list_edges() {
@@ -1282,6 +1340,7 @@ private:
   std::map<std::vector<std::int64_t>, int> m_keys;
   std::vector<const std::vector<std::int64_t>*> m_key_list; // the keys by interned index
   KeyIndex m_geometry_of;                                   // the geometries (keys: geometry_key)
+  PlacementIndex m_geometry_of_placements;    // (0, from key, to key) -> geometry, where every dim is whole
   dp::HugeVector<std::size_t> m_geometry_job; // per geometry, its first job (on whose layouts it is computed)
   std::size_t m_job_count = 0;
   std::map<std::string, int> m_tensor_sigs;
@@ -1501,9 +1560,19 @@ std::optional<strategy::Strategy> family_plan(const char* name, const Request& r
 
 // The plans of the per-op families that lie in the search's space (every op's configuration one of
 // its own, on the devices it would give it), as choices, named "dp's plan" and so on.
+// The request with the model's facts derived once for every family's plans (each family, and the
+// hybrid families once per group size, derived every op's semantics again: a twentieth of a search).
+Request with_facts(const Request& r) {
+  Request out = r;
+  if (!out.facts && out.graph != nullptr) {
+    out.facts = ModelFacts::of(*out.graph);
+  }
+  return out;
+}
+
 Choices family_choices(const CostGraph& cg, const Request& r) {
   const std::size_t n = cg.graph().ops().size();
-  Request family_request = r;
+  Request family_request = with_facts(r);
   family_request.progress = nullptr;
   Choices out;
   for (const char* name : per_op_families) {
@@ -1867,7 +1936,8 @@ AutoResult auto_search(const Request& r) {
   return result;
 }
 
-FamilyComparison compare_with_families(const Request& request, const strategy::Strategy& st) {
+FamilyComparison compare_with_families(const Request& given, const strategy::Strategy& st) {
+  const Request request = with_facts(given);
   FamilyComparison out;
   std::size_t fewest = std::numeric_limits<std::size_t>::max();
   strategy::Evaluator evaluate(*request.graph, *request.cluster); // the families share most configurations

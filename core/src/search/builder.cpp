@@ -296,16 +296,58 @@ std::optional<sharding::Config> Builder::carried_config(graph::OpId id, std::siz
   return c;
 }
 
+std::size_t Builder::KeyHash::operator()(const std::vector<int>& key) const noexcept {
+  std::uint64_t h = 0x9E3779B97F4A7C15ULL;
+  for (const int v : key) {
+    h = (h ^ static_cast<std::uint32_t>(v)) * 0xBF58476D1CE4E5B9ULL;
+    h ^= h >> 31;
+  }
+  return static_cast<std::size_t>(h);
+}
+
+int Builder::device_list(const std::vector<int>& devices) const {
+  return m_device_lists.emplace(devices, static_cast<int>(m_device_lists.size())).first->second;
+}
+
 double Builder::op_time(graph::OpId id) const {
   const auto& a = m_ops[static_cast<std::size_t>(id)];
-  const auto c = cost::op_cost(graph(), id, semantics(id), a.config, a.devices, cluster(), m_request.setup,
-                               cost::Saved::kept, {}, 1, false);
-  double t = c.time_total();
-  for (std::size_t i = 0; i < graph().op(id).inputs.size(); ++i) {
-    for (const auto& term : strategy::input_redistribution(graph(), m_facts->semantics, m_ops, cluster(),
-                                                           m_request.setup, id, i, 1, false)) {
-      t += term.value;
+  const auto config_into = [](std::vector<int>& key, const sharding::Config& c) {
+    key.push_back(static_cast<int>(c.splits.size()));
+    key.insert(key.end(), c.splits.begin(), c.splits.end());
+  };
+  auto& key = m_key;
+  key.assign({0, signature_id(id), device_list(a.devices)});
+  config_into(key, a.config);
+  auto [known, fresh] = m_times.try_emplace(key, 0.0);
+  if (fresh) {
+    known->second = cost::op_cost(graph(), id, semantics(id), a.config, a.devices, cluster(), m_request.setup,
+                                  cost::Saved::kept, {}, 1, false)
+                        .time_total();
+  }
+  double t = known->second;
+  const auto& op = graph().op(id);
+  for (std::size_t i = 0; i < op.inputs.size(); ++i) {
+    const graph::TensorId x = op.inputs[i];
+    if (x == graph::no_tensor || graph().tensor(x).producer < 0) {
+      continue;
     }
+    const graph::OpId prod = graph().tensor(x).producer;
+    const auto& pa = m_ops[static_cast<std::size_t>(prod)];
+    const auto& outputs = graph().op(prod).outputs;
+    key.assign({1, signature_id(id), signature_id(prod), static_cast<int>(i),
+                static_cast<int>(std::find(outputs.begin(), outputs.end(), x) - outputs.begin()),
+                static_cast<int>(std::count(op.inputs.begin(), op.inputs.end(), x)), device_list(a.devices),
+                device_list(pa.devices)});
+    config_into(key, a.config);
+    config_into(key, pa.config);
+    auto [move, unseen] = m_times.try_emplace(key, 0.0);
+    if (unseen) {
+      for (const auto& term : strategy::input_redistribution(graph(), m_facts->semantics, m_ops, cluster(),
+                                                             m_request.setup, id, i, 1, false)) {
+        move->second += term.value;
+      }
+    }
+    t += move->second;
   }
   return t;
 }

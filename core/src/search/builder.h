@@ -16,6 +16,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <unordered_map>
 #include <vector>
 
 namespace partita::search::detail {
@@ -84,6 +85,18 @@ private:
   std::vector<strategy::OpAssignment> m_ops;
   std::vector<bool> m_assigned;
   std::vector<int> m_pool;
+  // op_time's parts, each priced once per builder (follow() weighs the same few layouts of every
+  // layer's ops): an op's own time by its cost signature, configuration and devices; an input's
+  // move by what input_redistribution reads (both ends' cost signatures, which hold the tensor's
+  // shape, type, readers and gradient, the slots, both configurations and devices). Keys of ints,
+  // the first 0 for an op and 1 for a move; device lists interned.
+  struct KeyHash {
+    std::size_t operator()(const std::vector<int>& key) const noexcept;
+  };
+  mutable std::unordered_map<std::vector<int>, double, KeyHash> m_times;
+  mutable std::map<std::vector<int>, int> m_device_lists;
+  mutable std::vector<int> m_key; // op_time's key, its capacity kept
+  int device_list(const std::vector<int>& devices) const;
 };
 
 // A trainable parameter, or one seen through views and transposes (a tied LM head reads the
