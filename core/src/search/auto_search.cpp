@@ -186,7 +186,11 @@ public:
       }
     }
     auto out = cost::op_cost(m_g, id, m_sem[i], a.config, a.devices, *m_r.cluster, m_r.setup, m_keep[i], shared).time;
-    std::vector<strategy::OpAssignment> scratch(m_g.ops().size());
+    // input_redistribution reads the assignments of the op and of the input's producer alone: one
+    // list for every call, those two entries set and cleared again (a list per call made the
+    // runner-ups quadratic in the ops).
+    auto& scratch = m_terms_scratch;
+    scratch.resize(m_g.ops().size());
     scratch[i] = a;
     for (const std::size_t e : m_edges_into[i]) {
       const auto& edge = m_edges[e];
@@ -205,7 +209,9 @@ public:
       for (auto& term : strategy::input_redistribution(m_g, m_sem, scratch, *m_r.cluster, m_r.setup, id, edge.in)) {
         out.push_back(std::move(term));
       }
+      scratch[static_cast<std::size_t>(edge.prod)] = {};
     }
+    scratch[i] = {};
     return out;
   }
 
@@ -1372,6 +1378,7 @@ private:
   dp::HugeVector<std::size_t> m_tables_of_move_at;
   dp::HugeVector<std::uint32_t> m_tables_of_move;
   std::vector<int> m_class_table;
+  mutable std::vector<strategy::OpAssignment> m_terms_scratch; // terms()'s, every entry empty between calls
   dp::Problem m_problem;
   dp::Workspace m_workspace;
 };
