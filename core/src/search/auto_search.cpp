@@ -1110,17 +1110,17 @@ private:
       }
       const std::uint64_t key = pack(tensor, from, to);
       std::size_t i = slot(key);
-      while (m_slots[i].key != empty && m_slots[i].key != key) {
+      while (m_slots[i].key() != empty && m_slots[i].key() != key) {
         i = (i + 1) & (m_slots.size() - 1);
       }
       Slot& s = m_slots[i];
-      if (s.key == key) {
+      if (s.key() == key) {
         return {&s.value, false};
       }
       if (value > std::numeric_limits<std::uint32_t>::max()) {
         throw Error("auto: more than 2^32 moves to price");
       }
-      s.key = key;
+      s.set(key);
       s.value = static_cast<std::uint32_t>(value);
       ++m_count;
       return {&s.value, true};
@@ -1141,10 +1141,19 @@ private:
 
   private:
     static constexpr std::uint64_t empty = ~std::uint64_t{0};
+    // Twelve bytes: the key in two halves (every bit set: empty), so that a slot's key and value
+    // are most often on one cache line and the table (millions of moves at 1,024 devices) takes
+    // no more than keys and values apart did.
     struct Slot {
-      std::uint64_t key = empty;
+      std::uint32_t low = ~std::uint32_t{0}, high = ~std::uint32_t{0};
       std::uint32_t value = 0;
+      std::uint64_t key() const { return (std::uint64_t{high} << 32) | low; }
+      void set(std::uint64_t key) {
+        low = static_cast<std::uint32_t>(key);
+        high = static_cast<std::uint32_t>(key >> 32);
+      }
     };
+    static_assert(sizeof(Slot) == 12);
     static std::uint64_t pack(int tensor, int from, int to) {
       constexpr std::uint64_t limit = std::uint64_t{1} << field_bits;
       if (static_cast<std::uint64_t>(tensor) >= limit || static_cast<std::uint64_t>(from) >= limit ||
@@ -1162,9 +1171,9 @@ private:
     void rehash(std::size_t size) {
       auto slots = std::exchange(m_slots, dp::HugeVector<Slot>(size));
       for (const Slot& s : slots) {
-        if (s.key != empty) {
-          std::size_t i = slot(s.key);
-          while (m_slots[i].key != empty) {
+        if (s.key() != empty) {
+          std::size_t i = slot(s.key());
+          while (m_slots[i].key() != empty) {
             i = (i + 1) & (m_slots.size() - 1);
           }
           m_slots[i] = s;
@@ -1362,9 +1371,9 @@ private:
   // -> where its moves start in m_row_moves; the lists of consumer placements, numbered.
   PlacementIndex m_rows;
   KeyIndex m_column_lists;
-  dp::HugeVector<std::size_t> m_row_moves;
-  dp::HugeVector<double> m_move_cost; // per move, its price or (not priced yet) a lower bound
-  dp::HugeVector<char> m_move_exact;  // per move: 1 priced, 0 its bound
+  dp::HugeVector<std::uint32_t> m_row_moves; // move numbers, each below 2^32 (PlacementIndex)
+  dp::HugeVector<double> m_move_cost;        // per move, its price or (not priced yet) a lower bound
+  dp::HugeVector<char> m_move_exact;         // per move: 1 priced, 0 its bound
   std::size_t m_moves_listed = 0, m_moves_priced = 0;
   // Every move to price (those whose placements differ), by geometry: m_job_list[m_job_at[k] ..
   // m_job_at[k + 1]) are geometry k's, indices into m_jobs; per move its job; per geometry its
