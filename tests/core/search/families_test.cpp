@@ -197,5 +197,32 @@ TEST(Families, EveryDeviceOfACountThatIsNotAPowerOfTwoIsUsed) {
   EXPECT_EQ(gpt.config(pipe, "h.0.mlp.fc"), "b0:6 n:2");
 }
 
+// A search hands the families the model's facts derived once (search::ModelFacts); a family asked
+// alone derives them itself. The plans must not depend on which: the same configuration on the same
+// devices for every op, and the same explanation (which names the group sizes' predicted times).
+TEST(Families, PlansAreTheSameWithTheModelsFactsGivenOrDerived) {
+  for (const char* spec : {"zoo:bert?layers=2&hidden=256&heads=4&seq=64&batch=8&vocab=1000&positions=64",
+                           "zoo:resnet50?batch=16", "zoo:gpt2?layers=2&hidden=256&heads=4&seq=64&batch=8"}) {
+    Fixture f(spec);
+    search::Request r;
+    r.graph = &f.model.graph;
+    r.cluster = &f.cluster;
+    r.devices = 8;
+    search::Request with = r;
+    with.facts = search::ModelFacts::of(f.model.graph);
+    for (const char* family : {"dp", "mp", "owt", "megatron", "hybrid", "ghp", "gholami"}) {
+      SCOPED_TRACE(fmt::format("{} {}", spec, family));
+      const auto alone = search::find_optimizer(family).optimize(r);
+      const auto given = search::find_optimizer(family).optimize(with);
+      ASSERT_EQ(alone.ops.size(), given.ops.size());
+      for (std::size_t i = 0; i < alone.ops.size(); ++i) {
+        EXPECT_EQ(alone.ops[i].config, given.ops[i].config) << f.model.graph.ops()[i].name;
+        EXPECT_EQ(alone.ops[i].devices, given.ops[i].devices) << f.model.graph.ops()[i].name;
+      }
+      EXPECT_EQ(alone.explanation, given.explanation);
+    }
+  }
+}
+
 } // namespace
 } // namespace partita
