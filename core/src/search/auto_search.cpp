@@ -1584,8 +1584,6 @@ std::optional<strategy::Strategy> family_plan(const char* name, const Request& r
   }
 }
 
-// The plans of the per-op families that lie in the search's space (every op's configuration one of
-// its own, on the devices it would give it), as choices, named "dp's plan" and so on.
 // The request with the model's facts derived once for every family's plans (each family, and the
 // hybrid families once per group size, derived every op's semantics again: a twentieth of a search).
 Request with_facts(const Request& r) {
@@ -1596,6 +1594,8 @@ Request with_facts(const Request& r) {
   return out;
 }
 
+// The plans of the per-op families that lie in the search's space (every op's configuration one of
+// its own, on the devices it would give it), as choices, named "dp's plan" and so on.
 Choices family_choices(const CostGraph& cg, const Request& r) {
   const std::size_t n = cg.graph().ops().size();
   Request family_request = with_facts(r);

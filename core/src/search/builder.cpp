@@ -318,13 +318,16 @@ double Builder::op_time(graph::OpId id) const {
   auto& key = m_key;
   key.assign({0, signature_id(id), device_list(a.devices)});
   config_into(key, a.config);
-  auto [known, fresh] = m_times.try_emplace(key, 0.0);
-  if (fresh) {
-    known->second = cost::op_cost(graph(), id, semantics(id), a.config, a.devices, cluster(), m_request.setup,
-                                  cost::Saved::kept, {}, 1, false)
-                        .time_total();
+  // Each part stored once computed (a cost that throws leaves nothing behind).
+  double t = 0;
+  if (const auto known = m_times.find(key); known != m_times.end()) {
+    t = known->second;
+  } else {
+    t = cost::op_cost(graph(), id, semantics(id), a.config, a.devices, cluster(), m_request.setup, cost::Saved::kept,
+                      {}, 1, false)
+            .time_total();
+    m_times.emplace(key, t);
   }
-  double t = known->second;
   const auto& op = graph().op(id);
   for (std::size_t i = 0; i < op.inputs.size(); ++i) {
     const graph::TensorId x = op.inputs[i];
@@ -340,14 +343,17 @@ double Builder::op_time(graph::OpId id) const {
                 device_list(pa.devices)});
     config_into(key, a.config);
     config_into(key, pa.config);
-    auto [move, unseen] = m_times.try_emplace(key, 0.0);
-    if (unseen) {
-      for (const auto& term : strategy::input_redistribution(graph(), m_facts->semantics, m_ops, cluster(),
-                                                             m_request.setup, id, i, 1, false)) {
-        move->second += term.value;
-      }
+    if (const auto known = m_times.find(key); known != m_times.end()) {
+      t += known->second;
+      continue;
     }
-    t += move->second;
+    double moved = 0;
+    for (const auto& term : strategy::input_redistribution(graph(), m_facts->semantics, m_ops, cluster(),
+                                                           m_request.setup, id, i, 1, false)) {
+      moved += term.value;
+    }
+    m_times.emplace(key, moved);
+    t += moved;
   }
   return t;
 }
