@@ -86,21 +86,40 @@ def kendall_tau_b(xs, ys):
     return (concordant - discordant) / denominator if denominator > 0 else float("nan")
 
 
+def levels_at_resolution(values, resolution):
+    """Each value's level: levels start at the smallest value, and a value more than `resolution`
+    (relative) above its level's first opens the next. A chain of small steps does not fold into
+    one level."""
+    order = sorted(range(len(values)), key=lambda i: values[i])
+    out = [0] * len(values)
+    level, first = 0, values[order[0]] if values else 0.0
+    for i in order:
+        if values[i] > first * (1 + resolution):
+            level, first = level + 1, values[i]
+        out[i] = level
+    return out
+
+
 def tau_at_resolution(plans, resolution):
-    """Kendall tau-b of plans (name, predicted, measured) where plans predicted within `resolution`
-    (relative) of the fastest of their level are tied in the prediction: levels start at the fastest
-    plan and a plan predicted more than resolution slower than its level's first opens the next.
-    Returns (tau, the levels' names joined by '='), or (None, ...) when every plan is one level."""
-    ranked = sorted(plans, key=lambda p: p[1])
-    level, first, levels = 0, ranked[0][1], []
-    for p in ranked:
-        if p[1] > first * (1 + resolution):
-            level, first = level + 1, p[1]
-        levels.append(level)
-    groups = ["=".join(p[0] for p, l in zip(ranked, levels) if l == k) for k in range(level + 1)]
-    if level == 0:
-        return None, groups
-    return kendall_tau_b(levels, [p[2] for p in ranked]), groups
+    """Kendall tau-b of plans (name, predicted, measured) at the runs' resolution: plans predicted
+    within `resolution` (relative) of the fastest of their level are tied in the prediction, and
+    plans measured within it of the fastest of their measured level are tied in the measurement.
+    A pair tied on both sides is an order neither claims and counts for nothing; a pair tied on one
+    side only counts against the tau (tau-b's ties): the runs tell apart what the prediction calls
+    equal, or the prediction claims an order the runs cannot see.
+    Returns (tau, the predicted levels' names joined by '=', the measured levels' likewise), tau None
+    when every plan is one predicted level (no order claimed) and NaN when the prediction claims an
+    order and every plan is one measured level."""
+    predicted = levels_at_resolution([p[1] for p in plans], resolution)
+    measured = levels_at_resolution([p[2] for p in plans], resolution)
+
+    def names(levels, side):
+        ranked = sorted(zip(plans, levels), key=lambda x: (x[1], x[0][side]))
+        return ["=".join(p[0] for p, l in ranked if l == k) for k in range(max(levels) + 1)]
+
+    if max(predicted) == 0:
+        return None, names(predicted, 1), names(measured, 2)
+    return kendall_tau_b(predicted, measured), names(predicted, 1), names(measured, 2)
 
 
 def plan_signature(result):
@@ -571,18 +590,21 @@ def summarize(args, runs, probe):
         resolved.append((model, plans))
 
     # Distinct plans predicted closer than the runs can tell apart (the median run-to-run spread)
-    # are an order the prediction does not claim: tau-b counts such pairs as ties in the
-    # prediction, as it counts families that chose the same plan. Printed beside the strict tau,
-    # not instead of it.
+    # are an order the prediction does not claim, and plans measured that close are an order the
+    # runs do not show: tau-b counts such pairs as ties on that side (a pair tied on both sides
+    # counts for nothing), as it counts families that chose the same plan. Printed beside the
+    # strict tau, not instead of it.
     resolution = sorted(spreads)[len(spreads) // 2]
-    print(f"\nthe same at the runs' resolution: distinct plans predicted within {100 * resolution:.1f}% of each other "
-          f"(the median run-to-run spread) counted as tied in the prediction:")
+    print(f"\nthe same at the runs' resolution: distinct plans within {100 * resolution:.1f}% of each other (the "
+          f"median run-to-run spread) counted as tied, in the prediction and in the measurement alike:")
     for model, plans in resolved:
-        tau, groups = tau_at_resolution(plans, resolution)
+        tau, predicted, measured = tau_at_resolution(plans, resolution)
         if tau is None:
             print(f"  {model:<6} every plan predicted within {100 * resolution:.1f}% of the fastest: no order claimed")
             continue
-        print(f"  {model:<6} tau {tau:+.2f} over {len(groups)} levels of {len(plans)} plans: {' < '.join(groups)}")
+        shown = f"{tau:+.2f}" if tau == tau else "undefined (every plan measured within the resolution)"
+        print(f"  {model:<6} tau {shown} over {len(plans)} plans; predicted {' < '.join(predicted)}; measured "
+              f"{' < '.join(measured)}")
 
     print("\nwhere the time goes, all cases summed (ms per iteration): predicted vs measured by op type and term")
     print(f"  {'op type':<14} {'term':<14} {'predicted':>10} {'measured':>10} {'error':>8}")
