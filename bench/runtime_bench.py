@@ -245,6 +245,10 @@ def calibrate(args, cluster):
            "--mpirun", args.mpirun, "--work-dir", os.path.join(args.out_dir, "calibration")]
     if args.quick_calibration:
         cmd.append("--quick")
+    # The suite's models: their products timed at the shapes the plans run them, which the cost
+    # model prices at those times (a product's rate follows its shape, not its FLOPs alone).
+    for model in args.models.split(","):
+        cmd += ["--for-model", MODELS[model]]
     print("calibrating:", " ".join(cmd), flush=True)
     log = os.path.join(args.out_dir, "calibrate.log")
     if run(cmd, log) != 0:
@@ -268,6 +272,9 @@ def recalibrate_parts(args, cluster, parts):
     if os.geteuid() == 0:
         cmd.append("--allow-run-as-root")
     cmd += [args.calibrate_program, "--sweeps", ",".join(parts), "--threads", "1", "-o", swept]
+    products = os.path.join(calibration, "products.json")
+    if "compute" in parts and os.path.exists(products):
+        cmd += ["--products", products]  # the models' own products, retaken with the compute sweeps
     if args.quick_calibration:
         cmd.append("--quick")
     print("  sweeping again:", " ".join(cmd), flush=True)
@@ -282,6 +289,8 @@ def recalibrate_parts(args, cluster, parts):
         if len(again[part]) != len(doc[part]):
             sys.exit(f"{swept}: {len(again[part])} {part} rows where {measurements} has {len(doc[part])}")
         doc[part] = again[part]
+    if "compute" in parts and "products" in again:
+        doc["products"] = again["products"]
     first = os.path.join(calibration, "measurements-first.json")
     if not os.path.exists(first):
         os.replace(measurements, first)

@@ -16,6 +16,7 @@
 #include "partita/io/json_file.h"
 #include "partita/launch/launch.h"
 #include "partita/proto/partita.pb.h"
+#include "partita/search/sweep.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -27,6 +28,8 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <set>
+#include <tuple>
 #include <vector>
 
 namespace partita::cli {
@@ -47,6 +50,8 @@ struct CalibrateOptions {
   int timeout = 1800;
   std::string work_dir;
   std::string measurements; // fit this file instead of running
+  // Models whose plans' matrix products are timed at their own shapes (partita-calibrate --products).
+  std::vector<std::string> for_models;
 };
 
 cluster::Collective collective_named(const std::string& name, const std::string& where) {
@@ -133,6 +138,18 @@ Measurements read_measurements(const fs::path& path) {
         sample.cold_seconds = r.value("cold_seconds", 0.0);
         sample.operand_bytes = r.value("operand_bytes", 0.0); // GEMMs; absent before: no operand bandwidth
         into.push_back(std::move(sample));
+      }
+    }
+    // Products timed at a model's shapes (partita-calibrate --products; absent otherwise).
+    if (doc.contains("products")) {
+      const auto& products = doc.at("products");
+      for (std::size_t i = 0; i < products.size(); ++i) {
+        where = fmt::format("{}: field 'products[{}]'", path.string(), i);
+        const auto& r = products[i];
+        m.data.products.push_back({r.at("batch").get<std::int64_t>(), r.at("m").get<std::int64_t>(),
+                                   r.at("n").get<std::int64_t>(), r.at("k").get<std::int64_t>(),
+                                   r.at("forward").get<double>(), r.at("data_gradient").get<double>(),
+                                   r.at("weight_gradient").get<double>()});
       }
     }
     const auto& rows = doc.at("collectives");
@@ -226,6 +243,11 @@ void add_calibrate_command(CLI::App& app) {
                      "partita-calibrate must be at the same path on every host, and rank 0 (the first host) writes "
                      "the measurements into --work-dir, which this machine must see. Ranks are placed node by node, "
                      "as the calibrated cluster numbers its devices");
+  cmd->add_option("--for-model", o->for_models,
+                  "a model (zoo spec or ONNX file) whose matrix products are timed at the shapes its plans run them "
+                  "on these devices (every family but pipelines); the cost model prices those shapes at their "
+                  "measured times instead of the efficiency curve's (a product's rate follows its shape, not only its "
+                  "FLOPs). Give it once per model");
   cmd->add_option("--measurements", o->measurements,
                   "fit a measurements file written by partita-calibrate instead of running it");
   cmd->callback([o] {
@@ -236,7 +258,7 @@ void add_calibrate_command(CLI::App& app) {
     if (!measurements.empty()) {
       // What would start a calibration run means nothing to a fit of an earlier one.
       for (const auto& [given, what] :
-           {std::pair{!o->launch.hostfile.empty(), "--hostfile"},
+           {std::pair{!o->launch.hostfile.empty(), "--hostfile"}, std::pair{!o->for_models.empty(), "--for-model"},
             std::pair{o->launch.launcher != "mpirun", "--launcher"}, std::pair{o->backend != "cpu", "--backend"}}) {
         if (given) {
           throw Error(fmt::format("{} is a setting of the calibration run, and --measurements fits the file of an "
@@ -260,6 +282,34 @@ void add_calibrate_command(CLI::App& app) {
       }
       if (o->backend != "cpu") {
         arguments.insert(arguments.end(), {"--backend", o->backend});
+      }
+      if (!o->for_models.empty()) {
+        // The products every family's plan of each model runs on one of these devices.
+        const cluster::Cluster target = cluster_for(o->cluster, o->ranks);
+        std::vector<std::string> families;
+        for (const auto& f : search::optimizers()) {
+          if (f->name() != "given") {
+            families.emplace_back(f->name());
+          }
+        }
+        nlohmann::json shapes = nlohmann::json::array();
+        std::set<std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t>> seen;
+        for (const auto& spec : o->for_models) {
+          ModelOptions model;
+          model.model = spec;
+          const auto imported = model.load();
+          const auto products = search::plan_products(imported.graph, target, o->ranks, families);
+          std::cout << fmt::format("{}: {} matrix product shape(s) in its plans on {} devices\n", spec,
+                                   products.size(), o->ranks);
+          for (const auto& p : products) {
+            if (seen.emplace(p.batch, p.m, p.n, p.k).second) {
+              shapes.push_back({{"batch", p.batch}, {"m", p.m}, {"n", p.n}, {"k", p.k}});
+            }
+          }
+        }
+        const fs::path products = dir / "products.json";
+        io::write_file_atomically(products, shapes.dump(1) + "\n");
+        arguments.insert(arguments.end(), {"--products", products.string()});
       }
       job.program = program;
       job.arguments = arguments;
@@ -296,6 +346,13 @@ void add_calibrate_command(CLI::App& app) {
       std::cout << fmt::format("\ncompute efficiency by family (fraction of peak_fp32 {:.4g} GFLOP/s)\n",
                                c.device.peak_fp32 / 1e9)
                 << efficiency_table(c.device);
+    }
+    if (!cal.products.empty()) {
+      std::cout << fmt::format("\nproducts timed at the models' shapes ({}; priced at these times for those shapes, "
+                               "device.timed_products): measured against the curves above\n",
+                               o->for_models.empty() ? std::string("as the measurements hold them")
+                                                     : fmt::format("{}", fmt::join(o->for_models, ", ")))
+                << fit_table(cal.products, "work", 1, "FLOP");
     }
     std::cout << "\nfit: memory-bound kernels (kernel_time with the calibrated bandwidth and memory efficiency curve)\n"
               << fit_table(cal.memory, "bytes", 1, "B");

@@ -50,6 +50,7 @@ struct Options {
   bool sweep_compute = true, sweep_memory = true, sweep_collectives = true;
   double max_bytes = 256.0 * 1024 * 1024;
   std::string backend = "cpu";
+  std::string products; // a JSON list of product shapes to time (--products), or empty
 };
 
 // Where every rank runs: nodes are MPI's shared-memory domains. Devices of the calibrated
@@ -123,7 +124,44 @@ void append_collectives(nlohmann::json& out, const std::vector<CollectiveTiming>
 // Kernel sweep results of one pass: GEMMs and convolutions, memory-bound kernels.
 struct KernelSweeps {
   std::vector<KernelTiming> compute, memory;
+  std::vector<KernelTiming> products; // three rows per --products shape (product_sweep)
 };
+
+// The shapes of --products (a JSON list of {"batch", "m", "n", "k"}), read by rank 0 and sent to
+// every rank, so that all time the same products; errors name the file and the entry.
+std::vector<MatmulShape> read_product_shapes(const std::string& path, int rank) {
+  std::string text;
+  if (rank == 0) {
+    text = io::read_text_file(path);
+  }
+  auto length = static_cast<unsigned long long>(text.size());
+  check_mpi(MPI_Bcast(&length, 1, MPI_UNSIGNED_LONG_LONG, 0, MPI_COMM_WORLD), "MPI_Bcast");
+  text.resize(static_cast<std::size_t>(length));
+  check_mpi(MPI_Bcast(text.data(), static_cast<int>(length), MPI_CHAR, 0, MPI_COMM_WORLD), "MPI_Bcast");
+  std::vector<MatmulShape> shapes;
+  std::string where = path;
+  try {
+    const auto doc = nlohmann::json::parse(text);
+    if (!doc.is_array()) {
+      throw Error(fmt::format("{}: a list of product shapes ({{\"batch\", \"m\", \"n\", \"k\"}}) was expected", path));
+    }
+    for (std::size_t i = 0; i < doc.size(); ++i) {
+      where = fmt::format("{}: entry {}", path, i);
+      MatmulShape shape{doc[i].at("batch").get<std::int64_t>(), doc[i].at("m").get<std::int64_t>(),
+                        doc[i].at("n").get<std::int64_t>(), doc[i].at("k").get<std::int64_t>()};
+      for (const auto& [value, name] :
+           {std::pair{shape.batch, "batch"}, {shape.m, "m"}, {shape.n, "n"}, {shape.k, "k"}}) {
+        if (value < 1 || value > (std::int64_t{1} << 31)) {
+          throw Error(fmt::format("{}: field '{}' must be a whole number from 1 to 2^31, got {}", where, name, value));
+        }
+      }
+      shapes.push_back(shape);
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(fmt::format("{}: {}", where, e.what()));
+  }
+  return shapes;
+}
 
 // How the last pass of one part compared with the first: "median x1.02, from x0.97 to x1.85".
 std::string against_first(const std::vector<KernelSweeps>& passes, std::vector<KernelTiming> KernelSweeps::*part) {
@@ -200,6 +238,8 @@ int run(const Options& opt, int rank, int size) {
     return 0;
   }
   const int passes = opt.passes > 0 ? opt.passes : (opt.quick ? 1 : 3);
+  const std::vector<MatmulShape> product_shapes =
+      opt.products.empty() ? std::vector<MatmulShape>{} : read_product_shapes(opt.products, rank);
   // The compute sweeps of one pass (GEMMs, their backward passes, convolutions); `show` prints.
   const auto compute_sweeps = [&](const auto& show) {
     show("\n# compute: GEMMs on every rank at once (time: slowest rank, median of trials)\n");
@@ -240,6 +280,13 @@ int run(const Options& opt, int rank, int size) {
     KernelSweeps out;
     if (opt.sweep_compute) {
       out.compute = compute_sweeps(show);
+      if (!product_shapes.empty()) {
+        show(fmt::format("\n# compute: the models' own products ({} shapes, --products) on every rank at once: "
+                         "forward, data gradient, weight gradient\n",
+                         product_shapes.size()));
+        out.products = product_sweep(*backend, MPI_COMM_WORLD, budget, product_shapes);
+        show(kernel_table(out.products, true));
+      }
     }
     if (opt.sweep_memory) {
       show("\n# memory-bound kernels on every rank at once\n");
@@ -321,6 +368,16 @@ int run(const Options& opt, int rank, int size) {
     }
     medians.*part = median_of_passes(rows);
   }
+  {
+    std::vector<std::vector<KernelTiming>> rows;
+    for (const auto& k : kernel_passes) {
+      rows.push_back(k.products);
+    }
+    medians.products = median_of_passes(rows);
+  }
+  if (passes > 1 && !medians.products.empty()) {
+    say(rank, "\n# the models' own products, the median pass of each\n" + kernel_table(medians.products, true));
+  }
   if (passes > 1 && opt.sweep_compute) {
     say(rank, "\n# compute, the median pass of each kernel\n" + kernel_table(medians.compute, true));
   }
@@ -343,7 +400,18 @@ int run(const Options& opt, int rank, int size) {
     char host[256] = {};
     int length = 0;
     MPI_Get_processor_name(host, &length);
-    const nlohmann::json doc{{"format", "partita-calibrate measurements 1"},
+    nlohmann::json products = nlohmann::json::array();
+    for (std::size_t i = 0; i < product_shapes.size() && 3 * i + 2 < medians.products.size(); ++i) {
+      const auto& p = product_shapes[i];
+      products.push_back({{"batch", p.batch},
+                          {"m", p.m},
+                          {"n", p.n},
+                          {"k", p.k},
+                          {"forward", medians.products[3 * i].seconds},
+                          {"data_gradient", medians.products[3 * i + 1].seconds},
+                          {"weight_gradient", medians.products[3 * i + 2].seconds}});
+    }
+    nlohmann::json doc{{"format", "partita-calibrate measurements 1"},
                              {"date", utc_now()},
                              {"host", std::string(host, static_cast<std::size_t>(length))},
                              {"ranks", size},
@@ -358,6 +426,9 @@ int run(const Options& opt, int rank, int size) {
                              {"compute", kernels_json(medians.compute, true)},
                              {"memory", kernels_json(medians.memory, false)},
                              {"collectives", coll_json}};
+    if (!products.empty()) {
+      doc["products"] = std::move(products);
+    }
     if (!opt.output.empty()) {
       io::write_file_atomically(opt.output, doc.dump(1) + "\n");
       fmt::print("\nmeasurements written to {}\n", opt.output);
@@ -399,6 +470,10 @@ int main(int argc, char** argv) {
                  fmt::format("whose kernels the compute and memory sweeps time: cpu (oneDNN) or cuda (cuBLAS/cuDNN, "
                              "one GPU per rank); this binary has: {}",
                              fmt::join(backend_names(), ", ")));
+  app.add_option("--products", opt.products,
+                 "a JSON list of matrix product shapes ({\"batch\", \"m\", \"n\", \"k\"}: a model's own, as "
+                 "`partita calibrate --for-model` writes it) timed with the compute sweeps, forward and backward, "
+                 "into --output's \"products\"");
   app.add_option("--max-bytes", opt.max_bytes, "largest collective size in bytes")
       ->check(partita::cli::real(1024, 64.0 * 1024 * 1024 * 1024, "bytes"));
   try {

@@ -213,6 +213,67 @@ std::vector<KernelTiming> gemm_sweep(Backend& backend, MPI_Comm comm, const Swee
   return out;
 }
 
+std::vector<KernelTiming> product_sweep(Backend& backend, MPI_Comm comm, const SweepBudget& budget,
+                                        const std::vector<MatmulShape>& shapes) {
+  std::vector<KernelTiming> out;
+  Floats a, b, dy, da, db;
+  const auto finish = [&] { backend.synchronize(); };
+  for (const auto& shape : shapes) {
+    const auto na = static_cast<std::size_t>(shape.batch * shape.m * shape.k),
+               nb = static_cast<std::size_t>(shape.batch * shape.k * shape.n),
+               nc = static_cast<std::size_t>(shape.batch * shape.m * shape.n);
+    const Slots slots(std::max({na, nb, nc}), cold / 4, 2);
+    if (!fill_everywhere(comm, {{&a, 0.5F}, {&b, 0.25F}, {&dy, 0.125F}, {&da, 0.0F}, {&db, 0.0F}}, slots.floats())) {
+      throw Error(fmt::format("partita-calibrate: no memory on some rank for the operands of the {}x{}x{}x{} product "
+                              "(batch x m x n x k)",
+                              shape.batch, shape.m, shape.n, shape.k));
+    }
+    for (const auto* v : {&a, &b, &dy, &da, &db}) {
+      backend.prefetch(v->data(), static_cast<std::int64_t>(v->size()));
+    }
+    const double flops = 2.0 * static_cast<double>(shape.batch * shape.m * shape.n * shape.k);
+    const auto name = fmt::format("product {}x{}x{}x{}", shape.batch, shape.m, shape.n, shape.k);
+    std::size_t turn = 0;
+    // As partita-run runs a MatMul: Y = A B, then dA = dY B^T, dB = A^T dY (op_kernels.cpp).
+    const double forward = time_per_call(
+        comm, budget,
+        [&] {
+          const std::size_t o = slots.offset(turn++);
+          backend.matmul(shape, a.data() + o, false, b.data() + o, false, da.data() + o);
+        },
+        finish);
+    const double data_gradient = time_per_call(
+        comm, budget,
+        [&] {
+          const std::size_t o = slots.offset(turn++);
+          backend.matmul({shape.batch, shape.m, shape.k, shape.n}, dy.data() + o, false, b.data() + o, true,
+                         da.data() + o);
+        },
+        finish);
+    const double weight_gradient = time_per_call(
+        comm, budget,
+        [&] {
+          const std::size_t o = slots.offset(turn++);
+          backend.matmul({shape.batch, shape.k, shape.n, shape.m}, a.data() + o, true, dy.data() + o, false,
+                         db.data() + o);
+        },
+        finish);
+    const double bytes = 4.0 * static_cast<double>(na + nb + nc);
+    KernelTiming f{name + " forward", flops, bytes, forward};
+    f.operand_bytes = 4.0 * static_cast<double>(na + nb);
+    KernelTiming d{name + " data gradient", flops, bytes, data_gradient};
+    d.compute_class = graph::ComputeClass::matmul_backward;
+    d.operand_bytes = 4.0 * static_cast<double>(nb + nc);
+    KernelTiming w{name + " weight gradient", flops, bytes, weight_gradient};
+    w.compute_class = graph::ComputeClass::matmul_backward;
+    w.operand_bytes = 4.0 * static_cast<double>(na + nc);
+    out.push_back(std::move(f));
+    out.push_back(std::move(d));
+    out.push_back(std::move(w));
+  }
+  return out;
+}
+
 std::vector<KernelTiming> gemm_backward_sweep(Backend& backend, MPI_Comm comm, const SweepBudget& budget, double lo,
                                               double hi, int per_decade, const SweepExtension& beyond) {
   struct Family {

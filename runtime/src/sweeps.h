@@ -79,6 +79,12 @@ std::vector<KernelTiming> gemm_sweep(Backend& backend, MPI_Comm comm, const Swee
 // matmul_backward, matmul_batched_backward for the batched ones).
 std::vector<KernelTiming> gemm_backward_sweep(Backend& backend, MPI_Comm comm, const SweepBudget& budget, double lo,
                                               double hi, int per_decade, const SweepExtension& beyond = {});
+// Matrix products at given shapes (a model's own, `partita calibrate --for-model`), operands
+// not transposed and read from memory as the GEMM sweep reads them, on every rank at once: three
+// rows per shape, in order, its forward product (compute family matmul), then its backward pass's
+// dA = dY B^T and dB = A^T dY as partita-run runs them (matmul_backward), each timed alone.
+std::vector<KernelTiming> product_sweep(Backend& backend, MPI_Comm comm, const SweepBudget& budget,
+                                        const std::vector<MatmulShape>& shapes);
 // One convolution layer of the sweep: its shape as the backend takes it, and its work as core's
 // Conv description counts it (graph::describe of the same layer: the convention op_cost prices).
 struct ConvCase {

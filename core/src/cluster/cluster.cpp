@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <tuple>
 
 namespace partita::cluster {
 
@@ -107,6 +108,14 @@ double Device::fresh_read_for(graph::KernelClass k, double bytes) const {
     return it->second.at(bytes);
   }
   return graph::kernel_class_fallback(k) == graph::KernelClass::eltwise ? fresh_read.at(bytes) : 1.0;
+}
+
+const TimedProduct* Device::timed_product(std::int64_t batch, std::int64_t m, std::int64_t n, std::int64_t k) const {
+  const TimedProduct key{batch, m, n, k};
+  const auto shape = [](const TimedProduct& p) { return std::tie(p.batch, p.m, p.n, p.k); };
+  const auto it = std::lower_bound(timed_products.begin(), timed_products.end(), key,
+                                   [&](const TimedProduct& a, const TimedProduct& b) { return shape(a) < shape(b); });
+  return it != timed_products.end() && shape(*it) == shape(key) ? &*it : nullptr;
 }
 
 double Device::compute_efficiency_for(graph::ComputeClass c, double flops) const {
@@ -336,6 +345,16 @@ void to_proto_device(const Device& device, proto::Device& d) {
   }
   to_proto_curve(device.fresh_read, *d.mutable_fresh_read());
   d.set_matmul_operand_bandwidth(device.matmul_operand_bandwidth);
+  for (const auto& t : device.timed_products) {
+    auto& entry = *d.add_timed_products();
+    entry.set_batch(t.batch);
+    entry.set_m(t.m);
+    entry.set_n(t.n);
+    entry.set_k(t.k);
+    entry.set_forward(t.forward);
+    entry.set_data_gradient(t.data_gradient);
+    entry.set_weight_gradient(t.weight_gradient);
+  }
 }
 
 } // namespace

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <set>
+#include <tuple>
 
 namespace partita::cluster {
 
@@ -227,6 +228,33 @@ Device device(const proto::Device& p, const Checker& check, const std::string& p
   d.matmul_operand_bandwidth =
       check.in_range(check.non_negative(p.matmul_operand_bandwidth(), f("matmul_operand_bandwidth")),
                      f("matmul_operand_bandwidth"), min_rate, max_rate, "B/s", true);
+  for (int i = 0; i < p.timed_products_size(); ++i) {
+    const auto path = fmt::format("{}.timed_products[{}]", prefix, i);
+    const auto& e = p.timed_products(i);
+    TimedProduct t{e.batch(), e.m(), e.n(), e.k()};
+    for (const auto& [value, name] : {std::pair{e.batch(), "batch"}, {e.m(), "m"}, {e.n(), "n"}, {e.k(), "k"}}) {
+      if (value < 1 || value > (std::int64_t{1} << 40)) {
+        check.fail(path + "." + name, fmt::format("must be a whole number from 1 to 2^40, got {}", value));
+      }
+    }
+    // A time below a nanosecond or above a day is one in another unit (seconds are asked).
+    const auto seconds = [&](double value, const char* name) {
+      return check.in_range(value, path + "." + name, 1e-9, 86400, "s");
+    };
+    t.forward = seconds(e.forward(), "forward");
+    t.data_gradient = seconds(e.data_gradient(), "data_gradient");
+    t.weight_gradient = seconds(e.weight_gradient(), "weight_gradient");
+    d.timed_products.push_back(t);
+  }
+  std::sort(d.timed_products.begin(), d.timed_products.end());
+  for (std::size_t i = 1; i < d.timed_products.size(); ++i) {
+    const auto& a = d.timed_products[i - 1];
+    const auto& b = d.timed_products[i];
+    if (std::tie(a.batch, a.m, a.n, a.k) == std::tie(b.batch, b.m, b.n, b.k)) {
+      check.fail(prefix + ".timed_products",
+                 fmt::format("the product {}x{}x{}x{} (batch x m x n x k) is timed twice", a.batch, a.m, a.n, a.k));
+    }
+  }
   return d;
 }
 

@@ -13,6 +13,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <tuple>
 
 namespace partita::cost {
 
@@ -794,6 +795,48 @@ Calibration calibrate(const cluster::Cluster& base, const CalibrationData& data)
                                                                                       : std::nullopt)};
     (s.compute_class == graph::ComputeClass::matmul ? out.compute : out.compute_by_class[s.compute_class])
         .push_back(std::move(p));
+  }
+  // Products timed at a model's shapes: kept as measured (one per shape), each set beside what the
+  // curves would have priced it at.
+  dev.timed_products.clear();
+  for (const auto& p : data.products) {
+    const double flops = 2.0 * static_cast<double>(p.batch) * static_cast<double>(p.m) * static_cast<double>(p.n) *
+                         static_cast<double>(p.k);
+    for (const auto& [seconds, what] :
+         {std::pair{p.forward, "forward"}, {p.data_gradient, "data gradient"}, {p.weight_gradient, "weight gradient"}}) {
+      if (!(std::isfinite(seconds) && seconds > 0)) {
+        throw Error(fmt::format("calibration: timed product {}x{}x{}x{}: its {} took {} s; a time must be positive",
+                                p.batch, p.m, p.n, p.k, what, seconds));
+      }
+    }
+    if (p.batch < 1 || p.m < 1 || p.n < 1 || p.k < 1) {
+      throw Error(fmt::format("calibration: timed product {}x{}x{}x{}: every extent must be at least 1", p.batch, p.m,
+                              p.n, p.k));
+    }
+    const auto a = static_cast<double>(p.batch * p.m * p.k) * 4, b = static_cast<double>(p.batch * p.k * p.n) * 4,
+               y = static_cast<double>(p.batch * p.m * p.n) * 4;
+    const bool packs = packs_operands(graph::OpClass::contraction, graph::ComputeClass::matmul, dev);
+    const auto curve = [&](double operand_bytes, graph::ComputeClass family) {
+      return kernel_time(flops, a + b + y, dev, cluster::Precision::fp32, graph::KernelClass::eltwise, family, 0,
+                         packs ? std::optional(operand_bytes) : std::nullopt);
+    };
+    const auto bwd_family = p.batch > 1 && dev.has_compute_curve(graph::ComputeClass::matmul_batched_backward)
+                                ? graph::ComputeClass::matmul_batched_backward
+                                : graph::ComputeClass::matmul_backward;
+    const auto name = fmt::format("{}x{}x{}x{}", p.batch, p.m, p.n, p.k);
+    out.products.push_back({name + " forward", flops, p.forward, curve(a + b, graph::ComputeClass::matmul)});
+    out.products.push_back({name + " backward", 2 * flops, p.data_gradient + p.weight_gradient,
+                            curve(b, bwd_family) + curve(a, bwd_family)});
+    dev.timed_products.push_back(p);
+  }
+  std::sort(dev.timed_products.begin(), dev.timed_products.end());
+  for (std::size_t i = 1; i < dev.timed_products.size(); ++i) {
+    const auto& a = dev.timed_products[i - 1];
+    const auto& b = dev.timed_products[i];
+    if (std::tie(a.batch, a.m, a.n, a.k) == std::tie(b.batch, b.m, b.n, b.k)) {
+      throw Error(fmt::format("calibration: the product {}x{}x{}x{} (batch x m x n x k) is timed twice", a.batch, a.m,
+                              a.n, a.k));
+    }
   }
   for (const auto& s : data.memory) {
     out.memory.push_back({s.kernel, s.bytes, s.seconds,

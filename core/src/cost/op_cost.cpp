@@ -101,6 +101,63 @@ bool batched_product(const graph::OpSemantics& s, const sharding::Config& config
 
 } // namespace
 
+std::optional<cluster::TimedProduct> product_shape(const graph::Graph& g, const graph::Op& op,
+                                                   const graph::OpSemantics& s, const sharding::Config& config) {
+  if (s.op_class != graph::OpClass::contraction || s.compute_class != graph::ComputeClass::matmul || s.steps > 1 ||
+      op.inputs.size() != 2 || s.inputs.size() != 2 || op.outputs.size() != 1 ||
+      config.splits.size() != s.dims.size() || op.inputs[0] == graph::no_tensor ||
+      op.inputs[1] == graph::no_tensor) {
+    return std::nullopt;
+  }
+  const graph::Tensor& ta = g.tensor(op.inputs[0]);
+  const graph::Tensor& tb = g.tensor(op.inputs[1]);
+  const std::vector<int>& da = s.inputs[0].dims;
+  const std::vector<int>& db = s.inputs[1].dims;
+  const std::size_t ra = ta.shape.size(), rb = tb.shape.size();
+  if (ra < 2 || rb < 2 || da.size() != ra || db.size() != rb) {
+    return std::nullopt;
+  }
+  // One summed dim, A's last axis and B's next to last; m and n are not summed.
+  const int kd = da[ra - 1], md = da[ra - 2], nd = db[rb - 1];
+  const auto reduction = [&](int d) { return d >= 0 && s.dims[static_cast<std::size_t>(d)].reduction; };
+  if (!reduction(kd) || db[rb - 2] != kd || reduction(md) || reduction(nd) ||
+      std::count_if(s.dims.begin(), s.dims.end(), [](const graph::IterDim& d) { return d.reduction; }) != 1) {
+    return std::nullopt;
+  }
+  // A device's extent of a tensor axis: the largest piece of its iteration dim, or the axis whole
+  // where no dim indexes it (a broadcast axis).
+  const auto extent = [&](const graph::Tensor& t, const std::vector<int>& dims, std::size_t axis) {
+    const int d = dims[axis];
+    if (d < 0) {
+      return t.shape[axis];
+    }
+    const std::int64_t parts = std::max(1, config.splits[static_cast<std::size_t>(d)]);
+    return (s.dims[static_cast<std::size_t>(d)].size + parts - 1) / parts;
+  };
+  cluster::TimedProduct p;
+  p.k = extent(ta, da, ra - 1);
+  p.m = extent(ta, da, ra - 2);
+  p.n = extent(tb, db, rb - 1);
+  std::int64_t lead = 1;
+  for (std::size_t axis = 0; axis + 2 < ra; ++axis) {
+    lead *= extent(ta, da, axis);
+  }
+  if (rb == 2) {
+    p.m *= lead;
+  } else {
+    if (ra != rb) {
+      return std::nullopt;
+    }
+    for (std::size_t axis = 0; axis + 2 < ra; ++axis) {
+      if (extent(ta, da, axis) != extent(tb, db, axis)) {
+        return std::nullopt; // broadcast batch dims: no kernel of this form
+      }
+    }
+    p.batch = lead;
+  }
+  return p;
+}
+
 bool packs_operands(graph::OpClass op_class, graph::ComputeClass family, const cluster::Device& device) {
   return op_class == graph::OpClass::contraction &&
          (family == graph::ComputeClass::matmul || family == graph::ComputeClass::matmul_backward ||
@@ -721,9 +778,23 @@ OpCost op_cost_on(const cluster::Device& dev, const graph::Graph& g, graph::OpId
   };
   const double fwd_steps = steps_time(s.step_fwd_flops, s.step_fwd_bytes);
   const double fwd_batched = recurrence ? std::max(0.0, fwd_flops - s.step_fwd_flops / parts / m) : fwd_flops;
-  const double fwd = s.op_class == graph::OpClass::shape
-                         ? 0
-                         : m * (kernel_time(fwd_batched, fwd_bytes, dev, precision, s.forward_kernel, family, fresh_in,
+  // A product calibrated at this very shape (partita calibrate --for-model) takes its measured
+  // times: one micro-batch (a pipeline's micro-batches run products of other shapes) in fp32 (the
+  // precision it was timed in).
+  const cluster::TimedProduct* timed = [&]() -> const cluster::TimedProduct* {
+    if (dev.timed_products.empty() || micro != 1 || precision != cluster::Precision::fp32 || scale != 1.0) {
+      return nullptr;
+    }
+    const auto p = product_shape(g, op, s, config);
+    return p ? dev.timed_product(p->batch, p->m, p->n, p->k) : nullptr;
+  }();
+  const auto timed_text = [&] {
+    return fmt::format("a {}x{}x{}x{} product (batch x m x n x k) on each device", timed->batch, timed->m, timed->n,
+                       timed->k);
+  };
+  const double fwd = s.op_class == graph::OpClass::shape ? 0
+                     : timed                             ? timed->forward
+                                                         : m * (kernel_time(fwd_batched, fwd_bytes, dev, precision, s.forward_kernel, family, fresh_in,
                                             operands ? std::optional(operands->forward) : std::nullopt,
                                             uses_matrix_units(s.op_class)) +
                                 fwd_steps);
@@ -743,6 +814,10 @@ OpCost op_cost_on(const cluster::Device& dev, const graph::Graph& g, graph::OpId
   };
   cost.time.push_back(
       {std::string(term::forward_compute), fwd, explained(explain, [&] {
+         if (timed) {
+           return fmt::format("{}: {:.4g} ms as calibration timed that shape on this device ({:.4g} GFLOP)",
+                              timed_text(), timed->forward * 1e3, fwd_flops / 1e9);
+         }
          return per_micro(
              operands ? fmt::format("{:.4g} GFLOP / {} + {:.4g} MB / {:.4g} GB/s matmul operand bandwidth (the "
                                     "operands no kernel has just written, read on top of the arithmetic) + launch, on "
@@ -793,8 +868,14 @@ OpCost op_cost_on(const cluster::Device& dev, const graph::Graph& g, graph::OpId
       backward_products >= 1 && std::abs(bwd_batched - backward_products * fwd_flops) <= 1e-9 * bwd_batched
           ? static_cast<int>(backward_products)
           : 1;
+  // A timed product's backward pass: the products of the inputs that take a gradient, as timed.
+  const double timed_bwd =
+      timed ? (graph::gets_gradient(g.tensor(op.inputs[0])) ? timed->data_gradient : 0.0) +
+                  (graph::gets_gradient(g.tensor(op.inputs[1])) ? timed->weight_gradient : 0.0)
+            : 0.0;
   const double bwd =
-      m * ((bwd_batched > 0 || bwd_bytes > reduction_bytes
+      m * ((timed && bwd_batched > 0 ? timed_bwd
+            : bwd_batched > 0 || bwd_bytes > reduction_bytes
                 ? kernel_time(bwd_batched, bwd_bytes - reduction_bytes, dev, precision, s.backward_kernel, bwd_family,
                               fresh_dy, operands ? std::optional(operands->backward) : std::nullopt,
                               uses_matrix_units(s.op_class), bwd_kernels)
@@ -815,6 +896,18 @@ OpCost op_cost_on(const cluster::Device& dev, const graph::Graph& g, graph::OpId
           : std::string();
   cost.time.push_back(
       {std::string(term::backward_compute), bwd, explained(explain, [&] {
+         if (timed && bwd_batched > 0) {
+           return fmt::format(
+               "{}: data gradient {:.4g} ms{} + weight gradient {:.4g} ms{} as calibration timed that shape on this "
+               "device{}{}",
+               timed_text(), timed->data_gradient * 1e3,
+               graph::gets_gradient(g.tensor(op.inputs[0])) ? "" : " (not taken: the input takes no gradient)",
+               timed->weight_gradient * 1e3,
+               graph::gets_gradient(g.tensor(op.inputs[1])) ? "" : " (not taken: the input takes no gradient)",
+               reduction_bytes > 0 ? fmt::format(", and {:.4g} MB through reduction kernels", reduction_bytes / 1e6)
+                                   : std::string(),
+               reset_text);
+         }
          return per_micro(
              reduction_bytes > 0
                  ? fmt::format(

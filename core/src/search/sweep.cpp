@@ -1,6 +1,11 @@
 #include "partita/search/sweep.h"
 
+#include "partita/cost/op_cost.h"
 #include "partita/graph/error.h"
+#include "partita/graph/op_semantics.h"
+
+#include <algorithm>
+#include <tuple>
 #include "partita/sim/simulate.h"
 
 namespace partita::search {
@@ -49,6 +54,45 @@ std::vector<SweepCell> sweep(const graph::Graph& g, const SweepRequest& request)
     request.progress(1.0);
   }
   return cells;
+}
+
+std::vector<cluster::TimedProduct> plan_products(const graph::Graph& g, const cluster::Cluster& cluster, int devices,
+                                                 const std::vector<std::string>& families) {
+  std::vector<const Optimizer*> optimizers;
+  for (const auto& f : families) {
+    optimizers.push_back(&find_optimizer(f));
+  }
+  std::vector<graph::OpSemantics> semantics;
+  semantics.reserve(g.ops().size());
+  for (std::size_t i = 0; i < g.ops().size(); ++i) {
+    semantics.push_back(graph::describe(g, static_cast<graph::OpId>(i)));
+  }
+  std::vector<cluster::TimedProduct> out;
+  for (const auto* f : optimizers) {
+    Request r;
+    r.graph = &g;
+    r.cluster = &cluster;
+    r.devices = devices;
+    strategy::Strategy st;
+    try {
+      st = f->optimize(r);
+    } catch (const Error&) { // this family cannot lay the model out on these devices
+      continue;
+    }
+    if (st.pipeline) {
+      continue;
+    }
+    for (std::size_t i = 0; i < st.ops.size() && i < semantics.size(); ++i) {
+      if (const auto p = cost::product_shape(g, g.op(static_cast<graph::OpId>(i)), semantics[i], st.ops[i].config)) {
+        out.push_back(*p);
+      }
+    }
+  }
+  const auto shape = [](const cluster::TimedProduct& p) { return std::tie(p.batch, p.m, p.n, p.k); };
+  std::sort(out.begin(), out.end(), [&](const auto& a, const auto& b) { return shape(a) < shape(b); });
+  out.erase(std::unique(out.begin(), out.end(), [&](const auto& a, const auto& b) { return shape(a) == shape(b); }),
+            out.end());
+  return out;
 }
 
 } // namespace partita::search

@@ -71,6 +71,16 @@ struct EfficiencyCurve {
   double most() const;
 };
 
+// A matrix product timed at one shape on one device (calibration for a model): Y[batch][m][n] =
+// A[batch][m][k] B[batch][k][n], operands not transposed; its forward product and its backward
+// pass's two products (dA = dY B^T, dB = A^T dY), in seconds.
+struct TimedProduct {
+  std::int64_t batch = 1, m = 1, n = 1, k = 1;
+  double forward = 0, data_gradient = 0, weight_gradient = 0;
+
+  auto operator<=>(const TimedProduct&) const = default;
+};
+
 struct Device {
   std::string name;
   double peak_fp32 = 0, peak_tf32 = 0, peak_fp16 = 0, peak_bf16 = 0, peak_fp8 = 0; // FLOP/s
@@ -98,7 +108,13 @@ struct Device {
   // arithmetic: time = compute + operand bytes / matmul_operand_bandwidth (cost::kernel_time). 0:
   // the roofline max(compute, memory), as in presets and files calibrated before it was measured.
   double matmul_operand_bandwidth = 0;
+  // Calibrated for a model: products timed at the shapes its plans run them (TimedProduct), sorted
+  // by shape, one per shape; the cost model prices a product of such a shape at these times, the
+  // others on the curves. Empty: the curves alone.
+  std::vector<TimedProduct> timed_products;
 
+  // The product of that shape as timed, or null.
+  const TimedProduct* timed_product(std::int64_t batch, std::int64_t m, std::int64_t n, std::int64_t k) const;
   double memory_efficiency_for(graph::KernelClass k, double bytes) const;
   // The curve memory_efficiency_for reads for family k.
   const EfficiencyCurve& memory_curve(graph::KernelClass k) const;

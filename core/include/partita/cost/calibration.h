@@ -74,6 +74,9 @@ struct CalibrationData {
   std::vector<KernelSample> compute;
   std::vector<KernelSample> memory;
   std::vector<CollectiveSample> collectives;
+  // Products timed at the shapes a model's plans run them (partita-calibrate --products): kept as
+  // they are in the device's timed_products, where the cost model prices those shapes.
+  std::vector<cluster::TimedProduct> products;
 };
 
 // One measurement against what the calibrated cluster predicts for it.
@@ -94,6 +97,9 @@ struct Calibration {
   std::vector<FitPoint> compute, memory, collectives; // compute: GEMMs (the matmul family)
   // The other compute families' points (convolution), each against its own fitted curve.
   std::map<graph::ComputeClass, std::vector<FitPoint>> compute_by_class;
+  // The timed products against what the fitted curves price them at (forward and backward):
+  // how far a model's own shapes lie off the curves, which they replace for those shapes.
+  std::vector<FitPoint> products;
   std::optional<LinkFit> intra, inter; // the link classes the data covered
   std::vector<std::string> warnings;   // what could not be fitted and what stands in for it
 };

@@ -156,4 +156,12 @@ double kernel_time(double flops, double bytes, const cluster::Device& device, cl
 // reads its operands on top of its arithmetic on `device` (a calibrated matmul_operand_bandwidth).
 bool packs_operands(graph::OpClass op_class, graph::ComputeClass family, const cluster::Device& device);
 
+// The matrix product an op runs on one device under `config`, as the runtime calls it
+// (Y[batch][m][n] = A[batch][m][k] B[batch][k][n]; a matrix B folds A's leading dims into m, as
+// cluster::TimedProduct keys it), for a two-operand product whose operands are not transposed (a
+// MatMul, an einsum of that form); nullopt for the other ops (Gemm with its bias or a transposed
+// operand, convolutions, recurrences, anything else).
+std::optional<cluster::TimedProduct> product_shape(const graph::Graph& g, const graph::Op& op,
+                                                   const graph::OpSemantics& s, const sharding::Config& config);
+
 } // namespace partita::cost

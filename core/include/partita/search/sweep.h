@@ -41,4 +41,12 @@ struct SweepRequest {
 // base.cancel) and unknown family names propagate.
 std::vector<SweepCell> sweep(const graph::Graph& g, const SweepRequest& request);
 
+// The matrix products (cost::product_shape) that the plans of `families` for `g` on `devices`
+// devices of `cluster` run on one device, each shape once, sorted: what `partita calibrate
+// --for-model` has timed so that the cost model prices those products at their measured times.
+// Pipelined plans are left out (their micro-batches' products are priced on the curves), and so
+// is a family that cannot lay the model out at that count. Unknown family names throw.
+std::vector<cluster::TimedProduct> plan_products(const graph::Graph& g, const cluster::Cluster& cluster, int devices,
+                                                 const std::vector<std::string>& families);
+
 } // namespace partita::search
