@@ -299,8 +299,8 @@ void add_calibrate_command(CLI::App& app) {
           model.model = spec;
           const auto imported = model.load();
           const auto products = search::plan_products(imported.graph, target, o->ranks, families);
-          std::cout << fmt::format("{}: {} matrix product shape(s) in its plans on {} devices\n", spec,
-                                   products.size(), o->ranks);
+          std::cout << fmt::format("{}: {} matrix product shape(s) in its plans on {} devices\n", spec, products.size(),
+                                   o->ranks);
           for (const auto& p : products) {
             if (seen.emplace(p.batch, p.m, p.n, p.k).second) {
               shapes.push_back({{"batch", p.batch}, {"m", p.m}, {"n", p.n}, {"k", p.k}});
@@ -421,6 +421,13 @@ void add_calibrate_command(CLI::App& app) {
                               "arithmetic "
                               "(device.matmul_operand_bandwidth)",
                               c.device.matmul_operand_bandwidth / 1e9);
+    }
+    if (!c.device.timed_products.empty()) {
+      families += fmt::format(
+          ", and {} matrix products timed at the shapes models' plans run them (--for-model; "
+          "device.timed_products: those shapes are priced at their measured times; median |error| of the curves "
+          "on them {:.1f}%)",
+          c.device.timed_products.size(), 100 * cost::fit_quality(cal.products).median_abs);
     }
     c.name = base.name + "-calibrated";
     c.description = fmt::format(

@@ -412,20 +412,20 @@ int run(const Options& opt, int rank, int size) {
                           {"weight_gradient", medians.products[3 * i + 2].seconds}});
     }
     nlohmann::json doc{{"format", "partita-calibrate measurements 1"},
-                             {"date", utc_now()},
-                             {"host", std::string(host, static_cast<std::size_t>(length))},
-                             {"ranks", size},
-                             {"nodes", where.nodes},
-                             {"devices_per_node", where.per_node},
-                             {"threads", opt.threads},
-                             {"quick", opt.quick},
-                             {"sweeps", sweep_names(opt)},
-                             {"passes", passes},
-                             {"pass_statistic", "median"},
-                             {"backend", std::string(backend->name())},
-                             {"compute", kernels_json(medians.compute, true)},
-                             {"memory", kernels_json(medians.memory, false)},
-                             {"collectives", coll_json}};
+                       {"date", utc_now()},
+                       {"host", std::string(host, static_cast<std::size_t>(length))},
+                       {"ranks", size},
+                       {"nodes", where.nodes},
+                       {"devices_per_node", where.per_node},
+                       {"threads", opt.threads},
+                       {"quick", opt.quick},
+                       {"sweeps", sweep_names(opt)},
+                       {"passes", passes},
+                       {"pass_statistic", "median"},
+                       {"backend", std::string(backend->name())},
+                       {"compute", kernels_json(medians.compute, true)},
+                       {"memory", kernels_json(medians.memory, false)},
+                       {"collectives", coll_json}};
     if (!products.empty()) {
       doc["products"] = std::move(products);
     }

@@ -13,7 +13,7 @@ set(cluster ${WORKDIR}/calibrated.json)
 set(ENV{PARTITA_CALIBRATE} ${CALIBRATE})
 execute_process(
   COMMAND ${PARTITA} calibrate --cluster localhost-cpu -np ${NP} --quick -o ${cluster} --mpirun ${MPIEXEC}
-          --work-dir ${WORKDIR} --timeout 240
+          --work-dir ${WORKDIR} --timeout 240 --for-model "zoo:mlp?batch=64&input=256&hidden=256&layers=2&classes=16"
   RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 280)
 message("${out}${err}")
 if(NOT rc EQUAL 0)
@@ -67,12 +67,29 @@ if(NOT description MATCHES "Calibrated by `partita calibrate --quick` on .* ${NP
   message(FATAL_ERROR "${cluster}: the description does not say how it was calibrated: ${description}")
 endif()
 
+# --for-model: the model's products timed at the shapes its plans run them, kept in the file, and
+# the plan prices them at those times (dp on NP ranks: 64/NP rows of the 256-wide layers).
+if(NOT out MATCHES "zoo:mlp[^\n]*: [1-9][0-9]* matrix product shape\\(s\\) in its plans on ${NP} devices"
+   OR NOT out MATCHES "products timed at the models' shapes")
+  message(FATAL_ERROR "partita calibrate --for-model did not time the model's products")
+endif()
+string(JSON timed ERROR_VARIABLE missing LENGTH "${json}" device timed_products)
+if(missing OR timed LESS 2)
+  message(FATAL_ERROR "${cluster}: no device.timed_products: ${missing}")
+endif()
+math(EXPR rows "64 / ${NP}")
+if(NOT json MATCHES "\"m\": ${rows},[^}]*\"n\": 256")
+  message(FATAL_ERROR "${cluster}: no timed product of ${rows} rows by 256 (dp's first layer)")
+endif()
 execute_process(
   COMMAND ${PARTITA} plan "zoo:mlp?batch=64&input=256&hidden=256&layers=2&classes=16" --cluster ${cluster}
-          --devices ${NP} --strategy dp
+          --devices ${NP} --strategy dp --terms layers.1
   RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 60)
 if(NOT rc EQUAL 0 OR NOT out MATCHES "localhost-cpu-calibrated")
   message(FATAL_ERROR "partita plan --cluster ${cluster} failed (${rc}):\n${out}\n${err}")
+endif()
+if(NOT out MATCHES "forward compute[^\n]*a 1x${rows}x256x256 product \\(batch x m x n x k\\) on each device: [0-9.]+ ms as calibration timed that shape")
+  message(FATAL_ERROR "partita plan did not price layers.1 at its timed product:\n${out}")
 endif()
 
 # Refitting the saved measurements gives the same file; a damaged measurements file is refused
@@ -96,6 +113,14 @@ execute_process(COMMAND ${PARTITA} calibrate --measurements ${WORKDIR}/damaged.j
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 if(rc EQUAL 0 OR NOT err MATCHES "damaged.json: field 'collectives\\[0\\]'.*seconds" OR EXISTS ${WORKDIR}/never.json)
   message(FATAL_ERROR "a damaged measurements file was not refused with its name and field (${rc}): ${err}")
+endif()
+file(READ ${WORKDIR}/measurements.json measured)
+string(JSON measured REMOVE "${measured}" products 0 weight_gradient)
+file(WRITE ${WORKDIR}/damaged.json "${measured}")
+execute_process(COMMAND ${PARTITA} calibrate --measurements ${WORKDIR}/damaged.json -o ${WORKDIR}/never.json
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(rc EQUAL 0 OR NOT err MATCHES "damaged.json: field 'products\\[0\\]'.*weight_gradient" OR EXISTS ${WORKDIR}/never.json)
+  message(FATAL_ERROR "a damaged product timing was not refused with its name and field (${rc}): ${err}")
 endif()
 
 # Transposes that move the last dim and copies of rows have curves of their own, or (when a busy

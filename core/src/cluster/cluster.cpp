@@ -347,10 +347,10 @@ void to_proto_device(const Device& device, proto::Device& d) {
   d.set_matmul_operand_bandwidth(device.matmul_operand_bandwidth);
   for (const auto& t : device.timed_products) {
     auto& entry = *d.add_timed_products();
-    entry.set_batch(t.batch);
-    entry.set_m(t.m);
-    entry.set_n(t.n);
-    entry.set_k(t.k);
+    entry.set_batch(static_cast<std::int32_t>(t.batch));
+    entry.set_m(static_cast<std::int32_t>(t.m));
+    entry.set_n(static_cast<std::int32_t>(t.n));
+    entry.set_k(static_cast<std::int32_t>(t.k));
     entry.set_forward(t.forward);
     entry.set_data_gradient(t.data_gradient);
     entry.set_weight_gradient(t.weight_gradient);

@@ -802,16 +802,18 @@ Calibration calibrate(const cluster::Cluster& base, const CalibrationData& data)
   for (const auto& p : data.products) {
     const double flops = 2.0 * static_cast<double>(p.batch) * static_cast<double>(p.m) * static_cast<double>(p.n) *
                          static_cast<double>(p.k);
-    for (const auto& [seconds, what] :
-         {std::pair{p.forward, "forward"}, {p.data_gradient, "data gradient"}, {p.weight_gradient, "weight gradient"}}) {
+    for (const auto& [seconds, what] : {std::pair{p.forward, "forward"},
+                                        {p.data_gradient, "data gradient"},
+                                        {p.weight_gradient, "weight gradient"}}) {
       if (!(std::isfinite(seconds) && seconds > 0)) {
         throw Error(fmt::format("calibration: timed product {}x{}x{}x{}: its {} took {} s; a time must be positive",
                                 p.batch, p.m, p.n, p.k, what, seconds));
       }
     }
-    if (p.batch < 1 || p.m < 1 || p.n < 1 || p.k < 1) {
-      throw Error(fmt::format("calibration: timed product {}x{}x{}x{}: every extent must be at least 1", p.batch, p.m,
-                              p.n, p.k));
+    constexpr std::int64_t largest = std::numeric_limits<std::int32_t>::max(); // the cluster file's
+    if (std::min({p.batch, p.m, p.n, p.k}) < 1 || std::max({p.batch, p.m, p.n, p.k}) > largest) {
+      throw Error(fmt::format("calibration: timed product {}x{}x{}x{}: every extent must be from 1 to {}", p.batch, p.m,
+                              p.n, p.k, largest));
     }
     const auto a = static_cast<double>(p.batch * p.m * p.k) * 4, b = static_cast<double>(p.batch * p.k * p.n) * 4,
                y = static_cast<double>(p.batch * p.m * p.n) * 4;

@@ -105,8 +105,7 @@ std::optional<cluster::TimedProduct> product_shape(const graph::Graph& g, const 
                                                    const graph::OpSemantics& s, const sharding::Config& config) {
   if (s.op_class != graph::OpClass::contraction || s.compute_class != graph::ComputeClass::matmul || s.steps > 1 ||
       op.inputs.size() != 2 || s.inputs.size() != 2 || op.outputs.size() != 1 ||
-      config.splits.size() != s.dims.size() || op.inputs[0] == graph::no_tensor ||
-      op.inputs[1] == graph::no_tensor) {
+      config.splits.size() != s.dims.size() || op.inputs[0] == graph::no_tensor || op.inputs[1] == graph::no_tensor) {
     return std::nullopt;
   }
   const graph::Tensor& ta = g.tensor(op.inputs[0]);
@@ -794,10 +793,10 @@ OpCost op_cost_on(const cluster::Device& dev, const graph::Graph& g, graph::OpId
   };
   const double fwd = s.op_class == graph::OpClass::shape ? 0
                      : timed                             ? timed->forward
-                                                         : m * (kernel_time(fwd_batched, fwd_bytes, dev, precision, s.forward_kernel, family, fresh_in,
-                                            operands ? std::optional(operands->forward) : std::nullopt,
-                                            uses_matrix_units(s.op_class)) +
-                                fwd_steps);
+                             : m * (kernel_time(fwd_batched, fwd_bytes, dev, precision, s.forward_kernel, family,
+                                                fresh_in, operands ? std::optional(operands->forward) : std::nullopt,
+                                                uses_matrix_units(s.op_class)) +
+                                    fwd_steps);
   // With micro-batches the text shows one micro-batch's figures, times m.
   const auto per_micro = [&](std::string text) {
     return m > 1 ? fmt::format("{} micro-batches x ({}; weights whole each time)", micro, text) : text;
@@ -869,10 +868,9 @@ OpCost op_cost_on(const cluster::Device& dev, const graph::Graph& g, graph::OpId
           ? static_cast<int>(backward_products)
           : 1;
   // A timed product's backward pass: the products of the inputs that take a gradient, as timed.
-  const double timed_bwd =
-      timed ? (graph::gets_gradient(g.tensor(op.inputs[0])) ? timed->data_gradient : 0.0) +
-                  (graph::gets_gradient(g.tensor(op.inputs[1])) ? timed->weight_gradient : 0.0)
-            : 0.0;
+  const double timed_bwd = timed ? (graph::gets_gradient(g.tensor(op.inputs[0])) ? timed->data_gradient : 0.0) +
+                                       (graph::gets_gradient(g.tensor(op.inputs[1])) ? timed->weight_gradient : 0.0)
+                                 : 0.0;
   const double bwd =
       m * ((timed && bwd_batched > 0 ? timed_bwd
             : bwd_batched > 0 || bwd_bytes > reduction_bytes

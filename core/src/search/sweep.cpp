@@ -4,9 +4,9 @@
 #include "partita/graph/error.h"
 #include "partita/graph/op_semantics.h"
 
+#include "partita/sim/simulate.h"
 #include <algorithm>
 #include <tuple>
-#include "partita/sim/simulate.h"
 
 namespace partita::search {
 

@@ -8,6 +8,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 namespace partita::cluster {
 namespace {
 
@@ -199,6 +201,52 @@ TEST(Cluster, ProtoRoundTrip) {
   EXPECT_EQ(io::to_json(to_proto(back)), io::to_json(to_proto(c)));
   EXPECT_EQ(back.intra_pairs.size(), c.intra_pairs.size());
   EXPECT_EQ(back.intra_fallback.bandwidth, 1e10);
+}
+
+// Products timed at a model's shapes: kept sorted by shape, looked up by shape, written back as
+// read; a bad entry names its field.
+TEST(Cluster, TimedProducts) {
+  auto p = mesh();
+  const auto add = [&](int batch, int m, int n, int k, double forward) {
+    auto* t = p.mutable_device()->add_timed_products();
+    t->set_batch(batch);
+    t->set_m(m);
+    t->set_n(n);
+    t->set_k(k);
+    t->set_forward(forward);
+    t->set_data_gradient(2 * forward);
+    t->set_weight_gradient(3 * forward);
+    return t;
+  };
+  add(1, 256, 2048, 2048, 9e-3);
+  add(1, 128, 2048, 2048, 4e-3);
+  add(16, 128, 64, 128, 3e-4);
+  const Cluster c = from_proto(p, "timed");
+  ASSERT_EQ(c.device.timed_products.size(), 3u);
+  EXPECT_EQ(c.device.timed_products.front().m, 128); // sorted: batch 1, m 128 first
+  const TimedProduct* t = c.device.timed_product(1, 128, 2048, 2048);
+  ASSERT_NE(t, nullptr);
+  EXPECT_DOUBLE_EQ(t->forward, 4e-3);
+  EXPECT_DOUBLE_EQ(t->weight_gradient, 12e-3);
+  EXPECT_NE(c.device.timed_product(16, 128, 64, 128), nullptr);
+  EXPECT_EQ(c.device.timed_product(1, 128, 2048, 1024), nullptr);
+  EXPECT_EQ(c.device.timed_product(2, 128, 2048, 2048), nullptr);
+  const Cluster back = from_proto(to_proto(c), "back");
+  EXPECT_EQ(back.device.timed_products, c.device.timed_products);
+
+  auto bad = p;
+  bad.mutable_device()->mutable_timed_products(1)->set_n(0);
+  EXPECT_THAT(error_of(bad), HasSubstr("field 'device.timed_products[1].n': must be at least 1, got 0"));
+  bad = p;
+  bad.mutable_device()->mutable_timed_products(2)->set_data_gradient(-1e-3);
+  EXPECT_THAT(error_of(bad), HasSubstr("field 'device.timed_products[2].data_gradient': must be between"));
+  bad = p;
+  bad.mutable_device()->mutable_timed_products(0)->set_forward(std::nan(""));
+  EXPECT_THAT(error_of(bad), HasSubstr("field 'device.timed_products[0].forward'"));
+  bad = p;
+  add(1, 128, 2048, 2048, 5e-3);
+  EXPECT_THAT(error_of(p), HasSubstr("field 'device.timed_products': the product 1x128x2048x2048 (batch x m x n x k) "
+                                     "is timed twice"));
 }
 
 TEST(Cluster, LinkBetween) {

@@ -86,6 +86,36 @@ TEST(Calibration, RecoversTheFiguresThatMadeTheTimings) {
   EXPECT_NO_THROW(cluster::from_proto(cluster::to_proto(cal.cluster), "calibrated"));
 }
 
+// Products timed at a model's shapes are kept as measured, sorted by shape, each set beside what
+// the fitted curves price it at; a duplicate shape or a time that is not positive is refused.
+TEST(Calibration, KeepsTheProductsTimedAtAModelsShapes) {
+  const auto t = truth();
+  auto base = cluster::load_cluster("localhost-cpu");
+  auto data = measure(t);
+  const double flops = 2.0 * 128 * 2048 * 2048;
+  const double on_curve = kernel_time(flops, 4.0 * (128 * 2048 * 2 + 2048 * 2048), t.device, cluster::Precision::fp32);
+  data.products = {{1, 256, 1024, 1024, 2e-3, 2.5e-3, 3e-3}, {1, 128, 2048, 2048, 0.8 * on_curve, 1e-2, 1.1e-2}};
+  const auto cal = calibrate(base, data);
+  const auto& timed = cal.cluster.device.timed_products;
+  ASSERT_EQ(timed.size(), 2u);
+  EXPECT_EQ(timed[0].m, 128); // sorted by shape
+  EXPECT_DOUBLE_EQ(timed[0].forward, 0.8 * on_curve);
+  ASSERT_EQ(cal.products.size(), 4u); // forward and backward of each, in the order given
+  EXPECT_EQ(cal.products[2].what, "1x128x2048x2048 forward");
+  EXPECT_NEAR(cal.products[2].error(), 1 / 0.8 - 1, 1e-3); // the curve prices it 25% slower
+  EXPECT_DOUBLE_EQ(cal.products[3].measured, 1e-2 + 1.1e-2);
+  EXPECT_EQ(cluster::from_proto(cluster::to_proto(cal.cluster), "calibrated").device.timed_products, timed);
+
+  auto twice = data;
+  twice.products.push_back({1, 128, 2048, 2048, 1e-3, 1e-3, 1e-3});
+  EXPECT_THAT([&] { calibrate(base, twice); }, ::testing::ThrowsMessage<Error>(HasSubstr(
+                                                   "the product 1x128x2048x2048 (batch x m x n x k) is timed twice")));
+  auto zero = data;
+  zero.products[1].data_gradient = 0;
+  EXPECT_THAT([&] { calibrate(base, zero); },
+              ::testing::ThrowsMessage<Error>(HasSubstr("timed product 1x128x2048x2048: its data gradient took 0 s")));
+}
+
 TEST(Calibration, NoisyTimingsGiveAFitWithTheirError) {
   const auto t = truth();
   auto data = measure(t);

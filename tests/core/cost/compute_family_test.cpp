@@ -18,6 +18,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <tuple>
 
 namespace partita::cost {
 namespace {
@@ -354,6 +355,92 @@ TEST(ComputeFamily, AMatrixProductReadsItsOperandsOnTopOfItsArithmetic) {
     ADD_FAILURE() << "expected an error";
   } catch (const Error& e) {
     EXPECT_THAT(e.what(), ::testing::HasSubstr("device.matmul_operand_bandwidth"));
+  }
+}
+
+// The product an op runs on one device, as the runtime calls it: A's leading dims folded into m
+// when B is a matrix, a batch when both have them; split dims give their pieces.
+TEST(ComputeFamily, AProductsShapeIsTheRuntimesCall) {
+  const Ops o;
+  const auto shape_of = [&](graph::OpId id, const std::vector<std::pair<int, int>>& splits = {}) {
+    const auto s = graph::describe(o.g, id);
+    sharding::Config config{std::vector<int>(s.dims.size(), 1)};
+    for (const auto& [input_axis, parts] : splits) {
+      config.splits[static_cast<std::size_t>(s.inputs[0].dims[static_cast<std::size_t>(input_axis)])] = parts;
+    }
+    return product_shape(o.g, o.g.op(id), s, config);
+  };
+  const auto matmul = shape_of(o.matmul);
+  ASSERT_TRUE(matmul.has_value());
+  EXPECT_EQ(std::tie(matmul->batch, matmul->m, matmul->n, matmul->k), std::make_tuple(1, 512, 1024, 1024));
+  const auto rows = shape_of(o.matmul, {{0, 4}}); // the rows over 4 devices
+  EXPECT_EQ(std::tie(rows->batch, rows->m, rows->n, rows->k), std::make_tuple(1, 128, 1024, 1024));
+  const auto sums = shape_of(o.matmul, {{1, 2}}); // the summed dim over 2: partial sums of half k
+  EXPECT_EQ(std::tie(sums->batch, sums->m, sums->n, sums->k), std::make_tuple(1, 512, 1024, 512));
+  const auto scores = shape_of(o.scores, {{0, 2}});
+  EXPECT_EQ(std::tie(scores->batch, scores->m, scores->n, scores->k), std::make_tuple(4, 128, 128, 64));
+  // A sequence of tokens times a matrix: the tokens fold into the rows.
+  graph::Graph g;
+  test::tensor(g, "x", {4, 32, 256});
+  test::tensor(g, "w", {256, 512}, TensorRole::parameter);
+  test::tensor(g, "y", {4, 32, 512});
+  const auto folded = test::op(g, "MatMul", {"x", "w"}, {"y"});
+  const auto fs = graph::describe(g, folded);
+  const auto f = product_shape(g, g.op(folded), fs, sharding::Config{std::vector<int>(fs.dims.size(), 1)});
+  ASSERT_TRUE(f.has_value());
+  EXPECT_EQ(std::tie(f->batch, f->m, f->n, f->k), std::make_tuple(1, 128, 512, 256));
+  // Not a plain product: a Gemm reading B transposed, a convolution, a recurrence, a ReLU.
+  test::tensor(g, "bt", {512, 256}, TensorRole::parameter);
+  test::tensor(g, "x2", {64, 256});
+  test::tensor(g, "y2", {64, 512});
+  const auto gemm = test::op(g, "Gemm", {"x2", "bt"}, {"y2"}, {{"transB", std::int64_t{1}}});
+  const auto gs = graph::describe(g, gemm);
+  EXPECT_FALSE(product_shape(g, g.op(gemm), gs, sharding::Config{std::vector<int>(gs.dims.size(), 1)}));
+  EXPECT_FALSE(shape_of(o.conv));
+  EXPECT_FALSE(shape_of(o.lstm));
+  EXPECT_FALSE(shape_of(o.relu));
+}
+
+// A product calibrated at its very shape (partita calibrate --for-model) takes its measured times,
+// forward and backward (the products of the inputs that take a gradient); other shapes, other ops
+// and other precisions keep the curves.
+TEST(ComputeFamily, AProductTimedAtItsShapeTakesItsMeasuredTimes) {
+  const Ops o;
+  auto c = with_conv_curve();
+  c.device.matmul_operand_bandwidth = 10e9;
+  const auto curve = cost_of(o, o.matmul, c);
+  auto timed = c;
+  timed.device.timed_products = {{1, 512, 1024, 1024, 7e-3, 8e-3, 9e-3}, {8, 128, 128, 64, 1e-4, 2e-4, 3e-4}};
+  const auto priced = cost_of(o, o.matmul, timed);
+  EXPECT_DOUBLE_EQ(priced.get(term::forward_compute), 7e-3);
+  EXPECT_DOUBLE_EQ(priced.get(term::backward_compute), 8e-3 + 9e-3);
+  EXPECT_NE(curve.get(term::forward_compute), 7e-3);
+  EXPECT_THAT(priced.time[0].formula, ::testing::HasSubstr("a 1x512x1024x1024 product (batch x m x n x k)"));
+  EXPECT_THAT(priced.time[0].formula, ::testing::HasSubstr("as calibration timed that shape"));
+  // The rest of the op's terms (its optimizer step) are priced as before.
+  EXPECT_NEAR(priced.time_total() - priced.get(term::forward_compute) - priced.get(term::backward_compute),
+              curve.time_total() - curve.get(term::forward_compute) - curve.get(term::backward_compute), 1e-12);
+  EXPECT_DOUBLE_EQ(cost_of(o, o.scores, timed).get(term::backward_compute), 2e-4 + 3e-4);
+  // A frozen input takes no data gradient: the weight gradient's product alone.
+  auto frozen = o;
+  frozen.g.tensor(frozen.g.find_tensor("a")).gradient = false;
+  EXPECT_DOUBLE_EQ(cost_of(frozen, frozen.matmul, timed).get(term::backward_compute), 9e-3);
+  // Split over 2 devices, a 256-row product that was not timed: the curve.
+  const auto s = graph::describe(o.g, o.matmul);
+  sharding::Config rows{std::vector<int>(s.dims.size(), 1)};
+  rows.splits[static_cast<std::size_t>(s.inputs[0].dims[0])] = 2;
+  const std::vector<int> two{0, 1};
+  EXPECT_DOUBLE_EQ(op_cost(o.g, o.matmul, s, rows, two, timed, {}).get(term::forward_compute),
+                   op_cost(o.g, o.matmul, s, rows, two, c, {}).get(term::forward_compute));
+  // Timed in fp32: a bf16 step keeps the curves.
+  TrainingSetup bf16;
+  bf16.precision = cluster::Precision::bf16;
+  const std::vector<int> one{0};
+  const sharding::Config whole{std::vector<int>(s.dims.size(), 1)};
+  EXPECT_DOUBLE_EQ(op_cost(o.g, o.matmul, s, whole, one, timed, bf16).get(term::forward_compute),
+                   op_cost(o.g, o.matmul, s, whole, one, c, bf16).get(term::forward_compute));
+  for (const auto id : {o.conv, o.lstm, o.relu}) {
+    EXPECT_DOUBLE_EQ(cost_of(o, id, timed).time_total(), cost_of(o, id, c).time_total()) << o.g.op(id).type;
   }
 }
 
