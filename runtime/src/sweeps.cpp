@@ -234,30 +234,20 @@ std::vector<KernelTiming> product_sweep(Backend& backend, MPI_Comm comm, const S
     const double flops = 2.0 * static_cast<double>(shape.batch * shape.m * shape.n * shape.k);
     const auto name = fmt::format("product {}x{}x{}x{}", shape.batch, shape.m, shape.n, shape.k);
     std::size_t turn = 0;
+    // One product x (op) y -> z at this call's slice of the arenas, timed as the sweeps time theirs.
+    const auto time_product = [&](const MatmulShape& s, const Floats& x, bool tx, const Floats& y, bool ty, Floats& z) {
+      return time_per_call(
+          comm, budget,
+          [&] {
+            const std::size_t o = slots.offset(turn++);
+            backend.matmul(s, x.data() + o, tx, y.data() + o, ty, z.data() + o);
+          },
+          finish);
+    };
     // As partita-run runs a MatMul: Y = A B, then dA = dY B^T, dB = A^T dY (op_kernels.cpp).
-    const double forward = time_per_call(
-        comm, budget,
-        [&] {
-          const std::size_t o = slots.offset(turn++);
-          backend.matmul(shape, a.data() + o, false, b.data() + o, false, da.data() + o);
-        },
-        finish);
-    const double data_gradient = time_per_call(
-        comm, budget,
-        [&] {
-          const std::size_t o = slots.offset(turn++);
-          backend.matmul({shape.batch, shape.m, shape.k, shape.n}, dy.data() + o, false, b.data() + o, true,
-                         da.data() + o);
-        },
-        finish);
-    const double weight_gradient = time_per_call(
-        comm, budget,
-        [&] {
-          const std::size_t o = slots.offset(turn++);
-          backend.matmul({shape.batch, shape.k, shape.n, shape.m}, a.data() + o, true, dy.data() + o, false,
-                         db.data() + o);
-        },
-        finish);
+    const double forward = time_product(shape, a, false, b, false, da);
+    const double data_gradient = time_product({shape.batch, shape.m, shape.k, shape.n}, dy, false, b, true, da);
+    const double weight_gradient = time_product({shape.batch, shape.k, shape.n, shape.m}, a, true, dy, false, db);
     const double bytes = 4.0 * static_cast<double>(na + nb + nc);
     KernelTiming f{name + " forward", flops, bytes, forward};
     f.operand_bytes = 4.0 * static_cast<double>(na + nb);

@@ -106,22 +106,21 @@ file(READ ${WORKDIR}/refit.json refit)
 if(NOT refit STREQUAL json)
   message(FATAL_ERROR "refitting ${WORKDIR}/measurements.json gave a different cluster file")
 endif()
-file(READ ${WORKDIR}/measurements.json measured)
-string(JSON measured REMOVE "${measured}" collectives 0 seconds)
-file(WRITE ${WORKDIR}/damaged.json "${measured}")
-execute_process(COMMAND ${PARTITA} calibrate --measurements ${WORKDIR}/damaged.json -o ${WORKDIR}/never.json
-                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-if(rc EQUAL 0 OR NOT err MATCHES "damaged.json: field 'collectives\\[0\\]'.*seconds" OR EXISTS ${WORKDIR}/never.json)
-  message(FATAL_ERROR "a damaged measurements file was not refused with its name and field (${rc}): ${err}")
-endif()
-file(READ ${WORKDIR}/measurements.json measured)
-string(JSON measured REMOVE "${measured}" products 0 weight_gradient)
-file(WRITE ${WORKDIR}/damaged.json "${measured}")
-execute_process(COMMAND ${PARTITA} calibrate --measurements ${WORKDIR}/damaged.json -o ${WORKDIR}/never.json
-                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-if(rc EQUAL 0 OR NOT err MATCHES "damaged.json: field 'products\\[0\\]'.*weight_gradient" OR EXISTS ${WORKDIR}/never.json)
-  message(FATAL_ERROR "a damaged product timing was not refused with its name and field (${rc}): ${err}")
-endif()
+# A collective timing, and a product timed for --for-model, each without one of its fields.
+foreach(damage "collectives|seconds" "products|weight_gradient")
+  string(REPLACE "|" ";" damage "${damage}")
+  list(GET damage 0 part)
+  list(GET damage 1 field)
+  file(READ ${WORKDIR}/measurements.json measured)
+  string(JSON measured REMOVE "${measured}" ${part} 0 ${field})
+  file(WRITE ${WORKDIR}/damaged.json "${measured}")
+  execute_process(COMMAND ${PARTITA} calibrate --measurements ${WORKDIR}/damaged.json -o ${WORKDIR}/never.json
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(rc EQUAL 0 OR NOT err MATCHES "damaged.json: field '${part}\\[0\\]'.*${field}" OR EXISTS ${WORKDIR}/never.json)
+    message(FATAL_ERROR "a damaged measurements file (${part}[0] without ${field}) was not refused with its name and "
+                        "field (${rc}): ${err}")
+  endif()
+endforeach()
 
 # Transposes that move the last dim and copies of rows have curves of their own, or (when a busy
 # machine made their timings inconsistent) the fit says so and names the curve used instead.

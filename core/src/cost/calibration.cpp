@@ -3,6 +3,7 @@
 #include "partita/cost/op_cost.h"
 #include "partita/graph/error.h"
 #include "partita/graph/statistics.h"
+#include "partita/proto/partita.pb.h"
 
 #include <fmt/format.h>
 
@@ -797,19 +798,12 @@ Calibration calibrate(const cluster::Cluster& base, const CalibrationData& data)
         .push_back(std::move(p));
   }
   // Products timed at a model's shapes: kept as measured (one per shape), each set beside what the
-  // curves would have priced it at.
+  // curves would have priced it at. Extents beyond the file's 32 bits are refused here, before
+  // they are written there.
   dev.timed_products.clear();
   for (const auto& p : data.products) {
     const double flops = 2.0 * static_cast<double>(p.batch) * static_cast<double>(p.m) * static_cast<double>(p.n) *
                          static_cast<double>(p.k);
-    for (const auto& [seconds, what] : {std::pair{p.forward, "forward"},
-                                        {p.data_gradient, "data gradient"},
-                                        {p.weight_gradient, "weight gradient"}}) {
-      if (!(std::isfinite(seconds) && seconds > 0)) {
-        throw Error(fmt::format("calibration: timed product {}x{}x{}x{}: its {} took {} s; a time must be positive",
-                                p.batch, p.m, p.n, p.k, what, seconds));
-      }
-    }
     constexpr std::int64_t largest = std::numeric_limits<std::int32_t>::max(); // the cluster file's
     if (std::min({p.batch, p.m, p.n, p.k}) < 1 || std::max({p.batch, p.m, p.n, p.k}) > largest) {
       throw Error(fmt::format("calibration: timed product {}x{}x{}x{}: every extent must be from 1 to {}", p.batch, p.m,
@@ -831,14 +825,14 @@ Calibration calibrate(const cluster::Cluster& base, const CalibrationData& data)
                             curve(b, bwd_family) + curve(a, bwd_family)});
     dev.timed_products.push_back(p);
   }
-  std::sort(dev.timed_products.begin(), dev.timed_products.end());
-  for (std::size_t i = 1; i < dev.timed_products.size(); ++i) {
-    const auto& a = dev.timed_products[i - 1];
-    const auto& b = dev.timed_products[i];
-    if (std::tie(a.batch, a.m, a.n, a.k) == std::tie(b.batch, b.m, b.n, b.k)) {
-      throw Error(fmt::format("calibration: the product {}x{}x{}x{} (batch x m x n x k) is timed twice", a.batch, a.m,
-                              a.n, a.k));
+  if (!dev.timed_products.empty()) {
+    // The cluster file's own checks (each time within 1 ns to a day, each shape once), before the
+    // file is written; its entries are the measurements' products in their order.
+    if (const auto e = cluster::validate(cluster::to_proto(c))) {
+      throw Error(
+          fmt::format("calibration: the calibrated cluster does not validate: field '{}': {}", e->field, e->reason));
     }
+    std::sort(dev.timed_products.begin(), dev.timed_products.end());
   }
   for (const auto& s : data.memory) {
     out.memory.push_back({s.kernel, s.bytes, s.seconds,
